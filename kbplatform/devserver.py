@@ -1,0 +1,247 @@
+"""`make run`: the whole platform on embedded defaults, in one terminal, with no questions asked.
+
+Starts (or reuses) Milvus Lite and Redis, migrates, ensures the `demo` tenant with an admin login and an API
+key, then runs a Celery worker, beat and the web server until Ctrl-C, which stops them all. Running it again
+reuses the data under `var/`, the admin password and the API key.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VAR = Path(os.environ.get("KB_VAR_DIR", ROOT / "var"))
+BIN = Path(sys.executable).parent
+WEB_ADDRESS = os.environ.get("KB_WEB_ADDRESS", "127.0.0.1:8000")
+DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
+DEFAULT_MILVUS = "http://127.0.0.1:19530"
+
+children: list[subprocess.Popen] = []
+
+
+def say(message: str) -> None:
+    print(f"[make run] {message}", flush=True)
+
+
+def port_open(host: str, port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex((host, port)) == 0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start(name: str, command: list[str], env: dict[str, str]) -> subprocess.Popen:
+    log = open(VAR / "logs" / f"{name}.log", "ab")  # noqa: SIM115 - lives as long as the child
+    process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
+    children.append(process)
+    say(f"started {name} (pid {process.pid}, log var/logs/{name}.log)")
+    return process
+
+
+def wait_for(what: str, ready, timeout: float = 60.0) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if ready():
+            return
+        if any(child.poll() is not None for child in children):
+            stop_all()
+            sys.exit(f"[make run] a process exited while waiting for {what}: see var/logs/")
+        time.sleep(0.3)
+    stop_all()
+    sys.exit(f"[make run] {what} did not become ready within {timeout:.0f}s: see var/logs/")
+
+
+def redis_answers(url: str) -> bool:
+    import redis
+
+    try:
+        return bool(redis.Redis.from_url(url, socket_connect_timeout=0.5).ping())
+    except redis.exceptions.RedisError:
+        return False
+
+
+def choose_redis(env: dict[str, str]) -> None:
+    url = env.get("REDIS_URL", DEFAULT_REDIS)
+    if url and redis_answers(url):
+        env["REDIS_URL"] = url
+        say(f"Redis: using {url}")
+        return
+    binary = shutil.which("redis-server")
+    if binary:
+        port = free_port()
+        start("redis", [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], env)
+        env["REDIS_URL"] = f"redis://127.0.0.1:{port}/0"
+        wait_for("redis", lambda: redis_answers(env["REDIS_URL"]), 20)
+        say(f"Redis: {url or 'none'} did not answer; started a local redis-server on port {port}")
+        return
+    env["REDIS_URL"] = ""
+    env["CELERY_TASK_ALWAYS_EAGER"] = "true"
+    say("Redis: NONE AVAILABLE. Running with an in-process cache and eager tasks (documents are indexed inside")
+    say("       the web request; no worker, no beat). Install redis-server or set REDIS_URL for the real thing.")
+
+
+def choose_milvus(env: dict[str, str]) -> None:
+    uri = env.get("MILVUS_URI", DEFAULT_MILVUS)
+    env["MILVUS_URI"] = uri
+    host_port = uri.split("://", 1)[-1].rstrip("/")
+    host, _, port = host_port.partition(":")
+    if port_open(host, int(port or 19530)):
+        say(f"Milvus: using {uri}")
+        return
+    if uri != DEFAULT_MILVUS:
+        sys.exit(f"[make run] MILVUS_URI={uri} does not answer")
+    data_dir = VAR / "milvus"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    start(
+        "milvus",
+        [
+            str(BIN / "milvus-lite"),
+            "server",
+            "--data-dir",
+            str(data_dir),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            port or "19530",
+        ],
+        env,
+    )
+    wait_for("milvus-lite server", lambda: port_open(host, int(port or 19530)), 60)
+    say(f"Milvus: started milvus-lite server on {uri} (data in var/milvus)")
+
+
+def manage(env: dict[str, str], *args: str, capture: bool = False) -> str:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), *args],
+        env=env,
+        cwd=ROOT,
+        check=True,
+        stdout=subprocess.PIPE if capture else None,
+        text=True,
+    )
+    return result.stdout or ""
+
+
+def demo_credentials(env: dict[str, str]) -> tuple[str, str, str]:
+    """(admin email, password, API key), reused across runs from var/demo.env."""
+    path = VAR / "demo.env"
+    saved = dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line) if path.exists() else {}
+    email, password = "admin@demo.local", saved.get("password")
+    if not password:
+        import secrets
+
+        password = secrets.token_urlsafe(9)
+    key = saved.get("api_key", "")
+    args = ["create_tenant", "demo", "--name", "Demo", "--admin-email", email, "--admin-password", password]
+    if key and manage(env, "check_api_key", key, capture=True).strip() == "valid":
+        manage(env, *args, "--no-key")
+    else:
+        key = manage(env, *args, capture=True).strip().splitlines()[-1]
+    path.write_text(f"password={password}\napi_key={key}\n")
+    path.chmod(0o600)
+    return email, password, key
+
+
+def health(address: str) -> dict | None:
+    import json
+
+    try:
+        with urllib.request.urlopen(f"http://{address}/api/health/", timeout=5) as response:  # noqa: S310
+            return json.loads(response.read())
+    except Exception:  # noqa: BLE001 - not up yet
+        return None
+
+
+def stop_all(*_: object) -> None:
+    for child in reversed(children):
+        if child.poll() is None:
+            try:
+                os.killpg(child.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + 10
+    for child in children:
+        try:
+            child.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+
+
+def main() -> None:
+    (VAR / "logs").mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    env.setdefault("DJANGO_SETTINGS_MODULE", "kbplatform.settings.base")
+    env["PYTHONUNBUFFERED"] = "1"
+    signal.signal(signal.SIGTERM, lambda *_: (stop_all(), sys.exit(0)))
+    try:
+        choose_redis(env)
+        choose_milvus(env)
+        manage(env, "migrate", "--no-input", "-v", "0")
+        email, password, key = demo_credentials(env)
+        if env["REDIS_URL"]:
+            start(
+                "worker",
+                [
+                    str(BIN / "celery"),
+                    "-A",
+                    "kbplatform",
+                    "worker",
+                    "-l",
+                    "info",
+                    "--concurrency",
+                    "1",
+                    "-n",
+                    f"kb-worker-{os.getpid()}@%h",
+                ],
+                env,
+            )
+            start(
+                "beat",
+                [str(BIN / "celery"), "-A", "kbplatform", "beat", "-l", "info", "-s", str(VAR / "celerybeat-schedule")],
+                env,
+            )
+        start("web", [sys.executable, str(ROOT / "manage.py"), "runserver", "--noreload", WEB_ADDRESS], env)
+        wait_for("the web server", lambda: health(WEB_ADDRESS) is not None, 90)
+        deadline = time.monotonic() + 60
+        report = health(WEB_ADDRESS)
+        while report and report["status"] != "ok" and time.monotonic() < deadline:
+            time.sleep(1)
+            report = health(WEB_ADDRESS)
+        components = ", ".join(f"{name} {c['status']}" for name, c in (report or {}).get("components", {}).items())
+        print(
+            f"""
+kbplatform is running.
+  Web + API     http://{WEB_ADDRESS}/        API docs http://{WEB_ADDRESS}/api/docs/
+  Health        {report["status"] if report else "unknown"}: {components}
+  Admin         http://{WEB_ADDRESS}/admin/   login {email} / {password}
+  Demo API key  {key}
+  Try           curl -H "Authorization: Api-Key {key}" http://{WEB_ADDRESS}/api/v1/whoami/
+Logs in var/logs/. Ctrl-C stops everything.
+""",
+            flush=True,
+        )
+        while all(child.poll() is None for child in children):
+            time.sleep(1)
+        failed = [child.args[0] for child in children if child.poll() is not None]
+        say(f"a process stopped ({failed}); stopping the rest: see var/logs/")
+    except KeyboardInterrupt:
+        say("stopping…")
+    finally:
+        stop_all()
+
+
+if __name__ == "__main__":
+    main()

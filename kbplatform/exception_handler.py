@@ -1,0 +1,70 @@
+"""The API's one error shape: `{"message": str, "extra": {...}}`.
+
+Turns `ApplicationError` and every DRF/Django exception a request can trigger into that shape, with a status
+that says whose fault it was. Nothing a client can send ends in an unshaped 500.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import Http404
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.serializers import as_serializer_error
+from rest_framework.views import exception_handler
+
+from kbplatform.errors import ApplicationError
+
+_DEFAULT_MESSAGES = {
+    400: "The request is not valid.",
+    401: "Authentication failed.",
+    403: "You are not allowed to do this.",
+    404: "Not found.",
+    405: "Method not allowed.",
+    406: "Not acceptable.",
+    413: "The request body is too large.",
+    415: "Unsupported media type.",
+    429: "Too many requests.",
+}
+
+
+def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, ApplicationError):
+        headers = {"Retry-After": "5"} if exc.status_code == 503 else None
+        return Response({"message": exc.message, "extra": exc.extra}, status=exc.status_code, headers=headers)
+    if isinstance(exc, DjangoValidationError):
+        exc = exceptions.ValidationError(as_serializer_error(exc))
+    elif isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied()
+    elif isinstance(exc, RequestDataTooBig):
+        return Response(
+            {"message": "The request body is too large.", "extra": {}}, status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+        )
+    elif isinstance(exc, UnicodeDecodeError):
+        return Response({"message": "The request body is not valid UTF-8.", "extra": {}}, status=400)
+
+    response = exception_handler(exc, context)
+    if response is None:
+        return None
+
+    if isinstance(exc, exceptions.NotAuthenticated):
+        response.data = {"message": 'Missing API key: send the header "Authorization: Api-Key <key>".', "extra": {}}
+        return response
+    if isinstance(exc, exceptions.ValidationError):
+        message = "Validation error: check the fields listed in extra."
+        response.data = {"message": message, "extra": {"fields": response.data}}
+        return response
+
+    detail = response.data.get("detail") if isinstance(response.data, dict) else None
+    message = str(detail) if detail else _DEFAULT_MESSAGES.get(response.status_code, "Request failed.")
+    extra: dict[str, Any] = {}
+    if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
+        extra["retry_after_seconds"] = int(exc.wait + 0.999)
+    response.data = {"message": message, "extra": extra}
+    return response

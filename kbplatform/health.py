@@ -1,0 +1,72 @@
+"""Reachability of every part the platform needs, for `/api/health/` and `make run`'s banner."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from django.conf import settings
+from django.db import connection
+
+from kbplatform.redis_client import redis_ping
+
+
+def _database() -> tuple[str, str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+        cursor.fetchone()
+    return "ok", connection.vendor
+
+
+def _redis() -> tuple[str, str]:
+    if not settings.REDIS_URL:
+        return "disabled", "no REDIS_URL: in-process cache, eager tasks"
+    return ("ok", "ping") if redis_ping() else ("down", "no answer from REDIS_URL")
+
+
+def _milvus() -> tuple[str, str]:
+    from retrieval.vectorstore import vectorstore_ping
+
+    return ("ok", settings.MILVUS_URI) if vectorstore_ping() else ("down", f"no answer from {settings.MILVUS_URI}")
+
+
+def _worker() -> tuple[str, str]:
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        return "ok", "eager: tasks run in the web process"
+    if settings.REDIS_URL and not redis_ping():
+        return "down", "broker unreachable"
+    from kbplatform.celery import app
+
+    replies = app.control.ping(timeout=settings.HEALTH_WORKER_TIMEOUT) or []
+    return ("ok", f"{len(replies)} worker(s)") if replies else ("down", "no worker answered")
+
+
+CHECKS: dict[str, Callable[[], tuple[str, str]]] = {
+    "database": _database,
+    "redis": _redis,
+    "milvus": _milvus,
+    "worker": _worker,
+}
+
+
+def health_report() -> dict:
+    """{"status": ok|degraded|down, "components": {name: {"status", "detail", "ms"}}}.
+
+    `down` when the database is down (nothing works); `degraded` when any other part is down (turns may still
+    be answered from the database, uploads wait in the queue).
+    """
+    components = {}
+    for name, check in CHECKS.items():
+        started = time.perf_counter()
+        try:
+            state, detail = check()
+        except Exception as exc:  # noqa: BLE001 - a health check reports every failure instead of raising
+            state, detail = "down", f"{type(exc).__name__}: {exc}"[:300]
+        components[name] = {"status": state, "detail": detail, "ms": round((time.perf_counter() - started) * 1000, 1)}
+    if components["database"]["status"] != "ok":
+        overall = "down"
+    elif any(c["status"] == "down" for c in components.values()):
+        overall = "degraded"
+    else:
+        overall = "ok"
+    return {"status": overall, "components": components}

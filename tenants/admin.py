@@ -1,0 +1,81 @@
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.http import HttpRequest
+
+from tenants.admin_scoping import TenantScopedAdmin, request_tenant_ids
+from tenants.models import ApiKey, Membership, Role, Tenant
+from tenants.services import api_key_create, api_key_revoke
+
+
+@admin.register(Tenant)
+class TenantAdmin(TenantScopedAdmin):
+    list_display = ("slug", "name", "is_active", "created_at")
+    search_fields = ("slug", "name")
+    tenant_field = "pk"
+
+    def get_queryset(self, request: HttpRequest):  # noqa: ANN201
+        queryset = Tenant.objects.all()
+        if request.user.is_superuser:
+            return queryset
+        return queryset.filter(pk__in=request_tenant_ids(request, self.view_roles))
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return request.user.is_superuser
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:  # noqa: ANN001
+        return request.user.is_superuser
+
+    def get_readonly_fields(self, request: HttpRequest, obj=None):  # noqa: ANN001, ANN201
+        return () if request.user.is_superuser else ("slug", "is_active")
+
+
+@admin.register(Membership)
+class MembershipAdmin(TenantScopedAdmin):
+    list_display = ("user", "tenant", "role", "created_at")
+    list_filter = ("role",)
+    view_roles = (Role.ADMIN,)
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):  # noqa: ANN001, ANN003, ANN201
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(TenantScopedAdmin):
+    list_display = ("prefix", "name", "tenant", "role", "knowledge_base", "created_at", "last_used_at", "revoked_at")
+    list_filter = ("role",)
+    search_fields = ("prefix", "name")
+    fields = ("tenant", "name", "role", "knowledge_base", "prefix", "created_at", "last_used_at", "revoked_at")
+    readonly_fields = ("prefix", "created_at", "last_used_at", "revoked_at")
+    view_roles = (Role.ADMIN,)
+    actions = ("revoke_keys",)
+
+    def save_model(self, request, obj, form, change):  # noqa: ANN001
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        api_key, raw_key = api_key_create(
+            tenant=obj.tenant,
+            name=obj.name,
+            role=obj.role,
+            knowledge_base=obj.knowledge_base,
+            created_by=request.user,
+        )
+        obj.pk = api_key.pk
+        obj.prefix = api_key.prefix
+        obj.hashed_key = api_key.hashed_key
+        obj.created_at = api_key.created_at
+        self.message_user(
+            request,
+            f"New API key (shown only now, copy it): {raw_key}",
+            level=messages.WARNING,
+        )
+
+    @admin.action(description="Revoke selected keys")
+    def revoke_keys(self, request, queryset):  # noqa: ANN001
+        count = 0
+        for api_key in queryset:
+            if self.has_change_permission(request, api_key):
+                api_key_revoke(tenant=api_key.tenant, api_key=api_key)
+                count += 1
+        self.message_user(request, f"Revoked {count} key(s).")

@@ -1,0 +1,91 @@
+"""Tenant-scoped Django admin: a tenant admin sees and edits only their tenant's rows; support and viewer
+roles see what `view_roles` allows, read-only unless listed in `edit_roles`; a superuser sees everything.
+
+Permissions come from memberships, not from Django's per-model permission table, so granting a role is the
+only thing an operator does to give someone access.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from django.contrib import admin
+from django.db import models
+from django.http import HttpRequest
+
+from tenants.models import Role, Tenant
+from tenants.scoping import TenantOwnedModel
+from tenants.selectors import user_tenant_roles
+
+
+def request_tenant_roles(request: HttpRequest) -> dict[int, str]:
+    """tenant id -> role of the request's user, cached on the request."""
+    if not hasattr(request, "_kb_tenant_roles"):
+        request._kb_tenant_roles = user_tenant_roles(user=request.user)
+    return request._kb_tenant_roles
+
+
+def request_tenant_ids(request: HttpRequest, roles: tuple[str, ...]) -> list[int]:
+    return [tenant_id for tenant_id, role in request_tenant_roles(request).items() if role in roles]
+
+
+class TenantScopedAdmin(admin.ModelAdmin):
+    view_roles: ClassVar[tuple[str, ...]] = (Role.ADMIN, Role.SUPPORT, Role.VIEWER)
+    edit_roles: ClassVar[tuple[str, ...]] = (Role.ADMIN,)
+    tenant_field = "tenant"
+
+    # --- rows ---------------------------------------------------------------------------------------------
+    def get_queryset(self, request: HttpRequest):  # noqa: ANN201
+        queryset = super().get_queryset(request) if not self._is_tenant_owned() else self.model.objects.unscoped()
+        ordering = self.get_ordering(request)
+        if ordering:
+            queryset = queryset.order_by(*ordering)
+        if request.user.is_superuser:
+            return queryset
+        return queryset.filter(**{f"{self.tenant_field}__in": request_tenant_ids(request, self.view_roles)})
+
+    def _is_tenant_owned(self) -> bool:
+        return issubclass(self.model, TenantOwnedModel)
+
+    def _obj_tenant_id(self, obj: models.Model) -> int | None:
+        if isinstance(obj, Tenant):
+            return obj.pk
+        value = obj
+        for part in self.tenant_field.split("__"):
+            value = getattr(value, part, None)
+        return getattr(value, "pk", None)
+
+    def _role_for(self, request: HttpRequest, obj: models.Model | None) -> set[str]:
+        roles = request_tenant_roles(request)
+        if obj is None:
+            return set(roles.values())
+        tenant_id = self._obj_tenant_id(obj)
+        return {roles[tenant_id]} if tenant_id in roles else set()
+
+    # --- permissions --------------------------------------------------------------------------------------
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return request.user.is_superuser or bool(self._role_for(request, None) & set(self.view_roles))
+
+    def has_view_permission(self, request: HttpRequest, obj: models.Model | None = None) -> bool:
+        return request.user.is_superuser or bool(self._role_for(request, obj) & set(self.view_roles))
+
+    def has_change_permission(self, request: HttpRequest, obj: models.Model | None = None) -> bool:
+        return request.user.is_superuser or bool(self._role_for(request, obj) & set(self.edit_roles))
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return request.user.is_superuser or bool(self._role_for(request, None) & set(self.edit_roles))
+
+    def has_delete_permission(self, request: HttpRequest, obj: models.Model | None = None) -> bool:
+        return request.user.is_superuser or bool(self._role_for(request, obj) & set(self.edit_roles))
+
+    # --- forms: the tenant is never chosen from another tenant's list ---------------------------------------
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):  # noqa: ANN001, ANN003, ANN201
+        related = db_field.related_model
+        if related is Tenant and not request.user.is_superuser:
+            kwargs["queryset"] = Tenant.objects.filter(pk__in=request_tenant_ids(request, self.edit_roles))
+        elif issubclass(related, TenantOwnedModel):
+            queryset = related.objects.unscoped()
+            if not request.user.is_superuser:
+                queryset = queryset.filter(tenant__in=request_tenant_ids(request, self.edit_roles))
+            kwargs["queryset"] = queryset
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)

@@ -1,0 +1,84 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+
+from tenants.scoping import TenantOwnedModel
+
+slug_validator = RegexValidator(r"^[a-z0-9][a-z0-9-]{0,62}$", "Use lowercase letters, digits and hyphens.")
+
+
+class Tenant(models.Model):
+    name = models.CharField(max_length=200)
+    slug = models.SlugField(max_length=63, unique=True, validators=[slug_validator])
+    is_active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Role(models.TextChoices):
+    ADMIN = "admin", "Tenant admin"
+    SUPPORT = "support", "Support"
+    VIEWER = "viewer", "Viewer"
+
+
+class Membership(models.Model):
+    """A user's role in one tenant. Memberships are what the admin site scopes by."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.VIEWER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "tenant"], name="membership_unique_user_tenant")]
+
+    def __str__(self) -> str:
+        return f"{self.user} @ {self.tenant} ({self.role})"
+
+
+class ApiKeyRole(models.TextChoices):
+    ADMIN = "admin", "Admin (may manage keys and policies)"
+    STANDARD = "standard", "Standard"
+
+
+class ApiKey(TenantOwnedModel):
+    """An API key. Only a SHA-256 hash of the whole key is stored; `prefix` identifies it to people and to the
+    lookup. Keys are 32 random bytes, so a fast hash is safe (no dictionary to guess from) and keeps
+    authentication off the request's critical path."""
+
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, unique=True, editable=False)
+    hashed_key = models.CharField(max_length=64, editable=False)
+    role = models.CharField(max_length=16, choices=ApiKeyRole.choices, default=ApiKeyRole.STANDARD)
+    knowledge_base = models.ForeignKey(
+        "retrieval.KnowledgeBase",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="api_keys",
+        help_text="When set, the key reaches only this knowledge base.",
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.name})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None

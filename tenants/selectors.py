@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+from tenants.keys import key_matches, key_prefix
+from tenants.models import ApiKey, Membership, Role, Tenant
+
+
+def api_key_get_by_raw(*, raw_key: str) -> ApiKey | None:
+    """The active key matching `raw_key`, or None. Crosses tenants by design: the key names its tenant."""
+    prefix = key_prefix(raw_key)
+    if prefix is None:
+        return None
+    api_key = ApiKey.objects.unscoped().select_related("tenant").filter(prefix=prefix).first()
+    if api_key is None or not key_matches(raw_key, api_key.hashed_key):
+        return None
+    return api_key
+
+
+def user_tenant_roles(*, user) -> dict[int, str]:  # noqa: ANN001
+    """tenant id -> role for a user's memberships in active tenants."""
+    if user is None or not user.is_authenticated:
+        return {}
+    rows = Membership.objects.filter(user=user, tenant__is_active=True).values_list("tenant_id", "role")
+    return dict(rows)
+
+
+def user_tenants_with_role(*, user, roles: tuple[str, ...] = tuple(Role.values)) -> list[int]:  # noqa: ANN001
+    return [tenant_id for tenant_id, role in user_tenant_roles(user=user).items() if role in roles]
+
+
+def tenant_get_by_slug(*, slug: str) -> Tenant | None:
+    return Tenant.objects.filter(slug=slug).first()

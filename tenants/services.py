@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.utils import timezone
+
+from kbplatform.errors import ApplicationError
+from tenants.keys import key_generate, key_hash
+from tenants.models import ApiKey, ApiKeyRole, Membership, Role, Tenant
+
+LAST_USED_RESOLUTION = timedelta(seconds=60)
+
+
+@transaction.atomic
+def tenant_get_or_create(*, slug: str, name: str | None = None) -> tuple[Tenant, bool]:
+    tenant, created = Tenant.objects.get_or_create(slug=slug, defaults={"name": name or slug})
+    return tenant, created
+
+
+def membership_set(*, tenant: Tenant, user, role: str) -> Membership:  # noqa: ANN001
+    if role not in Role.values:
+        raise ApplicationError(f"Unknown role {role!r}; use one of {', '.join(Role.values)}.")
+    membership, _ = Membership.objects.update_or_create(user=user, tenant=tenant, defaults={"role": role})
+    if not user.is_staff:
+        user.is_staff = True
+        user.save(update_fields=["is_staff"])
+    return membership
+
+
+def tenant_admin_user_ensure(*, tenant: Tenant, email: str, password: str | None = None):  # noqa: ANN201
+    """Find or create the user for `email`, make them an admin of `tenant`; set `password` when given."""
+    user_model = get_user_model()
+    user, _ = user_model.objects.get_or_create(username=email, defaults={"email": email, "is_staff": True})
+    if password is not None:
+        user.set_password(password)
+        user.save()
+    membership_set(tenant=tenant, user=user, role=Role.ADMIN)
+    return user
+
+
+def api_key_create(
+    *,
+    tenant: Tenant,
+    name: str,
+    role: str = ApiKeyRole.STANDARD,
+    knowledge_base=None,  # noqa: ANN001
+    created_by=None,  # noqa: ANN001
+) -> tuple[ApiKey, str]:
+    """Create a key; the whole key is returned once here and never stored."""
+    if knowledge_base is not None and knowledge_base.tenant_id != tenant.pk:
+        raise ApplicationError("The knowledge base belongs to another tenant.")
+    prefix, raw_key = key_generate()
+    api_key = ApiKey.objects.create(
+        tenant=tenant,
+        name=name,
+        role=role,
+        knowledge_base=knowledge_base,
+        prefix=prefix,
+        hashed_key=key_hash(raw_key),
+        created_by=created_by,
+    )
+    return api_key, raw_key
+
+
+def api_key_revoke(*, tenant: Tenant, api_key: ApiKey) -> ApiKey:
+    ApiKey.objects.for_tenant(tenant).filter(pk=api_key.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+    api_key.refresh_from_db()
+    return api_key
+
+
+def api_key_mark_used(*, api_key: ApiKey) -> None:
+    """Record use at most once a minute per key, so authentication does not write on every request."""
+    now = timezone.now()
+    if api_key.last_used_at and now - api_key.last_used_at < LAST_USED_RESOLUTION:
+        return
+    ApiKey.objects.for_tenant(api_key.tenant_id).filter(pk=api_key.pk).update(last_used_at=now)
+    api_key.last_used_at = now
