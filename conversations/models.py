@@ -1,1 +1,222 @@
-from django.db import models  # noqa: F401
+"""Conversations, their QA pairs, what each turn showed, the tenant's dedup policy and intents, and the audit log.
+
+The database is the source of truth for all of it; Redis holds only a hot copy per conversation
+(`conversations.state`), rebuilt from these rows on a miss.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+
+from tenants.scoping import TenantOwnedModel
+
+# Chosen on ../shared/data/qqp with the bundled all-MiniLM-L6-v2 by bench/dedup_quality.py: see
+# docs/conversations.md ("Threshold choice").
+DEFAULT_THRESHOLD = 0.90
+DEFAULT_QUESTION_WINDOW = 10
+DEFAULT_EXCLUSION_WINDOW = 5
+DEFAULT_MIN_RESULTS = 3
+DEFAULT_TTL_SECONDS = 24 * 3600
+INTENT_OTHER = "other"
+
+
+class DedupScope(models.TextChoices):
+    OFF = "off", "Off (no question dedup)"
+    SESSION = "session", "This conversation"
+    USER = "user", "The same end user, across conversations"
+    TENANT = "tenant", "Any conversation of the tenant"
+
+
+class Granularity(models.TextChoices):
+    DOC = "doc", "Whole documents"
+    CHUNK = "chunk", "Single chunks"
+
+
+class DedupAction(models.TextChoices):
+    ANSWERED = "answered", "Answered (fresh retrieval)"
+    SERVED_CACHED = "served_cached", "Served a stored answer"
+    BYPASSED = "bypassed", "Dedup bypassed or a match refused"
+    SMALLTALK = "smalltalk", "Small talk"
+
+
+class IntentBehaviour(models.TextChoices):
+    NORMAL = "normal", "Normal question"
+    SMALLTALK = "smalltalk", "Small talk: no dedup, no retrieval"
+    REPEAT = "repeat", "Show again: exclusion off for the turn"
+    ELABORATE = "elaborate", "Explain again: question dedup off for the turn"
+
+
+class ReviewVerdict(models.TextChoices):
+    UNREVIEWED = "unreviewed", "Not reviewed"
+    CORRECT = "correct", "Correct decision"
+    INCORRECT = "incorrect", "Incorrect decision"
+
+
+def default_allowlisted_intents() -> list[str]:
+    return [INTENT_OTHER]
+
+
+class Conversation(TenantOwnedModel):
+    knowledge_base = models.ForeignKey(
+        "retrieval.KnowledgeBase", on_delete=models.CASCADE, related_name="conversations"
+    )
+    user_id = models.CharField(max_length=255, blank=True, default="", help_text="The customer app's end-user id.")
+    # Turns taken so far: read and incremented under select_for_update, so concurrent turns get distinct numbers.
+    turn_count = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_active_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        ordering = ["-last_active_at"]
+        indexes = [models.Index(fields=["tenant", "user_id", "last_active_at"], name="conversation_tenant_user")]
+
+    def __str__(self) -> str:
+        return f"conversation {self.pk}"
+
+
+class Turn(TenantOwnedModel):
+    """One QA pair. A turn whose `answer` is empty (retrieve mode, answer not yet supplied) never serves
+    later duplicates."""
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="turns")
+    knowledge_base = models.ForeignKey("retrieval.KnowledgeBase", on_delete=models.CASCADE, related_name="+")
+    user_id = models.CharField(max_length=255, blank=True, default="")
+    number = models.PositiveIntegerField()
+    question = models.TextField()
+    question_vector = models.BinaryField(help_text="float32 little-endian, L2-normalised")
+    intent = models.CharField(max_length=64, default=INTENT_OTHER)
+    mode = models.CharField(max_length=10, default="answer")
+    answer = models.TextField(blank=True, default="")
+    answer_tokens = models.PositiveIntegerField(default=0)
+    # chunk id -> content hash at answer time: a stored answer is served only while every hash still matches.
+    source_chunks = models.JSONField(default=dict)
+    source_chunk_ids = models.JSONField(default=list)
+    context_tokens = models.PositiveIntegerField(default=0)
+    decision = models.CharField(max_length=16, choices=DedupAction.choices)
+    similarity = models.FloatField(null=True, blank=True)
+    matched_turn = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    elapsed_ms = models.FloatField(default=0.0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["conversation_id", "number"]
+        constraints = [models.UniqueConstraint(fields=["conversation", "number"], name="turn_unique_number")]
+        indexes = [
+            models.Index(fields=["tenant", "knowledge_base", "created_at"], name="turn_tenant_kb_created"),
+            models.Index(fields=["tenant", "user_id", "created_at"], name="turn_tenant_user_created"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.conversation_id}#{self.number}"
+
+
+class ConsumedItem(TenantOwnedModel):
+    """A document or chunk shown in a conversation, with the last turn that showed it."""
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="consumed_items")
+    item_id = models.BigIntegerField()
+    kind = models.CharField(max_length=5, choices=Granularity.choices)
+    turn_number = models.PositiveIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "kind", "item_id"], name="consumed_unique_item"),
+        ]
+        indexes = [models.Index(fields=["conversation", "turn_number"], name="consumed_conv_turn")]
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.item_id}@{self.turn_number}"
+
+
+class DedupPolicy(TenantOwnedModel):
+    scope = models.CharField(max_length=8, choices=DedupScope.choices, default=DedupScope.SESSION)
+    threshold = models.FloatField(
+        default=DEFAULT_THRESHOLD,
+        validators=[MinValueValidator(0.0001), MaxValueValidator(1.0)],
+        help_text="Cosine similarity at or above which a question counts as a repeat (0 < threshold <= 1).",
+    )
+    question_window = models.PositiveIntegerField(
+        default=DEFAULT_QUESTION_WINDOW, validators=[MinValueValidator(1), MaxValueValidator(100)]
+    )
+    exclusion_enabled = models.BooleanField(default=True)
+    exclusion_window = models.PositiveIntegerField(
+        default=DEFAULT_EXCLUSION_WINDOW, validators=[MinValueValidator(1), MaxValueValidator(100)]
+    )
+    granularity = models.CharField(max_length=5, choices=Granularity.choices, default=Granularity.DOC)
+    min_results = models.PositiveIntegerField(
+        default=DEFAULT_MIN_RESULTS, validators=[MinValueValidator(0), MaxValueValidator(100)]
+    )
+    ttl_seconds = models.PositiveIntegerField(default=DEFAULT_TTL_SECONDS, validators=[MinValueValidator(1)])
+    allowlisted_intents = models.JSONField(default=default_allowlisted_intents)
+    shadow_mode = models.BooleanField(default=False, help_text="Decide and log, but do not apply.")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "dedup policies"
+        constraints = [models.UniqueConstraint(fields=["tenant"], name="dedup_policy_one_per_tenant")]
+
+    def __str__(self) -> str:
+        return f"dedup policy of tenant {self.tenant_id}"
+
+
+class Intent(TenantOwnedModel):
+    """A tenant's intent: a question's intent is its nearest example phrase above a floor, else `other`."""
+
+    name = models.SlugField(max_length=64)
+    behaviour = models.CharField(max_length=10, choices=IntentBehaviour.choices, default=IntentBehaviour.NORMAL)
+    examples = models.JSONField(default=list)
+    # Embeddings of `examples` (float32 rows), filled on first use; cleared whenever the examples change.
+    example_vectors = models.BinaryField(null=True, blank=True)
+    is_builtin = models.BooleanField(default=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "name"], name="intent_unique_name")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class DedupEvent(TenantOwnedModel):
+    """The audit log: one row per turn, saying what was decided, against which policy, and why. Rows outlive
+    the conversation they describe (ids are kept when the conversation is purged)."""
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.SET_NULL, null=True, blank=True, related_name="dedup_events"
+    )
+    conversation_ref = models.BigIntegerField(db_index=True)
+    turn = models.ForeignKey(Turn, on_delete=models.SET_NULL, null=True, blank=True, related_name="dedup_events")
+    turn_ref = models.BigIntegerField(null=True, blank=True)
+    action = models.CharField(max_length=16, choices=DedupAction.choices)
+    intent = models.CharField(max_length=64, default=INTENT_OTHER)
+    reason = models.CharField(max_length=200, blank=True, default="")
+    similarity = models.FloatField(null=True, blank=True)
+    matched_turn = models.ForeignKey(Turn, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    matched_turn_ref = models.BigIntegerField(null=True, blank=True)
+    scope = models.CharField(max_length=8, choices=DedupScope.choices)
+    threshold = models.FloatField()
+    question_window = models.PositiveIntegerField()
+    exclusion_window = models.PositiveIntegerField()
+    granularity = models.CharField(max_length=5, choices=Granularity.choices)
+    excluded_count = models.PositiveIntegerField(default=0)
+    relaxed = models.BooleanField(default=False)
+    shadow = models.BooleanField(default=False, help_text="Shadow mode: `action` was decided but not applied.")
+    tokens_saved = models.PositiveIntegerField(default=0)
+    ms_saved = models.FloatField(default=0.0)
+    review_verdict = models.CharField(max_length=10, choices=ReviewVerdict.choices, default=ReviewVerdict.UNREVIEWED)
+    reviewed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    reviewed_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["tenant", "action", "created_at"], name="dedupevent_tenant_action")]
+
+    def __str__(self) -> str:
+        return f"{self.action} (conversation {self.conversation_ref})"
