@@ -37,6 +37,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -86,6 +87,7 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = Path(env.str("DJANGO_STATIC_ROOT", default=str(VAR_DIR / "static")))
 STATICFILES_DIRS = [BASE_DIR / "kbplatform" / "static"]
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 MEDIA_ROOT = Path(env.str("DJANGO_MEDIA_ROOT", default=str(VAR_DIR / "media")))
 MEDIA_URL = "media/"
 
@@ -130,7 +132,10 @@ CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=35 * 60)
 CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_TASK_DEFAULT_QUEUE", default="kbplatform")
 # A task not acknowledged within this many seconds is redelivered (Redis transport): longer than any task.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=3600)}
-CELERY_BEAT_SCHEDULE: dict = {}
+CELERY_BEAT_SCHEDULE: dict = {
+    # Documents whose worker died (lease expired) or whose task never reached the broker are queued again.
+    "documents-recover-stalled": {"task": "documents_recover_stalled", "schedule": 60.0},
+}
 
 # --- Milvus ---------------------------------------------------------------------------------------------
 MILVUS_URI = env.str("MILVUS_URI", default="http://127.0.0.1:19530")
@@ -143,6 +148,18 @@ MILVUS_TIMEOUT = env.float("MILVUS_TIMEOUT", default=10.0)
 EMBEDDING_MODEL_PATH = env.str("EMBEDDING_MODEL_PATH", default="")
 EMBEDDING_BATCH_SIZE = env.int("EMBEDDING_BATCH_SIZE", default=64)
 EMBEDDING_DEVICE = env.str("EMBEDDING_DEVICE", default="cpu")
+
+# --- Ingestion --------------------------------------------------------------------------------------------
+# Chunks per encode call and per Milvus upsert; progress is written once per batch, never per chunk.
+INGEST_EMBED_BATCH = env.int("KB_INGEST_EMBED_BATCH", default=512)
+# Documents per indexing task when many arrive at once (ingest command, bulk JSON): larger encode batches.
+INGEST_DOCUMENTS_PER_TASK = env.int("KB_INGEST_DOCUMENTS_PER_TASK", default=128)
+# A worker holds a document for this long without a heartbeat before another run may take it over.
+INGEST_LEASE_SECONDS = env.int("KB_INGEST_LEASE_SECONDS", default=600)
+# Runs interrupted this many times (worker killed, e.g. out of memory on this file) end the document as failed.
+INGEST_MAX_ATTEMPTS = env.int("KB_INGEST_MAX_ATTEMPTS", default=5)
+# A document still queued after this long (its task was lost, e.g. broker down at upload) is enqueued again.
+INGEST_QUEUED_STALE_SECONDS = env.int("KB_INGEST_QUEUED_STALE_SECONDS", default=900)
 
 # --- Answer generation --------------------------------------------------------------------------------------
 LLM_BASE_URL = env.str("LLM_BASE_URL", default="")

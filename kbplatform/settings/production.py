@@ -16,3 +16,9 @@ SESSION_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=True)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_CONTENT_TYPE_NOSNIFF = True
+# Static files (the admin's CSS and JS) are served by WhiteNoise from collectstatic's output, hashed and
+# compressed, so gunicorn needs no separate web server for them.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
