@@ -11,10 +11,17 @@ $(STAMP): requirements.txt requirements-dev.txt
 	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	touch $(STAMP)
 
+# Browser tests use Debian's chromium package, never a browser download.
+CHROMIUM := /usr/bin/chromium
+$(CHROMIUM):
+	@command -v apt-get >/dev/null || { echo "Install Chromium at $(CHROMIUM) for the browser tests"; exit 1; }
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium || \
+	  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }
+
 run: $(STAMP)
 	$(BIN)/python -m kbplatform.devserver
 
-test: $(STAMP)
+test: $(STAMP) $(CHROMIUM)
 	$(BIN)/ruff check .
 	$(BIN)/pytest
 
