@@ -212,6 +212,7 @@ class DedupEvent(TenantOwnedModel):
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
     reviewed_at = models.DateTimeField(null=True, blank=True)
+    review_note = models.TextField(blank=True, default="", help_text="Why the reviewer judged the decision so.")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:
@@ -220,3 +221,27 @@ class DedupEvent(TenantOwnedModel):
 
     def __str__(self) -> str:
         return f"{self.action} (conversation {self.conversation_ref})"
+
+
+class SettingsChange(TenantOwnedModel):
+    """The settings history: one row per changed field of the tenant's dedup policy or of one of its intents,
+    saying who changed it, when, and from what to what. Written only by `conversations.admin_services`; rows
+    are never edited, and outlive the user who made the change (`changed_by_label` keeps their name)."""
+
+    changed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    changed_by_label = models.CharField(max_length=255, blank=True, default="")
+    changed_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    # "policy", or "intent:<name>" for an intent's behaviour, examples, creation or deletion.
+    subject = models.CharField(max_length=80)
+    field = models.CharField(max_length=64)
+    old_value = models.JSONField(null=True, blank=True)
+    new_value = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-changed_at", "-id"]
+        indexes = [models.Index(fields=["tenant", "changed_at"], name="settingschange_tenant_at")]
+
+    def __str__(self) -> str:
+        return f"{self.subject}.{self.field} changed by {self.changed_by_label or 'unknown'}"
