@@ -9,6 +9,13 @@ DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 DEFAULT_EMBEDDING_DIMENSION = 384
 
 
+class ReindexStatus(models.TextChoices):
+    IDLE = "idle"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
 class KnowledgeBase(TenantOwnedModel):
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True, default="")
@@ -20,6 +27,11 @@ class KnowledgeBase(TenantOwnedModel):
         help_text="Largest chunk, in the embedding model's word pieces (all-MiniLM-L6-v2 reads at most 256).",
     )
     chunk_overlap_tokens = models.PositiveIntegerField(default=32, validators=[MaxValueValidator(128)])
+    reindex_status = models.CharField(max_length=10, choices=ReindexStatus.choices, default=ReindexStatus.IDLE)
+    reindex_progress = models.FloatField(default=0.0)
+    reindex_error = models.TextField(blank=True, default="")
+    reindex_started_at = models.DateTimeField(null=True, blank=True)
+    reindex_finished_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -64,6 +76,10 @@ class Document(TenantOwnedModel):
     chunk_count = models.PositiveIntegerField(default=0)
     error_message = models.TextField(blank=True, default="")
     attempts = models.PositiveIntegerField(default=0)
+    # The run that holds the document: set by one conditional UPDATE when a worker claims it, checked by every
+    # later write of that run, so a redelivered or stale task can neither run twice nor overwrite a newer run.
+    claim_token = models.CharField(max_length=32, blank=True, default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     parsing_started_at = models.DateTimeField(null=True, blank=True)
@@ -82,7 +98,10 @@ class Document(TenantOwnedModel):
                 name="document_unique_external_id_per_kb",
             )
         ]
-        indexes = [models.Index(fields=["tenant", "knowledge_base", "status"])]
+        indexes = [
+            models.Index(fields=["tenant", "knowledge_base", "status"]),
+            models.Index(fields=["status", "lease_expires_at"], name="document_status_lease"),
+        ]
 
     def __str__(self) -> str:
         return self.title
@@ -107,3 +126,24 @@ class Chunk(TenantOwnedModel):
 
     def __str__(self) -> str:
         return f"{self.document_id}#{self.position}"
+
+
+class EmbeddingCacheEntry(models.Model):
+    """A vector for (model, text hash): re-indexing unchanged text never re-embeds it.
+
+    Not tenant-owned on purpose: the key is a hash of the text and the value is derived from that text alone,
+    so an entry reveals nothing that its reader does not already hold. It lives in the database (not Redis)
+    because it must survive Redis loss: a rebuild after a Redis flush would otherwise re-embed everything."""
+
+    model_name = models.CharField(max_length=200)
+    text_hash = models.CharField(max_length=64)
+    vector = models.BinaryField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["model_name", "text_hash"], name="embedding_cache_unique_model_text")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model_name}:{self.text_hash[:12]}"

@@ -4,7 +4,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from retrieval import vectorstore
-from retrieval.models import Chunk, KnowledgeBase
+from retrieval.models import Chunk, Document, KnowledgeBase
 from tenants.models import Tenant
 
 
@@ -76,3 +76,26 @@ def chunk_search(
             )
         )
     return results
+
+
+def knowledge_base_list(*, tenant: Tenant, only_id: int | None = None) -> list[KnowledgeBase]:
+    """The tenant's knowledge bases; with `only_id` (a key limited to one knowledge base), just that one."""
+    queryset = KnowledgeBase.objects.for_tenant(tenant)
+    if only_id is not None:
+        queryset = queryset.filter(pk=only_id)
+    return list(queryset.order_by("name"))
+
+
+def knowledge_base_get(*, tenant: Tenant, knowledge_base_id: int, only_id: int | None = None) -> KnowledgeBase | None:
+    """The knowledge base if this tenant (and, for a limited key, this key) may reach it; None otherwise, so
+    another tenant's id and a forbidden one look the same: not found."""
+    if only_id is not None and int(knowledge_base_id) != only_id:
+        return None
+    return KnowledgeBase.objects.for_tenant(tenant).filter(pk=knowledge_base_id).first()
+
+
+def document_get(*, tenant: Tenant, document_id: int, only_knowledge_base_id: int | None = None) -> Document | None:
+    queryset = Document.objects.for_tenant(tenant).select_related("knowledge_base").filter(pk=document_id)
+    if only_knowledge_base_id is not None:
+        queryset = queryset.filter(knowledge_base_id=only_knowledge_base_id)
+    return queryset.first()

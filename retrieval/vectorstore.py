@@ -193,6 +193,24 @@ def vectors_delete(
     _call("delete", _connect().delete, collection_name=name, filter=expression)
 
 
+def vectors_delete_stale(
+    *,
+    tenant_id: int,
+    dimension: int,
+    document_ids: Iterable[int],
+    keep_chunk_ids: Iterable[int],
+    collection: str | None = None,
+) -> None:
+    """Delete the vectors of these documents whose chunk is not in `keep_chunk_ids`: what a re-run or re-index
+    leaves behind when a document's chunks changed. With nothing to keep, every vector of the documents goes."""
+    document_ids = list(document_ids)
+    if not document_ids:
+        return
+    name = collection_ensure(dimension=dimension, collection=collection)
+    expression = filter_build(tenant_id=tenant_id, document_ids=document_ids, exclude_chunk_ids=keep_chunk_ids)
+    _call("delete", _connect().delete, collection_name=name, filter=expression)
+
+
 def vectors_search(
     *,
     tenant_id: int,

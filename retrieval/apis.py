@@ -1,0 +1,260 @@
+"""REST endpoints of ingestion and the retrieval test. A key limited to one knowledge base reaches nothing
+else: another knowledge base, like another tenant's, is a 404."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.response import Response
+
+from kbplatform.errors import ApplicationError, NotFoundError, ServiceUnavailableError
+from retrieval import embeddings, selectors, services, vectorstore
+from retrieval.models import Document, KnowledgeBase
+from tenants.api import TenantApi
+from tenants.permissions import IsTenantAdminKey
+
+logger = logging.getLogger(__name__)
+
+MAX_CHUNKS_PER_DOCUMENT = 20000
+
+
+class KnowledgeBaseOutputSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = KnowledgeBase
+        fields = (
+            "id",
+            "name",
+            "description",
+            "embedding_model",
+            "embedding_dimension",
+            "chunk_max_tokens",
+            "chunk_overlap_tokens",
+            "reindex_status",
+            "reindex_progress",
+            "reindex_error",
+            "created_at",
+            "updated_at",
+        )
+
+
+class DocumentOutputSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Document
+        fields = (
+            "id",
+            "knowledge_base",
+            "title",
+            "external_id",
+            "source_kind",
+            "source_filename",
+            "content_hash",
+            "size_bytes",
+            "status",
+            "progress",
+            "chunk_count",
+            "error_message",
+            "attempts",
+            "created_at",
+            "updated_at",
+            "parsing_started_at",
+            "chunking_started_at",
+            "embedding_started_at",
+            "indexing_started_at",
+            "indexed_at",
+            "failed_at",
+        )
+
+
+class _KeyScopedApi(TenantApi):
+    @property
+    def only_knowledge_base_id(self) -> int | None:
+        return self.api_key.knowledge_base_id
+
+    def knowledge_base_or_404(self, knowledge_base_id: int) -> KnowledgeBase:
+        knowledge_base = selectors.knowledge_base_get(
+            tenant=self.tenant, knowledge_base_id=knowledge_base_id, only_id=self.only_knowledge_base_id
+        )
+        if knowledge_base is None:
+            raise NotFoundError("Knowledge base not found.")
+        return knowledge_base
+
+    def document_or_404(self, document_id: int) -> Document:
+        document = selectors.document_get(
+            tenant=self.tenant, document_id=document_id, only_knowledge_base_id=self.only_knowledge_base_id
+        )
+        if document is None:
+            raise NotFoundError("Document not found.")
+        return document
+
+
+class KnowledgeBaseListApi(_KeyScopedApi):
+    @extend_schema(responses=KnowledgeBaseOutputSerializer(many=True), summary="List knowledge bases")
+    def get(self, request):  # noqa: ANN001, ANN201
+        knowledge_bases = selectors.knowledge_base_list(tenant=self.tenant, only_id=self.only_knowledge_base_id)
+        return Response(KnowledgeBaseOutputSerializer(knowledge_bases, many=True).data)
+
+
+class KnowledgeBaseCreateApi(_KeyScopedApi):
+    extra_permission_classes = [IsTenantAdminKey]
+
+    class InputSerializer(serializers.Serializer):
+        name = serializers.CharField(max_length=200)
+        description = serializers.CharField(required=False, allow_blank=True, default="")
+        chunk_max_tokens = serializers.IntegerField(required=False, min_value=16, max_value=256)
+        chunk_overlap_tokens = serializers.IntegerField(required=False, min_value=0, max_value=128)
+
+    @extend_schema(request=InputSerializer, responses=KnowledgeBaseOutputSerializer, summary="Create a knowledge base")
+    def post(self, request):  # noqa: ANN001, ANN201
+        if self.only_knowledge_base_id is not None:
+            raise ApplicationError(
+                "This API key is limited to one knowledge base and cannot create others.", status_code=403
+            )
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        knowledge_base = services.knowledge_base_create(tenant=self.tenant, **serializer.validated_data)
+        return Response(KnowledgeBaseOutputSerializer(knowledge_base).data, status=status.HTTP_201_CREATED)
+
+
+class KnowledgeBaseCollectionApi(KnowledgeBaseListApi, KnowledgeBaseCreateApi):
+    """GET lists, POST creates (admin key): one URL, the two operations above."""
+
+    def get_permissions(self):  # noqa: ANN201
+        if self.request.method == "GET":
+            return TenantApi.get_permissions(self)
+        return super().get_permissions()
+
+
+class KnowledgeBaseReindexApi(_KeyScopedApi):
+    extra_permission_classes = [IsTenantAdminKey]
+
+    @extend_schema(request=None, responses=KnowledgeBaseOutputSerializer, summary="Rebuild the vectors of a KB")
+    def post(self, request, knowledge_base_id: int):  # noqa: ANN001, ANN201
+        knowledge_base = self.knowledge_base_or_404(knowledge_base_id)
+        knowledge_base = services.knowledge_base_reindex_start(tenant=self.tenant, knowledge_base=knowledge_base)
+        return Response(KnowledgeBaseOutputSerializer(knowledge_base).data, status=status.HTTP_202_ACCEPTED)
+
+
+class DocumentCreateApi(_KeyScopedApi):
+    class ChunkInputSerializer(serializers.Serializer):
+        text = serializers.CharField(trim_whitespace=False)
+        external_id = serializers.CharField(max_length=255, required=False, allow_null=True, allow_blank=True)
+
+        def validate_text(self, value: str) -> str:
+            if not value.strip():
+                raise serializers.ValidationError("A chunk needs some text.")
+            return value
+
+    class InputSerializer(serializers.Serializer):
+        title = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
+        external_id = serializers.CharField(max_length=255, required=False, allow_null=True, default=None)
+        file = serializers.FileField(required=False, allow_empty_file=True)
+        text = serializers.CharField(required=False, trim_whitespace=False, allow_blank=True)
+        chunks = serializers.ListField(required=False, max_length=MAX_CHUNKS_PER_DOCUMENT, min_length=1)
+
+        def validate(self, attrs: dict) -> dict:
+            given = [name for name in ("file", "text", "chunks") if attrs.get(name) is not None]
+            if len(given) != 1:
+                raise serializers.ValidationError(
+                    'Send exactly one of "file" (multipart), "text" or "chunks" (JSON).'
+                    + (f" Got: {', '.join(given)}." if given else "")
+                )
+            if attrs.get("text") is not None and not attrs["text"].strip():
+                raise serializers.ValidationError({"text": "The text is empty."})
+            if attrs.get("chunks") is not None:
+                chunk_serializer = DocumentCreateApi.ChunkInputSerializer(data=attrs["chunks"], many=True)
+                chunk_serializer.is_valid(raise_exception=True)
+                attrs["chunks"] = chunk_serializer.validated_data
+            if attrs.get("external_id") == "":
+                attrs["external_id"] = None
+            return attrs
+
+    @extend_schema(
+        request={"application/json": InputSerializer, "multipart/form-data": InputSerializer},
+        responses={202: DocumentOutputSerializer},
+        summary="Add a document (file, text or pre-chunked) to a knowledge base",
+    )
+    def post(self, request, knowledge_base_id: int):  # noqa: ANN001, ANN201
+        knowledge_base = self.knowledge_base_or_404(knowledge_base_id)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        document = services.document_create(
+            tenant=self.tenant, knowledge_base=knowledge_base, **serializer.validated_data
+        )
+        return Response(DocumentOutputSerializer(document).data, status=status.HTTP_202_ACCEPTED)
+
+
+class DocumentDetailApi(_KeyScopedApi):
+    @extend_schema(responses=DocumentOutputSerializer, summary="A document's status, progress, chunk count, error")
+    def get(self, request, document_id: int):  # noqa: ANN001, ANN201
+        return Response(DocumentOutputSerializer(self.document_or_404(document_id)).data)
+
+    @extend_schema(responses={204: None}, summary="Delete a document, its chunks and its vectors")
+    def delete(self, request, document_id: int):  # noqa: ANN001, ANN201
+        document = self.document_or_404(document_id)
+        try:
+            services.document_delete(tenant=self.tenant, document=document)
+        except vectorstore.VectorStoreUnavailable as exc:
+            raise ServiceUnavailableError(
+                "The vector store is unavailable; the document was kept. Retry later."
+            ) from exc
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class DocumentReindexApi(_KeyScopedApi):
+    @extend_schema(request=None, responses={202: DocumentOutputSerializer}, summary="Index a document again")
+    def post(self, request, document_id: int):  # noqa: ANN001, ANN201
+        document = services.document_reindex(tenant=self.tenant, document=self.document_or_404(document_id))
+        return Response(DocumentOutputSerializer(document).data, status=status.HTTP_202_ACCEPTED)
+
+
+class KnowledgeBaseSearchApi(_KeyScopedApi):
+    """A stateless retrieval test: no conversation, no exclusions. Each query is logged."""
+
+    class InputSerializer(serializers.Serializer):
+        query = serializers.CharField(max_length=4000)
+        limit = serializers.IntegerField(required=False, min_value=1, max_value=100, default=10)
+        group_by_document = serializers.BooleanField(required=False, default=True)
+
+    class OutputSerializer(serializers.Serializer):
+        chunk_id = serializers.IntegerField()
+        document_id = serializers.IntegerField()
+        document_external_id = serializers.CharField(allow_null=True)
+        document_title = serializers.CharField()
+        external_id = serializers.CharField(allow_null=True)
+        position = serializers.IntegerField()
+        score = serializers.FloatField()
+        text = serializers.CharField()
+
+    @extend_schema(request=InputSerializer, responses=OutputSerializer(many=True), summary="Search a knowledge base")
+    def post(self, request, knowledge_base_id: int):  # noqa: ANN001, ANN201
+        knowledge_base = self.knowledge_base_or_404(knowledge_base_id)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        started = time.perf_counter()
+        try:
+            hits = selectors.chunk_search(
+                tenant=self.tenant,
+                knowledge_base=knowledge_base,
+                query_vector=embeddings.embed_query(data["query"]),
+                limit=data["limit"],
+                group_by_document=data["group_by_document"],
+            )
+        except vectorstore.VectorStoreUnavailable as exc:
+            raise ServiceUnavailableError("The vector store is unavailable; retry in a moment.") from exc
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        logger.info(
+            "retrieval search tenant=%s kb=%s key=%s limit=%s hits=%s top_score=%.4f ms=%.1f query=%r",
+            self.tenant.slug,
+            knowledge_base.pk,
+            self.api_key.prefix,
+            data["limit"],
+            len(hits),
+            hits[0].score if hits else 0.0,
+            elapsed_ms,
+            data["query"][:200],
+        )
+        return Response({"results": self.OutputSerializer(hits, many=True).data, "took_ms": round(elapsed_ms, 1)})

@@ -1,0 +1,189 @@
+"""Turning an uploaded file into text: the type is decided by the bytes, not by the file name.
+
+Pure functions of (bytes, file name): no database, no model. Anything a person's file can be wrong about ends
+in `DocumentParseError` with a message that person understands; the pipeline stores it as the document's error.
+"""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from dataclasses import dataclass
+
+from charset_normalizer import from_bytes
+
+PDF_MAGIC = b"%PDF-"
+ZIP_MAGIC = b"PK\x03\x04"
+OLE2_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # legacy .doc/.xls, and every password-protected Office file
+MARKDOWN_SUFFIXES = (".md", ".markdown", ".mdown")
+HTML_SUFFIXES = (".html", ".htm", ".xhtml")
+
+
+class DocumentParseError(Exception):
+    """The file cannot be turned into text; the message is meant for the person who uploaded it."""
+
+
+class FileKind:
+    TEXT = "text"
+    MARKDOWN = "markdown"
+    HTML = "html"
+    PDF = "pdf"
+    DOCX = "docx"
+
+
+@dataclass(frozen=True)
+class ParsedDocument:
+    kind: str
+    text: str
+
+    @property
+    def is_markdown(self) -> bool:
+        return self.kind == FileKind.MARKDOWN
+
+
+def size_describe(size_bytes: int) -> str:
+    return f"{size_bytes / (1024 * 1024):.1f} MB" if size_bytes >= 1024 * 1024 else f"{size_bytes} bytes"
+
+
+def file_size_check(*, size_bytes: int, max_bytes: int) -> None:
+    if size_bytes > max_bytes:
+        raise DocumentParseError(
+            f"The file is {size_describe(size_bytes)}; the limit is {size_describe(max_bytes)}. "
+            "Split it into smaller files."
+        )
+
+
+def file_kind_detect(data: bytes, filename: str = "") -> str:
+    """The kind of `data`, from its leading bytes first; the name only tells Markdown and HTML from plain text.
+
+    Raises DocumentParseError for kinds the platform does not read (archives, legacy or encrypted Office files,
+    images and other binaries)."""
+    name = filename.lower()
+    if data.startswith(PDF_MAGIC):
+        return FileKind.PDF
+    if data.startswith(ZIP_MAGIC):
+        try:
+            with zipfile.ZipFile(io.BytesIO(data)) as archive:
+                names = set(archive.namelist())
+        except (zipfile.BadZipFile, ValueError) as exc:
+            raise DocumentParseError("The file looks like a Word document or ZIP archive but is damaged.") from exc
+        if "word/document.xml" in names:
+            return FileKind.DOCX
+        raise DocumentParseError(
+            "The file is a ZIP archive, not a supported document. Upload PDF, DOCX, HTML, Markdown or text."
+        )
+    if data.startswith(OLE2_MAGIC):
+        raise DocumentParseError(
+            "The file is a password-protected Office document or an old .doc file. "
+            "Remove the password and save it as .docx or PDF, then upload it again."
+        )
+    head = data[:8192]
+    if b"\x00" in head and not _looks_like_utf16(head):
+        raise DocumentParseError(
+            "The file is binary (not text, PDF or DOCX). Upload PDF, DOCX, HTML, Markdown or plain text."
+        )
+    if name.endswith(MARKDOWN_SUFFIXES):
+        return FileKind.MARKDOWN
+    if name.endswith(HTML_SUFFIXES) or _looks_like_html(head):
+        return FileKind.HTML
+    return FileKind.TEXT
+
+
+def _looks_like_utf16(head: bytes) -> bool:
+    return head.startswith((b"\xff\xfe", b"\xfe\xff"))
+
+
+def _looks_like_html(head: bytes) -> bool:
+    start = head.lstrip()[:512].lower()
+    return start.startswith((b"<!doctype html", b"<html")) or (b"<html" in start and b"<body" in head.lower())
+
+
+def text_decode(data: bytes) -> str:
+    """Text in UTF-8 (with or without BOM) or, failing that, the encoding charset-normalizer finds."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        pass
+    best = from_bytes(data).best()
+    if best is None:
+        raise DocumentParseError("The file is not readable text in any known encoding. Save it as UTF-8.")
+    return str(best)
+
+
+def html_text(markup: str) -> str:
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(markup, "html.parser")
+    for element in soup(["script", "style", "noscript", "template", "head"]):
+        element.decompose()
+    lines = (line.strip() for line in soup.get_text("\n").splitlines())
+    return "\n".join(line for line in lines if line)
+
+
+def pdf_text(data: bytes) -> str:
+    from pypdf import PdfReader
+    from pypdf.errors import FileNotDecryptedError, PdfReadError
+
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        if reader.is_encrypted:
+            # An owner password alone (print/copy restrictions) opens with the empty user password.
+            try:
+                opened = reader.decrypt("")
+            except Exception as exc:  # noqa: BLE001 - pypdf raises several types for unsupported encryption
+                raise DocumentParseError(_ENCRYPTED_PDF) from exc
+            if not opened:
+                raise DocumentParseError(_ENCRYPTED_PDF)
+        pages = [page.extract_text() or "" for page in reader.pages]
+    except DocumentParseError:
+        raise
+    except FileNotDecryptedError as exc:
+        raise DocumentParseError(_ENCRYPTED_PDF) from exc
+    except (PdfReadError, Exception) as exc:  # noqa: BLE001 - a damaged PDF fails anywhere inside pypdf
+        raise DocumentParseError(f"The PDF is damaged and cannot be read ({type(exc).__name__}).") from exc
+    text = "\n\n".join(page.strip() for page in pages if page.strip())
+    if not text:
+        raise DocumentParseError(
+            "The PDF has no extractable text (it may be scanned images). Run OCR on it or upload the text."
+        )
+    return text
+
+
+_ENCRYPTED_PDF = "The PDF is password-protected. Remove the password and upload it again."
+
+
+def docx_text(data: bytes) -> str:
+    import docx
+
+    try:
+        document = docx.Document(io.BytesIO(data))
+    except Exception as exc:  # noqa: BLE001 - python-docx raises KeyError, XML and zip errors on damaged files
+        raise DocumentParseError(f"The Word document is damaged and cannot be read ({type(exc).__name__}).") from exc
+    blocks = [paragraph.text.strip() for paragraph in document.paragraphs]
+    for table in document.tables:
+        for row in table.rows:
+            cells = [cell.text.strip() for cell in row.cells if cell.text.strip()]
+            if cells:
+                blocks.append(" | ".join(cells))
+    return "\n\n".join(block for block in blocks if block)
+
+
+def document_parse(data: bytes, *, filename: str = "", max_bytes: int) -> ParsedDocument:
+    """The text of an uploaded file. Raises DocumentParseError for oversize, empty, binary, encrypted, damaged
+    or unsupported files."""
+    file_size_check(size_bytes=len(data), max_bytes=max_bytes)
+    if not data.strip():
+        raise DocumentParseError("The file is empty.")
+    kind = file_kind_detect(data, filename)
+    if kind == FileKind.PDF:
+        text = pdf_text(data)
+    elif kind == FileKind.DOCX:
+        text = docx_text(data)
+    elif kind == FileKind.HTML:
+        text = html_text(text_decode(data))
+    else:
+        text = text_decode(data)
+    text = text.replace("\x00", "").strip()
+    if not text:
+        raise DocumentParseError("The document contains no text.")
+    return ParsedDocument(kind=kind, text=text)

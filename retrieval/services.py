@@ -1,0 +1,755 @@
+"""Writes of the ingestion side: knowledge bases, documents, and the indexing pipeline the worker runs.
+
+The pipeline (`documents_index`) is safe to run twice on the same documents, at the same time or after a
+crash:
+- a run claims documents with one conditional UPDATE (queued, or in progress with an expired lease) and
+  stamps them with its token; every later write of the run is conditional on that token;
+- a document's chunk rows are replaced in one transaction only when its chunks changed, so chunk ids are
+  stable across re-runs; vectors are upserted by chunk id, and vectors of chunks that no longer exist are
+  deleted, so a re-run never duplicates anything;
+- progress is written once per embedding batch (a few hundred chunks), never per chunk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.core.files.base import ContentFile
+from django.core.files.uploadedfile import UploadedFile
+from django.db import DatabaseError, IntegrityError, InterfaceError, OperationalError, transaction
+from django.db.models import Case, F, FloatField, IntegerField, Q, Value, When
+from django.utils import timezone
+
+from kbplatform.errors import ApplicationError, ConflictError
+from retrieval import embeddings, vectorstore
+from retrieval.chunking import (
+    ChunkDraft,
+    ChunkTooLongError,
+    chunk_token_limit,
+    prechunked_drafts,
+    text_chunk,
+)
+from retrieval.embedding_cache import embeddings_cached
+from retrieval.models import Chunk, Document, DocumentStatus, KnowledgeBase, ReindexStatus, SourceKind
+from retrieval.parsing import DocumentParseError, document_parse, file_size_check
+from tenants.models import Tenant
+
+logger = logging.getLogger(__name__)
+
+IN_PROGRESS = (DocumentStatus.PARSING, DocumentStatus.CHUNKING, DocumentStatus.EMBEDDING, DocumentStatus.INDEXING)
+# Share of a document's progress reached when its chunks are stored; the rest follows embedded chunks.
+PROGRESS_CHUNKED = 0.2
+
+
+class TransientIngestError(Exception):
+    """A dependency (Milvus, the database) failed: the run released its documents and may be retried."""
+
+
+# --- knowledge bases --------------------------------------------------------------------------------------
+
+
+def knowledge_base_create(
+    *,
+    tenant: Tenant,
+    name: str,
+    description: str = "",
+    chunk_max_tokens: int | None = None,
+    chunk_overlap_tokens: int | None = None,
+) -> KnowledgeBase:
+    if KnowledgeBase.objects.for_tenant(tenant).filter(name=name).exists():
+        raise ConflictError(f"A knowledge base named {name!r} already exists.", extra={"name": name})
+    fields: dict = {"tenant": tenant, "name": name, "description": description}
+    if chunk_max_tokens is not None:
+        fields["chunk_max_tokens"] = chunk_max_tokens
+    if chunk_overlap_tokens is not None:
+        fields["chunk_overlap_tokens"] = chunk_overlap_tokens
+    knowledge_base = KnowledgeBase(**fields)
+    knowledge_base.full_clean()
+    try:
+        with transaction.atomic():
+            knowledge_base.save()
+    except IntegrityError as exc:
+        raise ConflictError(f"A knowledge base named {name!r} already exists.", extra={"name": name}) from exc
+    return knowledge_base
+
+
+# --- documents: creation -----------------------------------------------------------------------------------
+
+
+def _external_id_check(*, tenant: Tenant, knowledge_base: KnowledgeBase, external_id: str | None) -> None:
+    if external_id is None:
+        return
+    existing = (
+        Document.objects.for_tenant(tenant)
+        .filter(knowledge_base=knowledge_base, external_id=external_id)
+        .values_list("pk", flat=True)
+        .first()
+    )
+    if existing is not None:
+        raise ConflictError(
+            f"A document with external_id {external_id!r} already exists in this knowledge base.",
+            extra={"external_id": external_id, "document_id": existing},
+        )
+
+
+def document_create(
+    *,
+    tenant: Tenant,
+    knowledge_base: KnowledgeBase,
+    title: str = "",
+    external_id: str | None = None,
+    file: UploadedFile | None = None,
+    text: str | None = None,
+    chunks: Sequence[dict] | None = None,
+) -> Document:
+    """Store a document (uploaded file, text, or the client's own chunks) and queue it for indexing once the
+    transaction commits. A file over the size limit is recorded as failed with the reason, without storing
+    its bytes."""
+    if knowledge_base.tenant_id != tenant.pk:
+        raise ApplicationError("The knowledge base belongs to another tenant.")
+    if sum(source is not None for source in (file, text, chunks)) != 1:
+        raise ApplicationError('Send exactly one of "file", "text" or "chunks".')
+    _external_id_check(tenant=tenant, knowledge_base=knowledge_base, external_id=external_id)
+    document = Document(tenant=tenant, knowledge_base=knowledge_base, title=title[:500], external_id=external_id)
+    failure = ""
+    if file is not None:
+        document.source_kind = SourceKind.FILE
+        document.source_filename = (file.name or "upload")[-255:]
+        document.content_type = (getattr(file, "content_type", "") or "")[:100]
+        document.size_bytes = file.size or 0
+        document.title = document.title or document.source_filename
+        try:
+            file_size_check(size_bytes=document.size_bytes, max_bytes=settings.MAX_UPLOAD_BYTES)
+        except DocumentParseError as exc:
+            failure = str(exc)
+        else:
+            digest = hashlib.sha256()
+            for block in file.chunks():
+                digest.update(block)
+            document.content_hash = digest.hexdigest()
+            file.seek(0)
+    elif text is not None:
+        document.source_kind = SourceKind.TEXT
+        document.source_text = text
+        document.size_bytes = len(text.encode("utf-8"))
+        document.content_hash = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        document.title = document.title or (text.strip().splitlines() or ["Untitled"])[0][:200]
+    else:
+        document.source_kind = SourceKind.CHUNKS
+        document.source_chunks = [
+            {"text": str(chunk["text"]), "external_id": chunk.get("external_id") or None} for chunk in chunks
+        ]
+        joined = "\x1e".join(chunk["text"] for chunk in document.source_chunks)
+        document.size_bytes = len(joined.encode("utf-8"))
+        document.content_hash = hashlib.sha256(joined.encode("utf-8")).hexdigest()
+        document.title = document.title or "Untitled"
+    if failure:
+        document.status = DocumentStatus.FAILED
+        document.error_message = failure
+        document.failed_at = timezone.now()
+    try:
+        with transaction.atomic():
+            if file is not None and not failure:
+                document.source_file.save(document.source_filename, file, save=False)
+            document.save()
+            if not failure:
+                documents_enqueue(tenant_id=tenant.pk, document_ids=[document.pk])
+    except IntegrityError as exc:
+        _external_id_check(tenant=tenant, knowledge_base=knowledge_base, external_id=external_id)
+        raise ConflictError("The document could not be stored; send it again.") from exc
+    return document
+
+
+@dataclass
+class BulkDocument:
+    """One document of a bulk import (the ingest command, benchmarks): text, or a file's bytes."""
+
+    title: str
+    external_id: str | None = None
+    text: str | None = None
+    file_name: str | None = None
+    file_bytes: bytes | None = None
+
+
+def documents_create_bulk(
+    *, tenant: Tenant, knowledge_base: KnowledgeBase, documents: Sequence[BulkDocument]
+) -> list[Document]:
+    """Store many documents in one transaction and queue them in tasks of INGEST_DOCUMENTS_PER_TASK, so the
+    worker encodes large batches. Documents whose external_id already exists in the knowledge base are
+    skipped (a re-run of an import does not duplicate them)."""
+    if knowledge_base.tenant_id != tenant.pk:
+        raise ApplicationError("The knowledge base belongs to another tenant.")
+    wanted = {doc.external_id for doc in documents if doc.external_id is not None}
+    existing: set[str] = set()
+    wanted_list = list(wanted)
+    for start in range(0, len(wanted_list), 500):
+        existing.update(
+            Document.objects.for_tenant(tenant)
+            .filter(knowledge_base=knowledge_base, external_id__in=wanted_list[start : start + 500])
+            .values_list("external_id", flat=True)
+        )
+    seen: set[str] = set()
+    created: list[Document] = []
+    with transaction.atomic():
+        for item in documents:
+            if item.external_id is not None and (item.external_id in existing or item.external_id in seen):
+                continue
+            if item.external_id is not None:
+                seen.add(item.external_id)
+            document = Document(
+                tenant=tenant, knowledge_base=knowledge_base, title=item.title[:500], external_id=item.external_id
+            )
+            if item.file_bytes is not None:
+                document.source_kind = SourceKind.FILE
+                document.source_filename = (item.file_name or "upload")[-255:]
+                document.size_bytes = len(item.file_bytes)
+                document.content_hash = hashlib.sha256(item.file_bytes).hexdigest()
+                try:
+                    file_size_check(size_bytes=document.size_bytes, max_bytes=settings.MAX_UPLOAD_BYTES)
+                except DocumentParseError as exc:
+                    document.status = DocumentStatus.FAILED
+                    document.error_message = str(exc)
+                    document.failed_at = timezone.now()
+                else:
+                    document.source_file.save(document.source_filename, ContentFile(item.file_bytes), save=False)
+            else:
+                text = item.text or ""
+                document.source_kind = SourceKind.TEXT
+                document.source_text = text
+                document.size_bytes = len(text.encode("utf-8"))
+                document.content_hash = hashlib.sha256(text.encode("utf-8")).hexdigest()
+            created.append(document)
+        Document.objects.bulk_create(created, batch_size=500)
+        documents_enqueue(
+            tenant_id=tenant.pk,
+            document_ids=[doc.pk for doc in created if doc.status == DocumentStatus.QUEUED],
+        )
+    return created
+
+
+def documents_enqueue(*, tenant_id: int, document_ids: Sequence[int]) -> None:
+    """Queue indexing after the surrounding transaction commits (the worker must see the rows). A broker that
+    is down loses nothing: the documents stay queued and `documents_recover_stalled` queues them again."""
+    from retrieval.tasks import document_index, documents_index_batch
+
+    ids = list(document_ids)
+    size = max(1, settings.INGEST_DOCUMENTS_PER_TASK)
+    for start in range(0, len(ids), size):
+        group = ids[start : start + size]
+        if len(group) == 1:
+            transaction.on_commit(lambda doc_id=group[0]: document_index.delay(doc_id, tenant_id), robust=True)
+        else:
+            transaction.on_commit(lambda group=group: documents_index_batch.delay(group, tenant_id), robust=True)
+
+
+# --- documents: delete and re-index ---------------------------------------------------------------------
+
+
+def document_delete(*, tenant: Tenant, document: Document) -> None:
+    """Remove the document's vectors, then the document, its chunks and its stored file. If Milvus is down the
+    document stays (503 to the client), so no vector is left behind for a row that is gone."""
+    if document.tenant_id != tenant.pk:
+        raise ApplicationError("The document belongs to another tenant.")
+    vectorstore.vectors_delete(
+        tenant_id=tenant.pk,
+        dimension=document.knowledge_base.embedding_dimension,
+        document_ids=[document.pk],
+    )
+    source_file = document.source_file if document.source_file else None
+    with transaction.atomic():
+        Document.objects.for_tenant(tenant).filter(pk=document.pk).delete()
+        if source_file is not None:
+            name, storage = source_file.name, source_file.storage
+            transaction.on_commit(lambda: storage.delete(name), robust=True)
+
+
+def document_reindex(*, tenant: Tenant, document: Document) -> Document:
+    """Queue the document again from its stored source. Unchanged chunks keep their ids and cached vectors."""
+    now = timezone.now()
+    with transaction.atomic():
+        updated = (
+            Document.objects.for_tenant(tenant)
+            .filter(pk=document.pk)
+            .filter(~Q(status__in=IN_PROGRESS) | Q(lease_expires_at__lt=now))
+            .update(
+                status=DocumentStatus.QUEUED,
+                progress=0.0,
+                attempts=0,
+                error_message="",
+                claim_token="",
+                lease_expires_at=None,
+                updated_at=now,
+            )
+        )
+        if not updated:
+            raise ConflictError("The document is being indexed right now; re-index it when it has finished.")
+        if document.source_kind == SourceKind.FILE and not document.source_file:
+            raise ApplicationError("The document's file was never stored (it was refused); upload it again.")
+        documents_enqueue(tenant_id=tenant.pk, document_ids=[document.pk])
+    document.refresh_from_db()
+    return document
+
+
+# --- the indexing pipeline --------------------------------------------------------------------------------
+
+
+@dataclass
+class IndexRun:
+    """What one run did: ids per outcome, chunks stored and chunks actually encoded (cache misses)."""
+
+    claimed: list[int] = field(default_factory=list)
+    indexed: list[int] = field(default_factory=list)
+    failed: dict[int, str] = field(default_factory=dict)
+    chunks: int = 0
+    encoded: int = 0
+
+
+def _lease_end(now: datetime) -> datetime:
+    return now + timedelta(seconds=settings.INGEST_LEASE_SECONDS)
+
+
+def _claimable(now: datetime) -> Q:
+    return Q(status=DocumentStatus.QUEUED) | Q(status__in=IN_PROGRESS, lease_expires_at__lt=now)
+
+
+def _run_update(*, tenant_id: int, token: str, document_ids: Iterable[int], **fields) -> int:  # noqa: ANN003
+    """A write of this run only: documents another run has taken over are left alone. Renews the lease."""
+    now = timezone.now()
+    return Document.objects.filter(tenant_id=tenant_id, claim_token=token, pk__in=list(document_ids)).update(
+        lease_expires_at=_lease_end(now), updated_at=now, **fields
+    )
+
+
+def _documents_fail(*, tenant_id: int, token: str, failures: dict[int, str]) -> None:
+    """Record each document's failure. Chunks a failed document had from an earlier run are removed, so a
+    failed document is never searchable with stale content."""
+    if not failures:
+        return
+    now = timezone.now()
+    for document_id, message in failures.items():
+        _run_update(
+            tenant_id=tenant_id,
+            token=token,
+            document_ids=[document_id],
+            status=DocumentStatus.FAILED,
+            error_message=message,
+            failed_at=now,
+            chunk_count=0,
+            claim_token="",
+            lease_expires_at=None,
+        )
+    Chunk.objects.filter(tenant_id=tenant_id, document_id__in=list(failures)).delete()
+
+
+def _document_drafts(document: Document, *, max_tokens: int) -> list[ChunkDraft]:
+    """Parse and chunk one document. Raises DocumentParseError / ChunkTooLongError for the person's mistakes."""
+    knowledge_base = document.knowledge_base
+    if document.source_kind == SourceKind.CHUNKS:
+        chunks = document.source_chunks or []
+        if not chunks:
+            raise DocumentParseError("The document has no chunks.")
+        return prechunked_drafts(chunks=chunks, max_tokens=max_tokens)
+    if document.source_kind == SourceKind.FILE:
+        if not document.source_file:
+            raise DocumentParseError("The uploaded file was not stored; upload it again.")
+        try:
+            with document.source_file.open("rb") as handle:
+                data = handle.read(settings.MAX_UPLOAD_BYTES + 1)
+        except FileNotFoundError as exc:
+            raise DocumentParseError("The uploaded file is missing from storage; upload it again.") from exc
+        parsed = document_parse(data, filename=document.source_filename, max_bytes=settings.MAX_UPLOAD_BYTES)
+        text, markdown = parsed.text, parsed.is_markdown
+    else:
+        text, markdown = document.source_text, False
+        if not text.strip():
+            raise DocumentParseError("The document contains no text.")
+    drafts = text_chunk(
+        text=text,
+        max_tokens=max_tokens,
+        overlap_tokens=knowledge_base.chunk_overlap_tokens,
+        markdown=markdown,
+    )
+    if not drafts:
+        raise DocumentParseError("The document contains no text.")
+    return drafts
+
+
+def _chunks_store(
+    *, tenant_id: int, documents: list[Document], drafts: dict[int, list[ChunkDraft]]
+) -> tuple[dict[int, list[tuple[int, str, str]]], set[int]]:
+    """Make each document's chunk rows equal to its drafts, keeping rows (and ids) that already match.
+    Returns document id -> [(chunk id, text, hash)] in position order, and the documents that had rows before
+    this run (their old vectors may need cleaning)."""
+    ids = [document.pk for document in documents]
+    existing: dict[int, list[tuple[int, int, str, str | None]]] = defaultdict(list)
+    for row in (
+        Chunk.objects.filter(tenant_id=tenant_id, document_id__in=ids)
+        .order_by("document_id", "position")
+        .values_list("document_id", "pk", "position", "content_hash", "external_id")
+    ):
+        existing[row[0]].append(row[1:])
+    to_replace = []
+    for document in documents:
+        old = [(position, content_hash, ext) for _, position, content_hash, ext in existing.get(document.pk, [])]
+        new = [(d.position, d.content_hash, d.external_id) for d in drafts[document.pk]]
+        if old != new:
+            to_replace.append(document)
+    if to_replace:
+        new_rows = [
+            Chunk(
+                tenant_id=tenant_id,
+                document_id=document.pk,
+                knowledge_base_id=document.knowledge_base_id,
+                position=draft.position,
+                text=draft.text,
+                token_count=draft.token_count,
+                content_hash=draft.content_hash,
+                external_id=draft.external_id,
+            )
+            for document in to_replace
+            for draft in drafts[document.pk]
+        ]
+        with transaction.atomic():
+            Chunk.objects.filter(tenant_id=tenant_id, document_id__in=[d.pk for d in to_replace]).delete()
+            Chunk.objects.bulk_create(new_rows, batch_size=1000)
+    stored: dict[int, list[tuple[int, str, str]]] = defaultdict(list)
+    for document_id, pk, text, content_hash in (
+        Chunk.objects.filter(tenant_id=tenant_id, document_id__in=ids)
+        .order_by("document_id", "position")
+        .values_list("document_id", "pk", "text", "content_hash")
+    ):
+        stored[document_id].append((pk, text, content_hash))
+    return stored, set(existing)
+
+
+def documents_index(*, tenant_id: int, document_ids: Sequence[int]) -> IndexRun:
+    """Parse, chunk, embed and index the given documents of one tenant (those this run can claim).
+
+    Raises TransientIngestError after releasing the documents when Milvus or the database fails; a person's
+    bad file ends its own document as failed and nothing else."""
+    run = IndexRun()
+    token = uuid.uuid4().hex
+    now = timezone.now()
+    ids = list(dict.fromkeys(int(i) for i in document_ids))
+    scoped = Document.objects.filter(tenant_id=tenant_id, pk__in=ids)
+    # Documents that keep killing their worker (out of memory on one file, ...) stop being retried.
+    exhausted = list(
+        scoped.filter(_claimable(now), attempts__gte=settings.INGEST_MAX_ATTEMPTS).values_list("pk", flat=True)
+    )
+    if exhausted:
+        Document.objects.filter(tenant_id=tenant_id, pk__in=exhausted).filter(_claimable(now)).update(
+            status=DocumentStatus.FAILED,
+            error_message=(
+                f"Indexing was interrupted {settings.INGEST_MAX_ATTEMPTS} times (the worker stopped while "
+                "processing this document). Check the file, then re-index it."
+            ),
+            failed_at=now,
+            claim_token="",
+            lease_expires_at=None,
+        )
+    scoped.filter(_claimable(now), attempts__lt=settings.INGEST_MAX_ATTEMPTS).update(
+        status=DocumentStatus.PARSING,
+        claim_token=token,
+        lease_expires_at=_lease_end(now),
+        attempts=F("attempts") + 1,
+        parsing_started_at=now,
+        progress=0.0,
+        error_message="",
+        updated_at=now,
+    )
+    documents = list(Document.objects.filter(tenant_id=tenant_id, claim_token=token).select_related("knowledge_base"))
+    run.claimed = [document.pk for document in documents]
+    if not documents:
+        return run
+    try:
+        _documents_run(run=run, tenant_id=tenant_id, token=token, documents=documents)
+    except (vectorstore.VectorStoreUnavailable, OperationalError, InterfaceError) as exc:
+        logger.warning("indexing of %s documents interrupted, will retry: %s", len(documents), exc)
+        try:
+            Document.objects.filter(tenant_id=tenant_id, claim_token=token).update(
+                status=DocumentStatus.QUEUED,
+                claim_token="",
+                lease_expires_at=None,
+                attempts=F("attempts") - 1,
+                error_message=f"Waiting to retry: {exc}"[:2000],
+            )
+        except DatabaseError:
+            logger.warning("could not release documents; their lease will expire", exc_info=True)
+        raise TransientIngestError(str(exc)) from exc
+    except Exception as exc:
+        logger.exception("indexing failed unexpectedly")
+        message = f"Indexing failed unexpectedly ({type(exc).__name__}); the error was logged. Re-index to retry."
+        pending = Document.objects.filter(tenant_id=tenant_id, claim_token=token).values_list("pk", flat=True)
+        _documents_fail(tenant_id=tenant_id, token=token, failures=dict.fromkeys(pending, message))
+        run.failed.update(dict.fromkeys(pending, message))
+    return run
+
+
+def _progress_embedded(done: int, total: int) -> float:
+    return PROGRESS_CHUNKED + (1 - PROGRESS_CHUNKED) * done / total
+
+
+def _documents_run(*, run: IndexRun, tenant_id: int, token: str, documents: list[Document]) -> None:
+    model_name = embeddings.model_name()
+    model_max_tokens = embeddings.max_sequence_tokens()
+    # Parse and chunk.
+    drafts: dict[int, list[ChunkDraft]] = {}
+    failures: dict[int, str] = {}
+    for document in documents:
+        knowledge_base = document.knowledge_base
+        if knowledge_base.embedding_model != model_name:
+            failures[document.pk] = (
+                f"The knowledge base uses the embedding model {knowledge_base.embedding_model!r} but the workers "
+                f"run {model_name!r}. Re-index the knowledge base to move it to {model_name!r}."
+            )
+            continue
+        max_tokens = chunk_token_limit(requested=knowledge_base.chunk_max_tokens, model_max_tokens=model_max_tokens)
+        try:
+            drafts[document.pk] = _document_drafts(document, max_tokens=max_tokens)
+        except (DocumentParseError, ChunkTooLongError) as exc:
+            failures[document.pk] = str(exc)
+        except OSError as exc:
+            failures[document.pk] = f"The stored file could not be read ({exc.strerror or type(exc).__name__})."
+    _documents_fail(tenant_id=tenant_id, token=token, failures=failures)
+    run.failed.update(failures)
+    documents = [document for document in documents if document.pk in drafts]
+    if not documents:
+        return
+    now = timezone.now()
+    _run_update(
+        tenant_id=tenant_id,
+        token=token,
+        document_ids=drafts,
+        status=DocumentStatus.CHUNKING,
+        chunking_started_at=now,
+        progress=PROGRESS_CHUNKED / 2,
+    )
+
+    # Store chunk rows (ids stay stable when nothing changed).
+    stored, had_rows = _chunks_store(tenant_id=tenant_id, documents=documents, drafts=drafts)
+    _run_update(
+        tenant_id=tenant_id,
+        token=token,
+        document_ids=drafts,
+        status=DocumentStatus.EMBEDDING,
+        embedding_started_at=timezone.now(),
+        progress=PROGRESS_CHUNKED,
+        chunk_count=Case(
+            *(When(pk=doc_id, then=Value(len(rows))) for doc_id, rows in stored.items()),
+            default=Value(0),
+            output_field=IntegerField(),
+        ),
+    )
+
+    # Embed (through the cache) and upsert, batch by batch; progress once per batch.
+    flat = [(doc_id, pk, text, content_hash) for doc_id, rows in stored.items() for pk, text, content_hash in rows]
+    totals = {doc_id: len(rows) for doc_id, rows in stored.items()}
+    done: dict[int, int] = defaultdict(int)
+    kb_of = {document.pk: document.knowledge_base for document in documents}
+    batch_size = max(1, settings.INGEST_EMBED_BATCH)
+    for start in range(0, len(flat), batch_size):
+        batch = flat[start : start + batch_size]
+        vectors, encoded = embeddings_cached(
+            texts=[row[2] for row in batch], text_hashes=[row[3] for row in batch], model_name=model_name
+        )
+        run.encoded += encoded
+        dimension = int(vectors.shape[1])
+        vectorstore.vectors_upsert(
+            rows=[
+                vectorstore.ChunkVector(
+                    chunk_id=pk,
+                    tenant_id=tenant_id,
+                    knowledge_base_id=kb_of[doc_id].pk,
+                    document_id=doc_id,
+                    vector=vector,
+                )
+                for (doc_id, pk, _, _), vector in zip(batch, vectors, strict=True)
+            ],
+            dimension=dimension,
+        )
+        touched = set()
+        for doc_id, *_ in batch:
+            done[doc_id] += 1
+            touched.add(doc_id)
+        _run_update(
+            tenant_id=tenant_id,
+            token=token,
+            document_ids=touched,
+            progress=Case(
+                *(When(pk=doc_id, then=Value(_progress_embedded(done[doc_id], totals[doc_id]))) for doc_id in touched),
+                output_field=FloatField(),
+            ),
+        )
+    run.chunks += len(flat)
+
+    # Vectors of chunks that no longer exist (earlier runs of changed or interrupted documents) go.
+    _run_update(tenant_id=tenant_id, token=token, document_ids=drafts, status=DocumentStatus.INDEXING)
+    cleanup = [document for document in documents if document.pk in had_rows or document.attempts > 1]
+    if cleanup:
+        vectorstore.vectors_delete_stale(
+            tenant_id=tenant_id,
+            dimension=cleanup[0].knowledge_base.embedding_dimension,
+            document_ids=[document.pk for document in cleanup],
+            keep_chunk_ids=[pk for document in cleanup for pk, _, _ in stored[document.pk]],
+        )
+    finished = timezone.now()
+    _run_update(
+        tenant_id=tenant_id,
+        token=token,
+        document_ids=drafts,
+        status=DocumentStatus.INDEXED,
+        progress=1.0,
+        indexed_at=finished,
+        claim_token="",
+        lease_expires_at=None,
+    )
+    run.indexed = list(drafts)
+    # A document deleted while it was being indexed must not leave vectors behind.
+    still_there = set(Document.objects.filter(tenant_id=tenant_id, pk__in=list(drafts)).values_list("pk", flat=True))
+    gone = [doc_id for doc_id in drafts if doc_id not in still_there]
+    if gone:
+        vectorstore.vectors_delete(
+            tenant_id=tenant_id, dimension=documents[0].knowledge_base.embedding_dimension, document_ids=gone
+        )
+        run.indexed = [doc_id for doc_id in run.indexed if doc_id in still_there]
+
+
+def documents_fail_after_retries(*, tenant_id: int, document_ids: Sequence[int], reason: str) -> int:
+    """The last word after transient failures outlasted every retry: queued documents end as failed."""
+    return Document.objects.filter(tenant_id=tenant_id, pk__in=list(document_ids), status=DocumentStatus.QUEUED).update(
+        status=DocumentStatus.FAILED,
+        error_message=f"Indexing gave up after repeated errors of a dependency: {reason}. Re-index to retry.",
+        failed_at=timezone.now(),
+    )
+
+
+# --- recovery ---------------------------------------------------------------------------------------------
+
+
+def documents_recover_stalled() -> int:
+    """Queue again every document whose run died (lease expired) or whose task was lost (queued for longer
+    than INGEST_QUEUED_STALE_SECONDS). Crosses tenants by design: it is the platform's own housekeeping, and
+    each document is requeued under its own tenant. Claiming makes a duplicate queueing harmless."""
+    now = timezone.now()
+    stale_queued = now - timedelta(seconds=settings.INGEST_QUEUED_STALE_SECONDS)
+    rows = (
+        Document.objects.unscoped()
+        .filter(
+            Q(status__in=IN_PROGRESS, lease_expires_at__lt=now)
+            | Q(status=DocumentStatus.QUEUED, updated_at__lt=stale_queued)
+        )
+        .values_list("tenant_id", "pk")[:10000]
+    )
+    by_tenant: dict[int, list[int]] = defaultdict(list)
+    for tenant_id, pk in rows:
+        by_tenant[tenant_id].append(pk)
+    with transaction.atomic():
+        for tenant_id, ids in by_tenant.items():
+            Document.objects.filter(tenant_id=tenant_id, pk__in=ids, status=DocumentStatus.QUEUED).update(
+                updated_at=now
+            )
+            documents_enqueue(tenant_id=tenant_id, document_ids=ids)
+    count = sum(len(ids) for ids in by_tenant.values())
+    if count:
+        logger.info("requeued %s stalled documents", count)
+    return count
+
+
+# --- knowledge-base re-index ------------------------------------------------------------------------------
+
+
+def knowledge_base_reindex_start(*, tenant: Tenant, knowledge_base: KnowledgeBase) -> KnowledgeBase:
+    """Queue a rebuild of the knowledge base's vectors from its stored chunks (e.g. after a model change)."""
+    from retrieval.tasks import knowledge_base_reindex as reindex_task
+
+    now = timezone.now()
+    with transaction.atomic():
+        updated = (
+            KnowledgeBase.objects.for_tenant(tenant)
+            .filter(pk=knowledge_base.pk)
+            .filter(~Q(reindex_status=ReindexStatus.RUNNING) | Q(updated_at__lt=now - timedelta(hours=1)))
+            .update(
+                reindex_status=ReindexStatus.RUNNING,
+                reindex_progress=0.0,
+                reindex_error="",
+                reindex_started_at=now,
+                reindex_finished_at=None,
+                updated_at=now,
+            )
+        )
+        if not updated:
+            raise ConflictError("This knowledge base is already being re-indexed.")
+        transaction.on_commit(lambda: reindex_task.delay(knowledge_base.pk, tenant.pk), robust=True)
+    knowledge_base.refresh_from_db()
+    return knowledge_base
+
+
+def knowledge_base_reindex(*, tenant_id: int, knowledge_base_id: int) -> int:
+    """Re-embed every chunk of the knowledge base's indexed documents with the workers' model and upsert the
+    vectors by chunk id (so it is safe to run twice). Returns the chunks indexed."""
+    knowledge_base = KnowledgeBase.objects.filter(tenant_id=tenant_id, pk=knowledge_base_id).first()
+    if knowledge_base is None or knowledge_base.reindex_status != ReindexStatus.RUNNING:
+        return 0
+    model_name = embeddings.model_name()
+    KnowledgeBase.objects.filter(tenant_id=tenant_id, pk=knowledge_base_id).update(
+        embedding_model=model_name, embedding_dimension=embeddings.embedding_dimension(), updated_at=timezone.now()
+    )
+    chunks = Chunk.objects.filter(
+        tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, document__status=DocumentStatus.INDEXED
+    )
+    total = chunks.count()
+    done = 0
+    last_pk = 0
+    batch_size = max(1, settings.INGEST_EMBED_BATCH)
+    try:
+        while True:
+            batch = list(
+                chunks.filter(pk__gt=last_pk)
+                .order_by("pk")
+                .values_list("pk", "document_id", "text", "content_hash")[:batch_size]
+            )
+            if not batch:
+                break
+            vectors, _ = embeddings_cached(
+                texts=[row[2] for row in batch], text_hashes=[row[3] for row in batch], model_name=model_name
+            )
+            vectorstore.vectors_upsert(
+                rows=[
+                    vectorstore.ChunkVector(
+                        chunk_id=pk,
+                        tenant_id=tenant_id,
+                        knowledge_base_id=knowledge_base_id,
+                        document_id=doc_id,
+                        vector=vector,
+                    )
+                    for (pk, doc_id, _, _), vector in zip(batch, vectors, strict=True)
+                ],
+                dimension=int(vectors.shape[1]),
+            )
+            done += len(batch)
+            last_pk = batch[-1][0]
+            KnowledgeBase.objects.filter(tenant_id=tenant_id, pk=knowledge_base_id).update(
+                reindex_progress=done / total if total else 1.0, updated_at=timezone.now()
+            )
+    except (vectorstore.VectorStoreUnavailable, OperationalError, InterfaceError) as exc:
+        raise TransientIngestError(str(exc)) from exc
+    KnowledgeBase.objects.filter(tenant_id=tenant_id, pk=knowledge_base_id).update(
+        reindex_status=ReindexStatus.DONE,
+        reindex_progress=1.0,
+        reindex_finished_at=timezone.now(),
+        updated_at=timezone.now(),
+    )
+    return done
+
+
+def knowledge_base_reindex_fail(*, tenant_id: int, knowledge_base_id: int, reason: str) -> None:
+    KnowledgeBase.objects.filter(tenant_id=tenant_id, pk=knowledge_base_id).update(
+        reindex_status=ReindexStatus.FAILED, reindex_error=reason[:2000], reindex_finished_at=timezone.now()
+    )

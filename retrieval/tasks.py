@@ -1,0 +1,64 @@
+"""Celery tasks of ingestion: ids in, one service call, safe to run twice (`acks_late`, claims in the service).
+
+Only transient errors (Milvus or the database unreachable) are retried, with exponential backoff; when the
+retries run out the documents end as failed with the reason. A person's bad file never reaches a retry: the
+service records it on the document.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+
+from celery import shared_task
+
+from retrieval import services
+
+logger = logging.getLogger(__name__)
+
+MAX_RETRIES = 8
+
+
+def retry_countdown(retries: int) -> float:
+    """Seconds before retry number `retries + 1`: 5, 10, 20 ... capped at 5 minutes, with jitter so a
+    recovered Milvus is not hit by every worker at once."""
+    return min(300.0, 5.0 * 2**retries) * random.uniform(0.8, 1.2)  # noqa: S311 - jitter, not security
+
+
+def _index(task, document_ids: list[int], tenant_id: int) -> None:  # noqa: ANN001
+    try:
+        services.documents_index(tenant_id=tenant_id, document_ids=document_ids)
+    except services.TransientIngestError as exc:
+        if task.request.retries >= task.max_retries:
+            services.documents_fail_after_retries(tenant_id=tenant_id, document_ids=document_ids, reason=str(exc))
+            return
+        raise task.retry(exc=exc, countdown=retry_countdown(task.request.retries)) from exc
+
+
+@shared_task(bind=True, name="document_index", acks_late=True, max_retries=MAX_RETRIES)
+def document_index(self, document_id: int, tenant_id: int) -> None:  # noqa: ANN001
+    _index(self, [document_id], tenant_id)
+
+
+@shared_task(bind=True, name="documents_index_batch", acks_late=True, max_retries=MAX_RETRIES)
+def documents_index_batch(self, document_ids: list[int], tenant_id: int) -> None:  # noqa: ANN001
+    """Many documents in one run, so their chunks are encoded and upserted in large batches."""
+    _index(self, document_ids, tenant_id)
+
+
+@shared_task(bind=True, name="knowledge_base_reindex", acks_late=True, max_retries=MAX_RETRIES)
+def knowledge_base_reindex(self, knowledge_base_id: int, tenant_id: int) -> None:  # noqa: ANN001
+    try:
+        services.knowledge_base_reindex(tenant_id=tenant_id, knowledge_base_id=knowledge_base_id)
+    except services.TransientIngestError as exc:
+        if self.request.retries >= self.max_retries:
+            services.knowledge_base_reindex_fail(
+                tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, reason=str(exc)
+            )
+            return
+        raise self.retry(exc=exc, countdown=retry_countdown(self.request.retries)) from exc
+
+
+@shared_task(name="documents_recover_stalled", acks_late=True)
+def documents_recover_stalled() -> int:
+    return services.documents_recover_stalled()

@@ -1,0 +1,87 @@
+"""Test documents built in memory: no binary fixtures in the repository."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+
+
+def pdf_bytes(lines: list[str]) -> bytes:
+    """A one-page PDF with `lines` as real text (Helvetica), xref offsets computed."""
+
+    def escape(text: str) -> str:
+        return text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
+
+    stream = "BT /F1 11 Tf 50 780 Td 14 TL " + " ".join(f"({escape(line)}) '" for line in lines) + " ET"
+    objects = [
+        "<< /Type /Catalog /Pages 2 0 R >>",
+        "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 842] /Resources << /Font << /F1 4 0 R >> >> "
+        "/Contents 5 0 R >>",
+        "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        f"<< /Length {len(stream.encode('latin-1'))} >>\nstream\n{stream}\nendstream",
+    ]
+    out = io.BytesIO()
+    out.write(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(out.tell())
+        out.write(f"{number} 0 obj\n{body}\nendobj\n".encode("latin-1"))
+    xref = out.tell()
+    out.write(f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode())
+    for offset in offsets:
+        out.write(f"{offset:010d} 00000 n \n".encode())
+    out.write(f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode())
+    return out.getvalue()
+
+
+def encrypted_pdf_bytes(lines: list[str], password: str = "s3cret") -> bytes:
+    from pypdf import PdfReader, PdfWriter
+
+    writer = PdfWriter()
+    for page in PdfReader(io.BytesIO(pdf_bytes(lines))).pages:
+        writer.add_page(page)
+    writer.encrypt(user_password=password, owner_password=password)
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def image_only_pdf_bytes() -> bytes:
+    return pdf_bytes([])
+
+
+def docx_bytes(paragraphs: list[str], table: list[list[str]] | None = None) -> bytes:
+    import docx
+
+    document = docx.Document()
+    for paragraph in paragraphs:
+        document.add_paragraph(paragraph)
+    if table:
+        grid = document.add_table(rows=len(table), cols=len(table[0]))
+        for row, values in zip(grid.rows, table, strict=True):
+            for cell, value in zip(row.cells, values, strict=True):
+                cell.text = value
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+def corrupt_docx_bytes() -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        archive.writestr("[Content_Types].xml", "<not-xml")
+        archive.writestr("word/document.xml", "<w:document><broken")
+    return out.getvalue()
+
+
+def zip_bytes() -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        archive.writestr("notes.txt", "hello")
+    return out.getvalue()
+
+
+CORRUPT_PDF = b"%PDF-1.7\n1 0 obj << /Type /Catalog /Pages 2 0 R >>\n\x00\x13garbage without xref or pages\n"
+BINARY = bytes(range(256)) * 40
+OLE2_ENCRYPTED_OFFICE = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 2000
