@@ -1,0 +1,53 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PRODUCTION_REQUIRED = ["DJANGO_SECRET_KEY", "DJANGO_ALLOWED_HOSTS", "DATABASE_URL", "REDIS_URL", "MILVUS_URI"]
+
+
+def _load_production(env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import django; django.setup(); from django.conf import settings; print(settings.DEBUG)",
+        ],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _production_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in PRODUCTION_REQUIRED}
+    env.update(
+        DJANGO_SETTINGS_MODULE="kbplatform.settings.production",
+        DJANGO_SECRET_KEY="x" * 50,
+        DJANGO_ALLOWED_HOSTS="kb.example.com",
+        DATABASE_URL="postgres://kb:pw@db:5432/kb",
+        REDIS_URL="redis://redis:6379/0",
+        MILVUS_URI="http://milvus:19530",
+        KB_VAR_DIR=str(ROOT / "var" / "prod-settings-test"),
+    )
+    return env
+
+
+def test_production_settings_load_with_every_secret_given():
+    result = _load_production(_production_env())
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("missing", PRODUCTION_REQUIRED)
+def test_production_settings_have_no_default_for_secrets(missing):
+    env = _production_env()
+    del env[missing]
+    result = _load_production(env)
+    assert result.returncode != 0
+    assert missing in result.stderr
