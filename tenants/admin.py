@@ -1,11 +1,12 @@
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin, messages
 from django.http import HttpRequest
 
 from tenants.admin_scoping import TenantScopedAdmin, request_tenant_ids
 from tenants.models import ApiKey, Membership, Role, Tenant
-from tenants.services import api_key_create, api_key_revoke
+from tenants.services import api_key_create, api_key_revoke, membership_set, user_get_or_create_by_email
 
 
 @admin.register(Tenant)
@@ -30,14 +31,44 @@ class TenantAdmin(TenantScopedAdmin):
         return () if request.user.is_superuser else ("slug", "is_active")
 
 
+class MembershipByEmailForm(forms.ModelForm):
+    """Tenant admins add people by email: a list of every user of the platform would leak other tenants'
+    people, so the user is never chosen from a list."""
+
+    email = forms.EmailField(help_text="The person's email; an account is created if there is none.")
+
+    class Meta:
+        model = Membership
+        fields = ("tenant", "role")
+
+
 @admin.register(Membership)
 class MembershipAdmin(TenantScopedAdmin):
     list_display = ("user", "tenant", "role", "created_at")
     list_filter = ("role",)
     view_roles = (Role.ADMIN,)
 
-    def formfield_for_foreignkey(self, db_field, request, **kwargs):  # noqa: ANN001, ANN003, ANN201
-        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+    def get_form(self, request: HttpRequest, obj=None, change=False, **kwargs):  # noqa: ANN001, ANN003, ANN201
+        if not request.user.is_superuser and obj is None:
+            kwargs["form"] = MembershipByEmailForm
+            kwargs["fields"] = ("email", "tenant", "role")
+        return super().get_form(request, obj, change=change, **kwargs)
+
+    def get_fieldsets(self, request: HttpRequest, obj=None):  # noqa: ANN001, ANN201
+        if not request.user.is_superuser and obj is None:
+            return [(None, {"fields": ("email", "tenant", "role")})]
+        return super().get_fieldsets(request, obj)
+
+    def get_readonly_fields(self, request: HttpRequest, obj=None):  # noqa: ANN001, ANN201
+        return ("user", "tenant") if obj is not None and not request.user.is_superuser else ()
+
+    def save_model(self, request, obj, form, change):  # noqa: ANN001
+        if "email" in form.cleaned_data:
+            user = user_get_or_create_by_email(email=form.cleaned_data["email"])
+            saved = membership_set(tenant=obj.tenant, user=user, role=obj.role)
+            obj.pk, obj.user, obj.created_at = saved.pk, user, saved.created_at
+            return
+        super().save_model(request, obj, form, change)
 
 
 @admin.register(ApiKey)

@@ -6,7 +6,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
-from kbplatform.errors import ApplicationError
+from kbplatform.errors import ApplicationError, ConflictError
 from tenants.keys import key_generate, key_hash
 from tenants.models import ApiKey, ApiKeyRole, Membership, Role, Tenant
 
@@ -27,6 +27,16 @@ def membership_set(*, tenant: Tenant, user, role: str) -> Membership:  # noqa: A
         user.is_staff = True
         user.save(update_fields=["is_staff"])
     return membership
+
+
+def user_get_or_create_by_email(*, email: str):  # noqa: ANN201
+    """The staff user whose username is `email` (created without a usable password: set by reset or admin)."""
+    user_model = get_user_model()
+    user, created = user_model.objects.get_or_create(username=email, defaults={"email": email, "is_staff": True})
+    if created:
+        user.set_unusable_password()
+        user.save(update_fields=["password"])
+    return user
 
 
 def tenant_admin_user_ensure(*, tenant: Tenant, email: str, password: str | None = None):  # noqa: ANN201
@@ -64,7 +74,16 @@ def api_key_create(
     return api_key, raw_key
 
 
-def api_key_revoke(*, tenant: Tenant, api_key: ApiKey) -> ApiKey:
+@transaction.atomic
+def api_key_revoke(*, tenant: Tenant, api_key: ApiKey, keep_one_admin: bool = False) -> ApiKey:
+    """Revoke a key (idempotent). With `keep_one_admin`, refuse to revoke the tenant's last active admin key,
+    so the API cannot lock a tenant out of its own key management; the tenant row lock serialises two
+    concurrent revocations of the last two admin keys."""
+    if keep_one_admin and api_key.role == ApiKeyRole.ADMIN and api_key.revoked_at is None:
+        Tenant.objects.select_for_update().filter(pk=tenant.pk).first()
+        active_admins = ApiKey.objects.for_tenant(tenant).filter(role=ApiKeyRole.ADMIN, revoked_at__isnull=True)
+        if not active_admins.exclude(pk=api_key.pk).exists():
+            raise ConflictError("This is the tenant's last active admin key: create another admin key first.")
     ApiKey.objects.for_tenant(tenant).filter(pk=api_key.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
     api_key.refresh_from_db()
     return api_key

@@ -115,3 +115,20 @@ def test_superuser_sees_every_tenant(client, two_tenants, django_user_model):
 def test_user_without_membership_cannot_enter_the_admin(client, db):
     client.force_login(UserFactory())
     assert client.get(_url(Tenant, "changelist")).status_code == 403
+
+
+def test_tenant_admin_adds_members_by_email_without_seeing_other_users(client, two_tenants):
+    tenant_a, tenant_b = two_tenants
+    stranger = UserFactory(username="stranger@b.test")
+    MembershipFactory(user=stranger, tenant=tenant_b, role=Role.ADMIN)
+    _login(client, tenant_a, Role.ADMIN)
+    page = client.get(_url(Membership, "add"))
+    assert page.status_code == 200
+    assert b"stranger@b.test" not in page.content
+    response = client.post(_url(Membership, "add"), {"email": "new@a.test", "tenant": tenant_a.pk, "role": "support"})
+    assert response.status_code == 302
+    membership = Membership.objects.get(user__username="new@a.test")
+    assert (membership.tenant_id, membership.role) == (tenant_a.pk, Role.SUPPORT)
+    response = client.post(_url(Membership, "add"), {"email": "x@a.test", "tenant": tenant_b.pk, "role": "admin"})
+    assert response.status_code == 200  # form error: tenant B is not a choice
+    assert not Membership.objects.filter(user__username="x@a.test").exists()
