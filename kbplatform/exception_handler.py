@@ -18,6 +18,7 @@ from rest_framework.serializers import as_serializer_error
 from rest_framework.views import exception_handler
 
 from kbplatform.errors import ApplicationError
+from kbplatform.refusals import REFUSAL_STATUSES, refusal_log
 
 _DEFAULT_MESSAGES = {
     400: "The request is not valid.",
@@ -33,6 +34,13 @@ _DEFAULT_MESSAGES = {
 
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    response = _error_response(exc, context)
+    if response is not None and response.status_code in REFUSAL_STATUSES:
+        refusal_log(request=context.get("request"), status_code=response.status_code, message=response.data["message"])
+    return response
+
+
+def _error_response(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, ApplicationError):
         headers = {"Retry-After": "5"} if exc.status_code == 503 else None
         return Response({"message": exc.message, "extra": exc.extra}, status=exc.status_code, headers=headers)

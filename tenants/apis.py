@@ -1,10 +1,24 @@
+"""Tenant endpoints: who am I, and API key management.
+
+Key management is for the tenant's admin keys only (`IsTenantAdminKey`), and only for keys that reach the whole
+tenant: a key limited to one knowledge base could otherwise mint itself an unlimited key. The whole key is in the
+create response and nowhere else, ever; lists and details show the prefix only. Another tenant's key id is a 404.
+"""
+
 from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema
-from rest_framework import serializers
+from rest_framework import serializers, status
+from rest_framework.permissions import BasePermission
 from rest_framework.response import Response
 
+from kbplatform.errors import NotFoundError
+from retrieval.selectors import knowledge_base_get
 from tenants.api import TenantApi
+from tenants.models import ApiKey, ApiKeyRole
+from tenants.permissions import IsTenantAdminKey
+from tenants.selectors import api_key_get, api_key_list
+from tenants.services import api_key_create, api_key_revoke
 
 
 class WhoAmIApi(TenantApi):
@@ -28,3 +42,102 @@ class WhoAmIApi(TenantApi):
             "knowledge_base": key.knowledge_base_id,
         }
         return Response(self.OutputSerializer(data).data)
+
+
+class IsTenantWideKey(BasePermission):
+    """The key is not limited to one knowledge base."""
+
+    message = "This API key is limited to one knowledge base and cannot manage API keys."
+
+    def has_permission(self, request, view) -> bool:  # noqa: ANN001
+        return request.auth is not None and request.auth.knowledge_base_id is None
+
+
+class ApiKeyOutputSerializer(serializers.ModelSerializer):
+    is_active = serializers.BooleanField(read_only=True)
+
+    class Meta:
+        model = ApiKey
+        fields = (
+            "id",
+            "name",
+            "prefix",
+            "role",
+            "knowledge_base",
+            "is_active",
+            "created_at",
+            "last_used_at",
+            "revoked_at",
+        )
+
+
+class _ApiKeyAdminApi(TenantApi):
+    extra_permission_classes = [IsTenantAdminKey, IsTenantWideKey]
+
+    def api_key_or_404(self, api_key_id: int) -> ApiKey:
+        api_key = api_key_get(tenant=self.tenant, api_key_id=api_key_id)
+        if api_key is None:
+            raise NotFoundError("API key not found.")
+        return api_key
+
+
+class ApiKeyListApi(_ApiKeyAdminApi):
+    @extend_schema(responses=ApiKeyOutputSerializer(many=True), summary="List the tenant's API keys (admin key)")
+    def get(self, request):  # noqa: ANN001, ANN201
+        return Response(ApiKeyOutputSerializer(api_key_list(tenant=self.tenant), many=True).data)
+
+
+class ApiKeyCreateApi(_ApiKeyAdminApi):
+    class InputSerializer(serializers.Serializer):
+        name = serializers.CharField(max_length=100)
+        role = serializers.ChoiceField(choices=ApiKeyRole.choices, default=ApiKeyRole.STANDARD)
+        knowledge_base = serializers.IntegerField(
+            required=False, allow_null=True, min_value=1, help_text="Limit the key to this knowledge base."
+        )
+
+    class OutputSerializer(ApiKeyOutputSerializer):
+        key = serializers.CharField(read_only=True, help_text="The whole key. Shown only in this response.")
+
+        class Meta(ApiKeyOutputSerializer.Meta):
+            fields = (*ApiKeyOutputSerializer.Meta.fields, "key")
+
+    @extend_schema(request=InputSerializer, responses={201: OutputSerializer}, summary="Create an API key")
+    def post(self, request):  # noqa: ANN001, ANN201
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        knowledge_base = None
+        knowledge_base_id = serializer.validated_data.get("knowledge_base")
+        if knowledge_base_id is not None:
+            knowledge_base = knowledge_base_get(tenant=self.tenant, knowledge_base_id=knowledge_base_id)
+            if knowledge_base is None:
+                # The same answer for another tenant's knowledge base as for a missing one.
+                raise serializers.ValidationError({"knowledge_base": ["No knowledge base with this id."]})
+        api_key, raw_key = api_key_create(
+            tenant=self.tenant,
+            name=serializer.validated_data["name"],
+            role=serializer.validated_data["role"],
+            knowledge_base=knowledge_base,
+        )
+        api_key.key = raw_key
+        return Response(self.OutputSerializer(api_key).data, status=status.HTTP_201_CREATED)
+
+
+class ApiKeyCollectionApi(ApiKeyListApi, ApiKeyCreateApi):
+    """GET lists, POST creates: one URL, the two operations above."""
+
+
+class ApiKeyDetailApi(_ApiKeyAdminApi):
+    @extend_schema(responses=ApiKeyOutputSerializer, summary="One API key (admin key)")
+    def get(self, request, api_key_id: int):  # noqa: ANN001, ANN201
+        return Response(ApiKeyOutputSerializer(self.api_key_or_404(api_key_id)).data)
+
+
+class ApiKeyRevokeApi(_ApiKeyAdminApi):
+    @extend_schema(
+        request=None,
+        responses=ApiKeyOutputSerializer,
+        summary="Revoke an API key (idempotent; the tenant's last active admin key cannot be revoked)",
+    )
+    def post(self, request, api_key_id: int):  # noqa: ANN001, ANN201
+        api_key = api_key_revoke(tenant=self.tenant, api_key=self.api_key_or_404(api_key_id), keep_one_admin=True)
+        return Response(ApiKeyOutputSerializer(api_key).data)

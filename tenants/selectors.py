@@ -29,3 +29,13 @@ def user_tenants_with_role(*, user, roles: tuple[str, ...] = tuple(Role.values))
 
 def tenant_get_by_slug(*, slug: str) -> Tenant | None:
     return Tenant.objects.filter(slug=slug).first()
+
+
+def api_key_list(*, tenant: Tenant) -> list[ApiKey]:
+    """Every key of the tenant, newest first, revoked ones included (they show when a key stopped working)."""
+    return list(ApiKey.objects.for_tenant(tenant).order_by("-created_at", "-pk"))
+
+
+def api_key_get(*, tenant: Tenant, api_key_id: int) -> ApiKey | None:
+    """The tenant's key with this id, or None: another tenant's key is indistinguishable from a missing one."""
+    return ApiKey.objects.for_tenant(tenant).filter(pk=api_key_id).first()

@@ -178,6 +178,7 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.FormParser",
     ],
     "EXCEPTION_HANDLER": "kbplatform.exception_handler.api_exception_handler",
+    "DEFAULT_THROTTLE_CLASSES": ["tenants.throttling.TenantRateThrottle"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
 }
@@ -190,6 +191,12 @@ SPECTACULAR_SETTINGS = {
     "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
     "COMPONENT_SPLIT_REQUEST": True,
 }
+# Per-tenant rate limit shared by all of a tenant's keys (tenants/throttling.py): "<count>/<s|min|hour>", empty
+# for none; KB_RATE_LIMIT_TENANTS overrides it per tenant slug ("acme=6000/min,globex=60/min").
+RATE_LIMIT_DEFAULT = env.str("KB_RATE_LIMIT", default="1200/min")
+RATE_LIMIT_BURST = env.int("KB_RATE_LIMIT_BURST", default=200)
+RATE_LIMIT_TENANTS = env.dict("KB_RATE_LIMIT_TENANTS", default={})
+RATE_LIMIT_REDIS_RETRY_SECONDS = env.float("KB_RATE_LIMIT_REDIS_RETRY_SECONDS", default=5.0)
 HEALTH_WORKER_TIMEOUT = env.float("KB_HEALTH_WORKER_TIMEOUT", default=1.5)
 
 LOGGING = {

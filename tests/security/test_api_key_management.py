@@ -1,0 +1,112 @@
+"""API key management over the API: admin keys of the tenant only, raw key shown once, foreign ids are 404,
+knowledge-base keys reach only their knowledge base."""
+
+import pytest
+from rest_framework.test import APIClient
+
+from tenants.keys import key_hash
+from tenants.models import ApiKey, ApiKeyRole
+from tests.factories import KnowledgeBaseFactory
+
+pytestmark = pytest.mark.django_db
+
+URL = "/api/v1/api-keys/"
+
+
+def _client(raw_key: str) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Api-Key {raw_key}")
+    return client
+
+
+def test_create_shows_the_key_once_and_it_works(api_client, tenant):
+    response = api_client.post(URL, {"name": "mobile app"}, format="json")
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert body["role"] == ApiKeyRole.STANDARD and body["is_active"] and body["knowledge_base"] is None
+    raw_key = body["key"]
+    assert raw_key.startswith(f"kb_{body['prefix']}_")
+    stored = ApiKey.objects.for_tenant(tenant).get(pk=body["id"])
+    assert stored.hashed_key == key_hash(raw_key)
+
+    assert _client(raw_key).get("/api/v1/whoami/").json()["key_prefix"] == body["prefix"]
+    listed = api_client.get(URL).json()
+    detail = api_client.get(f"{URL}{body['id']}/").json()
+    for shown in (*listed, detail):
+        assert "key" not in shown and raw_key not in str(shown)
+    assert body["id"] in {row["id"] for row in listed}
+
+
+def test_revoke_stops_the_key_and_is_idempotent(api_client):
+    created = api_client.post(URL, {"name": "old"}, format="json").json()
+    first = api_client.post(f"{URL}{created['id']}/revoke/")
+    assert first.status_code == 200 and first.json()["is_active"] is False
+    again = api_client.post(f"{URL}{created['id']}/revoke/")
+    assert again.status_code == 200 and again.json()["revoked_at"] == first.json()["revoked_at"]
+    response = _client(created["key"]).get("/api/v1/whoami/")
+    assert response.status_code == 401 and "revoked" in response.json()["message"]
+
+
+def test_last_active_admin_key_cannot_be_revoked(api_client, tenant):
+    response = api_client.post(f"{URL}{api_client.api_key.pk}/revoke/")
+    assert response.status_code == 409
+    assert "last active admin key" in response.json()["message"]
+    assert ApiKey.objects.for_tenant(tenant).get(pk=api_client.api_key.pk).revoked_at is None
+
+    spare = api_client.post(URL, {"name": "spare admin", "role": "admin"}, format="json").json()
+    assert api_client.post(f"{URL}{api_client.api_key.pk}/revoke/").status_code == 200
+    assert _client(spare["key"]).get(URL).status_code == 200
+
+
+def test_standard_key_cannot_manage_keys(standard_api_client, api_client):
+    for method, url in (("get", URL), ("post", URL), ("get", f"{URL}{api_client.api_key.pk}/")):
+        response = getattr(standard_api_client, method)(url, {"name": "x"} if method == "post" else None)
+        assert response.status_code == 403, (method, url)
+        assert "admin API key" in response.json()["message"]
+    response = standard_api_client.post(f"{URL}{api_client.api_key.pk}/revoke/")
+    assert response.status_code == 403
+    assert api_client.get("/api/v1/whoami/").status_code == 200
+
+
+def test_admin_key_limited_to_a_knowledge_base_cannot_mint_wider_keys(api_client, tenant):
+    knowledge_base = KnowledgeBaseFactory(tenant=tenant)
+    limited = api_client.post(
+        URL, {"name": "kb admin", "role": "admin", "knowledge_base": knowledge_base.pk}, format="json"
+    ).json()
+    assert limited["knowledge_base"] == knowledge_base.pk
+    response = _client(limited["key"]).post(URL, {"name": "escalate", "role": "admin"}, format="json")
+    assert response.status_code == 403
+    assert "limited to one knowledge base" in response.json()["message"]
+    assert not ApiKey.objects.for_tenant(tenant).filter(name="escalate").exists()
+
+
+def test_other_tenants_keys_are_404_and_untouched(api_client, other_api_client, other_tenant):
+    theirs = other_api_client.api_key
+    for method, url in (("get", f"{URL}{theirs.pk}/"), ("post", f"{URL}{theirs.pk}/revoke/")):
+        response = getattr(api_client, method)(url)
+        assert response.status_code == 404, (method, url)
+        assert response.json()["message"] == "API key not found."
+    assert theirs.pk not in {row["id"] for row in api_client.get(URL).json()}
+    assert ApiKey.objects.for_tenant(other_tenant).get(pk=theirs.pk).revoked_at is None
+
+
+def test_key_for_another_tenants_knowledge_base_is_refused(api_client, tenant, other_tenant):
+    foreign = KnowledgeBaseFactory(tenant=other_tenant)
+    missing_id = foreign.pk + 1000
+    for knowledge_base_id in (foreign.pk, missing_id):
+        response = api_client.post(URL, {"name": "sneaky", "knowledge_base": knowledge_base_id}, format="json")
+        assert response.status_code == 400
+        assert response.json()["extra"]["fields"]["knowledge_base"] == ["No knowledge base with this id."]
+    assert not ApiKey.objects.for_tenant(tenant).filter(name="sneaky").exists()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [{}, {"name": ""}, {"name": "x" * 101}, {"name": "k", "role": "owner"}, {"name": "k", "knowledge_base": "a"}],
+)
+def test_bad_create_bodies_are_400_and_store_nothing(api_client, tenant, body):
+    before = ApiKey.objects.for_tenant(tenant).count()
+    response = api_client.post(URL, body, format="json")
+    assert response.status_code == 400
+    assert response.json()["extra"]["fields"]
+    assert ApiKey.objects.for_tenant(tenant).count() == before

@@ -1,0 +1,96 @@
+"""Per-tenant rate limits: GCRA maths (pure), enforcement through Redis with Retry-After, one budget per
+tenant shared by its keys, and the in-process fallback when Redis does not answer."""
+
+import pytest
+from django.test import override_settings
+
+from tenants import throttling
+from tenants.throttling import Rate, gcra_decide, rate_parse
+from tests.conftest import _client_for
+from tests.services import free_port
+
+SECOND = 1_000_000
+
+
+def test_rate_parse():
+    assert rate_parse("600/min") == Rate(requests=600, period_seconds=60, burst=600)
+    assert rate_parse(" 5 / s ", burst=2) == Rate(requests=5, period_seconds=1, burst=2)
+    assert rate_parse("10/hour").period_seconds == 3600
+    assert rate_parse("10/s", burst=200).burst == 10
+    assert rate_parse("") is None
+    for bad in ("600", "0/min", "ten/min", "5/fortnight", "-1/s"):
+        with pytest.raises(ValueError, match="use <count>"):
+            rate_parse(bad)
+
+
+def test_gcra_allows_the_burst_then_one_request_per_interval():
+    rate = Rate(requests=10, period_seconds=1, burst=3)  # one every 100 ms, three at once
+    now, tat = 5 * SECOND, None
+    for _ in range(3):
+        allowed, tat, wait = gcra_decide(now_us=now, tat_us=tat, rate=rate)
+        assert allowed and wait == 0
+    allowed, tat_after, wait = gcra_decide(now_us=now, tat_us=tat, rate=rate)
+    assert not allowed and wait == 100_000 and tat_after == tat  # a refusal spends nothing
+    assert gcra_decide(now_us=now + wait - 1, tat_us=tat, rate=rate)[0] is False
+    assert gcra_decide(now_us=now + wait, tat_us=tat, rate=rate)[0] is True
+    # A long pause refills the burst but never beyond it.
+    later = now + 60 * SECOND
+    results = []
+    for _ in range(4):
+        allowed, tat, _ = gcra_decide(now_us=later, tat_us=tat, rate=rate)
+        results.append(allowed)
+    assert results == [True, True, True, False]
+
+
+@pytest.fixture
+def tight_limit(redis_available):
+    throttling._redis_down_until = 0.0
+    with override_settings(RATE_LIMIT_DEFAULT="3/min", RATE_LIMIT_BURST=3, RATE_LIMIT_TENANTS={}):
+        yield
+
+
+def test_fourth_request_in_a_minute_is_429_with_retry_after(tight_limit, api_client, other_api_client):
+    statuses = [api_client.get("/api/v1/whoami/").status_code for _ in range(3)]
+    assert statuses == [200, 200, 200]
+    refused = api_client.get("/api/v1/whoami/")
+    assert refused.status_code == 429
+    retry_after = int(refused["Retry-After"])
+    assert 15 <= retry_after <= 21  # one request every 20 s
+    assert refused.json()["extra"]["retry_after_seconds"] == retry_after
+    assert "throttled" in refused.json()["message"].lower()
+    # Another tenant has its own budget.
+    assert other_api_client.get("/api/v1/whoami/").status_code == 200
+
+
+def test_keys_of_one_tenant_share_its_budget(tight_limit, api_client, tenant):
+    second_key = _client_for(tenant)
+    assert [api_client.get("/api/v1/whoami/").status_code for _ in range(2)] == [200, 200]
+    assert second_key.get("/api/v1/whoami/").status_code == 200
+    assert second_key.get("/api/v1/whoami/").status_code == 429
+
+
+def test_per_tenant_override(tight_limit, api_client, tenant, other_api_client, other_tenant):
+    with override_settings(RATE_LIMIT_TENANTS={tenant.slug: "100/min"}, RATE_LIMIT_BURST=10):
+        assert {api_client.get("/api/v1/whoami/").status_code for _ in range(6)} == {200}
+        assert [other_api_client.get("/api/v1/whoami/").status_code for _ in range(4)] == [200, 200, 200, 429]
+
+
+def test_requests_without_a_tenant_are_not_counted(tight_limit, db, client):
+    assert {client.get("/api/schema/").status_code for _ in range(5)} == {200}
+
+
+def test_redis_down_falls_back_to_in_process_limits_without_errors(db, api_client):
+    dead_redis = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    throttling._redis_down_until = 0.0
+    try:
+        with override_settings(REDIS_URL=dead_redis, RATE_LIMIT_DEFAULT="3/min", RATE_LIMIT_BURST=3):
+            statuses = [api_client.get("/api/v1/whoami/").status_code for _ in range(4)]
+            assert statuses == [200, 200, 200, 429]
+            assert throttling._redis_down_until > 0  # the breaker is open: Redis is not asked on every request
+    finally:
+        throttling._redis_down_until = 0.0
+
+
+def test_limit_off_when_empty(api_client):
+    with override_settings(RATE_LIMIT_DEFAULT="", RATE_LIMIT_BURST=1):
+        assert {api_client.get("/api/v1/whoami/").status_code for _ in range(5)} == {200}
