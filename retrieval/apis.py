@@ -90,21 +90,25 @@ class _KeyScopedApi(TenantApi):
         return document
 
 
-class KnowledgeBaseListApi(_KeyScopedApi):
-    @extend_schema(responses=KnowledgeBaseOutputSerializer(many=True), summary="List knowledge bases")
-    def get(self, request):  # noqa: ANN001, ANN201
-        knowledge_bases = selectors.knowledge_base_list(tenant=self.tenant, only_id=self.only_knowledge_base_id)
-        return Response(KnowledgeBaseOutputSerializer(knowledge_bases, many=True).data)
-
-
-class KnowledgeBaseCreateApi(_KeyScopedApi):
-    extra_permission_classes = [IsTenantAdminKey]
+class KnowledgeBaseListCreateApi(_KeyScopedApi):
+    """GET lists the knowledge bases the key reaches; POST creates one and needs an admin key of the tenant."""
 
     class InputSerializer(serializers.Serializer):
         name = serializers.CharField(max_length=200)
         description = serializers.CharField(required=False, allow_blank=True, default="")
         chunk_max_tokens = serializers.IntegerField(required=False, min_value=16, max_value=256)
         chunk_overlap_tokens = serializers.IntegerField(required=False, min_value=0, max_value=128)
+
+    def get_permissions(self):  # noqa: ANN201
+        permissions = super().get_permissions()
+        if self.request.method == "POST":
+            permissions.append(IsTenantAdminKey())
+        return permissions
+
+    @extend_schema(responses=KnowledgeBaseOutputSerializer(many=True), summary="List knowledge bases")
+    def get(self, request):  # noqa: ANN001, ANN201
+        knowledge_bases = selectors.knowledge_base_list(tenant=self.tenant, only_id=self.only_knowledge_base_id)
+        return Response(KnowledgeBaseOutputSerializer(knowledge_bases, many=True).data)
 
     @extend_schema(request=InputSerializer, responses=KnowledgeBaseOutputSerializer, summary="Create a knowledge base")
     def post(self, request):  # noqa: ANN001, ANN201
@@ -116,15 +120,6 @@ class KnowledgeBaseCreateApi(_KeyScopedApi):
         serializer.is_valid(raise_exception=True)
         knowledge_base = services.knowledge_base_create(tenant=self.tenant, **serializer.validated_data)
         return Response(KnowledgeBaseOutputSerializer(knowledge_base).data, status=status.HTTP_201_CREATED)
-
-
-class KnowledgeBaseCollectionApi(KnowledgeBaseListApi, KnowledgeBaseCreateApi):
-    """GET lists, POST creates (admin key): one URL, the two operations above."""
-
-    def get_permissions(self):  # noqa: ANN201
-        if self.request.method == "GET":
-            return TenantApi.get_permissions(self)
-        return super().get_permissions()
 
 
 class KnowledgeBaseReindexApi(_KeyScopedApi):

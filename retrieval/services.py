@@ -322,9 +322,8 @@ def _claimable(now: datetime) -> Q:
 def _run_update(*, tenant_id: int, token: str, document_ids: Iterable[int], **fields) -> int:  # noqa: ANN003
     """A write of this run only: documents another run has taken over are left alone. Renews the lease."""
     now = timezone.now()
-    return Document.objects.filter(tenant_id=tenant_id, claim_token=token, pk__in=list(document_ids)).update(
-        lease_expires_at=_lease_end(now), updated_at=now, **fields
-    )
+    values = {"lease_expires_at": _lease_end(now), "updated_at": now, **fields}
+    return Document.objects.filter(tenant_id=tenant_id, claim_token=token, pk__in=list(document_ids)).update(**values)
 
 
 def _documents_fail(*, tenant_id: int, token: str, failures: dict[int, str]) -> None:

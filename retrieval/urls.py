@@ -4,13 +4,13 @@ from retrieval.apis import (
     DocumentCreateApi,
     DocumentDetailApi,
     DocumentReindexApi,
-    KnowledgeBaseCollectionApi,
+    KnowledgeBaseListCreateApi,
     KnowledgeBaseReindexApi,
     KnowledgeBaseSearchApi,
 )
 
 urlpatterns = [
-    path("knowledge-bases/", KnowledgeBaseCollectionApi.as_view(), name="knowledge-base-list"),
+    path("knowledge-bases/", KnowledgeBaseListCreateApi.as_view(), name="knowledge-base-list"),
     path(
         "knowledge-bases/<int:knowledge_base_id>/documents/",
         DocumentCreateApi.as_view(),

@@ -271,3 +271,131 @@ def vectorstore_ping() -> bool:
         return True
     except VectorStoreUnavailable:
         return False
+
+
+# --- question vectors (conversations' tenant-scope dedup) ---------------------------------------------------
+# A second collection, one row per QA pair: the tenant-wide duplicate search is one ANN query, not a Python loop
+# over every stored question. Same rules as chunks: tenant as partition key, every filter built here and naming it.
+
+
+def question_collection_name() -> str:
+    return f"{settings.MILVUS_COLLECTION}_questions"
+
+
+def question_filter_build(
+    *,
+    tenant_id: int,
+    knowledge_base_id: int | None = None,
+    created_after: int | None = None,
+    turn_ids: Iterable[int] | None = None,
+) -> str:
+    """The tenant's clause first (from `filter_build`), then the knowledge base, the TTL floor (epoch seconds)
+    and a list of turn ids; an empty id list adds no clause."""
+    clauses = [filter_build(tenant_id=tenant_id, knowledge_base_id=knowledge_base_id)]
+    if created_after is not None:
+        clauses.append(f"created_ts >= {filter_quote(int(created_after))}")
+    values = sorted({int(i) for i in turn_ids}) if turn_ids is not None else []
+    if values:
+        clauses.append(f"turn_id in [{', '.join(filter_quote(v) for v in values)}]")
+    return " and ".join(clauses)
+
+
+def question_collection_ensure(*, dimension: int) -> str:
+    name = question_collection_name()
+    if name in _ready_collections:
+        return name
+    client = _connect()
+
+    def _ensure() -> None:
+        from pymilvus import DataType
+
+        if not client.has_collection(name):
+            schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
+            schema.add_field("turn_id", DataType.INT64, is_primary=True)
+            schema.add_field("tenant_id", DataType.VARCHAR, max_length=VARCHAR_ID_MAX, is_partition_key=True)
+            schema.add_field("knowledge_base_id", DataType.INT64)
+            schema.add_field("created_ts", DataType.INT64)
+            schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dimension)
+            index_params = client.prepare_index_params()
+            index_params.add_index(
+                field_name="vector", index_type="HNSW", metric_type="COSINE", params={"M": 16, "efConstruction": 200}
+            )
+            client.create_collection(collection_name=name, schema=schema, index_params=index_params)
+        client.load_collection(name)
+
+    _call("question collection setup", _ensure)
+    _ready_collections.add(name)
+    return name
+
+
+@dataclass(frozen=True)
+class QuestionVector:
+    turn_id: int
+    tenant_id: int
+    knowledge_base_id: int
+    created_ts: int
+    vector: Sequence[float]
+
+
+@dataclass(frozen=True)
+class QuestionHit:
+    turn_id: int
+    score: float
+
+
+def question_vectors_upsert(*, rows: Sequence[QuestionVector], dimension: int) -> int:
+    if not rows:
+        return 0
+    name = question_collection_ensure(dimension=dimension)
+    data = [
+        {
+            "turn_id": row.turn_id,
+            "tenant_id": _tenant_key(row.tenant_id),
+            "knowledge_base_id": row.knowledge_base_id,
+            "created_ts": int(row.created_ts),
+            "vector": [float(x) for x in row.vector],
+        }
+        for row in rows
+    ]
+    _call("question upsert", _connect().upsert, collection_name=name, data=data)
+    return len(data)
+
+
+def question_vectors_search(
+    *,
+    tenant_id: int,
+    knowledge_base_id: int,
+    query_vector: Sequence[float],
+    limit: int,
+    dimension: int,
+    created_after: int | None = None,
+) -> list[QuestionHit]:
+    """The tenant's stored questions of one knowledge base nearest to `query_vector`, best first."""
+    name = question_collection_ensure(dimension=dimension)
+    expression = question_filter_build(
+        tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, created_after=created_after
+    )
+    results = _call(
+        "question search",
+        _connect().search,
+        collection_name=name,
+        data=[[float(x) for x in query_vector]],
+        filter=expression,
+        limit=limit,
+        output_fields=["turn_id"],
+        search_params={"metric_type": "COSINE", "params": {"ef": max(64, limit * 4)}},
+        anns_field="vector",
+    )
+    return [
+        QuestionHit(turn_id=int(hit.get("id", hit.get("turn_id"))), score=float(hit["distance"]))
+        for hit in (results[0] if results else [])
+    ]
+
+
+def question_vectors_delete(*, tenant_id: int, turn_ids: Iterable[int], dimension: int) -> None:
+    turn_ids = list(turn_ids)
+    if not turn_ids:
+        return
+    name = question_collection_ensure(dimension=dimension)
+    expression = question_filter_build(tenant_id=tenant_id, turn_ids=turn_ids)
+    _call("question delete", _connect().delete, collection_name=name, filter=expression)

@@ -1,0 +1,175 @@
+"""The ingestion API without a worker: validation, scoping (tenant and KB-limited keys) and enqueueing."""
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from retrieval.models import Document, DocumentStatus
+from tests.retrieval.factories import kb_limited_client, kb_make
+
+pytestmark = pytest.mark.django_db
+
+
+def _document_url(kb):
+    return f"/api/v1/knowledge-bases/{kb.pk}/documents/"
+
+
+def test_create_and_list_knowledge_bases(api_client, tenant, other_tenant):
+    kb_make(other_tenant, name="theirs")
+    response = api_client.post("/api/v1/knowledge-bases/", {"name": "manuals", "chunk_max_tokens": 128}, format="json")
+    assert response.status_code == 201, response.json()
+    assert response.json()["chunk_max_tokens"] == 128
+    assert response.json()["embedding_model"] == "all-MiniLM-L6-v2"
+    listed = api_client.get("/api/v1/knowledge-bases/").json()
+    assert [kb["name"] for kb in listed] == ["manuals"]
+
+
+def test_duplicate_name_is_409(api_client, tenant):
+    kb_make(tenant, name="manuals")
+    response = api_client.post("/api/v1/knowledge-bases/", {"name": "manuals"}, format="json")
+    assert response.status_code == 409
+    assert "already exists" in response.json()["message"]
+
+
+def test_creating_a_knowledge_base_needs_an_admin_key(standard_api_client):
+    response = standard_api_client.post("/api/v1/knowledge-bases/", {"name": "x"}, format="json")
+    assert response.status_code == 403
+    assert standard_api_client.get("/api/v1/knowledge-bases/").status_code == 200
+
+
+def test_chunk_size_above_the_model_limit_is_400(api_client):
+    response = api_client.post("/api/v1/knowledge-bases/", {"name": "x", "chunk_max_tokens": 512}, format="json")
+    assert response.status_code == 400
+    assert "chunk_max_tokens" in response.json()["extra"]["fields"]
+
+
+def test_text_document_is_accepted_and_queued_on_commit(api_client, tenant, django_capture_on_commit_callbacks):
+    kb = kb_make(tenant)
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = api_client.post(
+            _document_url(kb), {"title": "Guide", "text": "Some text.", "external_id": "g-1"}, format="json"
+        )
+    assert response.status_code == 202, response.json()
+    body = response.json()
+    assert body["status"] == "queued" and body["external_id"] == "g-1" and body["progress"] == 0.0
+    assert len(callbacks) == 1
+    assert api_client.get(f"/api/v1/documents/{body['id']}/").json()["status"] == "queued"
+
+
+def test_prechunked_document_is_stored_as_sent(api_client, tenant):
+    kb = kb_make(tenant)
+    chunks = [{"text": "first passage", "external_id": "p1"}, {"text": "second passage"}]
+    response = api_client.post(_document_url(kb), {"title": "Pre", "chunks": chunks}, format="json")
+    assert response.status_code == 202
+    document = Document.objects.for_tenant(tenant).get(pk=response.json()["id"])
+    assert document.source_kind == "chunks"
+    assert document.source_chunks == [
+        {"text": "first passage", "external_id": "p1"},
+        {"text": "second passage", "external_id": None},
+    ]
+
+
+def test_file_upload_keeps_name_and_hash(api_client, tenant):
+    kb = kb_make(tenant)
+    upload = SimpleUploadedFile("notes.md", b"# Notes\n\nBody text.", content_type="text/markdown")
+    response = api_client.post(_document_url(kb), {"file": upload}, format="multipart")
+    assert response.status_code == 202, response.json()
+    assert response.json()["title"] == "notes.md"
+    assert response.json()["source_filename"] == "notes.md"
+    assert len(response.json()["content_hash"]) == 64
+
+
+@pytest.mark.parametrize(
+    ("payload", "fragment"),
+    [
+        ({"title": "nothing"}, 'exactly one of "file"'),
+        ({"text": "a", "chunks": [{"text": "b"}]}, "Got: text, chunks"),
+        ({"text": "   "}, "The text is empty."),
+        ({"chunks": []}, "chunks"),
+        ({"chunks": [{"text": "  "}]}, "A chunk needs some text."),
+        ({"chunks": [{"external_id": "x"}]}, "text"),
+    ],
+)
+def test_bad_document_payloads_are_400_with_the_reason(api_client, tenant, payload, fragment):
+    response = api_client.post(_document_url(kb_make(tenant)), payload, format="json")
+    assert response.status_code == 400
+    assert fragment in str(response.json())
+    assert not Document.objects.for_tenant(tenant).exists()
+
+
+def test_duplicate_external_id_is_409_naming_the_existing_document(api_client, tenant):
+    kb = kb_make(tenant)
+    first = api_client.post(_document_url(kb), {"text": "a", "external_id": "same"}, format="json").json()
+    response = api_client.post(_document_url(kb), {"text": "b", "external_id": "same"}, format="json")
+    assert response.status_code == 409
+    assert response.json()["extra"]["document_id"] == first["id"]
+
+
+def test_oversize_file_ends_failed_with_its_size_and_is_not_stored(api_client, tenant, settings):
+    settings.MAX_UPLOAD_BYTES = 1024
+    kb = kb_make(tenant)
+    upload = SimpleUploadedFile("big.txt", b"word " * 1000, content_type="text/plain")
+    response = api_client.post(_document_url(kb), {"file": upload}, format="multipart")
+    assert response.status_code == 202
+    body = response.json()
+    assert body["status"] == "failed"
+    assert "the limit is 1024 bytes" in body["error_message"]
+    assert not Document.objects.for_tenant(tenant).get(pk=body["id"]).source_file
+
+
+def test_reindex_of_a_running_document_is_409(api_client, tenant):
+    from django.utils import timezone
+
+    kb = kb_make(tenant)
+    doc_id = api_client.post(_document_url(kb), {"text": "a"}, format="json").json()["id"]
+    Document.objects.for_tenant(tenant).filter(pk=doc_id).update(
+        status=DocumentStatus.EMBEDDING, lease_expires_at=timezone.now() + timezone.timedelta(minutes=5)
+    )
+    response = api_client.post(f"/api/v1/documents/{doc_id}/reindex/")
+    assert response.status_code == 409
+
+
+def test_search_validates_its_input(api_client, tenant):
+    kb = kb_make(tenant)
+    url = f"/api/v1/knowledge-bases/{kb.pk}/search/"
+    assert api_client.post(url, {"query": ""}, format="json").status_code == 400
+    assert api_client.post(url, {"query": "x", "limit": 0}, format="json").status_code == 400
+    assert api_client.post(url, {"query": "x", "limit": 101}, format="json").status_code == 400
+
+
+# --- another tenant's ids, and a key limited to one knowledge base: always 404 -----------------------------
+
+
+def _endpoints(kb_id: int, doc_id: int):
+    return [
+        ("post", f"/api/v1/knowledge-bases/{kb_id}/documents/", {"text": "x"}),
+        ("post", f"/api/v1/knowledge-bases/{kb_id}/search/", {"query": "x"}),
+        ("post", f"/api/v1/knowledge-bases/{kb_id}/reindex/", None),
+        ("get", f"/api/v1/documents/{doc_id}/", None),
+        ("delete", f"/api/v1/documents/{doc_id}/", None),
+        ("post", f"/api/v1/documents/{doc_id}/reindex/", None),
+    ]
+
+
+def test_every_endpoint_is_404_for_another_tenants_ids(api_client, other_api_client, tenant):
+    kb = kb_make(tenant)
+    doc_id = api_client.post(_document_url(kb), {"text": "private"}, format="json").json()["id"]
+    for method, url, payload in _endpoints(kb.pk, doc_id):
+        response = getattr(other_api_client, method)(url, payload, format="json")
+        assert response.status_code == 404, (method, url, response.status_code)
+        assert response.json()["message"]
+    assert other_api_client.get("/api/v1/knowledge-bases/").json() == []
+    assert Document.objects.for_tenant(tenant).get(pk=doc_id).status == DocumentStatus.QUEUED
+
+
+def test_a_key_limited_to_one_knowledge_base_reaches_no_other(api_client, tenant):
+    allowed, other = kb_make(tenant, name="allowed"), kb_make(tenant, name="other")
+    other_doc = api_client.post(_document_url(other), {"text": "x"}, format="json").json()["id"]
+    allowed_doc = api_client.post(_document_url(allowed), {"text": "y"}, format="json").json()["id"]
+    limited = kb_limited_client(tenant, allowed)
+    for method, url, payload in _endpoints(other.pk, other_doc):
+        response = getattr(limited, method)(url, payload, format="json")
+        assert response.status_code == 404, (method, url, response.status_code)
+    assert [kb["name"] for kb in limited.get("/api/v1/knowledge-bases/").json()] == ["allowed"]
+    assert limited.get(f"/api/v1/documents/{allowed_doc}/").status_code == 200
+    assert limited.post(_document_url(allowed), {"text": "z"}, format="json").status_code == 202
+    assert limited.post("/api/v1/knowledge-bases/", {"name": "new"}, format="json").status_code == 403
