@@ -1,0 +1,174 @@
+"""Every Milvus filter the code builds names the tenant, whatever the inputs.
+
+Three layers: `filter_build` itself (a property over arbitrary ids, including hostile strings); every public
+function of `retrieval.vectorstore` that sends a filter, run against a recording client with arbitrary
+arguments; and a static check that no function sends a filter without taking a `tenant_id`, and that no other
+module talks to Milvus.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import re
+from pathlib import Path
+from unittest import mock
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from retrieval import vectorstore
+
+ROOT = Path(__file__).resolve().parents[2]
+ids = st.integers(min_value=-(2**63), max_value=2**63 - 1)
+id_lists = st.one_of(st.none(), st.lists(ids, max_size=20), st.sets(ids, max_size=20))
+tenant_ids = st.integers(min_value=1, max_value=2**62)
+hostile = st.one_of(
+    st.text(max_size=40),
+    st.sampled_from(['1 or tenant_id == "t2"', '" or 1==1 or "', "1]) or (tenant_id != ''", "t2", "", "1e3"]),
+)
+
+
+def assert_names_tenant(expression: str, tenant_id: int) -> None:
+    """The tenant clause comes first, is joined by `and` only, and no other clause mentions the tenant."""
+    clauses = expression.split(" and ")
+    assert clauses[0] == f'tenant_id == "t{tenant_id}"', expression
+    assert expression.count("tenant_id") == 1, expression
+    assert not re.search(r"\bor\b|\bnot\s*\(|\|\|", expression.replace("not in", "")), expression
+    for clause in clauses[1:]:
+        assert re.fullmatch(r"\w+ (==|>=|in|not in) (-?\d+|\[-?\d+(, -?\d+)*\])", clause), clause
+
+
+@given(
+    tenant_id=tenant_ids,
+    knowledge_base_id=st.one_of(st.none(), ids),
+    document_ids=id_lists,
+    exclude_document_ids=id_lists,
+    exclude_chunk_ids=id_lists,
+)
+def test_filter_build_always_names_the_tenant_first(
+    tenant_id, knowledge_base_id, document_ids, exclude_document_ids, exclude_chunk_ids
+):
+    expression = vectorstore.filter_build(
+        tenant_id=tenant_id,
+        knowledge_base_id=knowledge_base_id,
+        document_ids=document_ids,
+        exclude_document_ids=exclude_document_ids,
+        exclude_chunk_ids=exclude_chunk_ids,
+    )
+    assert_names_tenant(expression, tenant_id)
+    assert "[]" not in expression  # real Milvus rejects an empty list
+
+
+@given(tenant_id=tenant_ids, value=hostile, where=st.sampled_from(["knowledge_base_id", "document_ids"]))
+def test_hostile_values_never_reach_the_expression(tenant_id, value, where):
+    kwargs = {"knowledge_base_id": value} if where == "knowledge_base_id" else {"document_ids": [value]}
+    try:
+        expression = vectorstore.filter_build(tenant_id=tenant_id, **kwargs)
+    except (ValueError, TypeError):
+        return  # refused: nothing was built
+    assert_names_tenant(expression, tenant_id)
+
+
+@pytest.mark.parametrize("tenant_id", [None, "1 or 1==1", "t2"])
+def test_no_tenant_no_filter(tenant_id):
+    with pytest.raises((ValueError, TypeError)):
+        vectorstore.filter_build(tenant_id=tenant_id)
+
+
+class RecordingClient:
+    """Stands in for MilvusClient: records every `filter` sent, answers like an empty collection."""
+
+    def __init__(self) -> None:
+        self.filters: list[str] = []
+
+    def __getattr__(self, name: str):  # noqa: ANN204
+        def call(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            if "filter" in kwargs:
+                self.filters.append(kwargs["filter"])
+            if name == "search":
+                return [[]]
+            if name == "query":
+                return [{"count(*)": 0}]
+            if name == "has_collection":
+                return True
+            return None
+
+        return call
+
+
+def _filter_senders() -> list[str]:
+    """Functions of vectorstore that pass a filter to the client: `filter=` or a `{"filter": ...}` of kwargs."""
+    tree = ast.parse(inspect.getsource(vectorstore))
+    senders = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            for inner in ast.walk(node):
+                keyword = isinstance(inner, ast.Call) and any(k.arg == "filter" for k in inner.keywords)
+                in_dict = isinstance(inner, ast.Dict) and any(
+                    isinstance(k, ast.Constant) and k.value == "filter" for k in inner.keys
+                )
+                if keyword or in_dict:
+                    senders.append(node.name)
+                    break
+    return senders
+
+
+SENDERS = _filter_senders()
+ARGUMENTS = {
+    "tenant_id": tenant_ids,
+    "knowledge_base_id": st.one_of(st.none(), ids),
+    "dimension": st.just(4),
+    "query_vector": st.just([0.5, 0.5, 0.5, 0.5]),
+    "limit": st.integers(min_value=1, max_value=50),
+    "collection": st.just("kb_property_test"),
+    "created_after": st.one_of(st.none(), ids),
+    "group_by_document": st.booleans(),
+}
+
+
+def test_every_filter_sender_takes_a_tenant():
+    assert {"vectors_search", "vectors_delete", "vectors_count"} <= set(SENDERS)
+    for name in SENDERS:
+        parameters = inspect.signature(getattr(vectorstore, name)).parameters
+        assert "tenant_id" in parameters, f"vectorstore.{name} sends a filter but takes no tenant_id"
+
+
+@pytest.mark.parametrize("name", SENDERS)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_every_filter_sent_to_milvus_names_the_tenant(name, data):
+    function = getattr(vectorstore, name)
+    kwargs = {}
+    for parameter in inspect.signature(function).parameters.values():
+        if parameter.name in ARGUMENTS:
+            kwargs[parameter.name] = data.draw(ARGUMENTS[parameter.name], label=parameter.name)
+        elif parameter.name.endswith("_ids"):
+            kwargs[parameter.name] = data.draw(st.lists(ids, max_size=10), label=parameter.name)
+        elif parameter.default is inspect.Parameter.empty:
+            pytest.fail(f"teach this test a strategy for vectorstore.{name}({parameter.name}=...)")
+    if name in ("vectors_delete",) and kwargs.get("document_ids") is None and kwargs.get("knowledge_base_id") is None:
+        kwargs["knowledge_base_id"] = 1
+    client = RecordingClient()
+    with (
+        mock.patch.object(vectorstore, "_connect", return_value=client),
+        mock.patch.object(vectorstore, "_ready_collections", set()),
+    ):
+        try:
+            function(**kwargs)
+        except ValueError:
+            return  # refused before building anything (e.g. a delete naming no knowledge base)
+    for expression in client.filters:
+        assert_names_tenant(expression, kwargs["tenant_id"])
+
+
+def test_only_vectorstore_talks_to_milvus():
+    offenders = []
+    for path in ROOT.rglob("*.py"):
+        relative = path.relative_to(ROOT)
+        if relative.parts[0] in (".venv", "var", "tests", "bench") or relative == Path("retrieval/vectorstore.py"):
+            continue
+        if re.search(r"^\s*(from|import)\s+pymilvus", path.read_text(errors="replace"), re.MULTILINE):
+            offenders.append(str(relative))
+    assert not offenders, f"only retrieval/vectorstore.py may import pymilvus: {offenders}"
