@@ -1,45 +1,541 @@
-"""Plain, tenant-scoped registrations; the rich review UI is built separately."""
+"""The conversations admin: audit-log review of dedup decisions (tenant admins and support), the per-tenant
+dedup settings page and the dashboard (see `conversations.admin_views`), and read-only views of the rest.
+
+Scoping comes from `TenantScopedAdmin`: every list, filter choice, detail page, action and export reads
+through `get_queryset`, which holds only the tenants where the user has a role in `view_roles`. Audit facts
+are never editable from here; the only writes are review verdicts (through `dedup_events_review`) and
+settings (through the settings page, which records the history).
+"""
 
 from __future__ import annotations
 
-from django.contrib import admin
+import csv
+from collections.abc import Iterator
+from datetime import date, datetime, time, timedelta
+from functools import partial
+from typing import Any
 
-from conversations.models import ConsumedItem, Conversation, DedupEvent, DedupPolicy, Intent, Turn
-from tenants.admin_scoping import TenantScopedAdmin
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin.helpers import ActionForm
+from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.utils import unquote
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
+from django.urls import path, reverse
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.text import Truncator
+
+from conversations import admin_views
+from conversations.admin_services import dedup_events_review
+from conversations.models import (
+    ConsumedItem,
+    Conversation,
+    DedupAction,
+    DedupEvent,
+    DedupPolicy,
+    Intent,
+    ReviewVerdict,
+    SettingsChange,
+    Turn,
+)
+from tenants.admin_scoping import TenantScopedAdmin, request_tenant_roles
+from tenants.models import Role
+
+SUPPORT_ROLES = (Role.ADMIN, Role.SUPPORT)
 
 
 @admin.register(Conversation)
 class ConversationAdmin(TenantScopedAdmin):
     list_display = ("id", "tenant", "knowledge_base", "user_id", "turn_count", "last_active_at", "expires_at")
-    list_filter = ("tenant",)
+    # RelatedOnlyFieldListFilter offers only tenants present in the scoped rows, never the full tenant list.
+    list_filter = (("tenant", admin.RelatedOnlyFieldListFilter),)
     search_fields = ("user_id",)
+    view_roles = SUPPORT_ROLES
 
 
 @admin.register(Turn)
 class TurnAdmin(TenantScopedAdmin):
     list_display = ("id", "conversation", "number", "intent", "decision", "similarity", "created_at")
-    list_filter = ("decision", "intent")
+    list_filter = ("decision",)
     search_fields = ("question",)
     exclude = ("question_vector",)
+    view_roles = SUPPORT_ROLES
 
 
 @admin.register(ConsumedItem)
 class ConsumedItemAdmin(TenantScopedAdmin):
     list_display = ("conversation", "kind", "item_id", "turn_number")
+    view_roles = SUPPORT_ROLES
+
+
+class SettingsPageMixin:
+    """Policy and intents change only through the settings page, which validates and records every change;
+    their model pages are read-only for everyone and point there."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="Settings")
+    def settings_link(self, obj: Any) -> str:
+        url = reverse("admin:conversations_deduppolicy_settings")
+        return format_html('<a href="{}?tenant={}">Open the settings page</a>', url, obj.tenant_id)
 
 
 @admin.register(DedupPolicy)
-class DedupPolicyAdmin(TenantScopedAdmin):
-    list_display = ("tenant", "scope", "threshold", "question_window", "exclusion_window", "granularity")
+class DedupPolicyAdmin(SettingsPageMixin, TenantScopedAdmin):
+    list_display = (
+        "tenant",
+        "scope",
+        "threshold",
+        "question_window",
+        "exclusion_window",
+        "granularity",
+        "settings_link",
+    )
+    view_roles = (Role.ADMIN,)
+
+    def get_urls(self) -> list:
+        view = self.admin_site.admin_view(partial(admin_views.dedup_settings_view, model_admin=self))
+        return [path("settings/", view, name="conversations_deduppolicy_settings"), *super().get_urls()]
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None):  # noqa: ANN201
+        policy = self.get_object(request, unquote(object_id))
+        if policy is None or not self.has_view_permission(request, policy):
+            return super().change_view(request, object_id, form_url, extra_context)
+        url = reverse("admin:conversations_deduppolicy_settings")
+        return HttpResponseRedirect(f"{url}?tenant={policy.tenant_id}")
 
 
 @admin.register(Intent)
-class IntentAdmin(TenantScopedAdmin):
-    list_display = ("tenant", "name", "behaviour", "is_builtin")
+class IntentAdmin(SettingsPageMixin, TenantScopedAdmin):
+    list_display = ("name", "tenant", "behaviour", "is_builtin", "example_count", "settings_link")
     exclude = ("example_vectors",)
+    view_roles = SUPPORT_ROLES
+
+    @admin.display(description="Examples")
+    def example_count(self, obj: Intent) -> int:
+        return len(obj.examples)
+
+
+@admin.register(SettingsChange)
+class SettingsChangeAdmin(TenantScopedAdmin):
+    """The settings history, read-only: support reviewing decisions sees when and how the policy changed."""
+
+    list_display = ("changed_at", "changed_by_label", "subject", "field", "old_value", "new_value")
+    list_filter = ("subject", "field")
+    search_fields = ("changed_by_label", "subject", "field")
+    view_roles = SUPPORT_ROLES
+
+    def get_list_display(self, request: HttpRequest) -> tuple:
+        return ("tenant", *self.list_display) if request.user.is_superuser else self.list_display
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+# --- audit-log review --------------------------------------------------------------------------------------
+class InputFilter(admin.ListFilter):
+    """A sidebar filter made of typed inputs (dates, numbers) rather than links. Bad input is refused with
+    the admin's "incorrect lookup" page, never a server error."""
+
+    template = "admin/conversations/input_filter.html"
+    inputs: tuple[tuple[str, str, str], ...] = ()  # (query parameter, label, input type)
+
+    def __init__(self, request: HttpRequest, params: dict, model: Any, model_admin: Any) -> None:
+        super().__init__(request, params, model, model_admin)
+        for name, _label, _kind in self.inputs:
+            if name in params:
+                value = params.pop(name)
+                value = value[-1] if isinstance(value, list) else value
+                if value.strip():
+                    self.used_parameters[name] = value.strip()
+
+    def has_output(self) -> bool:
+        return True
+
+    def expected_parameters(self) -> list[str]:
+        return [name for name, _label, _kind in self.inputs]
+
+    def choices(self, changelist: Any) -> Iterator[dict[str, Any]]:
+        mine = set(self.expected_parameters())
+        yield {
+            "inputs": [
+                {"name": name, "label": label, "type": kind, "value": self.used_parameters.get(name, "")}
+                for name, label, kind in self.inputs
+            ],
+            "hidden": [(key, value) for key, value in self.request.GET.items() if key not in mine and key != "p"],
+            "active": bool(self.used_parameters),
+            "clear_url": changelist.get_query_string(remove=list(mine)),
+        }
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        try:
+            return self.apply(queryset)
+        except (TypeError, ValueError) as error:
+            raise IncorrectLookupParameters(error) from error
+
+    def apply(self, queryset: QuerySet) -> QuerySet:
+        raise NotImplementedError
+
+
+class CreatedRangeFilter(InputFilter):
+    title = "date"
+    inputs = (("created_from", "From", "date"), ("created_to", "To", "date"))
+
+    def apply(self, queryset: QuerySet) -> QuerySet:
+        tz = timezone.get_current_timezone()
+        if "created_from" in self.used_parameters:
+            start = date.fromisoformat(self.used_parameters["created_from"])
+            queryset = queryset.filter(created_at__gte=datetime.combine(start, time.min, tzinfo=tz))
+        if "created_to" in self.used_parameters:
+            end = date.fromisoformat(self.used_parameters["created_to"]) + timedelta(days=1)
+            queryset = queryset.filter(created_at__lt=datetime.combine(end, time.min, tzinfo=tz))
+        return queryset
+
+
+class SimilarityRangeFilter(InputFilter):
+    title = "nearest-match similarity"
+    inputs = (("similarity_min", "At least", "number"), ("similarity_max", "At most", "number"))
+
+    def apply(self, queryset: QuerySet) -> QuerySet:
+        if "similarity_min" in self.used_parameters:
+            queryset = queryset.filter(similarity__gte=float(self.used_parameters["similarity_min"]))
+        if "similarity_max" in self.used_parameters:
+            queryset = queryset.filter(similarity__lte=float(self.used_parameters["similarity_max"]))
+        return queryset
+
+
+class ConversationFilter(InputFilter):
+    title = "conversation"
+    inputs = (("conversation", "Conversation id", "number"),)
+
+    def apply(self, queryset: QuerySet) -> QuerySet:
+        if "conversation" in self.used_parameters:
+            queryset = queryset.filter(conversation_ref=int(self.used_parameters["conversation"]))
+        return queryset
+
+
+class IntentFilter(admin.SimpleListFilter):
+    """Intents that occur in the events the user may see (never another tenant's intent names)."""
+
+    title = "intent"
+    parameter_name = "intent"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        names = model_admin.get_queryset(request).order_by("intent").values_list("intent", flat=True).distinct()
+        return [(name, name) for name in names]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        return queryset.filter(intent=self.value()) if self.value() else queryset
+
+
+class ReviewFilter(admin.SimpleListFilter):
+    title = "review"
+    parameter_name = "reviewed"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [
+            ("no", "Not reviewed"),
+            ("yes", "Reviewed"),
+            (ReviewVerdict.CORRECT, "Reviewed: correct"),
+            (ReviewVerdict.INCORRECT, "Reviewed: incorrect"),
+        ]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        value = self.value()
+        if value == "no":
+            return queryset.filter(review_verdict=ReviewVerdict.UNREVIEWED)
+        if value == "yes":
+            return queryset.exclude(review_verdict=ReviewVerdict.UNREVIEWED)
+        if value in (ReviewVerdict.CORRECT, ReviewVerdict.INCORRECT):
+            return queryset.filter(review_verdict=value)
+        return queryset
+
+
+class ReviewActionForm(ActionForm):
+    note = forms.CharField(
+        required=False,
+        label="Review note:",
+        widget=forms.TextInput(attrs={"size": 40, "placeholder": "why (optional)"}),
+    )
+
+
+class DedupEventForm(forms.ModelForm):
+    class Meta:
+        model = DedupEvent
+        fields = ("review_verdict", "review_note")
+        widgets = {
+            "review_verdict": forms.RadioSelect,
+            "review_note": forms.Textarea(attrs={"rows": 3, "cols": 60}),
+        }
+        help_texts = {
+            "review_verdict": "For a served stored answer, incorrect means a false hit; for a fresh answer that "
+            "had a near match, incorrect means a missed repeat.",
+        }
+
+
+EXPORT_COLUMNS = (
+    "id",
+    "created_at",
+    "conversation_ref",
+    "turn_ref",
+    "question",
+    "matched_turn_ref",
+    "matched_question",
+    "action",
+    "intent",
+    "reason",
+    "similarity",
+    "threshold",
+    "scope",
+    "shadow",
+    "relaxed",
+    "excluded_count",
+    "tokens_saved",
+    "ms_saved",
+    "review_verdict",
+    "review_note",
+    "reviewed_by",
+    "reviewed_at",
+)
+
+
+def csv_safe(value: Any) -> Any:
+    """Text a spreadsheet would run as a formula (=, +, -, @ first) is quoted, so an exported question
+    cannot execute in the reviewer's spreadsheet."""
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
+
+
+class _Echo:
+    def write(self, value: str) -> str:
+        return value
 
 
 @admin.register(DedupEvent)
 class DedupEventAdmin(TenantScopedAdmin):
-    list_display = ("created_at", "tenant", "conversation_ref", "action", "similarity", "review_verdict")
-    list_filter = ("action", "review_verdict")
+    # Support reviews decisions: both roles may change an event, but only its review fields (the form holds
+    # nothing else, and saving goes through `dedup_events_review`, which writes only those).
+    view_roles = SUPPORT_ROLES
+    edit_roles = SUPPORT_ROLES
+    form = DedupEventForm
+    action_form = ReviewActionForm
+    actions = ("mark_correct", "mark_incorrect", "mark_unreviewed")
+    list_display = (
+        "created_at",
+        "conversation_ref",
+        "question_excerpt",
+        "action",
+        "intent",
+        "similarity_shown",
+        "flags",
+        "review_verdict",
+    )
+    list_display_links = ("created_at", "question_excerpt")
+    list_filter = (
+        "action",
+        IntentFilter,
+        ReviewFilter,
+        CreatedRangeFilter,
+        SimilarityRangeFilter,
+        ConversationFilter,
+        "shadow",
+        "relaxed",
+    )
+    search_fields = ("turn__question",)
+    search_help_text = "Search the question text."
+    list_select_related = ("turn",)
+    list_per_page = 50
+    readonly_fields = (
+        "created_at",
+        "action",
+        "intent",
+        "reason",
+        "similarity",
+        "threshold",
+        "scope",
+        "shadow",
+        "question_window",
+        "exclusion_window",
+        "granularity",
+        "excluded_count",
+        "relaxed",
+        "tokens_saved",
+        "ms_saved",
+        "conversation_ref",
+        "turn_ref",
+        "matched_turn_ref",
+        "reviewed_by",
+        "reviewed_at",
+    )
+    fieldsets = (
+        ("Review", {"fields": ("review_verdict", "review_note", "reviewed_by", "reviewed_at")}),
+        (
+            "Decision",
+            {"fields": ("created_at", "action", "intent", "reason", "similarity", "threshold", "scope", "shadow")},
+        ),
+        (
+            "Retrieval",
+            {"fields": ("question_window", "exclusion_window", "granularity", "excluded_count", "relaxed")},
+        ),
+        ("Savings", {"fields": ("tokens_saved", "ms_saved")}),
+        ("References", {"fields": ("conversation_ref", "turn_ref", "matched_turn_ref")}),
+    )
+
+    # --- list ----------------------------------------------------------------------------------------------
+    def get_list_display(self, request: HttpRequest) -> tuple:
+        return ("tenant", *self.list_display) if request.user.is_superuser else self.list_display
+
+    @admin.display(description="Question")
+    def question_excerpt(self, event: DedupEvent) -> str:
+        if event.turn is None:
+            return "(purged)"
+        return Truncator(event.turn.question).chars(90)
+
+    @admin.display(description="Similarity", ordering="similarity")
+    def similarity_shown(self, event: DedupEvent) -> str:
+        return "–" if event.similarity is None else f"{event.similarity:.3f}"
+
+    @admin.display(description="Flags")
+    def flags(self, event: DedupEvent) -> str:
+        shown = []
+        if event.shadow:
+            shown.append("shadow")
+        if event.relaxed:
+            shown.append("relaxed")
+        if event.excluded_count:
+            shown.append(f"{event.excluded_count} excluded")
+        return ", ".join(shown)
+
+    # --- permissions: the audit log is appended by the system only ----------------------------------------
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    # --- review --------------------------------------------------------------------------------------------
+    def _review(self, request: HttpRequest, queryset: QuerySet, verdict: str) -> None:
+        """Review the selected events, tenant by tenant, only where the user's role allows reviewing."""
+        roles = request_tenant_roles(request)
+        note = request.POST.get("note", "")
+        reviewed = 0
+        by_tenant: dict[Any, list[int]] = {}
+        for event in queryset.select_related("tenant"):
+            if request.user.is_superuser or roles.get(event.tenant_id) in self.edit_roles:
+                by_tenant.setdefault(event.tenant, []).append(event.pk)
+        for tenant, event_ids in by_tenant.items():
+            reviewed += dedup_events_review(
+                tenant=tenant, event_ids=event_ids, user=request.user, verdict=verdict, note=note
+            )
+        self.message_user(request, f"{reviewed} event(s) marked {ReviewVerdict(verdict).label.lower()}.")
+
+    @admin.action(description="Mark as correct decisions", permissions=["change"])
+    def mark_correct(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._review(request, queryset, ReviewVerdict.CORRECT)
+
+    @admin.action(description="Mark as incorrect (false hit / missed repeat)", permissions=["change"])
+    def mark_incorrect(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._review(request, queryset, ReviewVerdict.INCORRECT)
+
+    @admin.action(description="Clear the review", permissions=["change"])
+    def mark_unreviewed(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._review(request, queryset, ReviewVerdict.UNREVIEWED)
+
+    def save_model(self, request: HttpRequest, obj: DedupEvent, form: forms.ModelForm, change: bool) -> None:
+        dedup_events_review(
+            tenant=obj.tenant,
+            event_ids=[obj.pk],
+            user=request.user,
+            verdict=form.cleaned_data["review_verdict"],
+            note=form.cleaned_data.get("review_note", ""),
+        )
+        obj.refresh_from_db()
+
+    # --- detail: the new question beside the one it matched ------------------------------------------------
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None):  # noqa: ANN201
+        event = self.get_object(request, unquote(object_id))
+        extra_context = dict(extra_context or {})
+        if event is not None and self.has_view_permission(request, event):
+            ids = [pk for pk in (event.turn_id, event.matched_turn_id) if pk is not None]
+            turns = {turn.pk: turn for turn in Turn.objects.for_tenant(event.tenant_id).filter(pk__in=ids)}
+            extra_context["comparison"] = {
+                "turn": turns.get(event.turn_id),
+                "matched": turns.get(event.matched_turn_id),
+                "served": event.action == DedupAction.SERVED_CACHED,
+            }
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    # --- extra pages: dashboard and CSV export --------------------------------------------------------------
+    def get_urls(self) -> list:
+        dashboard = self.admin_site.admin_view(partial(admin_views.dedup_dashboard_view, model_admin=self))
+        export = self.admin_site.admin_view(self.export_view)
+        return [
+            path("dashboard/", dashboard, name="conversations_dedupevent_dashboard"),
+            path("export/", export, name="conversations_dedupevent_export"),
+            *super().get_urls(),
+        ]
+
+    def export_view(self, request: HttpRequest) -> HttpResponse:
+        """The changelist's current filtered and searched list, every row (not just one page), as CSV."""
+        if not self.has_view_permission(request):
+            return HttpResponse("You may not export the audit log.", status=403, content_type="text/plain")
+        try:
+            changelist = self.get_changelist_instance(request)
+        except IncorrectLookupParameters:
+            messages.error(request, "The filters are not valid; fix them and export again.")
+            return HttpResponseRedirect(reverse("admin:conversations_dedupevent_changelist"))
+        queryset = changelist.get_queryset(request).select_related("turn", "matched_turn", "reviewed_by", "tenant")
+        with_tenant = request.user.is_superuser
+        writer = csv.writer(_Echo())
+
+        def rows() -> Iterator[str]:
+            yield writer.writerow((["tenant"] if with_tenant else []) + list(EXPORT_COLUMNS))
+            for event in queryset.iterator(chunk_size=1000):
+                values = [
+                    event.pk,
+                    event.created_at.isoformat(),
+                    event.conversation_ref,
+                    event.turn_ref,
+                    event.turn.question if event.turn else "",
+                    event.matched_turn_ref,
+                    event.matched_turn.question if event.matched_turn else "",
+                    event.action,
+                    event.intent,
+                    event.reason,
+                    "" if event.similarity is None else f"{event.similarity:.4f}",
+                    event.threshold,
+                    event.scope,
+                    event.shadow,
+                    event.relaxed,
+                    event.excluded_count,
+                    event.tokens_saved,
+                    f"{event.ms_saved:.1f}",
+                    event.review_verdict,
+                    event.review_note,
+                    event.reviewed_by.get_username() if event.reviewed_by else "",
+                    event.reviewed_at.isoformat() if event.reviewed_at else "",
+                ]
+                yield writer.writerow(
+                    [csv_safe(value) for value in ([event.tenant.slug] if with_tenant else []) + values]
+                )
+
+        stamp = timezone.localtime().strftime("%Y%m%d-%H%M")
+        response = StreamingHttpResponse(rows(), content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="dedup-events-{stamp}.csv"'
+        return response

@@ -1,0 +1,205 @@
+"""Writes made from the admin: the tenant's dedup settings and intents (each change recorded in the settings
+history), and support staff's reviews of dedup decisions.
+
+Every function takes the tenant and touches only that tenant's rows; the admin views check roles before
+calling them, and these functions re-check that the objects they are handed belong to the tenant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from conversations.models import INTENT_OTHER, DedupEvent, DedupPolicy, Intent, ReviewVerdict, SettingsChange
+from kbplatform.errors import ApplicationError, NotFoundError
+from tenants.models import Tenant
+
+# The policy fields an admin may change from the settings page, in the order the history lists them.
+POLICY_FIELDS = (
+    "scope",
+    "threshold",
+    "question_window",
+    "exclusion_enabled",
+    "exclusion_window",
+    "granularity",
+    "min_results",
+    "ttl_seconds",
+    "shadow_mode",
+    "allowlisted_intents",
+)
+INTENT_FIELDS = ("behaviour", "examples")
+
+
+def _user_label(user: Any) -> str:
+    if user is None:
+        return ""
+    return user.get_username() or str(user.pk)
+
+
+def _record(*, tenant: Tenant, user: Any, subject: str, field: str, old: Any, new: Any) -> SettingsChange:
+    return SettingsChange.objects.create(
+        tenant=tenant,
+        changed_by=user,
+        changed_by_label=_user_label(user),
+        subject=subject,
+        field=field,
+        old_value=old,
+        new_value=new,
+    )
+
+
+def dedup_policy_get_or_create(*, tenant: Tenant) -> DedupPolicy:
+    """The tenant's policy, created with the defaults when the tenant has none yet (one per tenant)."""
+    policy, _ = DedupPolicy.objects.for_tenant(tenant).get_or_create(tenant=tenant)
+    return policy
+
+
+def intent_allowlist_choices(*, tenant: Tenant) -> list[str]:
+    """Intent names that may go on the tenant's allowlist: `other` (no intent matched) and every intent."""
+    names = list(Intent.objects.for_tenant(tenant).order_by("name").values_list("name", flat=True))
+    return [INTENT_OTHER, *[name for name in names if name != INTENT_OTHER]]
+
+
+@transaction.atomic
+def dedup_policy_update(*, tenant: Tenant, user: Any, changes: dict[str, Any]) -> list[SettingsChange]:
+    """Apply `changes` to the tenant's policy and record one history row per field whose value changed.
+
+    Raises ValidationError (field -> messages) when a value is out of range or the allowlist names an intent
+    the tenant does not have; nothing is saved or recorded then.
+    """
+    unknown = set(changes) - set(POLICY_FIELDS)
+    if unknown:
+        raise ApplicationError(f"Not a dedup setting: {', '.join(sorted(unknown))}.")
+    dedup_policy_get_or_create(tenant=tenant)
+    policy = DedupPolicy.objects.for_tenant(tenant).select_for_update().get()
+    old_values = {field: getattr(policy, field) for field in POLICY_FIELDS}
+
+    if "allowlisted_intents" in changes:
+        allowed = set(intent_allowlist_choices(tenant=tenant))
+        requested = list(dict.fromkeys(changes["allowlisted_intents"]))
+        missing = [name for name in requested if name not in allowed]
+        if missing:
+            raise ValidationError({"allowlisted_intents": f"Unknown intent(s): {', '.join(missing)}."})
+        changes = {**changes, "allowlisted_intents": sorted(requested)}
+
+    for field, value in changes.items():
+        setattr(policy, field, value)
+    policy.full_clean(exclude=["tenant"])
+
+    changed = [field for field in POLICY_FIELDS if field in changes and changes[field] != old_values[field]]
+    if not changed:
+        return []
+    policy.save(update_fields=[*changed, "updated_at"])
+    return [
+        _record(tenant=tenant, user=user, subject="policy", field=field, old=old_values[field], new=changes[field])
+        for field in changed
+    ]
+
+
+def _clean_examples(examples: Iterable[str]) -> list[str]:
+    """Example phrases stripped, blank ones dropped, duplicates removed, order kept."""
+    return list(dict.fromkeys(phrase.strip() for phrase in examples if phrase and phrase.strip()))
+
+
+@transaction.atomic
+def intent_save(
+    *, tenant: Tenant, user: Any, name: str, behaviour: str, examples: Iterable[str], intent: Intent | None = None
+) -> tuple[Intent, list[SettingsChange]]:
+    """Create an intent (intent=None) or change an existing one's behaviour and examples; the name of an
+    existing intent never changes, since the allowlist and past audit events refer to it by name.
+
+    Changed examples clear the cached example vectors, so the next classification embeds the new phrases.
+    """
+    cleaned = _clean_examples(examples)
+    if intent is None:
+        if name == INTENT_OTHER:
+            raise ValidationError({"name": f"'{INTENT_OTHER}' is reserved for questions that match no intent."})
+        if Intent.objects.for_tenant(tenant).filter(name=name).exists():
+            raise ValidationError({"name": f"An intent named '{name}' already exists."})
+        intent = Intent(tenant=tenant, name=name, behaviour=behaviour, examples=cleaned)
+        intent.full_clean(exclude=["tenant"])
+        if not cleaned:
+            raise ValidationError({"examples": "Give at least one example phrase."})
+        intent.save()
+        change = _record(
+            tenant=tenant,
+            user=user,
+            subject=f"intent:{name}",
+            field="created",
+            old=None,
+            new={"behaviour": behaviour, "examples": cleaned},
+        )
+        return intent, [change]
+
+    if intent.tenant_id != tenant.pk:
+        raise NotFoundError("No such intent.")
+    intent = Intent.objects.for_tenant(tenant).select_for_update().get(pk=intent.pk)
+    if not cleaned:
+        raise ValidationError({"examples": "Give at least one example phrase."})
+    old_values = {"behaviour": intent.behaviour, "examples": list(intent.examples)}
+    new_values = {"behaviour": behaviour, "examples": cleaned}
+    changed = [field for field in INTENT_FIELDS if new_values[field] != old_values[field]]
+    if not changed:
+        return intent, []
+    intent.behaviour = behaviour
+    intent.examples = cleaned
+    intent.full_clean(exclude=["tenant"])
+    update_fields = [*changed, "updated_at"]
+    if "examples" in changed:
+        intent.example_vectors = None
+        update_fields.append("example_vectors")
+    intent.save(update_fields=update_fields)
+    changes = [
+        _record(
+            tenant=tenant,
+            user=user,
+            subject=f"intent:{intent.name}",
+            field=field,
+            old=old_values[field],
+            new=new_values[field],
+        )
+        for field in changed
+    ]
+    return intent, changes
+
+
+@transaction.atomic
+def intent_delete(*, tenant: Tenant, user: Any, intent: Intent) -> SettingsChange:
+    """Delete a tenant-defined intent and take it off the allowlist (recorded as two changes when it was on
+    it). Built-in intents carry the small-talk, repeat and elaborate behaviours and cannot be deleted."""
+    if intent.tenant_id != tenant.pk:
+        raise NotFoundError("No such intent.")
+    if intent.is_builtin:
+        raise ValidationError({"name": f"'{intent.name}' is built in and cannot be deleted."})
+    policy = dedup_policy_get_or_create(tenant=tenant)
+    if intent.name in policy.allowlisted_intents:
+        remaining = [name for name in policy.allowlisted_intents if name != intent.name]
+        dedup_policy_update(tenant=tenant, user=user, changes={"allowlisted_intents": remaining})
+    snapshot = {"behaviour": intent.behaviour, "examples": list(intent.examples)}
+    Intent.objects.for_tenant(tenant).filter(pk=intent.pk).delete()
+    return _record(tenant=tenant, user=user, subject=f"intent:{intent.name}", field="deleted", old=snapshot, new=None)
+
+
+def dedup_events_review(*, tenant: Tenant, event_ids: Iterable[int], user: Any, verdict: str, note: str = "") -> int:
+    """Set the review verdict and note of the tenant's events among `event_ids`; returns how many changed.
+
+    Only the review fields are written (a conditional update scoped to the tenant), so a review can never
+    alter what was decided, nor reach another tenant's event. `unreviewed` clears the reviewer and time.
+    """
+    if verdict not in ReviewVerdict.values:
+        raise ApplicationError(f"Unknown verdict {verdict!r}; use one of {', '.join(ReviewVerdict.values)}.")
+    reviewed = verdict != ReviewVerdict.UNREVIEWED
+    return (
+        DedupEvent.objects.for_tenant(tenant)
+        .filter(pk__in=list(event_ids))
+        .update(
+            review_verdict=verdict,
+            review_note=note.strip() if reviewed else "",
+            reviewed_by=user if reviewed else None,
+            reviewed_at=timezone.now() if reviewed else None,
+        )
+    )

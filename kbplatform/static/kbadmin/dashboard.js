@@ -1,0 +1,143 @@
+/* Draws the dedup dashboard's charts from the figures the server computed (json_script "kb-dashboard-data").
+   No figure is computed here: the page's numbers and the charts come from the same tested functions. */
+(function () {
+  "use strict";
+
+  const COLORS = {
+    turns: "#8aa4bf",
+    hits: "#2f7d4f",
+    misses: "#c9ced6",
+    relaxed: "#d08a2c",
+    passages: "#6a4fa3",
+    rate: "#1f5f99",
+    falseRate: "#b3261e",
+    tokens: "#3d8fb8",
+    seconds: "#2f7d4f",
+    threshold: "#b3261e",
+  };
+
+  function textColor() {
+    return getComputedStyle(document.body).getPropertyValue("--body-fg").trim() || "#333";
+  }
+
+  const thresholdLine = {
+    id: "kbThreshold",
+    afterDatasetsDraw(chart, _args, options) {
+      if (options.value == null) return;
+      const scale = chart.scales.x;
+      const step = scale.getPixelForValue(1) - scale.getPixelForValue(0);
+      const x = scale.getPixelForValue(0) - step / 2 + ((options.value - options.start) / options.width) * step;
+      const { top, bottom } = chart.chartArea;
+      const ctx = chart.ctx;
+      ctx.save();
+      ctx.strokeStyle = COLORS.threshold;
+      ctx.lineWidth = 2;
+      ctx.setLineDash([6, 4]);
+      ctx.beginPath();
+      ctx.moveTo(x, top);
+      ctx.lineTo(x, bottom);
+      ctx.stroke();
+      ctx.setLineDash([]);
+      ctx.fillStyle = COLORS.threshold;
+      ctx.font = "600 12px sans-serif";
+      ctx.textAlign = "right";
+      ctx.fillText("threshold " + options.value.toFixed(2), x - 6, top + 14);
+      ctx.restore();
+    },
+  };
+
+  function baseOptions() {
+    return {
+      responsive: true,
+      maintainAspectRatio: false,
+      animation: false,
+      interaction: { mode: "index", intersect: false },
+      plugins: { legend: { position: "bottom", labels: { color: textColor(), boxWidth: 14 } } },
+    };
+  }
+
+  function axis(title, position, extra) {
+    return Object.assign(
+      {
+        position: position,
+        beginAtZero: true,
+        title: { display: true, text: title, color: textColor() },
+        ticks: { color: textColor() },
+        grid: { drawOnChartArea: position === "left" },
+      },
+      extra || {}
+    );
+  }
+
+  function draw() {
+    const source = document.getElementById("kb-dashboard-data");
+    if (!source || typeof Chart === "undefined") return;
+    const data = JSON.parse(source.textContent);
+    const days = data.days;
+    const xTicks = { ticks: { color: textColor(), maxRotation: 0, autoSkip: true, maxTicksLimit: 10 } };
+
+    new Chart(document.getElementById("kb-chart-days"), {
+      data: {
+        labels: days.labels,
+        datasets: [
+          { type: "bar", label: "Turns", data: days.turns, backgroundColor: COLORS.turns, yAxisID: "y" },
+          { type: "bar", label: "Cache hits", data: days.hits, backgroundColor: COLORS.hits, yAxisID: "y" },
+          { type: "line", label: "Relaxed exclusions", data: days.relaxed, borderColor: COLORS.relaxed, backgroundColor: COLORS.relaxed, yAxisID: "y", pointRadius: 2 },
+          { type: "line", label: "Passages avoided", data: days.passages_avoided, borderColor: COLORS.passages, backgroundColor: COLORS.passages, yAxisID: "y", pointRadius: 2 },
+          { type: "line", label: "Hit rate %", data: days.hit_rate, borderColor: COLORS.rate, backgroundColor: COLORS.rate, yAxisID: "pct", borderDash: [4, 3], pointRadius: 2, spanGaps: true },
+          { type: "line", label: "False-hit rate %", data: days.false_hit_rate, borderColor: COLORS.falseRate, backgroundColor: COLORS.falseRate, yAxisID: "pct", borderDash: [2, 2], pointRadius: 2, spanGaps: true },
+        ],
+      },
+      options: Object.assign(baseOptions(), {
+        scales: { x: xTicks, y: axis("count", "left"), pct: axis("%", "right", { max: 100 }) },
+      }),
+    });
+
+    new Chart(document.getElementById("kb-chart-savings"), {
+      data: {
+        labels: days.labels,
+        datasets: [
+          { type: "bar", label: "Tokens saved", data: days.tokens_saved, backgroundColor: COLORS.tokens, yAxisID: "y" },
+          { type: "line", label: "Seconds saved", data: days.seconds_saved, borderColor: COLORS.seconds, backgroundColor: COLORS.seconds, yAxisID: "s", pointRadius: 2 },
+        ],
+      },
+      options: Object.assign(baseOptions(), {
+        scales: { x: xTicks, y: axis("tokens", "left"), s: axis("seconds", "right") },
+      }),
+    });
+
+    // Leading empty bins are left out (down to 0.5 at least), so the populated range fills the chart.
+    const hist = data.histogram;
+    const half = hist.lows.findIndex((low) => low >= 0.5 - 1e-9);
+    const firstFilled = hist.lows.findIndex((_low, i) => hist.hits[i] + hist.misses[i] > 0);
+    const start = firstFilled === -1 ? half : Math.min(half, firstFilled);
+    new Chart(document.getElementById("kb-chart-similarity"), {
+      type: "bar",
+      data: {
+        labels: hist.labels.slice(start),
+        datasets: [
+          { label: "Misses (answered afresh, bypassed)", data: hist.misses.slice(start), backgroundColor: COLORS.misses, stack: "s" },
+          { label: "Hits (stored answer served)", data: hist.hits.slice(start), backgroundColor: COLORS.hits, stack: "s" },
+        ],
+      },
+      options: Object.assign(baseOptions(), {
+        barPercentage: 1.0,
+        categoryPercentage: 0.95,
+        scales: {
+          x: { stacked: true, title: { display: true, text: "nearest-match similarity (bin start)", color: textColor() }, ticks: { color: textColor() } },
+          y: axis("turns", "left", { stacked: true }),
+        },
+        plugins: Object.assign(baseOptions().plugins, {
+          kbThreshold: { value: hist.threshold, start: hist.lows[start], width: hist.width },
+        }),
+      }),
+      plugins: [thresholdLine],
+    });
+  }
+
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", draw);
+  } else {
+    draw();
+  }
+})();

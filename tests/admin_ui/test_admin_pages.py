@@ -1,0 +1,458 @@
+"""The admin side through Django's test client: settings page with history, audit-log review (filters, search,
+detail, review, CSV), dashboard; every page scoped to the user's tenant and role."""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from conversations.models import DedupEvent, DedupPolicy, Intent, SettingsChange
+from tenants.models import Role
+from tests.admin_ui.conftest import served_event, user_with_role
+from tests.factories import DedupEventFactory
+
+pytestmark = pytest.mark.django_db
+
+SETTINGS_URL = reverse("admin:conversations_deduppolicy_settings")
+DASHBOARD_URL = reverse("admin:conversations_dedupevent_dashboard")
+EVENTS_URL = reverse("admin:conversations_dedupevent_changelist")
+EXPORT_URL = reverse("admin:conversations_dedupevent_export")
+HISTORY_URL = reverse("admin:conversations_settingschange_changelist")
+
+
+def _event_url(event: DedupEvent) -> str:
+    return reverse("admin:conversations_dedupevent_change", args=[event.pk])
+
+
+def settings_post_data(response, **overrides) -> dict:  # noqa: ANN001, ANN003
+    """The settings form as the page renders it, with `overrides` applied (policy fields by name, intent rows
+    as intents-<i>-<field>)."""
+    form = response.context["form"]
+    formset = response.context["formset"]
+    data = {}
+    for name, field in form.fields.items():
+        value = form.initial.get(name, field.initial)
+        if isinstance(value, bool):
+            if value:
+                data[name] = "on"
+        elif value is not None:
+            data[name] = value
+    data.update({f"intents-{key}": value for key, value in formset.management_form.initial.items()})
+    for index, intent_form in enumerate(formset.initial_forms):
+        initial = intent_form.initial
+        for name in ("id", "name", "behaviour", "examples"):
+            data[f"intents-{index}-{name}"] = initial[name]
+    data.update(overrides)
+    return {key: value for key, value in data.items() if value is not None}
+
+
+# --- settings page -----------------------------------------------------------------------------------------
+def test_admin_opens_own_settings_page(client, admin_a, tenant_a):
+    client.force_login(admin_a)
+    response = client.get(SETTINGS_URL)
+    assert response.status_code == 200
+    assert response.context["tenant"] == tenant_a
+    assert set(dict(response.context["form"].fields["allowlisted_intents"].choices)) == {
+        "other",
+        "pricing",
+        "greeting",
+    }
+    assert b"secret-intent-of-b" not in response.content
+
+
+def test_support_gets_403_on_settings_page(client, support_a, tenant_a):
+    client.force_login(support_a)
+    assert client.get(SETTINGS_URL).status_code == 403
+    assert client.get(SETTINGS_URL, {"tenant": tenant_a.pk}).status_code == 403
+    response = client.post(f"{SETTINGS_URL}?tenant={tenant_a.pk}", {"threshold": "0.5"})
+    assert response.status_code == 403
+    assert DedupPolicy.objects.for_tenant(tenant_a).get().threshold == 0.9
+
+
+def test_admin_of_a_cannot_open_settings_of_b(client, admin_a, tenant_b):
+    client.force_login(admin_a)
+    assert client.get(SETTINGS_URL, {"tenant": tenant_b.pk}).status_code == 404
+    assert client.post(f"{SETTINGS_URL}?tenant={tenant_b.pk}", {"threshold": "0.5"}).status_code == 404
+    assert client.get(SETTINGS_URL, {"tenant": "not-a-number"}).status_code == 404
+    assert DedupPolicy.objects.for_tenant(tenant_b).get().threshold == 0.9
+
+
+def test_settings_change_is_saved_and_recorded(client, admin_a, tenant_a, tenant_b):
+    client.force_login(admin_a)
+    page = client.get(SETTINGS_URL)
+    data = settings_post_data(page, threshold="0.85", allowlisted_intents=["other", "pricing"], shadow_mode="on")
+    response = client.post(f"{SETTINGS_URL}?tenant={tenant_a.pk}", data)
+    assert response.status_code == 302, response.context and (
+        response.context["form"].errors,
+        response.context["formset"].errors,
+        response.context["formset"].non_form_errors(),
+    )
+
+    policy = DedupPolicy.objects.for_tenant(tenant_a).get()
+    assert (policy.threshold, policy.allowlisted_intents, policy.shadow_mode) == (0.85, ["other", "pricing"], True)
+    history = {
+        change.field: (change.old_value, change.new_value, change.changed_by_id)
+        for change in SettingsChange.objects.for_tenant(tenant_a)
+    }
+    assert history == {
+        "threshold": (0.9, 0.85, admin_a.pk),
+        "allowlisted_intents": (["other"], ["other", "pricing"], admin_a.pk),
+        "shadow_mode": (False, True, admin_a.pk),
+    }
+    assert not SettingsChange.objects.for_tenant(tenant_b).exists()
+    assert DedupPolicy.objects.for_tenant(tenant_b).get().threshold == 0.9
+
+    shown = client.get(SETTINGS_URL)
+    assert [change.field for change in shown.context["history"]][:3] != []
+    assert b"0.85" in shown.content
+
+
+def test_saving_unchanged_settings_records_nothing(client, admin_a, tenant_a):
+    client.force_login(admin_a)
+    response = client.post(f"{SETTINGS_URL}?tenant={tenant_a.pk}", settings_post_data(client.get(SETTINGS_URL)))
+    assert response.status_code == 302
+    assert not SettingsChange.objects.for_tenant(tenant_a).exists()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field", "message"),
+    [
+        ({"threshold": "1.5"}, "threshold", "cosine similarity"),
+        ({"threshold": "0"}, "threshold", "cosine similarity"),
+        ({"threshold": "abc"}, "threshold", "Enter a number"),
+        ({"question_window": "0"}, "question_window", "greater than or equal to 1"),
+        ({"exclusion_window": "500"}, "exclusion_window", "less than or equal to 100"),
+        ({"allowlisted_intents": ["secret-intent-of-b"]}, "allowlisted_intents", "Select a valid choice"),
+        ({"scope": "galaxy"}, "scope", "Select a valid choice"),
+    ],
+)
+def test_invalid_settings_show_field_errors_and_save_nothing(client, admin_a, tenant_a, overrides, field, message):
+    client.force_login(admin_a)
+    data = settings_post_data(client.get(SETTINGS_URL), **overrides)
+    data["min_results"] = "7"  # a valid change in the same submission must not be saved either
+    response = client.post(f"{SETTINGS_URL}?tenant={tenant_a.pk}", data)
+    assert response.status_code == 200
+    errors = response.context["form"].errors
+    assert field in errors and message in " ".join(errors[field])
+    assert message.encode() in response.content
+    policy = DedupPolicy.objects.for_tenant(tenant_a).get()
+    assert (policy.threshold, policy.min_results) == (0.9, 3)
+    assert not SettingsChange.objects.for_tenant(tenant_a).exists()
+
+
+def test_intents_are_edited_inline_with_history(client, admin_a, tenant_a):
+    client.force_login(admin_a)
+    page = client.get(SETTINGS_URL)
+    rows = {f.initial["name"]: i for i, f in enumerate(page.context["formset"].initial_forms)}
+    pricing = Intent.objects.for_tenant(tenant_a).get(name="pricing")
+    Intent.objects.for_tenant(tenant_a).filter(pk=pricing.pk).update(example_vectors=b"cached")
+    new = len(rows)
+    data = settings_post_data(
+        page,
+        **{
+            f"intents-{rows['pricing']}-examples": "how much does it cost\n  what is the price  \n\n",
+            f"intents-{new}-name": "billing",
+            f"intents-{new}-behaviour": "normal",
+            f"intents-{new}-examples": "where is my invoice",
+        },
+    )
+    response = client.post(f"{SETTINGS_URL}?tenant={tenant_a.pk}", data)
+    assert response.status_code == 302, response.context and response.context["formset"].errors
+
+    pricing.refresh_from_db()
+    assert pricing.examples == ["how much does it cost", "what is the price"]
+    assert pricing.example_vectors is None  # the classifier embeds the new phrases
+    billing = Intent.objects.for_tenant(tenant_a).get(name="billing")
+    assert billing.examples == ["where is my invoice"]
+    changes = {(c.subject, c.field) for c in SettingsChange.objects.for_tenant(tenant_a)}
+    assert changes == {("intent:pricing", "examples"), ("intent:billing", "created")}
+
+    # the new intent can now go on the allowlist, and deleting it takes it off again
+    page = client.get(SETTINGS_URL)
+    assert "billing" in dict(page.context["form"].fields["allowlisted_intents"].choices)
+    rows = {f.initial["name"]: i for i, f in enumerate(page.context["formset"].initial_forms)}
+    client.post(
+        f"{SETTINGS_URL}?tenant={tenant_a.pk}", settings_post_data(page, allowlisted_intents=["other", "billing"])
+    )
+    assert DedupPolicy.objects.for_tenant(tenant_a).get().allowlisted_intents == ["billing", "other"]
+    page = client.get(SETTINGS_URL)
+    client.post(
+        f"{SETTINGS_URL}?tenant={tenant_a.pk}", settings_post_data(page, **{f"intents-{rows['billing']}-DELETE": "on"})
+    )
+    assert not Intent.objects.for_tenant(tenant_a).filter(name="billing").exists()
+    assert DedupPolicy.objects.for_tenant(tenant_a).get().allowlisted_intents == ["other"]
+    assert SettingsChange.objects.for_tenant(tenant_a).filter(subject="intent:billing", field="deleted").exists()
+
+
+def test_builtin_intent_cannot_be_deleted_and_examples_are_required(client, admin_a, tenant_a):
+    client.force_login(admin_a)
+    page = client.get(SETTINGS_URL)
+    rows = {f.initial["name"]: i for i, f in enumerate(page.context["formset"].initial_forms)}
+    data = settings_post_data(
+        page,
+        threshold="0.8",
+        **{f"intents-{rows['greeting']}-DELETE": "on", f"intents-{rows['pricing']}-examples": "   "},
+    )
+    response = client.post(f"{SETTINGS_URL}?tenant={tenant_a.pk}", data)
+    assert response.status_code == 200
+    assert b"Give at least one example phrase." in response.content
+    assert Intent.objects.for_tenant(tenant_a).filter(name="greeting").exists()
+    assert DedupPolicy.objects.for_tenant(tenant_a).get().threshold == 0.9
+
+    data = settings_post_data(client.get(SETTINGS_URL), **{f"intents-{rows['greeting']}-DELETE": "on"})
+    response = client.post(f"{SETTINGS_URL}?tenant={tenant_a.pk}", data)
+    assert response.status_code == 200
+    assert b"is built in and cannot be deleted" in response.content
+    assert Intent.objects.for_tenant(tenant_a).filter(name="greeting").exists()
+
+
+def test_policy_and_intent_model_pages_point_to_the_settings_page(client, admin_a, tenant_a):
+    client.force_login(admin_a)
+    policy = DedupPolicy.objects.for_tenant(tenant_a).get()
+    response = client.get(reverse("admin:conversations_deduppolicy_change", args=[policy.pk]))
+    assert response.status_code == 302 and response.url == f"{SETTINGS_URL}?tenant={tenant_a.pk}"
+    intent = Intent.objects.for_tenant(tenant_a).get(name="pricing")
+    response = client.post(reverse("admin:conversations_intent_change", args=[intent.pk]), {"behaviour": "repeat"})
+    assert response.status_code == 403
+
+
+def test_settings_history_is_in_the_audit_log_for_support_only_of_own_tenant(
+    client, admin_a, support_a, admin_b, tenant_a
+):
+    client.force_login(admin_a)
+    client.post(f"{SETTINGS_URL}?tenant={tenant_a.pk}", settings_post_data(client.get(SETTINGS_URL), threshold="0.87"))
+    client.force_login(support_a)
+    response = client.get(HISTORY_URL)
+    assert response.status_code == 200
+    assert [(c.field, c.new_value) for c in response.context["cl"].result_list] == [("threshold", 0.87)]
+    client.force_login(admin_b)
+    assert list(client.get(HISTORY_URL).context["cl"].result_list) == []
+
+
+# --- audit-log review --------------------------------------------------------------------------------------
+@pytest.fixture
+def events_a(tenant_a):
+    now = timezone.now()
+    hit = served_event(
+        tenant_a, question="How much is the pro plan?", matched_question="What does pro cost?", similarity=0.94
+    )
+    near = served_event(
+        tenant_a, question="Can I pay by invoice?", matched_question="How do I get an invoice?", similarity=0.91
+    )
+    miss = DedupEventFactory(tenant=tenant_a, similarity=0.62, intent="pricing")
+    old = DedupEventFactory(tenant=tenant_a, similarity=0.3)
+    DedupEvent.objects.for_tenant(tenant_a).filter(pk=old.pk).update(created_at=now - timedelta(days=10))
+    return {"hit": hit, "near": near, "miss": miss, "old": old}
+
+
+@pytest.fixture
+def event_b(tenant_b):
+    return served_event(
+        tenant_b, question="Tenant B private question", matched_question="B earlier question", similarity=0.99
+    )
+
+
+def _listed(response) -> set[int]:  # noqa: ANN001
+    return {event.pk for event in response.context["cl"].result_list}
+
+
+def test_support_lists_only_own_tenant_events(client, support_a, events_a, event_b):
+    client.force_login(support_a)
+    response = client.get(EVENTS_URL)
+    assert response.status_code == 200
+    assert _listed(response) == {event.pk for event in events_a.values()}
+    assert b"Tenant B private question" not in response.content
+
+
+def test_filters_and_search(client, support_a, events_a, event_b):
+    client.force_login(support_a)
+    today = timezone.localdate().isoformat()
+    cases = {
+        "action=served_cached": {"hit", "near"},
+        "similarity_min=0.92": {"hit"},
+        "similarity_min=0.6&similarity_max=0.92": {"near", "miss"},
+        f"created_from={today}&created_to={today}": {"hit", "near", "miss"},
+        f"created_to={(timezone.localdate() - timedelta(days=5)).isoformat()}": {"old"},
+        "intent=pricing": {"miss"},
+        f"conversation={events_a['hit'].conversation_ref}": {"hit"},
+        "q=invoice": {"near"},
+        "reviewed=no": {"hit", "near", "miss", "old"},
+    }
+    for query, expected in cases.items():
+        response = client.get(f"{EVENTS_URL}?{query}")
+        assert response.status_code == 200, query
+        assert _listed(response) == {events_a[name].pk for name in expected}, query
+
+
+def test_intent_filter_offers_only_own_tenant_intents(client, support_a, events_a, tenant_b):
+    DedupEventFactory(tenant=tenant_b, intent="secret-intent-of-b")
+    client.force_login(support_a)
+    response = client.get(EVENTS_URL)
+    assert b"secret-intent-of-b" not in response.content
+
+
+@pytest.mark.parametrize("query", ["similarity_min=abc", "created_from=2026-13-45", "conversation=x1"])
+def test_bad_filter_input_is_refused_without_a_server_error(client, support_a, events_a, query):
+    client.force_login(support_a)
+    response = client.get(f"{EVENTS_URL}?{query}")
+    assert response.status_code in (200, 302)
+    if response.status_code == 302:
+        assert "e=1" in response.url
+
+
+def test_detail_shows_both_questions_and_answers(client, support_a, events_a):
+    client.force_login(support_a)
+    response = client.get(_event_url(events_a["hit"]))
+    assert response.status_code == 200
+    content = response.content.decode()
+    assert "How much is the pro plan?" in content and "What does pro cost?" in content
+    assert "Stored answer to: What does pro cost?" in content
+    assert content.index('id="kb-new-question"') < content.index('id="kb-matched-question"')
+
+
+def test_support_reviews_only_the_review_fields(client, support_a, events_a):
+    client.force_login(support_a)
+    event = events_a["hit"]
+    response = client.post(
+        _event_url(event),
+        {"review_verdict": "incorrect", "review_note": "different plan", "action": "answered", "similarity": "0.1"},
+    )
+    assert response.status_code == 302
+    event.refresh_from_db()
+    assert (event.review_verdict, event.review_note, event.reviewed_by_id) == (
+        "incorrect",
+        "different plan",
+        support_a.pk,
+    )
+    assert event.reviewed_at is not None
+    assert (event.action, event.similarity) == ("served_cached", 0.94)
+
+
+def test_review_actions_with_a_note(client, support_a, events_a, event_b):
+    client.force_login(support_a)
+    response = client.post(
+        EVENTS_URL,
+        {
+            "action": "mark_incorrect",
+            "_selected_action": [events_a["hit"].pk, events_a["near"].pk, event_b.pk],
+            "note": "wrong product",
+            "index": 0,
+        },
+    )
+    assert response.status_code == 302
+    verdicts = dict(DedupEvent.objects.for_tenant(events_a["hit"].tenant).values_list("pk", "review_verdict"))
+    assert verdicts[events_a["hit"].pk] == verdicts[events_a["near"].pk] == "incorrect"
+    assert verdicts[events_a["miss"].pk] == "unreviewed"
+    event_b.refresh_from_db()
+    assert event_b.review_verdict == "unreviewed"
+    assert (
+        DedupEvent.objects.for_tenant(events_a["hit"].tenant).get(pk=events_a["hit"].pk).review_note == "wrong product"
+    )
+
+
+def test_another_tenants_event_by_url_is_refused(client, admin_a, event_b):
+    client.force_login(admin_a)
+    response = client.get(_event_url(event_b))
+    assert response.status_code == 302 and response.url == reverse("admin:index")
+    response = client.post(_event_url(event_b), {"review_verdict": "incorrect", "review_note": "x"})
+    assert response.status_code in (302, 403, 404)
+    event_b.refresh_from_db()
+    assert event_b.review_verdict == "unreviewed"
+
+
+def test_nobody_adds_or_deletes_audit_events(client, admin_a, events_a):
+    client.force_login(admin_a)
+    assert client.get(reverse("admin:conversations_dedupevent_add")).status_code == 403
+    event = events_a["hit"]
+    assert (
+        client.post(reverse("admin:conversations_dedupevent_delete", args=[event.pk]), {"post": "yes"}).status_code
+        == 403
+    )
+    assert DedupEvent.objects.for_tenant(event.tenant).filter(pk=event.pk).exists()
+
+
+def test_viewer_has_no_access_to_the_audit_log(client, tenant_a, events_a):
+    client.force_login(user_with_role(tenant_a, Role.VIEWER))
+    assert client.get(EVENTS_URL).status_code == 403
+    assert client.get(DASHBOARD_URL).status_code == 403
+
+
+def test_csv_export_of_the_filtered_list(client, support_a, events_a, event_b, tenant_a):
+    formula = served_event(tenant_a, question='=HYPERLINK("http://evil")', matched_question="q", similarity=0.97)
+    client.force_login(support_a)
+    response = client.get(f"{EXPORT_URL}?action=served_cached&similarity_min=0.92")
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/csv")
+    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert {int(row["id"]) for row in rows} == {events_a["hit"].pk, formula.pk}
+    by_id = {int(row["id"]): row for row in rows}
+    assert by_id[events_a["hit"].pk]["question"] == "How much is the pro plan?"
+    assert by_id[events_a["hit"].pk]["matched_question"] == "What does pro cost?"
+    assert by_id[formula.pk]["question"].startswith("'=")
+    assert "tenant" not in rows[0]
+
+    everything = client.get(EXPORT_URL)
+    text = b"".join(everything.streaming_content).decode()
+    assert "Tenant B private question" not in text
+    assert len(list(csv.DictReader(io.StringIO(text)))) == 5
+
+
+# --- dashboard ---------------------------------------------------------------------------------------------
+def test_dashboard_figures_for_own_tenant(client, support_a, events_a, event_b):
+    client.force_login(support_a)
+    response = client.get(DASHBOARD_URL)
+    assert response.status_code == 200
+    totals = response.context["dashboard"].totals
+    # events_a: 2 served (0.94, 0.91) and 2 answered, one of them 10 days ago (inside the default 30 days)
+    assert (totals.turns, totals.hits, totals.reviewed_hits) == (4, 2, 0)
+    assert response.context["hit_rate_display"] == "50.0%"
+    assert response.context["false_hit_rate_display"] == "–"
+    assert b"kb-dashboard-data" in response.content
+
+
+def test_dashboard_period_and_false_hit_rate_follow_reviews(client, support_a, events_a, tenant_a):
+    client.force_login(support_a)
+    today = timezone.localdate().isoformat()
+    client.post(_event_url(events_a["hit"]), {"review_verdict": "incorrect", "review_note": ""})
+    client.post(_event_url(events_a["near"]), {"review_verdict": "correct", "review_note": ""})
+    response = client.get(DASHBOARD_URL, {"tenant": tenant_a.pk, "start": today, "end": today})
+    totals = response.context["dashboard"].totals
+    assert (totals.turns, totals.reviewed_hits, totals.false_hits) == (3, 2, 1)
+    assert response.context["false_hit_rate_display"] == "50.0%"
+    current = [row for row in response.context["what_if_rows"] if row["is_current"]]
+    assert current == [
+        {
+            "threshold_display": "0.9",
+            "hits": 2,
+            "false_hits": 1,
+            "precision_display": "50.0%",
+            "missed_repeats": 0,
+            "is_current": True,
+        }
+    ]
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "message"),
+    [
+        ("2026-03-10", "2026-03-01", "must not be before"),
+        ("2020-01-01", "2026-01-01", "at most"),
+        ("x", "y", "valid date"),
+    ],
+)
+def test_dashboard_bad_period_is_a_form_error(client, support_a, events_a, start, end, message):
+    client.force_login(support_a)
+    response = client.get(DASHBOARD_URL, {"start": start, "end": end})
+    assert response.status_code == 200
+    assert response.context["dashboard"] is None
+    assert message in response.content.decode()
+
+
+def test_dashboard_of_another_tenant_is_404(client, admin_a, tenant_b, event_b):
+    client.force_login(admin_a)
+    assert client.get(DASHBOARD_URL, {"tenant": tenant_b.pk}).status_code == 404

@@ -1,0 +1,157 @@
+"""The dashboard's figures and the threshold what-if table, against events with known values."""
+
+from datetime import date
+
+import pytest
+
+from conversations.dashboard import (
+    EventFacts,
+    days_compute,
+    duration_display,
+    histogram_compute,
+    percent_display,
+    repeat_label,
+    similarity_bin,
+    totals_compute,
+    what_if_compute,
+)
+from conversations.models import DedupAction, ReviewVerdict
+
+DAY1 = date(2026, 3, 1)
+DAY2 = date(2026, 3, 2)
+SERVED = DedupAction.SERVED_CACHED
+ANSWERED = DedupAction.ANSWERED
+CORRECT = ReviewVerdict.CORRECT
+INCORRECT = ReviewVerdict.INCORRECT
+
+
+def _event(**fields) -> EventFacts:
+    fields.setdefault("day", DAY1)
+    fields.setdefault("action", ANSWERED)
+    return EventFacts(**fields)
+
+
+EVENTS = [
+    # two applied hits, one reviewed correct, one reviewed as a false hit
+    _event(action=SERVED, similarity=0.95, tokens_saved=300, ms_saved=1200.0, review_verdict=CORRECT),
+    _event(action=SERVED, similarity=0.91, tokens_saved=200, ms_saved=800.0, review_verdict=INCORRECT, day=DAY2),
+    # a shadow-mode hit: counted apart, saves nothing, still judged as a hit decision
+    _event(action=SERVED, similarity=0.93, shadow=True, tokens_saved=999, ms_saved=999.0, review_verdict=CORRECT),
+    # misses: one reviewed correct (not a repeat), one reviewed incorrect (a missed repeat), one unreviewed
+    _event(similarity=0.85, excluded_count=3, review_verdict=CORRECT),
+    _event(similarity=0.88, excluded_count=2, relaxed=True, review_verdict=INCORRECT, day=DAY2),
+    _event(similarity=0.40, excluded_count=1),
+    # no nearest match, and small talk
+    _event(similarity=None),
+    _event(action=DedupAction.SMALLTALK, similarity=None, day=DAY2),
+    # a bypass decided by a rule, not by similarity: reviewed but left out of the what-if
+    _event(action=DedupAction.BYPASSED, similarity=0.97, review_verdict=INCORRECT, day=DAY2),
+]
+
+
+def test_totals():
+    totals = totals_compute(EVENTS)
+    assert totals.turns == 9
+    assert totals.hits == 2
+    assert totals.shadow_hits == 1
+    assert totals.hit_rate == pytest.approx(2 / 9)
+    assert totals.tokens_saved == 500
+    assert totals.ms_saved == pytest.approx(2000.0)
+    assert totals.passages_avoided == 6
+    assert totals.relaxed == 1
+    # reviewed served_cached decisions: 0.95 correct, 0.91 incorrect, shadow 0.93 correct
+    assert totals.reviewed_hits == 3
+    assert totals.false_hits == 1
+    assert totals.false_hit_rate == pytest.approx(1 / 3)
+
+
+def test_totals_of_nothing_have_no_rates():
+    totals = totals_compute([])
+    assert totals.turns == 0 and totals.hit_rate is None and totals.false_hit_rate is None
+
+
+def test_days_are_continuous_and_split_by_day():
+    days = days_compute(EVENTS, start=date(2026, 2, 28), end=date(2026, 3, 3))
+    assert [d.day for d in days] == [date(2026, 2, 28), DAY1, DAY2, date(2026, 3, 3)]
+    assert [d.totals.turns for d in days] == [0, 5, 4, 0]
+    assert [d.totals.hits for d in days] == [0, 1, 1, 0]
+    assert [d.totals.tokens_saved for d in days] == [0, 300, 200, 0]
+    assert days[1].totals.false_hit_rate == 0.0  # day 1: reviewed hits 0.95 (correct) and shadow 0.93 (correct)
+    assert days[2].totals.false_hit_rate == 1.0
+    assert days[2].totals.relaxed == 1
+
+
+def test_days_ignore_events_outside_the_period():
+    days = days_compute(EVENTS, start=DAY2, end=DAY2)
+    assert len(days) == 1 and days[0].totals.turns == 4
+
+
+@pytest.mark.parametrize(
+    ("similarity", "expected"),
+    [(0.0, 0), (-0.3, 0), (0.024, 0), (0.025, 1), (0.9, 36), (0.8999999999999, 36), (0.924, 36), (1.0, 39)],
+)
+def test_similarity_bin(similarity, expected):
+    assert similarity_bin(similarity, 40) == expected
+
+
+def test_histogram_splits_hits_and_misses():
+    bins = histogram_compute(EVENTS, bins=20)  # width 0.05
+    assert len(bins) == 20 and bins[0].low == 0.0 and bins[-1].high == 1.0
+    by_low = {b.low: (b.hits, b.misses) for b in bins}
+    assert by_low[0.95] == (1, 1)  # 0.95 served, 0.97 bypassed (a miss)
+    assert by_low[0.9] == (2, 0)  # 0.91 and the shadow 0.93
+    assert by_low[0.85] == (0, 2)  # 0.85, 0.88
+    assert by_low[0.4] == (0, 1)
+    assert sum(b.hits + b.misses for b in bins) == 7  # the two events without a similarity are left out
+
+
+def test_repeat_labels():
+    assert repeat_label(_event(action=SERVED, similarity=0.9, review_verdict=CORRECT)) is True
+    assert repeat_label(_event(action=SERVED, similarity=0.9, review_verdict=INCORRECT)) is False
+    assert repeat_label(_event(action=ANSWERED, similarity=0.8, review_verdict=CORRECT)) is False
+    assert repeat_label(_event(action=ANSWERED, similarity=0.8, review_verdict=INCORRECT)) is True
+    assert repeat_label(_event(action=ANSWERED, similarity=0.8)) is None
+    assert repeat_label(_event(action=ANSWERED, similarity=None, review_verdict=CORRECT)) is None
+    assert repeat_label(_event(action=DedupAction.BYPASSED, similarity=0.99, review_verdict=CORRECT)) is None
+
+
+def test_what_if_table():
+    # labelled: 0.95 repeat, 0.91 not, 0.93 repeat (shadow), 0.85 not, 0.88 repeat (missed)
+    rows, sample = what_if_compute(EVENTS, thresholds=(0.80, 0.86, 0.90, 0.92, 0.96), current=0.90)
+    assert sample == 5
+    table = {row.threshold: (row.hits, row.false_hits, row.missed_repeats) for row in rows}
+    assert table == {
+        0.80: (5, 2, 0),
+        0.86: (4, 1, 0),
+        0.90: (3, 1, 1),
+        0.92: (2, 0, 1),
+        0.96: (0, 0, 3),
+    }
+    precision = {row.threshold: row.precision for row in rows}
+    assert precision[0.80] == pytest.approx(3 / 5)
+    assert precision[0.90] == pytest.approx(2 / 3)
+    assert precision[0.92] == 1.0
+    assert precision[0.96] is None
+    assert [row.threshold for row in rows if row.is_current] == [0.90]
+
+
+def test_what_if_adds_the_current_threshold_and_counts_a_tie_as_a_hit():
+    events = [_event(action=SERVED, similarity=0.875, review_verdict=INCORRECT)]
+    rows, _ = what_if_compute(events, thresholds=(0.8, 0.9), current=0.875)
+    assert [(row.threshold, row.hits, row.false_hits, row.is_current) for row in rows] == [
+        (0.8, 1, 1, False),
+        (0.875, 1, 1, True),
+        (0.9, 0, 0, False),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("ms", "shown"), [(0, "0 ms"), (850, "850 ms"), (12_500, "12.5 s"), (192_000, "3.2 min"), (5_400_000, "1.5 h")]
+)
+def test_duration_display(ms, shown):
+    assert duration_display(ms) == shown
+
+
+def test_percent_display():
+    assert percent_display(None) == "–"
+    assert percent_display(1 / 3) == "33.3%"
