@@ -173,9 +173,9 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["tenants.permissions.HasTenantApiKey"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": [
-        "rest_framework.parsers.JSONParser",
+        "kbplatform.parsers.SafeJSONParser",
         "rest_framework.parsers.MultiPartParser",
-        "rest_framework.parsers.FormParser",
+        "kbplatform.parsers.StrictFormParser",
     ],
     "EXCEPTION_HANDLER": "kbplatform.exception_handler.api_exception_handler",
     "DEFAULT_THROTTLE_CLASSES": ["tenants.throttling.TenantRateThrottle"],

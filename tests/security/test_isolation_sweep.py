@@ -17,8 +17,10 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework import serializers
 from rest_framework.test import APIClient
 
+from tenants.models import Role
 from tenants.scoping import TenantOwnedModel
 from tenants.services import tenant_get_or_create
+from tests.factories import MembershipFactory, UserFactory
 from tests.security.world import SECRET, tenant_snapshot, world_build
 
 pytestmark = pytest.mark.django_db
@@ -252,3 +254,54 @@ def test_lists_and_their_filters_show_nothing_of_other_tenants(worlds, route, vi
             response = client.get(url, query)
             assert response.status_code < 500, f"GET {url} {query}: {response.status_code}"
             assert SECRET not in response.content.decode(), f"GET {url} {query} with the {key} key leaked"
+
+
+# --- the admin: pages without ids (dashboards, exports, settings) and changelist filters -------------------------
+
+
+def _admin_pages_without_ids() -> list[str]:
+    pages = []
+
+    def walk(patterns, prefix: str) -> None:  # noqa: ANN001
+        for pattern in patterns:
+            if isinstance(pattern, URLResolver):
+                walk(pattern.url_patterns, prefix + str(pattern.pattern))
+            elif isinstance(pattern, URLPattern):
+                route = prefix + str(pattern.pattern)
+                if route.startswith("admin/") and "<" not in route and not re.search(r"(logout|password)", route):
+                    pages.append("/" + route)
+
+    walk(get_resolver().url_patterns, "")
+    return pages
+
+
+def _content(response) -> str:  # noqa: ANN001
+    if getattr(response, "streaming", False):
+        return b"".join(response.streaming_content).decode(errors="replace")
+    return response.content.decode(errors="replace")
+
+
+@pytest.mark.parametrize("role", [Role.ADMIN, Role.SUPPORT, Role.VIEWER])
+def test_admin_pages_and_exports_show_nothing_of_other_tenants(client, worlds, role):
+    acme, globex = worlds
+    user = UserFactory()
+    MembershipFactory(user=user, tenant=acme.tenant, role=role)
+    client.force_login(user)
+    filters = [
+        {},
+        {"q": "secret"},  # matches their rows, and the echoed query is not the marker itself
+        {"tenant": globex.tenant.pk},
+        {"tenant__id__exact": globex.tenant.pk},
+        {"tenant_id": globex.tenant.pk},
+        {"knowledge_base__id__exact": globex.id_of("knowledge_base")},
+        {"conversation__id__exact": globex.id_of("conversation")},
+        {"format": "csv"},
+        {"tenant": globex.tenant.slug, "format": "csv"},
+    ]
+    pages = _admin_pages_without_ids()
+    assert "/admin/" in pages
+    for page in pages:
+        for query in filters:
+            response = client.get(page, query)
+            assert response.status_code < 500, f"{page} {query}: {response.status_code}"
+            assert SECRET not in _content(response), f"{page} {query} shows another tenant's data to a {role}"
