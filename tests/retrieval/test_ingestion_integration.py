@@ -6,6 +6,7 @@ import time
 import uuid
 
 import pytest
+from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
 
@@ -212,9 +213,10 @@ def test_reindex_keeps_chunk_ids_rechunking_drops_stale_vectors_and_delete_remov
 
 
 def test_worker_killed_mid_task_recovers_without_duplicates(api_client, tenant, celery_worker_process):
-    kb = kb_make(tenant, name=f"kill-{uuid.uuid4().hex[:6]}", chunk_max_tokens=24, chunk_overlap_tokens=0)
-    run = uuid.uuid4().hex  # fresh text: nothing in the embedding cache yet
-    text = "\n\n".join(f"Paragraph {i} of run {run} about river deltas and sediment number {i}." for i in range(1400))
+    # One short paragraph per chunk, more chunks than one embedding batch, so the kill lands between batches.
+    kb = kb_make(tenant, name=f"kill-{uuid.uuid4().hex[:6]}", chunk_max_tokens=16, chunk_overlap_tokens=0)
+    paragraphs = settings.INGEST_EMBED_BATCH * 3
+    text = "\n\n".join(f"Delta {i} holds sediment layer {i}." for i in range(paragraphs))
     doc_id = post_json(api_client, kb, {"text": text})
 
     def mid_embedding():
@@ -226,7 +228,7 @@ def test_worker_killed_mid_task_recovers_without_duplicates(api_client, tenant, 
     killed = Document.objects.for_tenant(tenant).get(pk=doc_id)
     assert killed.status in (DocumentStatus.EMBEDDING, DocumentStatus.INDEXING) and killed.progress < 1.0
     chunks_before = list(Chunk.objects.for_tenant(tenant).filter(document_id=doc_id).values_list("pk", flat=True))
-    assert len(chunks_before) == killed.chunk_count > 512
+    assert len(chunks_before) == killed.chunk_count > settings.INGEST_EMBED_BATCH
     assert 0 < vector_count(kb) < killed.chunk_count  # some batches were upserted before the kill
 
     celery_worker_process.start()
