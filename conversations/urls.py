@@ -1,1 +1,21 @@
-urlpatterns: list = []
+from django.urls import path
+
+from conversations.apis import (
+    AuditEventListApi,
+    ConversationCreateApi,
+    ConversationDetailApi,
+    ConversationMessageApi,
+    DedupPolicyApi,
+    TurnAnswerApi,
+)
+
+urlpatterns = [
+    path("conversations/", ConversationCreateApi.as_view(), name="conversation-create"),
+    path("conversations/<int:conversation_id>/", ConversationDetailApi.as_view(), name="conversation-detail"),
+    path(
+        "conversations/<int:conversation_id>/messages/", ConversationMessageApi.as_view(), name="conversation-message"
+    ),
+    path("turns/<int:turn_id>/answer/", TurnAnswerApi.as_view(), name="turn-answer"),
+    path("dedup-policy/", DedupPolicyApi.as_view(), name="dedup-policy"),
+    path("audit-events/", AuditEventListApi.as_view(), name="audit-events"),
+]

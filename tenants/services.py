@@ -16,6 +16,9 @@ LAST_USED_RESOLUTION = timedelta(seconds=60)
 @transaction.atomic
 def tenant_get_or_create(*, slug: str, name: str | None = None) -> tuple[Tenant, bool]:
     tenant, created = Tenant.objects.get_or_create(slug=slug, defaults={"name": name or slug})
+    from conversations.services import tenant_conversations_setup  # the conversations app builds on tenants
+
+    tenant_conversations_setup(tenant=tenant)
     return tenant, created
 
 

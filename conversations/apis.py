@@ -1,0 +1,240 @@
+"""REST endpoints of conversations: thin views over services and selectors. Another tenant's conversation, turn or
+knowledge base is a 404; a key bound to one knowledge base reaches only that one's conversations."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.response import Response
+
+from conversations import selectors, services
+from conversations.models import DedupAction, DedupScope, Granularity
+from tenants.api import TenantApi
+from tenants.permissions import IsTenantAdminKey
+
+
+class TurnSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    number = serializers.IntegerField()
+    question = serializers.CharField()
+    intent = serializers.CharField()
+    mode = serializers.CharField()
+    answer = serializers.CharField()
+    decision = serializers.CharField()
+    similarity = serializers.FloatField(allow_null=True)
+    matched_turn_id = serializers.IntegerField(allow_null=True)
+    source_chunk_ids = serializers.ListField(child=serializers.IntegerField())
+    context_tokens = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+
+
+class ConversationSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    knowledge_base = serializers.IntegerField(source="knowledge_base_id")
+    user_id = serializers.CharField()
+    turn_count = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+    last_active_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField()
+
+
+class ConversationCreateApi(TenantApi):
+    class InputSerializer(serializers.Serializer):
+        knowledge_base = serializers.IntegerField(min_value=1)
+        user_id = serializers.CharField(max_length=255, required=False, allow_blank=True, default="")
+
+    @extend_schema(request=InputSerializer, responses={201: ConversationSerializer}, summary="Start a conversation")
+    def post(self, request):  # noqa: ANN001, ANN201
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        conversation = services.conversation_create(
+            tenant=self.tenant,
+            knowledge_base_id=data.validated_data["knowledge_base"],
+            user_id=data.validated_data["user_id"],
+            allowed_knowledge_base_id=self.api_key.knowledge_base_id,
+        )
+        return Response(ConversationSerializer(conversation).data, status=status.HTTP_201_CREATED)
+
+
+class ConversationDetailApi(TenantApi):
+    class OutputSerializer(ConversationSerializer):
+        turns = TurnSerializer(many=True)
+
+    @extend_schema(responses=OutputSerializer, summary="A conversation with its turns")
+    def get(self, request, conversation_id: int):  # noqa: ANN001, ANN201
+        conversation = selectors.conversation_get(
+            tenant=self.tenant,
+            conversation_id=conversation_id,
+            allowed_knowledge_base_id=self.api_key.knowledge_base_id,
+        )
+        conversation.turns_list = list(selectors.conversation_turns(tenant=self.tenant, conversation=conversation))
+        data = ConversationSerializer(conversation).data
+        data["turns"] = TurnSerializer(conversation.turns_list, many=True).data
+        return Response(data)
+
+
+class ConversationMessageApi(TenantApi):
+    class InputSerializer(serializers.Serializer):
+        question = serializers.CharField(max_length=services.QUESTION_MAX_CHARS, trim_whitespace=True)
+        force_refresh = serializers.BooleanField(required=False, default=False)
+        mode = serializers.ChoiceField(choices=["answer", "retrieve"], required=False, default="answer")
+
+    class OutputSerializer(serializers.Serializer):
+        class SourceSerializer(serializers.Serializer):
+            chunk_id = serializers.IntegerField()
+            document_id = serializers.IntegerField()
+            external_id = serializers.CharField(allow_null=True)
+            document_external_id = serializers.CharField(allow_null=True)
+            score = serializers.FloatField(allow_null=True)
+            text = serializers.CharField()
+
+        class DedupSerializer(serializers.Serializer):
+            action = serializers.ChoiceField(choices=DedupAction.choices)
+            intent = serializers.CharField()
+            similarity = serializers.FloatField(allow_null=True)
+            matched_turn_id = serializers.IntegerField(allow_null=True)
+            excluded_count = serializers.IntegerField()
+            relaxed = serializers.BooleanField()
+            shadow_action = serializers.CharField(allow_null=True)
+            reason = serializers.CharField(allow_blank=True)
+
+        turn_id = serializers.IntegerField()
+        answer = serializers.CharField(allow_null=True)
+        sources = SourceSerializer(many=True)
+        dedup = DedupSerializer()
+
+    @extend_schema(request=InputSerializer, responses=OutputSerializer, summary="Ask a question in a conversation")
+    def post(self, request, conversation_id: int):  # noqa: ANN001, ANN201
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        outcome = services.turn_ask(
+            tenant=self.tenant,
+            conversation_id=conversation_id,
+            question=data.validated_data["question"],
+            force_refresh=data.validated_data["force_refresh"],
+            mode=data.validated_data["mode"],
+            allowed_knowledge_base_id=self.api_key.knowledge_base_id,
+        )
+        body = {
+            "turn_id": outcome.turn.pk,
+            "answer": outcome.answer,
+            "sources": [source.__dict__ for source in outcome.sources],
+            "dedup": {
+                "action": outcome.action,
+                "intent": outcome.intent,
+                "similarity": outcome.similarity,
+                "matched_turn_id": outcome.matched_turn_id,
+                "excluded_count": outcome.excluded_count,
+                "relaxed": outcome.relaxed,
+                "shadow_action": outcome.shadow_action,
+                "reason": outcome.reason,
+            },
+        }
+        return Response(self.OutputSerializer(body).data)
+
+
+class TurnAnswerApi(TenantApi):
+    class InputSerializer(serializers.Serializer):
+        answer = serializers.CharField(max_length=services.ANSWER_MAX_CHARS)
+
+    @extend_schema(request=InputSerializer, responses=TurnSerializer, summary="Store the client's answer to a turn")
+    def put(self, request, turn_id: int):  # noqa: ANN001, ANN201
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        turn = services.turn_answer_set(
+            tenant=self.tenant,
+            turn_id=turn_id,
+            answer=data.validated_data["answer"],
+            allowed_knowledge_base_id=self.api_key.knowledge_base_id,
+        )
+        return Response(TurnSerializer(turn).data)
+
+
+class DedupPolicyApi(TenantApi):
+    extra_permission_classes = [IsTenantAdminKey]
+
+    class PolicySerializer(serializers.Serializer):
+        scope = serializers.ChoiceField(choices=DedupScope.choices)
+        threshold = serializers.FloatField()
+        question_window = serializers.IntegerField()
+        exclusion_enabled = serializers.BooleanField()
+        exclusion_window = serializers.IntegerField()
+        granularity = serializers.ChoiceField(choices=Granularity.choices)
+        min_results = serializers.IntegerField()
+        ttl_seconds = serializers.IntegerField()
+        allowlisted_intents = serializers.ListField(child=serializers.CharField(max_length=64), allow_empty=True)
+        shadow_mode = serializers.BooleanField()
+
+    @extend_schema(responses=PolicySerializer, summary="The tenant's dedup policy (admin keys)")
+    def get(self, request):  # noqa: ANN001, ANN201
+        return Response(self.PolicySerializer(services.dedup_policy_get(tenant=self.tenant)).data)
+
+    @extend_schema(request=PolicySerializer, responses=PolicySerializer, summary="Change the dedup policy (admin keys)")
+    def put(self, request):  # noqa: ANN001, ANN201
+        data = self.PolicySerializer(data=request.data, partial=True)
+        data.is_valid(raise_exception=True)
+        policy = services.dedup_policy_update(tenant=self.tenant, **data.validated_data)
+        return Response(self.PolicySerializer(policy).data)
+
+
+class AuditEventListApi(TenantApi):
+    MAX_LIMIT = 500
+
+    class FilterSerializer(serializers.Serializer):
+        action = serializers.ChoiceField(choices=DedupAction.choices, required=False)
+        conversation = serializers.IntegerField(required=False, min_value=1)
+        created_from = serializers.DateTimeField(required=False)
+        created_to = serializers.DateTimeField(required=False)
+        similarity_min = serializers.FloatField(required=False, min_value=-1, max_value=1)
+        similarity_max = serializers.FloatField(required=False, min_value=-1, max_value=1)
+        limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=100)
+        offset = serializers.IntegerField(required=False, min_value=0, default=0)
+
+    class OutputSerializer(serializers.Serializer):
+        id = serializers.IntegerField()
+        created_at = serializers.DateTimeField()
+        conversation = serializers.IntegerField(source="conversation_ref")
+        turn = serializers.IntegerField(source="turn_ref", allow_null=True)
+        action = serializers.CharField()
+        intent = serializers.CharField()
+        reason = serializers.CharField()
+        similarity = serializers.FloatField(allow_null=True)
+        matched_turn = serializers.IntegerField(source="matched_turn_ref", allow_null=True)
+        scope = serializers.CharField()
+        threshold = serializers.FloatField()
+        question_window = serializers.IntegerField()
+        exclusion_window = serializers.IntegerField()
+        granularity = serializers.CharField()
+        excluded_count = serializers.IntegerField()
+        relaxed = serializers.BooleanField()
+        shadow = serializers.BooleanField()
+        tokens_saved = serializers.IntegerField()
+        ms_saved = serializers.FloatField()
+        review_verdict = serializers.CharField()
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("action", str),
+            OpenApiParameter("conversation", int),
+            OpenApiParameter("created_from", str, description="ISO 8601"),
+            OpenApiParameter("created_to", str, description="ISO 8601"),
+            OpenApiParameter("similarity_min", float),
+            OpenApiParameter("similarity_max", float),
+            OpenApiParameter("limit", int),
+            OpenApiParameter("offset", int),
+        ],
+        responses=OutputSerializer(many=True),
+        summary="The dedup audit log",
+    )
+    def get(self, request):  # noqa: ANN001, ANN201
+        filters = self.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        params = dict(filters.validated_data)
+        limit, offset = params.pop("limit"), params.pop("offset")
+        events = selectors.dedup_event_list(
+            tenant=self.tenant, conversation_id=params.pop("conversation", None), **params
+        )
+        page = list(events[offset : offset + limit])
+        return Response(
+            {"count": events.count(), "results": self.OutputSerializer(page, many=True).data},
+        )

@@ -1,0 +1,333 @@
+"""Pure decisions of the turn pipeline: no database, no Redis, no model. Everything here takes plain values and
+returns plain values, so every rule is tested directly and read in one place.
+
+- what a turn does given its intent, the policy and the client's flags (`turn_plan`);
+- which consumed ids the next search leaves out (`excluded_ids`) and when that exclusion relaxes;
+- the intent of a question (`intent_classify`);
+- whether a stored QA pair may answer a new question (`duplicate_decide`): cosine at or above the threshold is
+  necessary, never sufficient. The pair must also agree on numbers, negation and salient words
+  (`questions_agree`), a context-dependent follow-up must share its context (`followup_context_matches`), and
+  the stored answer's sources must be unchanged (checked by the caller against the database).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+INTENT_OTHER = "other"
+# Nearest example at or above this cosine names the intent; chosen so that ordinary questions ("how do I reset my
+# password") stay `other` while the short formulaic phrases the built-ins cover are recognised.
+INTENT_FLOOR = 0.80
+
+# --- plan of a turn ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PolicyView:
+    """The policy fields a decision reads (a plain copy of DedupPolicy)."""
+
+    scope: str = "session"
+    threshold: float = 0.90
+    question_window: int = 10
+    exclusion_enabled: bool = True
+    exclusion_window: int = 5
+    granularity: str = "doc"
+    min_results: int = 3
+    ttl_seconds: int = 86400
+    allowlisted_intents: tuple[str, ...] = (INTENT_OTHER,)
+    shadow_mode: bool = False
+
+
+@dataclass(frozen=True)
+class TurnPlan:
+    smalltalk: bool  # no retrieval, no dedup
+    check_duplicates: bool  # look for a stored answer (decided, even in shadow mode)
+    exclusion: bool  # leave out consumed ids (decided, even in shadow mode)
+    bypass_reason: str  # why question dedup was skipped on purpose ("" when it was not)
+
+
+def turn_plan(*, policy: PolicyView, intent: str, behaviour: str, force_refresh: bool) -> TurnPlan:
+    """What this turn does. Small talk never dedups nor retrieves; `repeat` re-shows (exclusion off, no stored
+    answer: the user asked to see the passages again); `elaborate` and `force_refresh` skip question dedup; an
+    intent off the allowlist is not deduplicated; scope `off` never looks."""
+    if behaviour == "smalltalk":
+        return TurnPlan(smalltalk=True, check_duplicates=False, exclusion=False, bypass_reason="")
+    exclusion = policy.exclusion_enabled and behaviour != "repeat"
+    bypass_reason = ""
+    if force_refresh:
+        bypass_reason = "force_refresh"
+    elif behaviour in ("elaborate", "repeat"):
+        bypass_reason = f"intent {intent}"
+    elif policy.scope == "off":
+        bypass_reason = ""
+    elif intent not in policy.allowlisted_intents:
+        bypass_reason = f"intent {intent} not allowlisted"
+    check = policy.scope != "off" and not bypass_reason
+    return TurnPlan(smalltalk=False, check_duplicates=check, exclusion=exclusion, bypass_reason=bypass_reason)
+
+
+# --- exclusion window ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConsumedRef:
+    kind: str  # "doc" | "chunk"
+    item_id: int
+    turn_number: int
+
+
+def window_first_turn(*, next_turn_number: int, window: int) -> int:
+    """First turn number inside the exclusion window of turn `next_turn_number`: the `window` turns before it."""
+    if window < 1:
+        raise ValueError("window must be at least 1")
+    return max(1, next_turn_number - window)
+
+
+def excluded_ids(*, consumed: Iterable[ConsumedRef], granularity: str, next_turn_number: int, window: int) -> list[int]:
+    """Ids (of the policy's granularity) shown in the last `window` turns, sorted, without repeats."""
+    first = window_first_turn(next_turn_number=next_turn_number, window=window)
+    return sorted(
+        {ref.item_id for ref in consumed if ref.kind == granularity and first <= ref.turn_number < next_turn_number}
+    )
+
+
+def exclusion_relaxes(*, result_count: int, min_results: int, wanted: int) -> bool:
+    """Exclusion is dropped for the turn when it leaves fewer than `min_results` (never more than `wanted`)."""
+    return result_count < min(min_results, wanted)
+
+
+def relaxed_merge(*, excluded_results: Sequence, full_results: Sequence, key, limit: int) -> list:  # noqa: ANN001
+    """Relaxed turn: the novel results first (they are what the user has not seen), then the best already-seen
+    ones to fill up to `limit`. Relaxing never drops a novel result the exclusion search found."""
+    merged = list(excluded_results)
+    seen = {key(result) for result in merged}
+    for result in full_results:
+        if len(merged) >= limit:
+            break
+        if key(result) not in seen:
+            merged.append(result)
+            seen.add(key(result))
+    return merged[:limit]
+
+
+# --- intents --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IntentExamples:
+    name: str
+    behaviour: str
+    vectors: np.ndarray  # (n, d), normalised
+
+
+def intent_classify(
+    *, question_vector: np.ndarray, intents: Sequence[IntentExamples], floor: float = INTENT_FLOOR
+) -> tuple[str, str, float]:
+    """(intent name, behaviour, similarity) of the nearest example at or above `floor`, else `other`."""
+    best_name, best_behaviour, best_score = INTENT_OTHER, "normal", -1.0
+    for intent in intents:
+        if intent.vectors is None or len(intent.vectors) == 0:
+            continue
+        score = float(np.max(intent.vectors @ question_vector))
+        if score > best_score:
+            best_name, best_behaviour, best_score = intent.name, intent.behaviour, score
+    if best_score >= floor:
+        return best_name, best_behaviour, best_score
+    return INTENT_OTHER, "normal", max(best_score, 0.0)
+
+
+# --- question agreement (beyond cosine) -------------------------------------------------------------------------
+
+_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
+_NEGATIONS = frozenset({"not", "no", "never", "without", "nor", "cannot", "none", "nothing"})
+STOPWORDS = frozenset(
+    """a an the and or but if then than so to of in on at by for with from into onto about as is are was were be been
+    being am do does did doing done have has had having i me my mine we us our you your yours he him his she her hers
+    it its they them their theirs this that these those there here what which who whom whose when where why how can
+    could would should will shall may might must just also very really any some all each every more most much many
+    such own same other others only even ever get got getting one ones s t don doesn didn isn aren wasn weren haven
+    hasn hadn won wouldn shouldn couldn ll ve re d m o y best good way ways make makes thing things someone something
+    anyone anything people person use used using""".split()
+)
+# Words that point back at an earlier turn: a question built on them means something only with its context.
+_ANAPHORA = frozenset(
+    """it its it's this that these those they them their theirs he him his she her hers there then such same one ones
+    former latter above previous aforementioned""".split()
+)
+_FOLLOWUP_OPENERS = (
+    "and ",
+    "what about",
+    "how about",
+    "what if",
+    "also",
+    "but ",
+    "so ",
+    "then ",
+    "or ",
+    "same ",
+    "why not",
+    "is that",
+    "does that",
+    "do they",
+    "are they",
+    "is it",
+    "does it",
+    "can it",
+    "can they",
+)
+FOLLOWUP_MAX_CONTENT_WORDS = 1
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.lower().replace("\u2019", "'"))
+
+
+def _stem(word: str) -> str:
+    """A light suffix strip, enough to match plural/verb forms ("prices" ~ "price", "running" ~ "run")."""
+    for suffix in ("ies", "ing", "ed", "es", "s"):
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            return word[: -len(suffix)] + ("y" if suffix == "ies" else "")
+    return word
+
+
+def content_words(text: str) -> set[str]:
+    return {_stem(w) for w in _words(text) if w not in STOPWORDS and w not in _NEGATIONS and not w.isdigit()}
+
+
+def numbers_in(text: str) -> set[str]:
+    return {n.replace(",", "") for n in _NUMBER.findall(text)}
+
+
+def is_negated(text: str) -> bool:
+    words = _words(text)
+    return any(w in _NEGATIONS or w.endswith("n't") for w in words)
+
+
+@dataclass(frozen=True)
+class Agreement:
+    agrees: bool
+    reason: str  # "" when the pair agrees
+    overlap: float
+
+
+def questions_agree(first: str, second: str, *, min_overlap: float = 0.5) -> Agreement:
+    """Whether two questions the embedding calls close also agree on the facts a paraphrase keeps: the same
+    numbers, the same polarity, and most of the same salient words (the overlap coefficient of their content
+    words, stemmed). Embeddings of short questions blur exactly these ("...in 2016" vs "...in 2017", "can" vs
+    "can't", "python" vs "java"), and a wrong stored answer costs more than a fresh one."""
+    if numbers_in(first) != numbers_in(second):
+        return Agreement(False, "numbers differ", 0.0)
+    if is_negated(first) != is_negated(second):
+        return Agreement(False, "negation differs", 0.0)
+    words_a, words_b = content_words(first), content_words(second)
+    if not words_a or not words_b:
+        overlap = 1.0 if words_a == words_b else 0.0
+    else:
+        overlap = len(words_a & words_b) / min(len(words_a), len(words_b))
+    if overlap < min_overlap:
+        return Agreement(False, "salient words differ", overlap)
+    return Agreement(True, "", overlap)
+
+
+def question_is_context_dependent(text: str) -> bool:
+    """A follow-up whose meaning leans on earlier turns: it opens like a follow-up ("and for admins?",
+    "what about..."), it points back with a pronoun ("how do I change it?"), or it names too little to stand
+    alone (a single content word: "pricing?")."""
+    lowered = " ".join(_words(text))
+    if any(lowered.startswith(opener) for opener in _FOLLOWUP_OPENERS):
+        return True
+    words = _words(text)
+    if any(w in _ANAPHORA for w in words):
+        return True
+    return len(content_words(text)) <= FOLLOWUP_MAX_CONTENT_WORDS
+
+
+# --- duplicate decision -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StoredQuestion:
+    """A QA pair that might answer the new question."""
+
+    turn_id: int
+    question: str
+    vector: np.ndarray
+    conversation_id: int
+    # Vector of the question asked just before it in its conversation (None for a first turn).
+    previous_vector: np.ndarray | None = None
+    answerable: bool = True  # has a stored answer
+
+
+@dataclass(frozen=True)
+class DuplicateDecision:
+    hit: bool
+    turn_id: int | None = None
+    similarity: float | None = None
+    reason: str = ""
+    refused: list[tuple[int, str]] = field(default_factory=list)
+
+
+def followup_context_matches(
+    *,
+    question: str,
+    previous_vector: np.ndarray | None,
+    candidate: StoredQuestion,
+    threshold: float,
+) -> bool:
+    """A context-dependent question (or stored question) matches only when both were asked right after
+    questions that are themselves duplicates at the same threshold: "and for admins?" after "pricing?" is not
+    "and for admins?" after "API limits?". A first turn has no context, so it matches only another first turn."""
+    if not (question_is_context_dependent(question) or question_is_context_dependent(candidate.question)):
+        return True
+    if previous_vector is None or candidate.previous_vector is None:
+        return previous_vector is None and candidate.previous_vector is None
+    return float(previous_vector @ candidate.previous_vector) >= threshold
+
+
+def duplicate_decide(
+    *,
+    question: str,
+    question_vector: np.ndarray,
+    previous_vector: np.ndarray | None,
+    candidates: Sequence[StoredQuestion],
+    threshold: float,
+) -> DuplicateDecision:
+    """The best candidate at or above `threshold` that also passes the agreement and follow-up checks, or no
+    hit. Candidates refused on a check are reported (the audit log says why a close match was not served)."""
+    if not candidates:
+        return DuplicateDecision(hit=False)
+    matrix = np.stack([c.vector for c in candidates])
+    scores = matrix @ question_vector
+    order = np.argsort(-scores, kind="stable")
+    refused: list[tuple[int, str]] = []
+    best_score = float(scores[order[0]])
+    for index in order:
+        score = float(scores[index])
+        if score < threshold:
+            break
+        candidate = candidates[index]
+        if not candidate.answerable:
+            refused.append((candidate.turn_id, "no stored answer"))
+            continue
+        agreement = questions_agree(question, candidate.question)
+        if not agreement.agrees:
+            refused.append((candidate.turn_id, agreement.reason))
+            continue
+        if not followup_context_matches(
+            question=question, previous_vector=previous_vector, candidate=candidate, threshold=threshold
+        ):
+            refused.append((candidate.turn_id, "follow-up in another context"))
+            continue
+        return DuplicateDecision(hit=True, turn_id=candidate.turn_id, similarity=score, refused=refused)
+    top = candidates[order[0]]
+    reason = refused[0][1] if refused else "below threshold"
+    return DuplicateDecision(hit=False, turn_id=top.turn_id, similarity=best_score, reason=reason, refused=refused)
+
+
+def cosine(first: np.ndarray, second: np.ndarray) -> float:
+    return float(np.dot(first, second))

@@ -1,0 +1,53 @@
+"""Reads of the conversations app. Every selector takes the tenant and filters by it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db.models import QuerySet
+
+from conversations.models import Conversation, DedupEvent, Turn
+from kbplatform.errors import NotFoundError
+from tenants.models import Tenant
+
+
+def conversation_get(
+    *, tenant: Tenant, conversation_id: int, allowed_knowledge_base_id: int | None = None
+) -> Conversation:
+    """The tenant's conversation (expired ones included, until purged), or 404."""
+    conversation = Conversation.objects.for_tenant(tenant).filter(pk=conversation_id).first()
+    if conversation is None or (
+        allowed_knowledge_base_id is not None and conversation.knowledge_base_id != allowed_knowledge_base_id
+    ):
+        raise NotFoundError("Conversation not found.")
+    return conversation
+
+
+def conversation_turns(*, tenant: Tenant, conversation: Conversation) -> QuerySet[Turn]:
+    return Turn.objects.for_tenant(tenant).filter(conversation=conversation).defer("question_vector").order_by("number")
+
+
+def dedup_event_list(
+    *,
+    tenant: Tenant,
+    action: str | None = None,
+    conversation_id: int | None = None,
+    created_from: datetime | None = None,
+    created_to: datetime | None = None,
+    similarity_min: float | None = None,
+    similarity_max: float | None = None,
+) -> QuerySet[DedupEvent]:
+    events = DedupEvent.objects.for_tenant(tenant)
+    if action:
+        events = events.filter(action=action)
+    if conversation_id is not None:
+        events = events.filter(conversation_ref=conversation_id)
+    if created_from is not None:
+        events = events.filter(created_at__gte=created_from)
+    if created_to is not None:
+        events = events.filter(created_at__lt=created_to)
+    if similarity_min is not None:
+        events = events.filter(similarity__gte=similarity_min)
+    if similarity_max is not None:
+        events = events.filter(similarity__lte=similarity_max)
+    return events.order_by("-created_at", "-id")

@@ -1,0 +1,850 @@
+"""Writes of the conversations app, and the turn pipeline (`turn_ask`).
+
+A turn: load state (Redis, else the database) -> embed the question once -> intent -> plan -> duplicate check
+within the policy's scope -> either the stored answer, or a search that leaves out what the last turns showed
+(relaxed when too little is left) and a fresh answer -> one transaction that locks the conversation row, numbers
+the turn, writes the QA pair, the consumed items and the audit event -> refresh Redis.
+
+Everything slow (embedding, Milvus, generation) happens before the transaction, so the row lock is held for a
+few small writes only; two concurrent turns on one conversation both land, with distinct numbers.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import numpy as np
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from conversations import decisions
+from conversations.answering import AnswerGenerator, SourcePassage, answer_generator, context_tokens_of
+from conversations.builtins import BUILTIN_INTENTS
+from conversations.models import (
+    ConsumedItem,
+    Conversation,
+    DedupAction,
+    DedupEvent,
+    DedupPolicy,
+    DedupScope,
+    Granularity,
+    Intent,
+    IntentBehaviour,
+    ReviewVerdict,
+    Turn,
+)
+from conversations.state import (
+    ConversationState,
+    RecentTurn,
+    state_after_turn,
+    state_forget,
+    state_load,
+    state_store,
+    vector_from_bytes,
+    vector_to_bytes,
+)
+from kbplatform.errors import ApplicationError, ConflictError, NotFoundError, ServiceUnavailableError
+from retrieval import vectorstore
+from retrieval.embeddings import embed_query, embed_texts, token_count
+from retrieval.models import Chunk, KnowledgeBase
+from retrieval.selectors import ChunkHit, chunk_search
+from tenants.models import Tenant
+
+logger = logging.getLogger(__name__)
+
+TOP_K = 5
+QUESTION_MAX_CHARS = 4000
+ANSWER_MAX_CHARS = 100_000
+# Largest number of a user's recent QA pairs compared in `user` scope (newest first, within the TTL).
+USER_SCOPE_MAX_PAIRS = 200
+# Nearest stored questions fetched from Milvus in `tenant` scope before the agreement checks.
+TENANT_SCOPE_CANDIDATES = 10
+SMALLTALK_REPLIES = {
+    "greeting": "Hello! What would you like to know?",
+    "thanks": "You're welcome. Anything else?",
+}
+
+
+# --- setup and policy -------------------------------------------------------------------------------------------
+
+
+def tenant_conversations_setup(*, tenant: Tenant) -> DedupPolicy:
+    """Give a tenant its default dedup policy and the built-in intents; safe to call again."""
+    policy, _ = DedupPolicy.objects.get_or_create(tenant=tenant)
+    existing = set(Intent.objects.for_tenant(tenant).values_list("name", flat=True))
+    Intent.objects.bulk_create(
+        [
+            Intent(
+                tenant=tenant,
+                name=name,
+                behaviour=spec["behaviour"],
+                examples=list(spec["examples"]),
+                is_builtin=True,
+            )
+            for name, spec in BUILTIN_INTENTS.items()
+            if name not in existing
+        ],
+        ignore_conflicts=True,
+    )
+    return policy
+
+
+def dedup_policy_get(*, tenant: Tenant) -> DedupPolicy:
+    policy = DedupPolicy.objects.for_tenant(tenant).first()
+    return policy if policy is not None else tenant_conversations_setup(tenant=tenant)
+
+
+POLICY_FIELDS = (
+    "scope",
+    "threshold",
+    "question_window",
+    "exclusion_enabled",
+    "exclusion_window",
+    "granularity",
+    "min_results",
+    "ttl_seconds",
+    "allowlisted_intents",
+    "shadow_mode",
+)
+
+
+def policy_view(policy: DedupPolicy) -> decisions.PolicyView:
+    return decisions.PolicyView(
+        scope=policy.scope,
+        threshold=policy.threshold,
+        question_window=policy.question_window,
+        exclusion_enabled=policy.exclusion_enabled,
+        exclusion_window=policy.exclusion_window,
+        granularity=policy.granularity,
+        min_results=policy.min_results,
+        ttl_seconds=policy.ttl_seconds,
+        allowlisted_intents=tuple(policy.allowlisted_intents or ()),
+        shadow_mode=policy.shadow_mode,
+    )
+
+
+@transaction.atomic
+def dedup_policy_update(*, tenant: Tenant, **changes: Any) -> DedupPolicy:
+    """Change the tenant's policy; every field is validated (threshold in (0, 1], windows 1..100, TTL > 0, known
+    intents only), and an invalid change leaves the policy as it was."""
+    unknown = set(changes) - set(POLICY_FIELDS)
+    if unknown:
+        raise ApplicationError(f"Unknown policy fields: {', '.join(sorted(unknown))}.")
+    policy = DedupPolicy.objects.for_tenant(tenant).select_for_update().first() or tenant_conversations_setup(
+        tenant=tenant
+    )
+    for name, value in changes.items():
+        setattr(policy, name, value)
+    errors: dict[str, list[str]] = {}
+    if not 0 < float(policy.threshold) <= 1:
+        errors["threshold"] = ["Must be greater than 0 and at most 1."]
+    if "allowlisted_intents" in changes:
+        allowed = list(policy.allowlisted_intents or [])
+        known = set(Intent.objects.for_tenant(tenant).values_list("name", flat=True)) | {decisions.INTENT_OTHER}
+        missing = sorted(set(allowed) - known)
+        if missing:
+            errors["allowlisted_intents"] = [f"Unknown intents: {', '.join(missing)}."]
+    try:
+        policy.full_clean(exclude=["tenant"])
+    except ValidationError as exc:
+        for name, messages in exc.message_dict.items():
+            errors.setdefault(name, []).extend(messages)
+    if errors:
+        raise ApplicationError("The policy is not valid: check the fields listed in extra.", extra={"fields": errors})
+    policy.save()
+    return policy
+
+
+# --- intents --------------------------------------------------------------------------------------------------------
+
+_intent_vectors: dict[tuple[int, str], np.ndarray] = {}
+
+
+def intents_load(*, tenant: Tenant) -> list[decisions.IntentExamples]:
+    """The tenant's intents with their example vectors: embedded once and stored on the row, then kept per
+    process keyed by the row's last change, so a turn reads one small query and embeds nothing here."""
+    rows = list(
+        Intent.objects.for_tenant(tenant).only("pk", "name", "behaviour", "examples", "example_vectors", "updated_at")
+    )
+    loaded: list[decisions.IntentExamples] = []
+    for intent in rows:
+        key = (intent.pk, intent.updated_at.isoformat())
+        vectors = _intent_vectors.get(key)
+        if vectors is None:
+            if intent.example_vectors:
+                vectors = vector_from_bytes(intent.example_vectors).reshape(len(intent.examples) or 1, -1)
+            else:
+                vectors = embed_texts([str(e) for e in intent.examples]) if intent.examples else np.zeros((0, 1))
+                Intent.objects.for_tenant(tenant).filter(pk=intent.pk).update(
+                    example_vectors=vector_to_bytes(vectors) if len(vectors) else None
+                )
+            _intent_vectors[key] = vectors
+        loaded.append(decisions.IntentExamples(name=intent.name, behaviour=intent.behaviour, vectors=vectors))
+    return loaded
+
+
+def intent_set(*, tenant: Tenant, name: str, examples: list[str], behaviour: str = IntentBehaviour.NORMAL) -> Intent:
+    """Create or change a tenant intent; its example vectors are recomputed on next use."""
+    intent, _ = Intent.objects.for_tenant(tenant).update_or_create(
+        tenant=tenant,
+        name=name,
+        defaults={"examples": list(examples), "behaviour": behaviour, "example_vectors": None},
+    )
+    return intent
+
+
+# --- conversations -------------------------------------------------------------------------------------------------
+
+
+def knowledge_base_for(*, tenant: Tenant, knowledge_base_id: int, allowed_knowledge_base_id: int | None = None):  # noqa: ANN201
+    """The tenant's knowledge base, or 404 (another tenant's, or one the API key does not reach)."""
+    if allowed_knowledge_base_id is not None and int(knowledge_base_id) != allowed_knowledge_base_id:
+        raise NotFoundError("Knowledge base not found.")
+    knowledge_base = KnowledgeBase.objects.for_tenant(tenant).filter(pk=knowledge_base_id).first()
+    if knowledge_base is None:
+        raise NotFoundError("Knowledge base not found.")
+    return knowledge_base
+
+
+def conversation_create(
+    *, tenant: Tenant, knowledge_base_id: int, user_id: str = "", allowed_knowledge_base_id: int | None = None
+) -> Conversation:
+    knowledge_base = knowledge_base_for(
+        tenant=tenant, knowledge_base_id=knowledge_base_id, allowed_knowledge_base_id=allowed_knowledge_base_id
+    )
+    policy = dedup_policy_get(tenant=tenant)
+    now = timezone.now()
+    return Conversation.objects.create(
+        tenant=tenant,
+        knowledge_base=knowledge_base,
+        user_id=user_id or "",
+        last_active_at=now,
+        expires_at=now + timedelta(seconds=policy.ttl_seconds),
+    )
+
+
+def conversation_for(
+    *, tenant: Tenant, conversation_id: int, allowed_knowledge_base_id: int | None = None
+) -> Conversation:
+    conversation = (
+        Conversation.objects.for_tenant(tenant).filter(pk=conversation_id).select_related("knowledge_base").first()
+    )
+    if conversation is None or (
+        allowed_knowledge_base_id is not None and conversation.knowledge_base_id != allowed_knowledge_base_id
+    ):
+        raise NotFoundError("Conversation not found.")
+    if conversation.expires_at <= timezone.now():
+        raise ApplicationError(
+            "This conversation has expired; start a new one.", status_code=410, extra={"conversation": conversation.pk}
+        )
+    return conversation
+
+
+# --- the turn ---------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SourceView:
+    chunk_id: int
+    document_id: int
+    external_id: str | None
+    document_external_id: str | None
+    score: float | None
+    text: str
+
+
+@dataclass
+class TurnOutcome:
+    turn: Turn
+    answer: str | None
+    sources: list[SourceView]
+    action: str
+    intent: str
+    similarity: float | None
+    matched_turn_id: int | None
+    excluded_count: int
+    relaxed: bool
+    shadow_action: str | None = None
+    reason: str = ""
+    state_source: str = "database"
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+def _epoch(moment: datetime) -> int:
+    return int(moment.timestamp())
+
+
+def _previous_vectors(*, tenant: Tenant, turns: list[tuple[int, int]]) -> dict[tuple[int, int], np.ndarray]:
+    """(conversation id, number) -> question vector of the turn before it, for the turns that have one."""
+    wanted = [(conversation_id, number - 1) for conversation_id, number in turns if number > 1]
+    if not wanted:
+        return {}
+    query = Q()
+    for conversation_id, number in wanted:
+        query |= Q(conversation_id=conversation_id, number=number)
+    rows = Turn.objects.for_tenant(tenant).filter(query).values_list("conversation_id", "number", "question_vector")
+    return {(c, n + 1): vector_from_bytes(v) for c, n, v in rows}
+
+
+def _stored_from_rows(*, tenant: Tenant, rows: list[tuple]) -> list[decisions.StoredQuestion]:
+    previous = _previous_vectors(tenant=tenant, turns=[(row[3], row[4]) for row in rows])
+    return [
+        decisions.StoredQuestion(
+            turn_id=pk,
+            question=question,
+            vector=vector_from_bytes(vector),
+            conversation_id=conversation_id,
+            previous_vector=previous.get((conversation_id, number)),
+            answerable=bool(answer),
+        )
+        for pk, question, vector, conversation_id, number, answer in rows
+    ]
+
+
+def duplicate_candidates(
+    *,
+    tenant: Tenant,
+    conversation: Conversation,
+    state: ConversationState,
+    policy: decisions.PolicyView,
+    question_vector: np.ndarray,
+) -> list[decisions.StoredQuestion]:
+    """The QA pairs in the policy's scope that could answer the question."""
+    if policy.scope == DedupScope.SESSION or (policy.scope == DedupScope.USER and not conversation.user_id):
+        recent = state.recent_turns[-policy.question_window :]
+        offset = len(state.recent_turns) - len(recent)
+        stored = []
+        for index, turn in enumerate(recent):
+            before = offset + index - 1
+            previous = state.recent_turns[before].vector if before >= 0 else None
+            if previous is None and turn.number > 1:
+                previous = None  # the turn before lies outside the cached history: the follow-up guard refuses
+            stored.append(
+                decisions.StoredQuestion(
+                    turn_id=turn.turn_id,
+                    question=turn.question,
+                    vector=turn.vector,
+                    conversation_id=conversation.pk,
+                    previous_vector=previous,
+                    answerable=turn.answerable,
+                )
+            )
+        return stored
+    since = timezone.now() - timedelta(seconds=policy.ttl_seconds)
+    fields = ("pk", "question", "question_vector", "conversation_id", "number", "answer")
+    if policy.scope == DedupScope.USER:
+        rows = list(
+            Turn.objects.for_tenant(tenant)
+            .filter(
+                knowledge_base_id=conversation.knowledge_base_id, user_id=conversation.user_id, created_at__gte=since
+            )
+            .order_by("-created_at")
+            .values_list(*fields)[:USER_SCOPE_MAX_PAIRS]
+        )
+        return _stored_from_rows(tenant=tenant, rows=rows)
+    hits = vectorstore.question_vectors_search(
+        tenant_id=tenant.pk,
+        knowledge_base_id=conversation.knowledge_base_id,
+        query_vector=question_vector,
+        limit=TENANT_SCOPE_CANDIDATES,
+        dimension=conversation.knowledge_base.embedding_dimension,
+        created_after=_epoch(since),
+    )
+    if not hits:
+        return []
+    rows = list(
+        Turn.objects.for_tenant(tenant)
+        .filter(pk__in=[hit.turn_id for hit in hits], created_at__gte=since)
+        .values_list(*fields)
+    )
+    return _stored_from_rows(tenant=tenant, rows=rows)
+
+
+def sources_unchanged(*, tenant: Tenant, source_chunks: dict) -> bool:
+    """True while every chunk a stored answer cites still exists with the same content hash."""
+    if not source_chunks:
+        return True
+    current = dict(
+        Chunk.objects.for_tenant(tenant)
+        .filter(pk__in=[int(chunk_id) for chunk_id in source_chunks])
+        .values_list("pk", "content_hash")
+    )
+    return all(current.get(int(chunk_id)) == info.get("hash") for chunk_id, info in source_chunks.items())
+
+
+def _sources_of_turn(*, tenant: Tenant, turn: Turn) -> list[SourceView]:
+    ids = [int(chunk_id) for chunk_id in turn.source_chunk_ids]
+    rows = {c.pk: c for c in Chunk.objects.for_tenant(tenant).filter(pk__in=ids).select_related("document")}
+    views = []
+    for chunk_id in ids:
+        chunk = rows.get(chunk_id)
+        if chunk is None:
+            continue
+        views.append(
+            SourceView(
+                chunk_id=chunk.pk,
+                document_id=chunk.document_id,
+                external_id=chunk.external_id,
+                document_external_id=chunk.document.external_id,
+                score=(turn.source_chunks.get(str(chunk_id)) or {}).get("score"),
+                text=chunk.text,
+            )
+        )
+    return views
+
+
+def _view_of_hit(hit: ChunkHit) -> SourceView:
+    return SourceView(
+        chunk_id=hit.chunk_id,
+        document_id=hit.document_id,
+        external_id=hit.external_id,
+        document_external_id=hit.document_external_id,
+        score=hit.score,
+        text=hit.text,
+    )
+
+
+def _search(
+    *,
+    tenant: Tenant,
+    conversation: Conversation,
+    query_vector: np.ndarray,
+    excluded: list[int],
+    granularity: str,
+    min_results: int,
+) -> tuple[list[ChunkHit], bool]:
+    """Grouped search leaving out `excluded`; relaxed (novel first, then the best already seen) when fewer than
+    `min_results` remain. An empty exclusion list adds no clause."""
+    exclude_docs = excluded if granularity == Granularity.DOC else None
+    exclude_chunks = excluded if granularity == Granularity.CHUNK else None
+    try:
+        hits = chunk_search(
+            tenant=tenant,
+            knowledge_base=conversation.knowledge_base,
+            query_vector=query_vector,
+            limit=TOP_K,
+            exclude_document_ids=exclude_docs,
+            exclude_chunk_ids=exclude_chunks,
+        )
+        if not excluded or not decisions.exclusion_relaxes(
+            result_count=len(hits), min_results=min_results, wanted=TOP_K
+        ):
+            return hits, False
+        full = chunk_search(
+            tenant=tenant, knowledge_base=conversation.knowledge_base, query_vector=query_vector, limit=TOP_K
+        )
+    except vectorstore.VectorStoreUnavailable as exc:
+        raise ServiceUnavailableError("The search index is unavailable; retry shortly.") from exc
+    key = (lambda hit: hit.document_id) if granularity == Granularity.DOC else (lambda hit: hit.chunk_id)
+    return decisions.relaxed_merge(excluded_results=hits, full_results=full, key=key, limit=TOP_K), True
+
+
+def turn_ask(
+    *,
+    tenant: Tenant,
+    conversation_id: int,
+    question: str,
+    force_refresh: bool = False,
+    mode: str = "answer",
+    generator: AnswerGenerator | None = None,
+    allowed_knowledge_base_id: int | None = None,
+) -> TurnOutcome:
+    """Take one turn of a conversation: a stored answer to a repeated question, or a fresh search (minus what the
+    last turns showed) and answer. The QA pair, consumed items and audit event are written atomically."""
+    started = time.perf_counter()
+    question = (question or "").strip()
+    if not question:
+        raise ApplicationError("The question is empty.", extra={"fields": {"question": ["This field is required."]}})
+    if len(question) > QUESTION_MAX_CHARS:
+        raise ApplicationError(f"The question is longer than {QUESTION_MAX_CHARS} characters.")
+    if mode not in ("answer", "retrieve"):
+        raise ApplicationError('mode must be "answer" or "retrieve".')
+    conversation = conversation_for(
+        tenant=tenant, conversation_id=conversation_id, allowed_knowledge_base_id=allowed_knowledge_base_id
+    )
+    policy = policy_view(dedup_policy_get(tenant=tenant))
+    state = state_load(conversation=conversation)
+    timings: dict[str, float] = {"state": (time.perf_counter() - started) * 1000}
+
+    mark = time.perf_counter()
+    question_vector = embed_query(question)
+    timings["embed"] = (time.perf_counter() - mark) * 1000
+    intent, behaviour, _ = decisions.intent_classify(
+        question_vector=question_vector, intents=intents_load(tenant=tenant)
+    )
+    plan = decisions.turn_plan(policy=policy, intent=intent, behaviour=behaviour, force_refresh=force_refresh)
+    previous_vector = state.previous_vector()
+
+    mark = time.perf_counter()
+    decision = decisions.DuplicateDecision(hit=False)
+    matched: Turn | None = None
+    if plan.check_duplicates:
+        try:
+            candidates = duplicate_candidates(
+                tenant=tenant, conversation=conversation, state=state, policy=policy, question_vector=question_vector
+            )
+        except vectorstore.VectorStoreUnavailable:
+            logger.warning("question index unavailable: tenant-scope dedup skipped for this turn")
+            candidates = []
+        decision = decisions.duplicate_decide(
+            question=question,
+            question_vector=question_vector,
+            previous_vector=previous_vector,
+            candidates=candidates,
+            threshold=policy.threshold,
+        )
+        if decision.hit:
+            matched = Turn.objects.for_tenant(tenant).filter(pk=decision.turn_id).first()
+            if matched is None or not matched.answer:
+                decision = decisions.DuplicateDecision(
+                    hit=False, turn_id=decision.turn_id, similarity=decision.similarity, reason="no stored answer"
+                )
+                matched = None
+            elif not sources_unchanged(tenant=tenant, source_chunks=matched.source_chunks):
+                decision = decisions.DuplicateDecision(
+                    hit=False, turn_id=decision.turn_id, similarity=decision.similarity, reason="sources changed"
+                )
+                matched = None
+    timings["dedup"] = (time.perf_counter() - mark) * 1000
+
+    serve_cached = decision.hit and not policy.shadow_mode
+    next_number = state.turn_count + 1
+    excluded: list[int] = []
+    relaxed = False
+    sources: list[SourceView] = []
+    source_chunks: dict[str, dict] = {}
+    answer_text = ""
+    answer_tokens = 0
+    context_tokens = 0
+    shadow_action: str | None = None
+
+    mark = time.perf_counter()
+    if serve_cached:
+        action = DedupAction.SERVED_CACHED
+        answer_text = matched.answer
+        answer_tokens = matched.answer_tokens
+        context_tokens = 0
+        sources = _sources_of_turn(tenant=tenant, turn=matched)
+        source_chunks = dict(matched.source_chunks)
+    elif plan.smalltalk:
+        action = DedupAction.SMALLTALK
+        answer_text = SMALLTALK_REPLIES.get(intent, "Happy to help. What would you like to know?")
+        answer_tokens = token_count(answer_text)
+    else:
+        search_vector, answer_question = question_vector, question
+        if behaviour in (IntentBehaviour.REPEAT, IntentBehaviour.ELABORATE) and state.recent_turns:
+            # "Show me that again" / "explain in more detail" are about the previous question, not about their
+            # own words: search and answer for the previous question.
+            search_vector, answer_question = previous_vector, state.recent_turns[-1].question
+        if plan.exclusion:
+            excluded = decisions.excluded_ids(
+                consumed=state.consumed,
+                granularity=policy.granularity,
+                next_turn_number=next_number,
+                window=policy.exclusion_window,
+            )
+        applied_exclusion = [] if policy.shadow_mode else excluded
+        hits, relaxed = _search(
+            tenant=tenant,
+            conversation=conversation,
+            query_vector=search_vector,
+            excluded=applied_exclusion,
+            granularity=policy.granularity,
+            min_results=policy.min_results,
+        )
+        sources = [_view_of_hit(hit) for hit in hits]
+        source_chunks = {
+            str(hit.chunk_id): {"hash": hit.content_hash, "score": hit.score, "document_id": hit.document_id}
+            for hit in hits
+        }
+        passages = [SourcePassage(chunk_id=h.chunk_id, text=h.text, token_count=h.token_count) for h in hits]
+        if mode == "answer":
+            generated = (generator or answer_generator()).generate(question=answer_question, passages=passages)
+            answer_text, answer_tokens, context_tokens = (
+                generated.text,
+                generated.answer_tokens,
+                generated.context_tokens,
+            )
+        else:
+            context_tokens = context_tokens_of(passages)
+        refused_close_match = decision.turn_id is not None and decision.reason not in ("", "below threshold")
+        action = DedupAction.BYPASSED if (plan.bypass_reason or refused_close_match) else DedupAction.ANSWERED
+        if decision.hit and policy.shadow_mode:
+            shadow_action = DedupAction.SERVED_CACHED
+    timings["answer"] = (time.perf_counter() - mark) * 1000
+
+    elapsed_ms = (time.perf_counter() - started) * 1000
+    tokens_saved = (matched.context_tokens + matched.answer_tokens) if decision.hit and matched else 0
+    ms_saved = max(0.0, matched.elapsed_ms - elapsed_ms) if decision.hit and matched else 0.0
+    reason = plan.bypass_reason or decision.reason
+    if decision.hit and policy.shadow_mode:
+        reason = "shadow mode: would have served the stored answer"
+
+    turn = _turn_persist(
+        tenant=tenant,
+        conversation=conversation,
+        ttl_seconds=policy.ttl_seconds,
+        question=question,
+        question_vector=question_vector,
+        intent=intent,
+        mode=mode,
+        answer=answer_text,
+        answer_tokens=answer_tokens,
+        sources=sources,
+        source_chunks=source_chunks,
+        context_tokens=context_tokens,
+        action=action,
+        decision=decision,
+        matched=matched,
+        elapsed_ms=elapsed_ms,
+        event={
+            "action": shadow_action or action,
+            "intent": intent,
+            "reason": reason[:200],
+            "scope": policy.scope,
+            "threshold": policy.threshold,
+            "question_window": policy.question_window,
+            "exclusion_window": policy.exclusion_window,
+            "granularity": policy.granularity,
+            "excluded_count": len(excluded),
+            "relaxed": relaxed,
+            "shadow": shadow_action is not None or (policy.shadow_mode and bool(excluded)),
+            "tokens_saved": tokens_saved,
+            "ms_saved": ms_saved,
+        },
+    )
+
+    _after_commit(
+        tenant=tenant,
+        conversation=conversation,
+        state=state,
+        turn=turn,
+        policy=policy,
+        question_vector=question_vector,
+    )
+    timings["total"] = (time.perf_counter() - started) * 1000
+    return TurnOutcome(
+        turn=turn,
+        answer=answer_text if (mode == "answer" or serve_cached or plan.smalltalk) else None,
+        sources=sources,
+        action=action,
+        intent=intent,
+        similarity=decision.similarity,
+        matched_turn_id=decision.turn_id if decision.hit else None,
+        excluded_count=len(excluded),
+        relaxed=relaxed,
+        shadow_action=shadow_action,
+        reason=reason,
+        state_source=state.source,
+        timings_ms=timings,
+    )
+
+
+def _turn_persist(
+    *,
+    tenant: Tenant,
+    conversation: Conversation,
+    ttl_seconds: int,
+    question: str,
+    question_vector: np.ndarray,
+    intent: str,
+    mode: str,
+    answer: str,
+    answer_tokens: int,
+    sources: list[SourceView],
+    source_chunks: dict,
+    context_tokens: int,
+    action: str,
+    decision: decisions.DuplicateDecision,
+    matched: Turn | None,
+    elapsed_ms: float,
+    event: dict,
+) -> Turn:
+    """One transaction: lock the conversation row (so concurrent turns queue here and get distinct numbers), write
+    the QA pair, mark what it showed as consumed by this turn, move the expiry, write the audit event."""
+    now = timezone.now()
+    with transaction.atomic():
+        locked = Conversation.objects.for_tenant(tenant).select_for_update().filter(pk=conversation.pk).first()
+        if locked is None:
+            raise NotFoundError("Conversation not found.")
+        number = locked.turn_count + 1
+        turn = Turn.objects.create(
+            tenant=tenant,
+            conversation=locked,
+            knowledge_base_id=locked.knowledge_base_id,
+            user_id=locked.user_id,
+            number=number,
+            question=question,
+            question_vector=vector_to_bytes(question_vector),
+            intent=intent,
+            mode=mode,
+            answer=answer,
+            answer_tokens=answer_tokens,
+            source_chunks=source_chunks,
+            source_chunk_ids=[s.chunk_id for s in sources],
+            context_tokens=context_tokens,
+            decision=action,
+            similarity=decision.similarity,
+            matched_turn=matched if decision.hit else None,
+            elapsed_ms=elapsed_ms,
+        )
+        consumed = _consumed_of(sources=sources, turn_number=number)
+        if consumed:
+            ConsumedItem.objects.bulk_create(
+                [
+                    ConsumedItem(tenant=tenant, conversation=locked, kind=c.kind, item_id=c.item_id, turn_number=number)
+                    for c in consumed
+                ],
+                update_conflicts=True,
+                unique_fields=["conversation", "kind", "item_id"],
+                update_fields=["turn_number"],
+            )
+        Conversation.objects.for_tenant(tenant).filter(pk=locked.pk).update(
+            turn_count=number, last_active_at=now, expires_at=now + timedelta(seconds=ttl_seconds)
+        )
+        DedupEvent.objects.create(
+            tenant=tenant,
+            conversation=locked,
+            conversation_ref=locked.pk,
+            turn=turn,
+            turn_ref=turn.pk,
+            similarity=decision.similarity,
+            matched_turn_id=decision.turn_id,
+            matched_turn_ref=decision.turn_id,
+            **event,
+        )
+    turn.consumed_refs = consumed
+    return turn
+
+
+def _consumed_of(*, sources: list[SourceView], turn_number: int) -> list[decisions.ConsumedRef]:
+    """Both granularities are recorded, so a policy change between doc and chunk applies to past turns too."""
+    refs: dict[tuple[str, int], decisions.ConsumedRef] = {}
+    for source in sources:
+        refs[("doc", source.document_id)] = decisions.ConsumedRef("doc", source.document_id, turn_number)
+        refs[("chunk", source.chunk_id)] = decisions.ConsumedRef("chunk", source.chunk_id, turn_number)
+    return list(refs.values())
+
+
+def _after_commit(
+    *,
+    tenant: Tenant,
+    conversation: Conversation,
+    state: ConversationState,
+    turn: Turn,
+    policy: decisions.PolicyView,
+    question_vector: np.ndarray,
+) -> None:
+    """Refresh the hot copy (or drop it when another turn came in between: the next read rebuilds it), and index
+    the question for tenant-scope dedup. Neither may fail the turn: the rows are already committed."""
+    if turn.number == state.turn_count + 1:
+        new_state = state_after_turn(
+            state=state,
+            turn=RecentTurn(turn.pk, turn.number, turn.question, question_vector, bool(turn.answer)),
+            consumed=turn.consumed_refs,
+        )
+        state_store(tenant_id=tenant.pk, state=new_state, ttl_seconds=policy.ttl_seconds)
+    else:
+        state_forget(tenant_id=tenant.pk, conversation_id=conversation.pk)
+    if policy.scope == DedupScope.TENANT:
+        try:
+            vectorstore.question_vectors_upsert(
+                rows=[
+                    vectorstore.QuestionVector(
+                        turn_id=turn.pk,
+                        tenant_id=tenant.pk,
+                        knowledge_base_id=conversation.knowledge_base_id,
+                        created_ts=_epoch(turn.created_at),
+                        vector=question_vector,
+                    )
+                ],
+                dimension=conversation.knowledge_base.embedding_dimension,
+            )
+        except vectorstore.VectorStoreUnavailable:
+            logger.warning("question index unavailable: turn %s not indexed for tenant-scope dedup", turn.pk)
+
+
+# --- answers supplied by the client (retrieve mode) -----------------------------------------------------------------
+
+
+def turn_answer_set(*, tenant: Tenant, turn_id: int, answer: str, allowed_knowledge_base_id: int | None = None) -> Turn:
+    """Store the client's own answer to a retrieve-mode turn, so the QA pair serves later duplicates."""
+    answer = (answer or "").strip()
+    if not answer:
+        raise ApplicationError("The answer is empty.", extra={"fields": {"answer": ["This field is required."]}})
+    if len(answer) > ANSWER_MAX_CHARS:
+        raise ApplicationError(f"The answer is longer than {ANSWER_MAX_CHARS} characters.")
+    with transaction.atomic():
+        turn = Turn.objects.for_tenant(tenant).select_for_update().filter(pk=turn_id).first()
+        if turn is None or (
+            allowed_knowledge_base_id is not None and turn.knowledge_base_id != allowed_knowledge_base_id
+        ):
+            raise NotFoundError("Turn not found.")
+        if turn.mode != "retrieve":
+            raise ConflictError("Only a turn asked in retrieve mode takes a client answer.")
+        turn.answer = answer
+        turn.answer_tokens = token_count(answer)
+        turn.save(update_fields=["answer", "answer_tokens"])
+    state_forget(tenant_id=tenant.pk, conversation_id=turn.conversation_id)
+    return turn
+
+
+# --- audit review and retention ------------------------------------------------------------------------------------
+
+
+def dedup_event_review(*, tenant: Tenant, event_id: int, verdict: str, reviewer) -> DedupEvent:  # noqa: ANN001
+    if verdict not in ReviewVerdict.values:
+        raise ApplicationError(f"Unknown verdict {verdict!r}; use one of {', '.join(ReviewVerdict.values)}.")
+    event = DedupEvent.objects.for_tenant(tenant).filter(pk=event_id).first()
+    if event is None:
+        raise NotFoundError("Audit event not found.")
+    event.review_verdict = verdict
+    event.reviewed_by = reviewer
+    event.reviewed_at = timezone.now()
+    event.save(update_fields=["review_verdict", "reviewed_by", "reviewed_at"])
+    return event
+
+
+def conversations_purge_expired(*, now: datetime | None = None, batch_size: int = 500) -> int:
+    """Delete conversations past their expiry, across tenants (a retention job: `.unscoped()` on purpose), with
+    their turns and consumed items; audit events stay. Idempotent; returns how many were deleted."""
+    now = now or timezone.now()
+    deleted = 0
+    while True:
+        batch = list(
+            Conversation.objects.unscoped()
+            .filter(expires_at__lte=now)
+            .values_list("pk", "tenant_id", "knowledge_base__embedding_dimension")[:batch_size]
+        )
+        if not batch:
+            return deleted
+        ids = [pk for pk, _, _ in batch]
+        turns_by_tenant: dict[tuple[int, int], list[int]] = {}
+        for tenant_id, dimension, turn_id in (
+            Turn.objects.unscoped()
+            .filter(conversation_id__in=ids)
+            .values_list("tenant_id", "knowledge_base__embedding_dimension", "pk")
+        ):
+            turns_by_tenant.setdefault((tenant_id, dimension), []).append(turn_id)
+        Conversation.objects.unscoped().filter(pk__in=ids, expires_at__lte=now).delete()
+        for pk, tenant_id, _ in batch:
+            state_forget(tenant_id=tenant_id, conversation_id=pk)
+        tenant_scope = set(
+            DedupPolicy.objects.unscoped()
+            .filter(tenant_id__in={t for t, _ in turns_by_tenant}, scope=DedupScope.TENANT)
+            .values_list("tenant_id", flat=True)
+        )
+        for (tenant_id, dimension), turn_ids in turns_by_tenant.items():
+            if tenant_id not in tenant_scope:
+                continue  # only tenant-scope turns are indexed in Milvus
+            try:
+                vectorstore.question_vectors_delete(tenant_id=tenant_id, turn_ids=turn_ids, dimension=dimension)
+            except vectorstore.VectorStoreUnavailable:
+                logger.warning("question index unavailable: %s expired question vectors left", len(turn_ids))
+        deleted += len(ids)

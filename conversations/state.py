@@ -1,0 +1,183 @@
+"""The hot copy of a conversation's state in Redis: the recent QA pairs (question, vector, whether answered) and
+the consumed ids of the recent turns, under one key per conversation that names the tenant, with the policy's TTL.
+
+Redis is only a cache. Every read is checked against the conversation's `turn_count` from the database (read on
+every turn anyway): a copy that is missing, stale (a turn was written while Redis was down, or by a concurrent
+request) or unreadable is rebuilt from the database. Redis being down is never an error here.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+from django.conf import settings
+from redis.exceptions import RedisError
+
+from conversations.decisions import ConsumedRef
+from conversations.models import ConsumedItem, Conversation, Turn
+from kbplatform.redis_client import redis_connection
+
+logger = logging.getLogger(__name__)
+
+STATE_VERSION = 1
+# Enough history for the largest windows a policy allows (question and exclusion windows are at most 100).
+MAX_WINDOW = 100
+
+
+@dataclass
+class RecentTurn:
+    turn_id: int
+    number: int
+    question: str
+    vector: np.ndarray
+    answerable: bool
+
+
+@dataclass
+class ConversationState:
+    conversation_id: int
+    turn_count: int
+    recent_turns: list[RecentTurn] = field(default_factory=list)  # oldest first
+    consumed: list[ConsumedRef] = field(default_factory=list)
+    source: str = "database"  # "redis" | "database": for the audit log and tests
+
+    def previous_vector(self) -> np.ndarray | None:
+        return self.recent_turns[-1].vector if self.recent_turns else None
+
+
+def state_key(*, tenant_id: int, conversation_id: int) -> str:
+    """Names the tenant; prefixed like the cache (one prefix per deployment, one per test run)."""
+    prefix = settings.CACHES.get("default", {}).get("KEY_PREFIX") or "kb"
+    return f"{prefix}:conv:t{int(tenant_id)}:c{int(conversation_id)}"
+
+
+def vector_to_bytes(vector: np.ndarray) -> bytes:
+    return np.asarray(vector, dtype="<f4").tobytes()
+
+
+def vector_from_bytes(raw: bytes | memoryview) -> np.ndarray:
+    return np.frombuffer(bytes(raw), dtype="<f4")
+
+
+def _encode(state: ConversationState) -> str:
+    return json.dumps(
+        {
+            "v": STATE_VERSION,
+            "turn_count": state.turn_count,
+            "turns": [
+                [t.turn_id, t.number, t.question, base64.b64encode(vector_to_bytes(t.vector)).decode(), t.answerable]
+                for t in state.recent_turns
+            ],
+            "consumed": [[c.kind, c.item_id, c.turn_number] for c in state.consumed],
+        },
+        separators=(",", ":"),
+    )
+
+
+def _decode(conversation_id: int, raw: bytes) -> ConversationState:
+    data = json.loads(raw)
+    if data.get("v") != STATE_VERSION:
+        raise ValueError("state version")
+    return ConversationState(
+        conversation_id=conversation_id,
+        turn_count=int(data["turn_count"]),
+        recent_turns=[
+            RecentTurn(int(t[0]), int(t[1]), t[2], vector_from_bytes(base64.b64decode(t[3])), bool(t[4]))
+            for t in data["turns"]
+        ],
+        consumed=[ConsumedRef(c[0], int(c[1]), int(c[2])) for c in data["consumed"]],
+        source="redis",
+    )
+
+
+def state_from_database(*, conversation: Conversation) -> ConversationState:
+    """The state rebuilt from the rows (the source of truth)."""
+    tenant_id = conversation.tenant_id
+    turns = list(
+        Turn.objects.for_tenant(tenant_id)
+        .filter(conversation=conversation)
+        .order_by("-number")
+        .values_list("pk", "number", "question", "question_vector", "answer")[:MAX_WINDOW]
+    )
+    first_turn = max(1, conversation.turn_count + 1 - MAX_WINDOW)
+    consumed = (
+        ConsumedItem.objects.for_tenant(tenant_id)
+        .filter(conversation=conversation, turn_number__gte=first_turn)
+        .values_list("kind", "item_id", "turn_number")
+    )
+    return ConversationState(
+        conversation_id=conversation.pk,
+        turn_count=conversation.turn_count,
+        recent_turns=[
+            RecentTurn(pk, number, question, vector_from_bytes(vector), bool(answer))
+            for pk, number, question, vector, answer in reversed(turns)
+        ],
+        consumed=[ConsumedRef(kind, item_id, number) for kind, item_id, number in consumed],
+        source="database",
+    )
+
+
+def state_load(*, conversation: Conversation) -> ConversationState:
+    """The conversation's state: Redis when its copy is current, else the database."""
+    key = state_key(tenant_id=conversation.tenant_id, conversation_id=conversation.pk)
+    connection = redis_connection()
+    if connection is not None:
+        try:
+            raw = connection.get(key)
+            if raw is not None:
+                state = _decode(conversation.pk, raw)
+                if state.turn_count == conversation.turn_count:
+                    return state
+        except RedisError:
+            logger.warning("Redis unavailable reading %s: using the database", key)
+        except (ValueError, KeyError, IndexError, TypeError):
+            logger.warning("unreadable conversation state %s: rebuilding from the database", key)
+    return state_from_database(conversation=conversation)
+
+
+def state_after_turn(
+    *,
+    state: ConversationState,
+    turn: RecentTurn,
+    consumed: list[ConsumedRef],
+) -> ConversationState:
+    """The state once `turn` is written, when no other turn came in between (pure)."""
+    turns = [*state.recent_turns, turn][-MAX_WINDOW:]
+    first_turn = max(1, turn.number + 1 - MAX_WINDOW)
+    new_keys = {(c.kind, c.item_id) for c in consumed}
+    kept = [c for c in state.consumed if (c.kind, c.item_id) not in new_keys and c.turn_number >= first_turn]
+    return ConversationState(
+        conversation_id=state.conversation_id,
+        turn_count=turn.number,
+        recent_turns=turns,
+        consumed=kept + list(consumed),
+        source=state.source,
+    )
+
+
+def state_store(*, tenant_id: int, state: ConversationState, ttl_seconds: int) -> bool:
+    """Write the hot copy; False (and nothing raised) when Redis is down or absent."""
+    connection = redis_connection()
+    if connection is None:
+        return False
+    key = state_key(tenant_id=tenant_id, conversation_id=state.conversation_id)
+    try:
+        connection.set(key, _encode(state), ex=max(1, int(ttl_seconds)))
+        return True
+    except RedisError:
+        logger.warning("Redis unavailable writing %s: the database stays the source of truth", key)
+        return False
+
+
+def state_forget(*, tenant_id: int, conversation_id: int) -> None:
+    connection = redis_connection()
+    if connection is None:
+        return
+    try:
+        connection.delete(state_key(tenant_id=tenant_id, conversation_id=conversation_id))
+    except RedisError:
+        logger.warning("Redis unavailable forgetting conversation %s", conversation_id)

@@ -1,0 +1,336 @@
+"""Conversations through the REST API on real Redis and `milvus-lite server` (and PostgreSQL under CI)."""
+
+from __future__ import annotations
+
+import pytest
+from django.conf import settings
+
+from conversations.models import ConsumedItem, DedupEvent, DedupPolicy, Intent, Turn
+from conversations.state import state_key
+from kbplatform.redis_client import redis_connection
+from retrieval.models import Chunk
+from tenants.models import ApiKeyRole
+from tests.conftest import _client_for
+from tests.conversations.helpers import indexed_kb
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def services(redis_available, milvus_server):
+    return milvus_server
+
+
+@pytest.fixture
+def kb(services, tenant):
+    return indexed_kb(tenant)
+
+
+def start(client, kb, user_id: str = "") -> int:
+    response = client.post("/api/v1/conversations/", {"knowledge_base": kb.pk, "user_id": user_id}, format="json")
+    assert response.status_code == 201, response.content
+    return response.json()["id"]
+
+
+def ask(client, conversation_id: int, question: str, **extra) -> dict:
+    response = client.post(
+        f"/api/v1/conversations/{conversation_id}/messages/", {"question": question, **extra}, format="json"
+    )
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def set_policy(tenant, **fields) -> None:
+    DedupPolicy.objects.for_tenant(tenant).update(**fields)
+
+
+def test_new_tenant_is_seeded_with_policy_and_builtin_intents(tenant):
+    assert DedupPolicy.objects.for_tenant(tenant).count() == 1
+    assert set(Intent.objects.for_tenant(tenant).values_list("name", flat=True)) == {
+        "greeting",
+        "thanks",
+        "repeat",
+        "elaborate",
+    }
+
+
+def test_turn_answers_with_sources_and_writes_audit_event(api_client, tenant, kb):
+    conversation_id = start(api_client, kb)
+    body = ask(api_client, conversation_id, "How do I reset my password?")
+    assert body["dedup"]["action"] == "answered"
+    assert body["dedup"]["intent"] == "other"
+    assert body["sources"][0]["document_external_id"] == "password"
+    assert "[1]" in body["answer"]
+    assert len({s["document_id"] for s in body["sources"]}) == len(body["sources"])  # grouped by document
+    turn = Turn.objects.for_tenant(tenant).get(pk=body["turn_id"])
+    assert turn.number == 1 and turn.context_tokens > 0
+    assert sorted(turn.source_chunk_ids) == sorted(s["chunk_id"] for s in body["sources"])
+    event = DedupEvent.objects.for_tenant(tenant).get(turn=turn)
+    assert event.action == "answered" and event.threshold == DedupPolicy.objects.for_tenant(tenant).get().threshold
+
+
+def test_repeated_question_is_served_from_the_stored_answer(api_client, tenant, kb):
+    conversation_id = start(api_client, kb)
+    first = ask(api_client, conversation_id, "How do I reset my password?")
+    second = ask(api_client, conversation_id, "How can I reset my password?")
+    assert second["dedup"]["action"] == "served_cached"
+    assert second["dedup"]["matched_turn_id"] == first["turn_id"]
+    assert second["dedup"]["similarity"] >= DedupPolicy.objects.for_tenant(tenant).get().threshold
+    assert second["answer"] == first["answer"]
+    assert [s["chunk_id"] for s in second["sources"]] == [s["chunk_id"] for s in first["sources"]]
+    event = DedupEvent.objects.for_tenant(tenant).get(turn_id=second["turn_id"])
+    first_turn = Turn.objects.for_tenant(tenant).get(pk=first["turn_id"])
+    assert event.tokens_saved == first_turn.context_tokens + first_turn.answer_tokens > 0
+
+
+def test_next_turn_leaves_out_documents_already_shown(api_client, tenant, kb):
+    set_policy(tenant, min_results=1)
+    conversation_id = start(api_client, kb)
+    first = ask(api_client, conversation_id, "How do I reset my password?")
+    shown = {s["document_id"] for s in first["sources"]}
+    second = ask(api_client, conversation_id, "Where do I manage account security settings?")
+    assert second["dedup"]["excluded_count"] == len(shown)
+    assert second["dedup"]["relaxed"] is False
+    assert not shown & {s["document_id"] for s in second["sources"]}
+    assert ConsumedItem.objects.for_tenant(tenant).filter(kind="doc").count() == len(
+        shown | {s["document_id"] for s in second["sources"]}
+    )
+
+
+def test_exclusion_relaxes_when_too_little_is_left(api_client, tenant, services):
+    small = indexed_kb(
+        tenant, {"a": ["Passwords are reset from the Security page."], "b": ["Plans are billed yearly."]}
+    )
+    set_policy(tenant, min_results=2)
+    conversation_id = start(api_client, small)
+    first = ask(api_client, conversation_id, "How do I reset my password?")
+    assert len(first["sources"]) == 2
+    second = ask(api_client, conversation_id, "Which page resets passwords?")
+    assert second["dedup"]["relaxed"] is True
+    assert second["dedup"]["excluded_count"] == 2
+    assert len(second["sources"]) == 2
+    assert DedupEvent.objects.for_tenant(tenant).get(turn_id=second["turn_id"]).relaxed is True
+
+
+def test_repeat_intent_shows_the_same_passages_again(api_client, tenant, kb):
+    set_policy(tenant, min_results=1)
+    conversation_id = start(api_client, kb)
+    first = ask(api_client, conversation_id, "How much does the Team plan cost?")
+    again = ask(api_client, conversation_id, "show me that again")
+    assert again["dedup"]["intent"] == "repeat"
+    assert again["dedup"]["excluded_count"] == 0
+    assert [s["chunk_id"] for s in again["sources"]] == [s["chunk_id"] for s in first["sources"]]
+
+
+def test_smalltalk_neither_retrieves_nor_dedups(api_client, tenant, kb):
+    conversation_id = start(api_client, kb)
+    ask(api_client, conversation_id, "hello")
+    body = ask(api_client, conversation_id, "hello")
+    assert body["dedup"]["action"] == "smalltalk" and body["dedup"]["intent"] == "greeting"
+    assert body["sources"] == [] and body["answer"]
+
+
+def test_force_refresh_and_elaborate_bypass_question_dedup(api_client, tenant, kb):
+    conversation_id = start(api_client, kb)
+    ask(api_client, conversation_id, "How do I reset my password?")
+    forced = ask(api_client, conversation_id, "How do I reset my password?", force_refresh=True)
+    assert forced["dedup"]["action"] == "bypassed" and forced["dedup"]["matched_turn_id"] is None
+    more = ask(api_client, conversation_id, "explain in more detail")
+    assert more["dedup"]["intent"] == "elaborate" and more["dedup"]["action"] == "bypassed"
+
+
+def test_stored_answer_is_not_served_once_its_sources_changed(api_client, tenant, kb):
+    conversation_id = start(api_client, kb)
+    first = ask(api_client, conversation_id, "How do I reset my password?")
+    Chunk.objects.for_tenant(tenant).filter(pk=first["sources"][0]["chunk_id"]).update(content_hash="changed")
+    second = ask(api_client, conversation_id, "How can I reset my password?")
+    assert second["dedup"]["action"] == "bypassed"
+    assert second["dedup"]["reason"] == "sources changed"
+
+
+def test_shadow_mode_logs_the_hit_but_answers_fresh(api_client, tenant, kb):
+    set_policy(tenant, shadow_mode=True)
+    conversation_id = start(api_client, kb)
+    first = ask(api_client, conversation_id, "How do I reset my password?")
+    second = ask(api_client, conversation_id, "How can I reset my password?")
+    assert second["dedup"]["action"] == "answered"
+    assert second["dedup"]["shadow_action"] == "served_cached"
+    assert second["dedup"]["excluded_count"] >= 1  # decided...
+    event = DedupEvent.objects.for_tenant(tenant).get(turn_id=second["turn_id"])
+    assert event.action == "served_cached" and event.shadow is True
+    shown_before = {s["chunk_id"] for s in first["sources"]}
+    assert {s["chunk_id"] for s in second["sources"]} & shown_before  # ...but not applied
+
+
+def test_retrieve_mode_then_client_answer_serves_later_duplicates(api_client, tenant, kb):
+    conversation_id = start(api_client, kb)
+    retrieved = ask(api_client, conversation_id, "How much does the Team plan cost?", mode="retrieve")
+    assert retrieved["answer"] is None and retrieved["sources"]
+    unanswered = ask(api_client, conversation_id, "What does the Team plan cost?")
+    assert unanswered["dedup"]["action"] != "served_cached"
+    response = api_client.put(
+        f"/api/v1/turns/{retrieved['turn_id']}/answer/", {"answer": "12 dollars per user per month."}, format="json"
+    )
+    assert response.status_code == 200 and response.json()["answer"] == "12 dollars per user per month."
+    later = ask(api_client, conversation_id, "How much does the Team plan cost per month?")
+    assert later["dedup"]["action"] == "served_cached"
+    assert later["answer"] == "12 dollars per user per month."
+
+
+def test_client_answer_only_for_retrieve_mode_and_not_empty(api_client, kb):
+    conversation_id = start(api_client, kb)
+    answered = ask(api_client, conversation_id, "How do I reset my password?")
+    url = f"/api/v1/turns/{answered['turn_id']}/answer/"
+    assert api_client.put(url, {"answer": "mine"}, format="json").status_code == 409
+    assert api_client.put(url, {"answer": ""}, format="json").status_code == 400
+
+
+def test_user_scope_finds_the_same_users_question_in_another_conversation(api_client, tenant, kb):
+    set_policy(tenant, scope="user")
+    first = ask(api_client, start(api_client, kb, user_id="u1"), "How do I reset my password?")
+    other_user = ask(api_client, start(api_client, kb, user_id="u2"), "How can I reset my password?")
+    assert other_user["dedup"]["action"] == "answered"
+    same_user = ask(api_client, start(api_client, kb, user_id="u1"), "How can I reset my password?")
+    assert same_user["dedup"]["action"] == "served_cached"
+    assert same_user["dedup"]["matched_turn_id"] == first["turn_id"]
+
+
+def test_tenant_scope_searches_questions_in_milvus_and_never_across_tenants(
+    api_client, other_api_client, tenant, other_tenant, kb
+):
+    set_policy(tenant, scope="tenant")
+    set_policy(other_tenant, scope="tenant")
+    first = ask(api_client, start(api_client, kb, user_id="a"), "How do I reset my password?")
+    other = ask(api_client, start(api_client, kb, user_id="b"), "How can I reset my password?")
+    assert other["dedup"]["action"] == "served_cached" and other["dedup"]["matched_turn_id"] == first["turn_id"]
+    other_kb = indexed_kb(other_tenant, name="other")
+    foreign = ask(other_api_client, start(other_api_client, other_kb), "How can I reset my password?")
+    assert foreign["dedup"]["action"] == "answered"
+
+
+def test_followup_in_another_context_is_not_served(api_client, tenant, kb):
+    conversation_id = start(api_client, kb)
+    ask(api_client, conversation_id, "How much does the Team plan cost?")
+    ask(api_client, conversation_id, "and for admins?")
+    ask(api_client, conversation_id, "How do I export reports as PDF?")
+    again = ask(api_client, conversation_id, "and for admins?")
+    assert again["dedup"]["action"] != "served_cached"
+
+
+def test_redis_down_mid_conversation_loses_nothing(api_client, tenant, kb, monkeypatch):
+    set_policy(tenant, min_results=0)  # never relax: every shown document must stay excluded
+    conversation_id = start(api_client, kb)
+    first = ask(api_client, conversation_id, "How do I reset my password?")
+    key = state_key(tenant_id=tenant.pk, conversation_id=conversation_id)
+    assert redis_connection().get(key) is not None  # the hot copy is in Redis
+
+    # Redis "stops": every connection now goes to a port nothing listens on.
+    monkeypatch.setattr(settings, "REDIS_URL", "redis://127.0.0.1:1/0")
+    during = ask(api_client, conversation_id, "How much does the Team plan cost?")
+    assert during["dedup"]["action"] == "answered"
+    repeat = ask(api_client, conversation_id, "How can I reset my password?")
+    assert repeat["dedup"]["action"] == "served_cached" and repeat["dedup"]["matched_turn_id"] == first["turn_id"]
+
+    # Redis is back with a copy two turns old: it is detected as stale and rebuilt from the database.
+    monkeypatch.undo()
+    after = ask(api_client, conversation_id, "Who can see the audit log?")
+    shown = {s["document_id"] for s in first["sources"]} | {s["document_id"] for s in during["sources"]}
+    assert after["dedup"]["excluded_count"] == len(shown)
+    assert not shown & {s["document_id"] for s in after["sources"]}
+    assert list(
+        Turn.objects.for_tenant(tenant).filter(conversation_id=conversation_id).values_list("number", flat=True)
+    ) == [
+        1,
+        2,
+        3,
+        4,
+    ]
+    assert DedupEvent.objects.for_tenant(tenant).filter(conversation_ref=conversation_id).count() == 4
+
+
+# --- cross-tenant and permissions -------------------------------------------------------------------------------------
+
+
+def test_other_tenants_conversation_turn_and_knowledge_base_are_404(api_client, other_api_client, kb):
+    conversation_id = start(api_client, kb)
+    turn_id = ask(api_client, conversation_id, "How much does the Team plan cost?", mode="retrieve")["turn_id"]
+    assert other_api_client.get(f"/api/v1/conversations/{conversation_id}/").status_code == 404
+    response = other_api_client.post(
+        f"/api/v1/conversations/{conversation_id}/messages/", {"question": "hi"}, format="json"
+    )
+    assert response.status_code == 404
+    assert other_api_client.put(f"/api/v1/turns/{turn_id}/answer/", {"answer": "x"}, format="json").status_code == 404
+    response = other_api_client.post("/api/v1/conversations/", {"knowledge_base": kb.pk}, format="json")
+    assert response.status_code == 404
+    assert other_api_client.get("/api/v1/audit-events/").json()["count"] == 0
+    assert other_api_client.get(f"/api/v1/audit-events/?conversation={conversation_id}").json()["count"] == 0
+
+
+def test_conversation_detail_lists_turns(api_client, kb):
+    conversation_id = start(api_client, kb)
+    ask(api_client, conversation_id, "How do I reset my password?")
+    ask(api_client, conversation_id, "thanks")
+    body = api_client.get(f"/api/v1/conversations/{conversation_id}/").json()
+    assert body["turn_count"] == 2
+    assert [t["number"] for t in body["turns"]] == [1, 2]
+    assert body["turns"][1]["decision"] == "smalltalk"
+
+
+def test_dedup_policy_admin_only_and_validated(api_client, standard_api_client, other_api_client, tenant):
+    assert standard_api_client.get("/api/v1/dedup-policy/").status_code == 403
+    assert standard_api_client.put("/api/v1/dedup-policy/", {"threshold": 0.5}, format="json").status_code == 403
+    policy = api_client.get("/api/v1/dedup-policy/").json()
+    assert policy["scope"] == "session" and policy["allowlisted_intents"] == ["other"]
+    response = api_client.put(
+        "/api/v1/dedup-policy/", {"threshold": 0.8, "scope": "user", "exclusion_window": 3}, format="json"
+    )
+    assert response.status_code == 200 and response.json()["threshold"] == 0.8
+    assert other_api_client.get("/api/v1/dedup-policy/").json()["threshold"] != 0.8
+    for bad in (
+        {"threshold": 0},
+        {"threshold": 1.01},
+        {"question_window": 0},
+        {"exclusion_window": 101},
+        {"ttl_seconds": 0},
+        {"allowlisted_intents": ["nope"]},
+        {"scope": "planet"},
+    ):
+        response = api_client.put("/api/v1/dedup-policy/", bad, format="json")
+        assert response.status_code == 400, bad
+        assert response.json()["extra"]["fields"], bad
+    assert DedupPolicy.objects.for_tenant(tenant).get().threshold == 0.8
+
+
+def test_audit_events_filter(api_client, kb):
+    conversation_id = start(api_client, kb)
+    ask(api_client, conversation_id, "How do I reset my password?")
+    ask(api_client, conversation_id, "How can I reset my password?")
+    ask(api_client, conversation_id, "hello")
+    assert api_client.get("/api/v1/audit-events/").json()["count"] == 3
+    cached = api_client.get("/api/v1/audit-events/?action=served_cached").json()
+    assert cached["count"] == 1 and cached["results"][0]["similarity"] >= 0.8
+    assert api_client.get("/api/v1/audit-events/?similarity_min=0.999").json()["count"] == 0
+    assert api_client.get(f"/api/v1/audit-events/?conversation={conversation_id}").json()["count"] == 3
+    assert api_client.get("/api/v1/audit-events/?created_from=2999-01-01T00:00:00Z").json()["count"] == 0
+    assert api_client.get("/api/v1/audit-events/?action=nonsense").status_code == 400
+
+
+def test_bad_input_is_400(api_client, kb):
+    conversation_id = start(api_client, kb)
+    url = f"/api/v1/conversations/{conversation_id}/messages/"
+    assert api_client.post(url, {"question": "   "}, format="json").status_code == 400
+    assert api_client.post(url, {"question": "x", "mode": "poem"}, format="json").status_code == 400
+    assert api_client.post(url, {"question": "x" * 5000}, format="json").status_code == 400
+    assert api_client.post("/api/v1/conversations/", {"knowledge_base": "x"}, format="json").status_code == 400
+
+
+def test_key_bound_to_another_knowledge_base_sees_404(api_client, tenant, kb):
+    other_kb = indexed_kb(tenant, {"x": ["Something else entirely."]}, name="second")
+    from tenants.services import api_key_create
+
+    _, raw = api_key_create(tenant=tenant, name="bound", role=ApiKeyRole.STANDARD, knowledge_base=other_kb)
+    bound = _client_for(tenant)
+    bound.credentials(HTTP_AUTHORIZATION=f"Api-Key {raw}")
+    conversation_id = start(api_client, kb)
+    assert bound.get(f"/api/v1/conversations/{conversation_id}/").status_code == 404
+    assert bound.post("/api/v1/conversations/", {"knowledge_base": kb.pk}, format="json").status_code == 404

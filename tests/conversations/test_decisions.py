@@ -1,0 +1,265 @@
+"""The pure decisions of the turn pipeline, tested directly (no database, no model)."""
+
+import numpy as np
+import pytest
+
+from conversations import decisions as d
+from retrieval.vectorstore import filter_build, question_filter_build
+
+
+def unit(*values: float) -> np.ndarray:
+    vector = np.array(values, dtype=np.float32)
+    return vector / np.linalg.norm(vector)
+
+
+# --- plan -------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "intent", "force", "scope", "allow", "expected"),
+    [
+        ("normal", "other", False, "session", ("other",), (False, True, True, "")),
+        ("smalltalk", "greeting", False, "session", ("other",), (True, False, False, "")),
+        ("smalltalk", "greeting", True, "tenant", ("greeting",), (True, False, False, "")),
+        ("repeat", "repeat", False, "session", ("other",), (False, False, False, "intent repeat")),
+        ("elaborate", "elaborate", False, "session", ("other",), (False, False, True, "intent elaborate")),
+        ("normal", "other", True, "session", ("other",), (False, False, True, "force_refresh")),
+        ("normal", "billing", False, "session", ("other",), (False, False, True, "intent billing not allowlisted")),
+        ("normal", "billing", False, "session", ("other", "billing"), (False, True, True, "")),
+        ("normal", "other", False, "off", ("other",), (False, False, True, "")),
+    ],
+)
+def test_turn_plan(behaviour, intent, force, scope, allow, expected):
+    policy = d.PolicyView(scope=scope, allowlisted_intents=allow)
+    plan = d.turn_plan(policy=policy, intent=intent, behaviour=behaviour, force_refresh=force)
+    assert (plan.smalltalk, plan.check_duplicates, plan.exclusion, plan.bypass_reason) == expected
+
+
+def test_turn_plan_exclusion_disabled_by_policy():
+    plan = d.turn_plan(
+        policy=d.PolicyView(exclusion_enabled=False), intent="other", behaviour="normal", force_refresh=False
+    )
+    assert plan.exclusion is False and plan.check_duplicates is True
+
+
+# --- window maths ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("next_turn", "window", "first"),
+    [(1, 5, 1), (2, 5, 1), (6, 5, 1), (7, 5, 2), (100, 1, 99), (100, 100, 1), (101, 100, 1), (102, 100, 2)],
+)
+def test_window_first_turn(next_turn, window, first):
+    assert d.window_first_turn(next_turn_number=next_turn, window=window) == first
+
+
+def test_window_must_be_positive():
+    with pytest.raises(ValueError):
+        d.window_first_turn(next_turn_number=3, window=0)
+
+
+def test_excluded_ids_keep_only_window_and_granularity():
+    consumed = [
+        d.ConsumedRef("doc", 10, 1),
+        d.ConsumedRef("doc", 11, 2),
+        d.ConsumedRef("doc", 12, 6),
+        d.ConsumedRef("chunk", 500, 6),
+        d.ConsumedRef("doc", 12, 6),
+        d.ConsumedRef("doc", 13, 7),  # a turn not yet before the next one (concurrent): never excluded
+    ]
+    # next turn 7, window 5 -> turns 2..6
+    assert d.excluded_ids(consumed=consumed, granularity="doc", next_turn_number=7, window=5) == [11, 12]
+    assert d.excluded_ids(consumed=consumed, granularity="chunk", next_turn_number=7, window=5) == [500]
+    assert d.excluded_ids(consumed=consumed, granularity="doc", next_turn_number=7, window=1) == [12]
+    assert d.excluded_ids(consumed=[], granularity="doc", next_turn_number=1, window=5) == []
+
+
+# --- relax rule ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("count", "min_results", "wanted", "relaxes"),
+    [(0, 3, 5, True), (2, 3, 5, True), (3, 3, 5, False), (5, 3, 5, False), (4, 10, 5, True), (5, 10, 5, False)],
+)
+def test_exclusion_relaxes(count, min_results, wanted, relaxes):
+    assert d.exclusion_relaxes(result_count=count, min_results=min_results, wanted=wanted) is relaxes
+
+
+def test_min_results_zero_never_relaxes():
+    assert d.exclusion_relaxes(result_count=0, min_results=0, wanted=5) is False
+
+
+def test_relaxed_merge_keeps_novel_first_then_fills_without_repeats():
+    novel = [("d7", 0.5)]
+    full = [("d1", 0.9), ("d7", 0.5), ("d2", 0.8), ("d3", 0.7)]
+    merged = d.relaxed_merge(excluded_results=novel, full_results=full, key=lambda r: r[0], limit=3)
+    assert merged == [("d7", 0.5), ("d1", 0.9), ("d2", 0.8)]
+
+
+# --- filter building and quoting -----------------------------------------------------------------------------------
+
+
+def test_filter_names_tenant_and_leaves_out_empty_lists():
+    assert filter_build(tenant_id=3, knowledge_base_id=9, exclude_document_ids=[]) == (
+        'tenant_id == "t3" and knowledge_base_id == 9'
+    )
+    assert filter_build(tenant_id=3, knowledge_base_id=9, exclude_document_ids=[5, 2, 5]) == (
+        'tenant_id == "t3" and knowledge_base_id == 9 and document_id not in [2, 5]'
+    )
+    assert filter_build(tenant_id=3, exclude_chunk_ids=[8]).endswith("chunk_id not in [8]")
+
+
+def test_question_filter_names_tenant_first_and_quotes_values():
+    expression = question_filter_build(tenant_id=4, knowledge_base_id=2, created_after=1700000000, turn_ids=[9, 3])
+    assert expression == (
+        'tenant_id == "t4" and knowledge_base_id == 2 and created_ts >= 1700000000 and turn_id in [3, 9]'
+    )
+    assert question_filter_build(tenant_id=4, turn_ids=[]) == 'tenant_id == "t4"'
+    with pytest.raises(ValueError):
+        question_filter_build(tenant_id=4, turn_ids=["1 or true"])
+
+
+# --- intents ----------------------------------------------------------------------------------------------------------
+
+
+def test_intent_is_nearest_example_above_floor_else_other():
+    intents = [
+        d.IntentExamples("greeting", "smalltalk", np.stack([unit(1, 0, 0), unit(1, 0.1, 0)])),
+        d.IntentExamples("repeat", "repeat", np.stack([unit(0, 1, 0)])),
+        d.IntentExamples("empty", "normal", np.zeros((0, 3), dtype=np.float32)),
+    ]
+    assert d.intent_classify(question_vector=unit(1, 0.05, 0), intents=intents, floor=0.8)[:2] == (
+        "greeting",
+        "smalltalk",
+    )
+    assert d.intent_classify(question_vector=unit(0.1, 1, 0), intents=intents, floor=0.8)[:2] == ("repeat", "repeat")
+    assert d.intent_classify(question_vector=unit(0, 0, 1), intents=intents, floor=0.8)[:2] == ("other", "normal")
+    assert d.intent_classify(question_vector=unit(1, 1, 0), intents=intents, floor=0.8)[:2] == ("other", "normal")
+
+
+# --- agreement and follow-ups --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "agrees", "reason"),
+    [
+        ("How do I reset my password?", "How can I reset my password?", True, ""),
+        ("Pricing for the 2016 plan?", "Pricing for the 2017 plan?", False, "numbers differ"),
+        ("Can I export reports to PDF?", "Can't I export reports to PDF?", False, "negation differs"),
+        ("How do I install Python on Windows?", "How do I uninstall Java on Linux?", False, "salient words differ"),
+        ("What are the prices of plans?", "What is the plan price?", True, ""),
+    ],
+)
+def test_questions_agree(first, second, agrees, reason):
+    agreement = d.questions_agree(first, second)
+    assert agreement.agrees is agrees
+    assert agreement.reason == reason
+
+
+@pytest.mark.parametrize(
+    ("question", "dependent"),
+    [
+        ("and for admins?", True),
+        ("What about the enterprise plan?", True),
+        ("How do I change it?", True),
+        ("Is that free?", True),
+        ("pricing?", True),
+        ("How do I reset the password of an administrator account?", False),
+        ("Which countries does the Arizona Cardinals franchise play games in?", False),
+    ],
+)
+def test_context_dependent_questions(question, dependent):
+    assert d.question_is_context_dependent(question) is dependent
+
+
+def _stored(turn_id, question, vector, previous=None, answerable=True, conversation_id=1):
+    return d.StoredQuestion(
+        turn_id=turn_id,
+        question=question,
+        vector=vector,
+        conversation_id=conversation_id,
+        previous_vector=previous,
+        answerable=answerable,
+    )
+
+
+def test_duplicate_at_threshold_hits_and_below_does_not():
+    q = unit(1, 0, 0)
+    close = unit(1, 0.2, 0)  # cosine ~0.98
+    candidate = _stored(7, "How do I reset my password quickly?", close)
+    threshold = float(q @ close)
+    hit = d.duplicate_decide(
+        question="How can I reset my password quickly?",
+        question_vector=q,
+        previous_vector=None,
+        candidates=[candidate],
+        threshold=threshold,
+    )
+    assert hit.hit and hit.turn_id == 7 and hit.similarity == pytest.approx(threshold)
+    miss = d.duplicate_decide(
+        question="How can I reset my password quickly?",
+        question_vector=q,
+        previous_vector=None,
+        candidates=[candidate],
+        threshold=threshold + 1e-4,
+    )
+    assert not miss.hit and miss.reason == "below threshold" and miss.turn_id == 7
+
+
+def test_duplicate_skips_refused_candidates_and_reports_them():
+    q = unit(1, 0, 0)
+    candidates = [
+        _stored(1, "Pricing of the 2016 business plan?", unit(1, 0.01, 0)),  # numbers differ
+        _stored(2, "Pricing of the 2017 business plan?", unit(1, 0.02, 0), answerable=False),
+        _stored(3, "What is the pricing of the 2017 business plan?", unit(1, 0.05, 0)),
+    ]
+    decision = d.duplicate_decide(
+        question="Pricing of the 2017 business plan?",
+        question_vector=q,
+        previous_vector=None,
+        candidates=candidates,
+        threshold=0.9,
+    )
+    assert decision.hit and decision.turn_id == 3
+    assert decision.refused == [(1, "numbers differ"), (2, "no stored answer")]
+
+
+def test_followup_guard_needs_the_same_context():
+    q = unit(1, 0, 0)
+    pricing, api_limits = unit(0, 1, 0), unit(0, 0, 1)
+    stored = _stored(5, "and for admins?", q, previous=pricing)
+    other_context = d.duplicate_decide(
+        question="and for admins?", question_vector=q, previous_vector=api_limits, candidates=[stored], threshold=0.9
+    )
+    assert not other_context.hit and other_context.reason == "follow-up in another context"
+    same_context = d.duplicate_decide(
+        question="and for admins?",
+        question_vector=q,
+        previous_vector=unit(0, 1, 0.05),
+        candidates=[stored],
+        threshold=0.9,
+    )
+    assert same_context.hit
+    first_turn_vs_followup = d.duplicate_decide(
+        question="and for admins?", question_vector=q, previous_vector=None, candidates=[stored], threshold=0.9
+    )
+    assert not first_turn_vs_followup.hit
+
+
+def test_standalone_question_ignores_context():
+    q = unit(1, 0, 0)
+    stored = _stored(5, "How do I rotate the API keys of my organisation?", q, previous=unit(0, 1, 0))
+    decision = d.duplicate_decide(
+        question="How do I rotate the API keys of my organisation?",
+        question_vector=q,
+        previous_vector=unit(0, 0, 1),
+        candidates=[stored],
+        threshold=0.9,
+    )
+    assert decision.hit
+
+
+def test_no_candidates_no_hit():
+    assert d.duplicate_decide(
+        question="x", question_vector=unit(1, 0), previous_vector=None, candidates=[], threshold=0.5
+    ) == d.DuplicateDecision(hit=False)
