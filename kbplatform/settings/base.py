@@ -135,6 +135,8 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBIL
 CELERY_BEAT_SCHEDULE: dict = {
     # Documents whose worker died (lease expired) or whose task never reached the broker are queued again.
     "documents-recover-stalled": {"task": "documents_recover_stalled", "schedule": 60.0},
+    # Conversations past their expiry (policy TTL after the last turn) are deleted; audit events stay.
+    "conversations-purge-expired": {"task": "conversations.purge_expired", "schedule": 300.0},
 }
 
 # --- Milvus ---------------------------------------------------------------------------------------------

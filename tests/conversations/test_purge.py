@@ -1,0 +1,66 @@
+"""Expired conversations are purged with their turns and consumed items; the audit log stays."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from conversations.models import ConsumedItem, Conversation, DedupEvent, Turn
+from conversations.services import conversations_purge_expired
+from conversations.tasks import conversations_purge_expired_task
+from retrieval.models import KnowledgeBase
+
+pytestmark = pytest.mark.django_db
+
+
+def _conversation(tenant, kb, *, expires_in: timedelta) -> Conversation:
+    conversation = Conversation.objects.create(tenant=tenant, knowledge_base=kb, expires_at=timezone.now() + expires_in)
+    turn = Turn.objects.create(
+        tenant=tenant,
+        conversation=conversation,
+        knowledge_base=kb,
+        number=1,
+        question="q",
+        question_vector=b"\x00\x00\x00\x00",
+        decision="answered",
+    )
+    ConsumedItem.objects.create(tenant=tenant, conversation=conversation, item_id=1, kind="doc", turn_number=1)
+    DedupEvent.objects.create(
+        tenant=tenant,
+        conversation=conversation,
+        conversation_ref=conversation.pk,
+        turn=turn,
+        turn_ref=turn.pk,
+        action="answered",
+        scope="session",
+        threshold=0.9,
+        question_window=10,
+        exclusion_window=5,
+        granularity="doc",
+    )
+    return conversation
+
+
+def test_purge_deletes_only_expired_and_keeps_audit_events(tenant, other_tenant):
+    kb = KnowledgeBase.objects.create(tenant=tenant, name="kb")
+    other_kb = KnowledgeBase.objects.create(tenant=other_tenant, name="kb")
+    expired = _conversation(tenant, kb, expires_in=timedelta(seconds=-1))
+    other_expired = _conversation(other_tenant, other_kb, expires_in=timedelta(minutes=-5))
+    live = _conversation(tenant, kb, expires_in=timedelta(hours=1))
+
+    assert conversations_purge_expired_task.apply().get() == 2
+    assert list(Conversation.objects.unscoped().values_list("pk", flat=True)) == [live.pk]
+    assert Turn.objects.unscoped().filter(conversation_id__in=[expired.pk, other_expired.pk]).count() == 0
+    assert ConsumedItem.objects.unscoped().count() == 1
+    kept = DedupEvent.objects.for_tenant(tenant).get(conversation_ref=expired.pk)
+    assert kept.conversation_id is None and kept.turn_id is None and kept.turn_ref is not None
+    assert conversations_purge_expired() == 0  # idempotent
+
+
+def test_expired_conversation_refuses_new_turns_with_410(api_client, tenant):
+    kb = KnowledgeBase.objects.create(tenant=tenant, name="kb")
+    expired = _conversation(tenant, kb, expires_in=timedelta(seconds=-1))
+    response = api_client.post(f"/api/v1/conversations/{expired.pk}/messages/", {"question": "hi"}, format="json")
+    assert response.status_code == 410 and "expired" in response.json()["message"]
