@@ -1,0 +1,123 @@
+"""Shared set-up of the ingestion benchmarks: a private database, Milvus Lite server and Celery worker.
+
+Each run uses `var/bench/` (SQLite, unless DATABASE_URL is set), a `milvus-lite server` on a free port with a
+throw-away data directory, the local Redis as broker on a queue of its own, and one real Celery worker, so the
+figures are those of the platform as deployed by `make run`, not of functions called in-process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT.parent / "shared" / "data"
+SCIFACT = DATA / "scifact"
+sys.path.insert(0, str(ROOT))
+
+
+@contextmanager
+def platform(*, name: str) -> Iterator[dict]:
+    """Start Milvus and configure Django for a benchmark; yields the environment the worker must get."""
+    from tests.services import MilvusServer
+
+    var_dir = ROOT / "var" / "bench"
+    var_dir.mkdir(parents=True, exist_ok=True)
+    server = MilvusServer()
+    server.start()
+    env = {
+        "DJANGO_SETTINGS_MODULE": "kbplatform.settings.base",
+        "KB_VAR_DIR": str(var_dir),
+        "MILVUS_URI": server.uri,
+        "MILVUS_COLLECTION": f"bench_{name}",
+        "CELERY_TASK_DEFAULT_QUEUE": f"bench-{name}-{uuid.uuid4().hex[:8]}",
+        "CELERY_TASK_ALWAYS_EAGER": "false",
+        "LOG_LEVEL": "WARNING",
+        "PYTHONUNBUFFERED": "1",
+    }
+    os.environ.update(env)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    try:
+        yield dict(os.environ)
+    finally:
+        server.close()
+
+
+@contextmanager
+def worker(env: dict) -> Iterator[object]:
+    from tests.services import CeleryWorker
+
+    process = CeleryWorker(env=env, queue=env["CELERY_TASK_DEFAULT_QUEUE"])
+    process.start(timeout=180)
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+def beir_corpus(path: Path, limit: int | None = None) -> list[dict]:
+    rows = []
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                rows.append(json.loads(line))
+            if limit is not None and len(rows) >= limit:
+                break
+    return rows
+
+
+def wait_indexed(*, tenant, knowledge_base, expected: int, timeout: float = 7200, label: str = "") -> dict:  # noqa: ANN001
+    """Poll until every document of the knowledge base is indexed or failed; prints progress on one line."""
+    from retrieval.models import Document, DocumentStatus
+
+    deadline = time.monotonic() + timeout
+    last = -1
+    while time.monotonic() < deadline:
+        counts = dict.fromkeys(DocumentStatus.values, 0)
+        for status in (
+            Document.objects.for_tenant(tenant).filter(knowledge_base=knowledge_base).values_list("status", flat=True)
+        ):
+            counts[status] += 1
+        finished = counts[DocumentStatus.INDEXED] + counts[DocumentStatus.FAILED]
+        if finished != last:
+            print(f"\r  {label} {finished}/{expected} documents finished", end="", file=sys.stderr, flush=True)
+            last = finished
+        if finished >= expected:
+            print(file=sys.stderr)
+            return counts
+        time.sleep(0.5)
+    raise TimeoutError(f"not all documents finished within {timeout}s")
+
+
+def scifact_ingest(*, tenant, knowledge_base, limit: int | None = None) -> tuple[int, float, dict]:  # noqa: ANN001
+    """Ingest the SciFact corpus through the worker; returns (documents, seconds, status counts)."""
+    from retrieval.services import BulkDocument, documents_create_bulk
+
+    rows = beir_corpus(SCIFACT / "corpus.jsonl", limit)
+    started = time.perf_counter()
+    documents_create_bulk(
+        tenant=tenant,
+        knowledge_base=knowledge_base,
+        documents=[
+            BulkDocument(title=row.get("title") or row["_id"], external_id=str(row["_id"]), text=_beir_text(row))
+            for row in rows
+        ],
+    )
+    counts = wait_indexed(tenant=tenant, knowledge_base=knowledge_base, expected=len(rows), label="platform")
+    return len(rows), time.perf_counter() - started, counts
+
+
+def _beir_text(row: dict) -> str:
+    title, text = (row.get("title") or "").strip(), (row.get("text") or "").strip()
+    return f"{title}\n\n{text}" if title else text
