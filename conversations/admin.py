@@ -29,6 +29,7 @@ from django.utils.text import Truncator
 
 from conversations import admin_views
 from conversations.admin_services import dedup_events_review
+from conversations.dashboard import duration_display
 from conversations.models import (
     ConsumedItem,
     Conversation,
@@ -46,8 +47,19 @@ from tenants.models import Role
 SUPPORT_ROLES = (Role.ADMIN, Role.SUPPORT)
 
 
+class RecordedByTheSystemMixin:
+    """Conversations, turns and what they showed are written by the conversation service only: the admin
+    may read them and a tenant admin may delete (purge) them, never add or edit them."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
 @admin.register(Conversation)
-class ConversationAdmin(TenantScopedAdmin):
+class ConversationAdmin(RecordedByTheSystemMixin, TenantScopedAdmin):
     list_display = ("id", "tenant", "knowledge_base", "user_id", "turn_count", "last_active_at", "expires_at")
     # RelatedOnlyFieldListFilter offers only tenants present in the scoped rows, never the full tenant list.
     list_filter = (("tenant", admin.RelatedOnlyFieldListFilter),)
@@ -56,7 +68,7 @@ class ConversationAdmin(TenantScopedAdmin):
 
 
 @admin.register(Turn)
-class TurnAdmin(TenantScopedAdmin):
+class TurnAdmin(RecordedByTheSystemMixin, TenantScopedAdmin):
     list_display = ("id", "conversation", "number", "intent", "decision", "similarity", "created_at")
     list_filter = ("decision",)
     search_fields = ("question",)
@@ -65,7 +77,7 @@ class TurnAdmin(TenantScopedAdmin):
 
 
 @admin.register(ConsumedItem)
-class ConsumedItemAdmin(TenantScopedAdmin):
+class ConsumedItemAdmin(RecordedByTheSystemMixin, TenantScopedAdmin):
     list_display = ("conversation", "kind", "item_id", "turn_number")
     view_roles = SUPPORT_ROLES
 
@@ -376,7 +388,7 @@ class DedupEventAdmin(TenantScopedAdmin):
         "excluded_count",
         "relaxed",
         "tokens_saved",
-        "ms_saved",
+        "time_saved",
         "conversation_ref",
         "turn_ref",
         "matched_turn_ref",
@@ -393,7 +405,7 @@ class DedupEventAdmin(TenantScopedAdmin):
             "Retrieval",
             {"fields": ("question_window", "exclusion_window", "granularity", "excluded_count", "relaxed")},
         ),
-        ("Savings", {"fields": ("tokens_saved", "ms_saved")}),
+        ("Savings", {"fields": ("tokens_saved", "time_saved")}),
         ("References", {"fields": ("conversation_ref", "turn_ref", "matched_turn_ref")}),
     )
 
@@ -421,6 +433,10 @@ class DedupEventAdmin(TenantScopedAdmin):
         if event.excluded_count:
             shown.append(f"{event.excluded_count} excluded")
         return ", ".join(shown)
+
+    @admin.display(description="Time saved")
+    def time_saved(self, event: DedupEvent) -> str:
+        return duration_display(event.ms_saved)
 
     # --- permissions: the audit log is appended by the system only ----------------------------------------
     def has_add_permission(self, request: HttpRequest) -> bool:

@@ -296,6 +296,8 @@ def _chart_data(dashboard: Any) -> dict[str, Any]:
             "seconds_saved": [round(day.totals.ms_saved / 1000, 2) for day in days],
             "passages_avoided": [day.totals.passages_avoided for day in days],
             "relaxed": [day.totals.relaxed for day in days],
+            "reviewed_hits": [day.totals.reviewed_hits for day in days],
+            "false_hits": [day.totals.false_hits for day in days],
             "false_hit_rate": [
                 round(day.totals.false_hit_rate * 100, 1) if day.totals.false_hit_rate is not None else None
                 for day in days

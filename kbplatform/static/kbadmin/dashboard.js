@@ -62,7 +62,7 @@
         position: position,
         beginAtZero: true,
         title: { display: true, text: title, color: textColor() },
-        ticks: { color: textColor() },
+        ticks: { color: textColor(), precision: 0 },
         grid: { drawOnChartArea: position === "left" },
       },
       extra || {}
@@ -80,16 +80,38 @@
       data: {
         labels: days.labels,
         datasets: [
+          { type: "line", label: "Hit rate %", data: days.hit_rate, borderColor: COLORS.rate, backgroundColor: COLORS.rate, yAxisID: "pct", pointRadius: 2, spanGaps: true },
           { type: "bar", label: "Turns", data: days.turns, backgroundColor: COLORS.turns, yAxisID: "y" },
           { type: "bar", label: "Cache hits", data: days.hits, backgroundColor: COLORS.hits, yAxisID: "y" },
-          { type: "line", label: "Relaxed exclusions", data: days.relaxed, borderColor: COLORS.relaxed, backgroundColor: COLORS.relaxed, yAxisID: "y", pointRadius: 2 },
-          { type: "line", label: "Passages avoided", data: days.passages_avoided, borderColor: COLORS.passages, backgroundColor: COLORS.passages, yAxisID: "y", pointRadius: 2 },
-          { type: "line", label: "Hit rate %", data: days.hit_rate, borderColor: COLORS.rate, backgroundColor: COLORS.rate, yAxisID: "pct", borderDash: [4, 3], pointRadius: 2, spanGaps: true },
-          { type: "line", label: "False-hit rate %", data: days.false_hit_rate, borderColor: COLORS.falseRate, backgroundColor: COLORS.falseRate, yAxisID: "pct", borderDash: [2, 2], pointRadius: 2, spanGaps: true },
         ],
       },
       options: Object.assign(baseOptions(), {
-        scales: { x: xTicks, y: axis("count", "left"), pct: axis("%", "right", { max: 100 }) },
+        scales: { x: xTicks, y: axis("turns", "left"), pct: axis("hit rate %", "right", { max: 100 }) },
+      }),
+    });
+
+    new Chart(document.getElementById("kb-chart-exclusion"), {
+      data: {
+        labels: days.labels,
+        datasets: [
+          { type: "bar", label: "Repeated passages avoided", data: days.passages_avoided, backgroundColor: COLORS.passages, yAxisID: "y" },
+          { type: "bar", label: "Relaxed exclusions", data: days.relaxed, backgroundColor: COLORS.relaxed, yAxisID: "y" },
+        ],
+      },
+      options: Object.assign(baseOptions(), { scales: { x: xTicks, y: axis("count", "left") } }),
+    });
+
+    new Chart(document.getElementById("kb-chart-reviews"), {
+      data: {
+        labels: days.labels,
+        datasets: [
+          { type: "line", label: "False-hit rate %", data: days.false_hit_rate, borderColor: COLORS.falseRate, backgroundColor: COLORS.falseRate, yAxisID: "pct", pointRadius: 3, showLine: false },
+          { type: "bar", label: "Reviewed hits", data: days.reviewed_hits, backgroundColor: COLORS.turns, yAxisID: "y" },
+          { type: "bar", label: "False hits", data: days.false_hits, backgroundColor: COLORS.falseRate, yAxisID: "y" },
+        ],
+      },
+      options: Object.assign(baseOptions(), {
+        scales: { x: xTicks, y: axis("reviewed hits", "left"), pct: axis("false-hit rate %", "right", { max: 100 }) },
       }),
     });
 

@@ -1,0 +1,174 @@
+"""The admin side in real headless Chromium (Debian's /usr/bin/chromium driven by Playwright), against the
+live test server: a tenant admin changes settings and sees the history; support reviews a false hit and the
+dashboard follows; support cannot open the settings page; an admin of A cannot reach B's events.
+
+Screenshots are written under a temporary directory, or under docs/screenshots/ when KB_SAVE_SCREENSHOTS=1.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+from django.urls import reverse
+
+from conversations.models import DedupEvent, DedupPolicy, ReviewVerdict, SettingsChange
+from tests.admin_ui.conftest import PASSWORD, served_event
+from tests.admin_ui.seed import seed_audit_month
+from tests.services import ROOT, service_missing
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+CHROMIUM = Path("/usr/bin/chromium")
+SCREENSHOTS = ROOT / "docs" / "screenshots"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM.exists():
+        service_missing("Chromium", f"{CHROMIUM} is missing (make test installs Debian's chromium package)")
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API keeps an event loop running in this thread while the browser is open; the ORM
+    # calls the tests (and the database teardown) make around it are plain synchronous ones, so Django's
+    # guard against ORM use inside async code does not apply to them.
+    with pytest.MonkeyPatch.context() as patch, sync_playwright() as playwright:
+        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        chromium = playwright.chromium.launch(
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=["--no-sandbox", "--disable-background-networking", "--disable-gpu"],
+        )
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser, live_server):
+    context = browser.new_context(viewport={"width": 1400, "height": 900}, base_url=live_server.url)
+    # Nothing may be fetched from outside the test server (no CDN): any other host fails the request.
+    context.route(re.compile(r"^(?!" + re.escape(live_server.url) + ").*"), lambda route: route.abort())
+    tab = context.new_page()
+    yield tab
+    context.close()
+
+
+@pytest.fixture
+def screenshot_dir(tmp_path) -> Path:
+    if os.environ.get("KB_SAVE_SCREENSHOTS"):
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        return SCREENSHOTS
+    return tmp_path
+
+
+def login(page, user) -> None:  # noqa: ANN001
+    page.goto(reverse("admin:login"))
+    page.fill("#id_username", user.username)
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_url(re.compile(r"/admin/$"))
+
+
+def test_admin_changes_threshold_and_allowlist_and_sees_the_history(page, admin_a, tenant_a, screenshot_dir):
+    login(page, admin_a)
+    page.goto(reverse("admin:conversations_deduppolicy_settings"))
+    assert page.locator("h1").inner_text() == "Dedup settings of Tenant A"
+
+    page.fill("#id_threshold", "0.86")
+    page.check("input[name=allowlisted_intents][value=pricing]")
+    page.click("input[name=_save]")
+    page.wait_for_load_state()
+
+    assert "2 change(s) recorded" in page.locator("ul.messagelist").inner_text()
+    history = page.locator("#settings-history tbody tr")
+    rows = [history.nth(i).inner_text() for i in range(history.count())]
+    assert any("policy · threshold" in row and "0.9" in row and "0.86" in row for row in rows), rows
+    assert any("allowlisted_intents" in row and "pricing" in row for row in rows), rows
+    assert all(admin_a.username in row for row in rows)
+    policy = DedupPolicy.objects.for_tenant(tenant_a).get()
+    assert (policy.threshold, policy.allowlisted_intents) == (0.86, ["other", "pricing"])
+
+    # a bad value is refused with a message on the field, and nothing changes
+    page.fill("#id_threshold", "1.7")
+    page.click("input[name=_save]")
+    page.wait_for_load_state()
+    assert "give a value above 0 and at most 1" in page.locator(".field-threshold .errorlist").inner_text()
+    assert DedupPolicy.objects.for_tenant(tenant_a).get().threshold == 0.86
+    assert SettingsChange.objects.for_tenant(tenant_a).count() == 2
+
+    page.goto(reverse("admin:conversations_deduppolicy_settings"))
+    page.screenshot(path=str(screenshot_dir / "settings.png"), full_page=True)
+
+
+def test_support_reviews_a_false_hit_and_the_dashboard_follows(page, support_a, tenant_a, screenshot_dir):
+    events = seed_audit_month(tenant_a)
+    target = next(
+        e
+        for e in reversed(events)
+        if e.action == "served_cached" and e.review_verdict == ReviewVerdict.UNREVIEWED and e.similarity < 0.93
+    )
+    reviewed = [e for e in events if e.action == "served_cached" and e.review_verdict != ReviewVerdict.UNREVIEWED]
+    false_hits = sum(e.review_verdict == ReviewVerdict.INCORRECT for e in reviewed)
+    assert reviewed, "the seed must hold reviewed hits"
+
+    login(page, support_a)
+    dashboard = reverse("admin:conversations_dedupevent_dashboard")
+    page.goto(dashboard)
+    before = page.locator("#fig-false-hit-rate").inner_text()
+    assert before == f"{false_hits / len(reviewed) * 100:.1f}%"
+    # the charts were drawn by the project's own copy of Chart.js
+    canvases = page.locator("canvas")
+    assert canvases.count() == 5
+    for index in range(canvases.count()):
+        canvas = canvases.nth(index)
+        assert canvas.evaluate("(canvas) => !!Chart.getChart(canvas)"), canvas.get_attribute("id")
+    page.screenshot(path=str(screenshot_dir / "dashboard.png"), full_page=True)
+
+    page.goto(
+        reverse("admin:conversations_dedupevent_changelist")
+        + f"?action=served_cached&reviewed=no&conversation={target.conversation_ref}"
+    )
+    page.click(f"#result_list a[href*='/{target.pk}/change/'] >> nth=0")
+    page.wait_for_load_state()
+    assert target.turn.question in page.locator("#kb-new-question").inner_text()
+    assert target.matched_turn.question in page.locator("#kb-matched-question").inner_text()
+    page.check("input[name=review_verdict][value=incorrect]")
+    page.fill("#id_review_note", "Asked about a different plan.")
+    page.screenshot(path=str(screenshot_dir / "review.png"), full_page=True)
+    page.click("input[name=_save]")
+    page.wait_for_load_state()
+
+    target.refresh_from_db()
+    assert (target.review_verdict, target.review_note, target.reviewed_by_id) == (
+        ReviewVerdict.INCORRECT,
+        "Asked about a different plan.",
+        support_a.pk,
+    )
+    page.goto(dashboard)
+    after = page.locator("#fig-false-hit-rate").inner_text()
+    assert after == f"{(false_hits + 1) / (len(reviewed) + 1) * 100:.1f}%"
+    assert after != before
+
+
+def test_support_cannot_open_the_settings_page(page, support_a, tenant_a):
+    login(page, support_a)
+    response = page.goto(reverse("admin:conversations_deduppolicy_settings"))
+    assert response.status == 403
+    response = page.goto(reverse("admin:conversations_deduppolicy_settings") + f"?tenant={tenant_a.pk}")
+    assert response.status == 403
+    assert page.locator("#id_threshold").count() == 0
+
+
+def test_admin_of_a_cannot_reach_tenant_b_events_by_url(page, admin_a, tenant_b):
+    theirs = served_event(tenant_b, question="Tenant B private question", matched_question="B earlier", similarity=0.97)
+    login(page, admin_a)
+    page.goto(reverse("admin:conversations_dedupevent_change", args=[theirs.pk]))
+    assert page.url.endswith(reverse("admin:index"))
+    assert "Tenant B private question" not in page.content()
+    page.goto(reverse("admin:conversations_dedupevent_changelist") + f"?conversation={theirs.conversation_ref}")
+    assert page.locator("#result_list").count() == 0 or "Tenant B" not in page.locator("#result_list").inner_text()
+    response = page.goto(reverse("admin:conversations_dedupevent_dashboard") + f"?tenant={tenant_b.pk}")
+    assert response.status == 404
+    assert DedupEvent.objects.for_tenant(tenant_b).get(pk=theirs.pk).review_verdict == ReviewVerdict.UNREVIEWED
