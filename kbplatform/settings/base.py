@@ -181,7 +181,7 @@ REST_FRAMEWORK = {
     ],
     "EXCEPTION_HANDLER": "kbplatform.exception_handler.api_exception_handler",
     "DEFAULT_THROTTLE_CLASSES": ["tenants.throttling.TenantRateThrottle"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "kbplatform.schema.KbAutoSchema",
     "UNAUTHENTICATED_USER": None,
 }
 SPECTACULAR_SETTINGS = {
@@ -192,6 +192,7 @@ SPECTACULAR_SETTINGS = {
     "SERVE_AUTHENTICATION": [],
     "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
     "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "kbplatform.schema.error_responses_add"],
 }
 # Per-tenant rate limit shared by all of a tenant's keys (tenants/throttling.py): "<count>/<s|min|hour>", empty
 # for none; KB_RATE_LIMIT_TENANTS overrides it per tenant slug ("acme=6000/min,globex=60/min").

@@ -19,6 +19,8 @@ from tenants.scoping import TenantOwnedModel
 from tenants.services import api_key_create
 
 SECRET = "globex-secret"
+# A stored question vector of the bundled model's size (384, float32, L2-normalised): what turns really hold.
+_UNIT_VECTOR = b"\x00\x00\x80\x3f" + b"\x00" * (4 * 383)
 
 
 @dataclass
@@ -71,7 +73,7 @@ def world_build(*, tenant: Tenant, marker: str) -> TenantWorld:
         user_id=f"{marker}-user",
         number=1,
         question=f"{marker} question",
-        question_vector=b"\x00" * 16,
+        question_vector=_UNIT_VECTOR,
         answer=f"{marker} answer",
         source_chunk_ids=[chunk.pk],
         decision=DedupAction.ANSWERED,
@@ -83,7 +85,7 @@ def world_build(*, tenant: Tenant, marker: str) -> TenantWorld:
         user_id=f"{marker}-user",
         number=1,
         question=f"{marker} second question",
-        question_vector=b"\x00" * 16,
+        question_vector=_UNIT_VECTOR,
         answer=f"{marker} second answer",
         decision=DedupAction.ANSWERED,
     )

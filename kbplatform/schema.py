@@ -1,0 +1,88 @@
+"""OpenAPI schema generation: unique component names and the error responses every endpoint can give.
+
+- The house style nests `InputSerializer`/`OutputSerializer` in each view, so drf-spectacular's default names
+  ("Input", "Output") collide across views and one view's schema silently replaces another's. Components are
+  named after the view instead: `ApiKeyCreateApi.InputSerializer` -> `ApiKeyCreateInput(Request)`.
+- Every error is `{"message", "extra"}` (kbplatform.exception_handler); the hook documents the statuses each
+  operation can answer with that shape, so clients and schemathesis see the whole contract, not only 2xx.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.openapi import AutoSchema
+
+ERROR_COMPONENT = "Error"
+ERROR_SCHEMA = {
+    "type": "object",
+    "description": "Every error of the API: a message for people, details for programs.",
+    "properties": {
+        "message": {"type": "string"},
+        "extra": {"type": "object", "additionalProperties": True},
+    },
+    "required": ["message", "extra"],
+}
+_DESCRIPTIONS = {
+    "400": "The request is not valid: `message` says why, `extra.fields` names the fields.",
+    "401": "No API key, or a wrong, revoked or disabled one.",
+    "403": "The key may not do this (e.g. needs an admin key).",
+    "404": "No such object for this key (another tenant's objects are not found either).",
+    "409": "The request conflicts with the current state.",
+    "413": "The request body is too large.",
+    "415": "Unsupported media type: send JSON (or multipart for files).",
+    "429": "The tenant's rate limit is spent: retry after `Retry-After` seconds.",
+    "503": "A dependency (database, vector store) is down: retry after `Retry-After` seconds.",
+}
+_RETRY_AFTER = {"Retry-After": {"schema": {"type": "integer"}, "description": "Seconds to wait before retrying."}}
+
+
+def _component_part(name: str) -> str:
+    for suffix in ("Serializer", "Api"):
+        if name.endswith(suffix) and name != suffix:
+            name = name[: -len(suffix)]
+    return name
+
+
+class KbAutoSchema(AutoSchema):
+    def get_serializer_name(self, serializer: Any, direction: str) -> str:
+        cls = serializer if isinstance(serializer, type) else type(serializer)
+        parts = cls.__qualname__.split(".")
+        if len(parts) == 1 or "<locals>" in parts:
+            return super().get_serializer_name(serializer, direction)
+        return "".join(_component_part(part) for part in parts)
+
+
+def error_responses_add(result: dict, generator: Any, request: Any, public: bool) -> dict:
+    """drf-spectacular postprocessing hook: add the shared error responses to every operation."""
+    result.setdefault("components", {}).setdefault("schemas", {})[ERROR_COMPONENT] = ERROR_SCHEMA
+    reference = {"$ref": f"#/components/schemas/{ERROR_COMPONENT}"}
+    for path, operations in result.get("paths", {}).items():
+        for method, operation in operations.items():
+            if not isinstance(operation, dict) or "responses" not in operation:
+                continue
+            responses = operation["responses"]
+            secured = any(requirement for requirement in operation.get("security", [{}]))
+            if path == "/api/health/":
+                # Health answers 503 with its own report when the database is down.
+                responses.setdefault("503", {**responses.get("200", {}), "description": "The database is down."})
+                continue
+            if path == "/api/schema/":
+                continue
+            codes = ["400", "503"]
+            if secured:
+                codes += ["401", "403", "429"]
+            if "{" in path or "requestBody" in operation:  # a body may name an object too
+                codes.append("404")
+            if "requestBody" in operation:
+                codes += ["409", "413", "415"]
+            elif method in ("post", "put", "patch", "delete"):
+                codes.append("409")
+            for code in codes:
+                if code in responses:
+                    continue
+                response = {"description": _DESCRIPTIONS[code], "content": {"application/json": {"schema": reference}}}
+                if code in ("429", "503"):
+                    response["headers"] = _RETRY_AFTER
+                responses[code] = response
+    return result
