@@ -14,6 +14,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from conversations import services
 from conversations.models import INTENT_OTHER, DedupEvent, DedupPolicy, Intent, ReviewVerdict, SettingsChange
 from kbplatform.errors import ApplicationError, NotFoundError
 from tenants.models import Tenant
@@ -40,11 +41,13 @@ def _user_label(user: Any) -> str:
     return user.get_username() or str(user.pk)
 
 
-def _record(*, tenant: Tenant, user: Any, subject: str, field: str, old: Any, new: Any) -> SettingsChange:
+def _record(
+    *, tenant: Tenant, user: Any, subject: str, field: str, old: Any, new: Any, actor: str = ""
+) -> SettingsChange:
     return SettingsChange.objects.create(
         tenant=tenant,
         changed_by=user,
-        changed_by_label=_user_label(user),
+        changed_by_label=actor or _user_label(user),
         subject=subject,
         field=field,
         old_value=old,
@@ -53,9 +56,8 @@ def _record(*, tenant: Tenant, user: Any, subject: str, field: str, old: Any, ne
 
 
 def dedup_policy_get_or_create(*, tenant: Tenant) -> DedupPolicy:
-    """The tenant's policy, created with the defaults when the tenant has none yet (one per tenant)."""
-    policy, _ = DedupPolicy.objects.for_tenant(tenant).get_or_create(tenant=tenant)
-    return policy
+    """The tenant's policy, set up with the defaults (and the built-in intents) when the tenant has none."""
+    return services.dedup_policy_get(tenant=tenant)
 
 
 def intent_allowlist_choices(*, tenant: Tenant) -> list[str]:
@@ -65,37 +67,40 @@ def intent_allowlist_choices(*, tenant: Tenant) -> list[str]:
 
 
 @transaction.atomic
-def dedup_policy_update(*, tenant: Tenant, user: Any, changes: dict[str, Any]) -> list[SettingsChange]:
-    """Apply `changes` to the tenant's policy and record one history row per field whose value changed.
+def dedup_policy_change(*, tenant: Tenant, user: Any, changes: dict[str, Any], actor: str = "") -> list[SettingsChange]:
+    """Apply `changes` to the tenant's policy through `services.dedup_policy_update` (the one set of rules the
+    API applies too) and record one history row per field whose value changed. `user` is the admin user, or
+    None with `actor` naming who else made the change (e.g. "API key kb_1a2b3c4d").
 
-    Raises ValidationError (field -> messages) when a value is out of range or the allowlist names an intent
-    the tenant does not have; nothing is saved or recorded then.
+    Raises ValidationError (field -> messages) when the service refuses a value; nothing is saved or recorded
+    then, since the whole call is one transaction.
     """
     unknown = set(changes) - set(POLICY_FIELDS)
     if unknown:
         raise ApplicationError(f"Not a dedup setting: {', '.join(sorted(unknown))}.")
-    dedup_policy_get_or_create(tenant=tenant)
-    policy = DedupPolicy.objects.for_tenant(tenant).select_for_update().get()
-    old_values = {field: getattr(policy, field) for field in POLICY_FIELDS}
-
     if "allowlisted_intents" in changes:
-        allowed = set(intent_allowlist_choices(tenant=tenant))
-        requested = list(dict.fromkeys(changes["allowlisted_intents"]))
-        missing = [name for name in requested if name not in allowed]
-        if missing:
-            raise ValidationError({"allowlisted_intents": f"Unknown intent(s): {', '.join(missing)}."})
-        changes = {**changes, "allowlisted_intents": sorted(requested)}
-
-    for field, value in changes.items():
-        setattr(policy, field, value)
-    policy.full_clean(exclude=["tenant"])
-
-    changed = [field for field in POLICY_FIELDS if field in changes and changes[field] != old_values[field]]
-    if not changed:
-        return []
-    policy.save(update_fields=[*changed, "updated_at"])
+        # One order for the same set, so re-saving an unchanged allowlist records nothing.
+        changes = {**changes, "allowlisted_intents": sorted(set(changes["allowlisted_intents"]))}
+    dedup_policy_get_or_create(tenant=tenant)
+    before = DedupPolicy.objects.for_tenant(tenant).select_for_update().get()
+    old_values = {field: getattr(before, field) for field in POLICY_FIELDS}
+    try:
+        policy = services.dedup_policy_update(tenant=tenant, **changes)
+    except ApplicationError as error:
+        if "fields" in error.extra:
+            raise ValidationError(error.extra["fields"]) from error
+        raise
+    changed = [field for field in POLICY_FIELDS if getattr(policy, field) != old_values[field]]
     return [
-        _record(tenant=tenant, user=user, subject="policy", field=field, old=old_values[field], new=changes[field])
+        _record(
+            tenant=tenant,
+            user=user,
+            actor=actor,
+            subject="policy",
+            field=field,
+            old=old_values[field],
+            new=getattr(policy, field),
+        )
         for field in changed
     ]
 
@@ -178,7 +183,7 @@ def intent_delete(*, tenant: Tenant, user: Any, intent: Intent) -> SettingsChang
     policy = dedup_policy_get_or_create(tenant=tenant)
     if intent.name in policy.allowlisted_intents:
         remaining = [name for name in policy.allowlisted_intents if name != intent.name]
-        dedup_policy_update(tenant=tenant, user=user, changes={"allowlisted_intents": remaining})
+        dedup_policy_change(tenant=tenant, user=user, changes={"allowlisted_intents": remaining})
     snapshot = {"behaviour": intent.behaviour, "examples": list(intent.examples)}
     Intent.objects.for_tenant(tenant).filter(pk=intent.pk).delete()
     return _record(tenant=tenant, user=user, subject=f"intent:{intent.name}", field="deleted", old=snapshot, new=None)

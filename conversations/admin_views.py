@@ -20,8 +20,8 @@ from django.utils import timezone
 
 from conversations.admin_services import (
     POLICY_FIELDS,
+    dedup_policy_change,
     dedup_policy_get_or_create,
-    dedup_policy_update,
     intent_allowlist_choices,
     intent_delete,
     intent_save,
@@ -173,7 +173,7 @@ def _apply_settings(
     with transaction.atomic():
         try:
             recorded += len(
-                dedup_policy_update(
+                dedup_policy_change(
                     tenant=tenant, user=user, changes={field: form.cleaned_data[field] for field in POLICY_FIELDS}
                 )
             )

@@ -1,0 +1,75 @@
+"""The admin's write services: recorded settings changes, intents kept to their tenant, reviews that touch only
+the review fields of the tenant's own events."""
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from conversations.admin_services import dedup_events_review, dedup_policy_change, intent_delete, intent_save
+from conversations.models import DedupEvent, DedupPolicy, Intent, SettingsChange
+from kbplatform.errors import ApplicationError, NotFoundError
+from tests.factories import DedupEventFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def test_policy_change_records_each_changed_field_with_the_actor(tenant_a):
+    changes = dedup_policy_change(
+        tenant=tenant_a,
+        user=None,
+        actor="API key kb_1a2b3c4d",
+        changes={"threshold": 0.8, "scope": "session", "allowlisted_intents": ["pricing", "other", "pricing"]},
+    )
+    assert {c.field: (c.old_value, c.new_value, c.changed_by_label) for c in changes} == {
+        "threshold": (0.9, 0.8, "API key kb_1a2b3c4d"),
+        "allowlisted_intents": (["other"], ["other", "pricing"], "API key kb_1a2b3c4d"),
+    }
+    assert dedup_policy_change(tenant=tenant_a, user=None, changes={"allowlisted_intents": ["pricing", "other"]}) == []
+
+
+def test_policy_change_refused_as_field_errors_and_nothing_recorded(tenant_a):
+    with pytest.raises(ValidationError) as error:
+        dedup_policy_change(tenant=tenant_a, user=None, changes={"min_results": 5, "allowlisted_intents": ["nope"]})
+    assert "allowlisted_intents" in error.value.message_dict
+    assert DedupPolicy.objects.for_tenant(tenant_a).get().min_results == 3
+    assert not SettingsChange.objects.for_tenant(tenant_a).exists()
+    with pytest.raises(ApplicationError):
+        dedup_policy_change(tenant=tenant_a, user=None, changes={"tenant": 1})
+
+
+def test_intents_stay_in_their_tenant(tenant_a, tenant_b):
+    theirs = Intent.objects.for_tenant(tenant_b).get(name="secret-intent-of-b")
+    with pytest.raises(NotFoundError):
+        intent_save(tenant=tenant_a, user=None, intent=theirs, name=theirs.name, behaviour="normal", examples=["x"])
+    with pytest.raises(NotFoundError):
+        intent_delete(tenant=tenant_a, user=None, intent=theirs)
+    theirs.refresh_from_db()
+    assert theirs.examples == ["b only"]
+    with pytest.raises(ValidationError):
+        intent_save(tenant=tenant_a, user=None, name="other", behaviour="normal", examples=["x"])
+    with pytest.raises(ValidationError):
+        intent_save(tenant=tenant_a, user=None, name="pricing", behaviour="normal", examples=["x"])
+
+
+def test_review_touches_only_own_events_and_only_review_fields(tenant_a, tenant_b, support_a):
+    mine = DedupEventFactory(tenant=tenant_a, action="served_cached", similarity=0.93)
+    theirs = DedupEventFactory(tenant=tenant_b, action="served_cached", similarity=0.93)
+    count = dedup_events_review(
+        tenant=tenant_a, event_ids=[mine.pk, theirs.pk], user=support_a, verdict="incorrect", note="  other plan "
+    )
+    assert count == 1
+    mine.refresh_from_db()
+    theirs.refresh_from_db()
+    assert (mine.review_verdict, mine.review_note, mine.reviewed_by_id) == ("incorrect", "other plan", support_a.pk)
+    assert (mine.action, mine.similarity) == ("served_cached", 0.93)
+    assert theirs.review_verdict == "unreviewed"
+
+    dedup_events_review(tenant=tenant_a, event_ids=[mine.pk], user=support_a, verdict="unreviewed", note="x")
+    mine = DedupEvent.objects.for_tenant(tenant_a).get(pk=mine.pk)
+    assert (mine.review_verdict, mine.review_note, mine.reviewed_by_id, mine.reviewed_at) == (
+        "unreviewed",
+        "",
+        None,
+        None,
+    )
+    with pytest.raises(ApplicationError):
+        dedup_events_review(tenant=tenant_a, event_ids=[mine.pk], user=support_a, verdict="maybe")
