@@ -20,6 +20,9 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "data"
 SCIFACT = DATA / "scifact"
 sys.path.insert(0, str(ROOT))
+# Celery's Django fix-up puts the working directory first on sys.path: it must be the project root, or
+# bench/conversations.py would shadow the conversations app.
+os.chdir(ROOT)
 
 
 @contextmanager
