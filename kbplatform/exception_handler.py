@@ -6,11 +6,13 @@ that says whose fault it was. Nothing a client can send ends in an unshaped 500.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import InterfaceError, OperationalError
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -19,6 +21,8 @@ from rest_framework.views import exception_handler
 
 from kbplatform.errors import ApplicationError
 from kbplatform.refusals import REFUSAL_STATUSES, refusal_log
+
+logger = logging.getLogger("kbplatform.api")
 
 _DEFAULT_MESSAGES = {
     400: "The request is not valid.",
@@ -56,6 +60,15 @@ def _error_response(exc: Exception, context: dict[str, Any]) -> Response | None:
         )
     elif isinstance(exc, UnicodeDecodeError):
         return Response({"message": "The request body is not valid UTF-8.", "extra": {}}, status=400)
+    elif isinstance(exc, (OperationalError, InterfaceError)):
+        # The database dropped the connection or is unreachable: the request's transaction did not commit, so
+        # nothing was half-written; the client may retry. Django discards the broken connection at request end.
+        logger.warning("database unavailable during %s: %s", getattr(context.get("request"), "path", "?"), exc)
+        return Response(
+            {"message": "The database is unavailable; nothing was saved. Retry shortly.", "extra": {}},
+            status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            headers={"Retry-After": "5"},
+        )
 
     response = exception_handler(exc, context)
     if response is None:

@@ -1,0 +1,27 @@
+from __future__ import annotations
+
+import time
+
+from rest_framework.test import APIClient
+
+
+def conversation_start(client: APIClient, knowledge_base_id: int) -> int:
+    response = client.post("/api/v1/conversations/", {"knowledge_base": knowledge_base_id}, format="json")
+    assert response.status_code == 201, response.content
+    return response.json()["id"]
+
+
+def ask(client: APIClient, conversation_id: int, question: str, expect: int = 200) -> dict:
+    response = client.post(f"/api/v1/conversations/{conversation_id}/messages/", {"question": question}, format="json")
+    assert response.status_code == expect, response.content[:500]
+    return response.json()
+
+
+def wait_for(predicate, *, timeout: float, interval: float = 0.2, what: str = "condition"):  # noqa: ANN001, ANN201
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"{what} not met within {timeout}s")
