@@ -245,3 +245,39 @@ def test_worker_killed_mid_task_recovers_without_duplicates(api_client, tenant, 
     positions = list(Chunk.objects.for_tenant(tenant).filter(document_id=doc_id).values_list("position", flat=True))
     assert positions == list(range(recovered.chunk_count))
     assert vector_count(kb) == recovered.chunk_count
+
+
+def test_ingest_command_loads_a_folder_and_a_beir_jsonl_and_skips_what_is_there(
+    tenant, tmp_path, celery_worker_process
+):
+    import io
+    import json
+
+    from django.core.management import call_command
+
+    folder = tmp_path / "docs"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "a.txt").write_text("Sourdough needs a lively starter.")
+    (folder / "sub" / "b.docx").write_bytes(files.docx_bytes(["Baguettes need steam in the oven."]))
+    (folder / ".hidden").write_text("never ingested")
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(
+        "\n".join(
+            json.dumps({"_id": f"d{i}", "title": f"Title {i}", "text": f"Abstract number {i}."}) for i in range(3)
+        )
+    )
+    out = io.StringIO()
+    call_command("ingest", str(folder), tenant=tenant.slug, kb="bakery", stdout=out, stderr=io.StringIO())
+    call_command("ingest", str(corpus), tenant=tenant.slug, kb="bakery", stdout=out, stderr=io.StringIO())
+    assert "Created knowledge base 'bakery'" in out.getvalue()
+    assert out.getvalue().count("Indexed") == 2 and "0 failed" in out.getvalue()
+    kb = KnowledgeBase.objects.for_tenant(tenant).get(name="bakery")
+    documents = Document.objects.for_tenant(tenant).filter(knowledge_base=kb)
+    assert sorted(documents.values_list("external_id", flat=True)) == ["a.txt", "d0", "d1", "d2", "sub/b.docx"]
+    assert set(documents.values_list("status", flat=True)) == {DocumentStatus.INDEXED}
+    assert documents.get(external_id="d1").title == "Title 1"
+
+    again = io.StringIO()
+    call_command("ingest", str(corpus), tenant=tenant.slug, kb="bakery", stdout=again)
+    assert "Queued 0 document(s)" in again.getvalue() and "skipped 3 already there" in again.getvalue()
+    assert documents.count() == 5

@@ -1,0 +1,216 @@
+"""Django admin of ingestion: knowledge bases, documents (upload, status, progress, retry, re-index) and chunks
+(read-only). Every list and form is scoped to the tenants the user holds a role in (TenantScopedAdmin); writes
+go through the same services as the API."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
+
+from kbplatform.errors import ApplicationError
+from retrieval import services, vectorstore
+from retrieval.models import Chunk, Document, DocumentStatus, KnowledgeBase
+from tenants.admin_scoping import TenantScopedAdmin
+
+
+def progress_bar(value: float, label: str) -> str:
+    return format_html(
+        '<progress value="{}" max="1" style="width:8em"></progress> <span>{}% {}</span>',
+        f"{value:.3f}",
+        round(value * 100),
+        label,
+    )
+
+
+@admin.register(KnowledgeBase)
+class KnowledgeBaseAdmin(TenantScopedAdmin):
+    list_display = ("name", "tenant", "embedding_model", "chunk_max_tokens", "chunk_overlap_tokens", "reindex")
+    search_fields = ("name",)
+    readonly_fields = (
+        "embedding_model",
+        "embedding_dimension",
+        "reindex_status",
+        "reindex_progress",
+        "reindex_error",
+        "reindex_started_at",
+        "reindex_finished_at",
+    )
+    actions = ("reindex_knowledge_bases",)
+
+    @admin.display(description="re-index")
+    def reindex(self, obj: KnowledgeBase) -> str:
+        return progress_bar(obj.reindex_progress, obj.reindex_status)
+
+    @admin.action(description="Re-index selected knowledge bases (rebuild vectors from stored chunks)")
+    def reindex_knowledge_bases(self, request: HttpRequest, queryset: QuerySet) -> None:
+        started = 0
+        for knowledge_base in queryset:
+            if not self.has_change_permission(request, knowledge_base):
+                continue
+            try:
+                services.knowledge_base_reindex_start(tenant=knowledge_base.tenant, knowledge_base=knowledge_base)
+                started += 1
+            except ApplicationError as exc:
+                self.message_user(request, f"{knowledge_base}: {exc.message}", level=messages.WARNING)
+        self.message_user(request, f"Re-indexing {started} knowledge base(s).")
+
+
+class DocumentUploadForm(forms.ModelForm):
+    """Upload a file (or paste text) into a knowledge base; the tenant is the knowledge base's."""
+
+    upload = forms.FileField(required=False, help_text="PDF, DOCX, HTML, Markdown or plain text.")
+    text = forms.CharField(required=False, widget=forms.Textarea, help_text="Or paste the text instead of a file.")
+
+    class Meta:
+        model = Document
+        fields = ("knowledge_base", "title", "external_id")
+
+    def clean(self) -> dict:
+        data = super().clean()
+        if bool(data.get("upload")) == bool((data.get("text") or "").strip()):
+            raise forms.ValidationError("Choose a file or paste text (one of the two).")
+        knowledge_base, external_id = data.get("knowledge_base"), data.get("external_id")
+        if knowledge_base and external_id:
+            if Document.objects.filter(knowledge_base=knowledge_base, external_id=external_id).exists():
+                self.add_error("external_id", "A document with this external id is already in the knowledge base.")
+        return data
+
+
+@admin.register(Document)
+class DocumentAdmin(TenantScopedAdmin):
+    list_display = ("title", "tenant", "knowledge_base", "status", "progress_display", "chunk_count", "updated_at")
+    list_filter = ("status", "source_kind")
+    search_fields = ("title", "external_id", "source_filename")
+    list_select_related = ("tenant", "knowledge_base")
+    actions = ("retry_documents",)
+    readonly_fields = (
+        "tenant",
+        "knowledge_base",
+        "title",
+        "external_id",
+        "source_kind",
+        "source_filename",
+        "content_hash",
+        "size_bytes",
+        "status",
+        "progress_display",
+        "chunk_count",
+        "chunks_link",
+        "error_message",
+        "attempts",
+        "created_at",
+        "parsing_started_at",
+        "chunking_started_at",
+        "embedding_started_at",
+        "indexing_started_at",
+        "indexed_at",
+        "failed_at",
+    )
+
+    def get_form(self, request: HttpRequest, obj=None, **kwargs):  # noqa: ANN001, ANN003, ANN201
+        if obj is None:
+            kwargs["form"] = DocumentUploadForm
+        return super().get_form(request, obj, **kwargs)
+
+    def get_fields(self, request: HttpRequest, obj=None):  # noqa: ANN001, ANN201
+        if obj is None:
+            return ("knowledge_base", "title", "external_id", "upload", "text")
+        return self.readonly_fields
+
+    def get_readonly_fields(self, request: HttpRequest, obj=None):  # noqa: ANN001, ANN201
+        return () if obj is None else self.readonly_fields
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:  # noqa: ANN001
+        # A stored document is changed only by re-indexing; its page is read-only.
+        return False if obj is not None else super().has_change_permission(request, obj)
+
+    @admin.display(description="progress")
+    def progress_display(self, obj: Document) -> str:
+        return progress_bar(obj.progress, obj.status)
+
+    @admin.display(description="chunks")
+    def chunks_link(self, obj: Document) -> str:
+        url = reverse("admin:retrieval_chunk_changelist") + f"?document__id__exact={obj.pk}"
+        return format_html('<a href="{}">{} chunks</a>', url, obj.chunk_count)
+
+    def save_model(self, request: HttpRequest, obj: Document, form: DocumentUploadForm, change: bool) -> None:
+        knowledge_base = form.cleaned_data["knowledge_base"]
+        try:
+            document = services.document_create(
+                tenant=knowledge_base.tenant,
+                knowledge_base=knowledge_base,
+                title=form.cleaned_data.get("title") or "",
+                external_id=form.cleaned_data.get("external_id") or None,
+                file=form.cleaned_data.get("upload") or None,
+                text=(form.cleaned_data.get("text") or None) if not form.cleaned_data.get("upload") else None,
+            )
+        except ApplicationError as exc:
+            raise forms.ValidationError(exc.message) from exc
+        obj.pk = document.pk
+        obj.status = document.status
+        if document.status == DocumentStatus.FAILED:
+            self.message_user(request, f"{document.title}: {document.error_message}", level=messages.ERROR)
+
+    @admin.action(description="Retry / re-index selected documents")
+    def retry_documents(self, request: HttpRequest, queryset: QuerySet) -> None:
+        queued = 0
+        for document in queryset.select_related("tenant"):
+            if not super().has_change_permission(request, document):
+                continue
+            try:
+                services.document_reindex(tenant=document.tenant, document=document)
+                queued += 1
+            except ApplicationError as exc:
+                self.message_user(request, f"{document}: {exc.message}", level=messages.WARNING)
+        self.message_user(request, f"Queued {queued} document(s) for indexing.")
+
+    def delete_model(self, request: HttpRequest, obj: Document) -> None:
+        self._delete(request, obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
+        for document in queryset.select_related("tenant", "knowledge_base"):
+            self._delete(request, document)
+
+    def _delete(self, request: HttpRequest, document: Document) -> None:
+        try:
+            services.document_delete(tenant=document.tenant, document=document)
+        except vectorstore.VectorStoreUnavailable:
+            self.message_user(
+                request, f"{document}: the vector store is unavailable; the document was kept.", level=messages.ERROR
+            )
+
+
+@admin.register(Chunk)
+class ChunkAdmin(TenantScopedAdmin):
+    """Read-only: chunks change only when their document is indexed again."""
+
+    list_display = ("document", "position", "token_count", "preview", "external_id")
+    list_select_related = ("document",)
+    search_fields = ("text", "external_id")
+    readonly_fields = (
+        "tenant",
+        "knowledge_base",
+        "document",
+        "position",
+        "token_count",
+        "content_hash",
+        "external_id",
+        "text",
+    )
+
+    @admin.display(description="text")
+    def preview(self, obj: Chunk) -> str:
+        return obj.text[:120] + ("…" if len(obj.text) > 120 else "")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:  # noqa: ANN001
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:  # noqa: ANN001
+        return False

@@ -1,0 +1,102 @@
+"""The ingestion admin: upload into a knowledge base, status and progress, retry, read-only chunks, scoping."""
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+
+from retrieval.models import Chunk, Document, DocumentStatus
+from tenants.services import tenant_admin_user_ensure
+from tests.retrieval.factories import kb_make
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def admin_client_of_tenant(tenant) -> Client:
+    user = tenant_admin_user_ensure(tenant=tenant, email="admin@acme.test", password="pw-123456789")
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_upload_page_creates_a_queued_document(admin_client_of_tenant, tenant, other_tenant):
+    kb = kb_make(tenant)
+    kb_make(other_tenant, name="theirs")
+    page = admin_client_of_tenant.get("/admin/retrieval/document/add/")
+    assert page.status_code == 200
+    assert b'name="upload"' in page.content
+    assert b"theirs" not in page.content  # the other tenant's knowledge base is not offered
+    response = admin_client_of_tenant.post(
+        "/admin/retrieval/document/add/",
+        {
+            "knowledge_base": kb.pk,
+            "title": "Handbook",
+            "external_id": "hb",
+            "upload": SimpleUploadedFile("handbook.md", b"# Handbook\n\nRules."),
+            "text": "",
+        },
+    )
+    assert response.status_code == 302, response.content[:2000]
+    document = Document.objects.for_tenant(tenant).get(external_id="hb")
+    assert document.status == DocumentStatus.QUEUED and document.source_filename == "handbook.md"
+    listing = admin_client_of_tenant.get("/admin/retrieval/document/")
+    assert b"<progress" in listing.content and b"Handbook" in listing.content
+
+
+def test_upload_needs_exactly_one_of_file_or_text(admin_client_of_tenant, tenant):
+    kb = kb_make(tenant)
+    response = admin_client_of_tenant.post(
+        "/admin/retrieval/document/add/", {"knowledge_base": kb.pk, "title": "x", "text": ""}
+    )
+    assert response.status_code == 200
+    assert b"Choose a file or paste text" in response.content
+    assert not Document.objects.for_tenant(tenant).exists()
+
+
+def test_retry_action_requeues_failed_documents(admin_client_of_tenant, tenant):
+    kb = kb_make(tenant)
+    document = Document.objects.create(
+        tenant=tenant,
+        knowledge_base=kb,
+        title="t",
+        source_text="text",
+        status=DocumentStatus.FAILED,
+        error_message="boom",
+        attempts=3,
+    )
+    response = admin_client_of_tenant.post(
+        "/admin/retrieval/document/", {"action": "retry_documents", "_selected_action": [document.pk]}
+    )
+    assert response.status_code == 302
+    document.refresh_from_db()
+    assert (document.status, document.error_message, document.attempts) == (DocumentStatus.QUEUED, "", 0)
+
+
+def test_chunks_are_browsable_but_read_only(admin_client_of_tenant, tenant):
+    kb = kb_make(tenant)
+    document = Document.objects.create(tenant=tenant, knowledge_base=kb, title="t", source_text="x")
+    chunk = Chunk.objects.create(
+        tenant=tenant, document=document, knowledge_base=kb, position=0, text="a passage", content_hash="h"
+    )
+    listing = admin_client_of_tenant.get(f"/admin/retrieval/chunk/?document__id__exact={document.pk}")
+    assert listing.status_code == 200 and b"a passage" in listing.content
+    detail = admin_client_of_tenant.get(f"/admin/retrieval/chunk/{chunk.pk}/change/")
+    assert detail.status_code == 200 and b'name="_save"' not in detail.content
+    assert admin_client_of_tenant.get("/admin/retrieval/chunk/add/").status_code == 403
+
+
+def test_other_tenants_documents_are_invisible(admin_client_of_tenant, other_tenant):
+    kb = kb_make(other_tenant, name="theirs")
+    document = Document.objects.create(tenant=other_tenant, knowledge_base=kb, title="secret-title", source_text="x")
+    assert b"secret-title" not in admin_client_of_tenant.get("/admin/retrieval/document/").content
+    assert admin_client_of_tenant.get(f"/admin/retrieval/document/{document.pk}/change/").status_code in (302, 404)
+
+
+def test_superuser_sees_the_knowledge_base_reindex_action(tenant):
+    kb_make(tenant)
+    user = get_user_model().objects.create_superuser("root", "root@x.test", "pw-123456789")
+    client = Client()
+    client.force_login(user)
+    response = client.get("/admin/retrieval/knowledgebase/")
+    assert response.status_code == 200 and b"reindex_knowledge_bases" in response.content
