@@ -300,6 +300,18 @@ class DedupEventForm(forms.ModelForm):
         }
 
 
+ACTION_SHORT = {
+    DedupAction.ANSWERED: "answered",
+    DedupAction.SERVED_CACHED: "served stored",
+    DedupAction.BYPASSED: "bypassed",
+    DedupAction.SMALLTALK: "small talk",
+}
+REVIEW_SHORT = {
+    ReviewVerdict.UNREVIEWED: "–",
+    ReviewVerdict.CORRECT: "correct",
+    ReviewVerdict.INCORRECT: "incorrect",
+}
+
 EXPORT_COLUMNS = (
     "id",
     "created_at",
@@ -349,16 +361,16 @@ class DedupEventAdmin(TenantScopedAdmin):
     action_form = ReviewActionForm
     actions = ("mark_correct", "mark_incorrect", "mark_unreviewed")
     list_display = (
-        "created_at",
-        "conversation_ref",
+        "created",
         "question_excerpt",
-        "action",
-        "intent",
+        "action_shown",
         "similarity_shown",
+        "intent",
+        "conversation_shown",
         "flags",
-        "review_verdict",
+        "review_shown",
     )
-    list_display_links = ("created_at", "question_excerpt")
+    list_display_links = ("created", "question_excerpt")
     list_filter = (
         "action",
         IntentFilter,
@@ -412,6 +424,22 @@ class DedupEventAdmin(TenantScopedAdmin):
     # --- list ----------------------------------------------------------------------------------------------
     def get_list_display(self, request: HttpRequest) -> tuple:
         return ("tenant", *self.list_display) if request.user.is_superuser else self.list_display
+
+    @admin.display(description="When", ordering="created_at")
+    def created(self, event: DedupEvent) -> str:
+        return timezone.localtime(event.created_at).strftime("%Y-%m-%d %H:%M")
+
+    @admin.display(description="Conv.", ordering="conversation_ref")
+    def conversation_shown(self, event: DedupEvent) -> int:
+        return event.conversation_ref
+
+    @admin.display(description="Decision", ordering="action")
+    def action_shown(self, event: DedupEvent) -> str:
+        return ACTION_SHORT.get(event.action, event.action)
+
+    @admin.display(description="Review", ordering="review_verdict")
+    def review_shown(self, event: DedupEvent) -> str:
+        return REVIEW_SHORT.get(event.review_verdict, event.review_verdict)
 
     @admin.display(description="Question")
     def question_excerpt(self, event: DedupEvent) -> str:
@@ -482,6 +510,9 @@ class DedupEventAdmin(TenantScopedAdmin):
             note=form.cleaned_data.get("review_note", ""),
         )
         obj.refresh_from_db()
+
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None):  # noqa: ANN201
+        return super().changelist_view(request, {"title": "Dedup decisions (audit log)", **(extra_context or {})})
 
     # --- detail: the new question beside the one it matched ------------------------------------------------
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None):  # noqa: ANN201

@@ -282,6 +282,7 @@ def test_filters_and_search(client, support_a, events_a, event_b):
         f"conversation={events_a['hit'].conversation_ref}": {"hit"},
         "q=invoice": {"near"},
         "reviewed=no": {"hit", "near", "miss", "old"},
+        "_facets=True&similarity_min=0.92": {"hit"},
     }
     for query, expected in cases.items():
         response = client.get(f"{EVENTS_URL}?{query}")
@@ -395,6 +396,9 @@ def test_csv_export_of_the_filtered_list(client, support_a, events_a, event_b, t
     assert by_id[events_a["hit"].pk]["matched_question"] == "What does pro cost?"
     assert by_id[formula.pk]["question"].startswith("'=")
     assert "tenant" not in rows[0]
+
+    refused = client.get(f"{EXPORT_URL}?similarity_min=abc")
+    assert refused.status_code == 302 and refused.url == EVENTS_URL
 
     everything = client.get(EXPORT_URL)
     text = b"".join(everything.streaming_content).decode()

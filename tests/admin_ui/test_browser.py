@@ -126,6 +126,10 @@ def test_support_reviews_a_false_hit_and_the_dashboard_follows(page, support_a, 
         assert canvas.evaluate("(canvas) => !!Chart.getChart(canvas)"), canvas.get_attribute("id")
     page.screenshot(path=str(screenshot_dir / "dashboard.png"), full_page=True)
 
+    page.goto(reverse("admin:conversations_dedupevent_changelist") + "?similarity_min=0.85")
+    page.set_viewport_size({"width": 1600, "height": 900})
+    page.screenshot(path=str(screenshot_dir / "audit-log.png"))
+    page.set_viewport_size({"width": 1400, "height": 900})
     page.goto(
         reverse("admin:conversations_dedupevent_changelist")
         + f"?action=served_cached&reviewed=no&conversation={target.conversation_ref}"
