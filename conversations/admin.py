@@ -517,7 +517,7 @@ class DedupEventAdmin(TenantScopedAdmin):
     # --- detail: the new question beside the one it matched ------------------------------------------------
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None):  # noqa: ANN201
         event = self.get_object(request, unquote(object_id))
-        extra_context = dict(extra_context or {})
+        extra_context = {"title": "Review a dedup decision", **(extra_context or {})}
         if event is not None and self.has_view_permission(request, event):
             ids = [pk for pk in (event.turn_id, event.matched_turn_id) if pk is not None]
             turns = {turn.pk: turn for turn in Turn.objects.for_tenant(event.tenant_id).filter(pk__in=ids)}
