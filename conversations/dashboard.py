@@ -6,6 +6,8 @@ selector that reads them, always for one tenant and one period.
 
 Definitions the page states and the tests hold:
 - a turn is one audit event (the log has one row per turn);
+- repeated passages avoided: the already-shown documents or chunks excluded from a turn's search, counted only
+  when the exclusion was applied (not relaxed for the turn, not shadow mode);
 - a cache hit is a turn that was served a stored answer (`served_cached`, not in shadow mode); savings
   (tokens, milliseconds) count only applied hits; shadow-mode decisions are counted apart as would-be hits;
 - the reviewed false-hit rate is, among reviewed `served_cached` decisions (shadow or not), the share
@@ -61,6 +63,12 @@ class EventFacts:
     def is_hit(self) -> bool:
         """Served a stored answer for real (not a shadow-mode decision)."""
         return self.action == DedupAction.SERVED_CACHED and not self.shadow
+
+    @property
+    def passages_avoided(self) -> int:
+        """Already-shown passages kept out of this turn's search: none when the exclusion was relaxed (the search
+        ran without it) or only logged (shadow mode)."""
+        return 0 if self.relaxed or self.shadow else self.excluded_count
 
     @property
     def is_reviewed(self) -> bool:
@@ -133,7 +141,7 @@ def totals_compute(events: Iterable[EventFacts]) -> Totals:
     ms = 0.0
     for event in events:
         turns += 1
-        passages += event.excluded_count
+        passages += event.passages_avoided
         relaxed += event.relaxed
         if event.action != DedupAction.SERVED_CACHED:
             continue

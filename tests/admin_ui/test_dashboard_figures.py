@@ -57,12 +57,22 @@ def test_totals():
     assert totals.hit_rate == pytest.approx(2 / 9)
     assert totals.tokens_saved == 500
     assert totals.ms_saved == pytest.approx(2000.0)
-    assert totals.passages_avoided == 6
+    assert totals.passages_avoided == 4  # 3 + 1; the 2 of the relaxed turn were shown after all
     assert totals.relaxed == 1
     # reviewed served_cached decisions: 0.95 correct, 0.91 incorrect, shadow 0.93 correct
     assert totals.reviewed_hits == 3
     assert totals.false_hits == 1
     assert totals.false_hit_rate == pytest.approx(1 / 3)
+
+
+def test_passages_avoided_only_when_the_exclusion_was_applied():
+    events = [
+        _event(excluded_count=4),
+        _event(excluded_count=3, relaxed=True),  # relaxed: the search ran without the exclusion
+        _event(excluded_count=5, shadow=True),  # shadow mode: exclusion decided and logged, not applied
+    ]
+    assert totals_compute(events).passages_avoided == 4
+    assert totals_compute(events).relaxed == 1
 
 
 def test_totals_of_nothing_have_no_rates():
