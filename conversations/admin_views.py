@@ -26,7 +26,13 @@ from conversations.admin_services import (
     intent_delete,
     intent_save,
 )
-from conversations.dashboard import MAX_PERIOD_DAYS, dashboard_get, duration_display, percent_display
+from conversations.dashboard import (
+    MAX_PERIOD_DAYS,
+    dashboard_get,
+    duration_display,
+    percent_display,
+    settings_changes_in_period,
+)
 from conversations.models import INTENT_OTHER, DedupPolicy, Intent, IntentBehaviour, SettingsChange
 from tenants.admin_scoping import request_tenant_roles
 from tenants.models import Role, Tenant
@@ -361,6 +367,7 @@ def dedup_dashboard_view(request: HttpRequest, model_admin: admin.ModelAdmin) ->
         "end": end,
         "dashboard": dashboard,
         "chart_data": _chart_data(dashboard) if dashboard else None,
+        "period_changes": settings_changes_in_period(tenant=tenant, start=start, end=end) if dashboard else [],
         "policy": policy,
         "can_change_settings": request.user.is_superuser or roles.get(tenant.pk) in SETTINGS_ROLES,
         "settings_url": reverse("admin:conversations_deduppolicy_settings"),

@@ -29,7 +29,7 @@ from datetime import date, datetime, time, timedelta
 
 from django.utils import timezone
 
-from conversations.models import DedupAction, DedupEvent, ReviewVerdict
+from conversations.models import DedupAction, DedupEvent, ReviewVerdict, SettingsChange
 from tenants.models import Tenant
 
 HISTOGRAM_BINS = 40  # bins of 0.025 over [0, 1]
@@ -298,6 +298,17 @@ def dashboard_events(*, tenant: Tenant, start: date, end: date) -> list[EventFac
     return [
         EventFacts(day=timezone.localtime(row[0]).date(), **dict(zip(fields, row[1:], strict=True))) for row in rows
     ]
+
+
+def settings_changes_in_period(*, tenant: Tenant, start: date, end: date, limit: int = 20) -> list[SettingsChange]:
+    """The tenant's policy changes in the period, newest first, so a jump in a chart can be read against the
+    change that caused it."""
+    since, until = period_bounds(start=start, end=end)
+    return list(
+        SettingsChange.objects.for_tenant(tenant).filter(subject="policy", changed_at__gte=since, changed_at__lt=until)[
+            :limit
+        ]
+    )
 
 
 def dashboard_get(*, tenant: Tenant, start: date, end: date, threshold: float) -> Dashboard:

@@ -9,8 +9,8 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from conversations.models import DedupAction, DedupEvent, ReviewVerdict
-from tests.factories import ConversationFactory, DedupEventFactory, TurnFactory
+from conversations.models import DedupAction, DedupEvent, ReviewVerdict, SettingsChange
+from tests.factories import ConversationFactory, DedupEventFactory, SettingsChangeFactory, TurnFactory
 
 # (earlier question, later question, was the later one really the same question?)
 PAIRS = [
@@ -103,6 +103,10 @@ def seed_audit_month(tenant, *, days: int = 30, seed: int = 7, threshold: float 
             )
             DedupEvent.objects.for_tenant(tenant).filter(pk=event.pk).update(created_at=created_at)
             events.append(event)
+    change = SettingsChangeFactory(
+        tenant=tenant, changed_by_label="admin-a@example.com", field="threshold", old_value=0.92, new_value=threshold
+    )
+    SettingsChange.objects.for_tenant(tenant).filter(pk=change.pk).update(changed_at=now - timedelta(days=12))
     return events
 
 

@@ -457,6 +457,20 @@ def test_dashboard_bad_period_is_a_form_error(client, support_a, events_a, start
     assert message in response.content.decode()
 
 
+def test_dashboard_lists_the_policy_changes_of_the_period(client, admin_a, tenant_a, tenant_b, events_a):
+    from conversations.admin_services import dedup_policy_change
+
+    dedup_policy_change(tenant=tenant_a, user=admin_a, changes={"threshold": 0.87})
+    dedup_policy_change(tenant=tenant_b, user=None, actor="someone at b", changes={"threshold": 0.5})
+    client.force_login(admin_a)
+    response = client.get(DASHBOARD_URL)
+    assert [(c.field, c.new_value) for c in response.context["period_changes"]] == [("threshold", 0.87)]
+    assert b"someone at b" not in response.content
+    yesterday = (timezone.localdate() - timedelta(days=1)).isoformat()
+    response = client.get(DASHBOARD_URL, {"start": yesterday, "end": yesterday})
+    assert response.context["period_changes"] == []
+
+
 def test_dashboard_of_another_tenant_is_404(client, admin_a, tenant_b, event_b):
     client.force_login(admin_a)
     assert client.get(DASHBOARD_URL, {"tenant": tenant_b.pk}).status_code == 404
