@@ -68,6 +68,17 @@ class DocumentOutputSerializer(serializers.ModelSerializer):
         )
 
 
+class ChunkHitOutputSerializer(serializers.Serializer):
+    chunk_id = serializers.IntegerField()
+    document_id = serializers.IntegerField()
+    document_external_id = serializers.CharField(allow_null=True)
+    document_title = serializers.CharField()
+    external_id = serializers.CharField(allow_null=True)
+    position = serializers.IntegerField()
+    score = serializers.FloatField()
+    text = serializers.CharField()
+
+
 class _KeyScopedApi(TenantApi):
     @property
     def only_knowledge_base_id(self) -> int | None:
@@ -110,7 +121,9 @@ class KnowledgeBaseListCreateApi(_KeyScopedApi):
         knowledge_bases = selectors.knowledge_base_list(tenant=self.tenant, only_id=self.only_knowledge_base_id)
         return Response(KnowledgeBaseOutputSerializer(knowledge_bases, many=True).data)
 
-    @extend_schema(request=InputSerializer, responses=KnowledgeBaseOutputSerializer, summary="Create a knowledge base")
+    @extend_schema(
+        request=InputSerializer, responses={201: KnowledgeBaseOutputSerializer}, summary="Create a knowledge base"
+    )
     def post(self, request):  # noqa: ANN001, ANN201
         if self.only_knowledge_base_id is not None:
             raise ApplicationError(
@@ -125,7 +138,7 @@ class KnowledgeBaseListCreateApi(_KeyScopedApi):
 class KnowledgeBaseReindexApi(_KeyScopedApi):
     extra_permission_classes = [IsTenantAdminKey]
 
-    @extend_schema(request=None, responses=KnowledgeBaseOutputSerializer, summary="Rebuild the vectors of a KB")
+    @extend_schema(request=None, responses={202: KnowledgeBaseOutputSerializer}, summary="Rebuild the vectors of a KB")
     def post(self, request, knowledge_base_id: int):  # noqa: ANN001, ANN201
         knowledge_base = self.knowledge_base_or_404(knowledge_base_id)
         knowledge_base = services.knowledge_base_reindex_start(tenant=self.tenant, knowledge_base=knowledge_base)
@@ -214,16 +227,10 @@ class KnowledgeBaseSearchApi(_KeyScopedApi):
         group_by_document = serializers.BooleanField(required=False, default=True)
 
     class OutputSerializer(serializers.Serializer):
-        chunk_id = serializers.IntegerField()
-        document_id = serializers.IntegerField()
-        document_external_id = serializers.CharField(allow_null=True)
-        document_title = serializers.CharField()
-        external_id = serializers.CharField(allow_null=True)
-        position = serializers.IntegerField()
-        score = serializers.FloatField()
-        text = serializers.CharField()
+        results = ChunkHitOutputSerializer(many=True, help_text="Best first.")
+        took_ms = serializers.FloatField()
 
-    @extend_schema(request=InputSerializer, responses=OutputSerializer(many=True), summary="Search a knowledge base")
+    @extend_schema(request=InputSerializer, responses=OutputSerializer, summary="Search a knowledge base")
     def post(self, request, knowledge_base_id: int):  # noqa: ANN001, ANN201
         knowledge_base = self.knowledge_base_or_404(knowledge_base_id)
         serializer = self.InputSerializer(data=request.data)
@@ -252,4 +259,4 @@ class KnowledgeBaseSearchApi(_KeyScopedApi):
             elapsed_ms,
             data["query"][:200],
         )
-        return Response({"results": self.OutputSerializer(hits, many=True).data, "took_ms": round(elapsed_ms, 1)})
+        return Response({"results": ChunkHitOutputSerializer(hits, many=True).data, "took_ms": round(elapsed_ms, 1)})

@@ -344,7 +344,24 @@ def _documents_fail(*, tenant_id: int, token: str, failures: dict[int, str]) -> 
             claim_token="",
             lease_expires_at=None,
         )
-    Chunk.objects.filter(tenant_id=tenant_id, document_id__in=list(failures)).delete()
+    had_chunks = list(
+        Chunk.objects.filter(tenant_id=tenant_id, document_id__in=list(failures))
+        .values_list("document_id", flat=True)
+        .distinct()
+    )
+    if not had_chunks:
+        return
+    Chunk.objects.filter(tenant_id=tenant_id, document_id__in=had_chunks).delete()
+    dimension = (
+        KnowledgeBase.objects.filter(tenant_id=tenant_id, documents__pk=had_chunks[0])
+        .values_list("embedding_dimension", flat=True)
+        .first()
+    )
+    try:
+        vectorstore.vectors_delete(tenant_id=tenant_id, dimension=dimension or 384, document_ids=had_chunks)
+    except vectorstore.VectorStoreUnavailable:
+        # Searches drop hits whose chunk row is gone; the next successful run of the document cleans these.
+        logger.warning("could not delete the vectors of failed documents %s", had_chunks, exc_info=True)
 
 
 def _document_drafts(document: Document, *, max_tokens: int) -> list[ChunkDraft]:
