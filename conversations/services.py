@@ -322,9 +322,8 @@ def duplicate_candidates(
         stored = []
         for index, turn in enumerate(recent):
             before = offset + index - 1
+            # None when the turn before lies outside the cached history: the follow-up guard then refuses.
             previous = state.recent_turns[before].vector if before >= 0 else None
-            if previous is None and turn.number > 1:
-                previous = None  # the turn before lies outside the cached history: the follow-up guard refuses
             stored.append(
                 decisions.StoredQuestion(
                     turn_id=turn.turn_id,
