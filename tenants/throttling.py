@@ -61,7 +61,9 @@ def rate_parse(text: str, *, burst: int | None = None) -> Rate | None:
     if not match or match.group(2) not in _PERIODS or int(match.group(1)) < 1:
         raise ValueError(f"rate limit {text!r}: use <count>/<s|min|hour>, e.g. 600/min")
     requests = int(match.group(1))
-    return Rate(requests=requests, period_seconds=_PERIODS[match.group(2)], burst=max(1, min(burst or requests, requests)))
+    return Rate(
+        requests=requests, period_seconds=_PERIODS[match.group(2)], burst=max(1, min(burst or requests, requests))
+    )
 
 
 def gcra_decide(*, now_us: int, tat_us: int | None, rate: Rate) -> tuple[bool, int, int]:
