@@ -1,0 +1,77 @@
+"""Claiming: a run takes only queued documents or ones whose run died (lease expired); repeated deaths end the
+document as failed; recovery requeues exactly the stalled ones. No worker needed: these paths stop before
+parsing."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from retrieval.models import Document, DocumentStatus
+from retrieval.services import documents_index, documents_recover_stalled
+from tests.retrieval.factories import kb_make
+
+pytestmark = pytest.mark.django_db
+
+
+def _document(tenant, **fields) -> Document:  # noqa: ANN001
+    kb = kb_make(tenant, name=f"kb-{Document.objects.unscoped().count()}")
+    return Document.objects.create(tenant=tenant, knowledge_base=kb, title="t", source_text="text", **fields)
+
+
+def test_a_live_run_is_not_taken_over(tenant):
+    live = _document(
+        tenant,
+        status=DocumentStatus.EMBEDDING,
+        claim_token="other",
+        lease_expires_at=timezone.now() + timedelta(minutes=5),
+    )
+    run = documents_index(tenant_id=tenant.pk, document_ids=[live.pk])
+    assert run.claimed == []
+    live.refresh_from_db()
+    assert (live.status, live.claim_token, live.attempts) == (DocumentStatus.EMBEDDING, "other", 0)
+
+
+def test_finished_documents_are_not_run_again(tenant):
+    for status in (DocumentStatus.INDEXED, DocumentStatus.FAILED):
+        document = _document(tenant, status=status)
+        assert documents_index(tenant_id=tenant.pk, document_ids=[document.pk]).claimed == []
+
+
+def test_another_tenants_document_is_never_claimed(tenant, other_tenant):
+    theirs = _document(other_tenant)
+    assert documents_index(tenant_id=tenant.pk, document_ids=[theirs.pk]).claimed == []
+    theirs.refresh_from_db()
+    assert theirs.status == DocumentStatus.QUEUED and theirs.attempts == 0
+
+
+def test_a_document_that_keeps_killing_its_worker_ends_failed(tenant, settings):
+    document = _document(
+        tenant,
+        status=DocumentStatus.EMBEDDING,
+        attempts=settings.INGEST_MAX_ATTEMPTS,
+        lease_expires_at=timezone.now() - timedelta(seconds=1),
+    )
+    assert documents_index(tenant_id=tenant.pk, document_ids=[document.pk]).claimed == []
+    document.refresh_from_db()
+    assert document.status == DocumentStatus.FAILED
+    assert f"interrupted {settings.INGEST_MAX_ATTEMPTS} times" in document.error_message
+
+
+def test_recovery_requeues_only_stalled_documents(tenant, settings, django_capture_on_commit_callbacks):
+    now = timezone.now()
+    dead = _document(tenant, status=DocumentStatus.CHUNKING, lease_expires_at=now - timedelta(seconds=1))
+    _document(tenant, status=DocumentStatus.CHUNKING, lease_expires_at=now + timedelta(minutes=5))  # alive
+    _document(tenant)  # freshly queued: its task is on its way
+    lost = _document(tenant)
+    Document.objects.for_tenant(tenant).filter(pk=lost.pk).update(
+        updated_at=now - timedelta(seconds=settings.INGEST_QUEUED_STALE_SECONDS + 1)
+    )
+    _document(tenant, status=DocumentStatus.INDEXED)
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        assert documents_recover_stalled() == 2
+    assert len(callbacks) == 1  # one task for both documents of the tenant
+    with django_capture_on_commit_callbacks(execute=False):
+        assert documents_recover_stalled() == 1  # the lost one was stamped; the dead one stays until claimed
+    dead.refresh_from_db()
+    assert dead.status == DocumentStatus.CHUNKING
