@@ -28,5 +28,11 @@ test: $(STAMP) $(CHROMIUM)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
+bench-ingest: $(STAMP)
+	$(BIN)/python bench/ingest.py
+
+bench-retrieval: $(STAMP)
+	$(BIN)/python bench/retrieval_quality.py
+
 clean:
 	rm -rf var/ .pytest_cache .ruff_cache
