@@ -1,0 +1,234 @@
+"""Latency of one conversation turn through the REST API, against the raw cost of the same work, in one run.
+
+For each corpus size (default 5,000 and 100,000 chunks) it prints p50 and p95 of:
+- raw: the question's embedding + one grouped Milvus search (retrieval.embeddings.embed_query +
+  retrieval.vectorstore.vectors_search), i.e. the least any turn that retrieves must do;
+- embed: the question's embedding alone;
+- miss: POST /api/v1/conversations/{id}/messages/ with a question not seen before (fresh retrieval + answer);
+- miss, exclusion at window 5 vs the same turns with exclusion off (5 earlier turns in the conversation);
+- hit: the same question asked again (the stored answer is served).
+Targets: miss within 1.3x raw, hit within embed + 5 ms, exclusion within 1.2x of no exclusion.
+
+The chunks are written to the models directly (this measures turns, not ingestion): the first 600 MTRAG passages
+embedded for real, then, to reach the larger sizes, copies of them with their vectors moved by small random noise
+(renormalised), so Milvus searches a dense, realistic neighbourhood rather than uniform noise.
+
+Usage: .venv/bin/python bench/turn_latency.py [--sizes 5000,100000] [--samples 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+from common import DATA, platform  # noqa: E402
+
+MTRAG = DATA / "mtrag"
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def summary(values: list[float]) -> tuple[float, float]:
+    return statistics.median(values), percentile(values, 0.95)
+
+
+def load_chunks(*, tenant, knowledge_base, size: int, texts: list[str], vectors) -> None:  # noqa: ANN001
+    import numpy as np
+
+    from retrieval import vectorstore
+    from retrieval.models import Chunk, Document, DocumentStatus, SourceKind
+
+    rng = np.random.default_rng(7)
+    batch = 5000
+    for start in range(0, size, batch):
+        count = min(batch, size - start)
+        documents = Document.objects.bulk_create(
+            [
+                Document(
+                    tenant=tenant,
+                    knowledge_base=knowledge_base,
+                    title=f"doc {start + i}",
+                    external_id=f"d{start + i}",
+                    source_kind=SourceKind.CHUNKS,
+                    status=DocumentStatus.INDEXED,
+                    chunk_count=1,
+                )
+                for i in range(count)
+            ]
+        )
+        rows = []
+        for i, document in enumerate(documents):
+            text = texts[(start + i) % len(texts)]
+            rows.append(
+                Chunk(
+                    tenant=tenant,
+                    document=document,
+                    knowledge_base=knowledge_base,
+                    position=0,
+                    text=text,
+                    token_count=len(text.split()),
+                    content_hash=hashlib.sha256(f"{start + i}:{text}".encode()).hexdigest(),
+                    external_id=f"c{start + i}",
+                )
+            )
+        chunks = Chunk.objects.bulk_create(rows)
+        base = np.stack([vectors[(start + i) % len(vectors)] for i in range(count)])
+        if start + count > len(vectors):  # copies beyond the real passages: nearby, not identical
+            noisy = base + rng.normal(0, 0.04, size=base.shape).astype(np.float32)
+            base = noisy / np.linalg.norm(noisy, axis=1, keepdims=True)
+        vectorstore.vectors_upsert(
+            rows=[
+                vectorstore.ChunkVector(
+                    chunk_id=chunk.pk,
+                    tenant_id=tenant.pk,
+                    knowledge_base_id=knowledge_base.pk,
+                    document_id=chunk.document_id,
+                    vector=vector,
+                )
+                for chunk, vector in zip(chunks, base, strict=True)
+            ],
+            dimension=knowledge_base.embedding_dimension,
+        )
+
+
+def measure(client, tenant, knowledge_base, questions: list[str], samples: int) -> dict:  # noqa: ANN001
+    from conversations.services import dedup_policy_update
+    from retrieval import vectorstore
+    from retrieval.embeddings import embed_query
+
+    def post(conversation_id: int, question: str) -> tuple[float, dict]:
+        started = time.perf_counter()
+        response = client.post(
+            f"/api/v1/conversations/{conversation_id}/messages/", {"question": question}, format="json"
+        )
+        elapsed = (time.perf_counter() - started) * 1000
+        if response.status_code != 200:
+            raise SystemExit(f"HTTP {response.status_code}: {response.content[:300]!r}")
+        return elapsed, response.json()
+
+    def new_conversation() -> int:
+        return client.post("/api/v1/conversations/", {"knowledge_base": knowledge_base.pk}, format="json").json()["id"]
+
+    # Warm up: model, Milvus collection, intents, database caches.
+    for question in questions[:5]:
+        post(new_conversation(), question)
+
+    raw, embed = [], []
+    for question in questions[:samples]:
+        started = time.perf_counter()
+        vector = embed_query(question)
+        middle = time.perf_counter()
+        vectorstore.vectors_search(
+            tenant_id=tenant.pk,
+            knowledge_base_id=knowledge_base.pk,
+            query_vector=vector,
+            limit=5,
+            dimension=knowledge_base.embedding_dimension,
+        )
+        raw.append((time.perf_counter() - started) * 1000)
+        embed.append((middle - started) * 1000)
+
+    miss, hit = [], []
+    for question in questions[:samples]:
+        conversation_id = new_conversation()
+        elapsed, body = post(conversation_id, question)
+        assert body["dedup"]["action"] in ("answered", "bypassed", "smalltalk"), body["dedup"]
+        miss.append(elapsed)
+        elapsed, body = post(conversation_id, question)
+        assert body["dedup"]["action"] == "served_cached", body["dedup"]
+        hit.append(elapsed)
+
+    # Exclusion at window 5: the sixth and later turns of a conversation, with exclusion on, then off.
+    exclusion = {}
+    for label, enabled in (("exclusion", True), ("no exclusion", False)):
+        dedup_policy_update(tenant=tenant, exclusion_enabled=enabled, exclusion_window=5, scope="off")
+        timings = []
+        for offset in range(0, samples):
+            conversation_id = new_conversation()
+            chain = [questions[(offset + k) % len(questions)] for k in range(6)]
+            for question in chain[:5]:
+                post(conversation_id, question)
+            elapsed, body = post(conversation_id, chain[5])
+            if enabled:
+                assert body["dedup"]["excluded_count"] > 0
+            timings.append(elapsed)
+        exclusion[label] = timings
+    dedup_policy_update(tenant=tenant, exclusion_enabled=True, scope="session")
+    return {"raw": raw, "embed": embed, "miss": miss, "hit": hit, **exclusion}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="5000,100000")
+    parser.add_argument("--samples", type=int, default=60)
+    parser.add_argument("--base-passages", type=int, default=600, help="MTRAG passages embedded for real")
+    args = parser.parse_args()
+    run = uuid.uuid4().hex[:8]
+    os.environ["KB_CACHE_PREFIX"] = f"bench-lat-{run}"
+    os.environ["KB_RATE_LIMIT"] = ""
+    sizes = [int(s) for s in args.sizes.split(",")]
+
+    with platform(name=f"lat_{run}"):
+        from rest_framework.test import APIClient
+
+        from retrieval.embeddings import embed_texts
+        from retrieval.models import KnowledgeBase
+        from tenants.models import ApiKeyRole
+        from tenants.services import api_key_create, tenant_get_or_create
+
+        corpus = [json.loads(line) for line in (MTRAG / "corpus.jsonl").open(encoding="utf-8")]
+        texts = [row["text"] for row in corpus][: args.base_passages]
+        started = time.perf_counter()
+        vectors = embed_texts(texts)
+        print(f"embedded {len(texts)} MTRAG passages in {time.perf_counter() - started:.0f}s")
+        questions = []
+        for line in (MTRAG / "conversations.jsonl").open(encoding="utf-8"):
+            questions.extend(turn["question"] for turn in json.loads(line)["turns"])
+        # Standalone questions only: asking a follow-up twice is, by design, not a duplicate (follow-up guard).
+        from conversations.decisions import question_is_context_dependent
+
+        questions = list(dict.fromkeys(q for q in questions if not question_is_context_dependent(q)))
+
+        tenant, _ = tenant_get_or_create(slug=f"bench-lat-{run}", name="Latency benchmark")
+        _, raw_key = api_key_create(tenant=tenant, name="bench", role=ApiKeyRole.ADMIN)
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Api-Key {raw_key}")
+
+        print()
+        print(f"{'chunks':>7} {'case':<14} {'p50 ms':>8} {'p95 ms':>8}   vs target")
+        for size in sizes:
+            knowledge_base = KnowledgeBase.objects.create(tenant=tenant, name=f"lat-{size}-{run}")
+            started = time.perf_counter()
+            load_chunks(tenant=tenant, knowledge_base=knowledge_base, size=size, texts=texts, vectors=vectors)
+            print(f"{size:>7} loaded in {time.perf_counter() - started:.0f}s", file=sys.stderr)
+            figures = measure(client, tenant, knowledge_base, questions, args.samples)
+            raw50, raw95 = summary(figures["raw"])
+            embed50, _ = summary(figures["embed"])
+            off50, _ = summary(figures["no exclusion"])
+            for case in ("raw", "embed", "miss", "hit", "no exclusion", "exclusion"):
+                p50, p95 = summary(figures[case])
+                note = ""
+                if case == "miss":
+                    note = f"{p50 / raw50:.2f}x raw p50 (target <= 1.30)"
+                elif case == "hit":
+                    note = f"{p50 - embed50:+.1f} ms vs embed p50 (target <= +5.0)"
+                elif case == "exclusion":
+                    note = f"{p50 / off50:.2f}x no exclusion p50 (target <= 1.20)"
+                print(f"{size:>7} {case:<14} {p50:>8.1f} {p95:>8.1f}   {note}")
+
+
+if __name__ == "__main__":
+    main()
