@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
+    negative_data_rejection,
     response_headers_conformance,
     response_schema_conformance,
     status_code_conformance,
@@ -34,6 +35,7 @@ CHECKS = [
     content_type_conformance,
     response_headers_conformance,
     response_schema_conformance,
+    negative_data_rejection,  # input that breaks the schema must be refused with a 4xx
 ]
 
 
