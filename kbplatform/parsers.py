@@ -6,10 +6,13 @@
 - Both: bodies over DATA_UPLOAD_MAX_MEMORY_SIZE are a 413 (DRF reads them past Django's own check).
 - Forms: invalid UTF-8 (raw or percent-encoded) is refused instead of being decoded with replacement
   characters and stored.
+- Multipart: field names, values and file names that are not valid UTF-8 are refused (Django would decode them
+  with replacement characters); file contents are bytes and go to the document parser untouched.
 """
 
 from __future__ import annotations
 
+import codecs
 import re
 from typing import Any
 from urllib.parse import unquote_to_bytes
@@ -17,8 +20,10 @@ from urllib.parse import unquote_to_bytes
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import QueryDict
+from django.http.multipartparser import MultiPartParser as DjangoMultiPartParser
+from django.http.multipartparser import MultiPartParserError
 from rest_framework.exceptions import ParseError
-from rest_framework.parsers import FormParser, JSONParser
+from rest_framework.parsers import DataAndFiles, FormParser, JSONParser, MultiPartParser
 from rest_framework.utils import json
 
 MAX_JSON_DEPTH = 32
@@ -95,3 +100,48 @@ class StrictFormParser(FormParser):
         except UnicodeDecodeError as exc:
             raise ParseError("The form body is not valid UTF-8.") from exc
         return QueryDict(body, encoding="utf-8")
+
+
+# Django's multipart parser decodes with errors="replace" whatever the caller asks; a codec that is UTF-8 but
+# ignores the errors argument makes it strict without copying the parser.
+STRICT_UTF8 = "kb_strict_utf_8"
+
+
+def _strict_utf8_decode(data: bytes, errors: str = "strict") -> tuple[str, int]:
+    return codecs.utf_8_decode(data, "strict", True)
+
+
+def _strict_utf8_search(name: str) -> codecs.CodecInfo | None:
+    if name != STRICT_UTF8:
+        return None
+    utf8 = codecs.lookup("utf-8")
+    return codecs.CodecInfo(
+        name=STRICT_UTF8,
+        encode=utf8.encode,
+        decode=_strict_utf8_decode,
+        incrementalencoder=utf8.incrementalencoder,
+        incrementaldecoder=utf8.incrementaldecoder,
+        streamreader=utf8.streamreader,
+        streamwriter=utf8.streamwriter,
+    )
+
+
+codecs.register(_strict_utf8_search)
+
+
+class StrictMultiPartParser(MultiPartParser):
+    def parse(self, stream, media_type=None, parser_context=None):  # noqa: ANN001, ANN201
+        parser_context = parser_context or {}
+        request = parser_context["request"]
+        encoding = parser_context.get("encoding") or settings.DEFAULT_CHARSET
+        if codecs.lookup(encoding).name == "utf-8":
+            encoding = STRICT_UTF8
+        meta = request.META.copy()
+        meta["CONTENT_TYPE"] = media_type
+        try:
+            data, files = DjangoMultiPartParser(meta, stream, request.upload_handlers, encoding).parse()
+        except MultiPartParserError as exc:
+            raise ParseError(f"Multipart form parse error - {exc}") from exc
+        except UnicodeDecodeError as exc:
+            raise ParseError("A field name, value or file name of the multipart body is not valid UTF-8.") from exc
+        return DataAndFiles(data, files)

@@ -176,7 +176,7 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": [
         "kbplatform.parsers.SafeJSONParser",
-        "rest_framework.parsers.MultiPartParser",
+        "kbplatform.parsers.StrictMultiPartParser",
         "kbplatform.parsers.StrictFormParser",
     ],
     "EXCEPTION_HANDLER": "kbplatform.exception_handler.api_exception_handler",

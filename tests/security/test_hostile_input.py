@@ -174,6 +174,52 @@ def test_path_traversal_in_file_names_stays_in_media_root(api_client, tenant, fi
     assert not list(Path("/tmp").glob(f"{marker}*")) and not list(Path("/etc").glob(f"{marker}*"))
 
 
+def _multipart_field(name: bytes, value: bytes, filename: bytes | None = None) -> bytes:
+    disposition = b'form-data; name="' + name + b'"' + (b'; filename="' + filename + b'"' if filename else b"")
+    return (
+        b"--kbboundary\r\nContent-Disposition: "
+        + disposition
+        + b"\r\nContent-Type: text/plain\r\n\r\n"
+        + value
+        + b"\r\n--kbboundary--\r\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        _multipart_field(b"text", b"caf\xe9 in latin-1"),
+        _multipart_field(b"t\xffxt", b"hello"),
+        _multipart_field(b"file", b"hello", filename=b"\xff\xfe.txt"),
+    ],
+    ids=["value", "field-name", "file-name"],
+)
+def test_multipart_with_invalid_utf8_is_400_and_stores_nothing(api_client, tenant, body):
+    knowledge_base = KnowledgeBaseFactory(tenant=tenant)
+    before = tenant_snapshot(tenant)
+    response = api_client.generic(
+        "POST",
+        f"/api/v1/knowledge-bases/{knowledge_base.pk}/documents/",
+        body,
+        content_type="multipart/form-data; boundary=kbboundary",
+    )
+    assert response.status_code == 400, response.content[:300]
+    assert response.json()["message"]
+    assert tenant_snapshot(tenant) == before
+
+
+def test_multipart_with_real_unicode_is_accepted(api_client, tenant):
+    knowledge_base = KnowledgeBaseFactory(tenant=tenant)
+    response = api_client.generic(
+        "POST",
+        f"/api/v1/knowledge-bases/{knowledge_base.pk}/documents/",
+        _multipart_field(b"file", "Grüße aus Köln".encode(), filename="résumé.txt".encode()),
+        content_type="multipart/form-data; boundary=kbboundary",
+    )
+    assert response.status_code == 202, response.content[:300]
+    assert response.json()["source_filename"] == "résumé.txt"
+
+
 # --- markup in the admin -------------------------------------------------------------------------------------
 
 SCRIPT = '<script>alert("kb-xss")</script>'
