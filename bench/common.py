@@ -25,6 +25,27 @@ sys.path.insert(0, str(ROOT))
 os.chdir(ROOT)
 
 
+milvus_process_id: int | None = None  # the running benchmark's milvus-lite server, for CPU accounting
+
+
+def process_tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) used so far by a process and its live descendants, from /proc. Unlike wall
+    time, this does not depend on what else the machine is running."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    pending = [pid]
+    while pending:
+        current = pending.pop()
+        try:
+            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])) / ticks
+            for task in Path(f"/proc/{current}/task").iterdir():
+                pending += [int(child) for child in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return total
+
+
 @contextmanager
 def platform(*, name: str) -> Iterator[dict]:
     """Start Milvus and configure Django for a benchmark; yields the environment the worker must get."""
@@ -32,8 +53,10 @@ def platform(*, name: str) -> Iterator[dict]:
 
     var_dir = ROOT / "var" / "bench"
     var_dir.mkdir(parents=True, exist_ok=True)
+    global milvus_process_id
     server = MilvusServer()
     server.start()
+    milvus_process_id = server.process.pid
     env = {
         "DJANGO_SETTINGS_MODULE": "kbplatform.settings.base",
         "KB_VAR_DIR": str(var_dir),
