@@ -38,22 +38,28 @@ REPEAT_WINDOW = 5
 
 
 def policies() -> list[tuple[str, dict]]:
-    from conversations.models import DEFAULT_EXCLUSION_WINDOW, DEFAULT_MIN_RESULTS, DEFAULT_THRESHOLD
+    """Plain retrieval, naive exclusion (every shown document left out for the whole conversation, never
+    relaxed), at document and at chunk granularity, the default policy (the model's field defaults), and the
+    default at document granularity."""
+    from conversations.models import DedupPolicy
 
     default = {
-        "scope": "session",
-        "threshold": DEFAULT_THRESHOLD,
-        "exclusion_enabled": True,
-        "exclusion_window": DEFAULT_EXCLUSION_WINDOW,
-        "granularity": "doc",
-        "min_results": DEFAULT_MIN_RESULTS,
-        "shadow_mode": False,
+        name: DedupPolicy._meta.get_field(name).get_default()
+        for name in ("scope", "threshold", "exclusion_enabled", "exclusion_window", "granularity", "min_results")
     }
+    default["shadow_mode"] = False
     return [
         ("plain retrieval", {**default, "scope": "off", "exclusion_enabled": False}),
-        ("naive exclusion", {**default, "scope": "off", "exclusion_window": 100, "min_results": 0}),
-        ("default policy", default),
-        ("default, chunk granularity", {**default, "granularity": "chunk"}),
+        (
+            "naive exclusion (doc)",
+            {**default, "scope": "off", "granularity": "doc", "exclusion_window": 100, "min_results": 0},
+        ),
+        (
+            "naive exclusion (chunk)",
+            {**default, "scope": "off", "granularity": "chunk", "exclusion_window": 100, "min_results": 0},
+        ),
+        (f"default policy ({default['granularity']})", default),
+        ("default, doc granularity", {**default, "granularity": "doc"}),
     ]
 
 
@@ -236,6 +242,7 @@ def followup_guard_study(conversations: list[dict]) -> list[tuple[float, int, in
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--conversations", type=int, default=0, help="first N conversations only (0 = all)")
+    parser.add_argument("--policies", default="", help="comma-separated names of policies to run (default: all)")
     args = parser.parse_args()
     run = uuid.uuid4().hex[:8]
     os.environ["KB_CACHE_PREFIX"] = f"bench-conv-{run}"
@@ -281,7 +288,10 @@ def main() -> None:
             f"{'false hits/100':>14} {'ms/turn':>8}"
         )
         print(header)
+        wanted = {name.strip() for name in args.policies.split(",") if name.strip()}
         for name, fields in policies():
+            if wanted and name not in wanted:
+                continue
             dedup_policy_update(tenant=tenant, **fields)
             figures = replay(client, knowledge_base_id, conversations)
             print(

@@ -35,7 +35,7 @@ class PolicyView:
     question_window: int = 10
     exclusion_enabled: bool = True
     exclusion_window: int = 5
-    granularity: str = "doc"
+    granularity: str = "chunk"
     min_results: int = 3
     ttl_seconds: int = 86400
     allowlisted_intents: tuple[str, ...] = (INTENT_OTHER,)

@@ -145,7 +145,9 @@ class DedupPolicy(TenantOwnedModel):
     exclusion_window = models.PositiveIntegerField(
         default=DEFAULT_EXCLUSION_WINDOW, validators=[MinValueValidator(1), MaxValueValidator(100)]
     )
-    granularity = models.CharField(max_length=5, choices=Granularity.choices, default=Granularity.DOC)
+    # Chunk by default: MTRAG conversations come back to the same documents, and leaving out a whole document for
+    # one shown passage cost more novel recall than it saved (bench/conversations.py, docs/conversations.md).
+    granularity = models.CharField(max_length=5, choices=Granularity.choices, default=Granularity.CHUNK)
     min_results = models.PositiveIntegerField(
         default=DEFAULT_MIN_RESULTS, validators=[MinValueValidator(0), MaxValueValidator(100)]
     )
