@@ -365,33 +365,24 @@ def duplicate_candidates(
     return _stored_from_rows(tenant=tenant, rows=rows)
 
 
-def sources_unchanged(*, tenant: Tenant, source_chunks: dict) -> bool:
-    """True while every chunk a stored answer cites still exists with the same content hash."""
-    if not source_chunks:
-        return True
-    current = dict(
-        Chunk.objects.for_tenant(tenant)
-        .filter(pk__in=[int(chunk_id) for chunk_id in source_chunks])
-        .values_list("pk", "content_hash")
-    )
-    return all(current.get(int(chunk_id)) == info.get("hash") for chunk_id, info in source_chunks.items())
-
-
-def _sources_of_turn(*, tenant: Tenant, turn: Turn) -> list[SourceView]:
+def stored_sources(*, tenant: Tenant, turn: Turn) -> list[SourceView] | None:
+    """The sources a stored answer cites, in its order, or None when any of them changed since (deleted, or
+    re-indexed with another content hash): such an answer is never served again. One query does both."""
     ids = [int(chunk_id) for chunk_id in turn.source_chunk_ids]
     rows = {c.pk: c for c in Chunk.objects.for_tenant(tenant).filter(pk__in=ids).select_related("document")}
     views = []
     for chunk_id in ids:
         chunk = rows.get(chunk_id)
-        if chunk is None:
-            continue
+        stored = turn.source_chunks.get(str(chunk_id)) or {}
+        if chunk is None or chunk.content_hash != stored.get("hash"):
+            return None
         views.append(
             SourceView(
                 chunk_id=chunk.pk,
                 document_id=chunk.document_id,
                 external_id=chunk.external_id,
                 document_external_id=chunk.document.external_id,
-                score=(turn.source_chunks.get(str(chunk_id)) or {}).get("score"),
+                score=stored.get("score"),
                 text=chunk.text,
             )
         )
@@ -483,6 +474,7 @@ def turn_ask(
     mark = time.perf_counter()
     decision = decisions.DuplicateDecision(hit=False)
     matched: Turn | None = None
+    matched_sources: list[SourceView] | None = None
     if plan.check_duplicates:
         try:
             candidates = duplicate_candidates(
@@ -499,13 +491,14 @@ def turn_ask(
             threshold=policy.threshold,
         )
         if decision.hit:
-            matched = Turn.objects.for_tenant(tenant).filter(pk=decision.turn_id).first()
+            matched = Turn.objects.for_tenant(tenant).filter(pk=decision.turn_id).defer("question_vector").first()
+            matched_sources = stored_sources(tenant=tenant, turn=matched) if matched and matched.answer else None
             if matched is None or not matched.answer:
                 decision = decisions.DuplicateDecision(
                     hit=False, turn_id=decision.turn_id, similarity=decision.similarity, reason="no stored answer"
                 )
                 matched = None
-            elif not sources_unchanged(tenant=tenant, source_chunks=matched.source_chunks):
+            elif matched_sources is None:
                 decision = decisions.DuplicateDecision(
                     hit=False, turn_id=decision.turn_id, similarity=decision.similarity, reason="sources changed"
                 )
@@ -529,7 +522,7 @@ def turn_ask(
         answer_text = matched.answer
         answer_tokens = matched.answer_tokens
         context_tokens = 0
-        sources = _sources_of_turn(tenant=tenant, turn=matched)
+        sources = matched_sources
         source_chunks = dict(matched.source_chunks)
     elif plan.smalltalk:
         action = DedupAction.SMALLTALK
