@@ -110,9 +110,9 @@ def _call(operation: str, fn, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003,
         raise VectorStoreUnavailable(f"Milvus {operation} failed: {exc}") from exc
 
 
-def collection_ensure(*, dimension: int, collection: str | None = None) -> str:
-    """Create (once) and load the chunk collection; returns its name."""
-    name = collection or settings.MILVUS_COLLECTION
+def _collection_ensure(*, name: str, primary: str, int_fields: Sequence[str], dimension: int) -> str:
+    """Create (once per process) and load a collection keyed by `primary`, partitioned by `tenant_id`, with an
+    HNSW cosine index on `vector`: the one shape shared by the chunk and the question collections."""
     if name in _ready_collections:
         return name
     client = _connect()
@@ -122,10 +122,10 @@ def collection_ensure(*, dimension: int, collection: str | None = None) -> str:
 
         if not client.has_collection(name):
             schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
-            schema.add_field("chunk_id", DataType.INT64, is_primary=True)
+            schema.add_field(primary, DataType.INT64, is_primary=True)
             schema.add_field("tenant_id", DataType.VARCHAR, max_length=VARCHAR_ID_MAX, is_partition_key=True)
-            schema.add_field("knowledge_base_id", DataType.INT64)
-            schema.add_field("document_id", DataType.INT64)
+            for field in int_fields:
+                schema.add_field(field, DataType.INT64)
             schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dimension)
             index_params = client.prepare_index_params()
             index_params.add_index(
@@ -134,9 +134,19 @@ def collection_ensure(*, dimension: int, collection: str | None = None) -> str:
             client.create_collection(collection_name=name, schema=schema, index_params=index_params)
         client.load_collection(name)
 
-    _call("collection setup", _ensure)
+    _call(f"setup of collection {name}", _ensure)
     _ready_collections.add(name)
     return name
+
+
+def collection_ensure(*, dimension: int, collection: str | None = None) -> str:
+    """Create (once) and load the chunk collection; returns its name."""
+    return _collection_ensure(
+        name=collection or settings.MILVUS_COLLECTION,
+        primary="chunk_id",
+        int_fields=("knowledge_base_id", "document_id"),
+        dimension=dimension,
+    )
 
 
 @dataclass(frozen=True)
@@ -301,31 +311,12 @@ def question_filter_build(
 
 
 def question_collection_ensure(*, dimension: int) -> str:
-    name = question_collection_name()
-    if name in _ready_collections:
-        return name
-    client = _connect()
-
-    def _ensure() -> None:
-        from pymilvus import DataType
-
-        if not client.has_collection(name):
-            schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
-            schema.add_field("turn_id", DataType.INT64, is_primary=True)
-            schema.add_field("tenant_id", DataType.VARCHAR, max_length=VARCHAR_ID_MAX, is_partition_key=True)
-            schema.add_field("knowledge_base_id", DataType.INT64)
-            schema.add_field("created_ts", DataType.INT64)
-            schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dimension)
-            index_params = client.prepare_index_params()
-            index_params.add_index(
-                field_name="vector", index_type="HNSW", metric_type="COSINE", params={"M": 16, "efConstruction": 200}
-            )
-            client.create_collection(collection_name=name, schema=schema, index_params=index_params)
-        client.load_collection(name)
-
-    _call("question collection setup", _ensure)
-    _ready_collections.add(name)
-    return name
+    return _collection_ensure(
+        name=question_collection_name(),
+        primary="turn_id",
+        int_fields=("knowledge_base_id", "created_ts"),
+        dimension=dimension,
+    )
 
 
 @dataclass(frozen=True)
