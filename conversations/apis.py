@@ -3,11 +3,11 @@ knowledge base is a 404; a key bound to one knowledge base reaches only that one
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
-from conversations import selectors, services
+from conversations import admin_services, selectors, services
 from conversations.models import DedupAction, DedupScope, Granularity
 from tenants.api import TenantApi
 from tenants.permissions import IsTenantAdminKey
@@ -169,12 +169,21 @@ class DedupPolicyApi(TenantApi):
     def get(self, request):  # noqa: ANN001, ANN201
         return Response(self.PolicySerializer(services.dedup_policy_get(tenant=self.tenant)).data)
 
-    @extend_schema(request=PolicySerializer, responses=PolicySerializer, summary="Change the dedup policy (admin keys)")
+    @extend_schema(
+        request=PolicySerializer,
+        responses=PolicySerializer,
+        summary="Change the dedup policy (admin keys; send the fields to change, each change is recorded)",
+    )
     def put(self, request):  # noqa: ANN001, ANN201
         data = self.PolicySerializer(data=request.data, partial=True)
         data.is_valid(raise_exception=True)
-        policy = services.dedup_policy_update(tenant=self.tenant, **data.validated_data)
-        return Response(self.PolicySerializer(policy).data)
+        if not data.validated_data:
+            raise serializers.ValidationError({"non_field_errors": ["Send at least one policy field to change."]})
+        # Through the settings history, so a change made with an API key shows in the admin's audit view too.
+        admin_services.dedup_policy_change(
+            tenant=self.tenant, user=None, actor=f"API key {self.api_key.prefix}", changes=dict(data.validated_data)
+        )
+        return Response(self.PolicySerializer(services.dedup_policy_get(tenant=self.tenant)).data)
 
 
 class AuditEventListApi(TenantApi):
@@ -213,18 +222,11 @@ class AuditEventListApi(TenantApi):
         review_verdict = serializers.CharField()
 
     @extend_schema(
-        parameters=[
-            OpenApiParameter("action", str),
-            OpenApiParameter("conversation", int),
-            OpenApiParameter("created_from", str, description="ISO 8601"),
-            OpenApiParameter("created_to", str, description="ISO 8601"),
-            OpenApiParameter("similarity_min", float),
-            OpenApiParameter("similarity_max", float),
-            OpenApiParameter("limit", int),
-            OpenApiParameter("offset", int),
-        ],
-        responses=OutputSerializer(many=True),
-        summary="The dedup audit log",
+        parameters=[FilterSerializer],
+        responses=inline_serializer(
+            "AuditEventPage", {"count": serializers.IntegerField(), "results": OutputSerializer(many=True)}
+        ),
+        summary="The dedup audit log, newest first, one page (limit/offset)",
     )
     def get(self, request):  # noqa: ANN001, ANN201
         filters = self.FilterSerializer(data=request.query_params)

@@ -286,6 +286,12 @@ def test_dedup_policy_admin_only_and_validated(api_client, standard_api_client, 
     )
     assert response.status_code == 200 and response.json()["threshold"] == 0.8
     assert other_api_client.get("/api/v1/dedup-policy/").json()["threshold"] != 0.8
+    from conversations.models import SettingsChange
+
+    recorded = SettingsChange.objects.for_tenant(tenant).filter(field="threshold").get()
+    assert recorded.new_value == 0.8 and api_client.api_key.prefix in recorded.changed_by_label
+    empty = api_client.put("/api/v1/dedup-policy/", {}, format="json")
+    assert empty.status_code == 400 and "at least one" in str(empty.json()["extra"])
     for bad in (
         {"threshold": 0},
         {"threshold": 1.01},
