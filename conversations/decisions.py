@@ -298,7 +298,10 @@ def duplicate_decide(
     threshold: float,
 ) -> DuplicateDecision:
     """The best candidate at or above `threshold` that also passes the agreement and follow-up checks, or no
-    hit. Candidates refused on a check are reported (the audit log says why a close match was not served)."""
+    hit. Candidates refused on a check are reported (the audit log says why a close match was not served).
+    Candidates embedded by another model (a different vector size, e.g. stored before a model change) are not
+    comparable and are left out."""
+    candidates = [c for c in candidates if c.vector.shape == question_vector.shape]
     if not candidates:
         return DuplicateDecision(hit=False)
     matrix = np.stack([c.vector for c in candidates])

@@ -206,6 +206,24 @@ def test_duplicate_at_threshold_hits_and_below_does_not():
     assert not miss.hit and miss.reason == "below threshold" and miss.turn_id == 7
 
 
+def test_questions_embedded_by_another_model_are_not_compared():
+    q = unit(1, 0, 0)
+    old_model = _stored(3, "How can I reset my password quickly?", unit(1, 0, 0, 0))
+    same_model = _stored(4, "How do I reset my password quickly?", unit(1, 0.2, 0))
+    decision = d.duplicate_decide(
+        question="How can I reset my password quickly?",
+        question_vector=q,
+        previous_vector=None,
+        candidates=[old_model, same_model],
+        threshold=0.9,
+    )
+    assert decision.hit and decision.turn_id == 4
+    alone = d.duplicate_decide(
+        question="x", question_vector=q, previous_vector=None, candidates=[old_model], threshold=0.9
+    )
+    assert not alone.hit and alone.turn_id is None
+
+
 def test_duplicate_skips_refused_candidates_and_reports_them():
     q = unit(1, 0, 0)
     candidates = [
