@@ -98,9 +98,9 @@ def load_corpus(client, tenant, knowledge_base_id: int) -> tuple[int, int]:  # n
 def _write_directly(*, tenant, knowledge_base_id: int, documents: dict, titles: dict) -> None:  # noqa: ANN001
     import hashlib
 
-    from retrieval import vectorstore
     from retrieval.embeddings import embed_texts, token_counts
     from retrieval.models import Chunk, Document, DocumentStatus, KnowledgeBase, SourceKind
+    from retrieval.services import chunk_vectors_upsert
 
     knowledge_base = KnowledgeBase.objects.for_tenant(tenant).get(pk=knowledge_base_id)
     rows = []
@@ -131,19 +131,7 @@ def _write_directly(*, tenant, knowledge_base_id: int, documents: dict, titles: 
             )
     created = Chunk.objects.bulk_create(rows)
     vectors = embed_texts([c.text for c in created])
-    vectorstore.vectors_upsert(
-        rows=[
-            vectorstore.ChunkVector(
-                chunk_id=c.pk,
-                tenant_id=tenant.pk,
-                knowledge_base_id=knowledge_base.pk,
-                document_id=c.document_id,
-                vector=v,
-            )
-            for c, v in zip(created, vectors, strict=True)
-        ],
-        dimension=knowledge_base.embedding_dimension,
-    )
+    chunk_vectors_upsert(chunks=created, vectors=vectors, dimension=knowledge_base.embedding_dimension)
 
 
 def replay(client, knowledge_base_id: int, conversations: list[dict]) -> dict:  # noqa: ANN001

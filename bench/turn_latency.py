@@ -48,8 +48,8 @@ def summary(values: list[float]) -> tuple[float, float]:
 def load_chunks(*, tenant, knowledge_base, size: int, texts: list[str], vectors) -> None:  # noqa: ANN001
     import numpy as np
 
-    from retrieval import vectorstore
     from retrieval.models import Chunk, Document, DocumentStatus, SourceKind
+    from retrieval.services import chunk_vectors_upsert
 
     rng = np.random.default_rng(7)
     batch = 5000
@@ -89,19 +89,7 @@ def load_chunks(*, tenant, knowledge_base, size: int, texts: list[str], vectors)
         if start + count > len(vectors):  # copies beyond the real passages: nearby, not identical
             noisy = base + rng.normal(0, 0.04, size=base.shape).astype(np.float32)
             base = noisy / np.linalg.norm(noisy, axis=1, keepdims=True)
-        vectorstore.vectors_upsert(
-            rows=[
-                vectorstore.ChunkVector(
-                    chunk_id=chunk.pk,
-                    tenant_id=tenant.pk,
-                    knowledge_base_id=knowledge_base.pk,
-                    document_id=chunk.document_id,
-                    vector=vector,
-                )
-                for chunk, vector in zip(chunks, base, strict=True)
-            ],
-            dimension=knowledge_base.embedding_dimension,
-        )
+        chunk_vectors_upsert(chunks=chunks, vectors=base, dimension=knowledge_base.embedding_dimension)
 
 
 def measure(client, tenant, knowledge_base, questions: list[str], samples: int) -> dict:  # noqa: ANN001

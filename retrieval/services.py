@@ -769,3 +769,21 @@ def knowledge_base_reindex_fail(*, tenant_id: int, knowledge_base_id: int, reaso
     KnowledgeBase.objects.filter(tenant_id=tenant_id, pk=knowledge_base_id).update(
         reindex_status=ReindexStatus.FAILED, reindex_error=reason[:2000], reindex_finished_at=timezone.now()
     )
+
+
+def chunk_vectors_upsert(*, chunks: Sequence[Chunk], vectors: Sequence[Sequence[float]], dimension: int) -> int:
+    """Write the vectors of stored chunk rows to Milvus, each under its own tenant, knowledge base and document
+    (for loaders that create chunk rows themselves: evaluation benches and tests)."""
+    return vectorstore.vectors_upsert(
+        rows=[
+            vectorstore.ChunkVector(
+                chunk_id=chunk.pk,
+                tenant_id=chunk.tenant_id,
+                knowledge_base_id=chunk.knowledge_base_id,
+                document_id=chunk.document_id,
+                vector=vector,
+            )
+            for chunk, vector in zip(chunks, vectors, strict=True)
+        ],
+        dimension=dimension,
+    )

@@ -7,6 +7,7 @@ import hashlib
 from retrieval import vectorstore
 from retrieval.embeddings import embed_texts, token_counts
 from retrieval.models import Chunk, Document, DocumentStatus, KnowledgeBase, SourceKind
+from retrieval.services import chunk_vectors_upsert
 from tenants.models import Tenant
 
 HANDBOOK = {
@@ -82,17 +83,5 @@ def indexed_kb(tenant: Tenant, documents: dict[str, list[str]] | None = None, na
         tenant_id=tenant.pk, knowledge_base_id=knowledge_base.pk, dimension=knowledge_base.embedding_dimension
     )
     vectors = embed_texts([c.text for c in chunks])
-    vectorstore.vectors_upsert(
-        rows=[
-            vectorstore.ChunkVector(
-                chunk_id=c.pk,
-                tenant_id=tenant.pk,
-                knowledge_base_id=knowledge_base.pk,
-                document_id=c.document_id,
-                vector=v,
-            )
-            for c, v in zip(chunks, vectors, strict=True)
-        ],
-        dimension=knowledge_base.embedding_dimension,
-    )
+    chunk_vectors_upsert(chunks=chunks, vectors=vectors, dimension=knowledge_base.embedding_dimension)
     return knowledge_base
