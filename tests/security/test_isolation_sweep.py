@@ -21,6 +21,7 @@ from tenants.models import Role
 from tenants.scoping import TenantOwnedModel
 from tenants.services import tenant_get_or_create
 from tests.factories import MembershipFactory, UserFactory
+from tests.security.admin_pages import admin_pages_without_ids
 from tests.security.world import SECRET, tenant_snapshot, world_build
 
 pytestmark = pytest.mark.django_db
@@ -259,22 +260,6 @@ def test_lists_and_their_filters_show_nothing_of_other_tenants(worlds, route, vi
 # --- the admin: pages without ids (dashboards, exports, settings) and changelist filters -------------------------
 
 
-def _admin_pages_without_ids() -> list[str]:
-    pages = []
-
-    def walk(patterns, prefix: str) -> None:  # noqa: ANN001
-        for pattern in patterns:
-            if isinstance(pattern, URLResolver):
-                walk(pattern.url_patterns, prefix + str(pattern.pattern))
-            elif isinstance(pattern, URLPattern):
-                route = prefix + str(pattern.pattern)
-                if route.startswith("admin/") and "<" not in route and not re.search(r"(logout|password)", route):
-                    pages.append("/" + route)
-
-    walk(get_resolver().url_patterns, "")
-    return pages
-
-
 def _content(response) -> str:  # noqa: ANN001
     if getattr(response, "streaming", False):
         return b"".join(response.streaming_content).decode(errors="replace")
@@ -298,7 +283,7 @@ def test_admin_pages_and_exports_show_nothing_of_other_tenants(client, worlds, r
         {"format": "csv"},
         {"tenant": globex.tenant.slug, "format": "csv"},
     ]
-    pages = _admin_pages_without_ids()
+    pages = admin_pages_without_ids()
     assert "/admin/" in pages
     for page in pages:
         for query in filters:
