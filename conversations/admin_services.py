@@ -18,6 +18,7 @@ from conversations import services
 from conversations.models import INTENT_OTHER, DedupEvent, DedupPolicy, Intent, ReviewVerdict, SettingsChange
 from kbplatform.errors import ApplicationError, NotFoundError
 from tenants.models import Tenant
+from tenants.services import tenant_settings_changed
 
 # The policy fields an admin may change from the settings page, in the order the history lists them.
 POLICY_FIELDS = (
@@ -130,6 +131,7 @@ def intent_save(
         if not cleaned:
             raise ValidationError({"examples": "Give at least one example phrase."})
         intent.save()
+        tenant_settings_changed(tenant=tenant)
         change = _record(
             tenant=tenant,
             user=user,
@@ -158,6 +160,7 @@ def intent_save(
         intent.example_vectors = None
         update_fields.append("example_vectors")
     intent.save(update_fields=update_fields)
+    tenant_settings_changed(tenant=tenant)
     changes = [
         _record(
             tenant=tenant,
@@ -186,6 +189,7 @@ def intent_delete(*, tenant: Tenant, user: Any, intent: Intent) -> SettingsChang
         dedup_policy_change(tenant=tenant, user=user, changes={"allowlisted_intents": remaining})
     snapshot = {"behaviour": intent.behaviour, "examples": list(intent.examples)}
     Intent.objects.for_tenant(tenant).filter(pk=intent.pk).delete()
+    tenant_settings_changed(tenant=tenant)
     return _record(tenant=tenant, user=user, subject=f"intent:{intent.name}", field="deleted", old=snapshot, new=None)
 
 

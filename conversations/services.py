@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Q
@@ -40,8 +41,10 @@ from conversations.models import (
     Turn,
 )
 from conversations.state import (
+    TURN_FIELDS_KEPT,
     ConversationState,
     RecentTurn,
+    StoredAnswer,
     state_after_turn,
     state_forget,
     state_load,
@@ -55,6 +58,7 @@ from retrieval.embeddings import embed_query, embed_texts, token_count
 from retrieval.models import Chunk, KnowledgeBase
 from retrieval.selectors import ChunkHit, chunk_search
 from tenants.models import Tenant
+from tenants.services import tenant_settings_changed
 
 logger = logging.getLogger(__name__)
 
@@ -76,22 +80,16 @@ SMALLTALK_REPLIES = {
 
 def tenant_conversations_setup(*, tenant: Tenant) -> DedupPolicy:
     """Give a tenant its default dedup policy and the built-in intents; safe to call again."""
-    policy, _ = DedupPolicy.objects.get_or_create(tenant=tenant)
+    policy, created = DedupPolicy.objects.get_or_create(tenant=tenant)
     existing = set(Intent.objects.for_tenant(tenant).values_list("name", flat=True))
-    Intent.objects.bulk_create(
-        [
-            Intent(
-                tenant=tenant,
-                name=name,
-                behaviour=spec["behaviour"],
-                examples=list(spec["examples"]),
-                is_builtin=True,
-            )
-            for name, spec in BUILTIN_INTENTS.items()
-            if name not in existing
-        ],
-        ignore_conflicts=True,
-    )
+    missing = [
+        Intent(tenant=tenant, name=name, behaviour=spec["behaviour"], examples=list(spec["examples"]), is_builtin=True)
+        for name, spec in BUILTIN_INTENTS.items()
+        if name not in existing
+    ]
+    Intent.objects.bulk_create(missing, ignore_conflicts=True)
+    if created or missing:
+        tenant_settings_changed(tenant=tenant)
     return policy
 
 
@@ -158,6 +156,7 @@ def dedup_policy_update(*, tenant: Tenant, **changes: Any) -> DedupPolicy:
     if errors:
         raise ApplicationError("The policy is not valid: check the fields listed in extra.", extra={"fields": errors})
     policy.save()
+    tenant_settings_changed(tenant=tenant)
     return policy
 
 
@@ -189,6 +188,35 @@ def intents_load(*, tenant: Tenant) -> list[decisions.IntentExamples]:
     return loaded
 
 
+@dataclass(frozen=True)
+class TurnSettings:
+    """What a turn needs of the tenant's configuration: its policy and its intents with their example vectors."""
+
+    policy: decisions.PolicyView
+    intents: list[decisions.IntentExamples]
+
+
+# tenant id -> (tenant.settings_version, settings), per process. The version comes with the tenant row that every
+# request loads with its API key, so a change committed by any process is seen by the next turn of every process.
+_turn_settings: dict[int, tuple[tuple, TurnSettings]] = {}
+
+
+def turn_settings_load(*, tenant: Tenant) -> TurnSettings:
+    """The tenant's policy and intents: this process's copy when `tenant.settings_version` says it is current,
+    else read from the database (and kept). Loading after the version was read, a copy is never older than the
+    version it is kept under; at worst it is newer, and is then read again on the next change."""
+    # The creation time is in the key too: a tenant id can come back (a test's rolled-back rows, a restored
+    # database), its version count with it.
+    version = (tenant.created_at, tenant.settings_version)
+    cached = _turn_settings.get(tenant.pk)
+    if cached is not None and cached[0] == version:
+        return cached[1]
+    loaded = TurnSettings(policy=policy_view(dedup_policy_get(tenant=tenant)), intents=intents_load(tenant=tenant))
+    _turn_settings[tenant.pk] = (version, loaded)
+    return loaded
+
+
+@transaction.atomic
 def intent_set(*, tenant: Tenant, name: str, examples: list[str], behaviour: str = IntentBehaviour.NORMAL) -> Intent:
     """Create or change a tenant intent; its example vectors are recomputed on next use."""
     intent, _ = Intent.objects.for_tenant(tenant).update_or_create(
@@ -196,6 +224,7 @@ def intent_set(*, tenant: Tenant, name: str, examples: list[str], behaviour: str
         name=name,
         defaults={"examples": list(examples), "behaviour": behaviour, "example_vectors": None},
     )
+    tenant_settings_changed(tenant=tenant)
     return intent
 
 
@@ -365,25 +394,40 @@ def duplicate_candidates(
     return _stored_from_rows(tenant=tenant, rows=rows)
 
 
-def stored_sources(*, tenant: Tenant, turn: Turn) -> list[SourceView] | None:
+def stored_answer_of(*, tenant: Tenant, state: ConversationState, turn_id: int) -> StoredAnswer | None:
+    """The stored answer of QA pair `turn_id`: from the hot copy when it keeps it, else from the row; None when the
+    pair has no answer (or is gone)."""
+    for recent in reversed(state.recent_turns):
+        if recent.turn_id == turn_id and recent.stored is not None:
+            return recent.stored
+    turn = Turn.objects.for_tenant(tenant).filter(pk=turn_id).only(*TURN_FIELDS_KEPT).first()
+    return StoredAnswer.of_turn(turn) if turn is not None and turn.answer else None
+
+
+def stored_sources(*, tenant: Tenant, stored: StoredAnswer) -> list[SourceView] | None:
     """The sources a stored answer cites, in its order, or None when any of them changed since (deleted, or
     re-indexed with another content hash): such an answer is never served again. One query does both."""
-    ids = [int(chunk_id) for chunk_id in turn.source_chunk_ids]
-    rows = {c.pk: c for c in Chunk.objects.for_tenant(tenant).filter(pk__in=ids).select_related("document")}
+    ids = stored.source_chunk_ids
+    rows = {
+        row[0]: row
+        for row in Chunk.objects.for_tenant(tenant)
+        .filter(pk__in=ids)
+        .values_list("pk", "document_id", "external_id", "document__external_id", "text", "content_hash")
+    }
     views = []
     for chunk_id in ids:
-        chunk = rows.get(chunk_id)
-        stored = turn.source_chunks.get(str(chunk_id)) or {}
-        if chunk is None or chunk.content_hash != stored.get("hash"):
+        row = rows.get(chunk_id)
+        cited = stored.source_chunks.get(str(chunk_id)) or {}
+        if row is None or row[5] != cited.get("hash"):
             return None
         views.append(
             SourceView(
-                chunk_id=chunk.pk,
-                document_id=chunk.document_id,
-                external_id=chunk.external_id,
-                document_external_id=chunk.document.external_id,
-                score=stored.get("score"),
-                text=chunk.text,
+                chunk_id=chunk_id,
+                document_id=row[1],
+                external_id=row[2],
+                document_external_id=row[3],
+                score=cited.get("score"),
+                text=row[4],
             )
         )
     return views
@@ -458,22 +502,21 @@ def turn_ask(
     conversation = conversation_for(
         tenant=tenant, conversation_id=conversation_id, allowed_knowledge_base_id=allowed_knowledge_base_id
     )
-    policy = policy_view(dedup_policy_get(tenant=tenant))
+    turn_settings = turn_settings_load(tenant=tenant)
+    policy = turn_settings.policy
     state = state_load(conversation=conversation)
     timings: dict[str, float] = {"state": (time.perf_counter() - started) * 1000}
 
     mark = time.perf_counter()
     question_vector = embed_query(question)
     timings["embed"] = (time.perf_counter() - mark) * 1000
-    intent, behaviour, _ = decisions.intent_classify(
-        question_vector=question_vector, intents=intents_load(tenant=tenant)
-    )
+    intent, behaviour, _ = decisions.intent_classify(question_vector=question_vector, intents=turn_settings.intents)
     plan = decisions.turn_plan(policy=policy, intent=intent, behaviour=behaviour, force_refresh=force_refresh)
     previous_vector = state.previous_vector()
 
     mark = time.perf_counter()
     decision = decisions.DuplicateDecision(hit=False)
-    matched: Turn | None = None
+    matched: StoredAnswer | None = None
     matched_sources: list[SourceView] | None = None
     if plan.check_duplicates:
         try:
@@ -491,9 +534,9 @@ def turn_ask(
             threshold=policy.threshold,
         )
         if decision.hit:
-            matched = Turn.objects.for_tenant(tenant).filter(pk=decision.turn_id).defer("question_vector").first()
-            matched_sources = stored_sources(tenant=tenant, turn=matched) if matched and matched.answer else None
-            if matched is None or not matched.answer:
+            matched = stored_answer_of(tenant=tenant, state=state, turn_id=decision.turn_id)
+            matched_sources = stored_sources(tenant=tenant, stored=matched) if matched is not None else None
+            if matched is None:
                 decision = decisions.DuplicateDecision(
                     hit=False, turn_id=decision.turn_id, similarity=decision.similarity, reason="no stored answer"
                 )
@@ -638,6 +681,35 @@ def turn_ask(
     )
 
 
+def _turn_number_take(*, tenant: Tenant, conversation: Conversation, now: datetime, expires_at: datetime) -> int:
+    """Inside the turn's transaction: count the turn on the conversation row, move its expiry, and return the new
+    turn's number. The UPDATE locks the row until the transaction ends, so concurrent turns of one conversation
+    queue here and get distinct numbers; RETURNING makes it one round trip (PostgreSQL, and SQLite 3.35+), where
+    the ORM would need a locking read and a write."""
+    connection = transaction.get_connection()
+    table = connection.ops.quote_name(Conversation._meta.db_table)
+    moments = [connection.ops.adapt_datetimefield_value(moment) for moment in (now, expires_at)]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET turn_count = turn_count + 1, last_active_at = %s, expires_at = %s "
+            "WHERE id = %s AND tenant_id = %s RETURNING turn_count",
+            [*moments, conversation.pk, tenant.pk],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        raise NotFoundError("Conversation not found.")
+    return int(row[0])
+
+
+def _commit_without_flush() -> None:
+    """Inside a transaction: on PostgreSQL, commit it without waiting for the WAL flush (see
+    settings.DURABLE_CACHED_TURNS for what that risks). Other databases are left as configured."""
+    connection = transaction.get_connection()
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL synchronous_commit TO OFF")
+
+
 def _turn_persist(
     *,
     tenant: Tenant,
@@ -654,7 +726,7 @@ def _turn_persist(
     context_tokens: int,
     action: str,
     decision: decisions.DuplicateDecision,
-    matched: Turn | None,
+    matched: StoredAnswer | None,
     elapsed_ms: float,
     event: dict,
 ) -> Turn:
@@ -662,15 +734,16 @@ def _turn_persist(
     the QA pair, mark what it showed as consumed by this turn, move the expiry, write the audit event."""
     now = timezone.now()
     with transaction.atomic():
-        locked = Conversation.objects.for_tenant(tenant).select_for_update().filter(pk=conversation.pk).first()
-        if locked is None:
-            raise NotFoundError("Conversation not found.")
-        number = locked.turn_count + 1
+        if action == DedupAction.SERVED_CACHED and not settings.DURABLE_CACHED_TURNS:
+            _commit_without_flush()
+        number = _turn_number_take(
+            tenant=tenant, conversation=conversation, now=now, expires_at=now + timedelta(seconds=ttl_seconds)
+        )
         turn = Turn.objects.create(
             tenant=tenant,
-            conversation=locked,
-            knowledge_base_id=locked.knowledge_base_id,
-            user_id=locked.user_id,
+            conversation=conversation,
+            knowledge_base_id=conversation.knowledge_base_id,
+            user_id=conversation.user_id,
             number=number,
             question=question,
             question_vector=vector_to_bytes(question_vector),
@@ -683,27 +756,26 @@ def _turn_persist(
             context_tokens=context_tokens,
             decision=action,
             similarity=decision.similarity,
-            matched_turn=matched if decision.hit else None,
+            matched_turn_id=matched.turn_id if decision.hit and matched is not None else None,
             elapsed_ms=elapsed_ms,
         )
         consumed = _consumed_of(sources=sources, turn_number=number)
         if consumed:
             ConsumedItem.objects.bulk_create(
                 [
-                    ConsumedItem(tenant=tenant, conversation=locked, kind=c.kind, item_id=c.item_id, turn_number=number)
+                    ConsumedItem(
+                        tenant=tenant, conversation=conversation, kind=c.kind, item_id=c.item_id, turn_number=number
+                    )
                     for c in consumed
                 ],
                 update_conflicts=True,
                 unique_fields=["conversation", "kind", "item_id"],
                 update_fields=["turn_number"],
             )
-        Conversation.objects.for_tenant(tenant).filter(pk=locked.pk).update(
-            turn_count=number, last_active_at=now, expires_at=now + timedelta(seconds=ttl_seconds)
-        )
         DedupEvent.objects.create(
             tenant=tenant,
-            conversation=locked,
-            conversation_ref=locked.pk,
+            conversation=conversation,
+            conversation_ref=conversation.pk,
             turn=turn,
             turn_ref=turn.pk,
             similarity=decision.similarity,
@@ -738,7 +810,14 @@ def _after_commit(
     if turn.number == state.turn_count + 1:
         new_state = state_after_turn(
             state=state,
-            turn=RecentTurn(turn.pk, turn.number, turn.question, question_vector, bool(turn.answer)),
+            turn=RecentTurn(
+                turn.pk,
+                turn.number,
+                turn.question,
+                question_vector,
+                bool(turn.answer),
+                StoredAnswer.of_turn(turn) if turn.answer else None,
+            ),
             consumed=turn.consumed_refs,
         )
         state_store(tenant_id=tenant.pk, state=new_state, ttl_seconds=policy.ttl_seconds)

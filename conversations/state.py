@@ -23,9 +23,38 @@ from kbplatform.redis_client import redis_connection
 
 logger = logging.getLogger(__name__)
 
-STATE_VERSION = 1
+STATE_VERSION = 2
 # Enough history for the largest windows a policy allows (question and exclusion windows are at most 100).
 MAX_WINDOW = 100
+# The newest turns keep their stored answer in the hot copy too, so a duplicate of one of them is served without
+# reading its row; older matches (larger question windows) read the row. Bounds the copy's size.
+ANSWERS_KEPT = 20
+
+
+@dataclass(frozen=True)
+class StoredAnswer:
+    """What serving a QA pair's answer again needs: the answer, what it cost, and the sources it cites with the
+    content hash each had then (a source changed since means the answer is not served)."""
+
+    turn_id: int
+    answer: str
+    answer_tokens: int
+    context_tokens: int
+    elapsed_ms: float
+    source_chunk_ids: list[int]
+    source_chunks: dict[str, dict]
+
+    @classmethod
+    def of_turn(cls, turn: Turn) -> StoredAnswer:
+        return cls(
+            turn_id=turn.pk,
+            answer=turn.answer,
+            answer_tokens=turn.answer_tokens,
+            context_tokens=turn.context_tokens,
+            elapsed_ms=turn.elapsed_ms,
+            source_chunk_ids=[int(i) for i in turn.source_chunk_ids],
+            source_chunks=dict(turn.source_chunks),
+        )
 
 
 @dataclass
@@ -35,6 +64,7 @@ class RecentTurn:
     question: str
     vector: np.ndarray
     answerable: bool
+    stored: StoredAnswer | None = None  # kept for the newest ANSWERS_KEPT answered turns only
 
 
 @dataclass
@@ -69,12 +99,47 @@ def _encode(state: ConversationState) -> str:
             "v": STATE_VERSION,
             "turn_count": state.turn_count,
             "turns": [
-                [t.turn_id, t.number, t.question, base64.b64encode(vector_to_bytes(t.vector)).decode(), t.answerable]
+                [
+                    t.turn_id,
+                    t.number,
+                    t.question,
+                    base64.b64encode(vector_to_bytes(t.vector)).decode(),
+                    t.answerable,
+                    _stored_encode(t.stored),
+                ]
                 for t in state.recent_turns
             ],
             "consumed": [[c.kind, c.item_id, c.turn_number] for c in state.consumed],
         },
         separators=(",", ":"),
+    )
+
+
+def _stored_encode(stored: StoredAnswer | None) -> list | None:
+    if stored is None:
+        return None
+    return [
+        stored.answer,
+        stored.answer_tokens,
+        stored.context_tokens,
+        stored.elapsed_ms,
+        stored.source_chunk_ids,
+        stored.source_chunks,
+    ]
+
+
+def _stored_decode(turn_id: int, raw: list | None) -> StoredAnswer | None:
+    if raw is None:
+        return None
+    answer, answer_tokens, context_tokens, elapsed_ms, chunk_ids, chunks = raw
+    return StoredAnswer(
+        turn_id=turn_id,
+        answer=str(answer),
+        answer_tokens=int(answer_tokens),
+        context_tokens=int(context_tokens),
+        elapsed_ms=float(elapsed_ms),
+        source_chunk_ids=[int(i) for i in chunk_ids],
+        source_chunks=dict(chunks),
     )
 
 
@@ -86,12 +151,34 @@ def _decode(conversation_id: int, raw: bytes) -> ConversationState:
         conversation_id=conversation_id,
         turn_count=int(data["turn_count"]),
         recent_turns=[
-            RecentTurn(int(t[0]), int(t[1]), t[2], vector_from_bytes(base64.b64decode(t[3])), bool(t[4]))
+            RecentTurn(
+                int(t[0]),
+                int(t[1]),
+                t[2],
+                vector_from_bytes(base64.b64decode(t[3])),
+                bool(t[4]),
+                _stored_decode(int(t[0]), t[5]),
+            )
             for t in data["turns"]
         ],
         consumed=[ConsumedRef(c[0], int(c[1]), int(c[2])) for c in data["consumed"]],
         source="redis",
     )
+
+
+TURN_FIELDS_KEPT = (
+    "tenant_id",
+    "conversation_id",
+    "number",
+    "question",
+    "question_vector",
+    "answer",
+    "answer_tokens",
+    "context_tokens",
+    "elapsed_ms",
+    "source_chunk_ids",
+    "source_chunks",
+)
 
 
 def state_from_database(*, conversation: Conversation) -> ConversationState:
@@ -101,7 +188,7 @@ def state_from_database(*, conversation: Conversation) -> ConversationState:
         Turn.objects.for_tenant(tenant_id)
         .filter(conversation=conversation)
         .order_by("-number")
-        .values_list("pk", "number", "question", "question_vector", "answer")[:MAX_WINDOW]
+        .only(*TURN_FIELDS_KEPT)[:MAX_WINDOW]
     )
     first_turn = max(1, conversation.turn_count + 1 - MAX_WINDOW)
     consumed = (
@@ -112,13 +199,35 @@ def state_from_database(*, conversation: Conversation) -> ConversationState:
     return ConversationState(
         conversation_id=conversation.pk,
         turn_count=conversation.turn_count,
-        recent_turns=[
-            RecentTurn(pk, number, question, vector_from_bytes(vector), bool(answer))
-            for pk, number, question, vector, answer in reversed(turns)
-        ],
+        recent_turns=_answers_trimmed(
+            [
+                RecentTurn(
+                    turn.pk,
+                    turn.number,
+                    turn.question,
+                    vector_from_bytes(turn.question_vector),
+                    bool(turn.answer),
+                    StoredAnswer.of_turn(turn) if turn.answer else None,
+                )
+                for turn in reversed(turns)
+            ]
+        ),
         consumed=[ConsumedRef(kind, item_id, number) for kind, item_id, number in consumed],
         source="database",
     )
+
+
+def _answers_trimmed(turns: list[RecentTurn]) -> list[RecentTurn]:
+    """The turns, with stored answers kept on the newest ANSWERS_KEPT answered ones only (pure)."""
+    kept = 0
+    trimmed = []
+    for turn in reversed(turns):
+        if turn.stored is not None:
+            kept += 1
+            if kept > ANSWERS_KEPT:
+                turn = RecentTurn(turn.turn_id, turn.number, turn.question, turn.vector, turn.answerable)
+        trimmed.append(turn)
+    return trimmed[::-1]
 
 
 def state_load(*, conversation: Conversation) -> ConversationState:
@@ -146,7 +255,7 @@ def state_after_turn(
     consumed: list[ConsumedRef],
 ) -> ConversationState:
     """The state once `turn` is written, when no other turn came in between (pure)."""
-    turns = [*state.recent_turns, turn][-MAX_WINDOW:]
+    turns = _answers_trimmed([*state.recent_turns, turn][-MAX_WINDOW:])
     first_turn = max(1, turn.number + 1 - MAX_WINDOW)
     new_keys = {(c.kind, c.item_id) for c in consumed}
     kept = [c for c in state.consumed if (c.kind, c.item_id) not in new_keys and c.turn_number >= first_turn]

@@ -14,6 +14,9 @@ class Tenant(models.Model):
     slug = models.SlugField(max_length=63, unique=True, validators=[slug_validator])
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Moves on every change to the tenant's conversation settings (dedup policy, intents). The tenant row comes
+    # with every API key lookup, so a turn knows without another query whether its process's copy is current.
+    settings_version = models.PositiveBigIntegerField(default=0, editable=False)
 
     class Meta:
         ordering = ["slug"]

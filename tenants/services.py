@@ -4,6 +4,7 @@ from datetime import timedelta
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from kbplatform.errors import ApplicationError, ConflictError
@@ -99,3 +100,9 @@ def api_key_mark_used(*, api_key: ApiKey) -> None:
         return
     ApiKey.objects.for_tenant(api_key.tenant_id).filter(pk=api_key.pk).update(last_used_at=now)
     api_key.last_used_at = now
+
+
+def tenant_settings_changed(*, tenant: Tenant) -> None:
+    """Record that the tenant's conversation settings changed (call inside the transaction that changes them):
+    every process's cached copy is then out of date from the moment the change commits."""
+    Tenant.objects.filter(pk=tenant.pk).update(settings_version=F("settings_version") + 1)

@@ -6,6 +6,7 @@ import pytest
 from django.conf import settings
 
 from conversations.models import ConsumedItem, DedupEvent, DedupPolicy, Intent, Turn
+from conversations.services import dedup_policy_update
 from conversations.state import state_key
 from kbplatform.redis_client import redis_connection
 from retrieval.models import Chunk
@@ -41,7 +42,7 @@ def ask(client, conversation_id: int, question: str, **extra) -> dict:
 
 
 def set_policy(tenant, **fields) -> None:
-    DedupPolicy.objects.for_tenant(tenant).update(**fields)
+    dedup_policy_update(tenant=tenant, **fields)
 
 
 def test_new_tenant_is_seeded_with_policy_and_builtin_intents(tenant):

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from django.test import override_settings
 
-from conversations.models import DedupPolicy
+from conversations.services import dedup_policy_update
 from retrieval.models import Document, DocumentStatus, KnowledgeBase
 from retrieval.services import document_create, documents_index, knowledge_base_create
 from tests.faults.helpers import wait_for
@@ -47,7 +47,7 @@ def handbook_index(tenant, name: str = "handbook") -> KnowledgeBase:  # noqa: AN
         what="the handbook to be indexed",
     )
     # Never relax exclusions: every shown document must stay excluded, so a lost consumed item would show.
-    DedupPolicy.objects.for_tenant(tenant).update(min_results=0)
+    dedup_policy_update(tenant=tenant, min_results=0)
     return knowledge_base
 
 

@@ -1,0 +1,173 @@
+"""The cache-hit path reads as little as it can: the tenant's settings from the process copy while they are
+unchanged, the stored answer from the hot copy, and one query for the cited sources; every change to the settings
+reaches the next turn; the hot copy keeps answers for the newest turns only."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from conversations import admin_services, services
+from conversations.models import Conversation, Intent, Turn
+from conversations.services import dedup_policy_update, intent_set, turn_ask, turn_settings_load
+from conversations.state import (
+    ANSWERS_KEPT,
+    ConversationState,
+    RecentTurn,
+    StoredAnswer,
+    _decode,
+    _encode,
+    state_after_turn,
+    state_from_database,
+    state_load,
+    state_store,
+)
+from kbplatform.errors import NotFoundError
+from tests.conversations.helpers import indexed_kb
+from tests.conversations.test_api import ask, start
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def kb(redis_available, milvus_server, tenant):
+    return indexed_kb(tenant)
+
+
+def _tables_read(queries: list[dict]) -> list[str]:
+    return [q["sql"].split(" FROM ", 1)[1].split()[0].strip('"') for q in queries if q["sql"].startswith("SELECT")]
+
+
+def test_a_hit_reads_the_key_the_conversation_and_the_sources_only(api_client, kb):
+    conversation_id = start(api_client, kb)
+    ask(api_client, conversation_id, "How do I reset my password?")
+    with CaptureQueriesContext(connection) as captured:
+        body = ask(api_client, conversation_id, "How do I reset my password?")
+    assert body["dedup"]["action"] == "served_cached"
+    assert body["sources"] and body["answer"]
+    tables = _tables_read(captured.captured_queries)
+    assert tables == ["tenants_apikey", "conversations_conversation", "retrieval_chunk"], tables
+
+
+def test_the_stored_answer_comes_from_the_row_when_the_hot_copy_does_not_keep_it(api_client, kb, tenant):
+    conversation_id = start(api_client, kb)
+    first = ask(api_client, conversation_id, "How do I reset my password?")
+    # A hot copy without the stored answer (an older turn's, beyond ANSWERS_KEPT): the row is read instead.
+    conversation = Conversation.objects.for_tenant(tenant).get(pk=conversation_id)
+    state = state_load(conversation=conversation)
+    stripped = ConversationState(
+        conversation_id=state.conversation_id,
+        turn_count=state.turn_count,
+        recent_turns=[RecentTurn(t.turn_id, t.number, t.question, t.vector, t.answerable) for t in state.recent_turns],
+        consumed=state.consumed,
+    )
+    assert state_store(tenant_id=tenant.pk, state=stripped, ttl_seconds=600)
+    with CaptureQueriesContext(connection) as captured:
+        second = ask(api_client, conversation_id, "How do I reset my password?")
+    assert second["dedup"]["action"] == "served_cached"
+    assert second["answer"] == first["answer"]
+    assert "conversations_turn" in _tables_read(captured.captured_queries)
+
+
+def test_a_policy_change_reaches_the_next_turn(api_client, kb, tenant):
+    conversation_id = start(api_client, kb)
+    ask(api_client, conversation_id, "How do I reset my password?")
+    assert ask(api_client, conversation_id, "How do I reset my password?")["dedup"]["action"] == "served_cached"
+    dedup_policy_update(tenant=tenant, scope="off")
+    assert ask(api_client, conversation_id, "How do I reset my password?")["dedup"]["action"] != "served_cached"
+
+
+def test_every_settings_write_moves_the_version(tenant, admin_user):
+    def version() -> int:
+        tenant.refresh_from_db(fields=["settings_version"])
+        return tenant.settings_version
+
+    steps = [
+        lambda: dedup_policy_update(tenant=tenant, threshold=0.95),
+        lambda: intent_set(tenant=tenant, name="pricing", examples=["how much is it"]),
+        lambda: admin_services.dedup_policy_change(tenant=tenant, user=admin_user, changes={"threshold": 0.93}),
+        lambda: admin_services.intent_save(
+            tenant=tenant, user=admin_user, name="billing", behaviour="normal", examples=["my invoice"]
+        ),
+        lambda: admin_services.intent_save(
+            tenant=tenant,
+            user=admin_user,
+            name="billing",
+            behaviour="normal",
+            examples=["my invoice", "the bill"],
+            intent=Intent.objects.for_tenant(tenant).get(name="billing"),
+        ),
+        lambda: admin_services.intent_delete(
+            tenant=tenant, user=admin_user, intent=Intent.objects.for_tenant(tenant).get(name="billing")
+        ),
+    ]
+    for step in steps:
+        before = version()
+        step()
+        assert version() > before
+
+
+def test_the_process_copy_of_the_settings_follows_the_version(tenant):
+    first = turn_settings_load(tenant=tenant)
+    assert turn_settings_load(tenant=tenant) is first
+    dedup_policy_update(tenant=tenant, threshold=0.97)
+    tenant.refresh_from_db()
+    changed = turn_settings_load(tenant=tenant)
+    assert changed is not first
+    assert changed.policy.threshold == pytest.approx(0.97)
+    intent_set(tenant=tenant, name="pricing", examples=["how much is it"])
+    tenant.refresh_from_db()
+    assert "pricing" in [intent.name for intent in turn_settings_load(tenant=tenant).intents]
+
+
+def _stored(turn_id: int) -> StoredAnswer:
+    return StoredAnswer(turn_id, f"answer {turn_id}", 3, 40, 12.5, [turn_id], {str(turn_id): {"hash": "h", "score": 1}})
+
+
+def test_the_hot_copy_keeps_answers_of_the_newest_turns_only():
+    state = ConversationState(conversation_id=1, turn_count=0)
+    for number in range(1, ANSWERS_KEPT + 6):
+        turn = RecentTurn(number, number, f"q{number}", np.ones(4, dtype=np.float32), True, _stored(number))
+        state = state_after_turn(state=state, turn=turn, consumed=[])
+    kept = [t.turn_id for t in state.recent_turns if t.stored is not None]
+    assert kept == list(range(6, ANSWERS_KEPT + 6))
+    assert all(t.answerable for t in state.recent_turns)
+    decoded = _decode(1, _encode(state).encode())
+    assert [t.stored for t in decoded.recent_turns] == [t.stored for t in state.recent_turns]
+
+
+def test_the_state_rebuilt_from_rows_keeps_the_same_answers(api_client, kb, tenant):
+    conversation_id = start(api_client, kb)
+    body = ask(api_client, conversation_id, "How do I reset my password?")
+    state = state_from_database(conversation=Conversation.objects.for_tenant(tenant).get(pk=conversation_id))
+    turn = Turn.objects.for_tenant(tenant).get(pk=body["turn_id"])
+    assert state.recent_turns[-1].stored == StoredAnswer.of_turn(turn)
+    assert state.recent_turns[-1].stored.answer == body["answer"]
+
+
+def test_a_cached_turn_skips_the_flush_only_when_allowed(api_client, kb, settings):
+    conversation_id = start(api_client, kb)
+    ask(api_client, conversation_id, "How do I reset my password?")
+    for durable in (False, True):
+        settings.DURABLE_CACHED_TURNS = durable
+        with CaptureQueriesContext(connection) as captured:
+            assert ask(api_client, conversation_id, "How do I reset my password?")["dedup"]["action"] == "served_cached"
+        issued = any("synchronous_commit" in q["sql"] for q in captured.captured_queries)
+        assert issued == (connection.vendor == "postgresql" and not durable)
+
+
+def test_a_turn_on_a_conversation_deleted_meanwhile_is_not_found(tenant, kb, monkeypatch):
+    conversation = services.conversation_create(tenant=tenant, knowledge_base_id=kb.pk)
+    real_state_load = services.state_load
+
+    def state_then_delete(*, conversation):
+        state = real_state_load(conversation=conversation)
+        Conversation.objects.for_tenant(tenant).filter(pk=conversation.pk).delete()
+        return state
+
+    monkeypatch.setattr(services, "state_load", state_then_delete)
+    with pytest.raises(NotFoundError):
+        turn_ask(tenant=tenant, conversation_id=conversation.pk, question="How do I reset my password?")
+    assert not Turn.objects.for_tenant(tenant).exists()
