@@ -137,6 +137,7 @@ def dedup_policy_update(*, tenant: Tenant, **changes: Any) -> DedupPolicy:
     policy = DedupPolicy.objects.for_tenant(tenant).select_for_update().first() or tenant_conversations_setup(
         tenant=tenant
     )
+    scope_before = policy.scope
     for name, value in changes.items():
         setattr(policy, name, value)
     errors: dict[str, list[str]] = {}
@@ -157,7 +158,57 @@ def dedup_policy_update(*, tenant: Tenant, **changes: Any) -> DedupPolicy:
         raise ApplicationError("The policy is not valid: check the fields listed in extra.", extra={"fields": errors})
     policy.save()
     tenant_settings_changed(tenant=tenant)
+    if policy.scope == DedupScope.TENANT and scope_before != DedupScope.TENANT:
+        # Questions asked under another scope were never indexed for tenant-wide search: index those within the
+        # TTL, so the new scope covers them too (a worker does it; the change itself does not wait for it).
+        from conversations.tasks import question_index_backfill_task
+
+        transaction.on_commit(lambda: question_index_backfill_task.delay(tenant.pk), robust=True)
     return policy
+
+
+QUESTION_BACKFILL_BATCH = 500
+
+
+def question_index_backfill(*, tenant_id: int, batch_size: int = QUESTION_BACKFILL_BATCH) -> int:
+    """Index the tenant's questions asked within its policy's TTL for tenant-scope dedup; returns how many. Safe
+    to run twice (an upsert by turn id) and a no-op when the tenant no longer uses tenant scope. Raises
+    VectorStoreUnavailable for the task to retry."""
+    tenant = Tenant.objects.filter(pk=tenant_id).first()
+    if tenant is None:
+        return 0
+    policy = dedup_policy_get(tenant=tenant)
+    if policy.scope != DedupScope.TENANT:
+        return 0
+    since = timezone.now() - timedelta(seconds=policy.ttl_seconds)
+    turns = (
+        Turn.objects.for_tenant(tenant)
+        .filter(created_at__gte=since)
+        .order_by("pk")
+        .values_list("pk", "knowledge_base_id", "created_at", "question_vector", "knowledge_base__embedding_dimension")
+    )
+    indexed = 0
+    last_pk = 0
+    while True:
+        batch = list(turns.filter(pk__gt=last_pk)[:batch_size])
+        if not batch:
+            return indexed
+        by_dimension: dict[int, list[vectorstore.QuestionVector]] = {}
+        for pk, knowledge_base_id, created_at, vector, dimension in batch:
+            by_dimension.setdefault(dimension, []).append(
+                vectorstore.QuestionVector(
+                    turn_id=pk,
+                    tenant_id=tenant.pk,
+                    knowledge_base_id=knowledge_base_id,
+                    created_ts=_epoch(created_at),
+                    vector=vector_from_bytes(vector),
+                )
+            )
+        for dimension, rows in by_dimension.items():
+            # Questions embedded before a model change have another size: the current index cannot take them.
+            rows = [row for row in rows if len(row.vector) == dimension]
+            indexed += vectorstore.question_vectors_upsert(rows=rows, dimension=dimension)
+        last_pk = batch[-1][0]
 
 
 # --- intents --------------------------------------------------------------------------------------------------------

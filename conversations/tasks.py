@@ -1,13 +1,24 @@
-"""Beat tasks of the conversations app: thin, idempotent, one service call each."""
+"""Tasks of the conversations app: thin, idempotent, one service call each."""
 
 from __future__ import annotations
 
 from celery import shared_task
 
-from conversations.services import conversations_purge_expired
+from conversations.services import conversations_purge_expired, question_index_backfill
+from retrieval.tasks import MAX_RETRIES, retry_countdown
+from retrieval.vectorstore import VectorStoreUnavailable
 
 
 @shared_task(name="conversations.purge_expired", acks_late=True)
 def conversations_purge_expired_task() -> int:
     """Delete expired conversations; running twice deletes nothing more."""
     return conversations_purge_expired()
+
+
+@shared_task(bind=True, name="conversations.question_index_backfill", acks_late=True, max_retries=MAX_RETRIES)
+def question_index_backfill_task(self, tenant_id: int) -> int:  # noqa: ANN001
+    """Index a tenant's recent questions for tenant-scope dedup; Milvus being down is retried with backoff."""
+    try:
+        return question_index_backfill(tenant_id=tenant_id)
+    except VectorStoreUnavailable as exc:
+        raise self.retry(exc=exc, countdown=retry_countdown(self.request.retries)) from exc

@@ -171,3 +171,30 @@ def test_a_turn_on_a_conversation_deleted_meanwhile_is_not_found(tenant, kb, mon
     with pytest.raises(NotFoundError):
         turn_ask(tenant=tenant, conversation_id=conversation.pk, question="How do I reset my password?")
     assert not Turn.objects.for_tenant(tenant).exists()
+
+
+def test_switching_to_tenant_scope_indexes_the_questions_asked_before(
+    api_client, kb, tenant, other_tenant, django_capture_on_commit_callbacks, monkeypatch
+):
+    from conversations import tasks
+
+    first = ask(api_client, start(api_client, kb, user_id="a"), "How do I reset my password?")
+    enqueued = []
+    monkeypatch.setattr(tasks.question_index_backfill_task, "delay", lambda tenant_id: enqueued.append(tenant_id))
+    with django_capture_on_commit_callbacks(execute=True):
+        dedup_policy_update(tenant=tenant, scope="tenant")
+    assert enqueued == [tenant.pk]
+    with django_capture_on_commit_callbacks(execute=True):
+        dedup_policy_update(tenant=tenant, threshold=0.9)  # already tenant scope: nothing more to index
+    assert enqueued == [tenant.pk]
+
+    # Before the backfill the other user's question is not found; after it, it is served.
+    before = ask(api_client, start(api_client, kb, user_id="b"), "How can I reset my password?")
+    assert before["dedup"]["action"] == "answered"
+    assert services.question_index_backfill(tenant_id=tenant.pk) == 2
+    assert services.question_index_backfill(tenant_id=tenant.pk) == 2  # an upsert: running twice adds nothing
+    after = ask(api_client, start(api_client, kb, user_id="c"), "How can I reset my password?")
+    assert after["dedup"]["action"] == "served_cached"
+    assert after["dedup"]["matched_turn_id"] in (first["turn_id"], before["turn_id"])
+    # Another tenant's backfill indexes only its own questions (none here), and a tenant off tenant scope none.
+    assert services.question_index_backfill(tenant_id=other_tenant.pk) == 0
