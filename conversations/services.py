@@ -754,7 +754,7 @@ def _turn_number_take(*, tenant: Tenant, conversation: Conversation, now: dateti
 
 def _commit_without_flush() -> None:
     """Inside a transaction: on PostgreSQL, commit it without waiting for the WAL flush (see
-    settings.DURABLE_CACHED_TURNS for what that risks). Other databases are left as configured."""
+    settings.ASYNC_COMMIT_CACHED_TURNS for what that risks). Other databases are left as configured."""
     connection = transaction.get_connection()
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
@@ -785,7 +785,7 @@ def _turn_persist(
     the QA pair, mark what it showed as consumed by this turn, move the expiry, write the audit event."""
     now = timezone.now()
     with transaction.atomic():
-        if action == DedupAction.SERVED_CACHED and not settings.DURABLE_CACHED_TURNS:
+        if action == DedupAction.SERVED_CACHED and settings.ASYNC_COMMIT_CACHED_TURNS:
             _commit_without_flush()
         number = _turn_number_take(
             tenant=tenant, conversation=conversation, now=now, expires_at=now + timedelta(seconds=ttl_seconds)

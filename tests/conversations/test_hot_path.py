@@ -147,15 +147,15 @@ def test_the_state_rebuilt_from_rows_keeps_the_same_answers(api_client, kb, tena
     assert state.recent_turns[-1].stored.answer == body["answer"]
 
 
-def test_a_cached_turn_skips_the_flush_only_when_allowed(api_client, kb, settings):
+def test_a_cached_turn_skips_the_flush_only_when_configured_to(api_client, kb, settings):
     conversation_id = start(api_client, kb)
     ask(api_client, conversation_id, "How do I reset my password?")
-    for durable in (False, True):
-        settings.DURABLE_CACHED_TURNS = durable
+    for asynchronous in (False, True):
+        settings.ASYNC_COMMIT_CACHED_TURNS = asynchronous
         with CaptureQueriesContext(connection) as captured:
             assert ask(api_client, conversation_id, "How do I reset my password?")["dedup"]["action"] == "served_cached"
         issued = any("synchronous_commit" in q["sql"] for q in captured.captured_queries)
-        assert issued == (connection.vendor == "postgresql" and not durable)
+        assert issued == (connection.vendor == "postgresql" and asynchronous)
 
 
 def test_a_turn_on_a_conversation_deleted_meanwhile_is_not_found(tenant, kb, monkeypatch):
