@@ -51,3 +51,20 @@ def test_production_settings_have_no_default_for_secrets(missing):
     result = _load_production(env)
     assert result.returncode != 0
     assert missing in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("KB_RATE_LIMIT", "1200/minutes"), ("KB_RATE_LIMIT", "fast"), ("KB_RATE_LIMIT_TENANTS", "acme=60/min,globex=6/x")],
+)
+def test_a_rate_limit_that_does_not_parse_stops_the_process_at_start(variable, value):
+    env = {**_production_env(), variable: value}
+    result = _load_production(env)
+    assert result.returncode != 0
+    assert "ImproperlyConfigured" in result.stderr and variable in result.stderr
+
+
+def test_valid_rate_limits_start():
+    env = {**_production_env(), "KB_RATE_LIMIT": "", "KB_RATE_LIMIT_TENANTS": "acme=6000/min,globex=60/hour"}
+    result = _load_production(env)
+    assert result.returncode == 0, result.stderr
