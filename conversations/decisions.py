@@ -5,9 +5,12 @@ returns plain values, so every rule is tested directly and read in one place.
 - which consumed ids the next search leaves out (`excluded_ids`) and when that exclusion relaxes;
 - the intent of a question (`intent_classify`);
 - whether a stored QA pair may answer a new question (`duplicate_decide`): cosine at or above the threshold is
-  necessary, never sufficient. The pair must also agree on numbers, negation and salient words
-  (`questions_agree`), a context-dependent follow-up must share its context (`followup_context_matches`), and
-  the stored answer's sources must be unchanged (checked by the caller against the database).
+  necessary, never sufficient. The pair must not conflict on numbers or negation (`questions_conflict`), the
+  duplicate head (a logistic regression on pair features, `pair_features` / `pair_probability`, weights in
+  conversations/duplicate_model.json) must call it a duplicate, a context-dependent follow-up must share its
+  context (`followup_context_matches`), and the stored answer's sources must be unchanged (checked by the caller
+  against the database). The head's weights are the only thing read from disk, once per process, by
+  `conversations.duplicate_model`; pass `pair_model=` to decide with another.
 """
 
 from __future__ import annotations
@@ -15,8 +18,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from difflib import SequenceMatcher
 
 import numpy as np
+
+from conversations.duplicate_model import PairModel, pair_model_default
 
 INTENT_OTHER = "other"
 # Nearest example at or above this cosine names the intent; chosen so that ordinary questions ("how do I reset my
@@ -31,7 +37,7 @@ class PolicyView:
     """The policy fields a decision reads (a plain copy of DedupPolicy)."""
 
     scope: str = "session"
-    threshold: float = 0.90
+    threshold: float = 0.76  # conversations.models.DEFAULT_THRESHOLD
     question_window: int = 10
     exclusion_enabled: bool = True
     exclusion_window: int = 5
@@ -208,30 +214,16 @@ def is_negated(text: str) -> bool:
     return any(w in _NEGATIONS or w.endswith("n't") for w in words)
 
 
-@dataclass(frozen=True)
-class Agreement:
-    agrees: bool
-    reason: str  # "" when the pair agrees
-    overlap: float
-
-
-def questions_agree(first: str, second: str, *, min_overlap: float = 0.5) -> Agreement:
-    """Whether two questions the embedding calls close also agree on the facts a paraphrase keeps: the same
-    numbers, the same polarity, and most of the same salient words (the overlap coefficient of their content
-    words, stemmed). Embeddings of short questions blur exactly these ("...in 2016" vs "...in 2017", "can" vs
-    "can't", "python" vs "java"), and a wrong stored answer costs more than a fresh one."""
+def questions_conflict(first: str, second: str) -> str:
+    """Why two questions the embedding calls close cannot be the same question, or "" when nothing says so: other
+    numbers ("...in 2016" vs "...in 2017") or the opposite polarity ("can" vs "can't"). Embeddings of short
+    questions blur exactly these, a wrong stored answer costs more than a fresh one, and a learned model gives no
+    guarantee on them, so they refuse outright."""
     if numbers_in(first) != numbers_in(second):
-        return Agreement(False, "numbers differ", 0.0)
+        return "numbers differ"
     if is_negated(first) != is_negated(second):
-        return Agreement(False, "negation differs", 0.0)
-    words_a, words_b = content_words(first), content_words(second)
-    if not words_a or not words_b:
-        overlap = 1.0 if words_a == words_b else 0.0
-    else:
-        overlap = len(words_a & words_b) / min(len(words_a), len(words_b))
-    if overlap < min_overlap:
-        return Agreement(False, "salient words differ", overlap)
-    return Agreement(True, "", overlap)
+        return "negation differs"
+    return ""
 
 
 def question_is_context_dependent(text: str) -> bool:
@@ -245,6 +237,98 @@ def question_is_context_dependent(text: str) -> bool:
     if any(w in _ANAPHORA for w in words):
         return True
     return len(content_words(text)) <= FOLLOWUP_MAX_CONTENT_WORDS
+
+
+# --- pair features and the duplicate head -------------------------------------------------------------------------
+
+_QUESTION_WORDS = ("what", "why", "how", "when", "where", "who", "which")
+# Names of the lexical features, in the order `pair_lexical_features` returns them (the weights file lists them too).
+LEXICAL_FEATURES = (
+    "content_jaccard",
+    "content_overlap",
+    "numbers_differ",
+    "negation_differs",
+    "question_words_differ",
+    "length_ratio",
+    "log_words_on_one_side",
+    "log_length_difference",
+    "shared_word_order",
+    "character_ratio",
+    "sorted_word_ratio",
+    "same_first_word",
+    "same_last_word",
+)
+
+
+def _shared_word_order(first: list[str], second: list[str]) -> float:
+    """Share of pairs of shared content words that come in the same order in both questions (1.0 with fewer than
+    two shared words): "France beat Germany" vs "Germany beat France" scores 0."""
+    common = set(first) & set(second)
+    ordered_first = [w for w in dict.fromkeys(first) if w in common]
+    if len(ordered_first) < 2:
+        return 1.0
+    position = {w: i for i, w in enumerate(w for w in dict.fromkeys(second) if w in common)}
+    sequence = [position[w] for w in ordered_first]
+    n = len(sequence)
+    same = sum(1 for i in range(n) for j in range(i + 1, n) if sequence[i] < sequence[j])
+    return same / (n * (n - 1) / 2)
+
+
+def pair_lexical_features(first: str, second: str) -> np.ndarray:
+    """Cheap text features of a question pair, symmetric in the two questions (see LEXICAL_FEATURES): what the
+    embedding blurs (numbers, negation, the question word, word order, the words only one side has)."""
+    words_a, words_b = _words(first), _words(second)
+    content_a, content_b = content_words(first), content_words(second)
+    shared = len(content_a & content_b)
+    union = len(content_a | content_b)
+    jaccard = shared / union if union else 1.0
+    if content_a and content_b:
+        overlap = shared / min(len(content_a), len(content_b))
+    else:
+        overlap = float(content_a == content_b)
+    question_words_a = {w for w in words_a if w in _QUESTION_WORDS}
+    question_words_b = {w for w in words_b if w in _QUESTION_WORDS}
+    length_a, length_b = len(words_a), len(words_b)
+    stems_a = [_stem(w) for w in words_a if w not in STOPWORDS]
+    stems_b = [_stem(w) for w in words_b if w not in STOPWORDS]
+    # SequenceMatcher's ratio depends on argument order; a fixed order keeps the features symmetric.
+    low, high = sorted((first.lower(), second.lower()))
+    sorted_low, sorted_high = sorted((" ".join(sorted(words_a)), " ".join(sorted(words_b))))
+    return np.array(
+        [
+            jaccard,
+            overlap,
+            float(numbers_in(first) != numbers_in(second)),
+            float(is_negated(first) != is_negated(second)),
+            float(question_words_a != question_words_b),
+            min(length_a, length_b) / max(length_a, length_b, 1),
+            np.log1p(len(content_a ^ content_b)),
+            np.log1p(abs(length_a - length_b)),
+            _shared_word_order(stems_a, stems_b),
+            SequenceMatcher(None, low, high, autojunk=False).ratio(),
+            SequenceMatcher(None, sorted_low, sorted_high, autojunk=False).ratio(),
+            float(bool(words_a) and bool(words_b) and words_a[0] == words_b[0]),
+            float(bool(words_a) and bool(words_b) and words_a[-1] == words_b[-1]),
+        ]
+    )
+
+
+def pair_features(*, first: str, second: str, first_vector: np.ndarray, second_vector: np.ndarray) -> np.ndarray:
+    """Features of a question pair for the duplicate head, in the spirit of SBERT's classification objective:
+    u*v and |u-v| of the unit vectors, their cosine, then `pair_lexical_features`. Symmetric in the pair."""
+    u = np.asarray(first_vector, dtype=np.float64)
+    v = np.asarray(second_vector, dtype=np.float64)
+    return np.concatenate([u * v, np.abs(u - v), [float(u @ v)], pair_lexical_features(first, second)])
+
+
+def pair_feature_count(dimension: int) -> int:
+    return 2 * dimension + 1 + len(LEXICAL_FEATURES)
+
+
+def pair_probability(*, model: PairModel, features: np.ndarray) -> float:
+    """Probability that the pair is a duplicate, by the duplicate head."""
+    z = float(((features - model.mean) / model.scale) @ model.weights) + model.bias
+    return float(1.0 / (1.0 + np.exp(-z))) if z >= 0 else float(np.exp(z) / (1.0 + np.exp(z)))
 
 
 # --- duplicate decision -------------------------------------------------------------------------------------------
@@ -270,6 +354,7 @@ class DuplicateDecision:
     similarity: float | None = None
     reason: str = ""
     refused: list[tuple[int, str]] = field(default_factory=list)
+    probability: float | None = None  # the duplicate head's probability for the served pair
 
 
 def followup_context_matches(
@@ -296,14 +381,23 @@ def duplicate_decide(
     previous_vector: np.ndarray | None,
     candidates: Sequence[StoredQuestion],
     threshold: float,
+    pair_model: PairModel | None = None,
 ) -> DuplicateDecision:
-    """The best candidate at or above `threshold` that also passes the agreement and follow-up checks, or no
-    hit. Candidates refused on a check are reported (the audit log says why a close match was not served).
-    Candidates embedded by another model (a different vector size, e.g. stored before a model change) are not
-    comparable and are left out."""
+    """The best candidate (by cosine) at or above `threshold` that also passes, in this order: it has a stored
+    answer; the questions do not conflict (`questions_conflict`); the duplicate head calls the pair a duplicate
+    (`pair_probability` >= the model's cut); the follow-up guard. Otherwise no hit. Candidates refused on a check
+    are reported with the reason (the audit log says why a close match was not served).
+
+    `pair_model` defaults to the shipped head (conversations/duplicate_model.json, read once per process). A head
+    trained for another vector size than the question's cannot score the pair; the decision then runs without it
+    (cosine and the other checks only). Candidates embedded by another model (a different vector size, e.g.
+    stored before a model change) are not comparable and are left out."""
     candidates = [c for c in candidates if c.vector.shape == question_vector.shape]
     if not candidates:
         return DuplicateDecision(hit=False)
+    model = pair_model if pair_model is not None else pair_model_default()
+    if model.dimension != question_vector.shape[0]:
+        model = None
     matrix = np.stack([c.vector for c in candidates])
     scores = matrix @ question_vector
     order = np.argsort(-scores, kind="stable")
@@ -317,16 +411,27 @@ def duplicate_decide(
         if not candidate.answerable:
             refused.append((candidate.turn_id, "no stored answer"))
             continue
-        agreement = questions_agree(question, candidate.question)
-        if not agreement.agrees:
-            refused.append((candidate.turn_id, agreement.reason))
+        conflict = questions_conflict(question, candidate.question)
+        if conflict:
+            refused.append((candidate.turn_id, conflict))
             continue
+        probability = None
+        if model is not None:
+            features = pair_features(
+                first=question, second=candidate.question, first_vector=question_vector, second_vector=candidate.vector
+            )
+            probability = pair_probability(model=model, features=features)
+            if probability < model.cut:
+                refused.append((candidate.turn_id, f"pair model says different (p={probability:.2f})"))
+                continue
         if not followup_context_matches(
             question=question, previous_vector=previous_vector, candidate=candidate, threshold=threshold
         ):
             refused.append((candidate.turn_id, "follow-up in another context"))
             continue
-        return DuplicateDecision(hit=True, turn_id=candidate.turn_id, similarity=score, refused=refused)
+        return DuplicateDecision(
+            hit=True, turn_id=candidate.turn_id, similarity=score, refused=refused, probability=probability
+        )
     top = candidates[order[0]]
     reason = refused[0][1] if refused else "below threshold"
     return DuplicateDecision(hit=False, turn_id=top.turn_id, similarity=best_score, reason=reason, refused=refused)

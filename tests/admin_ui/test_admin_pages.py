@@ -11,7 +11,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from conversations.models import DedupEvent, DedupPolicy, Intent, SettingsChange
+from conversations.models import DEFAULT_THRESHOLD, DedupEvent, DedupPolicy, Intent, SettingsChange
 from tenants.models import Role
 from tests.admin_ui.conftest import served_event, user_with_role
 from tests.factories import DedupEventFactory
@@ -71,7 +71,7 @@ def test_support_gets_403_on_settings_page(client, support_a, tenant_a):
     assert client.get(SETTINGS_URL, {"tenant": tenant_a.pk}).status_code == 403
     response = client.post(f"{SETTINGS_URL}?tenant={tenant_a.pk}", {"threshold": "0.5"})
     assert response.status_code == 403
-    assert DedupPolicy.objects.for_tenant(tenant_a).get().threshold == 0.9
+    assert DedupPolicy.objects.for_tenant(tenant_a).get().threshold == DEFAULT_THRESHOLD
 
 
 def test_admin_of_a_cannot_open_settings_of_b(client, admin_a, tenant_b):
@@ -79,7 +79,7 @@ def test_admin_of_a_cannot_open_settings_of_b(client, admin_a, tenant_b):
     assert client.get(SETTINGS_URL, {"tenant": tenant_b.pk}).status_code == 404
     assert client.post(f"{SETTINGS_URL}?tenant={tenant_b.pk}", {"threshold": "0.5"}).status_code == 404
     assert client.get(SETTINGS_URL, {"tenant": "not-a-number"}).status_code == 404
-    assert DedupPolicy.objects.for_tenant(tenant_b).get().threshold == 0.9
+    assert DedupPolicy.objects.for_tenant(tenant_b).get().threshold == DEFAULT_THRESHOLD
 
 
 def test_settings_change_is_saved_and_recorded(client, admin_a, tenant_a, tenant_b):
@@ -100,12 +100,12 @@ def test_settings_change_is_saved_and_recorded(client, admin_a, tenant_a, tenant
         for change in SettingsChange.objects.for_tenant(tenant_a)
     }
     assert history == {
-        "threshold": (0.9, 0.85, admin_a.pk),
+        "threshold": (DEFAULT_THRESHOLD, 0.85, admin_a.pk),
         "allowlisted_intents": (["other"], ["other", "pricing"], admin_a.pk),
         "shadow_mode": (False, True, admin_a.pk),
     }
     assert not SettingsChange.objects.for_tenant(tenant_b).exists()
-    assert DedupPolicy.objects.for_tenant(tenant_b).get().threshold == 0.9
+    assert DedupPolicy.objects.for_tenant(tenant_b).get().threshold == DEFAULT_THRESHOLD
 
     shown = client.get(SETTINGS_URL)
     assert [change.field for change in shown.context["history"]][:3] != []
@@ -141,7 +141,7 @@ def test_invalid_settings_show_field_errors_and_save_nothing(client, admin_a, te
     assert field in errors and message in " ".join(errors[field])
     assert message.encode() in response.content
     policy = DedupPolicy.objects.for_tenant(tenant_a).get()
-    assert (policy.threshold, policy.min_results) == (0.9, 3)
+    assert (policy.threshold, policy.min_results) == (DEFAULT_THRESHOLD, 3)
     assert not SettingsChange.objects.for_tenant(tenant_a).exists()
 
 
@@ -202,7 +202,7 @@ def test_builtin_intent_cannot_be_deleted_and_examples_are_required(client, admi
     assert response.status_code == 200
     assert b"Give at least one example phrase." in response.content
     assert Intent.objects.for_tenant(tenant_a).filter(name="greeting").exists()
-    assert DedupPolicy.objects.for_tenant(tenant_a).get().threshold == 0.9
+    assert DedupPolicy.objects.for_tenant(tenant_a).get().threshold == DEFAULT_THRESHOLD
 
     data = settings_post_data(client.get(SETTINGS_URL), **{f"intents-{rows['greeting']}-DELETE": "on"})
     response = client.post(f"{SETTINGS_URL}?tenant={tenant_a.pk}", data)
@@ -431,7 +431,7 @@ def test_dashboard_period_and_false_hit_rate_follow_reviews(client, support_a, e
     current = [row for row in response.context["what_if_rows"] if row["is_current"]]
     assert current == [
         {
-            "threshold_display": "0.9",
+            "threshold_display": f"{DEFAULT_THRESHOLD:g}",
             "hits": 2,
             "false_hits": 1,
             "precision_display": "50.0%",

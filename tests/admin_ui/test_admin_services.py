@@ -5,7 +5,7 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from conversations.admin_services import dedup_events_review, dedup_policy_change, intent_delete, intent_save
-from conversations.models import DedupEvent, DedupPolicy, Intent, SettingsChange
+from conversations.models import DEFAULT_THRESHOLD, DedupEvent, DedupPolicy, Intent, SettingsChange
 from kbplatform.errors import ApplicationError, NotFoundError
 from tests.factories import DedupEventFactory
 
@@ -20,7 +20,7 @@ def test_policy_change_records_each_changed_field_with_the_actor(tenant_a):
         changes={"threshold": 0.8, "scope": "session", "allowlisted_intents": ["pricing", "other", "pricing"]},
     )
     assert {c.field: (c.old_value, c.new_value, c.changed_by_label) for c in changes} == {
-        "threshold": (0.9, 0.8, "API key kb_1a2b3c4d"),
+        "threshold": (DEFAULT_THRESHOLD, 0.8, "API key kb_1a2b3c4d"),
         "allowlisted_intents": (["other"], ["other", "pricing"], "API key kb_1a2b3c4d"),
     }
     assert dedup_policy_change(tenant=tenant_a, user=None, changes={"allowlisted_intents": ["pricing", "other"]}) == []

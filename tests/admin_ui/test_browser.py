@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from django.urls import reverse
 
-from conversations.models import DedupEvent, DedupPolicy, ReviewVerdict, SettingsChange
+from conversations.models import DEFAULT_THRESHOLD, DedupEvent, DedupPolicy, ReviewVerdict, SettingsChange
 from tests.admin_ui.conftest import PASSWORD, served_event
 from tests.admin_ui.seed import seed_audit_month
 from tests.services import ROOT, service_missing
@@ -84,7 +84,7 @@ def test_admin_changes_threshold_and_allowlist_and_sees_the_history(page, admin_
     assert "2 change(s) recorded" in page.locator("ul.messagelist").inner_text()
     history = page.locator("#settings-history tbody tr")
     rows = [history.nth(i).inner_text() for i in range(history.count())]
-    assert any("policy · threshold" in row and "0.9" in row and "0.86" in row for row in rows), rows
+    assert any("policy · threshold" in row and f"{DEFAULT_THRESHOLD:g}" in row and "0.86" in row for row in rows), rows
     assert any("allowlisted_intents" in row and "pricing" in row for row in rows), rows
     assert all(admin_a.username in row for row in rows)
     policy = DedupPolicy.objects.for_tenant(tenant_a).get()

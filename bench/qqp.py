@@ -1,0 +1,82 @@
+"""The QQP pairs of ../shared/data/qqp/pairs.jsonl, their fixed train / held-out split and their embeddings, shared by
+bench/train_duplicate_model.py and bench/dedup_quality.py so both see the same split.
+
+The split is a hash of `pair_id` (30% held out), so it does not depend on file order, run or machine. Embeddings
+are cached under var/bench/ by the data's hash and the model's name: embedding the 23,530 questions takes about
+four minutes on two cores, and both scripts need them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+PAIRS = ROOT.parent / "shared" / "data" / "qqp" / "pairs.jsonl"
+HELD_OUT_PERCENT = 30
+INNER_FOLDS = 5
+
+
+def _pair_hash(pair_id: str) -> int:
+    return int(hashlib.sha256(str(pair_id).encode()).hexdigest()[:16], 16)
+
+
+def is_held_out(pair_id: str) -> bool:
+    return _pair_hash(pair_id) % 100 < HELD_OUT_PERCENT
+
+
+def inner_fold(pair_id: str) -> int:
+    """Fold (0..INNER_FOLDS-1) of a train pair for the inner cross-validation; independent of the held-out bit."""
+    return (_pair_hash(pair_id) // 100) % INNER_FOLDS
+
+
+@dataclass(frozen=True)
+class Pairs:
+    rows: list[dict]
+    labels: np.ndarray  # 1 = duplicate
+    held_out: np.ndarray  # bool
+    data_sha256: str
+
+    @property
+    def train(self) -> np.ndarray:
+        return ~self.held_out
+
+
+def pairs_load(path: Path = PAIRS, *, limit: int = 0) -> Pairs:
+    raw = path.read_bytes()
+    rows = [json.loads(line) for line in raw.decode("utf-8").splitlines() if line.strip()]
+    if limit:
+        rows = rows[:limit]
+    return Pairs(
+        rows=rows,
+        labels=np.array([int(r["is_duplicate"]) for r in rows]),
+        held_out=np.array([is_held_out(r["pair_id"]) for r in rows]),
+        data_sha256=hashlib.sha256(raw).hexdigest(),
+    )
+
+
+def pairs_embed(pairs: Pairs) -> tuple[np.ndarray, np.ndarray]:
+    """Unit vectors of question1 and question2 of every pair, by the platform's embedding module (cached)."""
+    from retrieval.embeddings import embed_texts, model_name
+
+    cache = ROOT / "var" / "bench" / f"qqp-{pairs.data_sha256[:16]}-{len(pairs.rows)}-{model_name()}.npz"
+    if cache.exists():
+        stored = np.load(cache)
+        return stored["first"], stored["second"]
+    first = embed_texts([r["question1"] for r in pairs.rows])
+    second = embed_texts([r["question2"] for r in pairs.rows])
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(cache, first=first, second=second)
+    return first, second
+
+
+def precision_recall_hit(predicted: np.ndarray, labels: np.ndarray) -> tuple[float, float, float]:
+    true_positive = int((predicted & (labels == 1)).sum())
+    hits = int(predicted.sum())
+    precision = true_positive / hits if hits else float("nan")
+    recall = true_positive / max(int((labels == 1).sum()), 1)
+    return precision, recall, hits / max(len(labels), 1)
