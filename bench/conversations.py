@@ -194,7 +194,7 @@ def followup_guard_study(conversations: list[dict]) -> list[tuple[float, int, in
         rows.append(flat[offset : offset + len(qs)])
         offset += len(qs)
     results = []
-    for threshold in (0.80, 0.85, 0.90, 0.92, 0.95):
+    for threshold in (0.70, 0.76, 0.80, 0.85, 0.90, 0.92, 0.95):  # 0.76: the default gate
         counts = {True: 0, False: 0}
         for guard in (True, False):
             for qs, vectors in zip(questions, rows, strict=True):

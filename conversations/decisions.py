@@ -187,6 +187,10 @@ _FOLLOWUP_OPENERS = (
     "can they",
 )
 FOLLOWUP_MAX_CONTENT_WORDS = 1
+# The follow-up guard's context match never gets looser than this, whatever the tenant's gate: the guard was built
+# and measured at a threshold of 0.90, and the duplicate head (which lets the gate sit lower) never sees the
+# previous questions, only their vectors.
+FOLLOWUP_CONTEXT_FLOOR = 0.90
 
 
 def _words(text: str) -> list[str]:
@@ -365,8 +369,9 @@ def followup_context_matches(
     threshold: float,
 ) -> bool:
     """A context-dependent question (or stored question) matches only when both were asked right after
-    questions that are themselves duplicates at the same threshold: "and for admins?" after "pricing?" is not
-    "and for admins?" after "API limits?". A first turn has no context, so it matches only another first turn."""
+    questions whose vectors are at least `threshold` alike (the decision passes its gate, never below
+    FOLLOWUP_CONTEXT_FLOOR): "and for admins?" after "pricing?" is not "and for admins?" after "API limits?". A
+    first turn has no context, so it matches only another first turn."""
     if not (question_is_context_dependent(question) or question_is_context_dependent(candidate.question)):
         return True
     if previous_vector is None or candidate.previous_vector is None:
@@ -425,7 +430,10 @@ def duplicate_decide(
                 refused.append((candidate.turn_id, f"pair model says different (p={probability:.2f})"))
                 continue
         if not followup_context_matches(
-            question=question, previous_vector=previous_vector, candidate=candidate, threshold=threshold
+            question=question,
+            previous_vector=previous_vector,
+            candidate=candidate,
+            threshold=max(threshold, FOLLOWUP_CONTEXT_FLOOR),
         ):
             refused.append((candidate.turn_id, "follow-up in another context"))
             continue

@@ -265,6 +265,17 @@ def test_followup_guard_needs_the_same_context():
     assert not first_turn_vs_followup.hit
 
 
+def test_followup_guard_keeps_its_floor_under_a_low_gate():
+    q = unit(1, 0, 0)
+    stored = _stored(5, "and for admins?", q, previous=unit(0, 1, 0))
+    previous = unit(0, 1, 0.8)  # cosine ~0.78 with the stored question's previous one
+    kwargs = {"question": "and for admins?", "question_vector": q, "previous_vector": previous, "candidates": [stored]}
+    low_gate = d.duplicate_decide(**kwargs, threshold=0.70)
+    assert not low_gate.hit and low_gate.reason == "follow-up in another context"
+    close = d.duplicate_decide(**{**kwargs, "previous_vector": unit(0, 1, 0.3)}, threshold=0.70)
+    assert close.hit  # cosine ~0.96 >= the floor
+
+
 def test_standalone_question_ignores_context():
     q = unit(1, 0, 0)
     stored = _stored(5, "How do I rotate the API keys of my organisation?", q, previous=unit(0, 1, 0))
