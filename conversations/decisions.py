@@ -191,6 +191,9 @@ FOLLOWUP_MAX_CONTENT_WORDS = 1
 # and measured at a threshold of 0.90, and the duplicate head (which lets the gate sit lower) never sees the
 # previous questions, only their vectors.
 FOLLOWUP_CONTEXT_FLOOR = 0.90
+# Without a duplicate head for the embedding model in use (a tenant deployment with another model), cosine is the
+# whole decision, and the gate never sits below what plain cosine was measured to need on QQP for the bundled model.
+HEADLESS_THRESHOLD_FLOOR = 0.90
 
 
 def _words(text: str) -> list[str]:
@@ -387,6 +390,7 @@ def duplicate_decide(
     candidates: Sequence[StoredQuestion],
     threshold: float,
     pair_model: PairModel | None = None,
+    embedding_model: str | None = None,
 ) -> DuplicateDecision:
     """The best candidate (by cosine) at or above `threshold` that also passes, in this order: it has a stored
     answer; the questions do not conflict (`questions_conflict`); the duplicate head calls the pair a duplicate
@@ -394,15 +398,18 @@ def duplicate_decide(
     are reported with the reason (the audit log says why a close match was not served).
 
     `pair_model` defaults to the shipped head (conversations/duplicate_model.json, read once per process). A head
-    trained for another vector size than the question's cannot score the pair; the decision then runs without it
-    (cosine and the other checks only). Candidates embedded by another model (a different vector size, e.g.
-    stored before a model change) are not comparable and are left out."""
+    trained on another embedding model (`embedding_model` names the one in use; None means "the head's own") or for
+    another vector size cannot score the pair: the decision then runs without it, on cosine and the other checks,
+    with the gate raised to at least HEADLESS_THRESHOLD_FLOOR. Candidates embedded by another model (a different
+    vector size, e.g. stored before a model change) are not comparable and are left out."""
     candidates = [c for c in candidates if c.vector.shape == question_vector.shape]
     if not candidates:
         return DuplicateDecision(hit=False)
     model = pair_model if pair_model is not None else pair_model_default()
-    if model.dimension != question_vector.shape[0]:
+    trained_on = model.meta.get("embedding_model")
+    if model.dimension != question_vector.shape[0] or (embedding_model is not None and embedding_model != trained_on):
         model = None
+        threshold = max(threshold, HEADLESS_THRESHOLD_FLOOR)
     matrix = np.stack([c.vector for c in candidates])
     scores = matrix @ question_vector
     order = np.argsort(-scores, kind="stable")

@@ -55,6 +55,7 @@ from conversations.state import (
 from kbplatform.errors import ApplicationError, ConflictError, NotFoundError, ServiceUnavailableError
 from retrieval import vectorstore
 from retrieval.embeddings import embed_query, embed_texts, token_count
+from retrieval.embeddings import model_name as embedding_model_name
 from retrieval.models import Chunk, KnowledgeBase
 from retrieval.selectors import ChunkHit, chunk_search
 from tenants.models import Tenant
@@ -583,6 +584,7 @@ def turn_ask(
             previous_vector=previous_vector,
             candidates=candidates,
             threshold=policy.threshold,
+            embedding_model=embedding_model_name(),
         )
         if decision.hit:
             matched = stored_answer_of(tenant=tenant, state=state, turn_id=decision.turn_id)

@@ -180,6 +180,29 @@ def test_a_head_for_another_vector_size_is_not_used():
     assert decision.hit and decision.probability is None
 
 
+def _model_of(embedding_model: str, **kwargs) -> PairModel:  # noqa: ANN003
+    model = _model(**kwargs)
+    return PairModel(**{**model.__dict__, "meta": {"embedding_model": embedding_model}})
+
+
+@pytest.mark.parametrize("similarity_axis", [0.5, 0.1])
+def test_without_a_head_for_the_model_in_use_the_gate_rises_to_the_headless_floor(similarity_axis):
+    q, close = unit(1, 0, 0), unit(1, similarity_axis, 0)  # cosine 0.894 and 0.995
+    kwargs = {
+        "question": "How do I reset my password quickly?",
+        "question_vector": q,
+        "previous_vector": None,
+        "candidates": [_stored(4, "How can I reset my password quickly?", close)],
+        "threshold": 0.76,
+    }
+    head = _model_of("all-MiniLM-L6-v2", dimension=3, bias=50)
+    with_head = d.duplicate_decide(**kwargs, pair_model=head, embedding_model="all-MiniLM-L6-v2")
+    assert with_head.hit and with_head.probability == pytest.approx(1.0)
+    other_model = d.duplicate_decide(**kwargs, pair_model=head, embedding_model="bge-small-en")
+    assert other_model.probability is None
+    assert other_model.hit == (float(q @ close) >= d.HEADLESS_THRESHOLD_FLOOR)
+
+
 @pytest.fixture(scope="module")
 def embed():
     from retrieval.embeddings import embed_texts
