@@ -175,7 +175,8 @@ INGEST_QUEUED_STALE_SECONDS = env.int("KB_INGEST_QUEUED_STALE_SECONDS", default=
 # Every turn is committed before its answer goes out. True lets a turn that serves a stored answer commit on
 # PostgreSQL without waiting for its WAL to reach the disk (synchronous_commit off for that one transaction): a
 # crash of the database server itself within a fraction of a second could then lose such turns (never corrupt
-# anything), for about 2 ms off a cache hit on this machine's disk. Off by default: nothing acknowledged is lost.
+# anything), for 2 to 10 ms off a cache hit on this machine's disk (BENCHMARKS.md). Off by default: nothing
+# acknowledged is lost.
 ASYNC_COMMIT_CACHED_TURNS = env.bool("KB_ASYNC_COMMIT_CACHED_TURNS", default=False)
 
 # --- Answer generation --------------------------------------------------------------------------------------
