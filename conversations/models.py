@@ -66,6 +66,10 @@ class Conversation(TenantOwnedModel):
     user_id = models.CharField(max_length=255, blank=True, default="", help_text="The customer app's end-user id.")
     # Turns taken so far: read and incremented under select_for_update, so concurrent turns get distinct numbers.
     turn_count = models.PositiveIntegerField(default=0)
+    # Bumped when a stored turn changes outside a turn (a client's answer to a retrieve-mode turn). The Redis hot
+    # copy records the revision it was built from and is used only while both it and `turn_count` still match, so
+    # a copy that could not be dropped (Redis unreachable at that moment) is never served once Redis is back.
+    state_revision = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     last_active_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField(db_index=True)

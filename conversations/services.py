@@ -21,7 +21,7 @@ import numpy as np
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from conversations import decisions
@@ -905,7 +905,10 @@ def turn_answer_set(*, tenant: Tenant, turn_id: int, answer: str, allowed_knowle
     if len(answer) > ANSWER_MAX_CHARS:
         raise ApplicationError(f"The answer is longer than {ANSWER_MAX_CHARS} characters.")
     with transaction.atomic():
-        turn = Turn.objects.for_tenant(tenant).select_for_update().filter(pk=turn_id).first()
+        # NO KEY UPDATE: a concurrent turn that serves this pair inserts a row referencing it (a KEY SHARE lock
+        # while it holds the conversation row); a plain FOR UPDATE here, then the conversation update below, would
+        # wait on each other.
+        turn = Turn.objects.for_tenant(tenant).select_for_update(no_key=True).filter(pk=turn_id).first()
         if turn is None or (
             allowed_knowledge_base_id is not None and turn.knowledge_base_id != allowed_knowledge_base_id
         ):
@@ -915,6 +918,10 @@ def turn_answer_set(*, tenant: Tenant, turn_id: int, answer: str, allowed_knowle
         turn.answer = answer
         turn.answer_tokens = token_count(answer)
         turn.save(update_fields=["answer", "answer_tokens"])
+        # Invalidates every hot copy built before this answer, including one the state_forget below cannot reach.
+        Conversation.objects.for_tenant(tenant).filter(pk=turn.conversation_id).update(
+            state_revision=F("state_revision") + 1
+        )
     state_forget(tenant_id=tenant.pk, conversation_id=turn.conversation_id)
     return turn
 

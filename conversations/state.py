@@ -1,9 +1,10 @@
 """The hot copy of a conversation's state in Redis: the recent QA pairs (question, vector, whether answered) and
 the consumed ids of the recent turns, under one key per conversation that names the tenant, with the policy's TTL.
 
-Redis is only a cache. Every read is checked against the conversation's `turn_count` from the database (read on
-every turn anyway): a copy that is missing, stale (a turn was written while Redis was down, or by a concurrent
-request) or unreadable is rebuilt from the database. Redis being down is never an error here.
+Redis is only a cache. Every read is checked against the conversation's `turn_count` and `state_revision` from the
+database (read on every turn anyway): a copy that is missing, stale (a turn was written, or a client's answer stored,
+while Redis was down, or by a concurrent request) or unreadable is rebuilt from the database. Redis being down is
+never an error here.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from kbplatform.redis_client import redis_connection
 
 logger = logging.getLogger(__name__)
 
-STATE_VERSION = 2
+STATE_VERSION = 3
 # Enough history for the largest windows a policy allows (question and exclusion windows are at most 100).
 MAX_WINDOW = 100
 # The newest turns keep their stored answer in the hot copy too, so a duplicate of one of them is served without
@@ -74,6 +75,7 @@ class ConversationState:
     recent_turns: list[RecentTurn] = field(default_factory=list)  # oldest first
     consumed: list[ConsumedRef] = field(default_factory=list)
     source: str = "database"  # "redis" | "database": for the audit log and tests
+    revision: int = 0  # the conversation's state_revision this state was built from
 
     def previous_vector(self) -> np.ndarray | None:
         return self.recent_turns[-1].vector if self.recent_turns else None
@@ -98,6 +100,7 @@ def _encode(state: ConversationState) -> str:
         {
             "v": STATE_VERSION,
             "turn_count": state.turn_count,
+            "rev": state.revision,
             "turns": [
                 [
                     t.turn_id,
@@ -163,6 +166,7 @@ def _decode(conversation_id: int, raw: bytes) -> ConversationState:
         ],
         consumed=[ConsumedRef(c[0], int(c[1]), int(c[2])) for c in data["consumed"]],
         source="redis",
+        revision=int(data["rev"]),
     )
 
 
@@ -214,6 +218,7 @@ def state_from_database(*, conversation: Conversation) -> ConversationState:
         ),
         consumed=[ConsumedRef(kind, item_id, number) for kind, item_id, number in consumed],
         source="database",
+        revision=conversation.state_revision,
     )
 
 
@@ -239,7 +244,7 @@ def state_load(*, conversation: Conversation) -> ConversationState:
             raw = connection.get(key)
             if raw is not None:
                 state = _decode(conversation.pk, raw)
-                if state.turn_count == conversation.turn_count:
+                if state.turn_count == conversation.turn_count and state.revision == conversation.state_revision:
                     return state
         except RedisError:
             logger.warning("Redis unavailable reading %s: using the database", key)
@@ -265,6 +270,7 @@ def state_after_turn(
         recent_turns=turns,
         consumed=kept + list(consumed),
         source=state.source,
+        revision=state.revision,
     )
 
 

@@ -180,6 +180,28 @@ def test_retrieve_mode_then_client_answer_serves_later_duplicates(api_client, te
     assert later["answer"] == "12 dollars per user per month."
 
 
+def test_client_answer_changed_while_redis_unreachable_is_never_served_stale(api_client, tenant, kb, monkeypatch):
+    conversation_id = start(api_client, kb)
+    retrieved = ask(api_client, conversation_id, "How much does the Team plan cost?", mode="retrieve")
+    url = f"/api/v1/turns/{retrieved['turn_id']}/answer/"
+    assert api_client.put(url, {"answer": "12 dollars per user per month."}, format="json").status_code == 200
+    ask(api_client, conversation_id, "How do I reset my password?")  # rebuilds the hot copy, answer included
+    key = state_key(tenant_id=tenant.pk, conversation_id=conversation_id)
+    held = redis_connection().get(key)
+    assert held is not None and b"12 dollars" in held  # the hot copy carries the first answer
+
+    # The client corrects its answer while Redis is unreachable: the copy cannot be dropped and stays in Redis.
+    monkeypatch.setattr(settings, "REDIS_URL", "redis://127.0.0.1:1/0")
+    assert api_client.put(url, {"answer": "15 dollars per user per month."}, format="json").status_code == 200
+    monkeypatch.undo()
+    assert redis_connection().get(key) == held
+
+    # Redis is back holding the old copy; it is recognised as older than the answer and rebuilt.
+    again = ask(api_client, conversation_id, "How much do we pay for the Team plan?")
+    assert again["dedup"]["action"] == "served_cached"
+    assert again["answer"] == "15 dollars per user per month."
+
+
 def test_client_answer_only_for_retrieve_mode_and_not_empty(api_client, kb):
     conversation_id = start(api_client, kb)
     answered = ask(api_client, conversation_id, "How do I reset my password?")
