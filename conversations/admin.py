@@ -324,6 +324,8 @@ EXPORT_COLUMNS = (
     "intent",
     "reason",
     "similarity",
+    "pair_probability",
+    "match_passes_checks",
     "threshold",
     "scope",
     "shadow",
@@ -391,6 +393,8 @@ class DedupEventAdmin(TenantScopedAdmin):
         "intent",
         "reason",
         "similarity",
+        "pair_probability",
+        "match_passes_checks",
         "threshold",
         "scope",
         "shadow",
@@ -411,7 +415,20 @@ class DedupEventAdmin(TenantScopedAdmin):
         ("Review", {"fields": ("review_verdict", "review_note", "reviewed_by", "reviewed_at")}),
         (
             "Decision",
-            {"fields": ("created_at", "action", "intent", "reason", "similarity", "threshold", "scope", "shadow")},
+            {
+                "fields": (
+                    "created_at",
+                    "action",
+                    "intent",
+                    "reason",
+                    "similarity",
+                    "pair_probability",
+                    "match_passes_checks",
+                    "threshold",
+                    "scope",
+                    "shadow",
+                )
+            },
         ),
         (
             "Retrieval",
@@ -566,6 +583,8 @@ class DedupEventAdmin(TenantScopedAdmin):
                     event.intent,
                     event.reason,
                     "" if event.similarity is None else f"{event.similarity:.4f}",
+                    "" if event.pair_probability is None else f"{event.pair_probability:.4f}",
+                    "" if event.match_passes_checks is None else event.match_passes_checks,
                     event.threshold,
                     event.scope,
                     event.shadow,

@@ -209,6 +209,8 @@ class AuditEventListApi(TenantApi):
         reason = serializers.CharField()
         similarity = serializers.FloatField(allow_null=True)
         matched_turn = serializers.IntegerField(source="matched_turn_ref", allow_null=True)
+        pair_probability = serializers.FloatField(allow_null=True)
+        match_passes_checks = serializers.BooleanField(allow_null=True)
         scope = serializers.CharField()
         threshold = serializers.FloatField()
         question_window = serializers.IntegerField()

@@ -16,8 +16,10 @@ Definitions the page states and the tests hold:
   answered afresh with a nearest match): a decision's review says whether the nearest earlier question was
   really the same question. Served and judged correct, or answered afresh and judged incorrect (a missed
   repeat): a true repeat. Served and judged incorrect (a false hit), or answered afresh and judged correct:
-  not a repeat. At a candidate threshold t, hits are those with similarity >= t, false hits the hits that
-  were not repeats, precision = (hits - false hits) / hits, missed repeats the true repeats below t.
+  not a repeat. At a candidate threshold t, hits are those with similarity >= t whose match passed the
+  decision's other checks (the duplicate head, numbers, negation, follow-up context: `match_passes_checks`,
+  unknown for events from before it was kept, which count on similarity alone), false hits the hits that
+  were not repeats, precision = (hits - false hits) / hits, missed repeats the true repeats not hit at t.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ EVENT_FACT_FIELDS = (
     "tokens_saved",
     "ms_saved",
     "review_verdict",
+    "match_passes_checks",
 )
 
 
@@ -58,6 +61,7 @@ class EventFacts:
     tokens_saved: int = 0
     ms_saved: float = 0.0
     review_verdict: str = ReviewVerdict.UNREVIEWED
+    match_passes_checks: bool | None = None
 
     @property
     def is_hit(self) -> bool:
@@ -225,12 +229,17 @@ def what_if_compute(
 ) -> tuple[list[WhatIfRow], int]:
     """Rows of the threshold what-if table (the current threshold added when missing), and how many reviewed
     decisions they rest on."""
-    labelled = [(event.similarity, label) for event in events if (label := repeat_label(event)) is not None]
+    labelled = [
+        (event.similarity, event.match_passes_checks is not False, label)
+        for event in events
+        if (label := repeat_label(event)) is not None
+    ]
     candidates = sorted({round(t, 4) for t in thresholds} | ({round(current, 4)} if current is not None else set()))
     rows = []
     for threshold in candidates:
-        hits = [is_repeat for similarity, is_repeat in labelled if similarity >= threshold - 1e-9]
-        missed = sum(1 for similarity, is_repeat in labelled if is_repeat and similarity < threshold - 1e-9)
+        served = [(passes and similarity >= threshold - 1e-9, is_repeat) for similarity, passes, is_repeat in labelled]
+        hits = [is_repeat for hit, is_repeat in served if hit]
+        missed = sum(1 for hit, is_repeat in served if is_repeat and not hit)
         rows.append(
             WhatIfRow(
                 threshold=threshold,

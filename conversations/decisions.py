@@ -361,7 +361,10 @@ class DuplicateDecision:
     similarity: float | None = None
     reason: str = ""
     refused: list[tuple[int, str]] = field(default_factory=list)
-    probability: float | None = None  # the duplicate head's probability for the served pair
+    # For the served pair, or on a miss for the nearest match: the duplicate head's probability (None when the head
+    # was not asked), and whether that pair passed every check but the cosine gate (None: no candidate).
+    probability: float | None = None
+    passes_checks: bool | None = None
 
 
 def followup_context_matches(
@@ -414,42 +417,87 @@ def duplicate_decide(
     scores = matrix @ question_vector
     order = np.argsort(-scores, kind="stable")
     refused: list[tuple[int, str]] = []
+    top = candidates[order[0]]
     best_score = float(scores[order[0]])
+    top_checks: tuple[str, float | None] | None = None
     for index in order:
         score = float(scores[index])
         if score < threshold:
             break
         candidate = candidates[index]
-        if not candidate.answerable:
-            refused.append((candidate.turn_id, "no stored answer"))
-            continue
-        conflict = questions_conflict(question, candidate.question)
-        if conflict:
-            refused.append((candidate.turn_id, conflict))
-            continue
-        probability = None
-        if model is not None:
-            features = pair_features(
-                first=question, second=candidate.question, first_vector=question_vector, second_vector=candidate.vector
-            )
-            probability = pair_probability(model=model, features=features)
-            if probability < model.cut:
-                refused.append((candidate.turn_id, f"pair model says different (p={probability:.2f})"))
-                continue
-        if not followup_context_matches(
+        refusal, probability = _candidate_refusal(
             question=question,
+            question_vector=question_vector,
             previous_vector=previous_vector,
             candidate=candidate,
-            threshold=max(threshold, FOLLOWUP_CONTEXT_FLOOR),
-        ):
-            refused.append((candidate.turn_id, "follow-up in another context"))
+            model=model,
+            context_threshold=max(threshold, FOLLOWUP_CONTEXT_FLOOR),
+        )
+        if candidate is top:
+            top_checks = (refusal, probability)
+        if refusal:
+            refused.append((candidate.turn_id, refusal))
             continue
         return DuplicateDecision(
-            hit=True, turn_id=candidate.turn_id, similarity=score, refused=refused, probability=probability
+            hit=True,
+            turn_id=candidate.turn_id,
+            similarity=score,
+            refused=refused,
+            probability=probability,
+            passes_checks=True,
         )
-    top = candidates[order[0]]
+    if top_checks is None:
+        # The nearest match is below the gate: run the other checks on it anyway (well under a millisecond), so the
+        # audit log says whether a lower gate would have served it (the dashboard's threshold what-if).
+        top_checks = _candidate_refusal(
+            question=question,
+            question_vector=question_vector,
+            previous_vector=previous_vector,
+            candidate=top,
+            model=model,
+            context_threshold=FOLLOWUP_CONTEXT_FLOOR,
+        )
     reason = refused[0][1] if refused else "below threshold"
-    return DuplicateDecision(hit=False, turn_id=top.turn_id, similarity=best_score, reason=reason, refused=refused)
+    return DuplicateDecision(
+        hit=False,
+        turn_id=top.turn_id,
+        similarity=best_score,
+        reason=reason,
+        refused=refused,
+        probability=top_checks[1],
+        passes_checks=not top_checks[0],
+    )
+
+
+def _candidate_refusal(
+    *,
+    question: str,
+    question_vector: np.ndarray,
+    previous_vector: np.ndarray | None,
+    candidate: StoredQuestion,
+    model: PairModel | None,
+    context_threshold: float,
+) -> tuple[str, float | None]:
+    """Every check of `duplicate_decide` but the cosine gate, in its order: why the candidate may not answer the
+    question ("" when it may), and the duplicate head's probability when the head was asked."""
+    if not candidate.answerable:
+        return "no stored answer", None
+    conflict = questions_conflict(question, candidate.question)
+    if conflict:
+        return conflict, None
+    probability = None
+    if model is not None:
+        features = pair_features(
+            first=question, second=candidate.question, first_vector=question_vector, second_vector=candidate.vector
+        )
+        probability = pair_probability(model=model, features=features)
+        if probability < model.cut:
+            return f"pair model says different (p={probability:.2f})", probability
+    if not followup_context_matches(
+        question=question, previous_vector=previous_vector, candidate=candidate, threshold=context_threshold
+    ):
+        return "follow-up in another context", probability
+    return "", probability
 
 
 def cosine(first: np.ndarray, second: np.ndarray) -> float:

@@ -204,6 +204,15 @@ class DedupEvent(TenantOwnedModel):
     similarity = models.FloatField(null=True, blank=True)
     matched_turn = models.ForeignKey(Turn, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     matched_turn_ref = models.BigIntegerField(null=True, blank=True)
+    pair_probability = models.FloatField(
+        null=True, blank=True, help_text="The duplicate head's probability for the matched pair (none: not asked)."
+    )
+    match_passes_checks = models.BooleanField(
+        null=True,
+        blank=True,
+        help_text="Whether the matched pair passed every check but the similarity gate (stored answer, numbers, "
+        "negation, duplicate head, follow-up context); none for events without a match or from before it was kept.",
+    )
     scope = models.CharField(max_length=8, choices=DedupScope.choices)
     threshold = models.FloatField()
     question_window = models.PositiveIntegerField()

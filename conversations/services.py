@@ -834,6 +834,8 @@ def _turn_persist(
             similarity=decision.similarity,
             matched_turn_id=decision.turn_id,
             matched_turn_ref=decision.turn_id,
+            pair_probability=decision.probability,
+            match_passes_checks=decision.passes_checks,
             **event,
         )
     turn.consumed_refs = consumed

@@ -396,6 +396,7 @@ def test_csv_export_of_the_filtered_list(client, support_a, events_a, event_b, t
     assert by_id[events_a["hit"].pk]["matched_question"] == "What does pro cost?"
     assert by_id[formula.pk]["question"].startswith("'=")
     assert "tenant" not in rows[0]
+    assert by_id[formula.pk]["pair_probability"] == "" and by_id[formula.pk]["match_passes_checks"] == ""
 
     refused = client.get(f"{EXPORT_URL}?similarity_min=abc")
     assert refused.status_code == 302 and refused.url == EVENTS_URL

@@ -155,6 +155,23 @@ def test_what_if_adds_the_current_threshold_and_counts_a_tie_as_a_hit():
     ]
 
 
+def test_what_if_counts_a_hit_only_when_the_match_passed_the_other_checks():
+    # A fresh answer whose nearest match (0.93) the duplicate head refused, judged correct (not a repeat): no
+    # threshold would have served it, so it is no false hit anywhere. A missed repeat at 0.84 that passed the
+    # checks is a hit once the threshold reaches it; one at 0.95 that failed them is missed at every threshold.
+    events = [
+        _event(action=ANSWERED, similarity=0.93, review_verdict=CORRECT, match_passes_checks=False),
+        _event(action=ANSWERED, similarity=0.84, review_verdict=INCORRECT, match_passes_checks=True),
+        _event(action=ANSWERED, similarity=0.95, review_verdict=INCORRECT, match_passes_checks=False),
+    ]
+    rows, sample = what_if_compute(events, thresholds=(0.80, 0.90), current=None)
+    assert sample == 3
+    assert [(row.threshold, row.hits, row.false_hits, row.missed_repeats) for row in rows] == [
+        (0.80, 1, 0, 1),
+        (0.90, 0, 0, 2),
+    ]
+
+
 @pytest.mark.parametrize(
     ("ms", "shown"), [(0, "0 ms"), (850, "850 ms"), (12_500, "12.5 s"), (192_000, "3.2 min"), (5_400_000, "1.5 h")]
 )

@@ -340,6 +340,10 @@ def test_audit_events_filter(api_client, kb):
     assert api_client.get("/api/v1/audit-events/").json()["count"] == 3
     cached = api_client.get("/api/v1/audit-events/?action=served_cached").json()
     assert cached["count"] == 1 and cached["results"][0]["similarity"] >= 0.8
+    # The bundled model's head scored the served pair; the first turn had nothing to match.
+    assert cached["results"][0]["match_passes_checks"] is True and cached["results"][0]["pair_probability"] > 0.5
+    first = api_client.get("/api/v1/audit-events/?action=answered").json()["results"][0]
+    assert first["match_passes_checks"] is None and first["pair_probability"] is None
     assert api_client.get("/api/v1/audit-events/?similarity_min=0.999").json()["count"] == 0
     assert api_client.get(f"/api/v1/audit-events/?conversation={conversation_id}").json()["count"] == 3
     assert api_client.get("/api/v1/audit-events/?created_from=2999-01-01T00:00:00Z").json()["count"] == 0

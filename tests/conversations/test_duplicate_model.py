@@ -153,6 +153,43 @@ def test_decision_refuses_what_the_head_calls_different_and_says_why():
     assert served.hit and served.turn_id == 4 and served.probability == pytest.approx(0.9526, abs=1e-4)
 
 
+def test_a_match_below_the_gate_is_still_checked_for_the_audit_log():
+    # The what-if table needs to know whether a lower gate would have served the nearest match.
+    q, near = unit(1, 0, 0), unit(1, 0.6, 0)  # cosine ~0.86, under the 0.9 gate
+    kwargs = {"question": "How do I reset my password quickly?", "question_vector": q, "previous_vector": None}
+    would_serve = d.duplicate_decide(
+        **kwargs,
+        candidates=[_stored(4, "How can I reset my password quickly?", near)],
+        threshold=0.9,
+        pair_model=_model(dimension=3, bias=3),
+    )
+    assert not would_serve.hit and would_serve.reason == "below threshold" and would_serve.turn_id == 4
+    assert would_serve.passes_checks is True and would_serve.probability == pytest.approx(0.9526, abs=1e-4)
+    head_refuses = d.duplicate_decide(
+        **kwargs,
+        candidates=[_stored(4, "How can I reset my password quickly?", near)],
+        threshold=0.9,
+        pair_model=_model(dimension=3, bias=-3),
+    )
+    assert head_refuses.passes_checks is False and head_refuses.probability == pytest.approx(0.0474, abs=1e-4)
+    assert head_refuses.reason == "below threshold"  # the reason stays the gate's: it decided the turn
+    numbers_differ = d.duplicate_decide(
+        **{**kwargs, "question": "Pricing of the 2017 plan?"},
+        candidates=[_stored(5, "Pricing of the 2016 plan?", near)],
+        threshold=0.9,
+        pair_model=_model(dimension=3, bias=3),
+    )
+    assert numbers_differ.passes_checks is False and numbers_differ.probability is None
+    served = d.duplicate_decide(
+        **kwargs,
+        candidates=[_stored(4, "How can I reset my password quickly?", near)],
+        threshold=0.8,
+        pair_model=_model(dimension=3, bias=3),
+    )
+    assert served.hit and served.passes_checks is True
+    assert d.duplicate_decide(**kwargs, candidates=[], threshold=0.8).passes_checks is None
+
+
 def test_conflicts_refuse_before_the_head_is_asked():
     q = unit(1, 0, 0)
     candidates = [_stored(1, "Can't I export the 2017 report?", unit(1, 0.05, 0))]
