@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
+from typing import NamedTuple
 
 import numpy as np
 
@@ -79,8 +80,9 @@ def turn_plan(*, policy: PolicyView, intent: str, behaviour: str, force_refresh:
 # --- exclusion window ----------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ConsumedRef:
+class ConsumedRef(NamedTuple):
+    # A named tuple rather than a frozen dataclass: the hot copy decodes up to ~1,000 of these on every turn, and a
+    # frozen dataclass costs about a microsecond each to build (bench/state_codec.py).
     kind: str  # "doc" | "chunk"
     item_id: int
     turn_number: int

@@ -9,9 +9,9 @@ never an error here.
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
+import struct
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,7 +24,7 @@ from kbplatform.redis_client import redis_connection
 
 logger = logging.getLogger(__name__)
 
-STATE_VERSION = 3
+STATE_VERSION = 4
 # Enough history for the largest windows a policy allows (question and exclusion windows are at most 100).
 MAX_WINDOW = 100
 # The newest turns keep their stored answer in the hot copy too, so a duplicate of one of them is served without
@@ -95,27 +95,31 @@ def vector_from_bytes(raw: bytes | memoryview) -> np.ndarray:
     return np.frombuffer(bytes(raw), dtype="<f4")
 
 
-def _encode(state: ConversationState) -> str:
-    return json.dumps(
+# The copy is bytes: MAGIC, the length of a JSON header (4 bytes, little-endian), the header (everything but the
+# vectors), then every turn's question vector as float32, oldest turn first, as `dims` in the header says. The raw
+# floats are sliced out without parsing or decoding: at 100 turns, encoding plus decoding takes half the CPU of the
+# JSON document with a base64 string per vector it replaced (1.9 ms vs 3.7 ms, bench/state_codec.py).
+MAGIC = b"KBS" + bytes([STATE_VERSION])
+_HEADER_LENGTH = struct.Struct("<I")
+
+
+def _encode(state: ConversationState) -> bytes:
+    vectors = [np.asarray(t.vector, dtype="<f4").ravel() for t in state.recent_turns]
+    header = json.dumps(
         {
-            "v": STATE_VERSION,
             "turn_count": state.turn_count,
             "rev": state.revision,
             "turns": [
-                [
-                    t.turn_id,
-                    t.number,
-                    t.question,
-                    base64.b64encode(vector_to_bytes(t.vector)).decode(),
-                    t.answerable,
-                    _stored_encode(t.stored),
-                ]
-                for t in state.recent_turns
+                [t.turn_id, t.number, t.question, t.answerable, _stored_encode(t.stored)] for t in state.recent_turns
             ],
+            "dims": [len(v) for v in vectors],
             "consumed": [[c.kind, c.item_id, c.turn_number] for c in state.consumed],
         },
         separators=(",", ":"),
-    )
+    ).encode()
+    header += b" " * (-(len(MAGIC) + _HEADER_LENGTH.size + len(header)) % 4)  # floats start 4-byte aligned
+    body = np.concatenate(vectors).tobytes() if vectors else b""
+    return b"".join((MAGIC, _HEADER_LENGTH.pack(len(header)), header, body))
 
 
 def _stored_encode(stored: StoredAnswer | None) -> list | None:
@@ -147,9 +151,16 @@ def _stored_decode(turn_id: int, raw: list | None) -> StoredAnswer | None:
 
 
 def _decode(conversation_id: int, raw: bytes) -> ConversationState:
-    data = json.loads(raw)
-    if data.get("v") != STATE_VERSION:
+    if raw[: len(MAGIC)] != MAGIC:
         raise ValueError("state version")
+    offset = len(MAGIC) + _HEADER_LENGTH.size
+    (header_length,) = _HEADER_LENGTH.unpack_from(raw, len(MAGIC))
+    data = json.loads(raw[offset : offset + header_length])
+    floats = np.frombuffer(raw, dtype="<f4", offset=offset + header_length)
+    dims = [int(d) for d in data["dims"]]
+    if len(dims) != len(data["turns"]) or sum(dims) != len(floats):
+        raise ValueError("state vectors")
+    bounds = np.cumsum([0, *dims])
     return ConversationState(
         conversation_id=conversation_id,
         turn_count=int(data["turn_count"]),
@@ -158,13 +169,13 @@ def _decode(conversation_id: int, raw: bytes) -> ConversationState:
                 int(t[0]),
                 int(t[1]),
                 t[2],
-                vector_from_bytes(base64.b64decode(t[3])),
-                bool(t[4]),
-                _stored_decode(int(t[0]), t[5]),
+                floats[bounds[i] : bounds[i + 1]],
+                bool(t[3]),
+                _stored_decode(int(t[0]), t[4]),
             )
-            for t in data["turns"]
+            for i, t in enumerate(data["turns"])
         ],
-        consumed=[ConsumedRef(c[0], int(c[1]), int(c[2])) for c in data["consumed"]],
+        consumed=[ConsumedRef._make(c) for c in data["consumed"]],
         source="redis",
         revision=int(data["rev"]),
     )
@@ -248,7 +259,7 @@ def state_load(*, conversation: Conversation) -> ConversationState:
                     return state
         except RedisError:
             logger.warning("Redis unavailable reading %s: using the database", key)
-        except (ValueError, KeyError, IndexError, TypeError):
+        except (ValueError, KeyError, IndexError, TypeError, struct.error):
             logger.warning("unreadable conversation state %s: rebuilding from the database", key)
     return state_from_database(conversation=conversation)
 

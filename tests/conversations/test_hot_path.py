@@ -4,12 +4,15 @@ reaches the next turn; the hot copy keeps answers for the newest turns only."""
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from conversations import admin_services, services
+from conversations.decisions import ConsumedRef
 from conversations.models import Conversation, Intent, Turn
 from conversations.services import dedup_policy_update, intent_set, turn_ask, turn_settings_load
 from conversations.state import (
@@ -135,8 +138,29 @@ def test_the_hot_copy_keeps_answers_of_the_newest_turns_only():
     kept = [t.turn_id for t in state.recent_turns if t.stored is not None]
     assert kept == list(range(6, ANSWERS_KEPT + 6))
     assert all(t.answerable for t in state.recent_turns)
-    decoded = _decode(1, _encode(state).encode())
+    decoded = _decode(1, _encode(state))
     assert [t.stored for t in decoded.recent_turns] == [t.stored for t in state.recent_turns]
+
+
+def test_the_hot_copy_round_trips_vectors_and_refuses_what_it_cannot_read():
+    state = ConversationState(conversation_id=1, turn_count=0, revision=4)
+    vectors = [np.arange(4, dtype=np.float32) + n for n in range(3)] + [np.ones(6, dtype=np.float32)]
+    for number, vector in enumerate(vectors, start=1):
+        turn = RecentTurn(number, number, f"q é {number}", vector, number % 2 == 0, None)
+        state = state_after_turn(state=state, turn=turn, consumed=[ConsumedRef("doc", 10 + number, number)])
+    raw = _encode(state)
+    decoded = _decode(1, raw)
+    assert decoded.revision == 4 and decoded.turn_count == 4 and decoded.source == "redis"
+    assert [t.question for t in decoded.recent_turns] == ["q é 1", "q é 2", "q é 3", "q é 4"]
+    for before, after in zip(state.recent_turns, decoded.recent_turns, strict=True):
+        assert after.vector.dtype == np.float32 and np.array_equal(before.vector, after.vector)
+        assert after.answerable == before.answerable
+    assert decoded.consumed == state.consumed
+    # An older copy (JSON, state version 3), a truncated one, or one whose vectors do not add up: ValueError or
+    # struct.error, which state_load answers by rebuilding from the database.
+    for unreadable in (b'{"v":3,"turn_count":4}', raw[:6], raw[:-4]):
+        with pytest.raises((ValueError, struct.error)):
+            _decode(1, unreadable)
 
 
 def test_the_state_rebuilt_from_rows_keeps_the_same_answers(api_client, kb, tenant):
