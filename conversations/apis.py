@@ -73,6 +73,10 @@ class ConversationDetailApi(TenantApi):
         return Response(data)
 
 
+def _float_or_none(value: float | None) -> float | None:
+    return None if value is None else float(value)
+
+
 class ConversationMessageApi(TenantApi):
     class InputSerializer(serializers.Serializer):
         question = serializers.CharField(max_length=services.QUESTION_MAX_CHARS, trim_whitespace=True)
@@ -115,22 +119,35 @@ class ConversationMessageApi(TenantApi):
             mode=data.validated_data["mode"],
             allowed_knowledge_base_id=self.api_key.knowledge_base_id,
         )
+        # Built with plain types rather than through OutputSerializer (which documents it, and which a test holds it
+        # to): serializing the turn's few fields through DRF took about 0.6 ms of CPU, on a cache hit's budget of
+        # a few milliseconds.
         body = {
             "turn_id": outcome.turn.pk,
             "answer": outcome.answer,
-            "sources": [source.__dict__ for source in outcome.sources],
+            "sources": [
+                {
+                    "chunk_id": int(source.chunk_id),
+                    "document_id": int(source.document_id),
+                    "external_id": source.external_id,
+                    "document_external_id": source.document_external_id,
+                    "score": _float_or_none(source.score),
+                    "text": source.text,
+                }
+                for source in outcome.sources
+            ],
             "dedup": {
                 "action": outcome.action,
                 "intent": outcome.intent,
-                "similarity": outcome.similarity,
+                "similarity": _float_or_none(outcome.similarity),
                 "matched_turn_id": outcome.matched_turn_id,
-                "excluded_count": outcome.excluded_count,
-                "relaxed": outcome.relaxed,
+                "excluded_count": int(outcome.excluded_count),
+                "relaxed": bool(outcome.relaxed),
                 "shadow_action": outcome.shadow_action,
                 "reason": outcome.reason,
             },
         }
-        return Response(self.OutputSerializer(body).data)
+        return Response(body)
 
 
 class TurnAnswerApi(TenantApi):

@@ -70,6 +70,24 @@ def test_turn_answers_with_sources_and_writes_audit_event(api_client, tenant, kb
     assert event.action == "answered" and event.threshold == DedupPolicy.objects.for_tenant(tenant).get().threshold
 
 
+def test_turn_body_is_exactly_what_its_documented_serializer_says(api_client, kb):
+    # The view builds the body by hand (cheaper than DRF serializing it); it must stay what the schema documents.
+    from conversations.apis import ConversationMessageApi
+
+    conversation_id = start(api_client, kb)
+    for body in (
+        ask(api_client, conversation_id, "How do I reset my password?"),
+        ask(api_client, conversation_id, "How can I reset my password?"),
+        ask(api_client, conversation_id, "thanks"),
+    ):
+        documented = ConversationMessageApi.OutputSerializer(body)
+        assert documented.data == body
+        assert set(body) == set(documented.fields)
+        assert set(body["dedup"]) == set(documented.fields["dedup"].fields)
+        for source in body["sources"]:
+            assert set(source) == set(documented.fields["sources"].child.fields)
+
+
 def test_repeated_question_is_served_from_the_stored_answer(api_client, tenant, kb):
     conversation_id = start(api_client, kb)
     first = ask(api_client, conversation_id, "How do I reset my password?")
