@@ -154,17 +154,32 @@ def document_create(
         document.status = DocumentStatus.FAILED
         document.error_message = failure
         document.failed_at = timezone.now()
+    stored_name = ""
     try:
         with transaction.atomic():
             if file is not None and not failure:
                 document.source_file.save(document.source_filename, file, save=False)
+                stored_name = document.source_file.name
             document.save()
             if not failure:
                 documents_enqueue(tenant_id=tenant.pk, document_ids=[document.pk])
-    except IntegrityError as exc:
-        _external_id_check(tenant=tenant, knowledge_base=knowledge_base, external_id=external_id)
-        raise ConflictError("The document could not be stored; send it again.") from exc
+    except BaseException as exc:
+        # The row was rolled back: the file written for it belongs to nothing now (the storage is not
+        # transactional), so it goes too, whatever the failure.
+        if stored_name:
+            _stored_file_discard(storage=document.source_file.storage, name=stored_name)
+        if isinstance(exc, IntegrityError):
+            _external_id_check(tenant=tenant, knowledge_base=knowledge_base, external_id=external_id)
+            raise ConflictError("The document could not be stored; send it again.") from exc
+        raise
     return document
+
+
+def _stored_file_discard(*, storage, name: str) -> None:  # noqa: ANN001
+    try:
+        storage.delete(name)
+    except OSError:
+        logger.warning("could not delete %s after its document was rolled back", name, exc_info=True)
 
 
 @dataclass

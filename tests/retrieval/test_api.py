@@ -78,6 +78,26 @@ def test_file_upload_keeps_name_and_hash(api_client, tenant):
     assert len(response.json()["content_hash"]) == 64
 
 
+def test_an_upload_whose_row_is_rolled_back_leaves_no_file_behind(api_client, tenant, settings, monkeypatch):
+    from django.db import IntegrityError
+
+    from retrieval import services
+
+    def lost_race(**kwargs):  # another request took the external id between the check and the insert
+        raise IntegrityError("duplicate key value violates unique constraint")
+
+    monkeypatch.setattr(services, "documents_enqueue", lost_race)
+    kb = kb_make(tenant)
+    uploads = settings.MEDIA_ROOT / "documents"
+    before = set(uploads.rglob("*")) if uploads.exists() else set()
+    upload = SimpleUploadedFile("orphan.md", b"# Orphan\n\nBody.", content_type="text/markdown")
+    response = api_client.post(_document_url(kb), {"file": upload, "external_id": "x1"}, format="multipart")
+    assert response.status_code == 409 and "send it again" in response.json()["message"]
+    assert not Document.objects.for_tenant(tenant).exists()
+    after = set(uploads.rglob("*")) if uploads.exists() else set()
+    assert not [path for path in after - before if path.is_file()]
+
+
 @pytest.mark.parametrize(
     ("payload", "fragment"),
     [
