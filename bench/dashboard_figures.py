@@ -1,11 +1,14 @@
-"""Cost of the dedup dashboard's figures (conversations.dashboard.dashboard_compute) as the period's event count
-grows, against a baseline measured in the same process: one bare pass over the same events summing one field
-(the least work any figure can do). The ratio says how many such passes the whole dashboard costs.
+"""Cost of the dedup dashboard's figures for one tenant and period as the period's event count grows: the shipped
+path (`conversations.dashboard.dashboard_get`: the database counts and sums the events by day, action, flags, review
+and similarity bin, and only reviewed decisions are read one by one) against a baseline run in the same process on
+the same rows: the previous path, which read every event of the period into Python and computed the figures there
+(`dashboard_compute` over one `EventFacts` per event). Both must give the same figures, or the script stops.
 
-The figures are plain Python over `EventFacts`, one pass per figure family; this shows up to what volume that
-stays interactive before the period needs aggregating in the database instead.
+The events are synthetic (actions, flags, similarities and reviews drawn at random, 1 in 20 reviewed), spread over a
+30-day period, bulk-inserted for one tenant and deleted afterwards. Set DATABASE_URL for PostgreSQL (what production
+runs); the default is the SQLite file under var/.
 
-Usage: .venv/bin/python bench/dashboard_figures.py [--sizes 10000,100000,1000000] [--repeat 3]
+Usage: .venv/bin/python bench/dashboard_figures.py [--sizes 10000,100000,500000] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ import os
 import random
 import sys
 import time
-from datetime import date, timedelta
+import uuid
+from datetime import date, datetime, timedelta
+from datetime import time as day_time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,61 +31,140 @@ import django  # noqa: E402
 
 django.setup()
 
-from conversations.dashboard import EventFacts, dashboard_compute  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+from django.db import connection  # noqa: E402
+from django.utils import timezone  # noqa: E402
+
+from conversations.dashboard import (  # noqa: E402
+    EventFacts,
+    dashboard_compute,
+    dashboard_get,
+    dashboard_groups,
+    dashboard_histogram_groups,
+    dashboard_reviewed,
+    period_bounds,
+)
+from conversations.models import DedupEvent  # noqa: E402
+from tenants.services import tenant_get_or_create  # noqa: E402
 
 ACTIONS = ("answered", "served_cached", "bypassed", "smalltalk")
-VERDICTS = ("unreviewed", "unreviewed", "unreviewed", "correct", "incorrect")
+# One decision in 20 reviewed: support reviews a sample (the what-if table reads reviewed decisions one by one).
+VERDICTS = ("unreviewed",) * 38 + ("correct", "incorrect")
+START = date(2026, 1, 1)
 
 
-def synthetic_events(count: int, *, days: int, seed: int = 1) -> list[EventFacts]:
+def events_insert(tenant, count: int, *, days: int, seed: int = 1) -> None:  # noqa: ANN001
     rng = random.Random(seed)
-    start = date(2026, 1, 1)
-    return [
-        EventFacts(
-            day=start + timedelta(days=rng.randrange(days)),
-            action=rng.choice(ACTIONS),
-            similarity=rng.random() if rng.random() > 0.1 else None,
-            shadow=rng.random() < 0.05,
-            relaxed=rng.random() < 0.08,
-            excluded_count=rng.randrange(5),
-            tokens_saved=rng.randrange(1000),
-            ms_saved=rng.random() * 3000,
-            review_verdict=rng.choice(VERDICTS),
+    base = datetime.combine(START, day_time.min, tzinfo=timezone.get_current_timezone())
+    batch = []
+    for index in range(count):
+        similarity = rng.random() if rng.random() > 0.1 else None
+        batch.append(
+            DedupEvent(
+                tenant=tenant,
+                conversation_ref=index,
+                action=rng.choice(ACTIONS),
+                similarity=similarity,
+                match_passes_checks=None if similarity is None else rng.random() > 0.3,
+                scope="session",
+                threshold=0.76,
+                question_window=10,
+                exclusion_window=5,
+                granularity="chunk",
+                shadow=rng.random() < 0.05,
+                relaxed=rng.random() < 0.08,
+                excluded_count=rng.randrange(5),
+                tokens_saved=rng.randrange(1000),
+                ms_saved=rng.random() * 3000,
+                review_verdict=rng.choice(VERDICTS),
+            )
         )
-        for _ in range(count)
+        if len(batch) == 5000:
+            _flush(batch, base, days, rng)
+    _flush(batch, base, days, rng)
+
+
+def _flush(batch: list, base: datetime, days: int, rng: random.Random) -> None:
+    created = DedupEvent.objects.bulk_create(batch)
+    # created_at is auto_now_add: spread the events over the period afterwards, in one statement per day.
+    by_day: dict[int, list[int]] = {}
+    for event in created:
+        by_day.setdefault(rng.randrange(days), []).append(event.pk)
+    for offset, ids in by_day.items():
+        moment = base + timedelta(days=offset, seconds=rng.randrange(86400))
+        DedupEvent.objects.unscoped().filter(pk__in=ids).update(created_at=moment)
+    batch.clear()
+
+
+def previous_path(tenant, *, start: date, end: date, threshold: float):  # noqa: ANN001, ANN201
+    """Every event of the period read into Python, then the figures (the path before the grouped selector)."""
+    since, until = period_bounds(start=start, end=end)
+    fields = ("action", "similarity", "shadow", "relaxed", "excluded_count", "tokens_saved", "ms_saved")
+    rows = (
+        DedupEvent.objects.for_tenant(tenant)
+        .filter(created_at__gte=since, created_at__lt=until)
+        .values_list("created_at", *fields, "review_verdict", "match_passes_checks")
+        .iterator(chunk_size=2000)
+    )
+    events = [
+        EventFacts(
+            day=timezone.localtime(row[0]).date(),
+            **dict(zip(fields, row[1:8], strict=True)),
+            review_verdict=row[8],
+            match_passes_checks=row[9],
+        )
+        for row in rows
     ]
+    return dashboard_compute(events, start=start, end=end, threshold=threshold)
 
 
-def best_of(repeat: int, work) -> float:  # noqa: ANN001
-    timings = []
+def best_of(repeat: int, work) -> tuple[float, object]:  # noqa: ANN001
+    timings, result = [], None
     for _ in range(repeat):
         started = time.perf_counter()
-        work()
+        result = work()
         timings.append(time.perf_counter() - started)
-    return min(timings)
+    return min(timings), result
+
+
+def same_figures(first, second) -> bool:  # noqa: ANN001
+    def plain(dashboard):  # noqa: ANN001, ANN202
+        totals = [(d.day, {**d.totals.__dict__, "ms_saved": round(d.totals.ms_saved, 3)}) for d in dashboard.days]
+        return totals, dashboard.histogram, dashboard.what_if, dashboard.what_if_sample
+
+    return plain(first) == plain(second)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--sizes", default="10000,100000,1000000")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10000,100000,500000")
     parser.add_argument("--days", type=int, default=30)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-
-    print(f"dashboard_compute over a {args.days}-day period, best of {args.repeat}")
-    print(f"{'events':>10} {'baseline ms':>12} {'dashboard ms':>13} {'ratio':>7} {'us/event':>9}")
+    call_command("migrate", verbosity=0)
+    print(f"database: {connection.vendor}; {args.days}-day period; best of {args.repeat}")
+    print(f"{'events':>8} {'every event (baseline) ms':>26} {'grouped (now) ms':>17} {'ratio':>6} {'rows read':>10}")
+    start, end = START, START + timedelta(days=args.days - 1)
     for size in (int(s) for s in args.sizes.split(",")):
-        events = synthetic_events(size, days=args.days)
-        start, end = date(2026, 1, 1), date(2026, 1, 1) + timedelta(days=args.days - 1)
-        baseline = best_of(args.repeat, lambda events=events: sum(e.tokens_saved for e in events))
-        dashboard = best_of(
-            args.repeat,
-            lambda events=events, start=start, end=end: dashboard_compute(events, start=start, end=end, threshold=0.9),
-        )
-        print(
-            f"{size:>10} {baseline * 1000:>12.1f} {dashboard * 1000:>13.1f} {dashboard / baseline:>7.1f}"
-            f" {dashboard / size * 1e6:>9.2f}"
-        )
+        tenant, _ = tenant_get_or_create(slug=f"bench-dash-{uuid.uuid4().hex[:8]}", name="Dashboard benchmark")
+        try:
+            events_insert(tenant, size, days=args.days)
+            baseline, expected = best_of(
+                args.repeat, lambda tenant=tenant: previous_path(tenant, start=start, end=end, threshold=0.76)
+            )
+            now, grouped = best_of(
+                args.repeat, lambda tenant=tenant: dashboard_get(tenant=tenant, start=start, end=end, threshold=0.76)
+            )
+            if not same_figures(expected, grouped):
+                raise SystemExit(f"{size} events: the grouped figures differ from the per-event ones")
+            rows = sum(
+                len(select(tenant=tenant, start=start, end=end))
+                for select in (dashboard_groups, dashboard_histogram_groups, dashboard_reviewed)
+            )
+            print(f"{size:>8} {baseline * 1000:>26.1f} {now * 1000:>17.1f} {now / baseline:>6.2f} {rows:>10,}")
+        finally:
+            DedupEvent.objects.for_tenant(tenant).delete()
+            tenant.delete()
 
 
 if __name__ == "__main__":

@@ -1,8 +1,11 @@
 """The dedup dashboard's figures.
 
 Everything shown is computed by the plain functions here from `EventFacts` (the few fields of a `DedupEvent`
-the figures need), so each figure is tested against events with known values; `dashboard_events` is the one
-selector that reads them, always for one tenant and one period.
+the figures need), so each figure is tested against events with known values. The selectors read them for one
+tenant and one period: `dashboard_groups` lets the database count and sum the events by day, action, flags and
+review (at most a few dozen rows per day whatever the traffic; `EventFacts.count` says how many events a row stands
+for), `dashboard_histogram_groups` counts them by action and similarity bin, and `dashboard_reviewed` reads the
+reviewed decisions one by one, as the what-if table needs each one's similarity.
 
 Definitions the page states and the tests hold:
 - a turn is one audit event (the log has one row per turn);
@@ -29,6 +32,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 
+from django.db.models import Count, ExpressionWrapper, F, FloatField, Sum, Value
+from django.db.models.functions import Floor, Greatest, Least, TruncDate
 from django.utils import timezone
 
 from conversations.models import DedupAction, DedupEvent, ReviewVerdict, SettingsChange
@@ -37,21 +42,14 @@ from tenants.models import Tenant
 HISTOGRAM_BINS = 40  # bins of 0.025 over [0, 1]
 WHAT_IF_THRESHOLDS = (0.70, 0.75, 0.80, 0.82, 0.84, 0.86, 0.88, 0.90, 0.92, 0.94, 0.96, 0.98)
 MAX_PERIOD_DAYS = 366
-EVENT_FACT_FIELDS = (
-    "action",
-    "similarity",
-    "shadow",
-    "relaxed",
-    "excluded_count",
-    "tokens_saved",
-    "ms_saved",
-    "review_verdict",
-    "match_passes_checks",
-)
 
 
 @dataclass(frozen=True)
 class EventFacts:
+    """One event, or a group of `count` events with the same day, action, flags, review and similarity bin; for a
+    group, `excluded_count`, `tokens_saved` and `ms_saved` are the group's sums, and `similarity_bin` (the
+    histogram's bin) stands in for the similarities."""
+
     day: date
     action: str
     similarity: float | None = None
@@ -62,6 +60,8 @@ class EventFacts:
     ms_saved: float = 0.0
     review_verdict: str = ReviewVerdict.UNREVIEWED
     match_passes_checks: bool | None = None
+    count: int = 1
+    similarity_bin: int | None = None
 
     @property
     def is_hit(self) -> bool:
@@ -144,20 +144,21 @@ def totals_compute(events: Iterable[EventFacts]) -> Totals:
     turns = hits = shadow_hits = tokens = passages = relaxed = reviewed_hits = false_hits = 0
     ms = 0.0
     for event in events:
-        turns += 1
+        count = event.count
+        turns += count
         passages += event.passages_avoided
-        relaxed += event.relaxed
+        relaxed += count if event.relaxed else 0
         if event.action != DedupAction.SERVED_CACHED:
             continue
         if event.shadow:
-            shadow_hits += 1
+            shadow_hits += count
         else:
-            hits += 1
+            hits += count
             tokens += event.tokens_saved
             ms += event.ms_saved
         if event.is_reviewed:
-            reviewed_hits += 1
-            false_hits += event.review_verdict == ReviewVerdict.INCORRECT
+            reviewed_hits += count
+            false_hits += count if event.review_verdict == ReviewVerdict.INCORRECT else 0
     return Totals(
         turns=turns,
         hits=hits,
@@ -197,13 +198,18 @@ def histogram_compute(events: Iterable[EventFacts], *, bins: int = HISTOGRAM_BIN
     hits = [0] * bins
     misses = [0] * bins
     for event in events:
-        if event.similarity is None:
-            continue
-        index = similarity_bin(event.similarity, bins)
-        if event.action == DedupAction.SERVED_CACHED:
-            hits[index] += 1
+        if event.similarity_bin is not None:
+            if bins != HISTOGRAM_BINS:
+                raise ValueError(f"events grouped in {HISTOGRAM_BINS} bins cannot fill {bins}")
+            index = event.similarity_bin
+        elif event.similarity is not None:
+            index = similarity_bin(event.similarity, bins)
         else:
-            misses[index] += 1
+            continue
+        if event.action == DedupAction.SERVED_CACHED:
+            hits[index] += event.count
+        else:
+            misses[index] += event.count
     width = 1.0 / bins
     return [
         HistogramBin(low=round(i * width, 6), high=round((i + 1) * width, 6), hits=hits[i], misses=misses[i])
@@ -252,15 +258,25 @@ def what_if_compute(
     return rows, len(labelled)
 
 
-def dashboard_compute(events: Sequence[EventFacts], *, start: date, end: date, threshold: float) -> Dashboard:
-    what_if, sample = what_if_compute(events, current=threshold)
+def dashboard_compute(
+    events: Sequence[EventFacts],
+    *,
+    start: date,
+    end: date,
+    threshold: float,
+    histogram_events: Sequence[EventFacts] | None = None,
+    reviewed: Sequence[EventFacts] | None = None,
+) -> Dashboard:
+    """All figures from `events`; the histogram from `histogram_events` and the what-if table from `reviewed`
+    (single reviewed events) when they are given (the selectors' groups), else from `events` too."""
+    what_if, sample = what_if_compute(events if reviewed is None else reviewed, current=threshold)
     return Dashboard(
         start=start,
         end=end,
         threshold=threshold,
         totals=totals_compute(events),
         days=days_compute(events, start=start, end=end),
-        histogram=histogram_compute(events),
+        histogram=histogram_compute(events if histogram_events is None else histogram_events),
         what_if=what_if,
         what_if_sample=sample,
     )
@@ -294,18 +310,72 @@ def period_bounds(*, start: date, end: date) -> tuple[datetime, datetime]:
     )
 
 
-def dashboard_events(*, tenant: Tenant, start: date, end: date) -> list[EventFacts]:
-    """The tenant's audit events created from `start` to `end` (whole days), as `EventFacts`."""
+def _period_events(*, tenant: Tenant, start: date, end: date):  # noqa: ANN202
     since, until = period_bounds(start=start, end=end)
-    fields = EVENT_FACT_FIELDS
+    # order_by(): the model's default ordering would otherwise join the GROUP BY.
+    return DedupEvent.objects.for_tenant(tenant).filter(created_at__gte=since, created_at__lt=until).order_by()
+
+
+def dashboard_groups(*, tenant: Tenant, start: date, end: date) -> list[EventFacts]:
+    """The tenant's events from `start` to `end` (whole days), counted and summed in the database by local day,
+    action, shadow, relaxed and review verdict: what the totals and the per-day series need."""
     rows = (
-        DedupEvent.objects.for_tenant(tenant)
-        .filter(created_at__gte=since, created_at__lt=until)
-        .values_list("created_at", *fields)
-        .iterator(chunk_size=2000)
+        _period_events(tenant=tenant, start=start, end=end)
+        .annotate(day=TruncDate("created_at", tzinfo=timezone.get_current_timezone()))
+        .values("day", "action", "shadow", "relaxed", "review_verdict")
+        .annotate(events=Count("id"), excluded=Sum("excluded_count"), tokens=Sum("tokens_saved"), ms=Sum("ms_saved"))
     )
     return [
-        EventFacts(day=timezone.localtime(row[0]).date(), **dict(zip(fields, row[1:], strict=True))) for row in rows
+        EventFacts(
+            day=row["day"],
+            action=row["action"],
+            shadow=row["shadow"],
+            relaxed=row["relaxed"],
+            review_verdict=row["review_verdict"],
+            count=row["events"],
+            excluded_count=row["excluded"] or 0,
+            tokens_saved=row["tokens"] or 0,
+            ms_saved=row["ms"] or 0.0,
+        )
+        for row in rows
+    ]
+
+
+def dashboard_histogram_groups(*, tenant: Tenant, start: date, end: date) -> list[EventFacts]:
+    """The period's events that had a nearest match, counted in the database by action and similarity bin
+    (`similarity_bin`'s rule, in SQL): what the histogram needs. `day` is the period's first day."""
+    scaled = ExpressionWrapper(F("similarity") * HISTOGRAM_BINS + 1e-9, output_field=FloatField())
+    rows = (
+        _period_events(tenant=tenant, start=start, end=end)
+        # Events without a nearest match stay out (PostgreSQL's GREATEST would also put a NULL in the first bin).
+        .filter(similarity__isnull=False)
+        .annotate(bin=Least(Greatest(Floor(scaled), Value(0.0)), Value(HISTOGRAM_BINS - 1.0)))
+        .values("action", "bin")
+        .annotate(events=Count("id"))
+    )
+    return [
+        EventFacts(day=start, action=row["action"], count=row["events"], similarity_bin=int(row["bin"])) for row in rows
+    ]
+
+
+def dashboard_reviewed(*, tenant: Tenant, start: date, end: date) -> list[EventFacts]:
+    """The period's reviewed decisions that had a nearest match, one by one (for the what-if table)."""
+    rows = (
+        _period_events(tenant=tenant, start=start, end=end)
+        .exclude(review_verdict=ReviewVerdict.UNREVIEWED)
+        .filter(similarity__isnull=False)
+        .values_list("created_at", "action", "similarity", "shadow", "review_verdict", "match_passes_checks")
+    )
+    return [
+        EventFacts(
+            day=timezone.localtime(created).date(),
+            action=action,
+            similarity=similarity,
+            shadow=shadow,
+            review_verdict=verdict,
+            match_passes_checks=passes,
+        )
+        for created, action, similarity, shadow, verdict, passes in rows.iterator(chunk_size=2000)
     ]
 
 
@@ -322,5 +392,10 @@ def settings_changes_in_period(*, tenant: Tenant, start: date, end: date, limit:
 
 def dashboard_get(*, tenant: Tenant, start: date, end: date, threshold: float) -> Dashboard:
     return dashboard_compute(
-        dashboard_events(tenant=tenant, start=start, end=end), start=start, end=end, threshold=threshold
+        dashboard_groups(tenant=tenant, start=start, end=end),
+        start=start,
+        end=end,
+        threshold=threshold,
+        histogram_events=dashboard_histogram_groups(tenant=tenant, start=start, end=end),
+        reviewed=dashboard_reviewed(tenant=tenant, start=start, end=end),
     )

@@ -182,3 +182,79 @@ def test_duration_display(ms, shown):
 def test_percent_display():
     assert percent_display(None) == "–"
     assert percent_display(1 / 3) == "33.3%"
+
+
+# --- the grouped selector against the per-event figures ------------------------------------------------------
+@pytest.mark.django_db
+def test_figures_from_database_groups_equal_the_figures_of_every_event(tenant, other_tenant):
+    from datetime import datetime, timedelta
+    from zoneinfo import ZoneInfo
+
+    from django.utils import timezone
+
+    from conversations.dashboard import dashboard_compute, dashboard_get
+    from conversations.models import DedupEvent
+    from tests.factories import DedupEventFactory
+
+    local = ZoneInfo("America/New_York")
+    # Just before and after local midnight (UTC 04:59 / 05:01 in March), so a day cut in UTC would differ.
+    moments = [datetime(2026, 3, 1, 4, 59, tzinfo=ZoneInfo("UTC")), datetime(2026, 3, 1, 5, 1, tzinfo=ZoneInfo("UTC"))]
+    similarities = [None, -0.3, 0.0, 0.024, 0.025, 0.5, 0.8999999999999, 0.9, 0.924, 0.95, 1.0]
+    actions = [SERVED, ANSWERED, DedupAction.BYPASSED, DedupAction.SMALLTALK]
+    verdicts = [ReviewVerdict.UNREVIEWED, CORRECT, INCORRECT]
+    created = []
+    for index in range(120):
+        event = DedupEventFactory(
+            tenant=tenant,
+            turn=None,
+            action=actions[index % 4],
+            similarity=similarities[index % len(similarities)],
+            shadow=index % 7 == 0,
+            relaxed=index % 5 == 0,
+            excluded_count=index % 4,
+            tokens_saved=(index * 37) % 500,
+            ms_saved=(index * 13.25) % 900,
+            review_verdict=verdicts[index % 3],
+            match_passes_checks=(None, True, False)[index % 3],
+        )
+        created.append((event.pk, moments[index % 2] + timedelta(days=index % 3)))
+    for pk, moment in created:
+        DedupEvent.objects.for_tenant(tenant).filter(pk=pk).update(created_at=moment)
+    DedupEventFactory(tenant=other_tenant, turn=None, action=SERVED, similarity=0.99)  # never counted
+
+    start, end = date(2026, 2, 28), date(2026, 3, 3)
+    with timezone.override(local):
+        every_event = [
+            EventFacts(
+                day=timezone.localtime(e.created_at).date(),
+                action=e.action,
+                similarity=e.similarity,
+                shadow=e.shadow,
+                relaxed=e.relaxed,
+                excluded_count=e.excluded_count,
+                tokens_saved=e.tokens_saved,
+                ms_saved=e.ms_saved,
+                review_verdict=e.review_verdict,
+                match_passes_checks=e.match_passes_checks,
+            )
+            for e in DedupEvent.objects.for_tenant(tenant)
+        ]
+        expected = dashboard_compute(every_event, start=start, end=end, threshold=0.9)
+        grouped = dashboard_get(tenant=tenant, start=start, end=end, threshold=0.9)
+
+    assert len(every_event) == 120
+    assert {day.day for day in expected.days if day.totals.turns} == {
+        date(2026, 2, 28),
+        date(2026, 3, 1),
+        date(2026, 3, 2),
+        date(2026, 3, 3),
+    }
+
+    def plain(totals):  # noqa: ANN001, ANN202
+        return {**totals.__dict__, "ms_saved": pytest.approx(totals.ms_saved)}
+
+    assert plain(grouped.totals) == plain(expected.totals)
+    assert [(d.day, plain(d.totals)) for d in grouped.days] == [(d.day, plain(d.totals)) for d in expected.days]
+    assert grouped.histogram == expected.histogram
+    assert grouped.what_if == expected.what_if and grouped.what_if_sample == expected.what_if_sample
+    assert grouped.totals.turns == 120 and sum(b.hits + b.misses for b in grouped.histogram) > 0
