@@ -151,7 +151,14 @@ def intent_classify(
 # --- question agreement (beyond cosine) -------------------------------------------------------------------------
 
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
-_NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
+# A quantity: digits (with thousands or decimal separators) that stand alone or carry a unit or ordinal suffix
+# ("5GB", "24h", "3rd"). Digits glued to other letters name a thing, not a quantity ("2FA", "mp3", "h264", "v2",
+# "iPhone6"): they are words, so "turn on 2FA" and "enable 2FA" do not differ on numbers.
+_NUMBER = re.compile(r"(?<![A-Za-z0-9.,])(\d+(?:[.,]\d+)*)([A-Za-z]*)")
+_NUMBER_SUFFIXES = frozenset(
+    """st nd rd th s k m bn mm cm km kg g lb lbs mg ml kb mb gb tb pb hz khz mhz ghz ms sec secs min mins h hr hrs
+    am pm x px pt""".split()
+)
 _NEGATIONS = frozenset({"not", "no", "never", "without", "nor", "cannot", "none", "nothing"})
 STOPWORDS = frozenset(
     """a an the and or but if then than so to of in on at by for with from into onto about as is are was were be been
@@ -215,7 +222,12 @@ def content_words(text: str) -> set[str]:
 
 
 def numbers_in(text: str) -> set[str]:
-    return {n.replace(",", "") for n in _NUMBER.findall(text)}
+    """The quantities a question names ("2,016" and "2016" are one), leaving out digits that are part of a word."""
+    return {
+        number.replace(",", "")
+        for number, suffix in _NUMBER.findall(text)
+        if not suffix or suffix.lower() in _NUMBER_SUFFIXES
+    }
 
 
 def is_negated(text: str) -> bool:

@@ -150,11 +150,31 @@ def test_intent_is_nearest_example_above_floor_else_other():
         ("Can I export reports to PDF?", "Can't I export reports to PDF?", "negation differs"),
         ("Can I export reports to PDF?", "Is there no way to export reports to PDF?", "negation differs"),
         ("How do I install Python on Windows?", "How do I uninstall Java on Linux?", ""),  # the head's job
+        ("How do I vote on Proposition 61?", "How do I vote on Proposition 62?", "numbers differ"),
+        ("Is the iPhone 6 waterproof?", "Is the iPhone 7 waterproof?", "numbers differ"),
+        ("Is the 5GB limit per user?", "Is the 10GB limit per user?", "numbers differ"),
+        ("How do I turn on 2FA?", "How do I enable 2FA?", ""),  # "2FA" names a thing, it is no quantity
+        ("How do I turn on 2FA?", "How do I enable two-factor authentication?", ""),
+        ("Convert mp3 to h264?", "How to convert mp3 files to h264 video?", ""),
     ],
 )
 def test_questions_conflict(first, second, reason):
     assert d.questions_conflict(first, second) == reason
     assert d.questions_conflict(second, first) == reason
+
+
+@pytest.mark.parametrize(
+    ("text", "numbers"),
+    [
+        ("Pricing for the 2,016 plan in 2017?", {"2016", "2017"}),
+        ("1,000,000 users on version 2.0.1", {"1000000", "2.0.1"}),
+        ("the 3rd floor, 24h support, 10GB", {"3", "24", "10"}),
+        ("turn on 2FA, mp3 to h264, API v2, iPhone6", set()),
+        ("v2.0 or 1.5?", {"1.5"}),
+    ],
+)
+def test_numbers_are_quantities_not_digits_inside_words(text, numbers):
+    assert d.numbers_in(text) == numbers
 
 
 @pytest.mark.parametrize(
