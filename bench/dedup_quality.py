@@ -97,7 +97,7 @@ def main() -> None:
     )
     print(f"duplicate head: {head_us:.0f} us per pair (features and probability)")
 
-    def decide(threshold: float) -> np.ndarray:
+    def decide(threshold: float, *, use_head: bool = True) -> np.ndarray:
         """The real decision function, pair by pair (one stored question per pair)."""
         out = np.zeros(len(rows), dtype=bool)
         for i in np.where(cosine >= threshold - 1e-6)[0]:
@@ -107,6 +107,7 @@ def main() -> None:
                 previous_vector=None,
                 candidates=[decisions.StoredQuestion(1, rows[i]["question2"], second[i], 0, None)],
                 threshold=threshold,
+                use_head=use_head,
             )
             out[i] = decision.hit
         return out
@@ -144,6 +145,13 @@ def main() -> None:
         print(
             f"default threshold {DEFAULT_THRESHOLD:.2f}, {name}: cosine P={plain[0]:.3f} R={plain[1]:.3f} "
             f"hit={plain[2]:.3f}; decision P={decided[0]:.3f} R={decided[1]:.3f} hit={decided[2]:.3f}"
+        )
+    headless = decide(DEFAULT_THRESHOLD, use_head=False)
+    for name, subset in (("held-out", held_out), ("all pairs (optimistic)", everything)):
+        decided = precision_recall_hit(headless[subset], labels[subset])
+        print(
+            f"without the head (KB_DUPLICATE_HEAD=false: gate raised to {decisions.HEADLESS_THRESHOLD_FLOOR:.2f}), "
+            f"{name}: P={decided[0]:.3f} R={decided[1]:.3f} hit={decided[2]:.3f}"
         )
     held = results["held-out"]
     target = held[0] >= TARGET_PRECISION and held[1] >= TARGET_RECALL

@@ -408,6 +408,7 @@ def duplicate_decide(
     threshold: float,
     pair_model: PairModel | None = None,
     embedding_model: str | None = None,
+    use_head: bool = True,
 ) -> DuplicateDecision:
     """The best candidate (by cosine) at or above `threshold` that also passes, in this order: it has a stored
     answer; the questions do not conflict (`questions_conflict`); the duplicate head calls the pair a duplicate
@@ -417,14 +418,19 @@ def duplicate_decide(
     `pair_model` defaults to the shipped head (conversations/duplicate_model.json, read once per process). A head
     trained on another embedding model (`embedding_model` names the one in use; None means "the head's own") or for
     another vector size cannot score the pair: the decision then runs without it, on cosine and the other checks,
-    with the gate raised to at least HEADLESS_THRESHOLD_FLOOR. Candidates embedded by another model (a different
+    with the gate raised to at least HEADLESS_THRESHOLD_FLOOR; so it does with `use_head=False` (the operator's
+    KB_DUPLICATE_HEAD). Candidates embedded by another model (a different
     vector size, e.g. stored before a model change) are not comparable and are left out."""
     candidates = [c for c in candidates if c.vector.shape == question_vector.shape]
     if not candidates:
         return DuplicateDecision(hit=False)
     model = pair_model if pair_model is not None else pair_model_default()
     trained_on = model.meta.get("embedding_model")
-    if model.dimension != question_vector.shape[0] or (embedding_model is not None and embedding_model != trained_on):
+    if (
+        not use_head
+        or model.dimension != question_vector.shape[0]
+        or (embedding_model is not None and embedding_model != trained_on)
+    ):
         model = None
         threshold = max(threshold, HEADLESS_THRESHOLD_FLOOR)
     matrix = np.stack([c.vector for c in candidates])

@@ -585,6 +585,7 @@ def turn_ask(
             candidates=candidates,
             threshold=policy.threshold,
             embedding_model=embedding_model_name(),
+            use_head=settings.DUPLICATE_HEAD,
         )
         if decision.hit:
             matched = stored_answer_of(tenant=tenant, state=state, turn_id=decision.turn_id)

@@ -178,6 +178,11 @@ INGEST_QUEUED_STALE_SECONDS = env.int("KB_INGEST_QUEUED_STALE_SECONDS", default=
 # anything), for 2 to 10 ms off a cache hit on this machine's disk (BENCHMARKS.md). Off by default: nothing
 # acknowledged is lost.
 ASYNC_COMMIT_CACHED_TURNS = env.bool("KB_ASYNC_COMMIT_CACHED_TURNS", default=False)
+# The duplicate head (conversations/duplicate_model.json) is fitted on QQP pairs, whose terms are non-commercial,
+# evaluation only (docs/conversations.md, "Where the head's weights come from"). false: the duplicate decision runs
+# without it (cosine gate raised to at least 0.90, numbers, negation and follow-up checks), as for an embedding model
+# the head was not trained on.
+DUPLICATE_HEAD = env.bool("KB_DUPLICATE_HEAD", default=True)
 
 # --- Answer generation --------------------------------------------------------------------------------------
 LLM_BASE_URL = env.str("LLM_BASE_URL", default="")

@@ -102,6 +102,19 @@ def test_repeated_question_is_served_from_the_stored_answer(api_client, tenant, 
     assert event.tokens_saved == first_turn.context_tokens + first_turn.answer_tokens > 0
 
 
+def test_with_the_head_switched_off_hits_are_decided_without_it(api_client, tenant, kb, settings):
+    settings.DUPLICATE_HEAD = False
+    conversation_id = start(api_client, kb)
+    ask(api_client, conversation_id, "How do I reset my password?")
+    second = ask(api_client, conversation_id, "How can I reset my password?")
+    assert second["dedup"]["action"] == "served_cached" and second["dedup"]["similarity"] >= 0.90
+    event = DedupEvent.objects.for_tenant(tenant).get(turn_id=second["turn_id"])
+    assert event.pair_probability is None and event.match_passes_checks is True
+    settings.DUPLICATE_HEAD = True
+    third = ask(api_client, conversation_id, "How can I reset my password?")
+    assert DedupEvent.objects.for_tenant(tenant).get(turn_id=third["turn_id"]).pair_probability is not None
+
+
 def test_next_turn_leaves_out_documents_already_shown(api_client, tenant, kb):
     set_policy(tenant, min_results=1)
     conversation_id = start(api_client, kb)

@@ -238,6 +238,9 @@ def test_without_a_head_for_the_model_in_use_the_gate_rises_to_the_headless_floo
     other_model = d.duplicate_decide(**kwargs, pair_model=head, embedding_model="bge-small-en")
     assert other_model.probability is None
     assert other_model.hit == (float(q @ close) >= d.HEADLESS_THRESHOLD_FLOOR)
+    switched_off = d.duplicate_decide(**kwargs, pair_model=head, embedding_model="all-MiniLM-L6-v2", use_head=False)
+    assert switched_off.probability is None
+    assert switched_off.hit == (float(q @ close) >= d.HEADLESS_THRESHOLD_FLOOR)
 
 
 @pytest.fixture(scope="module")
