@@ -46,9 +46,9 @@ MAX_PERIOD_DAYS = 366
 
 @dataclass(frozen=True)
 class EventFacts:
-    """One event, or a group of `count` events with the same day, action, flags, review and similarity bin; for a
-    group, `excluded_count`, `tokens_saved` and `ms_saved` are the group's sums, and `similarity_bin` (the
-    histogram's bin) stands in for the similarities."""
+    """One event, or a group of `count` events: with the same day, action, flags and review (`dashboard_groups`;
+    `excluded_count`, `tokens_saved` and `ms_saved` are then the group's sums), or with the same action and
+    histogram bin (`dashboard_histogram_groups`; `similarity_bin` stands in for the similarities)."""
 
     day: date
     action: str

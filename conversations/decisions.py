@@ -440,19 +440,23 @@ def duplicate_decide(
     top = candidates[order[0]]
     best_score = float(scores[order[0]])
     top_checks: tuple[str, float | None] | None = None
-    for index in order:
-        score = float(scores[index])
-        if score < threshold:
-            break
-        candidate = candidates[index]
-        refusal, probability = _candidate_refusal(
+
+    def refusal_of(candidate: StoredQuestion, context_threshold: float) -> tuple[str, float | None]:
+        return _candidate_refusal(
             question=question,
             question_vector=question_vector,
             previous_vector=previous_vector,
             candidate=candidate,
             model=model,
-            context_threshold=max(threshold, FOLLOWUP_CONTEXT_FLOOR),
+            context_threshold=context_threshold,
         )
+
+    for index in order:
+        score = float(scores[index])
+        if score < threshold:
+            break
+        candidate = candidates[index]
+        refusal, probability = refusal_of(candidate, max(threshold, FOLLOWUP_CONTEXT_FLOOR))
         if candidate is top:
             top_checks = (refusal, probability)
         if refusal:
@@ -469,14 +473,7 @@ def duplicate_decide(
     if top_checks is None:
         # The nearest match is below the gate: run the other checks on it anyway (well under a millisecond), so the
         # audit log says whether a lower gate would have served it (the dashboard's threshold what-if).
-        top_checks = _candidate_refusal(
-            question=question,
-            question_vector=question_vector,
-            previous_vector=previous_vector,
-            candidate=top,
-            model=model,
-            context_threshold=FOLLOWUP_CONTEXT_FLOOR,
-        )
+        top_checks = refusal_of(top, FOLLOWUP_CONTEXT_FLOOR)
     reason = refused[0][1] if refused else "below threshold"
     return DuplicateDecision(
         hit=False,
