@@ -31,7 +31,8 @@ _DESCRIPTIONS = {
     "409": "The request conflicts with the current state.",
     "413": "The request body is too large.",
     "415": "Unsupported media type: send JSON (or multipart for files).",
-    "429": "The tenant's rate limit is spent: retry after `Retry-After` seconds.",
+    "429": "The tenant's rate limit is spent, or this address made too many failed authentications: retry after "
+    "`Retry-After` seconds.",
     "503": "A dependency (database, vector store) is down: retry after `Retry-After` seconds.",
 }
 _RETRY_AFTER = {"Retry-After": {"schema": {"type": "integer"}, "description": "Seconds to wait before retrying."}}

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
@@ -8,6 +9,7 @@ from rest_framework import authentication, exceptions
 from tenants.models import ApiKey, Tenant
 from tenants.selectors import api_key_get_by_raw
 from tenants.services import api_key_mark_used
+from tenants.throttling import auth_failure_check
 
 KEYWORD = "Api-Key"
 
@@ -30,6 +32,22 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
     """`Authorization: Api-Key <key>`. Wrong, revoked or malformed keys are 401 with a message saying which."""
 
     def authenticate(self, request):  # noqa: ANN001, ANN201
+        try:
+            return self._authenticate(request)
+        except exceptions.AuthenticationFailed as exc:
+            # Each refusal spends the caller's address's budget of failed attempts (KB_AUTH_FAILURE_RATE); once it
+            # is spent, refusals are 429 with Retry-After. Only failures count: a valid key is never held back, and
+            # a successful request costs no extra round trip.
+            allowed, wait = auth_failure_check(address=request.META.get("REMOTE_ADDR") or "unknown")
+            if not allowed:
+                seconds = max(1, math.ceil(wait))
+                raise exceptions.Throttled(
+                    wait=seconds,
+                    detail=f"Too many failed authentications from this address: {exc.detail}",
+                ) from exc
+            raise
+
+    def _authenticate(self, request):  # noqa: ANN001, ANN202
         header = authentication.get_authorization_header(request)
         if not header:
             return None

@@ -171,3 +171,17 @@ class TenantRateThrottle(BaseThrottle):
     def wait(self) -> float | None:
         # Whole seconds, at least 1: DRF writes Retry-After as an integer and "0" would invite a retry storm.
         return float(max(1, math.ceil(self._wait))) if self._wait else None
+
+
+def auth_failure_check(*, address: str) -> tuple[bool, float]:
+    """Count one failed API authentication from `address`: (allowed, seconds to wait once the address's budget,
+    KB_AUTH_FAILURE_RATE, is spent). Never raises; no limit when the setting is empty."""
+    rate = rate_parse(settings.AUTH_FAILURE_RATE, burst=settings.AUTH_FAILURE_BURST)
+    if rate is None:
+        return True, 0.0
+    key = f"{settings.CACHES['default'].get('KEY_PREFIX', 'kb')}:authfail:{address}"
+    decision = _redis_decide(key, rate)
+    if decision is None:
+        decision = _local.decide(key, rate)
+    allowed, wait_us = decision
+    return allowed, wait_us / 1_000_000

@@ -221,6 +221,10 @@ RATE_LIMIT_DEFAULT = env.str("KB_RATE_LIMIT", default="1200/min")
 RATE_LIMIT_BURST = env.int("KB_RATE_LIMIT_BURST", default=200)
 RATE_LIMIT_TENANTS = env.dict("KB_RATE_LIMIT_TENANTS", default={})
 RATE_LIMIT_REDIS_RETRY_SECONDS = env.float("KB_RATE_LIMIT_REDIS_RETRY_SECONDS", default=5.0)
+# Failed API authentications per client address (REMOTE_ADDR; behind a proxy that is the proxy, so all callers share
+# it): past the budget, refusals are 429 with Retry-After instead of 401. Valid keys are never counted or held back.
+AUTH_FAILURE_RATE = env.str("KB_AUTH_FAILURE_RATE", default="30/min")
+AUTH_FAILURE_BURST = env.int("KB_AUTH_FAILURE_BURST", default=10)
 HEALTH_WORKER_TIMEOUT = env.float("KB_HEALTH_WORKER_TIMEOUT", default=1.5)
 
 LOGGING = {

@@ -94,3 +94,37 @@ def test_redis_down_falls_back_to_in_process_limits_without_errors(db, api_clien
 def test_limit_off_when_empty(api_client):
     with override_settings(RATE_LIMIT_DEFAULT="", RATE_LIMIT_BURST=1):
         assert {api_client.get("/api/v1/whoami/").status_code for _ in range(5)} == {200}
+
+
+# --- failed authentications, per client address ------------------------------------------------------------------
+def test_failed_authentications_past_the_budget_are_429_and_a_valid_key_still_works(redis_available, api_client):
+    import uuid
+
+    from rest_framework.test import APIClient
+
+    throttling._redis_down_until = 0.0
+    attacker = f"10.{uuid.uuid4().int % 250}.{uuid.uuid4().int % 250}.7"  # an address no other test uses
+    bad = APIClient(REMOTE_ADDR=attacker)
+    bad.credentials(HTTP_AUTHORIZATION="Api-Key kb_nothing_wrongwrongwrong")
+    with override_settings(AUTH_FAILURE_RATE="6/min", AUTH_FAILURE_BURST=3):
+        statuses = [bad.get("/api/v1/whoami/").status_code for _ in range(4)]
+        assert statuses == [401, 401, 401, 429]
+        refused = bad.get("/api/v1/whoami/")
+        assert refused.status_code == 429 and 5 <= int(refused["Retry-After"]) <= 11  # one attempt every 10 s
+        assert "failed authentications" in refused.json()["message"] and "not valid" in refused.json()["message"]
+        # Another address has its own budget, and a valid key from the refused address is not held back.
+        other = APIClient(REMOTE_ADDR=f"{attacker}1")
+        other.credentials(HTTP_AUTHORIZATION="Api-Key kb_nothing_wrongwrongwrong")
+        assert other.get("/api/v1/whoami/").status_code == 401
+        api_client.defaults["REMOTE_ADDR"] = attacker
+        assert api_client.get("/api/v1/whoami/").status_code == 200
+
+
+def test_an_auth_failure_rate_that_does_not_parse_stops_the_start(settings):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from tenants.apps import rate_limits_validate
+
+    settings.AUTH_FAILURE_RATE = "many"
+    with pytest.raises(ImproperlyConfigured, match="KB_AUTH_FAILURE_RATE"):
+        rate_limits_validate()
