@@ -144,7 +144,13 @@ def tenant_limit_check(*, tenant, rate: Rate) -> tuple[bool, float]:  # noqa: AN
     # The creation time makes the key unique to this tenant row even where ids are reused (SQLite after a
     # delete or a rolled-back test), so a new tenant never inherits an old one's spent budget.
     created = int(tenant.created_at.timestamp() * 1_000_000) if tenant.created_at else 0
-    key = f"{settings.CACHES['default'].get('KEY_PREFIX', 'kb')}:ratelimit:{tenant.pk}:{created}"
+    return _limit_decide(f"ratelimit:{tenant.pk}:{created}", rate)
+
+
+def _limit_decide(name: str, rate: Rate) -> tuple[bool, float]:
+    """(allowed, seconds to wait) for one more request against the budget `name` (under the deployment's key
+    prefix): Redis when it answers, this process's limiter otherwise."""
+    key = f"{settings.CACHES['default'].get('KEY_PREFIX', 'kb')}:{name}"
     decision = _redis_decide(key, rate)
     if decision is None:
         decision = _local.decide(key, rate)
@@ -179,9 +185,4 @@ def auth_failure_check(*, address: str) -> tuple[bool, float]:
     rate = rate_parse(settings.AUTH_FAILURE_RATE, burst=settings.AUTH_FAILURE_BURST)
     if rate is None:
         return True, 0.0
-    key = f"{settings.CACHES['default'].get('KEY_PREFIX', 'kb')}:authfail:{address}"
-    decision = _redis_decide(key, rate)
-    if decision is None:
-        decision = _local.decide(key, rate)
-    allowed, wait_us = decision
-    return allowed, wait_us / 1_000_000
+    return _limit_decide(f"authfail:{address}", rate)
