@@ -1,30 +1,45 @@
-"""Vectors by (model, text hash), stored in the database: unchanged text is never embedded twice.
+"""Vectors by (tenant, model, text hash), stored in the database: unchanged text is never embedded twice.
 
 Why the database and not Redis: the cache must outlive a Redis flush (Redis is only a hot copy here), and
 a knowledge-base rebuild after a model-neutral change (new collection, Milvus loss) then costs no encoding.
+Why per tenant, and why purged: see `EmbeddingCacheEntry`.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
+from datetime import timedelta
 
 import numpy as np
+from django.db.models import Exists, OuterRef
+from django.utils import timezone
 
 from retrieval import embeddings
-from retrieval.models import EmbeddingCacheEntry
+from retrieval.models import Chunk, EmbeddingCacheEntry
+
+logger = logging.getLogger(__name__)
 
 LOOKUP_BATCH = 500
+PURGE_BATCH = 1000
+# An entry younger than this is kept even when no chunk has its text: an ingestion run in flight may be about to
+# write (or rewrite) the chunks it was made for.
+PURGE_GRACE = timedelta(hours=1)
 
 
-def embeddings_cached(*, texts: Sequence[str], text_hashes: Sequence[str], model_name: str) -> tuple[np.ndarray, int]:
+def embeddings_cached(
+    *, tenant_id: int, texts: Sequence[str], text_hashes: Sequence[str], model_name: str
+) -> tuple[np.ndarray, int]:
     """Normalised vectors for `texts` (rows in the same order) and how many were encoded now. Misses are
-    encoded in one call and stored; a concurrent writer of the same entry is ignored (same vector)."""
+    encoded in one call and stored for this tenant; a concurrent writer of the same entry is ignored (same
+    vector)."""
     found: dict[str, np.ndarray] = {}
     unique_hashes = list(dict.fromkeys(text_hashes))
+    entries = EmbeddingCacheEntry.objects.filter(tenant_id=tenant_id, model_name=model_name)
     for start in range(0, len(unique_hashes), LOOKUP_BATCH):
-        rows = EmbeddingCacheEntry.objects.filter(
-            model_name=model_name, text_hash__in=unique_hashes[start : start + LOOKUP_BATCH]
-        ).values_list("text_hash", "vector")
+        rows = entries.filter(text_hash__in=unique_hashes[start : start + LOOKUP_BATCH]).values_list(
+            "text_hash", "vector"
+        )
         for text_hash, vector in rows:
             found[text_hash] = np.frombuffer(bytes(vector), dtype=np.float32)
     missing: dict[str, str] = {}
@@ -36,9 +51,37 @@ def embeddings_cached(*, texts: Sequence[str], text_hashes: Sequence[str], model
         new_entries = []
         for text_hash, vector in zip(missing, encoded, strict=True):
             found[text_hash] = vector
-            vector_bytes = vector.astype(np.float32).tobytes()
-            new_entries.append(EmbeddingCacheEntry(model_name=model_name, text_hash=text_hash, vector=vector_bytes))
+            new_entries.append(
+                EmbeddingCacheEntry(
+                    tenant_id=tenant_id,
+                    model_name=model_name,
+                    text_hash=text_hash,
+                    vector=vector.astype(np.float32).tobytes(),
+                )
+            )
         EmbeddingCacheEntry.objects.bulk_create(new_entries, batch_size=LOOKUP_BATCH, ignore_conflicts=True)
     if not texts:
         return np.zeros((0, 0), dtype=np.float32), 0
     return np.vstack([found[text_hash] for text_hash in text_hashes]), len(missing)
+
+
+def embedding_cache_purge(*, grace: timedelta = PURGE_GRACE, batch_size: int = PURGE_BATCH) -> int:
+    """Delete the entries whose text no chunk of their tenant has any more (deleted or re-chunked documents and
+    knowledge bases), older than `grace`; returns how many. Walks the table by primary key in batches, so it
+    never holds long locks and a run cut short loses nothing (the next one starts over)."""
+    cutoff = timezone.now() - grace
+    still_used = Chunk.objects.unscoped().filter(tenant_id=OuterRef("tenant_id"), content_hash=OuterRef("text_hash"))
+    # Crosses tenants on purpose: each entry is matched against its own tenant's chunks only.
+    entries = EmbeddingCacheEntry.objects.unscoped()
+    deleted = 0
+    last = 0
+    while True:
+        ids = list(entries.filter(pk__gt=last).order_by("pk").values_list("pk", flat=True)[:batch_size])
+        if not ids:
+            break
+        last = ids[-1]
+        count, _ = entries.filter(pk__in=ids, created_at__lt=cutoff).exclude(Exists(still_used)).delete()
+        deleted += count
+    if deleted:
+        logger.info("embedding cache: %s entries no chunk uses any more were deleted", deleted)
+    return deleted

@@ -122,18 +122,25 @@ class Chunk(TenantOwnedModel):
     class Meta:
         ordering = ["document_id", "position"]
         constraints = [models.UniqueConstraint(fields=["document", "position"], name="chunk_unique_position")]
-        indexes = [models.Index(fields=["tenant", "knowledge_base"])]
+        indexes = [
+            models.Index(fields=["tenant", "knowledge_base"]),
+            # The embedding cache's purge asks, per entry, whether any chunk of the tenant still has the text.
+            models.Index(fields=["tenant", "content_hash"], name="chunk_tenant_content_hash"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.document_id}#{self.position}"
 
 
-class EmbeddingCacheEntry(models.Model):
-    """A vector for (model, text hash): re-indexing unchanged text never re-embeds it.
+class EmbeddingCacheEntry(TenantOwnedModel):
+    """A vector for (tenant, model, text hash): re-indexing unchanged text never re-embeds it.
 
-    Not tenant-owned on purpose: the key is a hash of the text and the value is derived from that text alone,
-    so an entry reveals nothing that its reader does not already hold. It lives in the database (not Redis)
-    because it must survive Redis loss: a rebuild after a Redis flush would otherwise re-embed everything."""
+    Per tenant, although the vector is a function of the text alone: a cache shared across tenants would let one
+    tenant learn, from how fast its upload is indexed, that another tenant holds the very same text, and would keep
+    vectors derived from a tenant's text after the tenant deleted it. Entries go with their tenant (cascade) and,
+    once no chunk of the tenant has that text any more, with the hourly `embedding_cache_purge` task. It lives in
+    the database (not Redis) because it must survive Redis loss: a rebuild after a Redis flush would otherwise
+    re-embed everything."""
 
     model_name = models.CharField(max_length=200)
     text_hash = models.CharField(max_length=64)
@@ -142,7 +149,9 @@ class EmbeddingCacheEntry(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["model_name", "text_hash"], name="embedding_cache_unique_model_text")
+            models.UniqueConstraint(
+                fields=["tenant", "model_name", "text_hash"], name="embedding_cache_unique_tenant_model_text"
+            )
         ]
 
     def __str__(self) -> str:

@@ -588,7 +588,10 @@ def _documents_run(*, run: IndexRun, tenant_id: int, token: str, documents: list
     for start in range(0, len(flat), batch_size):
         batch = flat[start : start + batch_size]
         vectors, encoded = embeddings_cached(
-            texts=[row[2] for row in batch], text_hashes=[row[3] for row in batch], model_name=model_name
+            tenant_id=tenant_id,
+            texts=[row[2] for row in batch],
+            text_hashes=[row[3] for row in batch],
+            model_name=model_name,
         )
         run.encoded += encoded
         dimension = int(vectors.shape[1])
@@ -749,7 +752,10 @@ def knowledge_base_reindex(*, tenant_id: int, knowledge_base_id: int) -> int:
             if not batch:
                 break
             vectors, _ = embeddings_cached(
-                texts=[row[2] for row in batch], text_hashes=[row[3] for row in batch], model_name=model_name
+                tenant_id=tenant_id,
+                texts=[row[2] for row in batch],
+                text_hashes=[row[3] for row in batch],
+                model_name=model_name,
             )
             vectorstore.vectors_upsert(
                 rows=[

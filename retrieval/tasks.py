@@ -12,7 +12,7 @@ import random
 
 from celery import shared_task
 
-from retrieval import services
+from retrieval import embedding_cache, services
 
 logger = logging.getLogger(__name__)
 
@@ -62,3 +62,8 @@ def knowledge_base_reindex(self, knowledge_base_id: int, tenant_id: int) -> None
 @shared_task(name="documents_recover_stalled", acks_late=True)
 def documents_recover_stalled() -> int:
     return services.documents_recover_stalled()
+
+
+@shared_task(name="embedding_cache_purge", acks_late=True)
+def embedding_cache_purge() -> int:
+    return embedding_cache.embedding_cache_purge()

@@ -145,6 +145,8 @@ CELERY_BEAT_SCHEDULE: dict = {
     "documents-recover-stalled": {"task": "documents_recover_stalled", "schedule": 60.0},
     # Conversations past their expiry (policy TTL after the last turn) are deleted; audit events stay.
     "conversations-purge-expired": {"task": "conversations.purge_expired", "schedule": 300.0},
+    # Embedding-cache entries whose text no chunk of their tenant has any more (deleted documents) are deleted.
+    "embedding-cache-purge": {"task": "embedding_cache_purge", "schedule": 3600.0},
 }
 
 # --- Milvus ---------------------------------------------------------------------------------------------
