@@ -68,3 +68,15 @@ def test_valid_rate_limits_start():
     env = {**_production_env(), "KB_RATE_LIMIT": "", "KB_RATE_LIMIT_TENANTS": "acme=6000/min,globex=60/hour"}
     result = _load_production(env)
     assert result.returncode == 0, result.stderr
+
+
+def test_every_beat_entry_names_a_registered_task():
+    """A misspelt task name in CELERY_BEAT_SCHEDULE is silently never run: hold each to a registered task."""
+    from django.conf import settings
+
+    from kbplatform.celery import app
+
+    app.loader.import_default_modules()
+    names = {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
+    assert "embedding_cache_purge" in names
+    assert names <= set(app.tasks), names - set(app.tasks)
