@@ -103,6 +103,9 @@ class Turn(TenantOwnedModel):
     decision = models.CharField(max_length=16, choices=DedupAction.choices)
     similarity = models.FloatField(null=True, blank=True)
     matched_turn = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    # A turn that served a stored answer: the QA pair that answer belongs to (never itself a served copy), so a
+    # later duplicate of this turn is served that pair's answer as it is then. Null for every other turn.
+    answer_origin = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     elapsed_ms = models.FloatField(default=0.0)
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -456,6 +456,14 @@ def stored_answer_of(*, tenant: Tenant, state: ConversationState, turn_id: int) 
     return StoredAnswer.of_turn(turn) if turn is not None and turn.answer else None
 
 
+def stored_answer_at_origin(*, tenant: Tenant, state: ConversationState, copy: StoredAnswer) -> StoredAnswer:
+    """The answer a served turn gave, as the pair it came from holds it now: a client may have corrected that pair's
+    answer since (`turn_answer_set`), and every copy then serves the correction. The copy itself, as its own origin,
+    when that pair is gone (its conversation expired)."""
+    origin = stored_answer_of(tenant=tenant, state=state, turn_id=copy.origin_turn_id)
+    return origin if origin is not None else replace(copy, origin_turn_id=None)
+
+
 def stored_sources(*, tenant: Tenant, stored: StoredAnswer) -> list[SourceView] | None:
     """The sources a stored answer cites, in its order, or None when any of them changed since (deleted, or
     re-indexed with another content hash): such an answer is never served again. One query does both."""
@@ -589,6 +597,8 @@ def turn_ask(
         )
         if decision.hit:
             matched = stored_answer_of(tenant=tenant, state=state, turn_id=decision.turn_id)
+            if matched is not None and matched.origin_turn_id is not None:
+                matched = stored_answer_at_origin(tenant=tenant, state=state, copy=matched)
             matched_sources = stored_sources(tenant=tenant, stored=matched) if matched is not None else None
             if matched is None:
                 decision = decisions.DuplicateDecision(
@@ -810,7 +820,8 @@ def _turn_persist(
             context_tokens=context_tokens,
             decision=action,
             similarity=decision.similarity,
-            matched_turn_id=matched.turn_id if decision.hit and matched is not None else None,
+            matched_turn_id=decision.turn_id if decision.hit and matched is not None else None,
+            answer_origin_id=matched.turn_id if action == DedupAction.SERVED_CACHED else None,
             elapsed_ms=elapsed_ms,
         )
         consumed = _consumed_of(sources=sources, turn_number=number)

@@ -24,7 +24,7 @@ from kbplatform.redis_client import redis_connection
 
 logger = logging.getLogger(__name__)
 
-STATE_VERSION = 4
+STATE_VERSION = 5  # 5: a stored answer names the pair it was copied from (origin_turn_id)
 # Enough history for the largest windows a policy allows (question and exclusion windows are at most 100).
 MAX_WINDOW = 100
 # The newest turns keep their stored answer in the hot copy too, so a duplicate of one of them is served without
@@ -44,6 +44,9 @@ class StoredAnswer:
     elapsed_ms: float
     source_chunk_ids: list[int]
     source_chunks: dict[str, dict]
+    # For a turn that served a stored answer: the QA pair whose answer it gave. Serving this copy again serves that
+    # pair's answer as it is now, so a client's later correction of it reaches every copy.
+    origin_turn_id: int | None = None
 
     @classmethod
     def of_turn(cls, turn: Turn) -> StoredAnswer:
@@ -55,6 +58,7 @@ class StoredAnswer:
             elapsed_ms=turn.elapsed_ms,
             source_chunk_ids=[int(i) for i in turn.source_chunk_ids],
             source_chunks=dict(turn.source_chunks),
+            origin_turn_id=turn.answer_origin_id,
         )
 
 
@@ -132,13 +136,14 @@ def _stored_encode(stored: StoredAnswer | None) -> list | None:
         stored.elapsed_ms,
         stored.source_chunk_ids,
         stored.source_chunks,
+        stored.origin_turn_id,
     ]
 
 
 def _stored_decode(turn_id: int, raw: list | None) -> StoredAnswer | None:
     if raw is None:
         return None
-    answer, answer_tokens, context_tokens, elapsed_ms, chunk_ids, chunks = raw
+    answer, answer_tokens, context_tokens, elapsed_ms, chunk_ids, chunks, origin = raw
     return StoredAnswer(
         turn_id=turn_id,
         answer=str(answer),
@@ -147,6 +152,7 @@ def _stored_decode(turn_id: int, raw: list | None) -> StoredAnswer | None:
         elapsed_ms=float(elapsed_ms),
         source_chunk_ids=[int(i) for i in chunk_ids],
         source_chunks=dict(chunks),
+        origin_turn_id=None if origin is None else int(origin),
     )
 
 
@@ -193,6 +199,7 @@ TURN_FIELDS_KEPT = (
     "elapsed_ms",
     "source_chunk_ids",
     "source_chunks",
+    "answer_origin_id",
 )
 
 

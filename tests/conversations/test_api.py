@@ -233,6 +233,50 @@ def test_client_answer_changed_while_redis_unreachable_is_never_served_stale(api
     assert again["answer"] == "15 dollars per user per month."
 
 
+def test_a_corrected_client_answer_reaches_the_turns_that_served_the_earlier_one(api_client, tenant, kb):
+    conversation_id = start(api_client, kb)
+    retrieved = ask(api_client, conversation_id, "How much does the Team plan cost?", mode="retrieve")
+    url = f"/api/v1/turns/{retrieved['turn_id']}/answer/"
+    assert api_client.put(url, {"answer": "12 dollars per user per month."}, format="json").status_code == 200
+    copy = ask(api_client, conversation_id, "How much do we pay for the Team plan?")
+    assert copy["dedup"]["action"] == "served_cached" and copy["answer"] == "12 dollars per user per month."
+
+    assert api_client.put(url, {"answer": "15 dollars per user per month."}, format="json").status_code == 200
+    # Asked in the copy's own words, the nearest pair is the copy: it serves its origin's answer as it is now.
+    again = ask(api_client, conversation_id, "How much do we pay for the Team plan?")
+    assert again["dedup"]["action"] == "served_cached"
+    assert again["dedup"]["matched_turn_id"] == copy["turn_id"]
+    assert again["answer"] == "15 dollars per user per month."
+    third = ask(api_client, conversation_id, "How much do we pay for the Team plan?")
+    assert third["answer"] == "15 dollars per user per month."
+
+    turns = {turn.pk: turn for turn in Turn.objects.for_tenant(tenant).filter(conversation_id=conversation_id)}
+    # The copy keeps, as the record, what it served; every copy names the first answer as its origin (no chains).
+    assert turns[copy["turn_id"]].answer == "12 dollars per user per month."
+    assert {turns[t["turn_id"]].answer_origin_id for t in (copy, again, third)} == {retrieved["turn_id"]}
+    assert turns[again["turn_id"]].matched_turn_id == copy["turn_id"]
+    assert turns[retrieved["turn_id"]].answer_origin_id is None
+
+
+def test_a_corrected_answer_reaches_a_copy_in_another_conversation_of_the_user(api_client, tenant, kb):
+    set_policy(tenant, scope="user")
+    retrieved = ask(
+        api_client, start(api_client, kb, user_id="u1"), "How much does the Team plan cost?", mode="retrieve"
+    )
+    url = f"/api/v1/turns/{retrieved['turn_id']}/answer/"
+    assert api_client.put(url, {"answer": "12 dollars per user per month."}, format="json").status_code == 200
+    other = start(api_client, kb, user_id="u1")
+    copy = ask(api_client, other, "How much do we pay for the Team plan?")
+    assert copy["dedup"]["action"] == "served_cached" and copy["answer"] == "12 dollars per user per month."
+
+    # The correction bumps the first conversation's revision only: the other one's hot copy still holds the copy.
+    assert api_client.put(url, {"answer": "15 dollars per user per month."}, format="json").status_code == 200
+    assert b"12 dollars" in redis_connection().get(state_key(tenant_id=tenant.pk, conversation_id=other))
+    again = ask(api_client, other, "How much do we pay for the Team plan?")
+    assert again["dedup"]["action"] == "served_cached"
+    assert again["answer"] == "15 dollars per user per month."
+
+
 def test_client_answer_only_for_retrieve_mode_and_not_empty(api_client, kb):
     conversation_id = start(api_client, kb)
     answered = ask(api_client, conversation_id, "How do I reset my password?")
