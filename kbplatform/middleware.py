@@ -1,12 +1,15 @@
-"""Keep `/api/` answers JSON even outside DRF views: unknown paths, bodies Django refuses, crashes."""
+"""Keep `/api/` answers JSON even outside DRF views (unknown paths, bodies Django refuses, crashes), and log the
+admin's refused pages as the API's refusals are logged."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
 
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from kbplatform.refusals import ADMIN_PREFIX, refusal_log
 
 logger = logging.getLogger("kbplatform.api")
 
@@ -32,3 +35,22 @@ class ApiJsonErrorsMiddleware:
             return JsonResponse({"message": "The request body is too large.", "extra": {}}, status=413)
         logger.exception("unhandled error on %s %s", request.method, request.path)
         return JsonResponse({"message": "Internal error; it has been logged.", "extra": {}}, status=500)
+
+
+class AdminRefusalsMiddleware:
+    """One `refusal` line for every admin page answered 403 (a role or tenant the user lacks, a failed CSRF check),
+    naming the signed-in account: someone probing pages they may not see shows up where API refusals do."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if response.status_code == 403 and request.path.startswith(ADMIN_PREFIX):
+            reason = getattr(request, "_kb_refusal_reason", "") or "admin page refused"
+            refusal_log(request=request, status_code=403, message=reason)
+        return response
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> None:
+        if isinstance(exception, PermissionDenied) and request.path.startswith(ADMIN_PREFIX):
+            request._kb_refusal_reason = f"admin page refused: {exception}" if str(exception) else ""

@@ -1,9 +1,11 @@
-"""One structured log line for every request the API refuses: 401, 403, 404 and 429.
+"""One structured log line for every request the API refuses (401, 403, 404 and 429), and for the admin's failed
+sign-ins and refused pages.
 
 Security review reads these: a burst of 404s from one key on ids it does not own is someone walking another
 tenant's ids; 401s name the key prefix that failed (never the secret); 429s show who hit their limit. Each line
 is `refusal {json}` on the `kbplatform.refusals` logger, and the same fields ride on the record as `refusal`
-for handlers that ship structured records.
+for handlers that ship structured records. Admin lines also carry `account`: the signed-in user, or the account
+a failed sign-in named when such an account exists.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from tenants.keys import key_prefix
 logger = logging.getLogger("kbplatform.refusals")
 
 REFUSAL_STATUSES = frozenset({401, 403, 404, 429})
+ADMIN_PREFIX = "/admin/"
 
 
 def _claimed_prefix(request: Any) -> str | None:
@@ -26,7 +29,7 @@ def _claimed_prefix(request: Any) -> str | None:
     return key_prefix(raw_key.strip()) if raw_key else None
 
 
-def refusal_log(*, request: Any, status_code: int, message: str) -> None:
+def refusal_log(*, request: Any, status_code: int, message: str, account: str | None = None) -> None:
     """Log one refusal; a failure to describe the request never turns the refusal into an error."""
     if status_code not in REFUSAL_STATUSES or request is None:
         return
@@ -42,6 +45,9 @@ def refusal_log(*, request: Any, status_code: int, message: str) -> None:
             "key_prefix": getattr(api_key, "prefix", None) or _claimed_prefix(request),
             "remote_addr": request.META.get("REMOTE_ADDR"),
         }
+        if account is not None or request.path.startswith(ADMIN_PREFIX):
+            user = getattr(request, "user", None)
+            record["account"] = account or (user.get_username() if user is not None and user.is_authenticated else None)
     except Exception:  # noqa: BLE001 - logging must not fail the response
         logger.warning("refusal status=%s (request could not be described)", status_code, exc_info=True)
         return

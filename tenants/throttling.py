@@ -15,6 +15,7 @@ add a connect timeout to every request.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import re
@@ -76,10 +77,12 @@ def gcra_decide(*, now_us: int, tat_us: int | None, rate: Rate) -> tuple[bool, i
     return True, new_tat, 0
 
 
-# The same step as gcra_decide, run atomically inside Redis on Redis's clock. Returns {allowed, wait_us}.
+# The same step as gcra_decide, run atomically inside Redis on Redis's clock. Returns {allowed, wait_us}. With
+# ARGV[3] = 0 it only asks (would one more be allowed?) and spends nothing.
 _GCRA_LUA = """
 local interval = tonumber(ARGV[1])
 local tolerance = tonumber(ARGV[2])
+local consume = tonumber(ARGV[3])
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
 local tat = tonumber(redis.call('GET', KEYS[1]))
@@ -87,6 +90,7 @@ if tat == nil or tat < now then tat = now end
 local new_tat = tat + interval
 local allow_at = new_tat - tolerance - interval
 if now < allow_at then return {0, allow_at - now} end
+if consume == 0 then return {1, 0} end
 redis.call('SET', KEYS[1], string.format('%.0f', new_tat), 'PX', math.ceil((new_tat - now) / 1000) + 1000)
 return {1, 0}
 """
@@ -99,10 +103,12 @@ class _LocalLimiter:
         self._lock = threading.Lock()
         self._tat: dict[str, int] = {}
 
-    def decide(self, key: str, rate: Rate) -> tuple[bool, int]:
+    def decide(self, key: str, rate: Rate, *, consume: bool = True) -> tuple[bool, int]:
         now_us = time.monotonic_ns() // 1000
         with self._lock:
             allowed, new_tat, wait_us = gcra_decide(now_us=now_us, tat_us=self._tat.get(key), rate=rate)
+            if not consume:
+                return allowed, wait_us
             self._tat[key] = new_tat
             if len(self._tat) > 10_000:  # forget tenants idle for longer than their budget refills
                 self._tat = {k: v for k, v in self._tat.items() if v > now_us}
@@ -114,7 +120,7 @@ _redis_down_until = 0.0
 _script = None
 
 
-def _redis_decide(key: str, rate: Rate) -> tuple[bool, int] | None:
+def _redis_decide(key: str, rate: Rate, *, consume: bool = True) -> tuple[bool, int] | None:
     """The decision from Redis, or None when Redis is off or unreachable (the caller falls back)."""
     global _redis_down_until, _script
     if time.monotonic() < _redis_down_until:
@@ -125,7 +131,9 @@ def _redis_decide(key: str, rate: Rate) -> tuple[bool, int] | None:
     try:
         if _script is None:
             _script = connection.register_script(_GCRA_LUA)
-        allowed, wait_us = _script(keys=[key], args=[rate.interval_us, rate.tolerance_us], client=connection)
+        allowed, wait_us = _script(
+            keys=[key], args=[rate.interval_us, rate.tolerance_us, int(consume)], client=connection
+        )
     except RedisUnavailable as exc:
         _redis_down_until = time.monotonic() + settings.RATE_LIMIT_REDIS_RETRY_SECONDS
         logger.warning("rate limiter: Redis unreachable (%s); limiting in process for now", exc)
@@ -147,13 +155,13 @@ def tenant_limit_check(*, tenant, rate: Rate) -> tuple[bool, float]:  # noqa: AN
     return _limit_decide(f"ratelimit:{tenant.pk}:{created}", rate)
 
 
-def _limit_decide(name: str, rate: Rate) -> tuple[bool, float]:
+def _limit_decide(name: str, rate: Rate, *, consume: bool = True) -> tuple[bool, float]:
     """(allowed, seconds to wait) for one more request against the budget `name` (under the deployment's key
-    prefix): Redis when it answers, this process's limiter otherwise."""
+    prefix): Redis when it answers, this process's limiter otherwise. With consume=False it only asks."""
     key = f"{settings.CACHES['default'].get('KEY_PREFIX', 'kb')}:{name}"
-    decision = _redis_decide(key, rate)
+    decision = _redis_decide(key, rate, consume=consume)
     if decision is None:
-        decision = _local.decide(key, rate)
+        decision = _local.decide(key, rate, consume=consume)
     allowed, wait_us = decision
     return allowed, wait_us / 1_000_000
 
@@ -186,3 +194,28 @@ def auth_failure_check(*, address: str) -> tuple[bool, float]:
     if rate is None:
         return True, 0.0
     return _limit_decide(f"authfail:{address}", rate)
+
+
+# --- admin sign-in ---------------------------------------------------------------------------------------------------
+def _admin_login_budgets(*, address: str, username: str) -> tuple[Rate | None, list[str]]:
+    rate = rate_parse(settings.ADMIN_LOGIN_FAILURE_RATE, burst=settings.ADMIN_LOGIN_FAILURE_BURST)
+    account = hashlib.sha256(username.strip().lower().encode()).hexdigest()[:32]
+    return rate, [f"adminfail:address:{address}", f"adminfail:account:{account}"]
+
+
+def admin_login_wait(*, address: str, username: str) -> float:
+    """Seconds before another admin sign-in may be tried from `address` or for `username`; 0 when it may be now.
+    Asks only: an attempt spends the budgets when it fails (`admin_login_failed`), so correct sign-ins never do."""
+    rate, budgets = _admin_login_budgets(address=address, username=username)
+    if rate is None:
+        return 0.0
+    return max(_limit_decide(name, rate, consume=False)[1] for name in budgets)
+
+
+def admin_login_failed(*, address: str, username: str) -> None:
+    """Spend one failed attempt from both budgets: the client address's (one machine guessing many accounts)
+    and the account's (many machines guessing one account)."""
+    rate, budgets = _admin_login_budgets(address=address, username=username)
+    if rate is not None:
+        for name in budgets:
+            _limit_decide(name, rate)

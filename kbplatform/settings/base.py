@@ -45,6 +45,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "kbplatform.middleware.ApiJsonErrorsMiddleware",
+    "kbplatform.middleware.AdminRefusalsMiddleware",
 ]
 
 ROOT_URLCONF = "kbplatform.urls"
@@ -227,6 +228,10 @@ RATE_LIMIT_REDIS_RETRY_SECONDS = env.float("KB_RATE_LIMIT_REDIS_RETRY_SECONDS", 
 # it): past the budget, refusals are 429 with Retry-After instead of 401. Valid keys are never counted or held back.
 AUTH_FAILURE_RATE = env.str("KB_AUTH_FAILURE_RATE", default="30/min")
 AUTH_FAILURE_BURST = env.int("KB_AUTH_FAILURE_BURST", default=10)
+# Failed admin sign-ins, per client address and per account (tenants/admin_login.py): past either budget the sign-in
+# form refuses before checking the password, until the budget refills. Correct sign-ins are never counted.
+ADMIN_LOGIN_FAILURE_RATE = env.str("KB_ADMIN_LOGIN_FAILURE_RATE", default="30/hour")
+ADMIN_LOGIN_FAILURE_BURST = env.int("KB_ADMIN_LOGIN_FAILURE_BURST", default=10)
 HEALTH_WORKER_TIMEOUT = env.float("KB_HEALTH_WORKER_TIMEOUT", default=1.5)
 
 LOGGING = {

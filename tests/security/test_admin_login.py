@@ -1,0 +1,139 @@
+"""Admin sign-in: failed attempts spend a budget per client address and per account; once either is spent the form
+refuses before checking the password; every failure and refusal is logged. Admin 403 pages are logged too."""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+
+import pytest
+from django.test import Client, override_settings
+from django.urls import reverse
+
+from tenants import throttling
+from tenants.models import Role
+from tests.admin_ui.conftest import PASSWORD, user_with_role
+
+pytestmark = pytest.mark.django_db
+
+LOGIN_URL = reverse("admin:login")
+BUDGET = {"ADMIN_LOGIN_FAILURE_RATE": "6/min", "ADMIN_LOGIN_FAILURE_BURST": 3}  # 3 at once, then one per 10 s
+
+
+@pytest.fixture(autouse=True)
+def _redis_limiter(redis_available):
+    throttling._redis_down_until = 0.0
+
+
+@pytest.fixture
+def refusals(caplog):
+    caplog.set_level(logging.WARNING, logger="kbplatform.refusals")
+
+    def lines() -> list[dict]:
+        return [
+            json.loads(r.getMessage().removeprefix("refusal "))
+            for r in caplog.records
+            if r.name == "kbplatform.refusals"
+        ]
+
+    return lines
+
+
+def _address() -> str:
+    """An address no other test (or earlier run: the budgets live in Redis) has used."""
+    return f"10.{uuid.uuid4().int % 250}.{uuid.uuid4().int % 250}.{uuid.uuid4().int % 250}"
+
+
+def _sign_in(username: str, password: str, address: str):  # noqa: ANN202
+    client = Client(REMOTE_ADDR=address)
+    response = client.post(LOGIN_URL, {"username": username, "password": password, "next": "/admin/"})
+    return client, response
+
+
+def _signed_in(client: Client) -> bool:
+    return "_auth_user_id" in client.session
+
+
+@pytest.fixture
+def staff(tenant):
+    return user_with_role(tenant, Role.ADMIN, f"admin-{uuid.uuid4().hex[:8]}@example.com")
+
+
+def test_past_the_address_budget_even_the_right_password_is_refused(refusals, staff, tenant):
+    address = _address()
+    with override_settings(**BUDGET):
+        for _ in range(3):
+            client, response = _sign_in(staff.username, "wrong", address)
+            assert response.status_code == 200 and not _signed_in(client)
+            assert "correct username and password" in response.content.decode()
+        client, response = _sign_in(staff.username, PASSWORD, address)
+        assert not _signed_in(client)
+        page = response.content.decode()
+        assert "Too many failed sign-ins" in page and "Try again in" in page
+
+        # Another address, and another account, are not held back by it.
+        other = user_with_role(tenant, Role.ADMIN, f"other-{uuid.uuid4().hex[:6]}")
+        client, response = _sign_in(other.username, PASSWORD, address)
+        assert not _signed_in(client)  # same address: still refused
+        client, response = _sign_in(other.username, PASSWORD, _address())
+        assert response.status_code == 302 and _signed_in(client)
+
+    lines = refusals()
+    assert [line["status"] for line in lines] == [401, 401, 401, 429, 429]
+    assert all(line["account"] == staff.username for line in lines[:4])
+    assert all(line["path"] == LOGIN_URL for line in lines)
+    assert PASSWORD not in json.dumps(lines) and "wrong" not in json.dumps([line["account"] for line in lines])
+
+
+def test_many_addresses_guessing_one_account_spend_the_accounts_budget(staff):
+    with override_settings(**BUDGET):
+        for _ in range(3):
+            client, _ = _sign_in(staff.username, "wrong", _address())
+            assert not _signed_in(client)
+        client, response = _sign_in(staff.username, PASSWORD, _address())
+        assert not _signed_in(client) and "Too many failed sign-ins" in response.content.decode()
+
+
+def test_correct_sign_ins_spend_nothing(staff):
+    address = _address()
+    with override_settings(**BUDGET):
+        for _ in range(5):
+            client, response = _sign_in(staff.username, PASSWORD, address)
+            assert response.status_code == 302 and _signed_in(client)
+
+
+def test_a_typed_name_that_is_no_account_is_never_logged(refusals):
+    with override_settings(**BUDGET):
+        _sign_in("my-secret-password", "x", _address())
+    [line] = refusals()
+    assert line["status"] == 401 and line["account"] is None and "my-secret-password" not in json.dumps(line)
+
+
+def test_a_refused_admin_page_is_logged_with_the_account(refusals, client, tenant):
+    support = user_with_role(tenant, Role.SUPPORT, f"support-{uuid.uuid4().hex[:6]}@example.com")
+    client.force_login(support)
+    response = client.get(reverse("admin:conversations_deduppolicy_settings"))
+    assert response.status_code == 403
+    [line] = refusals()
+    assert line["status"] == 403 and line["account"] == support.username
+    assert line["reason"] == "admin page refused: This page is for tenant admins."
+
+
+def test_peeking_at_a_budget_spends_nothing():
+    rate = throttling.rate_parse("6/min", burst=2)
+    name = f"test-peek:{uuid.uuid4().hex}"
+    assert all(throttling._limit_decide(name, rate, consume=False)[0] for _ in range(10))
+    assert throttling._limit_decide(name, rate)[0] and throttling._limit_decide(name, rate)[0]
+    allowed, wait = throttling._limit_decide(name, rate, consume=False)
+    assert not allowed and 5 < wait <= 10
+
+
+def test_an_admin_login_rate_that_does_not_parse_stops_the_start(settings):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from tenants.apps import rate_limits_validate
+
+    settings.ADMIN_LOGIN_FAILURE_RATE = "lots"
+    with pytest.raises(ImproperlyConfigured, match="KB_ADMIN_LOGIN_FAILURE_RATE"):
+        rate_limits_validate()
