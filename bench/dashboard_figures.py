@@ -1,8 +1,10 @@
 """Cost of the dedup dashboard's figures for one tenant and period as the period's event count grows: the shipped
-path (`conversations.dashboard.dashboard_get`: the database counts and sums the events by day, action, flags, review
-and similarity bin, and only reviewed decisions are read one by one) against a baseline run in the same process on
-the same rows: the previous path, which read every event of the period into Python and computed the figures there
-(`dashboard_compute` over one `EventFacts` per event). Both must give the same figures, or the script stops.
+path (`conversations.dashboard.dashboard_get` once the rollup task has written the period's days: one row per day,
+and only the reviewed decisions read one by one) against two baselines run in the same process on the same rows: the
+first path, which read every event of the period into Python and computed the figures there (`dashboard_compute`
+over one `EventFacts` per event), and the grouped path without rollups (the database counts and sums the events by
+day, action, flags and similarity bin; what the dashboard still does for today and for days not rolled up yet). It
+also prints what writing the period's rollups took. All three must give the same figures, or the script stops.
 
 The events are synthetic (actions, flags, similarities and reviews drawn at random, 1 in 20 reviewed), spread over a
 30-day period, bulk-inserted for one tenant and deleted afterwards. Set DATABASE_URL for PostgreSQL (what production
@@ -44,7 +46,8 @@ from conversations.dashboard import (  # noqa: E402
     dashboard_reviewed,
     period_bounds,
 )
-from conversations.models import DedupEvent  # noqa: E402
+from conversations.models import DedupDayFigures, DedupEvent  # noqa: E402
+from conversations.services import dedup_figures_rollup  # noqa: E402
 from tenants.services import tenant_get_or_create  # noqa: E402
 
 ACTIONS = ("answered", "served_cached", "bypassed", "smalltalk")
@@ -143,7 +146,10 @@ def main() -> None:
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
     print(f"database: {connection.vendor}; {args.days}-day period; best of {args.repeat}")
-    print(f"{'events':>8} {'every event (baseline) ms':>26} {'grouped (now) ms':>17} {'ratio':>6} {'rows read':>10}")
+    print(
+        f"{'events':>8} {'every event (baseline) ms':>26} {'grouped ms':>11} {'ratio':>6} {'rollup (now) ms':>16} "
+        f"{'ratio':>6} {'rolling up ms':>14} {'rows read now':>14}"
+    )
     start, end = START, START + timedelta(days=args.days - 1)
     for size in (int(s) for s in args.sizes.split(",")):
         tenant, _ = tenant_get_or_create(slug=f"bench-dash-{uuid.uuid4().hex[:8]}", name="Dashboard benchmark")
@@ -152,18 +158,32 @@ def main() -> None:
             baseline, expected = best_of(
                 args.repeat, lambda tenant=tenant: previous_path(tenant, start=start, end=end, threshold=0.76)
             )
-            now, grouped = best_of(
+            grouped_time, grouped = best_of(
                 args.repeat, lambda tenant=tenant: dashboard_get(tenant=tenant, start=start, end=end, threshold=0.76)
             )
-            if not same_figures(expected, grouped):
-                raise SystemExit(f"{size} events: the grouped figures differ from the per-event ones")
+            # The rollup task as beat runs it, the day after the period (it writes every day of the period).
+            started = time.perf_counter()
+            dedup_figures_rollup(
+                now=datetime.combine(end + timedelta(days=1), day_time(1), tzinfo=timezone.get_current_timezone())
+            )
+            rolling = time.perf_counter() - started
+            now, rolled = best_of(
+                args.repeat, lambda tenant=tenant: dashboard_get(tenant=tenant, start=start, end=end, threshold=0.76)
+            )
+            for label, figures in (("grouped", grouped), ("rolled-up", rolled)):
+                if not same_figures(expected, figures):
+                    raise SystemExit(f"{size} events: the {label} figures differ from the per-event ones")
             rows = sum(
                 len(select(tenant=tenant, start=start, end=end))
                 for select in (dashboard_groups, dashboard_histogram_groups, dashboard_reviewed)
             )
-            print(f"{size:>8} {baseline * 1000:>26.1f} {now * 1000:>17.1f} {now / baseline:>6.2f} {rows:>10,}")
+            print(
+                f"{size:>8} {baseline * 1000:>26.1f} {grouped_time * 1000:>11.1f} {grouped_time / baseline:>6.2f} "
+                f"{now * 1000:>16.1f} {now / baseline:>6.2f} {rolling * 1000:>14.1f} {rows:>14,}"
+            )
         finally:
             DedupEvent.objects.for_tenant(tenant).delete()
+            DedupDayFigures.objects.for_tenant(tenant).delete()
             tenant.delete()
 
 

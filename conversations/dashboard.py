@@ -2,10 +2,13 @@
 
 Everything shown is computed by the plain functions here from `EventFacts` (the few fields of a `DedupEvent`
 the figures need), so each figure is tested against events with known values. The selectors read them for one
-tenant and one period: `dashboard_groups` lets the database count and sum the events by day, action, flags and
-review (at most a few dozen rows per day whatever the traffic; `EventFacts.count` says how many events a row stands
-for), `dashboard_histogram_groups` counts them by action and similarity bin, and `dashboard_reviewed` reads the
-reviewed decisions one by one, as the what-if table needs each one's similarity.
+tenant and one period: `dashboard_groups` counts and sums the events by day, action, shadow and relaxed, and
+`dashboard_histogram_groups` by action and similarity bin (`EventFacts.count` says how many events a row stands
+for); both read a past day from its rollup (`DedupDayFigures`, one row per tenant and day, written by the
+`conversations.dedup_figures_rollup` task once the day is over) and let the database group the events of the days
+without one (today, days not rolled up yet). `dashboard_reviewed` reads the reviewed decisions one by one: the
+review figures and the what-if table need each one's verdict, and verdicts are left out of the rollups because
+they change.
 
 Definitions the page states and the tests hold:
 - a turn is one audit event (the log has one row per turn);
@@ -32,11 +35,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 
-from django.db.models import Count, ExpressionWrapper, F, FloatField, Sum, Value
+from django.db.models import Count, ExpressionWrapper, F, FloatField, Q, Sum, Value
 from django.db.models.functions import Floor, Greatest, Least, TruncDate
 from django.utils import timezone
 
-from conversations.models import DedupAction, DedupEvent, ReviewVerdict, SettingsChange
+from conversations.models import DedupAction, DedupDayFigures, DedupEvent, ReviewVerdict, SettingsChange
 from tenants.models import Tenant
 
 HISTOGRAM_BINS = 40  # bins of 0.025 over [0, 1]
@@ -140,9 +143,15 @@ class Dashboard:
 
 
 # --- pure figures ------------------------------------------------------------------------------------------
-def totals_compute(events: Iterable[EventFacts]) -> Totals:
+def totals_compute(events: Iterable[EventFacts], *, reviewed: Iterable[EventFacts] | None = None) -> Totals:
+    """Totals of `events`. The review figures come from `reviewed` (single reviewed events) when it is given, and
+    the review fields of `events` are then ignored (groups that leave reviews out); else from `events`."""
     turns = hits = shadow_hits = tokens = passages = relaxed = reviewed_hits = false_hits = 0
     ms = 0.0
+    for event in reviewed or ():
+        if event.action == DedupAction.SERVED_CACHED and event.is_reviewed:
+            reviewed_hits += event.count
+            false_hits += event.count if event.review_verdict == ReviewVerdict.INCORRECT else 0
     for event in events:
         count = event.count
         turns += count
@@ -156,7 +165,7 @@ def totals_compute(events: Iterable[EventFacts]) -> Totals:
             hits += count
             tokens += event.tokens_saved
             ms += event.ms_saved
-        if event.is_reviewed:
+        if reviewed is None and event.is_reviewed:
             reviewed_hits += count
             false_hits += count if event.review_verdict == ReviewVerdict.INCORRECT else 0
     return Totals(
@@ -172,16 +181,28 @@ def totals_compute(events: Iterable[EventFacts]) -> Totals:
     )
 
 
-def days_compute(events: Iterable[EventFacts], *, start: date, end: date) -> list[DayFigures]:
+def days_compute(
+    events: Iterable[EventFacts], *, start: date, end: date, reviewed: Iterable[EventFacts] | None = None
+) -> list[DayFigures]:
     """One entry per calendar day from `start` to `end` inclusive, days without turns included (zeros), so
-    the chart's x axis is continuous. Events outside the period are ignored."""
+    the chart's x axis is continuous. Events outside the period are ignored; `reviewed` as for totals_compute."""
     by_day: dict[date, list[EventFacts]] = {}
     for event in events:
         if start <= event.day <= end:
             by_day.setdefault(event.day, []).append(event)
+    reviewed_by_day: dict[date, list[EventFacts]] | None = None
+    if reviewed is not None:
+        reviewed_by_day = {}
+        for event in reviewed:
+            reviewed_by_day.setdefault(event.day, []).append(event)
     span = (end - start).days + 1
     return [
-        DayFigures(day=day, totals=totals_compute(by_day.get(day, ())))
+        DayFigures(
+            day=day,
+            totals=totals_compute(
+                by_day.get(day, ()), reviewed=None if reviewed_by_day is None else reviewed_by_day.get(day, ())
+            ),
+        )
         for day in (start + timedelta(days=offset) for offset in range(max(span, 0)))
     ]
 
@@ -267,15 +288,16 @@ def dashboard_compute(
     histogram_events: Sequence[EventFacts] | None = None,
     reviewed: Sequence[EventFacts] | None = None,
 ) -> Dashboard:
-    """All figures from `events`; the histogram from `histogram_events` and the what-if table from `reviewed`
-    (single reviewed events) when they are given (the selectors' groups), else from `events` too."""
+    """All figures from `events`; the histogram from `histogram_events`, and the review figures and the what-if
+    table from `reviewed` (single reviewed events), when they are given (the selectors' groups, which leave reviews
+    out), else from `events` too."""
     what_if, sample = what_if_compute(events if reviewed is None else reviewed, current=threshold)
     return Dashboard(
         start=start,
         end=end,
         threshold=threshold,
-        totals=totals_compute(events),
-        days=days_compute(events, start=start, end=end),
+        totals=totals_compute(events, reviewed=reviewed),
+        days=days_compute(events, start=start, end=end, reviewed=reviewed),
         histogram=histogram_compute(events if histogram_events is None else histogram_events),
         what_if=what_if,
         what_if_sample=sample,
@@ -310,19 +332,49 @@ def period_bounds(*, start: date, end: date) -> tuple[datetime, datetime]:
     )
 
 
-def _period_events(*, tenant: Tenant, start: date, end: date):  # noqa: ANN202
-    since, until = period_bounds(start=start, end=end)
+def _events_between(*, tenant: Tenant, since: datetime, until: datetime):  # noqa: ANN202
     # order_by(): the model's default ordering would otherwise join the GROUP BY.
     return DedupEvent.objects.for_tenant(tenant).filter(created_at__gte=since, created_at__lt=until).order_by()
 
 
-def dashboard_groups(*, tenant: Tenant, start: date, end: date) -> list[EventFacts]:
-    """The tenant's events from `start` to `end` (whole days), counted and summed in the database by local day,
-    action, shadow, relaxed and review verdict: what the totals and the per-day series need."""
+def _period_events(*, tenant: Tenant, start: date, end: date):  # noqa: ANN202
+    since, until = period_bounds(start=start, end=end)
+    return _events_between(tenant=tenant, since=since, until=until)
+
+
+def _rolled_days(*, tenant: Tenant, start: date, end: date) -> dict[date, DedupDayFigures]:
+    """The period's days whose figures the rollup task has written, in the site's current time zone."""
+    rows = DedupDayFigures.objects.for_tenant(tenant).filter(
+        day__gte=start, day__lte=end, time_zone=timezone.get_current_timezone_name()
+    )
+    return {row.day: row for row in rows}
+
+
+def _live_events(*, tenant: Tenant, start: date, end: date, rolled: Iterable[date]):  # noqa: ANN202
+    """The events of the period's days that have no rollup (today, days not yet rolled up), one time range per
+    run of such days; None when every day has one."""
+    rolled = set(rolled)
+    ranges = Q()
+    run_start: date | None = None
+    for offset in range((end - start).days + 2):
+        day = start + timedelta(days=offset)
+        live = day <= end and day not in rolled
+        if live and run_start is None:
+            run_start = day
+        elif not live and run_start is not None:
+            since, until = period_bounds(start=run_start, end=day - timedelta(days=1))
+            ranges |= Q(created_at__gte=since, created_at__lt=until)
+            run_start = None
+    if not ranges:
+        return None
+    return DedupEvent.objects.for_tenant(tenant).filter(ranges).order_by()
+
+
+def _groups_of(events) -> list[EventFacts]:  # noqa: ANN001
+    """Events counted and summed in the database by local day, action, shadow and relaxed."""
     rows = (
-        _period_events(tenant=tenant, start=start, end=end)
-        .annotate(day=TruncDate("created_at", tzinfo=timezone.get_current_timezone()))
-        .values("day", "action", "shadow", "relaxed", "review_verdict")
+        events.annotate(day=TruncDate("created_at", tzinfo=timezone.get_current_timezone()))
+        .values("day", "action", "shadow", "relaxed")
         .annotate(events=Count("id"), excluded=Sum("excluded_count"), tokens=Sum("tokens_saved"), ms=Sum("ms_saved"))
     )
     return [
@@ -331,7 +383,6 @@ def dashboard_groups(*, tenant: Tenant, start: date, end: date) -> list[EventFac
             action=row["action"],
             shadow=row["shadow"],
             relaxed=row["relaxed"],
-            review_verdict=row["review_verdict"],
             count=row["events"],
             excluded_count=row["excluded"] or 0,
             tokens_saved=row["tokens"] or 0,
@@ -341,29 +392,65 @@ def dashboard_groups(*, tenant: Tenant, start: date, end: date) -> list[EventFac
     ]
 
 
-def dashboard_histogram_groups(*, tenant: Tenant, start: date, end: date) -> list[EventFacts]:
-    """The period's events that had a nearest match, counted in the database by action and similarity bin
-    (`similarity_bin`'s rule, in SQL): what the histogram needs. `day` is the period's first day."""
+def _histogram_of(events) -> list[tuple[str, int, int]]:  # noqa: ANN001
+    """(action, similarity bin, events) for the events that had a nearest match (`similarity_bin`'s rule, in SQL)."""
     scaled = ExpressionWrapper(F("similarity") * HISTOGRAM_BINS + 1e-9, output_field=FloatField())
     rows = (
-        _period_events(tenant=tenant, start=start, end=end)
         # Events without a nearest match stay out (PostgreSQL's GREATEST would also put a NULL in the first bin).
-        .filter(similarity__isnull=False)
+        events.filter(similarity__isnull=False)
         .annotate(bin=Least(Greatest(Floor(scaled), Value(0.0)), Value(HISTOGRAM_BINS - 1.0)))
         .values("action", "bin")
         .annotate(events=Count("id"))
     )
+    return [(row["action"], int(row["bin"]), row["events"]) for row in rows]
+
+
+def dashboard_groups(*, tenant: Tenant, start: date, end: date) -> list[EventFacts]:
+    """The tenant's events from `start` to `end` (whole days), counted and summed by local day, action, shadow and
+    relaxed (reviews are left out: `dashboard_reviewed`): from the day rollups where the task has written them
+    (`DedupDayFigures`), else by the database from the events."""
+    rolled = _rolled_days(tenant=tenant, start=start, end=end)
+    facts = [
+        EventFacts(
+            day=row.day,
+            action=action,
+            shadow=shadow,
+            relaxed=relaxed,
+            count=count,
+            excluded_count=excluded,
+            tokens_saved=tokens,
+            ms_saved=ms,
+        )
+        for row in rolled.values()
+        for action, shadow, relaxed, count, excluded, tokens, ms in row.groups
+    ]
+    live = _live_events(tenant=tenant, start=start, end=end, rolled=rolled)
+    return facts + (_groups_of(live) if live is not None else [])
+
+
+def dashboard_histogram_groups(*, tenant: Tenant, start: date, end: date) -> list[EventFacts]:
+    """The period's events that had a nearest match, counted by action and similarity bin, from the day rollups
+    and the events of the days without one. `day` is the period's first day."""
+    rolled = _rolled_days(tenant=tenant, start=start, end=end)
+    counts: dict[tuple[str, int], int] = {}
+    for row in rolled.values():
+        for action, similarity_bin, count in row.histogram:
+            counts[(action, similarity_bin)] = counts.get((action, similarity_bin), 0) + count
+    live = _live_events(tenant=tenant, start=start, end=end, rolled=rolled)
+    for action, similarity_bin, count in _histogram_of(live) if live is not None else ():
+        counts[(action, similarity_bin)] = counts.get((action, similarity_bin), 0) + count
     return [
-        EventFacts(day=start, action=row["action"], count=row["events"], similarity_bin=int(row["bin"])) for row in rows
+        EventFacts(day=start, action=action, count=count, similarity_bin=similarity_bin)
+        for (action, similarity_bin), count in counts.items()
     ]
 
 
 def dashboard_reviewed(*, tenant: Tenant, start: date, end: date) -> list[EventFacts]:
-    """The period's reviewed decisions that had a nearest match, one by one (for the what-if table)."""
+    """The period's reviewed decisions, one by one: the review figures and the what-if table need each one's
+    verdict (and similarity). Read through a partial index of reviewed events."""
     rows = (
         _period_events(tenant=tenant, start=start, end=end)
         .exclude(review_verdict=ReviewVerdict.UNREVIEWED)
-        .filter(similarity__isnull=False)
         .values_list("created_at", "action", "similarity", "shadow", "review_verdict", "match_passes_checks")
     )
     return [
@@ -377,6 +464,18 @@ def dashboard_reviewed(*, tenant: Tenant, start: date, end: date) -> list[EventF
         )
         for created, action, similarity, shadow, verdict, passes in rows.iterator(chunk_size=2000)
     ]
+
+
+def day_figures_compute(*, tenant: Tenant, day: date) -> tuple[list[list], list[list], int]:
+    """What a `DedupDayFigures` row holds for one whole local day: (groups, histogram, events)."""
+    since, until = period_bounds(start=day, end=day)
+    events = _events_between(tenant=tenant, since=since, until=until)
+    groups = [
+        [g.action, g.shadow, g.relaxed, g.count, g.excluded_count, g.tokens_saved, g.ms_saved]
+        for g in _groups_of(events)
+    ]
+    histogram = [list(row) for row in _histogram_of(events)]
+    return groups, histogram, sum(g[3] for g in groups)
 
 
 def settings_changes_in_period(*, tenant: Tenant, start: date, end: date, limit: int = 20) -> list[SettingsChange]:

@@ -236,10 +236,44 @@ class DedupEvent(TenantOwnedModel):
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        indexes = [models.Index(fields=["tenant", "action", "created_at"], name="dedupevent_tenant_action")]
+        indexes = [
+            models.Index(fields=["tenant", "action", "created_at"], name="dedupevent_tenant_action"),
+            # The dashboard and the day rollup read one tenant's events by time, whatever their action.
+            models.Index(fields=["tenant", "created_at"], name="dedupevent_tenant_created"),
+            # The dashboard reads reviewed events one by one: a few in a great many.
+            models.Index(
+                fields=["tenant", "created_at"],
+                condition=~models.Q(review_verdict="unreviewed"),
+                name="dedupevent_tenant_reviewed",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.action} (conversation {self.conversation_ref})"
+
+
+class DedupDayFigures(TenantOwnedModel):
+    """The dashboard's counts and sums of one tenant's audit events for one whole local day (in `time_zone`, the
+    site's when written), so the dashboard reads one row per past day instead of every event.
+
+    Written by the `conversations.dedup_figures_rollup` task once the day is over. Review verdicts are left out (they
+    change; the dashboard reads reviewed events one by one), and events are never edited otherwise nor deleted but
+    with their tenant, so a day's row never goes stale. A row of another time zone is not used (and is rewritten)."""
+
+    day = models.DateField()
+    time_zone = models.CharField(max_length=64)
+    # [[action, shadow, relaxed, events, excluded_count sum, tokens_saved sum, ms_saved sum], ...]
+    groups = models.JSONField(default=list)
+    # [[action, similarity bin, events], ...] for the events that had a nearest match
+    histogram = models.JSONField(default=list)
+    events = models.PositiveIntegerField(default=0)
+    computed_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "day"], name="dedup_day_figures_unique_day")]
+
+    def __str__(self) -> str:
+        return f"{self.day} ({self.events} events)"
 
 
 class SettingsChange(TenantOwnedModel):

@@ -27,10 +27,12 @@ from django.utils import timezone
 from conversations import decisions
 from conversations.answering import AnswerGenerator, SourcePassage, answer_generator, context_tokens_of
 from conversations.builtins import BUILTIN_INTENTS
+from conversations.dashboard import MAX_PERIOD_DAYS, day_figures_compute
 from conversations.models import (
     ConsumedItem,
     Conversation,
     DedupAction,
+    DedupDayFigures,
     DedupEvent,
     DedupPolicy,
     DedupScope,
@@ -993,3 +995,60 @@ def conversations_purge_expired(*, now: datetime | None = None, batch_size: int 
             except vectorstore.VectorStoreUnavailable:
                 logger.warning("question index unavailable: %s expired question vectors left", len(turn_ids))
         deleted += len(ids)
+
+
+# --- dashboard rollups -------------------------------------------------------------------------------------------
+
+# A day is rolled up once it has been over for this long: a turn whose event was stamped just before midnight may
+# still be committing after it.
+ROLLUP_SETTLE = timedelta(minutes=10)
+
+
+def dedup_figures_rollup(*, now: datetime | None = None, max_days: int = 1000) -> int:
+    """Write the dashboard's figures (`DedupDayFigures`) of every whole past day, in the site's time zone, of every
+    tenant with events, back to the longest period the dashboard shows, where none is written yet (or one of another
+    time zone). Newest days first, at most `max_days` per run: a long history is finished by the next runs, and the
+    dashboard counts a day without a row from its events meanwhile. Idempotent; returns how many days it wrote."""
+    now = now or timezone.now()
+    time_zone = timezone.get_current_timezone_name()
+    last_day = timezone.localtime(now - ROLLUP_SETTLE).date() - timedelta(days=1)
+    oldest = last_day - timedelta(days=MAX_PERIOD_DAYS)
+    written = 0
+    # Crosses tenants on purpose (a maintenance job); each tenant's rows are computed from its own events only.
+    for tenant in Tenant.objects.order_by("pk"):
+        if written >= max_days:
+            break
+        first = (
+            DedupEvent.objects.for_tenant(tenant).order_by("created_at").values_list("created_at", flat=True).first()
+        )
+        if first is None:
+            continue
+        first_day = max(timezone.localtime(first).date(), oldest)
+        done = set(
+            DedupDayFigures.objects.for_tenant(tenant)
+            .filter(day__gte=first_day, day__lte=last_day, time_zone=time_zone)
+            .values_list("day", flat=True)
+        )
+        rows = []
+        day = last_day
+        while day >= first_day and written + len(rows) < max_days:
+            if day not in done:
+                groups, histogram, events = day_figures_compute(tenant=tenant, day=day)
+                rows.append(
+                    DedupDayFigures(
+                        tenant=tenant, day=day, time_zone=time_zone, groups=groups, histogram=histogram, events=events
+                    )
+                )
+            day -= timedelta(days=1)
+        # Upsert: a row of another time zone is replaced, and two runs at once write the same figures.
+        DedupDayFigures.objects.bulk_create(
+            rows,
+            batch_size=500,
+            update_conflicts=True,
+            unique_fields=["tenant", "day"],
+            update_fields=["time_zone", "groups", "histogram", "events", "computed_at"],
+        )
+        written += len(rows)
+    if written:
+        logger.info("dashboard rollup: %s tenant-days written", written)
+    return written

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from conversations.services import conversations_purge_expired, question_index_backfill
+from conversations.services import conversations_purge_expired, dedup_figures_rollup, question_index_backfill
 from retrieval.tasks import MAX_RETRIES, retry_countdown
 from retrieval.vectorstore import VectorStoreUnavailable
 
@@ -22,3 +22,9 @@ def question_index_backfill_task(self, tenant_id: int) -> int:  # noqa: ANN001
         return question_index_backfill(tenant_id=tenant_id)
     except VectorStoreUnavailable as exc:
         raise self.retry(exc=exc, countdown=retry_countdown(self.request.retries)) from exc
+
+
+@shared_task(name="conversations.dedup_figures_rollup", acks_late=True)
+def dedup_figures_rollup_task() -> int:
+    """Roll up the dashboard's figures of the days that are over; running twice writes nothing more."""
+    return dedup_figures_rollup()

@@ -148,6 +148,8 @@ CELERY_BEAT_SCHEDULE: dict = {
     "conversations-purge-expired": {"task": "conversations.purge_expired", "schedule": 300.0},
     # Embedding-cache entries whose text no chunk of their tenant has any more (deleted documents) are deleted.
     "embedding-cache-purge": {"task": "embedding_cache_purge", "schedule": 3600.0},
+    # The dedup dashboard's figures of each day that is over, one row per tenant and day (DedupDayFigures).
+    "dedup-figures-rollup": {"task": "conversations.dedup_figures_rollup", "schedule": 900.0},
 }
 
 # --- Milvus ---------------------------------------------------------------------------------------------

@@ -253,8 +253,87 @@ def test_figures_from_database_groups_equal_the_figures_of_every_event(tenant, o
     def plain(totals):  # noqa: ANN001, ANN202
         return {**totals.__dict__, "ms_saved": pytest.approx(totals.ms_saved)}
 
-    assert plain(grouped.totals) == plain(expected.totals)
-    assert [(d.day, plain(d.totals)) for d in grouped.days] == [(d.day, plain(d.totals)) for d in expected.days]
-    assert grouped.histogram == expected.histogram
-    assert grouped.what_if == expected.what_if and grouped.what_if_sample == expected.what_if_sample
+    def assert_same(grouped, expected) -> None:  # noqa: ANN001
+        assert plain(grouped.totals) == plain(expected.totals)
+        assert [(d.day, plain(d.totals)) for d in grouped.days] == [(d.day, plain(d.totals)) for d in expected.days]
+        assert grouped.histogram == expected.histogram
+        assert grouped.what_if == expected.what_if and grouped.what_if_sample == expected.what_if_sample
+
+    assert_same(grouped, expected)
     assert grouped.totals.turns == 120 and sum(b.hits + b.misses for b in grouped.histogram) > 0
+    assert grouped.totals.reviewed_hits > 0 and grouped.totals.false_hits > 0
+
+    # The days up to 1 March rolled up (2 March at noon, local): the same figures, from rows and events together.
+    from conversations.models import DedupDayFigures
+    from conversations.services import dedup_figures_rollup
+
+    with timezone.override(local):
+        assert dedup_figures_rollup(now=datetime(2026, 3, 2, 12, 0, tzinfo=local)) == 2  # from the first event on
+        rolled = DedupDayFigures.objects.for_tenant(tenant).filter(day__gte=start)
+        assert sorted(rolled.values_list("day", "events")) == [(date(2026, 2, 28), 20), (date(2026, 3, 1), 40)]
+        assert_same(dashboard_get(tenant=tenant, start=start, end=end, threshold=0.9), expected)
+
+        # A review after the rollup counts at once: reviews are not in the rows.
+        served_unreviewed = DedupEvent.objects.for_tenant(tenant).filter(
+            action=SERVED, review_verdict=ReviewVerdict.UNREVIEWED, created_at__lt=moments[1] + timedelta(days=1)
+        )
+        DedupEvent.objects.for_tenant(tenant).filter(pk=served_unreviewed.first().pk).update(review_verdict=INCORRECT)
+        every_event = [
+            EventFacts(**{**facts.__dict__, "review_verdict": verdict})
+            for facts, verdict in zip(
+                every_event,
+                DedupEvent.objects.for_tenant(tenant).values_list("review_verdict", flat=True),
+                strict=True,
+            )
+        ]
+        expected = dashboard_compute(every_event, start=start, end=end, threshold=0.9)
+        after_review = dashboard_get(tenant=tenant, start=start, end=end, threshold=0.9)
+        assert after_review.totals.false_hits == grouped.totals.false_hits + 1
+        assert_same(after_review, expected)
+
+        # Everything rolled up: still the same.
+        dedup_figures_rollup(now=datetime(2026, 3, 10, tzinfo=local))
+        assert_same(dashboard_get(tenant=tenant, start=start, end=end, threshold=0.9), expected)
+
+
+@pytest.mark.django_db
+def test_rollup_writes_each_past_day_once_after_it_settles_and_per_time_zone(tenant):
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    from django.utils import timezone
+
+    from conversations.models import DedupDayFigures, DedupEvent
+    from conversations.services import dedup_figures_rollup
+    from tests.factories import DedupEventFactory
+
+    utc = ZoneInfo("UTC")
+    for moment in (datetime(2026, 5, 1, 10, tzinfo=utc), datetime(2026, 5, 3, 23, 59, tzinfo=utc)):
+        event = DedupEventFactory(tenant=tenant, turn=None)
+        DedupEvent.objects.for_tenant(tenant).filter(pk=event.pk).update(created_at=moment)
+    rows = DedupDayFigures.objects.for_tenant(tenant)
+
+    with timezone.override(utc):
+        # Five minutes after midnight, 3 May is not settled yet: 1 and 2 May only (nothing before the first event).
+        assert dedup_figures_rollup(now=datetime(2026, 5, 4, 0, 5, tzinfo=utc)) == 2
+        assert sorted(rows.values_list("day", "events")) == [(date(2026, 5, 1), 1), (date(2026, 5, 2), 0)]
+        assert dedup_figures_rollup(now=datetime(2026, 5, 4, 0, 15, tzinfo=utc)) == 1
+        assert dedup_figures_rollup(now=datetime(2026, 5, 4, 0, 15, tzinfo=utc)) == 0  # idempotent
+        # A budget per run: the rest waits for the next run.
+        assert dedup_figures_rollup(now=datetime(2026, 5, 8, 1, tzinfo=utc), max_days=2) == 2
+        assert dedup_figures_rollup(now=datetime(2026, 5, 8, 1, tzinfo=utc), max_days=2) == 2
+        assert dedup_figures_rollup(now=datetime(2026, 5, 8, 1, tzinfo=utc)) == 0
+        assert rows.count() == 7
+
+    # In another time zone the rows are not used, and the next run rewrites them (3 May 23:59 UTC is 4 May there).
+    tokyo = ZoneInfo("Asia/Tokyo")
+    with timezone.override(tokyo):
+        from conversations.dashboard import dashboard_get
+
+        live = dashboard_get(tenant=tenant, start=date(2026, 5, 1), end=date(2026, 5, 7), threshold=0.9)
+        assert [d.totals.turns for d in live.days] == [1, 0, 0, 1, 0, 0, 0]
+        assert dedup_figures_rollup(now=datetime(2026, 5, 8, 1, tzinfo=tokyo)) == 7
+        assert set(rows.values_list("time_zone", flat=True)) == {"Asia/Tokyo"}
+        assert dict(rows.values_list("day", "events"))[date(2026, 5, 4)] == 1
+        rolled = dashboard_get(tenant=tenant, start=date(2026, 5, 1), end=date(2026, 5, 7), threshold=0.9)
+        assert [d.totals.turns for d in rolled.days] == [1, 0, 0, 1, 0, 0, 0]
