@@ -1,8 +1,13 @@
 """The one module that talks to Milvus.
 
-One collection holds every tenant's chunks, with `tenant_id` as the partition key. Every search, query and
-delete goes through `filter_build`, which always names the tenant and quotes every value, because Milvus
-Lite ignores `filter_params` templates and real Milvus rejects an empty `in []` list.
+One collection holds every tenant's chunks, with `tenant_id` as the partition key and `doc_id` the document a chunk
+belongs to (what searches group by and exclusions name: `group_by_field="doc_id"`, `doc_id not in [...]`). Every
+search, query and delete goes through `filter_build`, which always names the tenant and quotes every value, because
+Milvus Lite ignores `filter_params` templates and real Milvus rejects an empty `in []` list.
+
+Collections created before the field was named `doc_id` call it `document_id`; the name is read from the
+collection's schema once per process, so they keep working as they are (docs/operations.md: re-index into a new
+collection to move one over).
 """
 
 from __future__ import annotations
@@ -18,9 +23,12 @@ from django.conf import settings
 logger = logging.getLogger(__name__)
 
 VARCHAR_ID_MAX = 64
+DOC_FIELD = "doc_id"
+LEGACY_DOC_FIELD = "document_id"  # chunk collections created before 2026-11-30
 _lock = threading.Lock()
 _client = None
 _ready_collections: set[str] = set()
+_doc_fields: dict[str, str] = {}  # chunk collection -> the name of its document field
 
 
 class VectorStoreUnavailable(Exception):
@@ -46,17 +54,20 @@ def filter_build(
     document_ids: Iterable[int] | None = None,
     exclude_document_ids: Iterable[int] | None = None,
     exclude_chunk_ids: Iterable[int] | None = None,
+    doc_field: str = DOC_FIELD,
 ) -> str:
     """The filter expression for one tenant. The tenant clause is always first and always present; an empty
-    list adds no clause (Milvus rejects `in []`)."""
+    list adds no clause (Milvus rejects `in []`). `doc_field` is the collection's document field."""
+    if doc_field not in (DOC_FIELD, LEGACY_DOC_FIELD):
+        raise ValueError(f"unknown document field {doc_field!r}")
     if tenant_id is None:
         raise ValueError("every Milvus filter must name the tenant")
     clauses = [f"tenant_id == {filter_quote(_tenant_key(tenant_id))}"]
     if knowledge_base_id is not None:
         clauses.append(f"knowledge_base_id == {filter_quote(int(knowledge_base_id))}")
     for field, op, ids in (
-        ("document_id", "in", document_ids),
-        ("document_id", "not in", exclude_document_ids),
+        (doc_field, "in", document_ids),
+        (doc_field, "not in", exclude_document_ids),
         ("chunk_id", "not in", exclude_chunk_ids),
     ):
         values = sorted({int(i) for i in ids}) if ids is not None else []
@@ -98,6 +109,7 @@ def _reset() -> None:
                 logger.debug("closing a broken Milvus client failed", exc_info=True)
         _client = None
         _ready_collections.clear()
+        _doc_fields.clear()
 
 
 def _call(operation: str, fn, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
@@ -112,7 +124,8 @@ def _call(operation: str, fn, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003,
 
 def _collection_ensure(*, name: str, primary: str, int_fields: Sequence[str], dimension: int) -> str:
     """Create (once per process) and load a collection keyed by `primary`, partitioned by `tenant_id`, with an
-    HNSW cosine index on `vector`: the one shape shared by the chunk and the question collections."""
+    HNSW cosine index on `vector`: the one shape shared by the chunk and the question collections. For a chunk
+    collection, records which name its document field has."""
     if name in _ready_collections:
         return name
     client = _connect()
@@ -120,7 +133,12 @@ def _collection_ensure(*, name: str, primary: str, int_fields: Sequence[str], di
     def _ensure() -> None:
         from pymilvus import DataType
 
-        if not client.has_collection(name):
+        if client.has_collection(name):
+            if DOC_FIELD in int_fields:
+                fields = {field["name"] for field in client.describe_collection(name)["fields"]}
+                _doc_fields[name] = LEGACY_DOC_FIELD if LEGACY_DOC_FIELD in fields else DOC_FIELD
+        else:
+            _doc_fields[name] = DOC_FIELD
             schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
             schema.add_field(primary, DataType.INT64, is_primary=True)
             schema.add_field("tenant_id", DataType.VARCHAR, max_length=VARCHAR_ID_MAX, is_partition_key=True)
@@ -144,9 +162,14 @@ def collection_ensure(*, dimension: int, collection: str | None = None) -> str:
     return _collection_ensure(
         name=collection or settings.MILVUS_COLLECTION,
         primary="chunk_id",
-        int_fields=("knowledge_base_id", "document_id"),
+        int_fields=("knowledge_base_id", DOC_FIELD),
         dimension=dimension,
     )
+
+
+def _doc_field(name: str) -> str:
+    """The document field of a chunk collection that collection_ensure has set up."""
+    return _doc_fields.get(name, DOC_FIELD)
 
 
 @dataclass(frozen=True)
@@ -170,12 +193,13 @@ def vectors_upsert(*, rows: Sequence[ChunkVector], dimension: int, collection: s
     if not rows:
         return 0
     name = collection_ensure(dimension=dimension, collection=collection)
+    doc_field = _doc_field(name)
     data = [
         {
             "chunk_id": row.chunk_id,
             "tenant_id": _tenant_key(row.tenant_id),
             "knowledge_base_id": row.knowledge_base_id,
-            "document_id": row.document_id,
+            doc_field: row.document_id,
             "vector": [float(x) for x in row.vector],
         }
         for row in rows
@@ -199,7 +223,9 @@ def vectors_delete(
     if document_ids is None and knowledge_base_id is None:
         raise ValueError("refusing to delete every vector of a tenant without naming a knowledge base")
     name = collection_ensure(dimension=dimension, collection=collection)
-    expression = filter_build(tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, document_ids=document_ids)
+    expression = filter_build(
+        tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, document_ids=document_ids, doc_field=_doc_field(name)
+    )
     _call("delete", _connect().delete, collection_name=name, filter=expression)
 
 
@@ -217,7 +243,9 @@ def vectors_delete_stale(
     if not document_ids:
         return
     name = collection_ensure(dimension=dimension, collection=collection)
-    expression = filter_build(tenant_id=tenant_id, document_ids=document_ids, exclude_chunk_ids=keep_chunk_ids)
+    expression = filter_build(
+        tenant_id=tenant_id, document_ids=document_ids, exclude_chunk_ids=keep_chunk_ids, doc_field=_doc_field(name)
+    )
     _call("delete", _connect().delete, collection_name=name, filter=expression)
 
 
@@ -236,23 +264,25 @@ def vectors_search(
     """Nearest chunks of one knowledge base of one tenant, best first. With `group_by_document`, at most one
     chunk per document (its best); `limit` then counts documents."""
     name = collection_ensure(dimension=dimension, collection=collection)
+    doc_field = _doc_field(name)
     expression = filter_build(
         tenant_id=tenant_id,
         knowledge_base_id=knowledge_base_id,
         exclude_document_ids=exclude_document_ids,
         exclude_chunk_ids=exclude_chunk_ids,
+        doc_field=doc_field,
     )
     kwargs = {
         "collection_name": name,
         "data": [[float(x) for x in query_vector]],
         "filter": expression,
         "limit": limit,
-        "output_fields": ["document_id", "knowledge_base_id"],
+        "output_fields": [doc_field, "knowledge_base_id"],
         "search_params": {"metric_type": "COSINE", "params": {"ef": max(64, limit * 4)}},
         "anns_field": "vector",
     }
     if group_by_document:
-        kwargs["group_by_field"] = "document_id"
+        kwargs["group_by_field"] = doc_field
     results = _call("search", _connect().search, **kwargs)
     hits = []
     for hit in results[0] if results else []:
@@ -260,7 +290,7 @@ def vectors_search(
         hits.append(
             SearchHit(
                 chunk_id=int(hit.get("id", hit.get("chunk_id"))),
-                document_id=int(entity["document_id"]),
+                document_id=int(entity[doc_field]),
                 knowledge_base_id=int(entity["knowledge_base_id"]),
                 score=float(hit["distance"]),
             )

@@ -104,7 +104,7 @@ def test_filter_names_tenant_and_leaves_out_empty_lists():
         'tenant_id == "t3" and knowledge_base_id == 9'
     )
     assert filter_build(tenant_id=3, knowledge_base_id=9, exclude_document_ids=[5, 2, 5]) == (
-        'tenant_id == "t3" and knowledge_base_id == 9 and document_id not in [2, 5]'
+        'tenant_id == "t3" and knowledge_base_id == 9 and doc_id not in [2, 5]'
     )
     assert filter_build(tenant_id=3, exclude_chunk_ids=[8]).endswith("chunk_id not in [8]")
 

@@ -93,6 +93,8 @@ class RecordingClient:
                 return [{"count(*)": 0}]
             if name == "has_collection":
                 return True
+            if name == "describe_collection":
+                return {"fields": [{"name": f} for f in ("chunk_id", "tenant_id", "knowledge_base_id", "doc_id")]}
             return None
 
         return call
