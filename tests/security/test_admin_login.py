@@ -4,7 +4,6 @@ refuses before checking the password; every failure and refusal is logged. Admin
 from __future__ import annotations
 
 import json
-import logging
 import uuid
 
 import pytest
@@ -24,20 +23,6 @@ BUDGET = {"ADMIN_LOGIN_FAILURE_RATE": "6/min", "ADMIN_LOGIN_FAILURE_BURST": 3}  
 @pytest.fixture(autouse=True)
 def _redis_limiter(redis_available):
     throttling._redis_down_until = 0.0
-
-
-@pytest.fixture
-def refusals(caplog):
-    caplog.set_level(logging.WARNING, logger="kbplatform.refusals")
-
-    def lines() -> list[dict]:
-        return [
-            json.loads(r.getMessage().removeprefix("refusal "))
-            for r in caplog.records
-            if r.name == "kbplatform.refusals"
-        ]
-
-    return lines
 
 
 def _address() -> str:

@@ -1,27 +1,12 @@
 """Every refusal (401, 403, 404, 429) leaves one structured log line naming who was refused and why."""
 
 import json
-import logging
 
 import pytest
 from django.test import override_settings
 from rest_framework.test import APIClient
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def refusals(caplog):
-    caplog.set_level(logging.WARNING, logger="kbplatform.refusals")
-
-    def lines() -> list[dict]:
-        return [
-            json.loads(record.getMessage().removeprefix("refusal "))
-            for record in caplog.records
-            if record.name == "kbplatform.refusals"
-        ]
-
-    return lines
 
 
 def test_401_names_the_claimed_key_prefix_never_the_secret(refusals, api_client):
