@@ -1,10 +1,11 @@
 """Cost of the dedup dashboard's figures for one tenant and period as the period's event count grows: the shipped
 path (`conversations.dashboard.dashboard_get` once the rollup task has written the period's days: one row per day,
-and only the reviewed decisions read one by one) against two baselines run in the same process on the same rows: the
-first path, which read every event of the period into Python and computed the figures there (`dashboard_compute`
-over one `EventFacts` per event), and the grouped path without rollups (the database counts and sums the events by
-day, action, flags and similarity bin; what the dashboard still does for today and for days not rolled up yet). It
-also prints what writing the period's rollups took. All three must give the same figures, or the script stops.
+and the reviewed decisions counted by the database for the review figures and the what-if table) against two
+baselines run in the same process on the same rows: the first path, which read every event of the period into
+Python and computed the figures there (`dashboard_compute` over one `EventFacts` per event), and the grouped path
+without rollups (the database counts and sums the events by day, action, flags and similarity bin; what the
+dashboard still does for today and for days not rolled up yet). It also prints what writing the period's rollups
+took. All three must give the same figures, or the script stops.
 
 The events are synthetic (actions, flags, similarities and reviews drawn at random, 1 in 20 reviewed), spread over a
 30-day period, bulk-inserted for one tenant and deleted afterwards. Set DATABASE_URL for PostgreSQL (what production

@@ -6,9 +6,10 @@ tenant and one period: `dashboard_groups` counts and sums the events by day, act
 `dashboard_histogram_groups` by action and similarity bin (`EventFacts.count` says how many events a row stands
 for); both read a past day from its rollup (`DedupDayFigures`, one row per tenant and day, written by the
 `conversations.dedup_figures_rollup` task once the day is over) and let the database group the events of the days
-without one (today, days not rolled up yet). `dashboard_reviewed` reads the reviewed decisions one by one: the
-review figures and the what-if table need each one's verdict, and verdicts are left out of the rollups because
-they change.
+without one (today, days not rolled up yet). Verdicts are left out of the rollups because they change:
+`dashboard_reviewed` counts the reviewed decisions by day, action and verdict, and `dashboard_what_if` counts, per
+action and verdict, how many of them each candidate threshold would have served (`what_if_from_counts` turns that
+into the table `what_if_compute` gives from single events).
 
 Definitions the page states and the tests hold:
 - a turn is one audit event (the log has one row per turn);
@@ -261,7 +262,7 @@ def what_if_compute(
         for event in events
         if (label := repeat_label(event)) is not None
     ]
-    candidates = sorted({round(t, 4) for t in thresholds} | ({round(current, 4)} if current is not None else set()))
+    candidates = what_if_candidates(thresholds=thresholds, current=current)
     rows = []
     for threshold in candidates:
         served = [(passes and similarity >= threshold - 1e-9, is_repeat) for similarity, passes, is_repeat in labelled]
@@ -279,6 +280,49 @@ def what_if_compute(
     return rows, len(labelled)
 
 
+def what_if_candidates(*, thresholds: Sequence[float] = WHAT_IF_THRESHOLDS, current: float | None) -> list[float]:
+    """The what-if table's thresholds: the fixed candidates and the current one, rounded to 4 places, ascending."""
+    return sorted({round(t, 4) for t in thresholds} | ({round(current, 4)} if current is not None else set()))
+
+
+@dataclass(frozen=True)
+class WhatIfCounts:
+    """Reviewed decisions taken on similarity with one action and verdict (`total`), and how many of them each
+    candidate threshold would have served (`hits[i]` for `candidates[i]`: similarity at or above it, and a match
+    that passed the other checks). What the database counts for the what-if table instead of returning each event."""
+
+    action: str
+    review_verdict: str
+    total: int
+    hits: tuple[int, ...]
+
+    @property
+    def is_repeat(self) -> bool:
+        """As `repeat_label`: served and judged correct, or answered afresh and judged incorrect."""
+        correct = self.review_verdict == ReviewVerdict.CORRECT
+        return correct if self.action == DedupAction.SERVED_CACHED else not correct
+
+
+def what_if_from_counts(
+    counts: Iterable[WhatIfCounts], *, candidates: Sequence[float], current: float | None
+) -> tuple[list[WhatIfRow], int]:
+    """The rows `what_if_compute` gives for the same events, from their counts (`candidates` as
+    `what_if_candidates` gives them)."""
+    counts = list(counts)
+    rows = []
+    for index, threshold in enumerate(candidates):
+        rows.append(
+            WhatIfRow(
+                threshold=threshold,
+                hits=sum(c.hits[index] for c in counts),
+                false_hits=sum(c.hits[index] for c in counts if not c.is_repeat),
+                missed_repeats=sum(c.total - c.hits[index] for c in counts if c.is_repeat),
+                is_current=current is not None and math.isclose(threshold, current, abs_tol=5e-5),
+            )
+        )
+    return rows, sum(c.total for c in counts)
+
+
 def dashboard_compute(
     events: Sequence[EventFacts],
     *,
@@ -287,11 +331,14 @@ def dashboard_compute(
     threshold: float,
     histogram_events: Sequence[EventFacts] | None = None,
     reviewed: Sequence[EventFacts] | None = None,
+    what_if: tuple[list[WhatIfRow], int] | None = None,
 ) -> Dashboard:
-    """All figures from `events`; the histogram from `histogram_events`, and the review figures and the what-if
-    table from `reviewed` (single reviewed events), when they are given (the selectors' groups, which leave reviews
-    out), else from `events` too."""
-    what_if, sample = what_if_compute(events if reviewed is None else reviewed, current=threshold)
+    """All figures from `events`; the histogram from `histogram_events`, the review figures from `reviewed` (reviewed
+    events, single or grouped) and the what-if table from `what_if` (else from `reviewed`), when they are given (the
+    selectors' groups, which leave reviews out), else from `events` too."""
+    if what_if is None:
+        what_if = what_if_compute(events if reviewed is None else reviewed, current=threshold)
+    what_if, sample = what_if
     return Dashboard(
         start=start,
         end=end,
@@ -445,25 +492,51 @@ def dashboard_histogram_groups(*, tenant: Tenant, start: date, end: date) -> lis
     ]
 
 
+def _reviewed_events(*, tenant: Tenant, start: date, end: date):  # noqa: ANN202
+    # Read through the partial index of reviewed events: a few in a great many.
+    return _period_events(tenant=tenant, start=start, end=end).exclude(review_verdict=ReviewVerdict.UNREVIEWED)
+
+
 def dashboard_reviewed(*, tenant: Tenant, start: date, end: date) -> list[EventFacts]:
-    """The period's reviewed decisions, one by one: the review figures and the what-if table need each one's
-    verdict (and similarity). Read through a partial index of reviewed events."""
+    """The period's reviewed decisions counted by local day, action and verdict: the review figures (reviewed hits,
+    false hits) per day and in total. Never rolled up, as a verdict can change: a review counts at once."""
     rows = (
-        _period_events(tenant=tenant, start=start, end=end)
-        .exclude(review_verdict=ReviewVerdict.UNREVIEWED)
-        .values_list("created_at", "action", "similarity", "shadow", "review_verdict", "match_passes_checks")
+        _reviewed_events(tenant=tenant, start=start, end=end)
+        .annotate(day=TruncDate("created_at", tzinfo=timezone.get_current_timezone()))
+        .values("day", "action", "review_verdict")
+        .annotate(events=Count("id"))
     )
     return [
-        EventFacts(
-            day=timezone.localtime(created).date(),
-            action=action,
-            similarity=similarity,
-            shadow=shadow,
-            review_verdict=verdict,
-            match_passes_checks=passes,
-        )
-        for created, action, similarity, shadow, verdict, passes in rows.iterator(chunk_size=2000)
+        EventFacts(day=row["day"], action=row["action"], review_verdict=row["review_verdict"], count=row["events"])
+        for row in rows
     ]
+
+
+def dashboard_what_if(*, tenant: Tenant, start: date, end: date, current: float | None) -> tuple[list[WhatIfRow], int]:
+    """The what-if table counted by the database: per action and verdict of the reviewed decisions taken on
+    similarity, how many each candidate threshold would have served (`repeat_label` and `what_if_compute`'s rule:
+    similarity >= threshold - 1e-9, and a match not refused by the other checks)."""
+    candidates = what_if_candidates(current=current)
+    served_at = {
+        f"hits_{index}": Count("id", filter=Q(similarity__gte=threshold - 1e-9) & ~Q(match_passes_checks=False))
+        for index, threshold in enumerate(candidates)
+    }
+    rows = (
+        _reviewed_events(tenant=tenant, start=start, end=end)
+        .filter(similarity__isnull=False, action__in=[DedupAction.SERVED_CACHED, DedupAction.ANSWERED])
+        .values("action", "review_verdict")
+        .annotate(total=Count("id"), **served_at)
+    )
+    counts = [
+        WhatIfCounts(
+            action=row["action"],
+            review_verdict=row["review_verdict"],
+            total=row["total"],
+            hits=tuple(row[f"hits_{index}"] for index in range(len(candidates))),
+        )
+        for row in rows
+    ]
+    return what_if_from_counts(counts, candidates=candidates, current=current)
 
 
 def day_figures_compute(*, tenant: Tenant, day: date) -> tuple[list[list], list[list], int]:
@@ -497,4 +570,5 @@ def dashboard_get(*, tenant: Tenant, start: date, end: date, threshold: float) -
         threshold=threshold,
         histogram_events=dashboard_histogram_groups(tenant=tenant, start=start, end=end),
         reviewed=dashboard_reviewed(tenant=tenant, start=start, end=end),
+        what_if=dashboard_what_if(tenant=tenant, start=start, end=end, current=threshold),
     )
