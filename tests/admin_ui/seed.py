@@ -5,7 +5,7 @@ threshold's edge and repeats the threshold missed). Deterministic for a given se
 from __future__ import annotations
 
 import random
-from datetime import timedelta
+from datetime import datetime, time, timedelta
 
 from django.utils import timezone
 
@@ -39,13 +39,17 @@ FRESH_QUESTIONS = [
 def seed_audit_month(tenant, *, days: int = 30, seed: int = 7, threshold: float = 0.90) -> list[DedupEvent]:  # noqa: ANN001
     rng = random.Random(seed)
     now = timezone.now()
+    today = timezone.localdate(now)
     events: list[DedupEvent] = []
     for day_offset in range(days - 1, -1, -1):
         conversation = ConversationFactory(tenant=tenant)
         number = 0
         for _ in range(rng.randint(4, 12)):
             number += 1
-            created_at = now - timedelta(days=day_offset, minutes=rng.randint(0, 600))
+            # Within its local day and never in the future, whatever the time of the run: "now minus some minutes"
+            # put the oldest day's events before the dashboard's default period when run just after midnight.
+            day_start = timezone.make_aware(datetime.combine(today - timedelta(days=day_offset), time.min))
+            created_at = min(day_start + timedelta(minutes=rng.randint(0, 600)), now)
             roll = rng.random()
             fields: dict = {"excluded_count": rng.randint(0, 4), "relaxed": rng.random() < 0.08}
             if roll < 0.08:
