@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -1007,17 +1007,16 @@ ROLLUP_SETTLE = timedelta(minutes=10)
 def dedup_figures_rollup(*, now: datetime | None = None, max_days: int = 1000) -> int:
     """Write the dashboard's figures (`DedupDayFigures`) of every whole past day, in the site's time zone, of every
     tenant with events, back to the longest period the dashboard shows, where none is written yet (or one of another
-    time zone). Newest days first, at most `max_days` per run: a long history is finished by the next runs, and the
-    dashboard counts a day without a row from its events meanwhile. Idempotent; returns how many days it wrote."""
+    time zone). Newest days first across all tenants (yesterday for every tenant before the day before for any), at
+    most `max_days` per run: a long history is finished by the next runs, and the dashboard counts a day without a row
+    from its events meanwhile. Idempotent; returns how many days it wrote."""
     now = now or timezone.now()
     time_zone = timezone.get_current_timezone_name()
     last_day = timezone.localtime(now - ROLLUP_SETTLE).date() - timedelta(days=1)
     oldest = last_day - timedelta(days=MAX_PERIOD_DAYS)
-    written = 0
     # Crosses tenants on purpose (a maintenance job); each tenant's rows are computed from its own events only.
+    missing: list[tuple[date, Tenant]] = []
     for tenant in Tenant.objects.order_by("pk"):
-        if written >= max_days:
-            break
         first = (
             DedupEvent.objects.for_tenant(tenant).order_by("created_at").values_list("created_at", flat=True).first()
         )
@@ -1029,26 +1028,35 @@ def dedup_figures_rollup(*, now: datetime | None = None, max_days: int = 1000) -
             .filter(day__gte=first_day, day__lte=last_day, time_zone=time_zone)
             .values_list("day", flat=True)
         )
-        rows = []
-        day = last_day
-        while day >= first_day and written + len(rows) < max_days:
-            if day not in done:
-                groups, histogram, events = day_figures_compute(tenant=tenant, day=day)
-                rows.append(
-                    DedupDayFigures(
-                        tenant=tenant, day=day, time_zone=time_zone, groups=groups, histogram=histogram, events=events
-                    )
-                )
-            day -= timedelta(days=1)
-        # Upsert: a row of another time zone is replaced, and two runs at once write the same figures.
-        DedupDayFigures.objects.bulk_create(
-            rows,
-            batch_size=500,
-            update_conflicts=True,
-            unique_fields=["tenant", "day"],
-            update_fields=["time_zone", "groups", "histogram", "events", "computed_at"],
+        missing += [
+            (day, tenant)
+            for day in (first_day + timedelta(days=offset) for offset in range((last_day - first_day).days + 1))
+            if day not in done
+        ]
+    missing.sort(key=lambda item: (item[0], -item[1].pk), reverse=True)  # newest day first; by tenant within a day
+    rows = []
+    for day, tenant in missing[:max_days]:
+        groups, histogram, events = day_figures_compute(tenant=tenant, day=day)
+        rows.append(
+            DedupDayFigures(
+                tenant=tenant, day=day, time_zone=time_zone, groups=groups, histogram=histogram, events=events
+            )
         )
-        written += len(rows)
+        if len(rows) == 500:
+            _day_figures_write(rows)
+    _day_figures_write(rows)
+    written = min(len(missing), max_days)
     if written:
         logger.info("dashboard rollup: %s tenant-days written", written)
     return written
+
+
+def _day_figures_write(rows: list[DedupDayFigures]) -> None:
+    """Upsert and empty `rows`: a row of another time zone is replaced, and two runs at once write the same figures."""
+    DedupDayFigures.objects.bulk_create(
+        rows,
+        update_conflicts=True,
+        unique_fields=["tenant", "day"],
+        update_fields=["time_zone", "groups", "histogram", "events", "computed_at"],
+    )
+    rows.clear()

@@ -337,3 +337,31 @@ def test_rollup_writes_each_past_day_once_after_it_settles_and_per_time_zone(ten
         assert dict(rows.values_list("day", "events"))[date(2026, 5, 4)] == 1
         rolled = dashboard_get(tenant=tenant, start=date(2026, 5, 1), end=date(2026, 5, 7), threshold=0.9)
         assert [d.totals.turns for d in rolled.days] == [1, 0, 0, 1, 0, 0, 0]
+
+
+@pytest.mark.django_db
+def test_rollup_writes_the_newest_days_of_every_tenant_first(tenant, other_tenant):
+    from datetime import datetime, timedelta
+    from zoneinfo import ZoneInfo
+
+    from django.utils import timezone
+
+    from conversations.models import DedupDayFigures, DedupEvent
+    from conversations.services import dedup_figures_rollup
+    from tests.factories import DedupEventFactory
+
+    utc = ZoneInfo("UTC")
+    for owner in (tenant, other_tenant):
+        for offset in range(10):  # 1 to 10 June
+            event = DedupEventFactory(tenant=owner, turn=None)
+            moment = datetime(2026, 6, 1, 12, tzinfo=utc) + timedelta(days=offset)
+            DedupEvent.objects.for_tenant(owner).filter(pk=event.pk).update(created_at=moment)
+
+    with timezone.override(utc):
+        assert dedup_figures_rollup(now=datetime(2026, 6, 11, 1, tzinfo=utc), max_days=4) == 4
+        # 10 and 9 June for both tenants, not four days of the first tenant's history.
+        for owner in (tenant, other_tenant):
+            days = set(DedupDayFigures.objects.for_tenant(owner).values_list("day", flat=True))
+            assert days == {date(2026, 6, 10), date(2026, 6, 9)}
+        assert dedup_figures_rollup(now=datetime(2026, 6, 11, 1, tzinfo=utc)) == 16
+        assert DedupDayFigures.objects.for_tenant(tenant).count() == 10
