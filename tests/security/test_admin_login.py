@@ -122,3 +122,13 @@ def test_an_admin_login_rate_that_does_not_parse_stops_the_start(settings):
     settings.ADMIN_LOGIN_FAILURE_RATE = "lots"
     with pytest.raises(ImproperlyConfigured, match="KB_ADMIN_LOGIN_FAILURE_RATE"):
         rate_limits_validate()
+
+
+def test_the_in_process_fallback_also_asks_without_spending():
+    """Redis down: the per-process limiter answers the same questions the same way."""
+    limiter = throttling._LocalLimiter()
+    rate = throttling.rate_parse("6/min", burst=2)
+    assert all(limiter.decide("k", rate, consume=False)[0] for _ in range(10))
+    assert limiter.decide("k", rate)[0] and limiter.decide("k", rate)[0]
+    allowed, wait_us = limiter.decide("k", rate, consume=False)
+    assert not allowed and 5_000_000 < wait_us <= 10_000_000
