@@ -3,8 +3,6 @@ existing entry to each tenant whose chunks still have its text; an entry no chun
 cache: the worst a missing entry costs is one encoding). Step 2 (0005) makes the tenant required. Two migrations,
 because PostgreSQL refuses to alter a table in the transaction that wrote rows with deferred foreign-key checks."""
 
-from collections import defaultdict
-
 import django.db.models.deletion
 from django.db import migrations, models
 
@@ -12,34 +10,21 @@ BATCH = 500
 
 
 def entries_to_tenants(apps, schema_editor):
-    entry_model = apps.get_model("retrieval", "EmbeddingCacheEntry")
-    chunk_model = apps.get_model("retrieval", "Chunk")
-    last = 0
-    while True:
-        batch = list(
-            entry_model.objects.filter(pk__gt=last, tenant__isnull=True)
-            .order_by("pk")
-            .values_list("pk", "model_name", "text_hash", "vector")[:BATCH]
+    """Two set-based statements, so the database joins the whole cache with the chunks' distinct texts once (a hash
+    join on PostgreSQL) instead of looking the chunks up batch by batch without an index on the text hash alone."""
+    entry_table = apps.get_model("retrieval", "EmbeddingCacheEntry")._meta.db_table
+    chunk_table = apps.get_model("retrieval", "Chunk")._meta.db_table
+    quote = schema_editor.connection.ops.quote_name
+    with schema_editor.connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {quote(entry_table)} (tenant_id, model_name, text_hash, vector, created_at) "
+            f"SELECT holders.tenant_id, e.model_name, e.text_hash, e.vector, e.created_at "
+            f"FROM {quote(entry_table)} e "
+            f"JOIN (SELECT DISTINCT tenant_id, content_hash FROM {quote(chunk_table)}) holders "
+            f"ON holders.content_hash = e.text_hash "
+            f"WHERE e.tenant_id IS NULL"
         )
-        if not batch:
-            return
-        last = batch[-1][0]
-        holders = defaultdict(set)
-        for tenant_id, content_hash in (
-            chunk_model.objects.filter(content_hash__in={row[2] for row in batch})
-            .values_list("tenant_id", "content_hash")
-            .distinct()
-        ):
-            holders[content_hash].add(tenant_id)
-        entry_model.objects.bulk_create(
-            [
-                entry_model(tenant_id=tenant_id, model_name=model_name, text_hash=text_hash, vector=vector)
-                for _, model_name, text_hash, vector in batch
-                for tenant_id in sorted(holders.get(text_hash, ()))
-            ],
-            ignore_conflicts=True,
-        )
-        entry_model.objects.filter(pk__in=[row[0] for row in batch]).delete()
+        cursor.execute(f"DELETE FROM {quote(entry_table)} WHERE tenant_id IS NULL")
 
 
 def entries_to_shared(apps, schema_editor):
