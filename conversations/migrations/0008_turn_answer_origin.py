@@ -1,35 +1,29 @@
 """Turn.answer_origin: the QA pair whose answer a served turn gave, so serving a served turn again gives that pair's
-current answer. Turns served before it are backfilled from matched_turn (the pair they were served from), following
-a copy of a copy to the first answer: in primary-key order, the pair a copy was served from is always done first."""
-
-from collections import defaultdict
+current answer. Turns served before it are backfilled from matched_turn (the pair they were served from), then a
+copy of a copy is pointed at the first answer, one level per statement until none is left (chains are short)."""
 
 import django.db.models.deletion
 from django.db import migrations, models
+from django.db.models import F, OuterRef, Subquery
 
-BATCH = 1000
+MAX_LEVELS = 100
 
 
 def origins_backfill(apps, schema_editor):
     turn_model = apps.get_model("conversations", "Turn")
-    served = turn_model.objects.filter(decision="served_cached", matched_turn__isnull=False)
-    last = 0
-    while True:
-        rows = list(served.filter(pk__gt=last).order_by("pk").values_list("pk", "matched_turn_id")[:BATCH])
-        if not rows:
-            return
-        last = rows[-1][0]
-        origin_of = dict(
-            turn_model.objects.filter(pk__in={matched for _, matched in rows}, answer_origin__isnull=False).values_list(
-                "pk", "answer_origin_id"
-            )
-        )
-        by_origin = defaultdict(list)
-        for pk, matched in rows:
-            origin_of[pk] = origin_of.get(matched, matched)
-            by_origin[origin_of[pk]].append(pk)
-        for origin, pks in by_origin.items():
-            turn_model.objects.filter(pk__in=pks).update(answer_origin_id=origin)
+    turn_model.objects.filter(decision="served_cached", matched_turn__isnull=False).update(
+        answer_origin=F("matched_turn")
+    )
+    origin_of_origin = Subquery(turn_model.objects.filter(pk=OuterRef("answer_origin")).values("answer_origin")[:1])
+    for _ in range(MAX_LEVELS):
+        if not turn_model.objects.filter(answer_origin__answer_origin__isnull=False).update(
+            answer_origin=origin_of_origin
+        ):
+            break
+    if schema_editor.connection.vendor == "postgresql":
+        # The updates queued foreign-key checks; PostgreSQL refuses the index AddField creates at the end of this
+        # migration while any are pending, so run them now.
+        schema_editor.execute("SET CONSTRAINTS ALL IMMEDIATE")
 
 
 class Migration(migrations.Migration):
