@@ -244,12 +244,16 @@ def repeat_label(event: EventFacts) -> bool | None:
     when the event is unreviewed, had no nearest match, or was not decided on similarity."""
     if not event.is_reviewed or event.similarity is None:
         return None
-    correct = event.review_verdict == ReviewVerdict.CORRECT
-    if event.action == DedupAction.SERVED_CACHED:
-        return correct
-    if event.action == DedupAction.ANSWERED:
-        return not correct
-    return None
+    if event.action not in (DedupAction.SERVED_CACHED, DedupAction.ANSWERED):
+        return None
+    return _judged_repeat(action=event.action, review_verdict=event.review_verdict)
+
+
+def _judged_repeat(*, action: str, review_verdict: str) -> bool:
+    """A reviewed decision taken on similarity was a true repeat when it served and was judged correct, or answered
+    afresh and was judged incorrect (a missed repeat)."""
+    correct = review_verdict == ReviewVerdict.CORRECT
+    return correct if action == DedupAction.SERVED_CACHED else not correct
 
 
 def what_if_compute(
@@ -298,9 +302,7 @@ class WhatIfCounts:
 
     @property
     def is_repeat(self) -> bool:
-        """As `repeat_label`: served and judged correct, or answered afresh and judged incorrect."""
-        correct = self.review_verdict == ReviewVerdict.CORRECT
-        return correct if self.action == DedupAction.SERVED_CACHED else not correct
+        return _judged_repeat(action=self.action, review_verdict=self.review_verdict)
 
 
 def what_if_from_counts(
@@ -452,11 +454,14 @@ def _histogram_of(events) -> list[tuple[str, int, int]]:  # noqa: ANN001
     return [(row["action"], int(row["bin"]), row["events"]) for row in rows]
 
 
-def dashboard_groups(*, tenant: Tenant, start: date, end: date) -> list[EventFacts]:
+def dashboard_groups(
+    *, tenant: Tenant, start: date, end: date, rolled: dict[date, DedupDayFigures] | None = None
+) -> list[EventFacts]:
     """The tenant's events from `start` to `end` (whole days), counted and summed by local day, action, shadow and
     relaxed (reviews are left out: `dashboard_reviewed`): from the day rollups where the task has written them
-    (`DedupDayFigures`), else by the database from the events."""
-    rolled = _rolled_days(tenant=tenant, start=start, end=end)
+    (`DedupDayFigures`; `rolled` when the caller has read them already), else by the database from the events."""
+    if rolled is None:
+        rolled = _rolled_days(tenant=tenant, start=start, end=end)
     facts = [
         EventFacts(
             day=row.day,
@@ -475,10 +480,13 @@ def dashboard_groups(*, tenant: Tenant, start: date, end: date) -> list[EventFac
     return facts + (_groups_of(live) if live is not None else [])
 
 
-def dashboard_histogram_groups(*, tenant: Tenant, start: date, end: date) -> list[EventFacts]:
+def dashboard_histogram_groups(
+    *, tenant: Tenant, start: date, end: date, rolled: dict[date, DedupDayFigures] | None = None
+) -> list[EventFacts]:
     """The period's events that had a nearest match, counted by action and similarity bin, from the day rollups
-    and the events of the days without one. `day` is the period's first day."""
-    rolled = _rolled_days(tenant=tenant, start=start, end=end)
+    (`rolled` as for dashboard_groups) and the events of the days without one. `day` is the period's first day."""
+    if rolled is None:
+        rolled = _rolled_days(tenant=tenant, start=start, end=end)
     counts: dict[tuple[str, int], int] = {}
     for row in rolled.values():
         for action, similarity_bin, count in row.histogram:
@@ -563,12 +571,13 @@ def settings_changes_in_period(*, tenant: Tenant, start: date, end: date, limit:
 
 
 def dashboard_get(*, tenant: Tenant, start: date, end: date, threshold: float) -> Dashboard:
+    rolled = _rolled_days(tenant=tenant, start=start, end=end)  # read once, for the groups and the histogram
     return dashboard_compute(
-        dashboard_groups(tenant=tenant, start=start, end=end),
+        dashboard_groups(tenant=tenant, start=start, end=end, rolled=rolled),
         start=start,
         end=end,
         threshold=threshold,
-        histogram_events=dashboard_histogram_groups(tenant=tenant, start=start, end=end),
+        histogram_events=dashboard_histogram_groups(tenant=tenant, start=start, end=end, rolled=rolled),
         reviewed=dashboard_reviewed(tenant=tenant, start=start, end=end),
         what_if=dashboard_what_if(tenant=tenant, start=start, end=end, current=threshold),
     )
