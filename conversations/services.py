@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -776,7 +776,25 @@ def _commit_without_flush() -> None:
             cursor.execute("SET LOCAL synchronous_commit TO OFF")
 
 
-def _turn_persist(
+def _turn_persist(**fields: Any) -> Turn:
+    """Write the turn (`_turn_write`). A turn that names another turn (the pair it matched or served, or a close
+    match it refused) can lose a race with the purge: the other turn's conversation expires and is deleted between
+    the decision and this commit, and the deferred foreign-key check fails at COMMIT. The answer is still right (it
+    was read while the pair existed), so the write is redone once with the vanished references left empty (the
+    audit event keeps their numbers in its `_ref` columns); the common path pays no extra query."""
+    decision: decisions.DuplicateDecision = fields["decision"]
+    matched: StoredAnswer | None = fields["matched"]
+    referenced = {pk for pk in (decision.turn_id, matched.turn_id if matched else None) if pk is not None}
+    try:
+        return _turn_write(**fields)
+    except IntegrityError:
+        if not referenced:
+            raise
+        logger.info("turn write lost a race with the purge (turns %s); writing it again", sorted(referenced))
+    return _turn_write(**fields, recheck_references=referenced)
+
+
+def _turn_write(
     *,
     tenant: Tenant,
     conversation: Conversation,
@@ -795,9 +813,12 @@ def _turn_persist(
     matched: StoredAnswer | None,
     elapsed_ms: float,
     event: dict,
+    recheck_references: set[int] | None = None,
 ) -> Turn:
     """One transaction: lock the conversation row (so concurrent turns queue here and get distinct numbers), write
-    the QA pair, mark what it showed as consumed by this turn, move the expiry, write the audit event."""
+    the QA pair, mark what it showed as consumed by this turn, move the expiry, write the audit event.
+    `recheck_references`: turns this one names that may have been deleted since the decision; those still there are
+    locked against deletion until the commit, the others are not named."""
     now = timezone.now()
     with transaction.atomic():
         if action == DedupAction.SERVED_CACHED and settings.ASYNC_COMMIT_CACHED_TURNS:
@@ -805,6 +826,18 @@ def _turn_persist(
         number = _turn_number_take(
             tenant=tenant, conversation=conversation, now=now, expires_at=now + timedelta(seconds=ttl_seconds)
         )
+        present = None
+        if recheck_references:
+            present = set(
+                Turn.objects.for_tenant(tenant)
+                .select_for_update(no_key=True)
+                .filter(pk__in=recheck_references)
+                .values_list("pk", flat=True)
+            )
+
+        def still_there(pk: int | None) -> int | None:
+            return pk if present is None or pk in present else None
+
         turn = Turn.objects.create(
             tenant=tenant,
             conversation=conversation,
@@ -822,8 +855,8 @@ def _turn_persist(
             context_tokens=context_tokens,
             decision=action,
             similarity=decision.similarity,
-            matched_turn_id=decision.turn_id if decision.hit and matched is not None else None,
-            answer_origin_id=matched.turn_id if action == DedupAction.SERVED_CACHED else None,
+            matched_turn_id=still_there(decision.turn_id) if decision.hit and matched is not None else None,
+            answer_origin_id=still_there(matched.turn_id) if action == DedupAction.SERVED_CACHED else None,
             elapsed_ms=elapsed_ms,
         )
         consumed = _consumed_of(sources=sources, turn_number=number)
@@ -846,7 +879,7 @@ def _turn_persist(
             turn=turn,
             turn_ref=turn.pk,
             similarity=decision.similarity,
-            matched_turn_id=decision.turn_id,
+            matched_turn_id=still_there(decision.turn_id),
             matched_turn_ref=decision.turn_id,
             pair_probability=decision.probability,
             match_passes_checks=decision.passes_checks,
