@@ -21,7 +21,7 @@ import numpy as np
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import F, Q
+from django.db.models import F, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from conversations import decisions
@@ -1048,23 +1048,31 @@ def dedup_figures_rollup(*, now: datetime | None = None, max_days: int = 1000) -
     last_day = timezone.localtime(now - ROLLUP_SETTLE).date() - timedelta(days=1)
     oldest = last_day - timedelta(days=MAX_PERIOD_DAYS)
     # Crosses tenants on purpose (a maintenance job); each tenant's rows are computed from its own events only.
+    # Two queries whatever the number of tenants: each tenant's first event (one index probe per tenant, inside the
+    # query) and the days already written in the period.
+    first_event = (
+        DedupEvent.objects.unscoped().filter(tenant_id=OuterRef("pk")).order_by("created_at").values("created_at")[:1]
+    )
+    tenants = [
+        (tenant, first)
+        for tenant, first in (
+            (tenant, tenant.first_event_at)
+            for tenant in Tenant.objects.annotate(first_event_at=Subquery(first_event)).order_by("pk")
+        )
+        if first is not None
+    ]
+    done: set[tuple[int, date]] = set(
+        DedupDayFigures.objects.unscoped()
+        .filter(day__gte=oldest, day__lte=last_day, time_zone=time_zone)
+        .values_list("tenant_id", "day")
+    )
     missing: list[tuple[date, Tenant]] = []
-    for tenant in Tenant.objects.order_by("pk"):
-        first = (
-            DedupEvent.objects.for_tenant(tenant).order_by("created_at").values_list("created_at", flat=True).first()
-        )
-        if first is None:
-            continue
+    for tenant, first in tenants:
         first_day = max(timezone.localtime(first).date(), oldest)
-        done = set(
-            DedupDayFigures.objects.for_tenant(tenant)
-            .filter(day__gte=first_day, day__lte=last_day, time_zone=time_zone)
-            .values_list("day", flat=True)
-        )
         missing += [
             (day, tenant)
             for day in (first_day + timedelta(days=offset) for offset in range((last_day - first_day).days + 1))
-            if day not in done
+            if (tenant.pk, day) not in done
         ]
     missing.sort(key=lambda item: (item[0], -item[1].pk), reverse=True)  # newest day first; by tenant within a day
     rows = []

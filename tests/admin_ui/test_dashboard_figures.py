@@ -365,3 +365,33 @@ def test_rollup_writes_the_newest_days_of_every_tenant_first(tenant, other_tenan
             assert days == {date(2026, 6, 10), date(2026, 6, 9)}
         assert dedup_figures_rollup(now=datetime(2026, 6, 11, 1, tzinfo=utc)) == 16
         assert DedupDayFigures.objects.for_tenant(tenant).count() == 10
+
+
+@pytest.mark.django_db
+def test_rollup_finds_missing_days_in_two_queries_whatever_the_number_of_tenants(django_assert_num_queries):
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    from django.utils import timezone
+
+    from conversations.models import DedupDayFigures, DedupEvent
+    from conversations.services import dedup_figures_rollup
+    from tenants.services import tenant_get_or_create
+    from tests.factories import DedupEventFactory
+
+    utc = ZoneInfo("UTC")
+    tenants = [tenant_get_or_create(slug=f"t{n}", name=f"T{n}")[0] for n in range(4)]
+    for offset, tenant in enumerate(tenants[:3]):  # the fourth has no events: nothing to roll up
+        event = DedupEventFactory(tenant=tenant, turn=None)
+        moment = datetime(2026, 5, 1 + offset, 10, tzinfo=utc)
+        DedupEvent.objects.for_tenant(tenant).filter(pk=event.pk).update(created_at=moment)
+
+    with timezone.override(utc):
+        now = datetime(2026, 5, 6, 1, tzinfo=utc)
+        assert dedup_figures_rollup(now=now) == 5 + 4 + 3  # each tenant from its first event's day to 5 May
+        assert sorted(DedupDayFigures.objects.unscoped().values_list("tenant__slug", "day"))[:2] == [
+            ("t0", date(2026, 5, 1)),
+            ("t0", date(2026, 5, 2)),
+        ]
+        with django_assert_num_queries(2):
+            assert dedup_figures_rollup(now=now) == 0
