@@ -197,25 +197,33 @@ def auth_failure_check(*, address: str) -> tuple[bool, float]:
 
 
 # --- admin sign-in ---------------------------------------------------------------------------------------------------
-def _admin_login_budgets(*, address: str, username: str) -> tuple[Rate | None, list[str]]:
+def admin_account_key(username: str) -> str:
+    """The account's name in budget keys and device cookies: a hash, so neither Redis nor a cookie holds it."""
+    return hashlib.sha256(username.strip().lower().encode()).hexdigest()[:32]
+
+
+def _admin_login_budgets(*, address: str, username: str, device: str | None) -> tuple[Rate | None, list[str]]:
+    """The budgets an attempt answers to: the address's, and the account's, or instead of the account's the
+    device's when the browser has signed in to this account before (`tenants.admin_login`)."""
     rate = rate_parse(settings.ADMIN_LOGIN_FAILURE_RATE, burst=settings.ADMIN_LOGIN_FAILURE_BURST)
-    account = hashlib.sha256(username.strip().lower().encode()).hexdigest()[:32]
-    return rate, [f"adminfail:address:{address}", f"adminfail:account:{account}"]
+    second = f"adminfail:device:{device}" if device else f"adminfail:account:{admin_account_key(username)}"
+    return rate, [f"adminfail:address:{address}", second]
 
 
-def admin_login_wait(*, address: str, username: str) -> float:
-    """Seconds before another admin sign-in may be tried from `address` or for `username`; 0 when it may be now.
-    Asks only: an attempt spends the budgets when it fails (`admin_login_failed`), so correct sign-ins never do."""
-    rate, budgets = _admin_login_budgets(address=address, username=username)
+def admin_login_wait(*, address: str, username: str, device: str | None = None) -> float:
+    """Seconds before another admin sign-in may be tried from `address` for `username` (from a known `device`, if
+    any); 0 when it may be now. Asks only: an attempt spends the budgets when it fails (`admin_login_failed`), so
+    correct sign-ins never do."""
+    rate, budgets = _admin_login_budgets(address=address, username=username, device=device)
     if rate is None:
         return 0.0
     return max(_limit_decide(name, rate, consume=False)[1] for name in budgets)
 
 
-def admin_login_failed(*, address: str, username: str) -> None:
+def admin_login_failed(*, address: str, username: str, device: str | None = None) -> None:
     """Spend one failed attempt from both budgets: the client address's (one machine guessing many accounts)
-    and the account's (many machines guessing one account)."""
-    rate, budgets = _admin_login_budgets(address=address, username=username)
+    and the account's (many machines guessing one account), or the known device's instead of the account's."""
+    rate, budgets = _admin_login_budgets(address=address, username=username, device=device)
     if rate is not None:
         for name in budgets:
             _limit_decide(name, rate)

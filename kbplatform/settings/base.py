@@ -46,6 +46,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "kbplatform.middleware.ApiJsonErrorsMiddleware",
     "kbplatform.middleware.AdminRefusalsMiddleware",
+    "tenants.admin_login.AdminDeviceCookieMiddleware",
 ]
 
 ROOT_URLCONF = "kbplatform.urls"
@@ -234,6 +235,9 @@ AUTH_FAILURE_BURST = env.int("KB_AUTH_FAILURE_BURST", default=10)
 # form refuses before checking the password, until the budget refills. Correct sign-ins are never counted.
 ADMIN_LOGIN_FAILURE_RATE = env.str("KB_ADMIN_LOGIN_FAILURE_RATE", default="30/hour")
 ADMIN_LOGIN_FAILURE_BURST = env.int("KB_ADMIN_LOGIN_FAILURE_BURST", default=10)
+# A browser that signed in to an account before answers to its own budget for that account, not the account's
+# (so strangers spending the account's budget do not keep its admin out); 0 = no device cookies.
+ADMIN_DEVICE_COOKIE_DAYS = env.int("KB_ADMIN_DEVICE_COOKIE_DAYS", default=90)
 HEALTH_WORKER_TIMEOUT = env.float("KB_HEALTH_WORKER_TIMEOUT", default=1.5)
 
 LOGGING = {

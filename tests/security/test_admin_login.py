@@ -11,6 +11,7 @@ from django.test import Client, override_settings
 from django.urls import reverse
 
 from tenants import throttling
+from tenants.admin_login import DEVICE_COOKIE
 from tenants.models import Role
 from tests.admin_ui.conftest import PASSWORD, user_with_role
 
@@ -132,3 +133,72 @@ def test_the_in_process_fallback_also_asks_without_spending():
     assert limiter.decide("k", rate)[0] and limiter.decide("k", rate)[0]
     allowed, wait_us = limiter.decide("k", rate, consume=False)
     assert not allowed and 5_000_000 < wait_us <= 10_000_000
+
+
+def test_strangers_spending_the_accounts_budget_do_not_keep_out_the_admins_own_browser(refusals, staff):
+    """The admin's browser signed in before, so it holds a device cookie: while strangers from many addresses spend
+    the account's budget, a fresh browser is refused and the admin's own browser still signs in."""
+    with override_settings(**BUDGET):
+        browser, response = _sign_in(staff.username, PASSWORD, _address())
+        assert response.status_code == 302 and _signed_in(browser)
+        cookie = response.cookies[DEVICE_COOKIE]
+        assert cookie["httponly"] and cookie["path"] == "/admin/" and cookie["samesite"] == "Lax"
+        assert staff.username not in cookie.value  # the account is named by a hash only
+        browser.post(reverse("admin:logout"))  # signs out; the device cookie stays, as in a browser
+        assert not _signed_in(browser)
+
+        for _ in range(3):
+            client, _ = _sign_in(staff.username, "wrong", _address())
+            assert not _signed_in(client)
+        fresh, response = _sign_in(staff.username, PASSWORD, _address())
+        assert not _signed_in(fresh) and "Too many failed sign-ins" in response.content.decode()
+
+        browser.defaults["REMOTE_ADDR"] = _address()
+        response = browser.post(LOGIN_URL, {"username": staff.username, "password": PASSWORD, "next": "/admin/"})
+        assert response.status_code == 302 and _signed_in(browser)
+
+
+def test_a_device_cookie_is_no_way_round_the_limit(staff):
+    """Wrong passwords from a known browser spend that browser's own budget: it is refused like anyone else."""
+    with override_settings(**BUDGET):
+        browser, response = _sign_in(staff.username, PASSWORD, _address())
+        assert _signed_in(browser)
+        browser.post(reverse("admin:logout"))  # signs out; the device cookie stays, as in a browser
+        assert not _signed_in(browser)
+        for _ in range(3):
+            browser.defaults["REMOTE_ADDR"] = _address()
+            browser.post(LOGIN_URL, {"username": staff.username, "password": "wrong", "next": "/admin/"})
+            assert not _signed_in(browser)
+        browser.defaults["REMOTE_ADDR"] = _address()
+        response = browser.post(LOGIN_URL, {"username": staff.username, "password": PASSWORD, "next": "/admin/"})
+        assert not _signed_in(browser) and "Too many failed sign-ins" in response.content.decode()
+        # The account's budget was not spent by it: another browser still signs in.
+        client, response = _sign_in(staff.username, PASSWORD, _address())
+        assert response.status_code == 302 and _signed_in(client)
+
+
+def test_a_device_cookie_counts_only_for_its_accounts_and_only_intact(staff, tenant):
+    from django.core import signing
+
+    from tenants.admin_login import DEVICE_SALT, device_cookie_value, known_device
+
+    other = user_with_role(tenant, Role.ADMIN, f"other-{uuid.uuid4().hex[:6]}")
+    with override_settings(**BUDGET):
+        browser, response = _sign_in(staff.username, PASSWORD, _address())
+        value = response.cookies[DEVICE_COOKIE].value
+    request = type("Request", (), {"COOKIES": {DEVICE_COOKIE: value}})()
+    device = known_device(request, staff.username)
+    assert device and known_device(request, f"  {staff.username.upper()} ") == device  # as the budgets name it
+    assert known_device(request, other.username) is None
+    tampered = type("Request", (), {"COOKIES": {DEVICE_COOKIE: value[:-2] + "xx"}})()
+    assert known_device(tampered, staff.username) is None
+    forged = signing.dumps({"d": "mine", "a": ["0" * 32]}, salt="another salt")
+    assert known_device(type("Request", (), {"COOKIES": {DEVICE_COOKIE: forged}})(), staff.username) is None
+    # A second account on the same browser keeps the device id and both accounts.
+    both = type("Request", (), {"COOKIES": {DEVICE_COOKIE: device_cookie_value(request, other.username)}})()
+    assert known_device(both, staff.username) == known_device(both, other.username) == device
+    assert signing.loads(both.COOKIES[DEVICE_COOKIE], salt=DEVICE_SALT)["d"] == device
+    with override_settings(ADMIN_DEVICE_COOKIE_DAYS=0):
+        assert known_device(request, staff.username) is None
+        _, response = _sign_in(staff.username, PASSWORD, _address())
+        assert DEVICE_COOKIE not in response.cookies
