@@ -173,10 +173,12 @@ def dedup_policy_update(*, tenant: Tenant, **changes: Any) -> DedupPolicy:
 QUESTION_BACKFILL_BATCH = 500
 
 
-def question_index_backfill(*, tenant_id: int, batch_size: int = QUESTION_BACKFILL_BATCH) -> int:
-    """Index the tenant's questions asked within its policy's TTL for tenant-scope dedup; returns how many. Safe
-    to run twice (an upsert by turn id) and a no-op when the tenant no longer uses tenant scope. Raises
-    VectorStoreUnavailable for the task to retry."""
+def question_index_backfill(
+    *, tenant_id: int, turn_ids: list[int] | None = None, batch_size: int = QUESTION_BACKFILL_BATCH
+) -> int:
+    """Index the tenant's questions asked within its policy's TTL (only those of `turn_ids`, when given) for
+    tenant-scope dedup; returns how many. Safe to run twice (an upsert by turn id) and a no-op when the tenant no
+    longer uses tenant scope. Raises VectorStoreUnavailable for the task to retry."""
     tenant = Tenant.objects.filter(pk=tenant_id).first()
     if tenant is None:
         return 0
@@ -186,7 +188,7 @@ def question_index_backfill(*, tenant_id: int, batch_size: int = QUESTION_BACKFI
     since = timezone.now() - timedelta(seconds=policy.ttl_seconds)
     turns = (
         Turn.objects.for_tenant(tenant)
-        .filter(created_at__gte=since)
+        .filter(created_at__gte=since, **({"pk__in": turn_ids} if turn_ids is not None else {}))
         .order_by("pk")
         .values_list("pk", "knowledge_base_id", "created_at", "question_vector", "knowledge_base__embedding_dimension")
     )
@@ -940,7 +942,14 @@ def _after_commit(
                 dimension=conversation.knowledge_base.embedding_dimension,
             )
         except vectorstore.VectorStoreUnavailable:
-            logger.warning("question index unavailable: turn %s not indexed for tenant-scope dedup", turn.pk)
+            # The turn is committed; its question is indexed by a worker once Milvus answers again, so it is not
+            # missing from tenant-scope dedup for good.
+            logger.warning("question index unavailable: turn %s queued for indexing by a worker", turn.pk)
+            from conversations.tasks import question_index_backfill_task
+
+            transaction.on_commit(
+                lambda: question_index_backfill_task.delay(tenant.pk, turn_ids=[turn.pk]), robust=True
+            )
 
 
 # --- answers supplied by the client (retrieve mode) -----------------------------------------------------------------

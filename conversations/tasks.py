@@ -16,10 +16,11 @@ def conversations_purge_expired_task() -> int:
 
 
 @shared_task(bind=True, name="conversations.question_index_backfill", acks_late=True, max_retries=MAX_RETRIES)
-def question_index_backfill_task(self, tenant_id: int) -> int:  # noqa: ANN001
-    """Index a tenant's recent questions for tenant-scope dedup; Milvus being down is retried with backoff."""
+def question_index_backfill_task(self, tenant_id: int, turn_ids: list[int] | None = None) -> int:  # noqa: ANN001
+    """Index a tenant's recent questions (or those of `turn_ids`) for tenant-scope dedup; Milvus being down is
+    retried with backoff."""
     try:
-        return question_index_backfill(tenant_id=tenant_id)
+        return question_index_backfill(tenant_id=tenant_id, turn_ids=turn_ids)
     except VectorStoreUnavailable as exc:
         raise self.retry(exc=exc, countdown=retry_countdown(self.request.retries)) from exc
 

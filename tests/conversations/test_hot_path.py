@@ -228,3 +228,38 @@ def test_switching_to_tenant_scope_indexes_the_questions_asked_before(
     assert after["dedup"]["matched_turn_id"] in (first["turn_id"], before["turn_id"])
     # Another tenant's backfill indexes only its own questions (none here), and a tenant off tenant scope none.
     assert services.question_index_backfill(tenant_id=other_tenant.pk) == 0
+
+
+def test_a_question_milvus_refused_to_index_is_queued_and_indexed_later(
+    api_client, kb, tenant, django_capture_on_commit_callbacks, monkeypatch
+):
+    """Milvus fails the question's upsert after the turn is committed: the turn stands, a worker is asked to index
+    just that question, and once it has, another user's paraphrase is served from it."""
+    from conversations import tasks
+
+    name = vectorstore.question_collection_ensure(dimension=kb.embedding_dimension)
+    vectorstore._connect().delete(collection_name=name, filter=vectorstore.question_filter_build(tenant_id=tenant.pk))
+    dedup_policy_update(tenant=tenant, scope="tenant")
+    enqueued = []
+    monkeypatch.setattr(
+        tasks.question_index_backfill_task, "delay", lambda tenant_id, turn_ids: enqueued.append((tenant_id, turn_ids))
+    )
+    real_upsert = vectorstore.question_vectors_upsert
+
+    def refused(**kwargs):  # noqa: ANN003, ANN202
+        raise vectorstore.VectorStoreUnavailable("Milvus timed out")
+
+    monkeypatch.setattr(vectorstore, "question_vectors_upsert", refused)
+    with django_capture_on_commit_callbacks(execute=True):
+        first = ask(api_client, start(api_client, kb, user_id="a"), "How do I reset my password?")
+    assert Turn.objects.for_tenant(tenant).filter(pk=first["turn_id"]).exists()
+    assert enqueued == [(tenant.pk, [first["turn_id"]])]
+    monkeypatch.setattr(vectorstore, "question_vectors_upsert", real_upsert)
+
+    # Not found before the worker has run, found after; the task indexes that turn only.
+    before = ask(api_client, start(api_client, kb, user_id="b"), "How can I reset my password?")
+    assert before["dedup"]["action"] == "answered"
+    assert services.question_index_backfill(tenant_id=tenant.pk, turn_ids=[first["turn_id"]]) == 1
+    after = ask(api_client, start(api_client, kb, user_id="c"), "How can I reset my password?")
+    assert after["dedup"]["action"] == "served_cached"
+    assert after["dedup"]["matched_turn_id"] in (first["turn_id"], before["turn_id"])
