@@ -7,12 +7,13 @@ against many machines guessing one. While either is spent, the form refuses befo
 even a right guess does not get in until the budget refills. Correct sign-ins spend nothing. Every failure and
 every refusal is a `refusal` line on the `kbplatform.refusals` logger, like the API's.
 
-A stranger who knows an admin's user name could spend the account budget to keep that admin out. So a browser
-that has signed in to an account gets a device cookie (signed, HttpOnly, `KB_ADMIN_DEVICE_COOKIE_DAYS`), and its
-attempts for that account answer to a budget of their own instead of the account's: the admin's usual browser
-still signs in while the account's budget is spent by others, and the cookie is no way round the limit, since
-its own failures spend its own budget (and the address's). This is OWASP's "device cookies" defence. `REMOTE_ADDR`
-is the proxy's address behind a proxy, as for the API's limit (docs/operations.md).
+A stranger who knows an admin's user name could spend the account budget, and behind a proxy anyone could spend
+the address budget (`REMOTE_ADDR` is then the proxy's, as for the API's limit; docs/operations.md), to keep admins
+out. So a browser that has signed in to an account gets a device cookie (signed, HttpOnly,
+`KB_ADMIN_DEVICE_COOKIE_DAYS`), and its attempts for that account answer to a budget of their own instead of the
+address's and the account's: the admin's usual browser still signs in while others have spent those, and the
+cookie is no way round the limit, since its own failures spend its own budget. This is OWASP's "device cookies"
+defence.
 """
 
 from __future__ import annotations

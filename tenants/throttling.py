@@ -203,11 +203,13 @@ def admin_account_key(username: str) -> str:
 
 
 def _admin_login_budgets(*, address: str, username: str, device: str | None) -> tuple[Rate | None, list[str]]:
-    """The budgets an attempt answers to: the address's, and the account's, or instead of the account's the
-    device's when the browser has signed in to this account before (`tenants.admin_login`)."""
+    """The budgets an attempt answers to: the address's and the account's, or only the device's when the browser
+    has signed in to this account before (`tenants.admin_login`): strangers, from elsewhere or from behind the same
+    proxy, cannot spend it."""
     rate = rate_parse(settings.ADMIN_LOGIN_FAILURE_RATE, burst=settings.ADMIN_LOGIN_FAILURE_BURST)
-    second = f"adminfail:device:{device}" if device else f"adminfail:account:{admin_account_key(username)}"
-    return rate, [f"adminfail:address:{address}", second]
+    if device:
+        return rate, [f"adminfail:device:{device}"]
+    return rate, [f"adminfail:address:{address}", f"adminfail:account:{admin_account_key(username)}"]
 
 
 def admin_login_wait(*, address: str, username: str, device: str | None = None) -> float:
@@ -222,7 +224,7 @@ def admin_login_wait(*, address: str, username: str, device: str | None = None) 
 
 def admin_login_failed(*, address: str, username: str, device: str | None = None) -> None:
     """Spend one failed attempt from both budgets: the client address's (one machine guessing many accounts)
-    and the account's (many machines guessing one account), or the known device's instead of the account's."""
+    and the account's (many machines guessing one account); from a known device, from the device's only."""
     rate, budgets = _admin_login_budgets(address=address, username=username, device=device)
     if rate is not None:
         for name in budgets:

@@ -158,6 +158,22 @@ def test_strangers_spending_the_accounts_budget_do_not_keep_out_the_admins_own_b
         assert response.status_code == 302 and _signed_in(browser)
 
 
+def test_behind_one_proxy_address_strangers_do_not_keep_out_the_admins_own_browser(staff):
+    """Everyone comes from the proxy's address: strangers spend the address's budget (and the account's), a fresh
+    browser is refused, the admin's own browser is not."""
+    proxy = _address()
+    with override_settings(**BUDGET):
+        browser, response = _sign_in(staff.username, PASSWORD, proxy)
+        assert _signed_in(browser)
+        browser.post(reverse("admin:logout"))
+        for _ in range(3):
+            _sign_in(f"nobody-{uuid.uuid4().hex[:6]}", "wrong", proxy)
+        fresh, response = _sign_in(staff.username, PASSWORD, proxy)
+        assert not _signed_in(fresh) and "Too many failed sign-ins" in response.content.decode()
+        response = browser.post(LOGIN_URL, {"username": staff.username, "password": PASSWORD, "next": "/admin/"})
+        assert response.status_code == 302 and _signed_in(browser)
+
+
 def test_a_device_cookie_is_no_way_round_the_limit(staff):
     """Wrong passwords from a known browser spend that browser's own budget: it is refused like anyone else."""
     with override_settings(**BUDGET):
