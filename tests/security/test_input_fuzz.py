@@ -7,8 +7,10 @@ import io
 import json
 
 import pytest
+from django.test import override_settings
 
 from kbplatform.parsers import charset_is_bytes_codec
+from tests.factories import KnowledgeBaseFactory
 from tests.security.world import tenant_snapshot
 
 KEYS_URL = "/api/v1/api-keys/"
@@ -111,3 +113,44 @@ def test_a_query_string_with_a_bytes_codec_charset_is_415_before_django_reads_it
 def test_a_text_charset_still_reaches_the_api(in_process_wsgi):
     status, _, body = _wsgi_call(path="/api/v1/whoami/", query="x=1", content_type="text/plain; charset=utf-8")
     assert status.startswith("401"), body
+
+
+# --- more fields or files than Django reads ----------------------------------------------------------------------
+
+
+def _multipart_parts(count: int, *, files: bool) -> bytes:
+    disposition = 'name="file"; filename="f{}.txt"' if files else 'name="f{}"'
+    parts = "".join(
+        f"--kbb\r\nContent-Disposition: form-data; {disposition.format(i)}\r\n\r\nvalue\r\n" for i in range(count)
+    )
+    return (parts + "--kbb--\r\n").encode()
+
+
+@pytest.mark.django_db
+@override_settings(DATA_UPLOAD_MAX_NUMBER_FIELDS=5, DATA_UPLOAD_MAX_NUMBER_FILES=2)
+@pytest.mark.parametrize(
+    ("method", "url", "body", "content_type", "words"),
+    [
+        ("GET", "/api/v1/audit-events/?" + "&".join(f"a{i}=1" for i in range(6)), b"", "", "more than 5 fields"),
+        ("GET", "/api/v1/whoami/?" + "&".join(f"a{i}=1" for i in range(6)), b"", "", "more than 5 fields"),
+        (
+            "POST",
+            KEYS_URL,
+            "&".join(f"a{i}=1" for i in range(6)).encode(),
+            "application/x-www-form-urlencoded",
+            "more than 5 fields",
+        ),
+        ("POST", "{documents}", _multipart_parts(6, files=False), "multipart/form-data; boundary=kbb", "5 fields"),
+        ("POST", "{documents}", _multipart_parts(3, files=True), "multipart/form-data; boundary=kbb", "2 files"),
+    ],
+    ids=["query-list", "query-whoami", "form", "multipart-fields", "multipart-files"],
+)
+def test_more_fields_or_files_than_django_reads_is_400_and_stores_nothing(
+    api_client, tenant, method, url, body, content_type, words
+):
+    knowledge_base = KnowledgeBaseFactory(tenant=tenant)
+    url = url.replace("{documents}", f"/api/v1/knowledge-bases/{knowledge_base.pk}/documents/")
+    before = tenant_snapshot(tenant)
+    response = api_client.generic(method, url, body, content_type=content_type)
+    _assert_refused(response, 400, words)
+    assert tenant_snapshot(tenant) == before
