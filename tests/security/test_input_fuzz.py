@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import pytest
 from django.test import override_settings
 
 from kbplatform.parsers import charset_is_bytes_codec
+from retrieval.models import Document
+from retrieval.services import STORED_NAME_MAX_BYTES, stored_file_name
 from tests.factories import KnowledgeBaseFactory
 from tests.security.world import tenant_snapshot
 
@@ -154,3 +157,76 @@ def test_more_fields_or_files_than_django_reads_is_400_and_stores_nothing(
     response = api_client.generic(method, url, body, content_type=content_type)
     _assert_refused(response, 400, words)
     assert tenant_snapshot(tenant) == before
+
+
+# --- uploaded file names ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("client_name", "stored"),
+    [
+        ("notes.md", "notes.md"),
+        ("my notes.md", "my_notes.md"),
+        ("résumé.txt", "résumé.txt"),
+        ("   ", "upload"),
+        ("!!!", "upload"),
+        ("", "upload"),
+        ("@#$.pdf", "upload.pdf"),
+        ("b" * 300 + ".txt", "b" * (STORED_NAME_MAX_BYTES - 4) + ".txt"),
+        ("é" * 200 + ".txt", "é" * ((STORED_NAME_MAX_BYTES - 4) // 2) + ".txt"),
+        ("x." + "e" * 40, "x." + "e" * 15),
+    ],
+)
+def test_stored_file_name(client_name, stored):
+    assert stored_file_name(client_name) == stored
+    assert len(stored_file_name(client_name).encode()) <= STORED_NAME_MAX_BYTES
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "filename",
+    [
+        "b" * 251 + ".txt",  # fits once; the storage's suffix for the second took it past 255 bytes
+        "é" * 200 + ".txt",  # 404 bytes: past the file system's 255 per name
+        "文" * 100 + ".txt",
+        "   ",  # Django cannot derive a storage name from it
+        "@#$",
+    ],
+    ids=["255-ascii-twice", "long-latin", "long-cjk", "blank", "punctuation"],
+)
+def test_any_file_name_is_stored_and_kept_as_sent(api_client, tenant, settings, filename):
+    knowledge_base = KnowledgeBaseFactory(tenant=tenant)
+    for _ in range(2):
+        body = (
+            b'--kbb\r\nContent-Disposition: form-data; name="file"; filename="'
+            + filename.encode()
+            + b'"\r\nContent-Type: text/plain\r\n\r\nPlain text for the index.\r\n--kbb--\r\n'
+        )
+        response = api_client.generic(
+            "POST",
+            f"/api/v1/knowledge-bases/{knowledge_base.pk}/documents/",
+            body,
+            content_type="multipart/form-data; boundary=kbb",
+        )
+        assert response.status_code == 202, response.content[:300]
+        document = Document.objects.for_tenant(tenant).get(pk=response.json()["id"])
+        assert document.source_filename == filename
+        assert document.source_file.read() == b"Plain text for the index."
+        assert Path(document.source_file.path).resolve().is_relative_to(Path(settings.MEDIA_ROOT).resolve())
+
+
+@pytest.mark.django_db
+def test_a_part_content_type_postgresql_cannot_store_is_dropped(api_client, tenant):
+    knowledge_base = KnowledgeBaseFactory(tenant=tenant)
+    body = (
+        b'--kbb\r\nContent-Disposition: form-data; name="file"; filename="a.txt"\r\n'
+        b"Content-Type: text/pl\x00ain\r\n\r\nPlain text.\r\n--kbb--\r\n"
+    )
+    response = api_client.generic(
+        "POST",
+        f"/api/v1/knowledge-bases/{knowledge_base.pk}/documents/",
+        body,
+        content_type="multipart/form-data; boundary=kbb",
+    )
+    assert response.status_code == 202, response.content[:300]
+    assert Document.objects.for_tenant(tenant).get(pk=response.json()["id"]).content_type == ""
