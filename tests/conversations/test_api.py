@@ -425,6 +425,19 @@ def test_audit_events_filter(api_client, kb):
     assert api_client.get("/api/v1/audit-events/?action=nonsense").status_code == 400
 
 
+@pytest.mark.parametrize("offset", [2**63, 10**20])
+def test_audit_events_offset_past_the_databases_range_is_400(api_client, offset):
+    response = api_client.get(f"/api/v1/audit-events/?offset={offset}")
+    assert response.status_code == 400, response.content[:300]
+    assert "offset" in response.json()["extra"]["fields"]
+
+
+def test_audit_events_largest_offset_is_an_empty_page(api_client):
+    response = api_client.get(f"/api/v1/audit-events/?offset={2**63 - 1}&limit=500")
+    assert response.status_code == 200
+    assert response.json()["results"] == []
+
+
 def test_bad_input_is_400(api_client, kb):
     conversation_id = start(api_client, kb)
     url = f"/api/v1/conversations/{conversation_id}/messages/"
