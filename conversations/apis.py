@@ -257,7 +257,10 @@ class AuditEventListApi(TenantApi):
         params = dict(filters.validated_data)
         limit, offset = params.pop("limit"), params.pop("offset")
         events = selectors.dedup_event_list(
-            tenant=self.tenant, conversation_id=params.pop("conversation", None), **params
+            tenant=self.tenant,
+            conversation_id=params.pop("conversation", None),
+            allowed_knowledge_base_id=self.api_key.knowledge_base_id,
+            **params,
         )
         page = list(events[offset : offset + limit])
         return Response(
