@@ -203,6 +203,10 @@ class DedupPolicyApi(TenantApi):
         return Response(self.PolicySerializer(services.dedup_policy_get(tenant=self.tenant)).data)
 
 
+# The largest OFFSET PostgreSQL takes (a bigint); past it the query fails instead of returning an empty page.
+AUDIT_EVENTS_MAX_OFFSET = 2**63 - 1
+
+
 class AuditEventListApi(TenantApi):
     MAX_LIMIT = 500
 
@@ -214,7 +218,7 @@ class AuditEventListApi(TenantApi):
         similarity_min = serializers.FloatField(required=False, min_value=-1, max_value=1)
         similarity_max = serializers.FloatField(required=False, min_value=-1, max_value=1)
         limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=100)
-        offset = serializers.IntegerField(required=False, min_value=0, default=0)
+        offset = serializers.IntegerField(required=False, min_value=0, max_value=AUDIT_EVENTS_MAX_OFFSET, default=0)
 
     class OutputSerializer(serializers.Serializer):
         id = serializers.IntegerField()
@@ -253,7 +257,10 @@ class AuditEventListApi(TenantApi):
         params = dict(filters.validated_data)
         limit, offset = params.pop("limit"), params.pop("offset")
         events = selectors.dedup_event_list(
-            tenant=self.tenant, conversation_id=params.pop("conversation", None), **params
+            tenant=self.tenant,
+            conversation_id=params.pop("conversation", None),
+            allowed_knowledge_base_id=self.api_key.knowledge_base_id,
+            **params,
         )
         page = list(events[offset : offset + limit])
         return Response(

@@ -36,8 +36,14 @@ def dedup_event_list(
     created_to: datetime | None = None,
     similarity_min: float | None = None,
     similarity_max: float | None = None,
+    allowed_knowledge_base_id: int | None = None,
 ) -> QuerySet[DedupEvent]:
+    """The tenant's audit events, newest first. With `allowed_knowledge_base_id` (a key bound to one knowledge
+    base), only events of that knowledge base's conversations; events whose conversation was purged can no longer
+    be placed in a knowledge base and are left out for such a key."""
     events = DedupEvent.objects.for_tenant(tenant)
+    if allowed_knowledge_base_id is not None:
+        events = events.filter(conversation__knowledge_base_id=allowed_knowledge_base_id)
     if action:
         events = events.filter(action=action)
     if conversation_id is not None:

@@ -9,8 +9,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation, TooManyFieldsSent, TooManyFilesSent
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import InterfaceError, OperationalError
 from django.http import Http404
@@ -44,6 +45,17 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
     return response
 
 
+def _suspicious_message(exc: SuspiciousOperation) -> str:
+    if isinstance(exc, TooManyFieldsSent):
+        return (
+            f"The request has more than {settings.DATA_UPLOAD_MAX_NUMBER_FIELDS} fields "
+            "(query parameters and form fields)."
+        )
+    if isinstance(exc, TooManyFilesSent):
+        return f"The request has more than {settings.DATA_UPLOAD_MAX_NUMBER_FILES} files; send one file per document."
+    return "The request is not valid."
+
+
 def _error_response(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, ApplicationError):
         headers = {"Retry-After": "5"} if exc.status_code == 503 else None
@@ -58,6 +70,11 @@ def _error_response(exc: Exception, context: dict[str, Any]) -> Response | None:
         return Response(
             {"message": "The request body is too large.", "extra": {}}, status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
         )
+    elif isinstance(exc, SuspiciousOperation):
+        # What Django answers 400 outside DRF (and logs as a security event); reading the query string or body of a
+        # request with more fields or files than Django reads raises these inside the view.
+        logging.getLogger(f"django.security.{exc.__class__.__name__}").error(str(exc))
+        return Response({"message": _suspicious_message(exc), "extra": {}}, status=status.HTTP_400_BAD_REQUEST)
     elif isinstance(exc, UnicodeDecodeError):
         return Response({"message": "The request body is not valid UTF-8.", "extra": {}}, status=400)
     elif isinstance(exc, (OperationalError, InterfaceError)):

@@ -1,17 +1,43 @@
-"""Keep `/api/` answers JSON even outside DRF views (unknown paths, bodies Django refuses, crashes), and log the
-admin's refused pages as the API's refusals are logged."""
+"""Keep `/api/` answers JSON even outside DRF views (unknown paths, bodies Django refuses, crashes), refuse requests
+Django cannot even build, and log the admin's refused pages as the API's refusals are logged."""
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils.http import parse_header_parameters
 
+from kbplatform.parsers import charset_is_bytes_codec
 from kbplatform.refusals import ADMIN_PREFIX, refusal_log
 
 logger = logging.getLogger("kbplatform.api")
+
+
+class BytesCodecCharsetRefusal:
+    """WSGI wrapper: a request whose Content-Type charset is a bytes-to-bytes codec (`rot13`, `base64`...) is a 415
+    before Django sees it. Django decodes the query string with the declared charset while it builds the request,
+    outside every middleware and view, so such a request with a query string raised LookupError out of the WSGI
+    handler: a bare 500 from the server, whatever the path."""
+
+    def __init__(self, application: Callable[..., Iterable[bytes]]):
+        self.application = application
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        _, params = parse_header_parameters(environ.get("CONTENT_TYPE", ""))
+        charset = params.get("charset", "")
+        if not charset_is_bytes_codec(charset):
+            return self.application(environ, start_response)
+        message = f'The charset "{charset}" is not a text encoding; send the request in UTF-8.'
+        body = json.dumps({"message": message, "extra": {}}).encode()
+        start_response(
+            "415 Unsupported Media Type", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
+        )
+        return [body]
 
 
 class ApiJsonErrorsMiddleware:

@@ -8,6 +8,8 @@
   characters and stored.
 - Multipart: field names, values and file names that are not valid UTF-8 are refused (Django would decode them
   with replacement characters); file contents are bytes and go to the document parser untouched.
+- JSON and multipart: a charset that names one of Python's bytes-to-bytes codecs (`rot13`, `base64`, `zlib`...) is
+  a 415; decoding with it raised LookupError.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import QueryDict
 from django.http.multipartparser import MultiPartParser as DjangoMultiPartParser
 from django.http.multipartparser import MultiPartParserError
-from rest_framework.exceptions import ParseError
+from rest_framework.exceptions import ParseError, UnsupportedMediaType
 from rest_framework.parsers import DataAndFiles, FormParser, JSONParser, MultiPartParser
 from rest_framework.utils import json
 
@@ -55,6 +57,33 @@ def json_body_problem(value: Any, depth_limit: int) -> str | None:
     return None
 
 
+def charset_is_bytes_codec(name: str) -> bool:
+    """Whether `name` is a codec Python knows that does not turn bytes into text (`rot13`, `base64`, `zlib`...).
+    `codecs.lookup` accepts those, so Django takes them as a request's encoding, and every decode with them raises
+    LookupError. An unknown name is not one: Django ignores it and reads the default charset."""
+    try:
+        codecs.lookup(name)
+    except LookupError:
+        return False
+    try:
+        b"\x00".decode(name)  # not b"": Python returns "" for it without asking what the codec is
+    except LookupError:
+        return True
+    except UnicodeError:
+        pass
+    return False
+
+
+def _text_encoding(parser_context: dict | None, media_type: str | None, default: str) -> str:
+    """The request's declared encoding, refused with 415 when it cannot decode text at all."""
+    encoding = (parser_context or {}).get("encoding") or default
+    if charset_is_bytes_codec(encoding):
+        raise UnsupportedMediaType(
+            media_type, detail=f'The charset "{encoding}" is not a text encoding; send the body in UTF-8.'
+        )
+    return encoding
+
+
 def body_read_limited(stream: Any, parser_context: dict | None) -> bytes:
     """The whole body, refused with 413 beyond DATA_UPLOAD_MAX_MEMORY_SIZE. DRF reads JSON and form bodies from
     the raw stream, which Django does not size-check, so without this a client could make a worker hold any
@@ -75,7 +104,7 @@ def body_read_limited(stream: Any, parser_context: dict | None) -> bytes:
 
 class SafeJSONParser(JSONParser):
     def parse(self, stream, media_type=None, parser_context=None):  # noqa: ANN001, ANN201
-        encoding = (parser_context or {}).get("encoding") or "utf-8"
+        encoding = _text_encoding(parser_context, media_type, "utf-8")
         body = body_read_limited(stream, parser_context)
         try:
             data = json.loads(body.decode(encoding), parse_constant=json.strict_constant)
@@ -133,7 +162,7 @@ class StrictMultiPartParser(MultiPartParser):
     def parse(self, stream, media_type=None, parser_context=None):  # noqa: ANN001, ANN201
         parser_context = parser_context or {}
         request = parser_context["request"]
-        encoding = parser_context.get("encoding") or settings.DEFAULT_CHARSET
+        encoding = _text_encoding(parser_context, media_type, settings.DEFAULT_CHARSET)
         if codecs.lookup(encoding).name == "utf-8":
             encoding = STRICT_UTF8
         meta = request.META.copy()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -21,11 +22,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.core.exceptions import SuspiciousFileOperation
 from django.core.files.base import ContentFile
 from django.core.files.uploadedfile import UploadedFile
 from django.db import DatabaseError, IntegrityError, InterfaceError, OperationalError, transaction
 from django.db.models import Case, F, FloatField, IntegerField, Q, Value, When
 from django.utils import timezone
+from django.utils.text import get_valid_filename
 
 from kbplatform.errors import ApplicationError, ConflictError
 from retrieval import embeddings, vectorstore
@@ -99,6 +102,31 @@ def _external_id_check(*, tenant: Tenant, knowledge_base: KnowledgeBase, externa
         )
 
 
+# Room below the 255 bytes a file system allows per name, for the suffix the storage adds when a name is taken.
+STORED_NAME_MAX_BYTES = 120
+_STORED_EXTENSION_MAX_BYTES = 16
+
+
+def _utf8_prefix(text: str, max_bytes: int) -> str:
+    return text.encode("utf-8")[:max_bytes].decode("utf-8", "ignore")
+
+
+def stored_file_name(client_name: str) -> str:
+    """The name an upload is stored under: the client's file name under Django's valid-name rules, at most
+    STORED_NAME_MAX_BYTES of UTF-8 with its extension kept, never empty or hidden. Any name a client sends can be
+    stored this way; the name as sent is kept in `source_filename`."""
+    try:
+        name = get_valid_filename(client_name)
+    except SuspiciousFileOperation:
+        name = ""
+    if name.startswith("."):
+        name = f"upload{name}"  # not a hidden file: ".pdf" is what is left of "@#$.pdf"
+    stem, extension = os.path.splitext(name)
+    extension = _utf8_prefix(extension, _STORED_EXTENSION_MAX_BYTES)
+    stem = _utf8_prefix(stem, STORED_NAME_MAX_BYTES - len(extension.encode("utf-8")))
+    return f"{stem or 'upload'}{extension}"
+
+
 def document_create(
     *,
     tenant: Tenant,
@@ -122,7 +150,9 @@ def document_create(
     if file is not None:
         document.source_kind = SourceKind.FILE
         document.source_filename = (file.name or "upload")[-255:]
-        document.content_type = (getattr(file, "content_type", "") or "")[:100]
+        declared_type = getattr(file, "content_type", "") or ""
+        # Only informative (the parser detects the kind from the bytes); NUL and other controls cannot be stored.
+        document.content_type = declared_type[:100] if declared_type.isprintable() else ""
         document.size_bytes = file.size or 0
         document.title = document.title or document.source_filename
         try:
@@ -158,7 +188,7 @@ def document_create(
     try:
         with transaction.atomic():
             if file is not None and not failure:
-                document.source_file.save(document.source_filename, file, save=False)
+                document.source_file.save(stored_file_name(document.source_filename), file, save=False)
                 stored_name = document.source_file.name
             document.save()
             if not failure:
@@ -233,7 +263,9 @@ def documents_create_bulk(
                     document.error_message = str(exc)
                     document.failed_at = timezone.now()
                 else:
-                    document.source_file.save(document.source_filename, ContentFile(item.file_bytes), save=False)
+                    document.source_file.save(
+                        stored_file_name(document.source_filename), ContentFile(item.file_bytes), save=False
+                    )
             else:
                 text = item.text or ""
                 document.source_kind = SourceKind.TEXT

@@ -12,6 +12,7 @@ import secrets
 
 KEY_PREFIX_LENGTH = 8
 _ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
+_PREFIX_CHARACTERS = frozenset(_ALPHABET)
 
 
 def key_generate() -> tuple[str, str]:
@@ -25,9 +26,12 @@ def key_hash(raw_key: str) -> str:
 
 
 def key_prefix(raw_key: str) -> str | None:
-    """The prefix of a well-formed key, else None."""
+    """The prefix of a well-formed key, else None. Only characters keys are made of pass: anything else (a NUL,
+    which PostgreSQL refuses in a query) cannot name a key and never reaches the database."""
     parts = raw_key.split("_", 2)
     if len(parts) != 3 or parts[0] != "kb" or len(parts[1]) != KEY_PREFIX_LENGTH or not parts[2]:
+        return None
+    if not set(parts[1]) <= _PREFIX_CHARACTERS:
         return None
     return parts[1]
 

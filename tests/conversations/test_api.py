@@ -5,7 +5,16 @@ from __future__ import annotations
 import pytest
 from django.conf import settings
 
-from conversations.models import ConsumedItem, DedupEvent, DedupPolicy, Intent, Turn
+from conversations.models import (
+    ConsumedItem,
+    DedupAction,
+    DedupEvent,
+    DedupPolicy,
+    DedupScope,
+    Granularity,
+    Intent,
+    Turn,
+)
 from conversations.services import dedup_policy_update
 from conversations.state import state_key
 from kbplatform.redis_client import redis_connection
@@ -13,6 +22,7 @@ from retrieval.models import Chunk
 from tenants.models import ApiKeyRole
 from tests.conftest import _client_for
 from tests.conversations.helpers import indexed_kb
+from tests.security.world import world_build
 
 pytestmark = pytest.mark.django_db
 
@@ -425,6 +435,19 @@ def test_audit_events_filter(api_client, kb):
     assert api_client.get("/api/v1/audit-events/?action=nonsense").status_code == 400
 
 
+@pytest.mark.parametrize("offset", [2**63, 10**20])
+def test_audit_events_offset_past_the_databases_range_is_400(api_client, offset):
+    response = api_client.get(f"/api/v1/audit-events/?offset={offset}")
+    assert response.status_code == 400, response.content[:300]
+    assert "offset" in response.json()["extra"]["fields"]
+
+
+def test_audit_events_largest_offset_is_an_empty_page(api_client):
+    response = api_client.get(f"/api/v1/audit-events/?offset={2**63 - 1}&limit=500")
+    assert response.status_code == 200
+    assert response.json()["results"] == []
+
+
 def test_bad_input_is_400(api_client, kb):
     conversation_id = start(api_client, kb)
     url = f"/api/v1/conversations/{conversation_id}/messages/"
@@ -444,3 +467,29 @@ def test_key_bound_to_another_knowledge_base_sees_404(api_client, tenant, kb):
     conversation_id = start(api_client, kb)
     assert bound.get(f"/api/v1/conversations/{conversation_id}/").status_code == 404
     assert bound.post("/api/v1/conversations/", {"knowledge_base": kb.pk}, format="json").status_code == 404
+
+
+def test_a_key_bound_to_one_knowledge_base_sees_only_its_audit_events(tenant):
+    world = world_build(tenant=tenant, marker="bound")
+    second = world.objects["second_conversation"]
+    DedupEvent.objects.create(
+        tenant=tenant,
+        conversation=second,
+        conversation_ref=second.pk,
+        action=DedupAction.ANSWERED,
+        reason="of the second knowledge base",
+        scope=DedupScope.SESSION,
+        threshold=0.9,
+        question_window=10,
+        exclusion_window=5,
+        granularity=Granularity.CHUNK,
+    )
+    bound = _client_for(tenant)
+    bound.credentials(HTTP_AUTHORIZATION=f"Api-Key {world.raw_keys['kb_admin']}")
+    body = bound.get("/api/v1/audit-events/").json()
+    assert body["count"] == 1
+    assert [event["conversation"] for event in body["results"]] == [world.id_of("conversation")]
+    assert bound.get(f"/api/v1/audit-events/?conversation={second.pk}").json()["count"] == 0
+    tenant_wide = _client_for(tenant)
+    tenant_wide.credentials(HTTP_AUTHORIZATION=f"Api-Key {world.raw_keys['admin']}")
+    assert tenant_wide.get("/api/v1/audit-events/").json()["count"] == 2

@@ -6,6 +6,8 @@ import json
 import logging
 
 import pytest
+from django.core import signals
+from django.db import close_old_connections
 
 
 @pytest.fixture
@@ -21,3 +23,14 @@ def refusals(caplog):
         ]
 
     return lines
+
+
+@pytest.fixture
+def in_process_wsgi(db):
+    """Keep the test's database connection open across WSGI calls, as Django's test client does: the request
+    signals would otherwise close it (and with it the test's transaction) after every request."""
+    signals.request_started.disconnect(close_old_connections)
+    signals.request_finished.disconnect(close_old_connections)
+    yield
+    signals.request_started.connect(close_old_connections)
+    signals.request_finished.connect(close_old_connections)

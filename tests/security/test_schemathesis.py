@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import pytest
 import schemathesis
-from django.core import signals
-from django.db import close_old_connections
 from django.test import override_settings
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
@@ -38,17 +36,6 @@ CHECKS = [
 # Not `negative_data_rejection`: DRF deliberately coerces scalars (a JSON 0 where a string is documented
 # becomes "0") and reads an empty optional query value as absent. Those requests are accepted with a valid
 # response, which the checks above verify; what must never happen (a 5xx, an undocumented answer) is checked.
-
-
-@pytest.fixture
-def in_process_wsgi(db):
-    """Keep the test's database connection open across WSGI calls, as Django's test client does: the request
-    signals would otherwise close it (and with it the test's transaction) after every request."""
-    signals.request_started.disconnect(close_old_connections)
-    signals.request_finished.disconnect(close_old_connections)
-    yield
-    signals.request_started.connect(close_old_connections)
-    signals.request_finished.connect(close_old_connections)
 
 
 @pytest.fixture

@@ -35,6 +35,8 @@ def test_whoami_reports_tenant_and_prefix(api_client, tenant):
         ("Api-Key ", "empty"),
         ("Api-Key kb_nothere1_secret", "not valid"),
         ("Api-Key garbage", "not valid"),
+        ("Api-Key kb_\x00\x00\x00\x00\x00\x00\x00\x00_secret", "not valid"),  # PostgreSQL cannot compare NUL
+        ("Api-Key kb_abc\xe9defg_secret", "not valid"),
     ],
 )
 def test_bad_keys_are_401_with_message(db, header, message):
@@ -45,6 +47,24 @@ def test_bad_keys_are_401_with_message(db, header, message):
     assert response.status_code == 401
     assert message in response.json()["message"]
     assert response.json()["extra"] == {}
+
+
+@pytest.mark.parametrize(
+    ("raw_key", "prefix"),
+    [
+        ("kb_abcd1234_secret", "abcd1234"),
+        ("kb_abcd1234_sec_ret", "abcd1234"),
+        ("kb_abcd123_secret", None),
+        ("kb_abcd1234_", None),
+        ("kb_ABCD1234_secret", None),
+        ("kb_abcd\x00234_secret", None),
+        ("kb_abcd-234_secret", None),
+        ("xx_abcd1234_secret", None),
+        ("", None),
+    ],
+)
+def test_key_prefix_only_of_well_formed_keys(raw_key, prefix):
+    assert key_prefix(raw_key) == prefix
 
 
 def test_right_prefix_wrong_secret_is_401(api_client):
