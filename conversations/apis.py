@@ -5,12 +5,17 @@ from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status
+from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.response import Response
 
 from conversations import admin_services, selectors, services
 from conversations.models import DedupAction, DedupScope, Granularity
 from tenants.api import TenantApi
-from tenants.permissions import IsTenantAdminKey
+from tenants.permissions import IsTenantAdminKey, IsTenantWideKey
+
+
+class IsTenantWideKeyForPolicy(IsTenantWideKey):
+    message = "This API key is limited to one knowledge base and cannot change the tenant's dedup policy."
 
 
 class TurnSerializer(serializers.Serializer):
@@ -168,7 +173,16 @@ class TurnAnswerApi(TenantApi):
 
 
 class DedupPolicyApi(TenantApi):
+    """The tenant's policy: admin keys read it; changing it, which applies to every knowledge base of the tenant,
+    needs an admin key of the whole tenant (a key limited to one knowledge base is a 403)."""
+
     extra_permission_classes = [IsTenantAdminKey]
+
+    def get_permissions(self) -> list[BasePermission]:
+        permissions = super().get_permissions()
+        if self.request.method not in SAFE_METHODS:
+            permissions.append(IsTenantWideKeyForPolicy())
+        return permissions
 
     class PolicySerializer(serializers.Serializer):
         scope = serializers.ChoiceField(choices=DedupScope.choices)

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
-from rest_framework.permissions import BasePermission
 from rest_framework.response import Response
 
 from kbplatform.errors import NotFoundError
 from retrieval.selectors import knowledge_base_get
 from tenants.api import TenantApi
 from tenants.models import ApiKey, ApiKeyRole
-from tenants.permissions import IsTenantAdminKey
+from tenants.permissions import IsTenantAdminKey, IsTenantWideKey
 from tenants.selectors import api_key_get, api_key_list
 from tenants.services import api_key_create, api_key_revoke
 
@@ -44,13 +43,8 @@ class WhoAmIApi(TenantApi):
         return Response(self.OutputSerializer(data).data)
 
 
-class IsTenantWideKey(BasePermission):
-    """The key is not limited to one knowledge base."""
-
+class IsTenantWideKeyForKeys(IsTenantWideKey):
     message = "This API key is limited to one knowledge base and cannot manage API keys."
-
-    def has_permission(self, request, view) -> bool:  # noqa: ANN001
-        return request.auth is not None and request.auth.knowledge_base_id is None
 
 
 class ApiKeyOutputSerializer(serializers.ModelSerializer):
@@ -72,7 +66,7 @@ class ApiKeyOutputSerializer(serializers.ModelSerializer):
 
 
 class _ApiKeyAdminApi(TenantApi):
-    extra_permission_classes = [IsTenantAdminKey, IsTenantWideKey]
+    extra_permission_classes = [IsTenantAdminKey, IsTenantWideKeyForKeys]
 
     def api_key_or_404(self, api_key_id: int) -> ApiKey:
         api_key = api_key_get(tenant=self.tenant, api_key_id=api_key_id)

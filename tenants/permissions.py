@@ -19,3 +19,13 @@ class IsTenantAdminKey(HasTenantApiKey):
 
     def has_permission(self, request, view) -> bool:  # noqa: ANN001
         return super().has_permission(request, view) and request.auth.role == ApiKeyRole.ADMIN
+
+
+class IsTenantWideKey(BasePermission):
+    """The key is not limited to one knowledge base: for what reaches the whole tenant (key management, the
+    tenant's dedup policy)."""
+
+    message = "This API key is limited to one knowledge base; this needs a key of the whole tenant."
+
+    def has_permission(self, request, view) -> bool:  # noqa: ANN001
+        return request.auth is not None and request.auth.knowledge_base_id is None

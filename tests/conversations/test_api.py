@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from django.conf import settings
+from rest_framework.test import APIClient
 
 from conversations.models import (
     ConsumedItem,
@@ -384,6 +385,23 @@ def test_conversation_detail_lists_turns(api_client, kb):
     assert body["turn_count"] == 2
     assert [t["number"] for t in body["turns"]] == [1, 2]
     assert body["turns"][1]["decision"] == "smalltalk"
+
+
+def test_a_key_bound_to_one_knowledge_base_reads_but_cannot_change_the_tenants_policy(tenant):
+    """The policy applies to every knowledge base of the tenant; a key limited to one may not change it."""
+    from retrieval.models import KnowledgeBase
+    from tenants.services import api_key_create
+
+    kb = KnowledgeBase.objects.create(tenant=tenant, name="one")
+    _, raw = api_key_create(tenant=tenant, name="bound admin", role=ApiKeyRole.ADMIN, knowledge_base=kb)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Api-Key {raw}")
+    before = client.get("/api/v1/dedup-policy/")
+    assert before.status_code == 200
+    response = client.put("/api/v1/dedup-policy/", {"threshold": 0.5}, format="json")
+    assert response.status_code == 403
+    assert "cannot change the tenant's dedup policy" in response.json()["message"]
+    assert client.get("/api/v1/dedup-policy/").json() == before.json()
 
 
 def test_dedup_policy_admin_only_and_validated(api_client, standard_api_client, other_api_client, tenant):
