@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from django.contrib import admin
+from django.contrib.admin.options import IncorrectLookupParameters
 from django.db import models
 from django.http import HttpRequest
 
@@ -61,6 +62,22 @@ class TenantScopedAdmin(admin.ModelAdmin):
             return set(roles.values())
         tenant_id = self._obj_tenant_id(obj)
         return {roles[tenant_id]} if tenant_id in roles else set()
+
+    # --- query strings: PostgreSQL refuses a NUL character in any text it is sent --------------------------------
+    def get_changelist_instance(self, request: HttpRequest):  # noqa: ANN201
+        """A filter, ordering or page value holding a NUL is the admin's "incorrect lookup" page: passed on, it
+        made PostgreSQL refuse the list's query and the page a server error. This covers every list, its bulk
+        actions and exports built on it."""
+        if any("\x00" in value for _name, values in request.GET.lists() for value in values):
+            raise IncorrectLookupParameters("A query string value holds a NUL character.")
+        return super().get_changelist_instance(request)
+
+    def get_search_results(self, request: HttpRequest, queryset, search_term: str):  # noqa: ANN001, ANN201
+        """No stored text holds a NUL, so a search term with one matches nothing (the autocomplete asks here
+        without the changelist's own check)."""
+        if "\x00" in search_term:
+            return queryset.none(), False
+        return super().get_search_results(request, queryset, search_term)
 
     # --- permissions --------------------------------------------------------------------------------------
     def has_module_permission(self, request: HttpRequest) -> bool:

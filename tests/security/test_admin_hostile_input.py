@@ -1,0 +1,79 @@
+"""Hostile input to the admin, swept over every tenant-scoped admin rather than listed by hand: whatever a query
+string, a filter or a bulk action's selection holds, the answer is a page, a message or the admin's "incorrect
+lookup" page, never a server error, and nothing of another tenant changes."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib import admin
+from django.contrib.admin.views.main import ERROR_FLAG
+from django.urls import reverse
+
+from tenants.admin_scoping import TenantScopedAdmin
+from tenants.models import Role
+from tests.factories import ADMIN_FACTORIES, MembershipFactory, TenantFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+
+SCOPED_ADMINS = [
+    (model, model_admin)
+    for model, model_admin in admin.site._registry.items()
+    if isinstance(model_admin, TenantScopedAdmin)
+]
+
+
+def _changelist(model) -> str:  # noqa: ANN001
+    return reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
+
+
+@pytest.fixture
+def tenant_admin(client):
+    tenant = TenantFactory(slug="hostile-a")
+    user = UserFactory()
+    MembershipFactory(user=user, tenant=tenant, role=Role.ADMIN)
+    client.force_login(user)
+    return tenant
+
+
+def _filter_parameters(client, model) -> list[str]:  # noqa: ANN001
+    """The query parameters the changelist's sidebar filters read."""
+    response = client.get(_changelist(model))
+    assert response.status_code == 200
+    return [name for spec in response.context["cl"].filter_specs for name in spec.expected_parameters()]
+
+
+@pytest.mark.parametrize(("model", "model_admin"), SCOPED_ADMINS, ids=[model.__name__ for model, _ in SCOPED_ADMINS])
+def test_nul_in_any_filter_or_search_is_refused_without_a_server_error(client, tenant_admin, model, model_admin):
+    """PostgreSQL refuses a NUL byte in a text parameter, so a filter that passed it on answered with a 500."""
+    if model in ADMIN_FACTORIES:
+        ADMIN_FACTORIES[model](tenant=tenant_admin)
+    for parameter in ["q", *_filter_parameters(client, model)]:
+        response = client.get(_changelist(model), {parameter: "a\x00b"})
+        assert response.status_code in (200, 302), f"{model.__name__} ?{parameter}=NUL: {response.status_code}"
+        if response.status_code == 302:
+            assert response.url.endswith(f"?{ERROR_FLAG}=1"), response.url
+
+
+def _autocomplete_sources() -> list[tuple[str, str, str]]:
+    """(app_label, model_name, field_name) of every foreign key whose target has a searchable admin."""
+    sources = []
+    for model in admin.site._registry:
+        for field in model._meta.get_fields():
+            target = getattr(field, "related_model", None)
+            if field.many_to_one and field.concrete and target in admin.site._registry:
+                if admin.site._registry[target].search_fields:
+                    sources.append((model._meta.app_label, model._meta.model_name, field.name))
+    return sources
+
+
+@pytest.mark.parametrize(("app_label", "model_name", "field_name"), _autocomplete_sources())
+def test_nul_in_an_autocomplete_search_finds_nothing_without_a_server_error(
+    client, tenant_admin, app_label, model_name, field_name
+):
+    response = client.get(
+        reverse("admin:autocomplete"),
+        {"app_label": app_label, "model_name": model_name, "field_name": field_name, "term": "a\x00b"},
+    )
+    assert response.status_code in (200, 403), response.status_code
+    if response.status_code == 200:
+        assert response.json()["results"] == []
