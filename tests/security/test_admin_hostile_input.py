@@ -7,8 +7,10 @@ from __future__ import annotations
 import pytest
 from django.contrib import admin
 from django.contrib.admin.views.main import ERROR_FLAG
+from django.contrib.messages import get_messages
 from django.urls import reverse
 
+from conversations.models import DedupEvent, ReviewVerdict
 from tenants.admin_scoping import TenantScopedAdmin
 from tenants.models import Role
 from tests.factories import ADMIN_FACTORIES, MembershipFactory, TenantFactory, UserFactory
@@ -77,3 +79,37 @@ def test_nul_in_an_autocomplete_search_finds_nothing_without_a_server_error(
     assert response.status_code in (200, 403), response.status_code
     if response.status_code == 200:
         assert response.json()["results"] == []
+
+
+@pytest.mark.parametrize(("model", "model_admin"), SCOPED_ADMINS, ids=[model.__name__ for model, _ in SCOPED_ADMINS])
+def test_a_bulk_action_on_ids_that_are_not_ids_changes_nothing_without_a_server_error(
+    client, tenant_admin, model, model_admin
+):
+    """Django filtered the list by the posted `_selected_action` values as they came, and a value that is no
+    primary key ("abc", "1.5", "") raised in the middle of the request."""
+    own = ADMIN_FACTORIES[model](tenant=tenant_admin) if model in ADMIN_FACTORIES else None
+    action_form = client.get(_changelist(model)).context["action_form"]
+    if action_form is None:
+        pytest.skip(f"{model.__name__}'s list has no bulk actions")
+    actions = [name for name, _label in action_form.fields["action"].choices if name]
+    for action in actions:
+        for selection in (["abc"], ["1.5"], [""], ["\x00"], [str(own.pk) if own else "1", "abc"]):
+            response = client.post(
+                _changelist(model), {"action": action, "_selected_action": selection, "index": 0, "post": "yes"}
+            )
+            assert response.status_code == 302, f"{model.__name__} {action} {selection!r}: {response.status_code}"
+            shown = [str(message) for message in get_messages(response.wsgi_request)]
+            assert any("not valid" in message for message in shown), shown
+    if own is not None:
+        assert model._base_manager.filter(pk=own.pk).exists()
+
+
+def test_a_selection_with_one_bad_id_reviews_none_of_the_events(client, tenant_admin):
+    event = ADMIN_FACTORIES[DedupEvent](tenant=tenant_admin)
+    response = client.post(
+        _changelist(DedupEvent),
+        {"action": "mark_incorrect", "_selected_action": [event.pk, "abc"], "note": "n", "index": 0},
+    )
+    assert response.status_code == 302
+    event.refresh_from_db()
+    assert event.review_verdict == ReviewVerdict.UNREVIEWED
