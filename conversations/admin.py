@@ -197,7 +197,8 @@ class InputFilter(admin.ListFilter):
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         try:
             return self.apply(queryset)
-        except (TypeError, ValueError) as error:
+        except (TypeError, ValueError, OverflowError) as error:
+            # OverflowError: a date whose period cannot be expressed (the day after 9999-12-31).
             raise IncorrectLookupParameters(error) from error
 
     def apply(self, queryset: QuerySet) -> QuerySet:

@@ -297,13 +297,27 @@ def test_intent_filter_offers_only_own_tenant_intents(client, support_a, events_
     assert b"secret-intent-of-b" not in response.content
 
 
-@pytest.mark.parametrize("query", ["similarity_min=abc", "created_from=2026-13-45", "conversation=x1"])
+@pytest.mark.parametrize(
+    "query", ["similarity_min=abc", "created_from=2026-13-45", "conversation=x1", "created_to=9999-12-31"]
+)
 def test_bad_filter_input_is_refused_without_a_server_error(client, support_a, events_a, query):
     client.force_login(support_a)
     response = client.get(f"{EVENTS_URL}?{query}")
     assert response.status_code in (200, 302)
     if response.status_code == 302:
         assert "e=1" in response.url
+
+
+def test_a_date_filter_at_the_end_of_the_calendar_is_refused_by_export_and_actions(client, support_a, events_a):
+    """The "to" date's period ends at the start of the next day, which 9999-12-31 does not have."""
+    client.force_login(support_a)
+    refused = client.get(f"{EXPORT_URL}?created_to=9999-12-31")
+    assert refused.status_code == 302 and refused.url == EVENTS_URL
+    response = client.post(
+        f"{EVENTS_URL}?created_to=9999-12-31", {"action": "mark_incorrect", "select_across": "1", "index": 0}
+    )
+    assert response.status_code == 302 and "e=1" in response.url
+    assert not DedupEvent.objects.for_tenant(events_a["hit"].tenant).exclude(review_verdict="unreviewed").exists()
 
 
 def test_detail_shows_both_questions_and_answers(client, support_a, events_a):
