@@ -280,6 +280,9 @@ class DashboardPeriodForm(forms.Form):
                 self.add_error("end", "The end date must not be before the start date.")
             elif (end - start).days + 1 > MAX_PERIOD_DAYS:
                 self.add_error("end", f"Choose a period of at most {MAX_PERIOD_DAYS} days.")
+            elif end == date.max:
+                # The period runs to the start of the day after `end`, which the calendar does not have.
+                self.add_error("end", f"Choose an end date before {date.max.isoformat()}.")
         return cleaned
 
 

@@ -462,6 +462,8 @@ def test_dashboard_period_and_false_hit_rate_follow_reviews(client, support_a, e
         ("2026-03-10", "2026-03-01", "must not be before"),
         ("2020-01-01", "2026-01-01", "at most"),
         ("x", "y", "valid date"),
+        ("2026-02-30", "2026-03-01", "valid date"),
+        ("9999-12-01", "9999-12-31", "before 9999-12-31"),
     ],
 )
 def test_dashboard_bad_period_is_a_form_error(client, support_a, events_a, start, end, message):
