@@ -159,7 +159,17 @@ class IntentForm(forms.Form):
         return cleaned
 
 
-IntentFormSet = formset_factory(IntentForm, extra=1, can_delete=True)
+class BaseIntentFormSet(forms.BaseFormSet):
+    def clean(self) -> None:
+        """Each intent is edited on one row. The page never repeats an id, but a hand-made form that did would
+        apply two edits to one intent in turn: delete it, then change the deleted row (a server error), or
+        change it, then delete it (the change silently lost)."""
+        ids = [form.cleaned_data["id"] for form in self.forms if form.cleaned_data.get("id") is not None]
+        if len(ids) != len(set(ids)):
+            raise ValidationError("An intent appears on more than one row; reload the page and edit it once.")
+
+
+IntentFormSet = formset_factory(IntentForm, formset=BaseIntentFormSet, extra=1, can_delete=True)
 
 
 def _intent_initial(intents: list[Intent]) -> list[dict[str, Any]]:

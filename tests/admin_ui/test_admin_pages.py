@@ -211,6 +211,36 @@ def test_builtin_intent_cannot_be_deleted_and_examples_are_required(client, admi
     assert Intent.objects.for_tenant(tenant_a).filter(name="greeting").exists()
 
 
+@pytest.mark.parametrize("deleting_row", ["first", "second"])
+def test_one_intent_on_two_rows_is_a_form_error_and_saves_nothing(client, admin_a, tenant_a, deleting_row):
+    """Only a hand-made form repeats an intent's id; deleting it on one row and editing it on the other was a
+    500 (or a lost edit, the other way round)."""
+    client.force_login(admin_a)
+    page = client.get(SETTINGS_URL)
+    rows = {f.initial["name"]: i for i, f in enumerate(page.context["formset"].initial_forms)}
+    pricing = Intent.objects.for_tenant(tenant_a).get(name="pricing")
+    extra = len(rows)
+    delete_on, edit_on = (rows["pricing"], extra) if deleting_row == "first" else (extra, rows["pricing"])
+    data = settings_post_data(
+        page,
+        threshold="0.8",
+        **{
+            f"intents-{extra}-id": pricing.pk,
+            f"intents-{extra}-name": "pricing",
+            f"intents-{delete_on}-DELETE": "on",
+            f"intents-{delete_on}-examples": "how much does it cost",
+            f"intents-{edit_on}-examples": "what is the price",
+        },
+    )
+    response = client.post(f"{SETTINGS_URL}?tenant={tenant_a.pk}", data)
+    assert response.status_code == 200
+    assert b"more than one row" in response.content
+    pricing.refresh_from_db()
+    assert pricing.examples == ["how much does it cost"]
+    assert DedupPolicy.objects.for_tenant(tenant_a).get().threshold == DEFAULT_THRESHOLD
+    assert not SettingsChange.objects.for_tenant(tenant_a).exists()
+
+
 def test_policy_and_intent_model_pages_point_to_the_settings_page(client, admin_a, tenant_a):
     client.force_login(admin_a)
     policy = DedupPolicy.objects.for_tenant(tenant_a).get()
