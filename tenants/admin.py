@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
 from django.http import HttpRequest
 
 from tenants.admin_scoping import TenantScopedAdmin, request_tenant_ids
@@ -35,7 +36,11 @@ class MembershipByEmailForm(forms.ModelForm):
     """Tenant admins add people by email: a list of every user of the platform would leak other tenants'
     people, so the user is never chosen from a list."""
 
-    email = forms.EmailField(help_text="The person's email; an account is created if there is none.")
+    # The email becomes the account's user name, so it may be no longer than one.
+    email = forms.EmailField(
+        max_length=get_user_model()._meta.get_field(get_user_model().USERNAME_FIELD).max_length,
+        help_text="The person's email; an account is created if there is none.",
+    )
 
     class Meta:
         model = Membership

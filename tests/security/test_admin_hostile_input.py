@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from conversations.models import DedupEvent, ReviewVerdict
 from tenants.admin_scoping import TenantScopedAdmin
-from tenants.models import Role
+from tenants.models import Membership, Role
 from tests.factories import ADMIN_FACTORIES, MembershipFactory, TenantFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -113,3 +113,14 @@ def test_a_selection_with_one_bad_id_reviews_none_of_the_events(client, tenant_a
     assert response.status_code == 302
     event.refresh_from_db()
     assert event.review_verdict == ReviewVerdict.UNREVIEWED
+
+
+def test_a_member_email_longer_than_an_account_name_is_a_form_error(client, tenant_admin):
+    """The email becomes the account's user name (150 characters); a longer one was refused by PostgreSQL."""
+    email = "a" * 150 + "@example.com"
+    response = client.post(
+        reverse("admin:tenants_membership_add"), {"email": email, "tenant": tenant_admin.pk, "role": Role.SUPPORT}
+    )
+    assert response.status_code == 200
+    assert "at most 150 characters" in response.content.decode()
+    assert not Membership.objects.filter(tenant=tenant_admin).exclude(role=Role.ADMIN).exists()
