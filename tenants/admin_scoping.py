@@ -111,6 +111,14 @@ class TenantScopedAdmin(admin.ModelAdmin):
         return request.user.is_superuser or bool(self._role_for(request, obj) & set(self.edit_roles))
 
     # --- forms: the tenant is never chosen from another tenant's list ---------------------------------------
+    def get_readonly_fields(self, request: HttpRequest, obj: models.Model | None = None):  # noqa: ANN201
+        """A stored row's tenant is fixed: moved by its change form, a knowledge base would leave its documents,
+        chunks and vectors with the old tenant, and an API key would open the new tenant's data."""
+        readonly = tuple(super().get_readonly_fields(request, obj))
+        if obj is not None and self._is_tenant_owned() and "tenant" not in readonly:
+            readonly += ("tenant",)
+        return readonly
+
     def formfield_for_foreignkey(self, db_field, request, **kwargs):  # noqa: ANN001, ANN003, ANN201
         related = db_field.related_model
         if related is Tenant and not request.user.is_superuser:

@@ -11,8 +11,11 @@ from django.contrib.messages import get_messages
 from django.urls import reverse
 
 from conversations.models import DedupEvent, ReviewVerdict
+from retrieval.models import Document, KnowledgeBase
 from tenants.admin_scoping import TenantScopedAdmin
-from tenants.models import Membership, Role
+from tenants.models import ApiKeyRole, Membership, Role
+from tenants.scoping import TenantOwnedModel
+from tenants.services import api_key_create
 from tests.factories import ADMIN_FACTORIES, MembershipFactory, TenantFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -124,3 +127,58 @@ def test_a_member_email_longer_than_an_account_name_is_a_form_error(client, tena
     assert response.status_code == 200
     assert "at most 150 characters" in response.content.decode()
     assert not Membership.objects.filter(tenant=tenant_admin).exclude(role=Role.ADMIN).exists()
+
+
+# --- rows of one tenant never point at, or move to, another tenant ------------------------------------------------
+TENANT_OWNED_ADMINS = [model for model, _ in SCOPED_ADMINS if issubclass(model, TenantOwnedModel)]
+
+
+@pytest.fixture
+def two_tenant_admin(client):
+    """A person who administers two tenants: every form offers both tenants' rows."""
+    acme, globex = TenantFactory(slug="two-acme"), TenantFactory(slug="two-globex")
+    user = UserFactory()
+    MembershipFactory(user=user, tenant=acme, role=Role.ADMIN)
+    MembershipFactory(user=user, tenant=globex, role=Role.ADMIN)
+    client.force_login(user)
+    return acme, globex
+
+
+@pytest.mark.parametrize("model", TENANT_OWNED_ADMINS, ids=lambda model: model.__name__)
+def test_no_change_form_offers_to_move_a_row_to_another_tenant(client, django_user_model, model):
+    """A row's children, vectors and keys stay with its tenant: a knowledge base or key moved by its change
+    form would leave them behind, or hand one tenant's key to another."""
+    tenant = TenantFactory(slug="moving-acme")
+    row = ADMIN_FACTORIES[model](tenant=tenant)
+    client.force_login(django_user_model.objects.create_superuser("root", "root@example.com", "pw-123456789"))
+    url = reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_change", args=[row.pk])
+    response = client.get(url)
+    if response.status_code == 302:  # a page that sends elsewhere (the dedup policy: its settings page)
+        return
+    assert response.status_code == 200
+    assert "tenant" not in response.context["adminform"].form.fields, f"{model.__name__}'s tenant is editable"
+
+
+def test_a_knowledge_base_posted_with_another_tenant_stays_with_its_own(client, two_tenant_admin):
+    acme, globex = two_tenant_admin
+    knowledge_base = KnowledgeBase.objects.create(tenant=acme, name="handbook")
+    Document.objects.create(tenant=acme, knowledge_base=knowledge_base, title="t", source_text="x")
+    response = client.post(
+        reverse("admin:retrieval_knowledgebase_change", args=[knowledge_base.pk]),
+        {"tenant": globex.pk, "name": "handbook", "chunk_max_tokens": 200, "chunk_overlap_tokens": 0},
+    )
+    assert response.status_code == 302
+    knowledge_base.refresh_from_db()
+    assert knowledge_base.tenant_id == acme.pk
+
+
+def test_an_api_key_posted_with_another_tenant_stays_with_its_own(client, two_tenant_admin):
+    acme, globex = two_tenant_admin
+    api_key, _raw = api_key_create(tenant=acme, name="ci", role=ApiKeyRole.ADMIN)
+    response = client.post(
+        reverse("admin:tenants_apikey_change", args=[api_key.pk]),
+        {"tenant": globex.pk, "name": "ci", "role": ApiKeyRole.ADMIN, "knowledge_base": ""},
+    )
+    assert response.status_code == 302
+    api_key.refresh_from_db()
+    assert api_key.tenant_id == acme.pk
