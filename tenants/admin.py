@@ -76,8 +76,22 @@ class MembershipAdmin(TenantScopedAdmin):
         super().save_model(request, obj, form, change)
 
 
+class ApiKeyForm(forms.ModelForm):
+    """A key limited to a knowledge base must belong to that knowledge base's tenant (the rule
+    `api_key_create` enforces): the form offers the knowledge bases of every tenant the user administers."""
+
+    def clean(self) -> dict:
+        cleaned = super().clean()
+        knowledge_base = cleaned.get("knowledge_base")
+        tenant_id = cleaned["tenant"].pk if cleaned.get("tenant") else self.instance.tenant_id
+        if knowledge_base is not None and tenant_id is not None and knowledge_base.tenant_id != tenant_id:
+            self.add_error("knowledge_base", "This knowledge base belongs to another tenant than the key.")
+        return cleaned
+
+
 @admin.register(ApiKey)
 class ApiKeyAdmin(TenantScopedAdmin):
+    form = ApiKeyForm
     list_display = ("prefix", "name", "tenant", "role", "knowledge_base", "created_at", "last_used_at", "revoked_at")
     list_filter = ("role",)
     search_fields = ("prefix", "name")
