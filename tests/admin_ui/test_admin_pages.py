@@ -451,6 +451,19 @@ def test_csv_export_of_the_filtered_list(client, support_a, events_a, event_b, t
     assert len(list(csv.DictReader(io.StringIO(text)))) == 5
 
 
+def test_csv_export_keeps_a_negative_similarity_a_number(client, support_a, tenant_a):
+    """Cosine similarity may be below 0; the formula guard quoted "-0.0500" into the text "'-0.0500"."""
+    unlike = DedupEventFactory(tenant=tenant_a, similarity=-0.05)
+    formula = served_event(tenant_a, question="-2+3+cmd|' /C calc'!A0", matched_question="q", similarity=0.5)
+    client.force_login(support_a)
+    rows = {
+        int(row["id"]): row
+        for row in csv.DictReader(io.StringIO(b"".join(client.get(EXPORT_URL).streaming_content).decode()))
+    }
+    assert rows[unlike.pk]["similarity"] == "-0.0500"
+    assert rows[formula.pk]["question"].startswith("'-2+3")
+
+
 # --- dashboard ---------------------------------------------------------------------------------------------
 def test_dashboard_figures_for_own_tenant(client, support_a, events_a, event_b):
     client.force_login(support_a)
