@@ -10,6 +10,7 @@ settings (through the settings page, which records the history).
 from __future__ import annotations
 
 import csv
+import re
 from collections.abc import Iterator
 from datetime import date, datetime, time, timedelta
 from functools import partial
@@ -197,7 +198,8 @@ class InputFilter(admin.ListFilter):
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         try:
             return self.apply(queryset)
-        except (TypeError, ValueError) as error:
+        except (TypeError, ValueError, OverflowError) as error:
+            # OverflowError: a date whose period cannot be expressed (the day after 9999-12-31).
             raise IncorrectLookupParameters(error) from error
 
     def apply(self, queryset: QuerySet) -> QuerySet:
@@ -340,10 +342,14 @@ EXPORT_COLUMNS = (
 )
 
 
+PLAIN_NUMBER = re.compile(r"-?\d+(\.\d+)?")
+
+
 def csv_safe(value: Any) -> Any:
     """Text a spreadsheet would run as a formula (=, +, -, @ first) is quoted, so an exported question
-    cannot execute in the reviewer's spreadsheet."""
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+    cannot execute in the reviewer's spreadsheet. A plain number such as a negative similarity is no formula
+    and stays a number."""
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r") and not PLAIN_NUMBER.fullmatch(value):
         return "'" + value
     return value
 

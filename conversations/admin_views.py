@@ -159,7 +159,17 @@ class IntentForm(forms.Form):
         return cleaned
 
 
-IntentFormSet = formset_factory(IntentForm, extra=1, can_delete=True)
+class BaseIntentFormSet(forms.BaseFormSet):
+    def clean(self) -> None:
+        """Each intent is edited on one row. The page never repeats an id, but a hand-made form that did would
+        apply two edits to one intent in turn: delete it, then change the deleted row (a server error), or
+        change it, then delete it (the change silently lost)."""
+        ids = [form.cleaned_data["id"] for form in self.forms if form.cleaned_data.get("id") is not None]
+        if len(ids) != len(set(ids)):
+            raise ValidationError("An intent appears on more than one row; reload the page and edit it once.")
+
+
+IntentFormSet = formset_factory(IntentForm, formset=BaseIntentFormSet, extra=1, can_delete=True)
 
 
 def _intent_initial(intents: list[Intent]) -> list[dict[str, Any]]:
@@ -280,6 +290,9 @@ class DashboardPeriodForm(forms.Form):
                 self.add_error("end", "The end date must not be before the start date.")
             elif (end - start).days + 1 > MAX_PERIOD_DAYS:
                 self.add_error("end", f"Choose a period of at most {MAX_PERIOD_DAYS} days.")
+            elif end == date.max:
+                # The period runs to the start of the day after `end`, which the calendar does not have.
+                self.add_error("end", f"Choose an end date before {date.max.isoformat()}.")
         return cleaned
 
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
 from django.http import HttpRequest
 
 from tenants.admin_scoping import TenantScopedAdmin, request_tenant_ids
@@ -35,7 +36,11 @@ class MembershipByEmailForm(forms.ModelForm):
     """Tenant admins add people by email: a list of every user of the platform would leak other tenants'
     people, so the user is never chosen from a list."""
 
-    email = forms.EmailField(help_text="The person's email; an account is created if there is none.")
+    # The email becomes the account's user name, so it may be no longer than one.
+    email = forms.EmailField(
+        max_length=get_user_model()._meta.get_field(get_user_model().USERNAME_FIELD).max_length,
+        help_text="The person's email; an account is created if there is none.",
+    )
 
     class Meta:
         model = Membership
@@ -71,8 +76,22 @@ class MembershipAdmin(TenantScopedAdmin):
         super().save_model(request, obj, form, change)
 
 
+class ApiKeyForm(forms.ModelForm):
+    """A key limited to a knowledge base must belong to that knowledge base's tenant (the rule
+    `api_key_create` enforces): the form offers the knowledge bases of every tenant the user administers."""
+
+    def clean(self) -> dict:
+        cleaned = super().clean()
+        knowledge_base = cleaned.get("knowledge_base")
+        tenant_id = cleaned["tenant"].pk if cleaned.get("tenant") else self.instance.tenant_id
+        if knowledge_base is not None and tenant_id is not None and knowledge_base.tenant_id != tenant_id:
+            self.add_error("knowledge_base", "This knowledge base belongs to another tenant than the key.")
+        return cleaned
+
+
 @admin.register(ApiKey)
 class ApiKeyAdmin(TenantScopedAdmin):
+    form = ApiKeyForm
     list_display = ("prefix", "name", "tenant", "role", "knowledge_base", "created_at", "last_used_at", "revoked_at")
     list_filter = ("role",)
     search_fields = ("prefix", "name")

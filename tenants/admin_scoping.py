@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.contrib.admin.options import IncorrectLookupParameters
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.http import HttpRequest
 
@@ -62,6 +65,35 @@ class TenantScopedAdmin(admin.ModelAdmin):
         tenant_id = self._obj_tenant_id(obj)
         return {roles[tenant_id]} if tenant_id in roles else set()
 
+    # --- query strings: PostgreSQL refuses a NUL character in any text it is sent --------------------------------
+    def get_changelist_instance(self, request: HttpRequest):  # noqa: ANN201
+        """A filter, ordering or page value holding a NUL is the admin's "incorrect lookup" page: passed on, it
+        made PostgreSQL refuse the list's query and the page a server error. This covers every list, its bulk
+        actions and exports built on it."""
+        if any("\x00" in value for _name, values in request.GET.lists() for value in values):
+            raise IncorrectLookupParameters("A query string value holds a NUL character.")
+        return super().get_changelist_instance(request)
+
+    def get_search_results(self, request: HttpRequest, queryset, search_term: str):  # noqa: ANN001, ANN201
+        """No stored text holds a NUL, so a search term with one matches nothing (the autocomplete asks here
+        without the changelist's own check)."""
+        if "\x00" in search_term:
+            return queryset.none(), False
+        return super().get_search_results(request, queryset, search_term)
+
+    def response_action(self, request: HttpRequest, queryset):  # noqa: ANN001, ANN201
+        """A bulk action runs only when every selected value is a primary key. Django filters by them as they
+        come, so "abc" in `_selected_action` was a server error; now it is a message and nothing changes."""
+        try:
+            for value in request.POST.getlist(ACTION_CHECKBOX_NAME):
+                self.opts.pk.to_python(value)
+        except ValidationError:
+            self.message_user(
+                request, "The selection is not valid; nothing was changed. Select the rows again.", messages.ERROR
+            )
+            return None
+        return super().response_action(request, queryset)
+
     # --- permissions --------------------------------------------------------------------------------------
     def has_module_permission(self, request: HttpRequest) -> bool:
         return request.user.is_superuser or bool(self._role_for(request, None) & set(self.view_roles))
@@ -79,6 +111,14 @@ class TenantScopedAdmin(admin.ModelAdmin):
         return request.user.is_superuser or bool(self._role_for(request, obj) & set(self.edit_roles))
 
     # --- forms: the tenant is never chosen from another tenant's list ---------------------------------------
+    def get_readonly_fields(self, request: HttpRequest, obj: models.Model | None = None):  # noqa: ANN201
+        """A stored row's tenant is fixed: moved by its change form, a knowledge base would leave its documents,
+        chunks and vectors with the old tenant, and an API key would open the new tenant's data."""
+        readonly = tuple(super().get_readonly_fields(request, obj))
+        if obj is not None and self._is_tenant_owned() and "tenant" not in readonly:
+            readonly += ("tenant",)
+        return readonly
+
     def formfield_for_foreignkey(self, db_field, request, **kwargs):  # noqa: ANN001, ANN003, ANN201
         related = db_field.related_model
         if related is Tenant and not request.user.is_superuser:

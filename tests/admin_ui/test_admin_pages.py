@@ -211,6 +211,36 @@ def test_builtin_intent_cannot_be_deleted_and_examples_are_required(client, admi
     assert Intent.objects.for_tenant(tenant_a).filter(name="greeting").exists()
 
 
+@pytest.mark.parametrize("deleting_row", ["first", "second"])
+def test_one_intent_on_two_rows_is_a_form_error_and_saves_nothing(client, admin_a, tenant_a, deleting_row):
+    """Only a hand-made form repeats an intent's id; deleting it on one row and editing it on the other was a
+    500 (or a lost edit, the other way round)."""
+    client.force_login(admin_a)
+    page = client.get(SETTINGS_URL)
+    rows = {f.initial["name"]: i for i, f in enumerate(page.context["formset"].initial_forms)}
+    pricing = Intent.objects.for_tenant(tenant_a).get(name="pricing")
+    extra = len(rows)
+    delete_on, edit_on = (rows["pricing"], extra) if deleting_row == "first" else (extra, rows["pricing"])
+    data = settings_post_data(
+        page,
+        threshold="0.8",
+        **{
+            f"intents-{extra}-id": pricing.pk,
+            f"intents-{extra}-name": "pricing",
+            f"intents-{delete_on}-DELETE": "on",
+            f"intents-{delete_on}-examples": "how much does it cost",
+            f"intents-{edit_on}-examples": "what is the price",
+        },
+    )
+    response = client.post(f"{SETTINGS_URL}?tenant={tenant_a.pk}", data)
+    assert response.status_code == 200
+    assert b"more than one row" in response.content
+    pricing.refresh_from_db()
+    assert pricing.examples == ["how much does it cost"]
+    assert DedupPolicy.objects.for_tenant(tenant_a).get().threshold == DEFAULT_THRESHOLD
+    assert not SettingsChange.objects.for_tenant(tenant_a).exists()
+
+
 def test_policy_and_intent_model_pages_point_to_the_settings_page(client, admin_a, tenant_a):
     client.force_login(admin_a)
     policy = DedupPolicy.objects.for_tenant(tenant_a).get()
@@ -297,13 +327,27 @@ def test_intent_filter_offers_only_own_tenant_intents(client, support_a, events_
     assert b"secret-intent-of-b" not in response.content
 
 
-@pytest.mark.parametrize("query", ["similarity_min=abc", "created_from=2026-13-45", "conversation=x1"])
+@pytest.mark.parametrize(
+    "query", ["similarity_min=abc", "created_from=2026-13-45", "conversation=x1", "created_to=9999-12-31"]
+)
 def test_bad_filter_input_is_refused_without_a_server_error(client, support_a, events_a, query):
     client.force_login(support_a)
     response = client.get(f"{EVENTS_URL}?{query}")
     assert response.status_code in (200, 302)
     if response.status_code == 302:
         assert "e=1" in response.url
+
+
+def test_a_date_filter_at_the_end_of_the_calendar_is_refused_by_export_and_actions(client, support_a, events_a):
+    """The "to" date's period ends at the start of the next day, which 9999-12-31 does not have."""
+    client.force_login(support_a)
+    refused = client.get(f"{EXPORT_URL}?created_to=9999-12-31")
+    assert refused.status_code == 302 and refused.url == EVENTS_URL
+    response = client.post(
+        f"{EVENTS_URL}?created_to=9999-12-31", {"action": "mark_incorrect", "select_across": "1", "index": 0}
+    )
+    assert response.status_code == 302 and "e=1" in response.url
+    assert not DedupEvent.objects.for_tenant(events_a["hit"].tenant).exclude(review_verdict="unreviewed").exists()
 
 
 def test_detail_shows_both_questions_and_answers(client, support_a, events_a):
@@ -407,6 +451,19 @@ def test_csv_export_of_the_filtered_list(client, support_a, events_a, event_b, t
     assert len(list(csv.DictReader(io.StringIO(text)))) == 5
 
 
+def test_csv_export_keeps_a_negative_similarity_a_number(client, support_a, tenant_a):
+    """Cosine similarity may be below 0; the formula guard quoted "-0.0500" into the text "'-0.0500"."""
+    unlike = DedupEventFactory(tenant=tenant_a, similarity=-0.05)
+    formula = served_event(tenant_a, question="-2+3+cmd|' /C calc'!A0", matched_question="q", similarity=0.5)
+    client.force_login(support_a)
+    rows = {
+        int(row["id"]): row
+        for row in csv.DictReader(io.StringIO(b"".join(client.get(EXPORT_URL).streaming_content).decode()))
+    }
+    assert rows[unlike.pk]["similarity"] == "-0.0500"
+    assert rows[formula.pk]["question"].startswith("'-2+3")
+
+
 # --- dashboard ---------------------------------------------------------------------------------------------
 def test_dashboard_figures_for_own_tenant(client, support_a, events_a, event_b):
     client.force_login(support_a)
@@ -448,6 +505,8 @@ def test_dashboard_period_and_false_hit_rate_follow_reviews(client, support_a, e
         ("2026-03-10", "2026-03-01", "must not be before"),
         ("2020-01-01", "2026-01-01", "at most"),
         ("x", "y", "valid date"),
+        ("2026-02-30", "2026-03-01", "valid date"),
+        ("9999-12-01", "9999-12-31", "before 9999-12-31"),
     ],
 )
 def test_dashboard_bad_period_is_a_form_error(client, support_a, events_a, start, end, message):
