@@ -93,7 +93,14 @@ def test_a_bulk_action_on_ids_that_are_not_ids_changes_nothing_without_a_server_
     own = ADMIN_FACTORIES[model](tenant=tenant_admin) if model in ADMIN_FACTORIES else None
     action_form = client.get(_changelist(model)).context["action_form"]
     if action_form is None:
-        pytest.skip(f"{model.__name__}'s list has no bulk actions")
+        # A list without bulk actions (for this user): a posted action is ignored, never a server error.
+        response = client.post(
+            _changelist(model), {"action": "delete_selected", "_selected_action": ["abc"], "index": 0, "post": "yes"}
+        )
+        assert response.status_code in (200, 302, 403), f"{model.__name__}: {response.status_code}"
+        if own is not None:
+            assert model._base_manager.filter(pk=own.pk).exists()
+        return
     actions = [name for name, _label in action_form.fields["action"].choices if name]
     for action in actions:
         for selection in (["abc"], ["1.5"], [""], ["\x00"], [str(own.pk) if own else "1", "abc"]):
