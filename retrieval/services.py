@@ -728,7 +728,64 @@ def documents_recover_stalled() -> int:
     return count
 
 
+# --- knowledge-base deletion --------------------------------------------------------------------------------
+
+KNOWLEDGE_BASE_DELETE_BATCH = 1000
+
+
+def knowledge_base_delete(*, tenant: Tenant, knowledge_base: KnowledgeBase) -> dict[str, int]:
+    """Delete a knowledge base and everything held for it: its chunk vectors and the question vectors of its
+    conversations in Milvus first, then its rows (documents, chunks, conversations with their turns and consumed
+    items, keys limited to it; the audit events stay, as for an expired conversation), then its stored files and
+    the hot copies of its conversations in Redis. Milvus down: nothing is deleted (VectorStoreUnavailable, a 503),
+    so no vector outlives its rows. Refused while the knowledge base is being re-indexed, whose worker would
+    write vectors again. Returns what was deleted, by kind."""
+    if knowledge_base.tenant_id != tenant.pk:
+        raise ApplicationError("The knowledge base belongs to another tenant.")
+    if (
+        KnowledgeBase.objects.for_tenant(tenant)
+        .filter(_reindex_in_flight(timezone.now()), pk=knowledge_base.pk)
+        .exists()
+    ):
+        raise ConflictError("This knowledge base is being re-indexed; delete it when that has finished.")
+    dimension = knowledge_base.embedding_dimension
+    vectorstore.vectors_delete(tenant_id=tenant.pk, dimension=dimension, knowledge_base_id=knowledge_base.pk)
+    vectorstore.question_vectors_delete(tenant_id=tenant.pk, dimension=dimension, knowledge_base_id=knowledge_base.pk)
+
+    from conversations.models import Conversation  # conversations build on retrieval, not the other way round
+    from conversations.state import state_forget
+
+    documents = Document.objects.for_tenant(tenant).filter(knowledge_base=knowledge_base)
+    files = [name for name in documents.exclude(source_file="").values_list("source_file", flat=True) if name]
+    conversation_ids = list(
+        Conversation.objects.for_tenant(tenant).filter(knowledge_base=knowledge_base).values_list("pk", flat=True)
+    )
+    counts = {
+        "documents": documents.count(),
+        "chunks": Chunk.objects.for_tenant(tenant).filter(knowledge_base=knowledge_base).count(),
+        "conversations": len(conversation_ids),
+    }
+    storage = Document._meta.get_field("source_file").storage
+    with transaction.atomic():
+        # Conversations first, in batches: each takes its turns and consumed items (and sets its audit events'
+        # links to null), so no single cascade holds every row of a large knowledge base at once.
+        for start in range(0, len(conversation_ids), KNOWLEDGE_BASE_DELETE_BATCH):
+            batch = conversation_ids[start : start + KNOWLEDGE_BASE_DELETE_BATCH]
+            Conversation.objects.for_tenant(tenant).filter(pk__in=batch).delete()
+        KnowledgeBase.objects.for_tenant(tenant).filter(pk=knowledge_base.pk).delete()
+        transaction.on_commit(lambda: [storage.delete(name) for name in files], robust=True)
+    for conversation_id in conversation_ids:
+        state_forget(tenant_id=tenant.pk, conversation_id=conversation_id)
+    logger.info("knowledge base %s of tenant %s deleted: %s", knowledge_base.pk, tenant.pk, counts)
+    return counts
+
+
 # --- knowledge-base re-index ------------------------------------------------------------------------------
+
+
+def _reindex_in_flight(now: datetime) -> Q:
+    """A re-index marked running that has moved within the hour (an older mark is a worker that died)."""
+    return Q(reindex_status=ReindexStatus.RUNNING, updated_at__gte=now - timedelta(hours=1))
 
 
 def knowledge_base_reindex_start(*, tenant: Tenant, knowledge_base: KnowledgeBase) -> KnowledgeBase:
@@ -740,7 +797,7 @@ def knowledge_base_reindex_start(*, tenant: Tenant, knowledge_base: KnowledgeBas
         updated = (
             KnowledgeBase.objects.for_tenant(tenant)
             .filter(pk=knowledge_base.pk)
-            .filter(~Q(reindex_status=ReindexStatus.RUNNING) | Q(updated_at__lt=now - timedelta(hours=1)))
+            .exclude(_reindex_in_flight(now))
             .update(
                 reindex_status=ReindexStatus.RUNNING,
                 reindex_progress=0.0,

@@ -4,6 +4,7 @@ from retrieval.apis import (
     DocumentCreateApi,
     DocumentDetailApi,
     DocumentReindexApi,
+    KnowledgeBaseDetailApi,
     KnowledgeBaseListCreateApi,
     KnowledgeBaseReindexApi,
     KnowledgeBaseSearchApi,
@@ -11,6 +12,7 @@ from retrieval.apis import (
 
 urlpatterns = [
     path("knowledge-bases/", KnowledgeBaseListCreateApi.as_view(), name="knowledge-base-list"),
+    path("knowledge-bases/<int:knowledge_base_id>/", KnowledgeBaseDetailApi.as_view(), name="knowledge-base-detail"),
     path(
         "knowledge-bases/<int:knowledge_base_id>/documents/",
         DocumentCreateApi.as_view(),

@@ -413,10 +413,15 @@ def question_vectors_search(
     ]
 
 
-def question_vectors_delete(*, tenant_id: int, turn_ids: Iterable[int], dimension: int) -> None:
-    turn_ids = list(turn_ids)
-    if not turn_ids:
+def question_vectors_delete(
+    *, tenant_id: int, dimension: int, turn_ids: Iterable[int] | None = None, knowledge_base_id: int | None = None
+) -> None:
+    """Delete a tenant's question vectors of the given turns, or of every turn of one knowledge base."""
+    turn_ids = list(turn_ids) if turn_ids is not None else None
+    if turn_ids is None and knowledge_base_id is None:
+        raise ValueError("refusing to delete every question vector of a tenant without naming a knowledge base")
+    if turn_ids is not None and not turn_ids:
         return
     name = question_collection_ensure(dimension=dimension)
-    expression = question_filter_build(tenant_id=tenant_id, turn_ids=turn_ids)
+    expression = question_filter_build(tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, turn_ids=turn_ids)
     _call("question delete", _connect().delete, collection_name=name, filter=expression)
