@@ -4,20 +4,17 @@ go through the same services as the API."""
 
 from __future__ import annotations
 
-from collections import Counter
-
 from django import forms
 from django.contrib import admin, messages
-from django.contrib.admin.actions import delete_selected
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
 from kbplatform.errors import ApplicationError
 from retrieval import services, vectorstore
 from retrieval.models import Chunk, Document, DocumentStatus, KnowledgeBase
-from tenants.admin_scoping import TenantScopedAdmin
+from tenants.admin_scoping import ServiceDeletionAdmin, TenantScopedAdmin
 
 
 def progress_bar(value: float, label: str) -> str:
@@ -27,72 +24,6 @@ def progress_bar(value: float, label: str) -> str:
         round(value * 100),
         label,
     )
-
-
-class ServiceDeletionAdmin(TenantScopedAdmin):
-    """Deletion through a service that can refuse (Milvus down, a re-index running), with honest messages: the
-    history records, and the page reports, only what was deleted. Subclasses implement `delete_one`, which deletes
-    one row with everything held for it and returns an error message instead when it could not."""
-
-    def delete_one(self, request: HttpRequest, obj) -> str | None:  # noqa: ANN001
-        raise NotImplementedError
-
-    def deletion_summary(self, obj) -> tuple[str, dict[str, int]]:  # noqa: ANN001
-        """One line saying what goes with `obj`, and those rows counted by kind."""
-        raise NotImplementedError
-
-    def get_deleted_objects(self, objs, request: HttpRequest):  # noqa: ANN001, ANN201
-        """What goes with each row, counted by kind, instead of Django's list of every related row (thousands of
-        chunks). Deleting needs only the right to delete the row itself: the service takes the rest with it, which
-        Django's own check would refuse (no one may delete a chunk by hand)."""
-        summary, totals = [], Counter()
-        for obj in objs:
-            text, counts = self.deletion_summary(obj)
-            summary.append(text)
-            totals[str(self.opts.verbose_name_plural)] += 1
-            totals.update(counts)
-        return summary, dict(totals), set(), []
-
-    def log_deletions(self, request: HttpRequest, queryset) -> None:  # noqa: ANN001
-        """Written by `_delete` once a row is really gone, not before as Django does."""
-
-    def _delete(self, request: HttpRequest, obj) -> bool:  # noqa: ANN001
-        error = self.delete_one(request, obj)
-        if error:
-            self.message_user(request, f"{obj}: {error}", level=messages.ERROR)
-            request._kb_not_deleted = True
-            return False
-        super().log_deletions(request, [obj])
-        return True
-
-    def delete_model(self, request: HttpRequest, obj) -> None:  # noqa: ANN001
-        self._delete(request, obj)
-
-    def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
-        for obj in queryset.select_related("tenant"):
-            self._delete(request, obj)
-
-    def response_delete(self, request: HttpRequest, obj_display: str, obj_id) -> HttpResponse:  # noqa: ANN001
-        if getattr(request, "_kb_not_deleted", False):  # the error is already on the page; no "deleted" beside it
-            return self.response_post_save_change(request, None)
-        return super().response_delete(request, obj_display, obj_id)
-
-    def get_actions(self, request: HttpRequest) -> dict:
-        actions = super().get_actions(request)
-        if "delete_selected" in actions:
-            _, name, description = actions["delete_selected"]
-            actions["delete_selected"] = (type(self)._delete_selected, name, description)
-        return actions
-
-    def _delete_selected(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
-        """Django's confirmation page, then deletion row by row with a count of what was really deleted."""
-        if not request.POST.get("post"):
-            return delete_selected(self, request, queryset)
-        allowed = [obj for obj in queryset.select_related("tenant") if self.has_delete_permission(request, obj)]
-        deleted = sum(self._delete(request, obj) for obj in allowed)
-        noun = self.opts.verbose_name if deleted == 1 else self.opts.verbose_name_plural
-        self.message_user(request, f"Deleted {deleted} {noun}.", level=messages.SUCCESS if deleted else messages.INFO)
-        return None
 
 
 @admin.register(KnowledgeBase)

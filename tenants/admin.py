@@ -5,13 +5,15 @@ from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.http import HttpRequest
 
-from tenants.admin_scoping import TenantScopedAdmin, request_tenant_ids
+from kbplatform.errors import ApplicationError
+from tenants import services
+from tenants.admin_scoping import ServiceDeletionAdmin, TenantScopedAdmin, request_tenant_ids
 from tenants.models import ApiKey, Membership, Role, Tenant
 from tenants.services import api_key_create, api_key_revoke, membership_set, user_get_or_create_by_email
 
 
 @admin.register(Tenant)
-class TenantAdmin(TenantScopedAdmin):
+class TenantAdmin(ServiceDeletionAdmin):
     list_display = ("slug", "name", "is_active", "created_at")
     search_fields = ("slug", "name")
     tenant_field = "pk"
@@ -27,6 +29,32 @@ class TenantAdmin(TenantScopedAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:  # noqa: ANN001
         return request.user.is_superuser
+
+    def deletion_summary(self, obj: Tenant) -> tuple[str, dict[str, int]]:
+        from retrieval.models import Chunk, Document, KnowledgeBase
+
+        counts = {
+            "knowledge bases": KnowledgeBase.objects.for_tenant(obj).count(),
+            "documents": Document.objects.for_tenant(obj).count(),
+            "chunks": Chunk.objects.for_tenant(obj).count(),
+        }
+        text = (
+            f"{obj}: {counts['knowledge bases']} knowledge bases with {counts['documents']} documents and "
+            f"{counts['chunks']} chunks, their vectors, files and conversations, and the tenant's keys, members, "
+            "settings and audit log"
+        )
+        return text, counts
+
+    def delete_one(self, request: HttpRequest, obj: Tenant) -> str | None:
+        from retrieval.vectorstore import VectorStoreUnavailable
+
+        try:
+            services.tenant_delete(tenant=obj)
+        except VectorStoreUnavailable:
+            return "the vector store is unavailable; the tenant was kept (some knowledge bases may be gone). Retry."
+        except ApplicationError as exc:
+            return exc.message
+        return None
 
     def get_readonly_fields(self, request: HttpRequest, obj=None):  # noqa: ANN001, ANN201
         return () if request.user.is_superuser else ("slug", "is_active")

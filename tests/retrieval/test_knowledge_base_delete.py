@@ -208,3 +208,26 @@ def test_the_admin_deletes_a_document_although_no_one_may_delete_a_chunk_by_hand
     client.post(url, {"post": "yes"})
     assert not Document.objects.for_tenant(tenant).filter(pk=document.pk).exists()
     assert all(hit.document_id != document.pk for hit in _chunk_vectors(kb))
+
+
+def test_deleting_a_tenant_in_the_admin_clears_its_knowledge_bases_first(
+    services, client, tenant, other_tenant, django_capture_on_commit_callbacks
+):
+    from django.contrib.auth import get_user_model
+
+    from tenants.models import Tenant
+
+    dedup_policy_update(tenant=tenant, scope="tenant")
+    kb, upload, _ = _populated(tenant, "tenant-gone")
+    foreign_kb, _, _ = _populated(other_tenant, "stays")
+    superuser = get_user_model().objects.create_superuser("root-delete", "root@example.com", "pw-123456789")
+    client.force_login(superuser)
+    url = reverse("admin:tenants_tenant_delete", args=[tenant.pk])
+    page = client.get(url).content.decode()
+    assert "1 knowledge bases with 9 documents and 8 chunks" in page and "Cannot delete" not in page
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(url, {"post": "yes"})
+    assert not Tenant.objects.filter(pk=tenant.pk).exists()
+    assert _chunk_vectors(kb) == [] and _question_vectors(kb) == []
+    assert not default_storage.exists(upload.source_file.name)
+    assert _chunk_vectors(foreign_kb)
