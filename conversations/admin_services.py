@@ -106,9 +106,31 @@ def dedup_policy_change(*, tenant: Tenant, user: Any, changes: dict[str, Any], a
     ]
 
 
+# Bounds on what a tenant may define. Every turn compares its question with every example phrase, each phrase is
+# embedded when it changes, and the settings page must stay under Django's 1,000 form fields (DATA_UPLOAD_MAX_
+# NUMBER_FIELDS; about four per intent).
+MAX_INTENTS_PER_TENANT = 100
+MAX_EXAMPLES_PER_INTENT = 50
+MAX_EXAMPLE_CHARS = 300
+
+
 def _clean_examples(examples: Iterable[str]) -> list[str]:
-    """Example phrases stripped, blank ones dropped, duplicates removed, order kept."""
-    return list(dict.fromkeys(phrase.strip() for phrase in examples if phrase and phrase.strip()))
+    """Example phrases stripped, blank ones dropped, duplicates removed, order kept; refused (ValidationError)
+    when there are too many or one is too long."""
+    cleaned = list(dict.fromkeys(phrase.strip() for phrase in examples if phrase and phrase.strip()))
+    if len(cleaned) > MAX_EXAMPLES_PER_INTENT:
+        raise ValidationError(
+            {"examples": f"Give at most {MAX_EXAMPLES_PER_INTENT} example phrases (there are {len(cleaned)})."}
+        )
+    too_long = [phrase for phrase in cleaned if len(phrase) > MAX_EXAMPLE_CHARS]
+    if too_long:
+        raise ValidationError(
+            {
+                "examples": f"An example phrase may be at most {MAX_EXAMPLE_CHARS} characters; "
+                f'{len(too_long)} {"is" if len(too_long) == 1 else "are"} longer ("{too_long[0][:40]}...").'
+            }
+        )
+    return cleaned
 
 
 @transaction.atomic
@@ -126,6 +148,10 @@ def intent_save(
             raise ValidationError({"name": f"'{INTENT_OTHER}' is reserved for questions that match no intent."})
         if Intent.objects.for_tenant(tenant).filter(name=name).exists():
             raise ValidationError({"name": f"An intent named '{name}' already exists."})
+        if Intent.objects.for_tenant(tenant).count() >= MAX_INTENTS_PER_TENANT:
+            raise ValidationError(
+                {"name": f"A tenant may have at most {MAX_INTENTS_PER_TENANT} intents; delete one to add another."}
+            )
         intent = Intent(tenant=tenant, name=name, behaviour=behaviour, examples=cleaned)
         intent.full_clean(exclude=["tenant"])
         if not cleaned:

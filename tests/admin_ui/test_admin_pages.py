@@ -211,6 +211,25 @@ def test_builtin_intent_cannot_be_deleted_and_examples_are_required(client, admi
     assert Intent.objects.for_tenant(tenant_a).filter(name="greeting").exists()
 
 
+def test_the_settings_page_saves_with_as_many_intents_as_a_tenant_may_have(client, admin_a, tenant_a):
+    """At the intent limit the page's form still fits in Django's field limit (each intent row is several fields),
+    so it saves; past about 250 intents it could not be saved at all."""
+    from django.conf import settings
+
+    from conversations.admin_services import MAX_INTENTS_PER_TENANT
+
+    existing = Intent.objects.for_tenant(tenant_a).count()
+    Intent.objects.bulk_create(
+        [Intent(tenant=tenant_a, name=f"filler-{n}", examples=["a"]) for n in range(MAX_INTENTS_PER_TENANT - existing)]
+    )
+    client.force_login(admin_a)
+    data = settings_post_data(client.get(SETTINGS_URL), threshold="0.8")
+    assert len(data) < settings.DATA_UPLOAD_MAX_NUMBER_FIELDS
+    response = client.post(f"{SETTINGS_URL}?tenant={tenant_a.pk}", data)
+    assert response.status_code == 302
+    assert DedupPolicy.objects.for_tenant(tenant_a).get().threshold == 0.8
+
+
 @pytest.mark.parametrize("deleting_row", ["first", "second"])
 def test_one_intent_on_two_rows_is_a_form_error_and_saves_nothing(client, admin_a, tenant_a, deleting_row):
     """Only a hand-made form repeats an intent's id; deleting it on one row and editing it on the other was a

@@ -73,3 +73,38 @@ def test_review_touches_only_own_events_and_only_review_fields(tenant_a, tenant_
     )
     with pytest.raises(ApplicationError):
         dedup_events_review(tenant=tenant_a, event_ids=[mine.pk], user=support_a, verdict="maybe")
+
+
+def test_intents_and_their_examples_are_bounded(tenant_a):
+    """Every turn compares its question with every example, and the settings page must stay under Django's form
+    field limit: more intents, more phrases or longer phrases than that are refused with a reason."""
+    from conversations.admin_services import MAX_EXAMPLE_CHARS, MAX_EXAMPLES_PER_INTENT, MAX_INTENTS_PER_TENANT
+
+    with pytest.raises(ValidationError, match=f"at most {MAX_EXAMPLES_PER_INTENT} example phrases"):
+        intent_save(
+            tenant=tenant_a,
+            user=None,
+            name="many",
+            behaviour="normal",
+            examples=[f"phrase {n}" for n in range(MAX_EXAMPLES_PER_INTENT + 1)],
+        )
+    with pytest.raises(ValidationError, match=f"at most {MAX_EXAMPLE_CHARS} characters"):
+        intent_save(
+            tenant=tenant_a, user=None, name="long", behaviour="normal", examples=["x" * (MAX_EXAMPLE_CHARS + 1)]
+        )
+    assert not Intent.objects.for_tenant(tenant_a).filter(name__in=["many", "long"]).exists()
+    # Exactly at the bounds is fine.
+    intent_save(
+        tenant=tenant_a,
+        user=None,
+        name="bounded",
+        behaviour="normal",
+        examples=["y" * MAX_EXAMPLE_CHARS, *(f"phrase {n}" for n in range(MAX_EXAMPLES_PER_INTENT - 1))],
+    )
+    existing = Intent.objects.for_tenant(tenant_a).count()
+    Intent.objects.bulk_create(
+        [Intent(tenant=tenant_a, name=f"filler-{n}", examples=["a"]) for n in range(MAX_INTENTS_PER_TENANT - existing)]
+    )
+    with pytest.raises(ValidationError, match=f"at most {MAX_INTENTS_PER_TENANT} intents"):
+        intent_save(tenant=tenant_a, user=None, name="one-too-many", behaviour="normal", examples=["hello there"])
+    assert Intent.objects.for_tenant(tenant_a).count() == MAX_INTENTS_PER_TENANT
