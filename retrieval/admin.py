@@ -7,7 +7,7 @@ from __future__ import annotations
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html
 
@@ -90,6 +90,12 @@ class DocumentUploadForm(forms.ModelForm):
         model = Document
         fields = ("knowledge_base", "title", "external_id")
 
+    def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
+        super().__init__(*args, **kwargs)
+        # As over the API: a file without a title takes its file name.
+        self.fields["title"].required = False
+        self.fields["title"].help_text = "Leave empty to use the file's name."
+
     def clean(self) -> dict:
         data = super().clean()
         if bool(data.get("upload")) == bool((data.get("text") or "").strip()):
@@ -170,11 +176,29 @@ class DocumentAdmin(ServiceDeletionAdmin):
                 text=(form.cleaned_data.get("text") or None) if not form.cleaned_data.get("upload") else None,
             )
         except ApplicationError as exc:
-            raise forms.ValidationError(exc.message) from exc
+            # The form's checks passed, but the service refused (another upload took the external id meanwhile):
+            # say why and show the form again, instead of a server error.
+            self.message_user(request, f"Not uploaded: {exc.message}", level=messages.ERROR)
+            request._kb_upload_refused = True
+            return
         obj.pk = document.pk
         obj.status = document.status
         if document.status == DocumentStatus.FAILED:
             self.message_user(request, f"{document.title}: {document.error_message}", level=messages.ERROR)
+
+    def save_related(self, request: HttpRequest, form, formsets, change: bool) -> None:  # noqa: ANN001
+        if not getattr(request, "_kb_upload_refused", False):
+            super().save_related(request, form, formsets, change)
+
+    def log_addition(self, request: HttpRequest, obj, message):  # noqa: ANN001, ANN201
+        if not getattr(request, "_kb_upload_refused", False):
+            return super().log_addition(request, obj, message)
+        return None
+
+    def response_add(self, request: HttpRequest, obj, post_url_continue=None):  # noqa: ANN001, ANN201
+        if getattr(request, "_kb_upload_refused", False):
+            return HttpResponseRedirect(request.get_full_path())
+        return super().response_add(request, obj, post_url_continue)
 
     @admin.action(description="Retry / re-index selected documents")
     def retry_documents(self, request: HttpRequest, queryset: QuerySet) -> None:

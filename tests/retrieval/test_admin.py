@@ -44,6 +44,43 @@ def test_upload_page_creates_a_queued_document(admin_client_of_tenant, tenant, o
     assert b"<progress" in listing.content and b"Handbook" in listing.content
 
 
+def test_a_file_uploaded_without_a_title_takes_its_name(admin_client_of_tenant, tenant):
+    kb = kb_make(tenant)
+    response = admin_client_of_tenant.post(
+        "/admin/retrieval/document/add/",
+        {"knowledge_base": kb.pk, "title": "", "upload": SimpleUploadedFile("faq.md", b"# FAQ"), "text": ""},
+    )
+    assert response.status_code == 302, response.content[:2000]
+    assert Document.objects.for_tenant(tenant).get().title
+
+
+def test_an_upload_the_service_refuses_after_the_form_checks_is_a_message_not_a_500(
+    admin_client_of_tenant, tenant, monkeypatch
+):
+    """Two uploads with one external id at once: the form's check passes for both, the service refuses the second."""
+    from django.contrib.admin.models import LogEntry
+    from django.contrib.messages import get_messages
+
+    from kbplatform.errors import ConflictError
+    from retrieval import services
+
+    kb = kb_make(tenant)
+
+    def taken(**kwargs):  # noqa: ANN003, ANN202
+        raise ConflictError("A document with external id 'hb' is already in this knowledge base.")
+
+    monkeypatch.setattr(services, "document_create", taken)
+    response = admin_client_of_tenant.post(
+        "/admin/retrieval/document/add/",
+        {"knowledge_base": kb.pk, "title": "Handbook", "external_id": "hb", "text": "Rules.", "upload": ""},
+    )
+    assert response.status_code == 302 and response.url.endswith("/admin/retrieval/document/add/")
+    shown = [str(m) for m in get_messages(response.wsgi_request)]
+    assert any("Not uploaded" in m and "already in this knowledge base" in m for m in shown), shown
+    assert not Document.objects.for_tenant(tenant).exists()
+    assert not LogEntry.objects.exists()
+
+
 def test_upload_needs_exactly_one_of_file_or_text(admin_client_of_tenant, tenant):
     kb = kb_make(tenant)
     response = admin_client_of_tenant.post(
