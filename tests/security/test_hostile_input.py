@@ -21,6 +21,7 @@ from tenants.scoping import TenantOwnedModel
 from tenants.services import tenant_get_or_create
 from tests.factories import KnowledgeBaseFactory, MembershipFactory, UserFactory
 from tests.security.admin_pages import admin_pages_without_ids
+from tests.security.helpers import assert_refused
 from tests.security.world import tenant_snapshot, world_build
 
 pytestmark = pytest.mark.django_db
@@ -30,13 +31,6 @@ KEYS_URL = "/api/v1/api-keys/"
 
 def _post_raw(client, url: str, body: bytes, content_type: str = "application/json"):  # noqa: ANN001, ANN202
     return client.generic("POST", url, body, content_type=content_type)
-
-
-def _assert_refused(response, status: int, words: str) -> None:  # noqa: ANN001
-    assert response.status_code == status, response.content[:300]
-    body = response.json()
-    assert set(body) == {"message", "extra"}
-    assert words.lower() in body["message"].lower(), body["message"]
 
 
 # --- bodies -------------------------------------------------------------------------------------------
@@ -60,7 +54,7 @@ def _assert_refused(response, status: int, words: str) -> None:  # noqa: ANN001
 )
 def test_malformed_json_is_400_and_stores_nothing(api_client, tenant, body, words):
     before = tenant_snapshot(tenant)
-    _assert_refused(_post_raw(api_client, KEYS_URL, body), 400, words)
+    assert_refused(_post_raw(api_client, KEYS_URL, body), 400, words)
     assert tenant_snapshot(tenant) == before
 
 
@@ -72,7 +66,7 @@ def test_deep_but_allowed_nesting_still_reaches_validation(api_client):
 @pytest.mark.parametrize("body", [b"name=\xff\xfe", b"name=%ff%fe", b"name=ok&role=%c3"])
 def test_form_bodies_with_invalid_utf8_are_400(api_client, tenant, body):
     before = tenant_snapshot(tenant)
-    _assert_refused(_post_raw(api_client, KEYS_URL, body, "application/x-www-form-urlencoded"), 400, "UTF-8")
+    assert_refused(_post_raw(api_client, KEYS_URL, body, "application/x-www-form-urlencoded"), 400, "UTF-8")
     assert tenant_snapshot(tenant) == before
 
 
@@ -87,7 +81,7 @@ def test_oversize_bodies_are_413_and_store_nothing(api_client, tenant, content_t
     body = f'{{"name": "big", "padding": "{padding}"}}' if "json" in content_type else f"name=big&pad={padding}"
     before = tenant_snapshot(tenant)
     with override_settings(DATA_UPLOAD_MAX_MEMORY_SIZE=2048):
-        _assert_refused(_post_raw(api_client, KEYS_URL, body.encode(), content_type), 413, "too large")
+        assert_refused(_post_raw(api_client, KEYS_URL, body.encode(), content_type), 413, "too large")
         # Just under the limit is fine.
         assert _post_raw(api_client, KEYS_URL, b'{"name": "small"}').status_code == 201
     after = tenant_snapshot(tenant)
@@ -106,7 +100,7 @@ def test_oversize_json_without_content_length_is_still_413(api_client):
 
 
 def test_unsupported_content_type_is_415(api_client):
-    _assert_refused(_post_raw(api_client, KEYS_URL, b"<name/>", "application/xml"), 415, "media type")
+    assert_refused(_post_raw(api_client, KEYS_URL, b"<name/>", "application/xml"), 415, "media type")
 
 
 # --- questions ------------------------------------------------------------------------------------------

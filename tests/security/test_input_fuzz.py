@@ -14,16 +14,10 @@ from kbplatform.parsers import charset_is_bytes_codec
 from retrieval.models import Document
 from retrieval.services import STORED_NAME_MAX_BYTES, stored_file_name
 from tests.factories import KnowledgeBaseFactory
+from tests.security.helpers import assert_refused
 from tests.security.world import tenant_snapshot
 
 KEYS_URL = "/api/v1/api-keys/"
-
-
-def _assert_refused(response, status: int, words: str) -> None:  # noqa: ANN001
-    assert response.status_code == status, response.content[:300]
-    body = response.json()
-    assert set(body) == {"message", "extra"}
-    assert words.lower() in body["message"].lower(), body["message"]
 
 
 # --- a charset that names a bytes-to-bytes codec -----------------------------------------------------------------
@@ -69,7 +63,7 @@ def test_charset_is_bytes_codec(name, expected):
 def test_a_body_in_a_bytes_codec_charset_is_415_and_stores_nothing(api_client, tenant, charset, content_type, body):
     before = tenant_snapshot(tenant)
     response = api_client.generic("POST", KEYS_URL, body, content_type=f"{content_type}; charset={charset}")
-    _assert_refused(response, 415, "not a text encoding")
+    assert_refused(response, 415, "not a text encoding")
     assert tenant_snapshot(tenant) == before
 
 
@@ -155,7 +149,7 @@ def test_more_fields_or_files_than_django_reads_is_400_and_stores_nothing(
     url = url.replace("{documents}", f"/api/v1/knowledge-bases/{knowledge_base.pk}/documents/")
     before = tenant_snapshot(tenant)
     response = api_client.generic(method, url, body, content_type=content_type)
-    _assert_refused(response, 400, words)
+    assert_refused(response, 400, words)
     assert tenant_snapshot(tenant) == before
 
 
