@@ -18,26 +18,51 @@ from kbplatform.refusals import ADMIN_PREFIX, refusal_log
 logger = logging.getLogger("kbplatform.api")
 
 
+def bytes_codec_refusal(content_type: str) -> bytes | None:
+    """The 415 body for a Content-Type whose charset is a bytes-to-bytes codec (`rot13`, `base64`...), else None.
+    Django decodes the query string with the declared charset while it builds the request, outside every
+    middleware and view, so such a request with a query string raised LookupError out of the server's handler: a
+    bare 500, whatever the path. The WSGI and ASGI wrappers below answer it before Django sees it."""
+    _, params = parse_header_parameters(content_type)
+    charset = params.get("charset", "")
+    if not charset_is_bytes_codec(charset):
+        return None
+    message = f'The charset "{charset}" is not a text encoding; send the request in UTF-8.'
+    return json.dumps({"message": message, "extra": {}}).encode()
+
+
 class BytesCodecCharsetRefusal:
-    """WSGI wrapper: a request whose Content-Type charset is a bytes-to-bytes codec (`rot13`, `base64`...) is a 415
-    before Django sees it. Django decodes the query string with the declared charset while it builds the request,
-    outside every middleware and view, so such a request with a query string raised LookupError out of the WSGI
-    handler: a bare 500 from the server, whatever the path."""
+    """WSGI wrapper: `bytes_codec_refusal` as a 415 before Django."""
 
     def __init__(self, application: Callable[..., Iterable[bytes]]):
         self.application = application
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        _, params = parse_header_parameters(environ.get("CONTENT_TYPE", ""))
-        charset = params.get("charset", "")
-        if not charset_is_bytes_codec(charset):
+        body = bytes_codec_refusal(environ.get("CONTENT_TYPE", ""))
+        if body is None:
             return self.application(environ, start_response)
-        message = f'The charset "{charset}" is not a text encoding; send the request in UTF-8.'
-        body = json.dumps({"message": message, "extra": {}}).encode()
         start_response(
             "415 Unsupported Media Type", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
         )
         return [body]
+
+
+class AsgiBytesCodecCharsetRefusal:
+    """ASGI wrapper: `bytes_codec_refusal` as a 415 before Django."""
+
+    def __init__(self, application: Callable[..., Any]):
+        self.application = application
+
+    async def __call__(self, scope: dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]) -> None:
+        if scope["type"] == "http":
+            content_type = next((v.decode("latin-1") for k, v in scope.get("headers", []) if k == b"content-type"), "")
+            body = bytes_codec_refusal(content_type)
+            if body is not None:
+                headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+                await send({"type": "http.response.start", "status": 415, "headers": headers})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.application(scope, receive, send)
 
 
 class ApiJsonErrorsMiddleware:

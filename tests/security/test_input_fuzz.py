@@ -3,6 +3,7 @@ nothing."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 from pathlib import Path
@@ -105,6 +106,34 @@ def test_a_query_string_with_a_bytes_codec_charset_is_415_before_django_reads_it
     assert status.startswith("415")
     assert headers["Content-Type"] == "application/json"
     assert "not a text encoding" in json.loads(body)["message"]
+
+
+def test_under_asgi_too_a_bytes_codec_charset_is_415_before_django_reads_it():
+    from asgiref.testing import ApplicationCommunicator
+
+    from kbplatform.asgi import application
+
+    async def call() -> list[dict]:
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "GET",
+            "scheme": "http",
+            "path": "/api/v1/audit-events/",
+            "raw_path": b"/api/v1/audit-events/",
+            "query_string": b"action=answered",
+            "headers": [(b"content-type", b"text/plain; charset=rot13"), (b"host", b"testserver")],
+            "server": ("testserver", 80),
+            "client": ("127.0.0.1", 1234),
+        }
+        communicator = ApplicationCommunicator(application, scope)
+        await communicator.send_input({"type": "http.request", "body": b"", "more_body": False})
+        return [await communicator.receive_output(5), await communicator.receive_output(5)]
+
+    start, body = asyncio.run(call())
+    assert start["status"] == 415 and (b"content-type", b"application/json") in start["headers"]
+    assert "not a text encoding" in json.loads(body["body"])["message"]
 
 
 def test_a_text_charset_still_reaches_the_api(in_process_wsgi):
