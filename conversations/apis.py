@@ -14,6 +14,15 @@ from tenants.api import TenantApi
 from tenants.permissions import IsTenantAdminKey, IsTenantWideKey
 
 
+class StrictFloatField(serializers.FloatField):
+    """A number, not a boolean: DRF's FloatField takes `true` as 1.0, which set a threshold of 1.0 by accident."""
+
+    def to_internal_value(self, data):  # noqa: ANN001, ANN201
+        if isinstance(data, bool):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class IsTenantWideKeyForPolicy(IsTenantWideKey):
     message = "This API key is limited to one knowledge base and cannot change the tenant's dedup policy."
 
@@ -186,7 +195,7 @@ class DedupPolicyApi(TenantApi):
 
     class PolicySerializer(serializers.Serializer):
         scope = serializers.ChoiceField(choices=DedupScope.choices)
-        threshold = serializers.FloatField()
+        threshold = StrictFloatField()
         question_window = serializers.IntegerField()
         exclusion_enabled = serializers.BooleanField()
         exclusion_window = serializers.IntegerField()

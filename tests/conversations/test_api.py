@@ -404,6 +404,13 @@ def test_a_key_bound_to_one_knowledge_base_reads_but_cannot_change_the_tenants_p
     assert client.get("/api/v1/dedup-policy/").json() == before.json()
 
 
+def test_a_boolean_is_not_a_threshold(api_client, tenant):
+    before = api_client.get("/api/v1/dedup-policy/").json()["threshold"]
+    response = api_client.put("/api/v1/dedup-policy/", {"threshold": True}, format="json")
+    assert response.status_code == 400 and "threshold" in response.json()["extra"]["fields"]
+    assert api_client.get("/api/v1/dedup-policy/").json()["threshold"] == before
+
+
 def test_dedup_policy_admin_only_and_validated(api_client, standard_api_client, other_api_client, tenant):
     assert standard_api_client.get("/api/v1/dedup-policy/").status_code == 403
     assert standard_api_client.put("/api/v1/dedup-policy/", {"threshold": 0.5}, format="json").status_code == 403
