@@ -497,6 +497,16 @@ class DedupEventAdmin(TenantScopedAdmin):
         return False
 
     # --- review --------------------------------------------------------------------------------------------
+    def response_action(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
+        """A note the form refuses (a NUL character) is named, instead of Django's message "No action selected"."""
+        form = self.action_form(request.POST, auto_id=None)
+        form.fields["action"].choices = self.get_action_choices(request)
+        if not form.is_valid() and "note" in form.errors:
+            problems = " ".join(form.errors["note"])
+            self.message_user(request, f"Review note: {problems} Nothing was changed.", level=messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())
+        return super().response_action(request, queryset)
+
     def _review(self, request: HttpRequest, queryset: QuerySet, verdict: str) -> None:
         """Review the selected events, tenant by tenant, only where the user's role allows reviewing."""
         roles = request_tenant_roles(request)

@@ -419,6 +419,23 @@ def test_review_actions_with_a_note(client, support_a, events_a, event_b):
     )
 
 
+def test_a_review_note_the_form_refuses_is_named_and_nothing_changes(client, support_a, events_a):
+    from django.contrib.messages import get_messages
+
+    client.force_login(support_a)
+    response = client.post(
+        EVENTS_URL,
+        {"action": "mark_incorrect", "_selected_action": [events_a["hit"].pk], "note": "a\x00b", "index": 0},
+    )
+    assert response.status_code == 302
+    shown = [str(m) for m in get_messages(response.wsgi_request)]
+    assert any(m.startswith("Review note:") and "Nothing was changed" in m for m in shown), shown
+    assert not any("No action selected" in m for m in shown), shown
+    assert DedupEvent.objects.for_tenant(events_a["hit"].tenant).get(pk=events_a["hit"].pk).review_verdict == (
+        "unreviewed"
+    )
+
+
 def test_another_tenants_event_by_url_is_refused(client, admin_a, event_b):
     client.force_login(admin_a)
     response = client.get(_event_url(event_b))
