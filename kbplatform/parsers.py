@@ -6,8 +6,9 @@
 - Both: bodies over DATA_UPLOAD_MAX_MEMORY_SIZE are a 413 (DRF reads them past Django's own check).
 - Forms: invalid UTF-8 (raw or percent-encoded) is refused instead of being decoded with replacement
   characters and stored.
-- Multipart: field names, values and file names that are not valid UTF-8 are refused (Django would decode them
-  with replacement characters); file contents are bytes and go to the document parser untouched.
+- Multipart: field names, values and file names that are not valid in the declared charset (UTF-8 unless one is
+  declared) are refused (Django would decode them with replacement characters); file contents are bytes and go to
+  the document parser untouched.
 - JSON and multipart: a charset that names one of Python's bytes-to-bytes codecs (`rot13`, `base64`, `zlib`...) is
   a 415; decoding with it raised LookupError.
 """
@@ -131,40 +132,42 @@ class StrictFormParser(FormParser):
         return QueryDict(body, encoding="utf-8")
 
 
-# Django's multipart parser decodes with errors="replace" whatever the caller asks; a codec that is UTF-8 but
-# ignores the errors argument makes it strict without copying the parser.
-STRICT_UTF8 = "kb_strict_utf_8"
+# Django's multipart parser decodes with errors="replace" whatever the caller asks; a codec that is the declared
+# one but ignores the errors argument makes it strict without copying the parser: "kb_strict_<codec>".
+STRICT_PREFIX = "kb_strict_"
 
 
-def _strict_utf8_decode(data: bytes, errors: str = "strict") -> tuple[str, int]:
-    return codecs.utf_8_decode(data, "strict", True)
-
-
-def _strict_utf8_search(name: str) -> codecs.CodecInfo | None:
-    if name != STRICT_UTF8:
+def _strict_search(name: str) -> codecs.CodecInfo | None:
+    if not name.startswith(STRICT_PREFIX):
         return None
-    utf8 = codecs.lookup("utf-8")
+    try:
+        base = codecs.lookup(name[len(STRICT_PREFIX) :])
+    except LookupError:
+        return None
+
+    def decode(data: bytes, errors: str = "strict") -> tuple[str, int]:
+        return base.decode(data, "strict")
+
     return codecs.CodecInfo(
-        name=STRICT_UTF8,
-        encode=utf8.encode,
-        decode=_strict_utf8_decode,
-        incrementalencoder=utf8.incrementalencoder,
-        incrementaldecoder=utf8.incrementaldecoder,
-        streamreader=utf8.streamreader,
-        streamwriter=utf8.streamwriter,
+        name=name,
+        encode=base.encode,
+        decode=decode,
+        incrementalencoder=base.incrementalencoder,
+        incrementaldecoder=base.incrementaldecoder,
+        streamreader=base.streamreader,
+        streamwriter=base.streamwriter,
     )
 
 
-codecs.register(_strict_utf8_search)
+codecs.register(_strict_search)
 
 
 class StrictMultiPartParser(MultiPartParser):
     def parse(self, stream, media_type=None, parser_context=None):  # noqa: ANN001, ANN201
         parser_context = parser_context or {}
         request = parser_context["request"]
-        encoding = _text_encoding(parser_context, media_type, settings.DEFAULT_CHARSET)
-        if codecs.lookup(encoding).name == "utf-8":
-            encoding = STRICT_UTF8
+        declared = codecs.lookup(_text_encoding(parser_context, media_type, settings.DEFAULT_CHARSET)).name
+        encoding = f"{STRICT_PREFIX}{declared}"
         meta = request.META.copy()
         meta["CONTENT_TYPE"] = media_type
         try:
@@ -172,5 +175,7 @@ class StrictMultiPartParser(MultiPartParser):
         except MultiPartParserError as exc:
             raise ParseError(f"Multipart form parse error - {exc}") from exc
         except UnicodeDecodeError as exc:
-            raise ParseError("A field name, value or file name of the multipart body is not valid UTF-8.") from exc
+            raise ParseError(
+                f"A field name, value or file name of the multipart body is not valid {declared.upper()}."
+            ) from exc
         return DataAndFiles(data, files)

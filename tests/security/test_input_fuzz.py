@@ -253,3 +253,30 @@ def test_a_part_content_type_postgresql_cannot_store_is_dropped(api_client, tena
     )
     assert response.status_code == 202, response.content[:300]
     assert Document.objects.for_tenant(tenant).get(pk=response.json()["id"]).content_type == ""
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("title", "status"),
+    [(b"caf\xe9", 202), (b"bad \x81 byte", 400)],  # 0x81 is no character in cp1252
+    ids=["cp1252-text", "cp1252-undefined-byte"],
+)
+def test_a_multipart_body_in_another_charset_is_read_in_it_and_never_stored_garbled(api_client, tenant, title, status):
+    knowledge_base = KnowledgeBaseFactory(tenant=tenant)
+    body = (
+        b'--kbb\r\nContent-Disposition: form-data; name="title"\r\n\r\n' + title + b"\r\n"
+        b'--kbb\r\nContent-Disposition: form-data; name="file"; filename="a.txt"\r\n'
+        b"Content-Type: text/plain\r\n\r\nPlain text.\r\n--kbb--\r\n"
+    )
+    response = api_client.generic(
+        "POST",
+        f"/api/v1/knowledge-bases/{knowledge_base.pk}/documents/",
+        body,
+        content_type="multipart/form-data; boundary=kbb; charset=cp1252",
+    )
+    if status == 400:
+        assert_refused(response, 400, "not valid CP1252")
+        assert not Document.objects.for_tenant(tenant).exists()
+    else:
+        assert response.status_code == 202, response.content[:300]
+        assert Document.objects.for_tenant(tenant).get().title == "café"
