@@ -42,7 +42,8 @@ from conversations.models import (
     SettingsChange,
     Turn,
 )
-from tenants.admin_scoping import TenantScopedAdmin, request_tenant_roles
+from conversations.services import conversation_records_delete
+from tenants.admin_scoping import ServiceDeletionAdmin, TenantScopedAdmin, request_tenant_roles
 from tenants.models import Role
 
 SUPPORT_ROLES = (Role.ADMIN, Role.SUPPORT)
@@ -50,7 +51,10 @@ SUPPORT_ROLES = (Role.ADMIN, Role.SUPPORT)
 
 class RecordedByTheSystemMixin:
     """Conversations, turns and what they showed are written by the conversation service only: the admin
-    may read them and a tenant admin may delete (purge) them, never add or edit them."""
+    may read them and a tenant admin may delete (purge) them, never add or edit them. A deletion goes through
+    `conversation_records_delete`, so no hot copy in Redis keeps serving a deleted answer."""
+
+    deleted_kind = ""  # the keyword of conversation_records_delete that takes this model's ids
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -58,9 +62,22 @@ class RecordedByTheSystemMixin:
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
+    def deletion_summary(self, obj: Any) -> tuple[str, dict[str, int]]:
+        return f"{self.opts.verbose_name} {obj}", {}
+
+    def delete_one(self, request: HttpRequest, obj: Any) -> str | None:
+        conversation_records_delete(tenant=obj.tenant, **{self.deleted_kind: [obj.pk]})
+        return None
+
 
 @admin.register(Conversation)
-class ConversationAdmin(RecordedByTheSystemMixin, TenantScopedAdmin):
+class ConversationAdmin(RecordedByTheSystemMixin, ServiceDeletionAdmin):
+    deleted_kind = "conversation_ids"
+
+    def deletion_summary(self, obj: Conversation) -> tuple[str, dict[str, int]]:
+        turns = obj.turns.count()
+        return f"conversation {obj.pk}: its {turns} turns and what they showed; its audit events stay", {"turns": turns}
+
     list_display = ("id", "tenant", "knowledge_base", "user_id", "turn_count", "last_active_at", "expires_at")
     # RelatedOnlyFieldListFilter offers only tenants present in the scoped rows, never the full tenant list.
     list_filter = (("tenant", admin.RelatedOnlyFieldListFilter),)
@@ -69,7 +86,8 @@ class ConversationAdmin(RecordedByTheSystemMixin, TenantScopedAdmin):
 
 
 @admin.register(Turn)
-class TurnAdmin(RecordedByTheSystemMixin, TenantScopedAdmin):
+class TurnAdmin(RecordedByTheSystemMixin, ServiceDeletionAdmin):
+    deleted_kind = "turn_ids"
     list_display = ("id", "conversation", "number", "intent", "decision", "similarity", "created_at")
     list_filter = ("decision",)
     search_fields = ("question",)
@@ -78,7 +96,8 @@ class TurnAdmin(RecordedByTheSystemMixin, TenantScopedAdmin):
 
 
 @admin.register(ConsumedItem)
-class ConsumedItemAdmin(RecordedByTheSystemMixin, TenantScopedAdmin):
+class ConsumedItemAdmin(RecordedByTheSystemMixin, ServiceDeletionAdmin):
+    deleted_kind = "consumed_item_ids"
     list_display = ("conversation", "kind", "item_id", "turn_number")
     view_roles = SUPPORT_ROLES
 

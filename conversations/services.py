@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from typing import Any
@@ -982,6 +983,54 @@ def turn_answer_set(*, tenant: Tenant, turn_id: int, answer: str, allowed_knowle
         )
     state_forget(tenant_id=tenant.pk, conversation_id=turn.conversation_id)
     return turn
+
+
+# --- deleting conversation records by hand (the admin) -------------------------------------------------------------
+
+
+def conversation_records_delete(
+    *,
+    tenant: Tenant,
+    conversation_ids: Sequence[int] = (),
+    turn_ids: Sequence[int] = (),
+    consumed_item_ids: Sequence[int] = (),
+) -> None:
+    """Delete conversations, turns or consumed items of `tenant` so that nothing keeps using them: every hot copy
+    built before is invalidated (its conversation's revision moves, and it is dropped from Redis), so a deleted QA
+    pair is never served again from a copy nor a deleted consumed item excluded; the deleted turns' question
+    vectors leave the tenant-scope index (best effort: a vector left behind finds no row and is skipped). Audit
+    events stay, as for an expired conversation."""
+    turns = Turn.objects.for_tenant(tenant)
+    doomed_turns = list(
+        turns.filter(Q(pk__in=list(turn_ids)) | Q(conversation_id__in=list(conversation_ids))).values_list(
+            "pk", "conversation_id", "knowledge_base__embedding_dimension"
+        )
+    )
+    touched = (
+        {conversation_id for _, conversation_id, _ in doomed_turns}
+        | set(conversation_ids)
+        | set(
+            ConsumedItem.objects.for_tenant(tenant)
+            .filter(pk__in=list(consumed_item_ids))
+            .values_list("conversation_id", flat=True)
+        )
+    )
+    with transaction.atomic():
+        ConsumedItem.objects.for_tenant(tenant).filter(pk__in=list(consumed_item_ids)).delete()
+        turns.filter(pk__in=[pk for pk, _, _ in doomed_turns]).delete()
+        Conversation.objects.for_tenant(tenant).filter(pk__in=list(conversation_ids)).delete()
+        # A conversation keeps its turn count (turn numbers are never reused); its revision tells hot copies apart.
+        Conversation.objects.for_tenant(tenant).filter(pk__in=touched).update(state_revision=F("state_revision") + 1)
+    for conversation_id in touched:
+        state_forget(tenant_id=tenant.pk, conversation_id=conversation_id)
+    by_dimension: dict[int, list[int]] = {}
+    for pk, _, dimension in doomed_turns:
+        by_dimension.setdefault(dimension, []).append(pk)
+    for dimension, ids in by_dimension.items():
+        try:
+            vectorstore.question_vectors_delete(tenant_id=tenant.pk, turn_ids=ids, dimension=dimension)
+        except vectorstore.VectorStoreUnavailable:
+            logger.warning("question index unavailable: %s deleted questions left in it", len(ids))
 
 
 # --- audit review and retention ------------------------------------------------------------------------------------

@@ -263,3 +263,35 @@ def test_a_question_milvus_refused_to_index_is_queued_and_indexed_later(
     after = ask(api_client, start(api_client, kb, user_id="c"), "How can I reset my password?")
     assert after["dedup"]["action"] == "served_cached"
     assert after["dedup"]["matched_turn_id"] in (first["turn_id"], before["turn_id"])
+
+
+@pytest.mark.parametrize("deleted", ["turn", "conversation's consumed item"])
+def test_what_a_tenant_admin_deletes_is_no_longer_used_by_the_hot_copy(api_client, client, tenant, kb, deleted):
+    """A turn deleted in the admin was still served from the conversation's hot copy in Redis (and a deleted
+    consumed item still excluded): deletions now move the conversation's revision and drop the copy."""
+    from django.urls import reverse
+
+    from conversations.models import ConsumedItem
+    from tenants.models import Role
+    from tests.admin_ui.conftest import user_with_role
+
+    conversation_id = start(api_client, kb)
+    first = ask(api_client, conversation_id, "How do I reset my password?")
+    client.force_login(user_with_role(tenant, Role.ADMIN, "deleter@example.com"))
+    if deleted == "turn":
+        url = reverse("admin:conversations_turn_delete", args=[first["turn_id"]])
+    else:
+        item = ConsumedItem.objects.for_tenant(tenant).filter(conversation_id=conversation_id, kind="chunk").first()
+        url = reverse("admin:conversations_consumeditem_delete", args=[item.pk])
+    assert b"Cannot delete" not in client.get(url).content
+    assert client.post(url, {"post": "yes"}).status_code == 302
+
+    if deleted == "turn":
+        again = ask(api_client, conversation_id, "How can I reset my password?")
+        assert not Turn.objects.for_tenant(tenant).filter(pk=first["turn_id"]).exists()
+        assert again["dedup"]["action"] == "answered" and again["dedup"]["matched_turn_id"] is None
+    else:
+        assert not ConsumedItem.objects.for_tenant(tenant).filter(pk=item.pk).exists()
+        state = state_load(conversation=Conversation.objects.for_tenant(tenant).get(pk=conversation_id))
+        assert state.source == "database"  # the copy that still listed the item is not used
+        assert ("chunk", item.item_id) not in {(ref.kind, ref.item_id) for ref in state.consumed}
