@@ -396,6 +396,9 @@ def followup_context_matches(
         return True
     if previous_vector is None or candidate.previous_vector is None:
         return previous_vector is None and candidate.previous_vector is None
+    if previous_vector.shape != candidate.previous_vector.shape:
+        # One of the two was asked before a model change: their contexts cannot be compared, so they do not match.
+        return False
     return float(previous_vector @ candidate.previous_vector) >= threshold
 
 

@@ -285,6 +285,17 @@ def test_followup_guard_needs_the_same_context():
     assert not first_turn_vs_followup.hit
 
 
+def test_followup_guard_refuses_a_context_embedded_by_another_model():
+    """A conversation that spans a model change: the stored follow-up's previous question has another vector size.
+    The contexts cannot be compared, so the pair is refused (it used to raise, a 500 on every such turn)."""
+    q = unit(1, 0, 0)
+    stored = _stored(5, "and for admins?", q, previous=unit(0, 1, 0, 0))
+    decision = d.duplicate_decide(
+        question="and for admins?", question_vector=q, previous_vector=unit(0, 1, 0), candidates=[stored], threshold=0.9
+    )
+    assert not decision.hit and decision.reason == "follow-up in another context"
+
+
 def test_followup_guard_keeps_its_floor_under_a_low_gate():
     q = unit(1, 0, 0)
     stored = _stored(5, "and for admins?", q, previous=unit(0, 1, 0))
