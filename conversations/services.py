@@ -57,7 +57,7 @@ from conversations.state import (
 )
 from kbplatform.errors import ApplicationError, ConflictError, NotFoundError, ServiceUnavailableError
 from retrieval import vectorstore
-from retrieval.embeddings import embed_query, embed_texts, token_count
+from retrieval.embeddings import embed_query, embed_texts, embedding_dimension, token_count
 from retrieval.embeddings import model_name as embedding_model_name
 from retrieval.models import Chunk, KnowledgeBase
 from retrieval.selectors import ChunkHit, chunk_search
@@ -224,7 +224,8 @@ _intent_vectors: dict[tuple[int, str], np.ndarray] = {}
 
 def intents_load(*, tenant: Tenant) -> list[decisions.IntentExamples]:
     """The tenant's intents with their example vectors: embedded once and stored on the row, then kept per
-    process keyed by the row's last change, so a turn reads one small query and embeds nothing here."""
+    process keyed by the row's last change, so a turn reads one small query and embeds nothing here. Vectors stored
+    by a model of another size (before a model change) are embedded again: they cannot be compared with a question."""
     rows = list(
         Intent.objects.for_tenant(tenant).only("pk", "name", "behaviour", "examples", "example_vectors", "updated_at")
     )
@@ -233,8 +234,9 @@ def intents_load(*, tenant: Tenant) -> list[decisions.IntentExamples]:
         key = (intent.pk, intent.updated_at.isoformat())
         vectors = _intent_vectors.get(key)
         if vectors is None:
-            if intent.example_vectors:
-                vectors = vector_from_bytes(intent.example_vectors).reshape(len(intent.examples) or 1, -1)
+            stored_floats = len(intent.example_vectors or b"") // 4
+            if stored_floats and stored_floats == len(intent.examples) * embedding_dimension():
+                vectors = vector_from_bytes(intent.example_vectors).reshape(len(intent.examples), -1)
             else:
                 vectors = embed_texts([str(e) for e in intent.examples]) if intent.examples else np.zeros((0, 1))
                 Intent.objects.for_tenant(tenant).filter(pk=intent.pk).update(

@@ -26,6 +26,7 @@ from conversations.state import (
     state_from_database,
     state_load,
     state_store,
+    vector_to_bytes,
 )
 from kbplatform.errors import NotFoundError
 from retrieval import vectorstore
@@ -295,3 +296,15 @@ def test_what_a_tenant_admin_deletes_is_no_longer_used_by_the_hot_copy(api_clien
         state = state_load(conversation=Conversation.objects.for_tenant(tenant).get(pk=conversation_id))
         assert state.source == "database"  # the copy that still listed the item is not used
         assert ("chunk", item.item_id) not in {(ref.kind, ref.item_id) for ref in state.consumed}
+
+
+def test_intent_vectors_stored_by_a_model_of_another_size_are_embedded_again(api_client, kb, tenant):
+    """After a model change the intents' stored example vectors have another size: the turn embeds the examples
+    again (and stores them) instead of failing in the classification with a 500."""
+    for intent in Intent.objects.for_tenant(tenant):
+        intent.example_vectors = vector_to_bytes(np.ones((len(intent.examples), 8), dtype=np.float32))
+        intent.save()
+    body = ask(api_client, start(api_client, kb), "hello")
+    assert body["dedup"]["intent"] == "greeting" and body["dedup"]["action"] == "smalltalk"
+    greeting = Intent.objects.for_tenant(tenant).get(name="greeting")
+    assert len(greeting.example_vectors) == len(greeting.examples) * kb.embedding_dimension * 4
