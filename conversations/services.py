@@ -542,8 +542,11 @@ def _search(
         )
     except vectorstore.VectorStoreUnavailable as exc:
         raise ServiceUnavailableError("The search index is unavailable; retry shortly.") from exc
-    key = (lambda hit: hit.document_id) if granularity == Granularity.DOC else (lambda hit: hit.chunk_id)
-    return decisions.relaxed_merge(excluded_results=hits, full_results=full, key=key, limit=TOP_K), True
+    # By document at either granularity: both searches group by document, and so does the merged list (a chunk
+    # already there keeps its document's one place; another chunk of it shown before does not take a second one).
+    return decisions.relaxed_merge(
+        excluded_results=hits, full_results=full, key=lambda hit: hit.document_id, limit=TOP_K
+    ), True
 
 
 def turn_ask(

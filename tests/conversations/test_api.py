@@ -155,6 +155,29 @@ def test_exclusion_relaxes_when_too_little_is_left(api_client, tenant, services)
     assert DedupEvent.objects.for_tenant(tenant).get(turn_id=second["turn_id"]).relaxed is True
 
 
+def test_a_relaxed_turn_at_chunk_granularity_still_gives_each_document_one_place(api_client, tenant, services):
+    """Chunk exclusion leaves the shown chunk of a document out and finds its other chunk; relaxing then fills from
+    the unexcluded search, whose best chunk of that document is the one shown before. The merged list must stay
+    grouped by document, as both searches are (it used to hold both chunks of the document)."""
+    small = indexed_kb(
+        tenant,
+        {
+            "a": ["Passwords are reset from the Security page.", "Password resets email a link valid for 30 minutes."],
+            "b": ["Plans are billed yearly."],
+        },
+    )
+    set_policy(tenant, granularity="chunk", min_results=3)
+    conversation_id = start(api_client, small)
+    first = ask(api_client, conversation_id, "How do I reset my password?")
+    again = ask(api_client, conversation_id, "How do I reset my password?", force_refresh=True)
+    assert again["dedup"]["relaxed"] is True and again["dedup"]["excluded_count"] == len(first["sources"])
+    documents = [s["document_id"] for s in again["sources"]]
+    assert len(documents) == len(set(documents)) == 2
+    # The novel chunk keeps its document's place; the relaxed fill adds only the other document.
+    novel = {s["chunk_id"] for s in again["sources"]} - {s["chunk_id"] for s in first["sources"]}
+    assert again["sources"][0]["chunk_id"] in novel
+
+
 def test_repeat_intent_shows_the_same_passages_again(api_client, tenant, kb):
     set_policy(tenant, min_results=1)
     conversation_id = start(api_client, kb)
