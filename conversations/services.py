@@ -610,14 +610,14 @@ def turn_ask(
             if matched is not None and matched.origin_turn_id is not None:
                 matched = stored_answer_at_origin(tenant=tenant, state=state, copy=matched)
             matched_sources = stored_sources(tenant=tenant, stored=matched) if matched is not None else None
-            if matched is None:
-                decision = decisions.DuplicateDecision(
-                    hit=False, turn_id=decision.turn_id, similarity=decision.similarity, reason="no stored answer"
-                )
-                matched = None
-            elif matched_sources is None:
-                decision = decisions.DuplicateDecision(
-                    hit=False, turn_id=decision.turn_id, similarity=decision.similarity, reason="sources changed"
+            if matched is None or matched_sources is None:
+                # Refused after the decision: the audit event keeps what the decision found (the head's probability)
+                # and says that the match did not pass every check.
+                decision = replace(
+                    decision,
+                    hit=False,
+                    reason="no stored answer" if matched is None else "sources changed",
+                    passes_checks=False,
                 )
                 matched = None
     timings["dedup"] = (time.perf_counter() - mark) * 1000

@@ -212,6 +212,11 @@ def test_stored_answer_is_not_served_once_its_sources_changed(api_client, tenant
     second = ask(api_client, conversation_id, "How can I reset my password?")
     assert second["dedup"]["action"] == "bypassed"
     assert second["dedup"]["reason"] == "sources changed"
+    # The audit event says what happened: the head was asked and the match refused (not "not asked", "no match").
+    event = DedupEvent.objects.for_tenant(tenant).get(turn_id=second["turn_id"])
+    assert event.matched_turn_ref == first["turn_id"] and event.reason == "sources changed"
+    assert event.pair_probability is not None and event.pair_probability > 0.5
+    assert event.match_passes_checks is False
 
 
 def test_shadow_mode_logs_the_hit_but_answers_fresh(api_client, tenant, kb):
