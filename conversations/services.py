@@ -610,15 +610,19 @@ def turn_ask(
             if matched is not None and matched.origin_turn_id is not None:
                 matched = stored_answer_at_origin(tenant=tenant, state=state, copy=matched)
             matched_sources = stored_sources(tenant=tenant, stored=matched) if matched is not None else None
-            if matched is None or matched_sources is None:
+            refusal = ""
+            if matched is None:
+                refusal = "no stored answer"
+            elif matched_sources is None:
+                refusal = "sources changed"
+            elif not matched_sources:
+                # An answer that cites no passage ("I found nothing", small talk) cannot be checked against the
+                # knowledge base, which may hold the answer by now (a document indexed since): never served again.
+                refusal = "answer cites no source"
+            if refusal:
                 # Refused after the decision: the audit event keeps what the decision found (the head's probability)
                 # and says that the match did not pass every check.
-                decision = replace(
-                    decision,
-                    hit=False,
-                    reason="no stored answer" if matched is None else "sources changed",
-                    passes_checks=False,
-                )
+                decision = replace(decision, hit=False, reason=refusal, passes_checks=False)
                 matched = None
     timings["dedup"] = (time.perf_counter() - mark) * 1000
 

@@ -219,6 +219,48 @@ def test_stored_answer_is_not_served_once_its_sources_changed(api_client, tenant
     assert event.match_passes_checks is False
 
 
+def test_an_answer_that_found_nothing_is_not_served_once_the_knowledge_base_has_the_answer(
+    api_client, tenant, services
+):
+    """Asked before the knowledge base held anything, the question got "I found nothing", which cites no source. Once
+    a document is indexed, asking again must search it, not serve the empty answer (its sources never change, so
+    the sources check alone let it be served for as long as the conversation lasted, or the TTL in user scope)."""
+    from retrieval.embeddings import embed_texts
+    from retrieval.models import Document, DocumentStatus, SourceKind
+    from retrieval.services import chunk_vectors_upsert
+    from tests.conversations.helpers import HANDBOOK, chunk_hash
+
+    knowledge_base = indexed_kb(tenant, {}, name="filling up")
+    conversation_id = start(api_client, knowledge_base)
+    first = ask(api_client, conversation_id, "How do I reset my password?")
+    assert first["sources"] == [] and "nothing" in first["answer"]
+
+    text = HANDBOOK["password"][0]
+    document = Document.objects.create(
+        tenant=tenant,
+        knowledge_base=knowledge_base,
+        title="password",
+        source_kind=SourceKind.CHUNKS,
+        status=DocumentStatus.INDEXED,
+        chunk_count=1,
+    )
+    chunk = Chunk.objects.create(
+        tenant=tenant,
+        document=document,
+        knowledge_base=knowledge_base,
+        position=0,
+        text=text,
+        token_count=30,
+        content_hash=chunk_hash(text),
+    )
+    chunk_vectors_upsert(chunks=[chunk], vectors=embed_texts([text]), dimension=knowledge_base.embedding_dimension)
+
+    again = ask(api_client, conversation_id, "How do I reset my password?")
+    assert again["dedup"]["action"] == "bypassed" and again["dedup"]["reason"] == "answer cites no source"
+    assert [s["chunk_id"] for s in again["sources"]] == [chunk.pk]
+    assert "Security" in again["answer"]
+
+
 def test_shadow_mode_logs_the_hit_but_answers_fresh(api_client, tenant, kb):
     set_policy(tenant, shadow_mode=True)
     conversation_id = start(api_client, kb)
