@@ -985,7 +985,10 @@ def turn_answer_set(*, tenant: Tenant, turn_id: int, answer: str, allowed_knowle
             raise ConflictError("Only a turn asked in retrieve mode takes a client answer.")
         turn.answer = answer
         turn.answer_tokens = token_count(answer)
-        turn.save(update_fields=["answer", "answer_tokens"])
+        # A retrieve-mode turn that was served a stored answer names the pair it came from, and later duplicates of
+        # it are served that pair's answer: the client's own answer makes the turn its own origin instead.
+        turn.answer_origin = None
+        turn.save(update_fields=["answer", "answer_tokens", "answer_origin"])
         # Invalidates every hot copy built before this answer, including one the state_forget below cannot reach.
         Conversation.objects.for_tenant(tenant).filter(pk=turn.conversation_id).update(
             state_revision=F("state_revision") + 1

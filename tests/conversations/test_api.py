@@ -358,6 +358,25 @@ def test_a_corrected_answer_reaches_a_copy_in_another_conversation_of_the_user(a
     assert again["answer"] == "15 dollars per user per month."
 
 
+def test_a_client_answer_to_a_turn_that_was_served_a_stored_answer_is_what_later_duplicates_get(api_client, tenant, kb):
+    """A retrieve-mode turn can be served a stored answer; the client may still store its own answer to it. Later
+    duplicates of that turn must get the client's answer, not the stored answer it was served (its origin)."""
+    conversation_id = start(api_client, kb)
+    retrieved = ask(api_client, conversation_id, "How much does the Team plan cost?", mode="retrieve")
+    url = f"/api/v1/turns/{retrieved['turn_id']}/answer/"
+    assert api_client.put(url, {"answer": "12 dollars per user per month."}, format="json").status_code == 200
+    served = ask(api_client, conversation_id, "How much do we pay for the Team plan?", mode="retrieve")
+    assert served["dedup"]["action"] == "served_cached" and served["answer"] == "12 dollars per user per month."
+
+    url = f"/api/v1/turns/{served['turn_id']}/answer/"
+    response = api_client.put(url, {"answer": "Ours: 13 dollars per user per month."}, format="json")
+    assert response.status_code == 200
+    later = ask(api_client, conversation_id, "How much do we pay for the Team plan?")
+    assert later["dedup"]["action"] == "served_cached" and later["dedup"]["matched_turn_id"] == served["turn_id"]
+    assert later["answer"] == "Ours: 13 dollars per user per month."
+    assert Turn.objects.for_tenant(tenant).get(pk=later["turn_id"]).answer_origin_id == served["turn_id"]
+
+
 def test_client_answer_only_for_retrieve_mode_and_not_empty(api_client, kb):
     conversation_id = start(api_client, kb)
     answered = ask(api_client, conversation_id, "How do I reset my password?")
