@@ -148,6 +148,36 @@ def intent_classify(
     return INTENT_OTHER, "normal", max(best_score, 0.0)
 
 
+# Behaviours of intents that name no topic of their own: small talk, and "show me that again" / "explain in more
+# detail", which are about the question before them.
+TOPICLESS_BEHAVIOURS = frozenset({"smalltalk", "repeat", "elaborate"})
+
+
+def names_topic(
+    *, vectors: Sequence[np.ndarray], intents: Sequence[IntentExamples], floor: float = INTENT_FLOOR
+) -> list[bool]:
+    """For each question vector, whether that question is about something of its own: False when its intent (by
+    `intent_classify`'s rule, one matrix product for all of them) has a behaviour in TOPICLESS_BEHAVIOURS. A vector
+    of another size than the intents' (asked before a model change) cannot be classified and counts as naming one."""
+    flags = [True] * len(vectors)
+    usable = [intent for intent in intents if intent.vectors is not None and len(intent.vectors)]
+    if not usable or not flags:
+        return flags
+    dimension = usable[0].vectors.shape[-1]
+    usable = [intent for intent in usable if intent.vectors.shape[-1] == dimension]
+    examples = np.concatenate([intent.vectors for intent in usable])
+    topicless = np.concatenate(
+        [np.full(len(intent.vectors), intent.behaviour in TOPICLESS_BEHAVIOURS) for intent in usable]
+    )
+    rows = [index for index, vector in enumerate(vectors) if np.shape(vector) == (dimension,)]
+    if rows:
+        scores = np.stack([vectors[index] for index in rows]) @ examples.T
+        nearest = np.argmax(scores, axis=1)
+        for index, example, score in zip(rows, nearest, scores[np.arange(len(rows)), nearest], strict=True):
+            flags[index] = not (score >= floor and topicless[example])
+    return flags
+
+
 # --- question agreement (beyond cosine) -------------------------------------------------------------------------
 
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")

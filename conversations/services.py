@@ -653,8 +653,14 @@ def turn_ask(
         search_vector, answer_question = question_vector, question
         if behaviour in (IntentBehaviour.REPEAT, IntentBehaviour.ELABORATE) and state.recent_turns:
             # "Show me that again" / "explain in more detail" are about the previous question, not about their
-            # own words: search and answer for the previous question.
-            search_vector, answer_question = previous_vector, state.recent_turns[-1].question
+            # own words: search and answer for the last question that names a topic (a second "show me that
+            # again", or a "thanks" in between, stands for the same one).
+            topics = decisions.names_topic(
+                vectors=[t.vector for t in state.recent_turns], intents=turn_settings.intents
+            )
+            topic = next((t for t, named in zip(state.recent_turns[::-1], topics[::-1], strict=True) if named), None)
+            if topic is not None:
+                search_vector, answer_question = topic.vector, topic.question
         if plan.exclusion:
             excluded = decisions.excluded_ids(
                 consumed=state.consumed,

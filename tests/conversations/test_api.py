@@ -188,6 +188,24 @@ def test_repeat_intent_shows_the_same_passages_again(api_client, tenant, kb):
     assert [s["chunk_id"] for s in again["sources"]] == [s["chunk_id"] for s in first["sources"]]
 
 
+def test_show_me_that_again_twice_or_after_thanks_shows_the_same_passages(api_client, tenant, kb):
+    """A repeat searches with the question it stands for. A second "show me that again", or one after "thanks",
+    stands for the same question as the first: it used to search with the words "show me that again" (or
+    "thanks") themselves and show other passages."""
+    set_policy(tenant, min_results=1)
+    conversation_id = start(api_client, kb)
+    first = ask(api_client, conversation_id, "How much does the Team plan cost?")
+    shown = [s["chunk_id"] for s in first["sources"]]
+    assert [s["chunk_id"] for s in ask(api_client, conversation_id, "show me that again")["sources"]] == shown
+    twice = ask(api_client, conversation_id, "show me that again")
+    assert twice["dedup"]["intent"] == "repeat"
+    assert [s["chunk_id"] for s in twice["sources"]] == shown
+    assert ask(api_client, conversation_id, "thanks")["dedup"]["intent"] == "thanks"
+    after_thanks = ask(api_client, conversation_id, "show me that again")
+    assert [s["chunk_id"] for s in after_thanks["sources"]] == shown
+    assert "12 dollars" in after_thanks["answer"]
+
+
 def test_smalltalk_neither_retrieves_nor_dedups(api_client, tenant, kb):
     conversation_id = start(api_client, kb)
     ask(api_client, conversation_id, "hello")

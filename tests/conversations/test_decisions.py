@@ -137,6 +137,28 @@ def test_intent_is_nearest_example_above_floor_else_other():
     assert d.intent_classify(question_vector=unit(1, 1, 0), intents=intents, floor=0.8)[:2] == ("other", "normal")
 
 
+def test_names_topic_follows_the_intent_and_its_behaviour():
+    intents = [
+        d.IntentExamples("greeting", "smalltalk", np.stack([unit(1, 0, 0), unit(1, 0.1, 0)])),
+        d.IntentExamples("repeat", "repeat", np.stack([unit(0, 1, 0)])),
+        d.IntentExamples("pricing", "normal", np.stack([unit(0, 0.9, 0.44)])),
+        d.IntentExamples("empty", "normal", np.zeros((0, 3), dtype=np.float32)),
+    ]
+    vectors = [
+        unit(1, 0.05, 0),  # greeting: small talk
+        unit(0.1, 1, 0),  # repeat
+        unit(0, 0, 1),  # no intent above the floor: a question of its own
+        unit(0, 0.92, 0.4),  # nearest is the normal "pricing" example, though "repeat" is above the floor too
+        unit(1, 0, 0, 0),  # another model's vector: cannot be classified
+    ]
+    assert d.names_topic(vectors=vectors, intents=intents, floor=0.8) == [False, False, True, True, True]
+    for vector, named in zip(vectors[:4], [False, False, True, True], strict=True):
+        behaviour = d.intent_classify(question_vector=vector, intents=intents, floor=0.8)[1]
+        assert (behaviour not in d.TOPICLESS_BEHAVIOURS) == named
+    assert d.names_topic(vectors=[], intents=intents) == []
+    assert d.names_topic(vectors=[unit(1, 0, 0)], intents=[]) == [True]
+
+
 # --- agreement and follow-ups --------------------------------------------------------------------------------------
 
 
