@@ -411,6 +411,16 @@ class DuplicateDecision:
     passes_checks: bool | None = None
 
 
+def followup_context(*, previous_vector: np.ndarray | None, previous_names_topic: bool) -> np.ndarray | None:
+    """The context the follow-up guard reads a question in: the vector of the question asked just before it (None
+    for a first turn). When that question named no topic of its own (small talk, "show me that again"), the topic
+    lies further back and is not known here: the context is then a zero vector, alike to no other, so the guard
+    refuses every pair that needs it ("and for admins?" after "thanks" is about whatever came before the thanks)."""
+    if previous_vector is None or previous_names_topic:
+        return previous_vector
+    return np.zeros_like(previous_vector)
+
+
 def followup_context_matches(
     *,
     question: str,

@@ -380,15 +380,21 @@ def _previous_vectors(*, tenant: Tenant, turns: list[tuple[int, int]]) -> dict[t
     return {(c, n + 1): vector_from_bytes(v) for c, n, v in rows}
 
 
-def _stored_from_rows(*, tenant: Tenant, rows: list[tuple]) -> list[decisions.StoredQuestion]:
+def _stored_from_rows(
+    *, tenant: Tenant, rows: list[tuple], intents: list[decisions.IntentExamples]
+) -> list[decisions.StoredQuestion]:
     previous = _previous_vectors(tenant=tenant, turns=[(row[3], row[4]) for row in rows])
+    topics = dict(zip(previous, decisions.names_topic(vectors=list(previous.values()), intents=intents), strict=True))
     return [
         decisions.StoredQuestion(
             turn_id=pk,
             question=question,
             vector=vector_from_bytes(vector),
             conversation_id=conversation_id,
-            previous_vector=previous.get((conversation_id, number)),
+            previous_vector=decisions.followup_context(
+                previous_vector=previous.get((conversation_id, number)),
+                previous_names_topic=topics.get((conversation_id, number), True),
+            ),
             answerable=bool(answer),
         )
         for pk, question, vector, conversation_id, number, answer in rows
@@ -402,8 +408,11 @@ def duplicate_candidates(
     state: ConversationState,
     policy: decisions.PolicyView,
     question_vector: np.ndarray,
+    intents: list[decisions.IntentExamples],
+    recent_topics: list[bool],
 ) -> list[decisions.StoredQuestion]:
-    """The QA pairs in the policy's scope that could answer the question."""
+    """The QA pairs in the policy's scope that could answer the question, each with the context it was asked in
+    (`decisions.followup_context`). `recent_topics`: `decisions.names_topic` of the state's recent turns."""
     if policy.scope == DedupScope.SESSION or (policy.scope == DedupScope.USER and not conversation.user_id):
         recent = state.recent_turns[-policy.question_window :]
         offset = len(state.recent_turns) - len(recent)
@@ -411,7 +420,13 @@ def duplicate_candidates(
         for index, turn in enumerate(recent):
             before = offset + index - 1
             # None when the turn before lies outside the cached history: the follow-up guard then refuses.
-            previous = state.recent_turns[before].vector if before >= 0 else None
+            previous = (
+                decisions.followup_context(
+                    previous_vector=state.recent_turns[before].vector, previous_names_topic=recent_topics[before]
+                )
+                if before >= 0
+                else None
+            )
             stored.append(
                 decisions.StoredQuestion(
                     turn_id=turn.turn_id,
@@ -434,7 +449,7 @@ def duplicate_candidates(
             .order_by("-created_at")
             .values_list(*fields)[:USER_SCOPE_MAX_PAIRS]
         )
-        return _stored_from_rows(tenant=tenant, rows=rows)
+        return _stored_from_rows(tenant=tenant, rows=rows, intents=intents)
     hits = vectorstore.question_vectors_search(
         tenant_id=tenant.pk,
         knowledge_base_id=conversation.knowledge_base_id,
@@ -450,7 +465,7 @@ def duplicate_candidates(
         .filter(pk__in=[hit.turn_id for hit in hits], created_at__gte=since)
         .values_list(*fields)
     )
-    return _stored_from_rows(tenant=tenant, rows=rows)
+    return _stored_from_rows(tenant=tenant, rows=rows, intents=intents)
 
 
 def stored_answer_of(*, tenant: Tenant, state: ConversationState, turn_id: int) -> StoredAnswer | None:
@@ -582,7 +597,13 @@ def turn_ask(
     timings["embed"] = (time.perf_counter() - mark) * 1000
     intent, behaviour, _ = decisions.intent_classify(question_vector=question_vector, intents=turn_settings.intents)
     plan = decisions.turn_plan(policy=policy, intent=intent, behaviour=behaviour, force_refresh=force_refresh)
-    previous_vector = state.previous_vector()
+    # Which recent questions name a topic of their own (not small talk, "show me that again"): a follow-up is read in
+    # the context of the question before it only when that one does, and a repeat re-asks the last one that does.
+    recent_topics = (
+        decisions.names_topic(vectors=[t.vector for t in state.recent_turns], intents=turn_settings.intents)
+        if plan.check_duplicates or behaviour in (IntentBehaviour.REPEAT, IntentBehaviour.ELABORATE)
+        else []
+    )
 
     mark = time.perf_counter()
     decision = decisions.DuplicateDecision(hit=False)
@@ -591,7 +612,13 @@ def turn_ask(
     if plan.check_duplicates:
         try:
             candidates = duplicate_candidates(
-                tenant=tenant, conversation=conversation, state=state, policy=policy, question_vector=question_vector
+                tenant=tenant,
+                conversation=conversation,
+                state=state,
+                policy=policy,
+                question_vector=question_vector,
+                intents=turn_settings.intents,
+                recent_topics=recent_topics,
             )
         except vectorstore.VectorStoreUnavailable:
             logger.warning("question index unavailable: tenant-scope dedup skipped for this turn")
@@ -599,7 +626,9 @@ def turn_ask(
         decision = decisions.duplicate_decide(
             question=question,
             question_vector=question_vector,
-            previous_vector=previous_vector,
+            previous_vector=decisions.followup_context(
+                previous_vector=state.previous_vector(), previous_names_topic=not recent_topics or recent_topics[-1]
+            ),
             candidates=candidates,
             threshold=policy.threshold,
             embedding_model=embedding_model_name(),
@@ -655,10 +684,9 @@ def turn_ask(
             # "Show me that again" / "explain in more detail" are about the previous question, not about their
             # own words: search and answer for the last question that names a topic (a second "show me that
             # again", or a "thanks" in between, stands for the same one).
-            topics = decisions.names_topic(
-                vectors=[t.vector for t in state.recent_turns], intents=turn_settings.intents
+            topic = next(
+                (t for t, named in zip(state.recent_turns[::-1], recent_topics[::-1], strict=True) if named), None
             )
-            topic = next((t for t, named in zip(state.recent_turns[::-1], topics[::-1], strict=True) if named), None)
             if topic is not None:
                 search_vector, answer_question = topic.vector, topic.question
         if plan.exclusion:

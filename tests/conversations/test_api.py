@@ -435,6 +435,36 @@ def test_followup_in_another_context_is_not_served(api_client, tenant, kb):
     assert again["dedup"]["action"] != "served_cached"
 
 
+def test_followup_after_thanks_is_not_served_the_answer_given_in_another_context(api_client, tenant, kb):
+    """The follow-up guard compares the questions asked just before; "thanks" before both "and for admins?" made the
+    contexts look alike (the same words), so the second was served the first's answer, given about pricing, although
+    it followed a question about exports. A follow-up after a question without a topic has no known context."""
+    conversation_id = start(api_client, kb)
+    ask(api_client, conversation_id, "How much does the Team plan cost?")
+    assert ask(api_client, conversation_id, "thanks")["dedup"]["intent"] == "thanks"
+    ask(api_client, conversation_id, "and for admins?")
+    ask(api_client, conversation_id, "How do I export reports as PDF?")
+    ask(api_client, conversation_id, "thanks")
+    again = ask(api_client, conversation_id, "and for admins?")
+    assert again["dedup"]["action"] == "bypassed" and again["dedup"]["reason"] == "follow-up in another context"
+
+
+def test_followup_after_thanks_is_not_served_across_conversations_in_user_scope(api_client, tenant, kb):
+    set_policy(tenant, scope="user")
+    first = start(api_client, kb, user_id="u1")
+    ask(api_client, first, "How much does the Team plan cost?")
+    ask(api_client, first, "thanks")
+    ask(api_client, first, "and for admins?")
+    second = start(api_client, kb, user_id="u1")
+    ask(api_client, second, "How do I export reports as PDF?")
+    ask(api_client, second, "thanks")
+    again = ask(api_client, second, "and for admins?")
+    assert again["dedup"]["action"] == "bypassed" and again["dedup"]["reason"] == "follow-up in another context"
+    # A question that stands alone is still served across the user's conversations.
+    standalone = ask(api_client, second, "How much does the Team plan cost?")
+    assert standalone["dedup"]["action"] == "served_cached"
+
+
 def test_redis_down_mid_conversation_loses_nothing(api_client, tenant, kb, monkeypatch):
     set_policy(tenant, min_results=0)  # never relax: every shown document must stay excluded
     conversation_id = start(api_client, kb)

@@ -318,6 +318,31 @@ def test_followup_guard_refuses_a_context_embedded_by_another_model():
     assert not decision.hit and decision.reason == "follow-up in another context"
 
 
+def test_followup_context_after_a_question_without_a_topic_matches_nothing():
+    """ "and for admins?" after "thanks" is about whatever came before the thanks: its context is unknown, and two
+    such follow-ups (both after "thanks", whose vectors are the same) are not the same question."""
+    thanks = unit(0, 1, 0)
+    assert d.followup_context(previous_vector=None, previous_names_topic=True) is None
+    assert d.followup_context(previous_vector=thanks, previous_names_topic=True) is thanks
+    unknown = d.followup_context(previous_vector=thanks, previous_names_topic=False)
+    assert unknown.shape == thanks.shape and not unknown.any()
+    q = unit(1, 0, 0)
+    stored = _stored(5, "and for admins?", q, previous=unknown)
+    kwargs = {"question": "and for admins?", "question_vector": q, "candidates": [stored], "threshold": 0.9}
+    for previous in (unknown, thanks, None):
+        decision = d.duplicate_decide(**kwargs, previous_vector=previous)
+        assert not decision.hit and decision.reason == "follow-up in another context"
+    # A question that stands alone does not need the context.
+    standalone = _stored(6, "How do I rotate the API keys of my organisation?", q, previous=unknown)
+    assert d.duplicate_decide(
+        question="How do I rotate the API keys of my organisation?",
+        question_vector=q,
+        previous_vector=unknown,
+        candidates=[standalone],
+        threshold=0.9,
+    ).hit
+
+
 def test_followup_guard_keeps_its_floor_under_a_low_gate():
     q = unit(1, 0, 0)
     stored = _stored(5, "and for admins?", q, previous=unit(0, 1, 0))
