@@ -1109,16 +1109,22 @@ def conversations_purge_expired(*, now: datetime | None = None, batch_size: int 
         if not batch:
             return deleted
         ids = [pk for pk, _, _ in batch]
-        turns_by_tenant: dict[tuple[int, int], list[int]] = {}
-        for tenant_id, dimension, turn_id in (
+        turns = list(
             Turn.objects.unscoped()
             .filter(conversation_id__in=ids)
-            .values_list("tenant_id", "knowledge_base__embedding_dimension", "pk")
-        ):
-            turns_by_tenant.setdefault((tenant_id, dimension), []).append(turn_id)
+            .values_list("tenant_id", "knowledge_base__embedding_dimension", "conversation_id", "pk")
+        )
         Conversation.objects.unscoped().filter(pk__in=ids, expires_at__lte=now).delete()
+        # A turn that landed since the batch was read moved its conversation's expiry, and the delete left it: its
+        # questions stay indexed and its hot copy stays.
+        kept = set(Conversation.objects.unscoped().filter(pk__in=ids).values_list("pk", flat=True))
         for pk, tenant_id, _ in batch:
-            state_forget(tenant_id=tenant_id, conversation_id=pk)
+            if pk not in kept:
+                state_forget(tenant_id=tenant_id, conversation_id=pk)
+        turns_by_tenant: dict[tuple[int, int], list[int]] = {}
+        for tenant_id, dimension, conversation_id, turn_id in turns:
+            if conversation_id not in kept:
+                turns_by_tenant.setdefault((tenant_id, dimension), []).append(turn_id)
         tenant_scope = set(
             DedupPolicy.objects.unscoped()
             .filter(tenant_id__in={t for t, _ in turns_by_tenant}, scope=DedupScope.TENANT)
@@ -1131,7 +1137,7 @@ def conversations_purge_expired(*, now: datetime | None = None, batch_size: int 
                 vectorstore.question_vectors_delete(tenant_id=tenant_id, turn_ids=turn_ids, dimension=dimension)
             except vectorstore.VectorStoreUnavailable:
                 logger.warning("question index unavailable: %s expired question vectors left", len(turn_ids))
-        deleted += len(ids)
+        deleted += len(ids) - len(kept)
 
 
 # --- dashboard rollups -------------------------------------------------------------------------------------------

@@ -64,3 +64,48 @@ def test_expired_conversation_refuses_new_turns_with_410(api_client, tenant):
     expired = _conversation(tenant, kb, expires_in=timedelta(seconds=-1))
     response = api_client.post(f"/api/v1/conversations/{expired.pk}/messages/", {"question": "hi"}, format="json")
     assert response.status_code == 410 and "expired" in response.json()["message"]
+
+
+def test_a_conversation_a_turn_revives_during_the_purge_keeps_its_question_vectors(tenant, monkeypatch):
+    """A turn commits on an expired conversation (it passed the expiry check just before) between the purge reading
+    its batch and deleting it: the turn moved the expiry, so the delete leaves the conversation. Its questions must
+    stay in the tenant-scope index, its hot copy in Redis, and the purge must not count it as deleted."""
+    from conversations import services
+    from conversations.models import DedupPolicy
+    from retrieval import vectorstore
+
+    DedupPolicy.objects.for_tenant(tenant).update(scope="tenant")
+    kb = KnowledgeBase.objects.create(tenant=tenant, name="kb")
+    revived = _conversation(tenant, kb, expires_in=timedelta(seconds=-1))
+    expired = _conversation(tenant, kb, expires_in=timedelta(seconds=-1))
+    revived_turn = Turn.objects.for_tenant(tenant).get(conversation=revived)
+    expired_turn = Turn.objects.for_tenant(tenant).get(conversation=expired)
+
+    deleted_vectors: list[int] = []
+    monkeypatch.setattr(
+        vectorstore,
+        "question_vectors_delete",
+        lambda *, tenant_id, turn_ids, dimension: deleted_vectors.extend(turn_ids),
+    )
+    forgotten: list[int] = []
+    monkeypatch.setattr(
+        services, "state_forget", lambda *, tenant_id, conversation_id: forgotten.append(conversation_id)
+    )
+    real_turn_model = services.Turn
+
+    class TurnLandsMeanwhile:
+        """The purge's read of the batch's turns, with a turn committing on `revived` just after it."""
+
+        class objects:  # noqa: N801
+            @staticmethod
+            def unscoped():  # noqa: ANN205
+                later = timezone.now() + timedelta(hours=1)
+                Conversation.objects.for_tenant(tenant).filter(pk=revived.pk).update(expires_at=later)
+                return real_turn_model.objects.unscoped()
+
+    monkeypatch.setattr(services, "Turn", TurnLandsMeanwhile)
+    assert conversations_purge_expired() == 1
+    assert Conversation.objects.for_tenant(tenant).filter(pk=revived.pk).exists()
+    assert not Conversation.objects.for_tenant(tenant).filter(pk=expired.pk).exists()
+    assert deleted_vectors == [expired_turn.pk] and revived_turn.pk not in deleted_vectors
+    assert forgotten == [expired.pk]
