@@ -141,7 +141,7 @@ def dedup_policy_update(*, tenant: Tenant, **changes: Any) -> DedupPolicy:
     policy = DedupPolicy.objects.for_tenant(tenant).select_for_update().first() or tenant_conversations_setup(
         tenant=tenant
     )
-    scope_before = policy.scope
+    scope_before, ttl_before = policy.scope, policy.ttl_seconds
     for name, value in changes.items():
         setattr(policy, name, value)
     errors: dict[str, list[str]] = {}
@@ -162,6 +162,12 @@ def dedup_policy_update(*, tenant: Tenant, **changes: Any) -> DedupPolicy:
         raise ApplicationError("The policy is not valid: check the fields listed in extra.", extra={"fields": errors})
     policy.save()
     tenant_settings_changed(tenant=tenant)
+    if policy.ttl_seconds != ttl_before:
+        # A conversation expires the policy's TTL after its last turn: a new TTL moves the expiry of the live ones
+        # too, so a shorter one is neither served (its stored answers included) nor kept past it.
+        Conversation.objects.for_tenant(tenant).update(
+            expires_at=F("last_active_at") + timedelta(seconds=policy.ttl_seconds)
+        )
     if policy.scope == DedupScope.TENANT and scope_before != DedupScope.TENANT:
         # Questions asked under another scope were never indexed for tenant-wide search: index those within the
         # TTL, so the new scope covers them too (a worker does it; the change itself does not wait for it).

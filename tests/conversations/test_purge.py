@@ -66,6 +66,37 @@ def test_expired_conversation_refuses_new_turns_with_410(api_client, tenant):
     assert response.status_code == 410 and "expired" in response.json()["message"]
 
 
+def test_a_ttl_change_moves_the_expiry_of_live_conversations(api_client, tenant, other_tenant):
+    """A conversation expires the policy's TTL after its last turn. Lowered from a day to a minute, a conversation
+    idle for two minutes is expired at once (410, and purged), instead of serving its stored answers for the rest
+    of the day; one active just now is not, and another tenant's conversations keep their expiry."""
+    from conversations.services import dedup_policy_update
+
+    kb = KnowledgeBase.objects.create(tenant=tenant, name="kb")
+    other_kb = KnowledgeBase.objects.create(tenant=other_tenant, name="kb")
+    idle = _conversation(tenant, kb, expires_in=timedelta(days=1) - timedelta(minutes=2))
+    Conversation.objects.for_tenant(tenant).filter(pk=idle.pk).update(
+        last_active_at=timezone.now() - timedelta(minutes=2), turn_count=1
+    )
+    active = _conversation(tenant, kb, expires_in=timedelta(days=1))
+    others = _conversation(other_tenant, other_kb, expires_in=timedelta(days=1))
+    Conversation.objects.for_tenant(other_tenant).filter(pk=others.pk).update(
+        last_active_at=timezone.now() - timedelta(minutes=2)
+    )
+
+    dedup_policy_update(tenant=tenant, ttl_seconds=60)
+    response = api_client.post(f"/api/v1/conversations/{idle.pk}/messages/", {"question": "hi"}, format="json")
+    assert response.status_code == 410
+    assert conversations_purge_expired() == 1
+    assert set(Conversation.objects.unscoped().values_list("pk", flat=True)) == {active.pk, others.pk}
+    active.refresh_from_db()
+    assert active.expires_at == active.last_active_at + timedelta(seconds=60)
+
+    dedup_policy_update(tenant=tenant, ttl_seconds=7200)
+    active.refresh_from_db()
+    assert active.expires_at == active.last_active_at + timedelta(hours=2)
+
+
 def test_a_conversation_a_turn_revives_during_the_purge_keeps_its_question_vectors(tenant, monkeypatch):
     """A turn commits on an expired conversation (it passed the expiry check just before) between the purge reading
     its batch and deleting it: the turn moved the expiry, so the delete leaves the conversation. Its questions must
