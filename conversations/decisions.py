@@ -409,6 +409,9 @@ class DuplicateDecision:
     # was not asked), and whether that pair passed every check but the cosine gate (None: no candidate).
     probability: float | None = None
     passes_checks: bool | None = None
+    # The cosine gate the decision applied: the threshold asked for, raised to HEADLESS_THRESHOLD_FLOOR when it ran
+    # without the head (None: no candidate was compared).
+    gate: float | None = None
 
 
 def followup_context(*, previous_vector: np.ndarray | None, previous_names_topic: bool) -> np.ndarray | None:
@@ -512,6 +515,7 @@ def duplicate_decide(
             refused=refused,
             probability=probability,
             passes_checks=True,
+            gate=threshold,
         )
     if top_checks is None:
         # The nearest match is below the gate: run the other checks on it anyway (well under a millisecond), so the
@@ -526,6 +530,7 @@ def duplicate_decide(
         refused=refused,
         probability=top_checks[1],
         passes_checks=not top_checks[0],
+        gate=threshold,
     )
 
 

@@ -761,7 +761,7 @@ def turn_ask(
             "intent": intent,
             "reason": reason[:200],
             "scope": policy.scope,
-            "threshold": policy.threshold,
+            "threshold": decision.gate if decision.gate is not None else policy.threshold,
             "question_window": policy.question_window,
             "exclusion_window": policy.exclusion_window,
             "granularity": policy.granularity,

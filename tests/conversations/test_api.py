@@ -126,6 +126,23 @@ def test_with_the_head_switched_off_hits_are_decided_without_it(api_client, tena
     assert DedupEvent.objects.for_tenant(tenant).get(turn_id=third["turn_id"]).pair_probability is not None
 
 
+def test_without_the_head_the_audit_event_records_the_gate_the_decision_applied(api_client, tenant, kb, settings):
+    """Without the duplicate head the cosine gate never sits below 0.90. A match at 0.89 is then refused as "below
+    threshold", and the event must say so against the gate applied (0.90), not the policy's 0.76, which the recorded
+    similarity is above."""
+    settings.DUPLICATE_HEAD = False
+    conversation_id = start(api_client, kb)
+    ask(api_client, conversation_id, "How do I reset my password?")
+    body = ask(api_client, conversation_id, "How do I recover my password?")
+    assert body["dedup"]["action"] == "answered" and body["dedup"]["reason"] == "below threshold"
+    event = DedupEvent.objects.for_tenant(tenant).get(turn_id=body["turn_id"])
+    assert DedupPolicy.objects.for_tenant(tenant).get().threshold < event.similarity < 0.90
+    assert event.threshold == 0.90
+    settings.DUPLICATE_HEAD = True
+    with_head = ask(api_client, conversation_id, "How do I recover my password?")
+    assert DedupEvent.objects.for_tenant(tenant).get(turn_id=with_head["turn_id"]).threshold == pytest.approx(0.76)
+
+
 def test_next_turn_leaves_out_documents_already_shown(api_client, tenant, kb):
     set_policy(tenant, min_results=1)
     conversation_id = start(api_client, kb)

@@ -249,6 +249,17 @@ def test_duplicate_at_threshold_hits_and_below_does_not():
     assert not miss.hit and miss.reason == "below threshold" and miss.turn_id == 7
 
 
+def test_the_decision_reports_the_gate_it_applied():
+    q = unit(1, 0, 0)
+    candidate = _stored(7, "How do I reset my password quickly?", unit(1, 0.5, 0))  # cosine ~0.89
+    kwargs = {"question": "How can I reset my password quickly?", "question_vector": q, "previous_vector": None}
+    headless = d.duplicate_decide(**kwargs, candidates=[candidate], threshold=0.76, use_head=False)
+    assert not headless.hit and headless.reason == "below threshold" and headless.gate == d.HEADLESS_THRESHOLD_FLOOR
+    assert d.duplicate_decide(**kwargs, candidates=[candidate], threshold=0.5, use_head=False).gate == 0.90
+    assert d.duplicate_decide(**kwargs, candidates=[candidate], threshold=0.95, use_head=False).gate == 0.95
+    assert d.duplicate_decide(**kwargs, candidates=[], threshold=0.76).gate is None
+
+
 def test_questions_embedded_by_another_model_are_not_compared():
     q = unit(1, 0, 0)
     old_model = _stored(3, "How can I reset my password quickly?", unit(1, 0, 0, 0))
