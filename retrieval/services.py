@@ -311,6 +311,8 @@ def document_delete(*, tenant: Tenant, document: Document) -> None:
     )
     source_file = document.source_file if document.source_file else None
     with transaction.atomic():
+        # A run writing the document's chunk rows holds its row: wait for it, so its rows go too.
+        list(Document.objects.for_tenant(tenant).select_for_update().filter(pk=document.pk).values_list("pk"))
         Document.objects.for_tenant(tenant).filter(pk=document.pk).delete()
         if source_file is not None:
             name, storage = source_file.name, source_file.storage
@@ -445,11 +447,13 @@ def _document_drafts(document: Document, *, max_tokens: int) -> list[ChunkDraft]
 
 
 def _chunks_store(
-    *, tenant_id: int, documents: list[Document], drafts: dict[int, list[ChunkDraft]]
+    *, tenant_id: int, token: str, documents: list[Document], drafts: dict[int, list[ChunkDraft]]
 ) -> tuple[dict[int, list[tuple[int, str, str]]], set[int]]:
-    """Make each document's chunk rows equal to its drafts, keeping rows (and ids) that already match.
-    Returns document id -> [(chunk id, text, hash)] in position order, and the documents that had rows before
-    this run (their old vectors may need cleaning)."""
+    """Make each document's chunk rows equal to its drafts, keeping rows (and ids) that already match, for the
+    documents this run still holds: one deleted or taken over by another run since the claim is left out (its rows
+    would fail the whole batch on the missing document, or undo the other run's). Returns document id ->
+    [(chunk id, text, hash)] in position order for the documents held, and those of them that had rows before this
+    run (their old vectors may need cleaning)."""
     ids = [document.pk for document in documents]
     existing: dict[int, list[tuple[int, int, str, str | None]]] = defaultdict(list)
     for row in (
@@ -464,32 +468,41 @@ def _chunks_store(
         new = [(d.position, d.content_hash, d.external_id) for d in drafts[document.pk]]
         if old != new:
             to_replace.append(document)
-    if to_replace:
-        new_rows = [
-            Chunk(
-                tenant_id=tenant_id,
-                document_id=document.pk,
-                knowledge_base_id=document.knowledge_base_id,
-                position=draft.position,
-                text=draft.text,
-                token_count=draft.token_count,
-                content_hash=draft.content_hash,
-                external_id=draft.external_id,
-            )
-            for document in to_replace
-            for draft in drafts[document.pk]
-        ]
-        with transaction.atomic():
+    with transaction.atomic():
+        # Locked until the rows are written, so a delete waits for them (and takes them) instead of racing them.
+        held = set(
+            Document.objects.select_for_update()
+            .filter(tenant_id=tenant_id, claim_token=token, pk__in=ids)
+            .values_list("pk", flat=True)
+        )
+        to_replace = [document for document in to_replace if document.pk in held]
+        if to_replace:
             Chunk.objects.filter(tenant_id=tenant_id, document_id__in=[d.pk for d in to_replace]).delete()
-            Chunk.objects.bulk_create(new_rows, batch_size=1000)
+            Chunk.objects.bulk_create(
+                [
+                    Chunk(
+                        tenant_id=tenant_id,
+                        document_id=document.pk,
+                        knowledge_base_id=document.knowledge_base_id,
+                        position=draft.position,
+                        text=draft.text,
+                        token_count=draft.token_count,
+                        content_hash=draft.content_hash,
+                        external_id=draft.external_id,
+                    )
+                    for document in to_replace
+                    for draft in drafts[document.pk]
+                ],
+                batch_size=1000,
+            )
     stored: dict[int, list[tuple[int, str, str]]] = defaultdict(list)
     for document_id, pk, text, content_hash in (
-        Chunk.objects.filter(tenant_id=tenant_id, document_id__in=ids)
+        Chunk.objects.filter(tenant_id=tenant_id, document_id__in=list(held))
         .order_by("document_id", "position")
         .values_list("document_id", "pk", "text", "content_hash")
     ):
         stored[document_id].append((pk, text, content_hash))
-    return stored, set(existing)
+    return stored, set(existing) & held
 
 
 def documents_index(*, tenant_id: int, document_ids: Sequence[int]) -> IndexRun:
@@ -596,7 +609,12 @@ def _documents_run(*, run: IndexRun, tenant_id: int, token: str, documents: list
     )
 
     # Store chunk rows (ids stay stable when nothing changed).
-    stored, had_rows = _chunks_store(tenant_id=tenant_id, documents=documents, drafts=drafts)
+    stored, had_rows = _chunks_store(tenant_id=tenant_id, token=token, documents=documents, drafts=drafts)
+    # A document deleted or taken over since the claim has no rows here: the run goes on without it.
+    documents = [document for document in documents if document.pk in stored]
+    drafts = {document.pk: drafts[document.pk] for document in documents}
+    if not documents:
+        return
     _run_update(
         tenant_id=tenant_id,
         token=token,
@@ -767,6 +785,8 @@ def knowledge_base_delete(*, tenant: Tenant, knowledge_base: KnowledgeBase) -> d
     }
     storage = Document._meta.get_field("source_file").storage
     with transaction.atomic():
+        # Runs writing chunk rows of its documents hold their rows: wait for them, so their rows go too.
+        list(documents.select_for_update().values_list("pk"))
         # Conversations first, in batches: each takes its turns and consumed items (and sets its audit events'
         # links to null), so no single cascade holds every row of a large knowledge base at once.
         for start in range(0, len(conversation_ids), KNOWLEDGE_BASE_DELETE_BATCH):

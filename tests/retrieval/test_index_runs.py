@@ -1,0 +1,114 @@
+"""One indexing run against what can happen around it: documents deleted or taken over mid-run, a file that
+breaks its parser, a run slower than its lease, documents that fail for good. The run is called directly (no
+worker), on real PostgreSQL (under CI) and a `milvus-lite server`; the interleavings are forced by wrapping the
+step the other party acts in."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+
+import pytest
+from django.db import connection
+
+from retrieval import services, vectorstore
+from retrieval.models import Chunk, Document, DocumentStatus, KnowledgeBase, SourceKind
+from tests.retrieval.factories import kb_make
+
+TEXTS = {
+    "volcano": "Volcanoes erupt when magma pressure exceeds the strength of the crust above it.",
+    "glacier": "Glaciers carve U-shaped valleys and leave moraines behind when they retreat.",
+    "tides": "The gravity of the moon pulls the oceans and drives the rise and fall of the tides.",
+}
+
+
+def _queued(tenant, kb: KnowledgeBase, key: str, text: str | None = None) -> Document:  # noqa: ANN001
+    text = TEXTS[key] if text is None else text
+    return Document.objects.create(
+        tenant=tenant,
+        knowledge_base=kb,
+        title=key,
+        external_id=key,
+        source_kind=SourceKind.TEXT,
+        source_text=text,
+        content_hash=hashlib.sha256(text.encode()).hexdigest(),
+    )
+
+
+def _vector_count(kb: KnowledgeBase) -> int:
+    return vectorstore.vectors_count(tenant_id=kb.tenant_id, knowledge_base_id=kb.pk, dimension=kb.embedding_dimension)
+
+
+def _statuses(tenant, ids) -> dict[int, str]:  # noqa: ANN001
+    return dict(Document.objects.for_tenant(tenant).filter(pk__in=list(ids)).values_list("pk", "status"))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_document_deleted_mid_run_fails_no_other_document_of_the_batch(milvus_server, tenant, monkeypatch):
+    kb = kb_make(tenant, name="batch")
+    documents = {key: _queued(tenant, kb, key) for key in TEXTS}
+    doomed = documents["glacier"]
+    parse = services._document_drafts
+
+    def parse_then_delete(document, **kwargs):  # noqa: ANN001, ANN003, ANN202
+        drafts = parse(document, **kwargs)
+        if document.pk == doomed.pk:  # deleted (API, admin, its knowledge base) while the run parses the batch
+            services.document_delete(tenant=tenant, document=doomed)
+        return drafts
+
+    monkeypatch.setattr(services, "_document_drafts", parse_then_delete)
+    run = services.documents_index(tenant_id=tenant.pk, document_ids=[d.pk for d in documents.values()])
+
+    kept = [documents["volcano"].pk, documents["tides"].pk]
+    assert _statuses(tenant, kept) == dict.fromkeys(kept, DocumentStatus.INDEXED), run.failed
+    assert sorted(run.indexed) == sorted(kept) and run.failed == {}
+    assert not Document.objects.for_tenant(tenant).filter(pk=doomed.pk).exists()
+    assert not Chunk.objects.for_tenant(tenant).filter(document_id=doomed.pk).exists()
+    assert _vector_count(kb) == Chunk.objects.for_tenant(tenant).filter(knowledge_base=kb).count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("deleted", ["document", "knowledge_base"])
+def test_a_delete_while_a_run_writes_the_chunk_rows_waits_and_takes_them(milvus_server, tenant, monkeypatch, deleted):
+    kb = kb_make(tenant, name=f"writing-{deleted}")
+    document = _queued(tenant, kb, "volcano")
+    writing, resume = threading.Event(), threading.Event()
+    bulk_create = Chunk.objects.bulk_create
+
+    def slow_bulk_create(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        writing.set()
+        resume.wait(10)
+        return bulk_create(*args, **kwargs)
+
+    monkeypatch.setattr(Chunk.objects, "bulk_create", slow_bulk_create)
+    errors: list[BaseException] = []
+
+    def delete() -> None:
+        try:
+            if deleted == "document":
+                services.document_delete(tenant=tenant, document=document)
+            else:
+                services.knowledge_base_delete(tenant=tenant, knowledge_base=kb)
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    deleter = threading.Thread(target=delete)
+
+    def start_delete_while_writing() -> None:
+        assert writing.wait(30)
+        deleter.start()
+        deleter.join(1.0)  # the delete reaches the rows the run is writing
+        resume.set()
+
+    helper = threading.Thread(target=start_delete_while_writing)
+    helper.start()
+    services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk])
+    helper.join()
+    deleter.join(30)
+
+    assert errors == []
+    assert not Document.objects.for_tenant(tenant).filter(pk=document.pk).exists()
+    assert not Chunk.objects.for_tenant(tenant).filter(document_id=document.pk).exists()
+    assert _vector_count(kb) == 0
