@@ -593,6 +593,12 @@ def _documents_run(*, run: IndexRun, tenant_id: int, token: str, documents: list
             failures[document.pk] = str(exc)
         except OSError as exc:
             failures[document.pk] = f"The stored file could not be read ({exc.strerror or type(exc).__name__})."
+        except Exception as exc:  # noqa: BLE001 - a parser's own bug fails its document, not the whole batch
+            logger.exception("document %s could not be parsed", document.pk)
+            failures[document.pk] = (
+                f"The file could not be read ({type(exc).__name__}); the error was logged. "
+                "Check the file (save it again, or as PDF), then re-index it."
+            )
     _documents_fail(tenant_id=tenant_id, token=token, failures=failures)
     run.failed.update(failures)
     documents = [document for document in documents if document.pk in drafts]

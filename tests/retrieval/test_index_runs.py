@@ -9,10 +9,12 @@ import hashlib
 import threading
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 
 from retrieval import services, vectorstore
 from retrieval.models import Chunk, Document, DocumentStatus, KnowledgeBase, SourceKind
+from tests.retrieval import files
 from tests.retrieval.factories import kb_make
 
 TEXTS = {
@@ -112,3 +114,22 @@ def test_a_delete_while_a_run_writes_the_chunk_rows_waits_and_takes_them(milvus_
     assert not Document.objects.for_tenant(tenant).filter(pk=document.pk).exists()
     assert not Chunk.objects.for_tenant(tenant).filter(document_id=document.pk).exists()
     assert _vector_count(kb) == 0
+
+
+@pytest.mark.django_db
+def test_a_file_that_breaks_its_parser_fails_alone_and_the_batch_goes_on(milvus_server, tenant):
+    kb = kb_make(tenant, name="parser-bug")
+    good = [_queued(tenant, kb, "volcano"), _queued(tenant, kb, "tides")]
+    # Word opens it; python-docx raises ValueError (not a parse error it announces) when it reads the table.
+    broken = services.document_create(
+        tenant=tenant,
+        knowledge_base=kb,
+        file=SimpleUploadedFile("merged.docx", files.docx_with_orphan_merge_bytes(["Penguins huddle in winter."])),
+    )
+    run = services.documents_index(tenant_id=tenant.pk, document_ids=[good[0].pk, broken.pk, good[1].pk])
+
+    assert _statuses(tenant, [d.pk for d in good]) == dict.fromkeys([d.pk for d in good], DocumentStatus.INDEXED)
+    broken.refresh_from_db()
+    assert broken.status == DocumentStatus.FAILED and list(run.failed) == [broken.pk]
+    assert "unexpectedly" not in broken.error_message and broken.error_message == run.failed[broken.pk]
+    assert _vector_count(kb) == 2
