@@ -575,10 +575,14 @@ def _progress_embedded(done: int, total: int) -> float:
 def _documents_run(*, run: IndexRun, tenant_id: int, token: str, documents: list[Document]) -> None:
     model_name = embeddings.model_name()
     model_max_tokens = embeddings.max_sequence_tokens()
-    # Parse and chunk.
+    # Parse and chunk, renewing the lease on the way: a batch of large files can take longer than one lease.
     drafts: dict[int, list[ChunkDraft]] = {}
     failures: dict[int, str] = {}
+    renewed = timezone.now()
     for document in documents:
+        if timezone.now() - renewed > timedelta(seconds=settings.INGEST_LEASE_SECONDS / 10):
+            _run_update(tenant_id=tenant_id, token=token, document_ids=[d.pk for d in documents])
+            renewed = timezone.now()
         knowledge_base = document.knowledge_base
         if knowledge_base.embedding_model != model_name:
             failures[document.pk] = (

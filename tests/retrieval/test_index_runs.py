@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from datetime import timedelta
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
+from django.utils import timezone
 
 from retrieval import services, vectorstore
 from retrieval.models import Chunk, Document, DocumentStatus, KnowledgeBase, SourceKind
@@ -133,3 +135,28 @@ def test_a_file_that_breaks_its_parser_fails_alone_and_the_batch_goes_on(milvus_
     assert broken.status == DocumentStatus.FAILED and list(run.failed) == [broken.pk]
     assert "unexpectedly" not in broken.error_message and broken.error_message == run.failed[broken.pk]
     assert _vector_count(kb) == 2
+
+
+@pytest.mark.django_db
+def test_a_run_that_parses_a_slow_batch_keeps_its_lease(milvus_server, tenant, settings, monkeypatch):
+    settings.INGEST_LEASE_SECONDS = 60
+    kb = kb_make(tenant, name="slow-batch")
+    documents = [_queued(tenant, kb, key) for key in TEXTS]
+    clock = {"offset": timedelta(0)}
+    real_now = timezone.now
+    monkeypatch.setattr(timezone, "now", lambda: real_now() + clock["offset"])
+    parse = services._document_drafts
+    requeued_while_alive: list[int] = []
+
+    def slow_parse(document, **kwargs):  # noqa: ANN001, ANN003, ANN202
+        clock["offset"] += timedelta(seconds=40)  # large PDFs: the batch takes twice the lease to parse
+        if clock["offset"] == timedelta(seconds=40 * len(documents)):
+            # The housekeeping task runs every minute: it must not hand this live run's documents to another.
+            requeued_while_alive.append(services.documents_recover_stalled())
+        return parse(document, **kwargs)
+
+    monkeypatch.setattr(services, "_document_drafts", slow_parse)
+    run = services.documents_index(tenant_id=tenant.pk, document_ids=[d.pk for d in documents])
+
+    assert requeued_while_alive == [0]
+    assert sorted(run.indexed) == sorted(d.pk for d in documents)
