@@ -515,21 +515,16 @@ def documents_index(*, tenant_id: int, document_ids: Sequence[int]) -> IndexRun:
     now = timezone.now()
     ids = list(dict.fromkeys(int(i) for i in document_ids))
     scoped = Document.objects.filter(tenant_id=tenant_id, pk__in=ids)
-    # Documents that keep killing their worker (out of memory on one file, ...) stop being retried.
-    exhausted = list(
-        scoped.filter(_claimable(now), attempts__gte=settings.INGEST_MAX_ATTEMPTS).values_list("pk", flat=True)
-    )
-    if exhausted:
-        Document.objects.filter(tenant_id=tenant_id, pk__in=exhausted).filter(_claimable(now)).update(
-            status=DocumentStatus.FAILED,
-            error_message=(
-                f"Indexing was interrupted {settings.INGEST_MAX_ATTEMPTS} times (the worker stopped while "
-                "processing this document). Check the file, then re-index it."
-            ),
-            failed_at=now,
-            claim_token="",
-            lease_expires_at=None,
+    # Documents that keep killing their worker (out of memory on one file, ...) stop being retried. They fail like
+    # any other failure of a run, so the chunk rows and vectors their dead runs left go too.
+    exhausted = scoped.filter(_claimable(now), attempts__gte=settings.INGEST_MAX_ATTEMPTS)
+    if exhausted.update(claim_token=token, lease_expires_at=_lease_end(now)):
+        held = Document.objects.filter(tenant_id=tenant_id, claim_token=token).values_list("pk", flat=True)
+        message = (
+            f"Indexing was interrupted {settings.INGEST_MAX_ATTEMPTS} times (the worker stopped while "
+            "processing this document). Check the file, then re-index it."
         )
+        _documents_fail(tenant_id=tenant_id, token=token, failures=dict.fromkeys(held, message))
     scoped.filter(_claimable(now), attempts__lt=settings.INGEST_MAX_ATTEMPTS).update(
         status=DocumentStatus.PARSING,
         claim_token=token,

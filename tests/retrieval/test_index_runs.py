@@ -160,3 +160,24 @@ def test_a_run_that_parses_a_slow_batch_keeps_its_lease(milvus_server, tenant, s
 
     assert requeued_while_alive == [0]
     assert sorted(run.indexed) == sorted(d.pk for d in documents)
+
+
+@pytest.mark.django_db
+def test_a_document_that_keeps_killing_its_worker_ends_failed_and_unsearchable(milvus_server, tenant, settings):
+    kb = kb_make(tenant, name="exhausted")
+    document = _queued(tenant, kb, "volcano")
+    services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk])
+    assert _vector_count(kb) == 1
+    # Re-indexed, and every run since died in the middle (out of memory): the last one left its rows and vectors.
+    Document.objects.for_tenant(tenant).filter(pk=document.pk).update(
+        status=DocumentStatus.EMBEDDING,
+        attempts=settings.INGEST_MAX_ATTEMPTS,
+        claim_token="dead",
+        lease_expires_at=timezone.now() - timedelta(seconds=1),
+    )
+
+    assert services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk]).claimed == []
+    document.refresh_from_db()
+    assert document.status == DocumentStatus.FAILED and document.chunk_count == 0
+    assert not Chunk.objects.for_tenant(tenant).filter(document_id=document.pk).exists()
+    assert _vector_count(kb) == 0
