@@ -678,9 +678,14 @@ def _documents_run(*, run: IndexRun, tenant_id: int, token: str, documents: list
         )
     run.chunks += len(flat)
 
-    # Vectors of chunks that no longer exist (earlier runs of changed or interrupted documents) go.
+    # Vectors of chunks that no longer exist (earlier runs of changed or interrupted documents, and of failed ones
+    # whose vectors Milvus could not delete then) go.
     _run_update(tenant_id=tenant_id, token=token, document_ids=drafts, status=DocumentStatus.INDEXING)
-    cleanup = [document for document in documents if document.pk in had_rows or document.attempts > 1]
+    cleanup = [
+        document
+        for document in documents
+        if document.pk in had_rows or document.attempts > 1 or document.failed_at is not None
+    ]
     if cleanup:
         vectorstore.vectors_delete_stale(
             tenant_id=tenant_id,

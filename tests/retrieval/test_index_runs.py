@@ -181,3 +181,32 @@ def test_a_document_that_keeps_killing_its_worker_ends_failed_and_unsearchable(m
     assert document.status == DocumentStatus.FAILED and document.chunk_count == 0
     assert not Chunk.objects.for_tenant(tenant).filter(document_id=document.pk).exists()
     assert _vector_count(kb) == 0
+
+
+@pytest.mark.django_db
+def test_vectors_a_failure_could_not_delete_go_with_the_next_successful_run(milvus_server, tenant, monkeypatch):
+    kb = kb_make(tenant, name="failed-then-fixed")
+    document = _queued(tenant, kb, "volcano")
+    services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk])
+    first_chunk = Chunk.objects.for_tenant(tenant).get(document=document).pk
+
+    # A re-index fails (the knowledge base still names a retired model) while Milvus cannot delete.
+    KnowledgeBase.objects.for_tenant(tenant).filter(pk=kb.pk).update(embedding_model="retired-model")
+    services.document_reindex(tenant=tenant, document=document)
+    with monkeypatch.context() as patched:
+
+        def milvus_down(**kwargs):  # noqa: ANN003, ANN202
+            raise vectorstore.VectorStoreUnavailable("Milvus is down")
+
+        patched.setattr(vectorstore, "vectors_delete", milvus_down)
+        run = services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk])
+    assert "retired-model" in run.failed[document.pk]
+    assert not Chunk.objects.for_tenant(tenant).filter(document=document).exists()
+
+    # Moved to the workers' model, re-indexed: only the new chunk's vector is left.
+    KnowledgeBase.objects.for_tenant(tenant).filter(pk=kb.pk).update(embedding_model=kb.embedding_model)
+    services.document_reindex(tenant=tenant, document=document)
+    assert services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk]).indexed == [document.pk]
+    chunk = Chunk.objects.for_tenant(tenant).get(document=document)
+    assert chunk.pk != first_chunk
+    assert _vector_count(kb) == 1
