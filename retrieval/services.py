@@ -304,16 +304,19 @@ def document_delete(*, tenant: Tenant, document: Document) -> None:
     document stays (503 to the client), so no vector is left behind for a row that is gone."""
     if document.tenant_id != tenant.pk:
         raise ApplicationError("The document belongs to another tenant.")
-    vectorstore.vectors_delete(
-        tenant_id=tenant.pk,
-        dimension=document.knowledge_base.embedding_dimension,
-        document_ids=[document.pk],
-    )
+    dimension = document.knowledge_base.embedding_dimension
+    vectorstore.vectors_delete(tenant_id=tenant.pk, dimension=dimension, document_ids=[document.pk])
     source_file = document.source_file if document.source_file else None
     with transaction.atomic():
         # A run writing the document's chunk rows holds its row: wait for it, so its rows go too.
         list(Document.objects.for_tenant(tenant).select_for_update().filter(pk=document.pk).values_list("pk"))
         Document.objects.for_tenant(tenant).filter(pk=document.pk).delete()
+        # A run that upserted after the delete above and still saw the row when it finished (it deletes its vectors
+        # itself when it sees the row gone) left vectors behind: they go once the row is gone for good.
+        transaction.on_commit(
+            lambda: vectorstore.vectors_delete(tenant_id=tenant.pk, dimension=dimension, document_ids=[document.pk]),
+            robust=True,
+        )
         if source_file is not None:
             name, storage = source_file.name, source_file.storage
             transaction.on_commit(lambda: storage.delete(name), robust=True)
@@ -804,6 +807,13 @@ def knowledge_base_delete(*, tenant: Tenant, knowledge_base: KnowledgeBase) -> d
             Conversation.objects.for_tenant(tenant).filter(pk__in=batch).delete()
         KnowledgeBase.objects.for_tenant(tenant).filter(pk=knowledge_base.pk).delete()
         transaction.on_commit(lambda: [storage.delete(name) for name in files], robust=True)
+        # As for a document: vectors an indexing run upserted after the delete above go once the rows are gone.
+        transaction.on_commit(
+            lambda: vectorstore.vectors_delete(
+                tenant_id=tenant.pk, dimension=dimension, knowledge_base_id=knowledge_base.pk
+            ),
+            robust=True,
+        )
     for conversation_id in conversation_ids:
         state_forget(tenant_id=tenant.pk, conversation_id=conversation_id)
     logger.info("knowledge base %s of tenant %s deleted: %s", knowledge_base.pk, tenant.pk, counts)

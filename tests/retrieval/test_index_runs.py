@@ -210,3 +210,46 @@ def test_vectors_a_failure_could_not_delete_go_with_the_next_successful_run(milv
     chunk = Chunk.objects.for_tenant(tenant).get(document=document)
     assert chunk.pk != first_chunk
     assert _vector_count(kb) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("deleted", ["document", "knowledge_base"])
+def test_vectors_a_run_writes_while_a_delete_runs_do_not_outlive_the_rows(milvus_server, tenant, monkeypatch, deleted):
+    kb = kb_make(tenant, name=f"racing-{deleted}")
+    document = _queued(tenant, kb, "volcano")
+    vectors_gone, resume = threading.Event(), threading.Event()
+    vectors_delete = vectorstore.vectors_delete
+
+    def delete_then_pause(**kwargs):  # noqa: ANN003, ANN202
+        vectors_delete(**kwargs)
+        if threading.current_thread() is deleter:  # the delete has cleared Milvus and is about to delete rows
+            vectors_gone.set()
+            resume.wait(30)
+
+    monkeypatch.setattr(vectorstore, "vectors_delete", delete_then_pause)
+    errors: list[BaseException] = []
+
+    def delete() -> None:
+        try:
+            if deleted == "document":
+                services.document_delete(tenant=tenant, document=document)
+            else:
+                services.knowledge_base_delete(tenant=tenant, knowledge_base=kb)
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+        finally:
+            resume.set()
+            connection.close()
+
+    deleter = threading.Thread(target=delete)
+    deleter.start()
+    assert vectors_gone.wait(30)
+    # A worker indexes the document in that moment: its vectors land after the delete cleared Milvus, and it still
+    # sees the document when it finishes.
+    assert services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk]).indexed == [document.pk]
+    resume.set()
+    deleter.join(30)
+
+    assert errors == []
+    assert not Document.objects.for_tenant(tenant).filter(pk=document.pk).exists()
+    assert _vector_count(kb) == 0
