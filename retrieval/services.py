@@ -899,6 +899,20 @@ def knowledge_base_reindex(*, tenant_id: int, knowledge_base_id: int) -> int:
                 ],
                 dimension=int(vectors.shape[1]),
             )
+            # A chunk deleted since the batch was read (its document deleted, or re-indexed into new chunks) must
+            # not keep the vector just written for it: the run or delete that removed it has already cleaned up.
+            alive = set(
+                Chunk.objects.filter(tenant_id=tenant_id, pk__in=[row[0] for row in batch]).values_list("pk", flat=True)
+            )
+            vanished = {doc_id for pk, doc_id, _, _ in batch if pk not in alive}
+            if vanished:
+                kept = Chunk.objects.filter(tenant_id=tenant_id, document_id__in=vanished).values_list("pk", flat=True)
+                vectorstore.vectors_delete_stale(
+                    tenant_id=tenant_id,
+                    dimension=int(vectors.shape[1]),
+                    document_ids=vanished,
+                    keep_chunk_ids=list(kept),
+                )
             done += len(batch)
             last_pk = batch[-1][0]
             KnowledgeBase.objects.filter(tenant_id=tenant_id, pk=knowledge_base_id).update(

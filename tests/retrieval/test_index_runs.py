@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from retrieval import services, vectorstore
 from retrieval.models import Chunk, Document, DocumentStatus, KnowledgeBase, SourceKind
+from retrieval.selectors import chunk_search
 from tests.retrieval import files
 from tests.retrieval.factories import kb_make
 
@@ -253,3 +254,54 @@ def test_vectors_a_run_writes_while_a_delete_runs_do_not_outlive_the_rows(milvus
     assert errors == []
     assert not Document.objects.for_tenant(tenant).filter(pk=document.pk).exists()
     assert _vector_count(kb) == 0
+
+
+def _reindex_while(tenant, kb: KnowledgeBase, monkeypatch, meanwhile) -> None:  # noqa: ANN001
+    """Re-index the knowledge base, calling `meanwhile()` once while its first batch is being encoded."""
+    services.knowledge_base_reindex_start(tenant=tenant, knowledge_base=kb)
+    embed = services.embeddings_cached
+    pending = [meanwhile]
+
+    def embed_then_act(**kwargs):  # noqa: ANN003, ANN202
+        result = embed(**kwargs)
+        while pending:
+            pending.pop()()
+        return result
+
+    monkeypatch.setattr(services, "embeddings_cached", embed_then_act)
+    services.knowledge_base_reindex(tenant_id=tenant.pk, knowledge_base_id=kb.pk)
+    monkeypatch.setattr(services, "embeddings_cached", embed)
+
+
+@pytest.mark.django_db
+def test_a_document_deleted_during_a_knowledge_base_reindex_leaves_no_vectors(milvus_server, tenant, monkeypatch):
+    kb = kb_make(tenant, name="reindex-delete")
+    kept, doomed = _queued(tenant, kb, "volcano"), _queued(tenant, kb, "glacier")
+    services.documents_index(tenant_id=tenant.pk, document_ids=[kept.pk, doomed.pk])
+
+    _reindex_while(tenant, kb, monkeypatch, lambda: services.document_delete(tenant=tenant, document=doomed))
+
+    assert KnowledgeBase.objects.for_tenant(tenant).get(pk=kb.pk).reindex_status == "done"
+    assert _vector_count(kb) == Chunk.objects.for_tenant(tenant).filter(knowledge_base=kb).count() == 1
+
+
+@pytest.mark.django_db
+def test_a_document_rechunked_during_a_knowledge_base_reindex_stays_findable(milvus_server, tenant, monkeypatch):
+    kb = kb_make(tenant, name="reindex-rechunk", chunk_max_tokens=16, chunk_overlap_tokens=0)
+    sentences = [f"Fact {i}: the aurora glows green because of oxygen at altitude {i}." for i in range(6)]
+    document = _queued(tenant, kb, "aurora", " ".join(sentences))
+    services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk])
+    first = list(Chunk.objects.for_tenant(tenant).filter(document=document).values_list("text", flat=True))
+    assert len(first) > 1
+
+    def rechunk() -> None:  # the chunk size is raised and the document re-indexed by a worker meanwhile
+        KnowledgeBase.objects.for_tenant(tenant).filter(pk=kb.pk).update(chunk_max_tokens=200)
+        services.document_reindex(tenant=tenant, document=document)
+        services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk])
+
+    _reindex_while(tenant, kb, monkeypatch, rechunk)
+
+    assert Chunk.objects.for_tenant(tenant).filter(document=document).count() == _vector_count(kb) == 1
+    query = services.embeddings.embed_query(first[0])
+    hits = chunk_search(tenant=tenant, knowledge_base=kb, query_vector=query, limit=5, group_by_document=True)
+    assert [hit.document_id for hit in hits] == [document.pk]
