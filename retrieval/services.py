@@ -916,7 +916,9 @@ def knowledge_base_reindex(*, tenant_id: int, knowledge_base_id: int) -> int:
             done += len(batch)
             last_pk = batch[-1][0]
             KnowledgeBase.objects.filter(tenant_id=tenant_id, pk=knowledge_base_id).update(
-                reindex_progress=done / total if total else 1.0, updated_at=timezone.now()
+                # Documents indexed meanwhile add chunks the count at the start did not know of.
+                reindex_progress=min(1.0, done / total) if total else 1.0,
+                updated_at=timezone.now(),
             )
     except (vectorstore.VectorStoreUnavailable, OperationalError, InterfaceError) as exc:
         raise TransientIngestError(str(exc)) from exc

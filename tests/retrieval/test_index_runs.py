@@ -305,3 +305,28 @@ def test_a_document_rechunked_during_a_knowledge_base_reindex_stays_findable(mil
     query = services.embeddings.embed_query(first[0])
     hits = chunk_search(tenant=tenant, knowledge_base=kb, query_vector=query, limit=5, group_by_document=True)
     assert [hit.document_id for hit in hits] == [document.pk]
+
+
+@pytest.mark.django_db
+def test_knowledge_base_reindex_progress_never_passes_one(milvus_server, tenant, settings, monkeypatch):
+    settings.INGEST_EMBED_BATCH = 1
+    kb = kb_make(tenant, name="reindex-progress")
+    first = [_queued(tenant, kb, "volcano"), _queued(tenant, kb, "glacier")]
+    services.documents_index(tenant_id=tenant.pk, document_ids=[d.pk for d in first])
+    services.knowledge_base_reindex_start(tenant=tenant, knowledge_base=kb)
+    embed = services.embeddings_cached
+    seen: list[float] = []
+
+    def embed_and_watch(**kwargs):  # noqa: ANN003, ANN202
+        if kwargs["tenant_id"] == tenant.pk and not seen:  # uploads finish indexing while the re-index runs
+            seen.append(0.0)
+            later = [_queued(tenant, kb, "tides"), _queued(tenant, kb, "later", "Comets grow tails near the sun.")]
+            services.documents_index(tenant_id=tenant.pk, document_ids=[d.pk for d in later])
+        seen.append(KnowledgeBase.objects.for_tenant(tenant).get(pk=kb.pk).reindex_progress)
+        return embed(**kwargs)
+
+    monkeypatch.setattr(services, "embeddings_cached", embed_and_watch)
+    services.knowledge_base_reindex(tenant_id=tenant.pk, knowledge_base_id=kb.pk)
+
+    assert max(seen) <= 1.0, seen
+    assert KnowledgeBase.objects.for_tenant(tenant).get(pk=kb.pk).reindex_progress == 1.0
