@@ -330,3 +330,13 @@ def test_knowledge_base_reindex_progress_never_passes_one(milvus_server, tenant,
 
     assert max(seen) <= 1.0, seen
     assert KnowledgeBase.objects.for_tenant(tenant).get(pk=kb.pk).reindex_progress == 1.0
+
+
+@pytest.mark.django_db
+def test_a_document_of_invisible_characters_fails_as_having_no_text(tenant):
+    kb = kb_make(tenant, name="invisible")
+    document = _queued(tenant, kb, "blank", "\u200b\u200b\n\n\u200b")
+    run = services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk])
+    document.refresh_from_db()
+    assert document.status == DocumentStatus.FAILED and run.failed == {document.pk: "The document contains no text."}
+    assert not Chunk.objects.for_tenant(tenant).filter(document=document).exists()
