@@ -228,9 +228,17 @@ def documents_create_bulk(
 ) -> list[Document]:
     """Store many documents in one transaction and queue them in tasks of INGEST_DOCUMENTS_PER_TASK, so the
     worker encodes large batches. Documents whose external_id already exists in the knowledge base are
-    skipped (a re-run of an import does not duplicate them)."""
+    skipped (a re-run of an import does not duplicate them). When it raises, nothing is stored, not even a file."""
     if knowledge_base.tenant_id != tenant.pk:
         raise ApplicationError("The knowledge base belongs to another tenant.")
+    longest = Document._meta.get_field("external_id").max_length
+    too_long = [doc.external_id for doc in documents if doc.external_id is not None and len(doc.external_id) > longest]
+    if too_long:
+        raise ApplicationError(
+            f"An external id (for a folder: a file's path under it) is at most {longest} characters; "
+            f"{len(too_long)} are longer, such as {too_long[0]!r}. Shorten them and run the import again.",
+            extra={"external_ids": too_long[:10]},
+        )
     wanted = {doc.external_id for doc in documents if doc.external_id is not None}
     existing: set[str] = set()
     wanted_list = list(wanted)
@@ -242,42 +250,56 @@ def documents_create_bulk(
         )
     seen: set[str] = set()
     created: list[Document] = []
-    with transaction.atomic():
-        for item in documents:
-            if item.external_id is not None and (item.external_id in existing or item.external_id in seen):
-                continue
-            if item.external_id is not None:
-                seen.add(item.external_id)
-            document = Document(
-                tenant=tenant, knowledge_base=knowledge_base, title=item.title[:500], external_id=item.external_id
-            )
-            if item.file_bytes is not None:
-                document.source_kind = SourceKind.FILE
-                document.source_filename = (item.file_name or "upload")[-255:]
-                document.size_bytes = len(item.file_bytes)
-                document.content_hash = hashlib.sha256(item.file_bytes).hexdigest()
-                try:
-                    file_size_check(size_bytes=document.size_bytes, max_bytes=settings.MAX_UPLOAD_BYTES)
-                except DocumentParseError as exc:
-                    document.status = DocumentStatus.FAILED
-                    document.error_message = str(exc)
-                    document.failed_at = timezone.now()
+    stored_names: list[str] = []
+    try:
+        with transaction.atomic():
+            for item in documents:
+                if item.external_id is not None and (item.external_id in existing or item.external_id in seen):
+                    continue
+                if item.external_id is not None:
+                    seen.add(item.external_id)
+                document = Document(
+                    tenant=tenant, knowledge_base=knowledge_base, title=item.title[:500], external_id=item.external_id
+                )
+                if item.file_bytes is not None:
+                    document.source_kind = SourceKind.FILE
+                    document.source_filename = (item.file_name or "upload")[-255:]
+                    document.size_bytes = len(item.file_bytes)
+                    document.content_hash = hashlib.sha256(item.file_bytes).hexdigest()
+                    try:
+                        file_size_check(size_bytes=document.size_bytes, max_bytes=settings.MAX_UPLOAD_BYTES)
+                    except DocumentParseError as exc:
+                        document.status = DocumentStatus.FAILED
+                        document.error_message = str(exc)
+                        document.failed_at = timezone.now()
+                    else:
+                        document.source_file.save(
+                            stored_file_name(document.source_filename), ContentFile(item.file_bytes), save=False
+                        )
+                        stored_names.append(document.source_file.name)
                 else:
-                    document.source_file.save(
-                        stored_file_name(document.source_filename), ContentFile(item.file_bytes), save=False
-                    )
-            else:
-                text = item.text or ""
-                document.source_kind = SourceKind.TEXT
-                document.source_text = text
-                document.size_bytes = len(text.encode("utf-8"))
-                document.content_hash = hashlib.sha256(text.encode("utf-8")).hexdigest()
-            created.append(document)
-        Document.objects.bulk_create(created, batch_size=500)
-        documents_enqueue(
-            tenant_id=tenant.pk,
-            document_ids=[doc.pk for doc in created if doc.status == DocumentStatus.QUEUED],
-        )
+                    text = item.text or ""
+                    document.source_kind = SourceKind.TEXT
+                    document.source_text = text
+                    document.size_bytes = len(text.encode("utf-8"))
+                    document.content_hash = hashlib.sha256(text.encode("utf-8")).hexdigest()
+                created.append(document)
+            Document.objects.bulk_create(created, batch_size=500)
+            documents_enqueue(
+                tenant_id=tenant.pk,
+                document_ids=[doc.pk for doc in created if doc.status == DocumentStatus.QUEUED],
+            )
+    except BaseException as exc:
+        # The rows were rolled back: the files written for them belong to nothing now, whatever the failure.
+        storage = Document._meta.get_field("source_file").storage
+        for name in stored_names:
+            _stored_file_discard(storage=storage, name=name)
+        if isinstance(exc, IntegrityError):
+            raise ConflictError(
+                "Another import added some of these documents meanwhile; run the import again (the documents "
+                "already in the knowledge base are skipped)."
+            ) from exc
+        raise
     return created
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from kbplatform.errors import ApplicationError
 from retrieval.models import Document, DocumentStatus, KnowledgeBase
 from retrieval.services import BulkDocument, documents_create_bulk, knowledge_base_create
 from tenants.selectors import tenant_get_by_slug
@@ -48,10 +49,11 @@ class Command(BaseCommand):
         seen = 0
         for group in groups:
             seen += len(group)
-            created_ids += [
-                document.pk
-                for document in documents_create_bulk(tenant=tenant, knowledge_base=knowledge_base, documents=group)
-            ]
+            try:
+                created = documents_create_bulk(tenant=tenant, knowledge_base=knowledge_base, documents=group)
+            except ApplicationError as exc:
+                raise CommandError(f"{exc.message} (queued before this: {len(created_ids)} document(s))") from exc
+            created_ids += [document.pk for document in created]
         skipped = seen - len(created_ids)
         self.stdout.write(
             f"Queued {len(created_ids)} document(s) into {knowledge_base.name!r}"
