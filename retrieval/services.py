@@ -258,8 +258,12 @@ def documents_create_bulk(
                     continue
                 if item.external_id is not None:
                     seen.add(item.external_id)
+                # PostgreSQL cannot store a NUL in text: it goes, as the parsers drop it from uploaded files.
                 document = Document(
-                    tenant=tenant, knowledge_base=knowledge_base, title=item.title[:500], external_id=item.external_id
+                    tenant=tenant,
+                    knowledge_base=knowledge_base,
+                    title=item.title.replace("\x00", "")[:500],
+                    external_id=item.external_id,
                 )
                 if item.file_bytes is not None:
                     document.source_kind = SourceKind.FILE
@@ -278,7 +282,7 @@ def documents_create_bulk(
                         )
                         stored_names.append(document.source_file.name)
                 else:
-                    text = item.text or ""
+                    text = (item.text or "").replace("\x00", "")
                     document.source_kind = SourceKind.TEXT
                     document.source_text = text
                     document.size_bytes = len(text.encode("utf-8"))

@@ -4,6 +4,7 @@ no file left on disk for a row that was not stored. No worker: documents are onl
 from __future__ import annotations
 
 import io
+import json
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -57,3 +58,19 @@ def test_files_of_an_import_that_could_not_be_stored_are_removed(tenant, media, 
     with pytest.raises(ConflictError, match="run the import again"):
         documents_create_bulk(tenant=tenant, knowledge_base=kb, documents=documents)
     assert _stored_files(media) == []
+
+
+def test_a_nul_in_a_beir_row_is_dropped_instead_of_failing_the_import(tenant, tmp_path, media):
+    corpus = tmp_path / "corpus.jsonl"
+    rows = [
+        {"_id": "d0", "title": "Clean", "text": "An ordinary abstract."},
+        {"_id": "d1", "title": "Ti\u0000tle", "text": "An abstract with a stray \u0000 in it."},
+    ]
+    corpus.write_text("\n".join(json.dumps(row) for row in rows))
+
+    out = io.StringIO()
+    call_command("ingest", str(corpus), tenant=tenant.slug, kb="papers", no_wait=True, stdout=out)
+
+    assert "Queued 2 document(s)" in out.getvalue()
+    document = Document.objects.for_tenant(tenant).get(external_id="d1")
+    assert document.title == "Title" and document.source_text == "Title\n\nAn abstract with a stray  in it."
