@@ -404,6 +404,16 @@ def _run_update(*, tenant_id: int, token: str, document_ids: Iterable[int], **fi
     return Document.objects.filter(tenant_id=tenant_id, claim_token=token, pk__in=list(document_ids)).update(**values)
 
 
+def _documents_held(*, tenant_id: int, token: str, document_ids: Iterable[int]) -> set[int]:
+    """The documents this run still holds: neither deleted nor taken over by another run since (this one stalled past
+    its lease). Only those are this run's to write vectors for or to clean."""
+    return set(
+        Document.objects.filter(tenant_id=tenant_id, claim_token=token, pk__in=list(document_ids)).values_list(
+            "pk", flat=True
+        )
+    )
+
+
 def _documents_fail(*, tenant_id: int, token: str, failures: dict[int, str]) -> None:
     """Record each document's failure. Chunks a failed document had from an earlier run are removed, so a
     failed document is never searchable with stale content."""
@@ -679,6 +689,8 @@ def _documents_run(*, run: IndexRun, tenant_id: int, token: str, documents: list
         )
         run.encoded += encoded
         dimension = int(vectors.shape[1])
+        # Asked after encoding, the slow part: a document deleted or taken over meanwhile gets no vectors from here.
+        held = _documents_held(tenant_id=tenant_id, token=token, document_ids=totals)
         vectorstore.vectors_upsert(
             rows=[
                 vectorstore.ChunkVector(
@@ -689,6 +701,7 @@ def _documents_run(*, run: IndexRun, tenant_id: int, token: str, documents: list
                     vector=vector,
                 )
                 for (doc_id, pk, _, _), vector in zip(batch, vectors, strict=True)
+                if doc_id in held
             ],
             dimension=dimension,
         )
@@ -710,10 +723,12 @@ def _documents_run(*, run: IndexRun, tenant_id: int, token: str, documents: list
     # Vectors of chunks that no longer exist (earlier runs of changed or interrupted documents, and of failed ones
     # whose vectors Milvus could not delete then) go.
     _run_update(tenant_id=tenant_id, token=token, document_ids=drafts, status=DocumentStatus.INDEXING)
+    # Only for documents still held: for one taken over, "stale" would mean the new run's chunks.
+    held = _documents_held(tenant_id=tenant_id, token=token, document_ids=drafts)
     cleanup = [
         document
         for document in documents
-        if document.pk in had_rows or document.attempts > 1 or document.failed_at is not None
+        if document.pk in held and (document.pk in had_rows or document.attempts > 1 or document.failed_at is not None)
     ]
     if cleanup:
         vectorstore.vectors_delete_stale(
@@ -733,7 +748,7 @@ def _documents_run(*, run: IndexRun, tenant_id: int, token: str, documents: list
         claim_token="",
         lease_expires_at=None,
     )
-    run.indexed = list(drafts)
+    run.indexed = [doc_id for doc_id in drafts if doc_id in held]
     # A document deleted while it was being indexed must not leave vectors behind.
     still_there = set(Document.objects.filter(tenant_id=tenant_id, pk__in=list(drafts)).values_list("pk", flat=True))
     gone = [doc_id for doc_id in drafts if doc_id not in still_there]

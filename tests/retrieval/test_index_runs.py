@@ -340,3 +340,39 @@ def test_a_document_of_invisible_characters_fails_as_having_no_text(tenant):
     document.refresh_from_db()
     assert document.status == DocumentStatus.FAILED and run.failed == {document.pk: "The document contains no text."}
     assert not Chunk.objects.for_tenant(tenant).filter(document=document).exists()
+
+
+@pytest.mark.django_db
+def test_a_run_that_stalled_past_its_lease_leaves_the_takeover_run_s_vectors_alone(milvus_server, tenant, monkeypatch):
+    kb = kb_make(tenant, name="takeover", chunk_max_tokens=16, chunk_overlap_tokens=0)
+    sentences = [f"Fact {i}: the aurora glows green because of oxygen at altitude {i}." for i in range(6)]
+    document = _queued(tenant, kb, "aurora", " ".join(sentences))
+    services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk])
+    first_texts = list(Chunk.objects.for_tenant(tenant).filter(document=document).values_list("text", flat=True))
+    services.document_reindex(tenant=tenant, document=document)
+    embed = services.embeddings_cached
+    stalled: list[bool] = []
+
+    def stall_past_the_lease(**kwargs):  # noqa: ANN003, ANN202
+        if not stalled:
+            stalled.append(True)
+            # The run freezes (a paused VM, a hung call) until its lease is over. The document looks stuck, so its
+            # owner raises the chunk size and re-indexes it, and another worker indexes it completely.
+            Document.objects.for_tenant(tenant).filter(pk=document.pk).update(
+                lease_expires_at=timezone.now() - timedelta(seconds=1)
+            )
+            KnowledgeBase.objects.for_tenant(tenant).filter(pk=kb.pk).update(chunk_max_tokens=200)
+            services.document_reindex(tenant=tenant, document=document)
+            assert services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk]).indexed == [document.pk]
+        return embed(**kwargs)
+
+    monkeypatch.setattr(services, "embeddings_cached", stall_past_the_lease)
+    stale_run = services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk])  # then it wakes up
+
+    assert stale_run.indexed == []
+    document.refresh_from_db()
+    assert document.status == DocumentStatus.INDEXED and document.chunk_count == 1
+    assert _vector_count(kb) == 1
+    query = services.embeddings.embed_query(first_texts[0])
+    hits = chunk_search(tenant=tenant, knowledge_base=kb, query_vector=query, limit=5, group_by_document=True)
+    assert [hit.document_id for hit in hits] == [document.pk]
