@@ -214,13 +214,15 @@ def _stored_file_discard(*, storage, name: str) -> None:  # noqa: ANN001
 
 @dataclass
 class BulkDocument:
-    """One document of a bulk import (the ingest command, benchmarks): text, or a file's bytes."""
+    """One document of a bulk import (the ingest command, benchmarks): text, or a file's bytes. For a file over
+    MAX_UPLOAD_BYTES, `file_size` alone is enough (it is recorded as failed): its bytes need not be read."""
 
     title: str
     external_id: str | None = None
     text: str | None = None
     file_name: str | None = None
     file_bytes: bytes | None = None
+    file_size: int | None = None
 
 
 def documents_create_bulk(
@@ -268,8 +270,7 @@ def documents_create_bulk(
                 if item.file_bytes is not None:
                     document.source_kind = SourceKind.FILE
                     document.source_filename = (item.file_name or "upload")[-255:]
-                    document.size_bytes = len(item.file_bytes)
-                    document.content_hash = hashlib.sha256(item.file_bytes).hexdigest()
+                    document.size_bytes = len(item.file_bytes) if item.file_size is None else item.file_size
                     try:
                         file_size_check(size_bytes=document.size_bytes, max_bytes=settings.MAX_UPLOAD_BYTES)
                     except DocumentParseError as exc:
@@ -277,6 +278,7 @@ def documents_create_bulk(
                         document.error_message = str(exc)
                         document.failed_at = timezone.now()
                     else:
+                        document.content_hash = hashlib.sha256(item.file_bytes).hexdigest()
                         document.source_file.save(
                             stored_file_name(document.source_filename), ContentFile(item.file_bytes), save=False
                         )

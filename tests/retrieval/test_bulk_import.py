@@ -74,3 +74,27 @@ def test_a_nul_in_a_beir_row_is_dropped_instead_of_failing_the_import(tenant, tm
     assert "Queued 2 document(s)" in out.getvalue()
     document = Document.objects.for_tenant(tenant).get(external_id="d1")
     assert document.title == "Title" and document.source_text == "Title\n\nAn abstract with a stray  in it."
+
+
+def test_a_file_over_the_limit_is_recorded_failed_without_being_read(tenant, tmp_path, media, settings, monkeypatch):
+    settings.MAX_UPLOAD_BYTES = 1000
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("Sourdough needs a lively starter.")
+    (folder / "video.mp4").write_bytes(b"\x00" * 5000)  # a 20 GB recording left in the folder, in miniature
+    read_bytes = type(folder).read_bytes
+
+    def read_within_memory(path):  # noqa: ANN001, ANN202
+        if path.stat().st_size > settings.MAX_UPLOAD_BYTES:
+            raise MemoryError(f"{path.name} read whole")
+        return read_bytes(path)
+
+    monkeypatch.setattr(type(folder), "read_bytes", read_within_memory)
+    out = io.StringIO()
+    call_command("ingest", str(folder), tenant=tenant.slug, kb="bakery", no_wait=True, stdout=out)
+
+    assert "Queued 2 document(s)" in out.getvalue()
+    video = Document.objects.for_tenant(tenant).get(external_id="video.mp4")
+    assert video.status == "failed" and video.size_bytes == 5000
+    assert "The file is 5000 bytes; the limit is 1000 bytes." in video.error_message
+    assert not video.source_file and [path.name for path in _stored_files(media)] == ["notes.txt"]

@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from kbplatform.errors import ApplicationError
@@ -97,15 +98,20 @@ class Command(BaseCommand):
             if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)
         )
         for start in range(0, len(files), FILE_GROUP):
-            yield [
-                BulkDocument(
-                    title=file.name,
-                    external_id=str(file.relative_to(root)),
-                    file_name=file.name,
-                    file_bytes=file.read_bytes(),
+            group = []
+            for file in files[start : start + FILE_GROUP]:
+                # A file over the limit is recorded as failed from its size: it is never read into memory.
+                size = file.stat().st_size
+                group.append(
+                    BulkDocument(
+                        title=file.name,
+                        external_id=str(file.relative_to(root)),
+                        file_name=file.name,
+                        file_bytes=file.read_bytes() if size <= settings.MAX_UPLOAD_BYTES else b"",
+                        file_size=size,
+                    )
                 )
-                for file in files[start : start + FILE_GROUP]
-            ]
+            yield group
 
     def _wait(self, tenant, document_ids: list[int], timeout: float) -> None:  # noqa: ANN001
         from tqdm import tqdm
