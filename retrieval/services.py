@@ -21,12 +21,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.core.exceptions import SuspiciousFileOperation
 from django.core.files.base import ContentFile
 from django.core.files.uploadedfile import UploadedFile
 from django.db import DatabaseError, IntegrityError, InterfaceError, OperationalError, transaction
 from django.db.models import Case, F, FloatField, IntegerField, Q, Value, When
+from django.db.models.functions import Greatest
 from django.utils import timezone
 from django.utils.text import get_valid_filename
 
@@ -595,6 +597,20 @@ def documents_index(*, tenant_id: int, document_ids: Sequence[int]) -> IndexRun:
         except DatabaseError:
             logger.warning("could not release documents; their lease will expire", exc_info=True)
         raise TransientIngestError(str(exc)) from exc
+    except SoftTimeLimitExceeded as exc:
+        # The task ran out of time (a batch of large files): an interruption like a stopped worker, so the attempt
+        # counts, but the documents are queued again at once and the retry re-uses the chunks and cached vectors.
+        logger.warning("indexing of %s documents outlasted the task time limit, will continue", len(documents))
+        try:
+            Document.objects.filter(tenant_id=tenant_id, claim_token=token).update(
+                status=DocumentStatus.QUEUED,
+                claim_token="",
+                lease_expires_at=None,
+                error_message="Continuing: the indexing run took longer than the task time limit.",
+            )
+        except DatabaseError:
+            logger.warning("could not release documents; their lease will expire", exc_info=True)
+        raise TransientIngestError("the indexing run took longer than the task time limit") from exc
     except Exception as exc:
         logger.exception("indexing failed unexpectedly")
         message = f"Indexing failed unexpectedly ({type(exc).__name__}); the error was logged. Re-index to retry."
@@ -959,12 +975,16 @@ def knowledge_base_reindex(*, tenant_id: int, knowledge_base_id: int) -> int:
             done += len(batch)
             last_pk = batch[-1][0]
             KnowledgeBase.objects.filter(tenant_id=tenant_id, pk=knowledge_base_id).update(
-                # Documents indexed meanwhile add chunks the count at the start did not know of.
-                reindex_progress=min(1.0, done / total) if total else 1.0,
+                # Documents indexed meanwhile add chunks the count at the start did not know of; a retry after the
+                # time limit starts its count again, but the progress shown does not go back.
+                reindex_progress=Greatest(F("reindex_progress"), Value(min(1.0, done / total) if total else 1.0)),
                 updated_at=timezone.now(),
             )
     except (vectorstore.VectorStoreUnavailable, OperationalError, InterfaceError) as exc:
         raise TransientIngestError(str(exc)) from exc
+    except SoftTimeLimitExceeded as exc:
+        # A large knowledge base outlasts one task: the retry goes quickly through the vectors cached so far.
+        raise TransientIngestError("the re-index took longer than the task time limit") from exc
     KnowledgeBase.objects.filter(tenant_id=tenant_id, pk=knowledge_base_id).update(
         reindex_status=ReindexStatus.DONE,
         reindex_progress=1.0,

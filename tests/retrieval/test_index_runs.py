@@ -10,11 +10,12 @@ import threading
 from datetime import timedelta
 
 import pytest
+from celery.exceptions import SoftTimeLimitExceeded
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 from django.utils import timezone
 
-from retrieval import services, vectorstore
+from retrieval import services, tasks, vectorstore
 from retrieval.models import Chunk, Document, DocumentStatus, KnowledgeBase, SourceKind
 from retrieval.selectors import chunk_search
 from tests.retrieval import files
@@ -376,3 +377,54 @@ def test_a_run_that_stalled_past_its_lease_leaves_the_takeover_run_s_vectors_alo
     query = services.embeddings.embed_query(first_texts[0])
     hits = chunk_search(tenant=tenant, knowledge_base=kb, query_vector=query, limit=5, group_by_document=True)
     assert [hit.document_id for hit in hits] == [document.pk]
+
+
+def _time_limit_once(monkeypatch, *, on_call: int = 1, before_each=None) -> None:  # noqa: ANN001
+    """The worker's soft time limit fires during the `on_call`-th encode, as it does in a task that runs too long."""
+    embed = services.embeddings_cached
+    calls: list[int] = []
+
+    def embed_until_the_limit(**kwargs):  # noqa: ANN003, ANN202
+        calls.append(1)
+        if before_each is not None:
+            before_each()
+        if len(calls) == on_call:
+            raise SoftTimeLimitExceeded()
+        return embed(**kwargs)
+
+    monkeypatch.setattr(services, "embeddings_cached", embed_until_the_limit)
+
+
+@pytest.mark.django_db
+def test_a_batch_that_outlasts_the_task_time_limit_is_continued_not_failed(milvus_server, tenant, monkeypatch):
+    kb = kb_make(tenant, name="time-limit-batch")
+    ids = [_queued(tenant, kb, key).pk for key in TEXTS]
+    _time_limit_once(monkeypatch)
+
+    tasks.documents_index_batch.apply(args=(ids, tenant.pk))
+
+    assert _statuses(tenant, ids) == dict.fromkeys(ids, DocumentStatus.INDEXED)
+    assert _vector_count(kb) == len(ids)
+
+
+@pytest.mark.django_db
+def test_a_knowledge_base_reindex_that_outlasts_the_task_time_limit_is_continued(
+    milvus_server, tenant, settings, monkeypatch
+):
+    settings.INGEST_EMBED_BATCH = 1
+    kb = kb_make(tenant, name="time-limit-reindex")
+    ids = [_queued(tenant, kb, key).pk for key in TEXTS]
+    services.documents_index(tenant_id=tenant.pk, document_ids=ids)
+    services.knowledge_base_reindex_start(tenant=tenant, knowledge_base=kb)
+    shown: list[float] = []
+
+    def watch() -> None:
+        shown.append(KnowledgeBase.objects.for_tenant(tenant).get(pk=kb.pk).reindex_progress)
+
+    _time_limit_once(monkeypatch, on_call=3, before_each=watch)  # two of three chunks done
+
+    tasks.knowledge_base_reindex.apply(args=(kb.pk, tenant.pk))
+
+    kb.refresh_from_db()
+    assert (kb.reindex_status, kb.reindex_progress) == ("done", 1.0), kb.reindex_error
+    assert shown == sorted(shown), "the progress shown went back"
