@@ -60,9 +60,12 @@ def text_chunk(*, text: str, max_tokens: int, overlap_tokens: int, markdown: boo
     overlap = chunk_overlap_limit(requested=overlap_tokens, max_tokens=max_tokens)
     pieces = [piece for piece in _splitter(max_tokens, overlap, markdown).chunks(text) if piece.strip()]
     counts = embeddings.token_counts(pieces)
+    # A piece of nothing but characters the tokenizer drops (zero-width, control, soft hyphens) is no chunk: the
+    # model would embed [CLS][SEP] alone. A document of nothing else then has no text, as it should.
+    readable = [(piece, count) for piece, count in zip(pieces, counts, strict=True) if count > 0]
     return [
         ChunkDraft(position=position, text=piece, token_count=count, content_hash=text_hash(piece))
-        for position, (piece, count) in enumerate(zip(pieces, counts, strict=True))
+        for position, (piece, count) in enumerate(readable)
     ]
 
 

@@ -155,16 +155,18 @@ _ENCRYPTED_PDF = "The PDF is password-protected. Remove the password and upload 
 def docx_text(data: bytes) -> str:
     import docx
 
+    # python-docx raises KeyError, XML and zip errors on damaged files, and ValueError reading a table whose merged
+    # cells do not add up (which Word itself opens): all of them mean a file that cannot be read.
     try:
         document = docx.Document(io.BytesIO(data))
-    except Exception as exc:  # noqa: BLE001 - python-docx raises KeyError, XML and zip errors on damaged files
+        blocks = [paragraph.text.strip() for paragraph in document.paragraphs]
+        for table in document.tables:
+            for row in table.rows:
+                cells = [cell.text.strip() for cell in row.cells if cell.text.strip()]
+                if cells:
+                    blocks.append(" | ".join(cells))
+    except Exception as exc:  # noqa: BLE001
         raise DocumentParseError(f"The Word document is damaged and cannot be read ({type(exc).__name__}).") from exc
-    blocks = [paragraph.text.strip() for paragraph in document.paragraphs]
-    for table in document.tables:
-        for row in table.rows:
-            cells = [cell.text.strip() for cell in row.cells if cell.text.strip()]
-            if cells:
-                blocks.append(" | ".join(cells))
     return "\n\n".join(block for block in blocks if block)
 
 

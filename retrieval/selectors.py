@@ -35,7 +35,8 @@ def chunk_search(
     group_by_document: bool = True,
 ) -> list[ChunkHit]:
     """Best chunks of one knowledge base for a query vector, best first, at most one per document when
-    grouped. Hits whose chunk row no longer exists (deleted since indexing) are dropped."""
+    grouped. Hits whose chunk row no longer exists (deleted since indexing), or is not the chunk the vector was
+    written for (its id handed out again, e.g. after restoring an older database), are dropped."""
     if knowledge_base.tenant_id != tenant.pk:
         raise ValueError("knowledge base of another tenant")
     hits = vectorstore.vectors_search(
@@ -59,7 +60,7 @@ def chunk_search(
     results = []
     for hit in hits:
         chunk = rows.get(hit.chunk_id)
-        if chunk is None:
+        if chunk is None or (chunk.knowledge_base_id, chunk.document_id) != (knowledge_base.pk, hit.document_id):
             continue
         results.append(
             ChunkHit(

@@ -21,12 +21,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.core.exceptions import SuspiciousFileOperation
 from django.core.files.base import ContentFile
 from django.core.files.uploadedfile import UploadedFile
 from django.db import DatabaseError, IntegrityError, InterfaceError, OperationalError, transaction
 from django.db.models import Case, F, FloatField, IntegerField, Q, Value, When
+from django.db.models.functions import Greatest
 from django.utils import timezone
 from django.utils.text import get_valid_filename
 
@@ -214,13 +216,15 @@ def _stored_file_discard(*, storage, name: str) -> None:  # noqa: ANN001
 
 @dataclass
 class BulkDocument:
-    """One document of a bulk import (the ingest command, benchmarks): text, or a file's bytes."""
+    """One document of a bulk import (the ingest command, benchmarks): text, or a file's bytes. For a file over
+    MAX_UPLOAD_BYTES, `file_size` alone is enough (it is recorded as failed): its bytes need not be read."""
 
     title: str
     external_id: str | None = None
     text: str | None = None
     file_name: str | None = None
     file_bytes: bytes | None = None
+    file_size: int | None = None
 
 
 def documents_create_bulk(
@@ -228,9 +232,17 @@ def documents_create_bulk(
 ) -> list[Document]:
     """Store many documents in one transaction and queue them in tasks of INGEST_DOCUMENTS_PER_TASK, so the
     worker encodes large batches. Documents whose external_id already exists in the knowledge base are
-    skipped (a re-run of an import does not duplicate them)."""
+    skipped (a re-run of an import does not duplicate them). When it raises, nothing is stored, not even a file."""
     if knowledge_base.tenant_id != tenant.pk:
         raise ApplicationError("The knowledge base belongs to another tenant.")
+    longest = Document._meta.get_field("external_id").max_length
+    too_long = [doc.external_id for doc in documents if doc.external_id is not None and len(doc.external_id) > longest]
+    if too_long:
+        raise ApplicationError(
+            f"An external id (for a folder: a file's path under it) is at most {longest} characters; "
+            f"{len(too_long)} are longer, such as {too_long[0]!r}. Shorten them and run the import again.",
+            extra={"external_ids": too_long[:10]},
+        )
     wanted = {doc.external_id for doc in documents if doc.external_id is not None}
     existing: set[str] = set()
     wanted_list = list(wanted)
@@ -242,42 +254,60 @@ def documents_create_bulk(
         )
     seen: set[str] = set()
     created: list[Document] = []
-    with transaction.atomic():
-        for item in documents:
-            if item.external_id is not None and (item.external_id in existing or item.external_id in seen):
-                continue
-            if item.external_id is not None:
-                seen.add(item.external_id)
-            document = Document(
-                tenant=tenant, knowledge_base=knowledge_base, title=item.title[:500], external_id=item.external_id
-            )
-            if item.file_bytes is not None:
-                document.source_kind = SourceKind.FILE
-                document.source_filename = (item.file_name or "upload")[-255:]
-                document.size_bytes = len(item.file_bytes)
-                document.content_hash = hashlib.sha256(item.file_bytes).hexdigest()
-                try:
-                    file_size_check(size_bytes=document.size_bytes, max_bytes=settings.MAX_UPLOAD_BYTES)
-                except DocumentParseError as exc:
-                    document.status = DocumentStatus.FAILED
-                    document.error_message = str(exc)
-                    document.failed_at = timezone.now()
+    stored_names: list[str] = []
+    try:
+        with transaction.atomic():
+            for item in documents:
+                if item.external_id is not None and (item.external_id in existing or item.external_id in seen):
+                    continue
+                if item.external_id is not None:
+                    seen.add(item.external_id)
+                # PostgreSQL cannot store a NUL in text: it goes, as the parsers drop it from uploaded files.
+                document = Document(
+                    tenant=tenant,
+                    knowledge_base=knowledge_base,
+                    title=item.title.replace("\x00", "")[:500],
+                    external_id=item.external_id,
+                )
+                if item.file_bytes is not None:
+                    document.source_kind = SourceKind.FILE
+                    document.source_filename = (item.file_name or "upload")[-255:]
+                    document.size_bytes = len(item.file_bytes) if item.file_size is None else item.file_size
+                    try:
+                        file_size_check(size_bytes=document.size_bytes, max_bytes=settings.MAX_UPLOAD_BYTES)
+                    except DocumentParseError as exc:
+                        document.status = DocumentStatus.FAILED
+                        document.error_message = str(exc)
+                        document.failed_at = timezone.now()
+                    else:
+                        document.content_hash = hashlib.sha256(item.file_bytes).hexdigest()
+                        document.source_file.save(
+                            stored_file_name(document.source_filename), ContentFile(item.file_bytes), save=False
+                        )
+                        stored_names.append(document.source_file.name)
                 else:
-                    document.source_file.save(
-                        stored_file_name(document.source_filename), ContentFile(item.file_bytes), save=False
-                    )
-            else:
-                text = item.text or ""
-                document.source_kind = SourceKind.TEXT
-                document.source_text = text
-                document.size_bytes = len(text.encode("utf-8"))
-                document.content_hash = hashlib.sha256(text.encode("utf-8")).hexdigest()
-            created.append(document)
-        Document.objects.bulk_create(created, batch_size=500)
-        documents_enqueue(
-            tenant_id=tenant.pk,
-            document_ids=[doc.pk for doc in created if doc.status == DocumentStatus.QUEUED],
-        )
+                    text = (item.text or "").replace("\x00", "")
+                    document.source_kind = SourceKind.TEXT
+                    document.source_text = text
+                    document.size_bytes = len(text.encode("utf-8"))
+                    document.content_hash = hashlib.sha256(text.encode("utf-8")).hexdigest()
+                created.append(document)
+            Document.objects.bulk_create(created, batch_size=500)
+            documents_enqueue(
+                tenant_id=tenant.pk,
+                document_ids=[doc.pk for doc in created if doc.status == DocumentStatus.QUEUED],
+            )
+    except BaseException as exc:
+        # The rows were rolled back: the files written for them belong to nothing now, whatever the failure.
+        storage = Document._meta.get_field("source_file").storage
+        for name in stored_names:
+            _stored_file_discard(storage=storage, name=name)
+        if isinstance(exc, IntegrityError):
+            raise ConflictError(
+                "Another import added some of these documents meanwhile; run the import again (the documents "
+                "already in the knowledge base are skipped)."
+            ) from exc
+        raise
     return created
 
 
@@ -304,14 +334,19 @@ def document_delete(*, tenant: Tenant, document: Document) -> None:
     document stays (503 to the client), so no vector is left behind for a row that is gone."""
     if document.tenant_id != tenant.pk:
         raise ApplicationError("The document belongs to another tenant.")
-    vectorstore.vectors_delete(
-        tenant_id=tenant.pk,
-        dimension=document.knowledge_base.embedding_dimension,
-        document_ids=[document.pk],
-    )
+    dimension = document.knowledge_base.embedding_dimension
+    vectorstore.vectors_delete(tenant_id=tenant.pk, dimension=dimension, document_ids=[document.pk])
     source_file = document.source_file if document.source_file else None
     with transaction.atomic():
+        # A run writing the document's chunk rows holds its row: wait for it, so its rows go too.
+        list(Document.objects.for_tenant(tenant).select_for_update().filter(pk=document.pk).values_list("pk"))
         Document.objects.for_tenant(tenant).filter(pk=document.pk).delete()
+        # A run that upserted after the delete above and still saw the row when it finished (it deletes its vectors
+        # itself when it sees the row gone) left vectors behind: they go once the row is gone for good.
+        transaction.on_commit(
+            lambda: vectorstore.vectors_delete(tenant_id=tenant.pk, dimension=dimension, document_ids=[document.pk]),
+            robust=True,
+        )
         if source_file is not None:
             name, storage = source_file.name, source_file.storage
             transaction.on_commit(lambda: storage.delete(name), robust=True)
@@ -371,6 +406,16 @@ def _run_update(*, tenant_id: int, token: str, document_ids: Iterable[int], **fi
     now = timezone.now()
     values = {"lease_expires_at": _lease_end(now), "updated_at": now, **fields}
     return Document.objects.filter(tenant_id=tenant_id, claim_token=token, pk__in=list(document_ids)).update(**values)
+
+
+def _documents_held(*, tenant_id: int, token: str, document_ids: Iterable[int]) -> set[int]:
+    """The documents this run still holds: neither deleted nor taken over by another run since (this one stalled past
+    its lease). Only those are this run's to write vectors for or to clean."""
+    return set(
+        Document.objects.filter(tenant_id=tenant_id, claim_token=token, pk__in=list(document_ids)).values_list(
+            "pk", flat=True
+        )
+    )
 
 
 def _documents_fail(*, tenant_id: int, token: str, failures: dict[int, str]) -> None:
@@ -445,11 +490,13 @@ def _document_drafts(document: Document, *, max_tokens: int) -> list[ChunkDraft]
 
 
 def _chunks_store(
-    *, tenant_id: int, documents: list[Document], drafts: dict[int, list[ChunkDraft]]
+    *, tenant_id: int, token: str, documents: list[Document], drafts: dict[int, list[ChunkDraft]]
 ) -> tuple[dict[int, list[tuple[int, str, str]]], set[int]]:
-    """Make each document's chunk rows equal to its drafts, keeping rows (and ids) that already match.
-    Returns document id -> [(chunk id, text, hash)] in position order, and the documents that had rows before
-    this run (their old vectors may need cleaning)."""
+    """Make each document's chunk rows equal to its drafts, keeping rows (and ids) that already match, for the
+    documents this run still holds: one deleted or taken over by another run since the claim is left out (its rows
+    would fail the whole batch on the missing document, or undo the other run's). Returns document id ->
+    [(chunk id, text, hash)] in position order for the documents held, and those of them that had rows before this
+    run (their old vectors may need cleaning)."""
     ids = [document.pk for document in documents]
     existing: dict[int, list[tuple[int, int, str, str | None]]] = defaultdict(list)
     for row in (
@@ -464,32 +511,41 @@ def _chunks_store(
         new = [(d.position, d.content_hash, d.external_id) for d in drafts[document.pk]]
         if old != new:
             to_replace.append(document)
-    if to_replace:
-        new_rows = [
-            Chunk(
-                tenant_id=tenant_id,
-                document_id=document.pk,
-                knowledge_base_id=document.knowledge_base_id,
-                position=draft.position,
-                text=draft.text,
-                token_count=draft.token_count,
-                content_hash=draft.content_hash,
-                external_id=draft.external_id,
-            )
-            for document in to_replace
-            for draft in drafts[document.pk]
-        ]
-        with transaction.atomic():
+    with transaction.atomic():
+        # Locked until the rows are written, so a delete waits for them (and takes them) instead of racing them.
+        held = set(
+            Document.objects.select_for_update()
+            .filter(tenant_id=tenant_id, claim_token=token, pk__in=ids)
+            .values_list("pk", flat=True)
+        )
+        to_replace = [document for document in to_replace if document.pk in held]
+        if to_replace:
             Chunk.objects.filter(tenant_id=tenant_id, document_id__in=[d.pk for d in to_replace]).delete()
-            Chunk.objects.bulk_create(new_rows, batch_size=1000)
+            Chunk.objects.bulk_create(
+                [
+                    Chunk(
+                        tenant_id=tenant_id,
+                        document_id=document.pk,
+                        knowledge_base_id=document.knowledge_base_id,
+                        position=draft.position,
+                        text=draft.text,
+                        token_count=draft.token_count,
+                        content_hash=draft.content_hash,
+                        external_id=draft.external_id,
+                    )
+                    for document in to_replace
+                    for draft in drafts[document.pk]
+                ],
+                batch_size=1000,
+            )
     stored: dict[int, list[tuple[int, str, str]]] = defaultdict(list)
     for document_id, pk, text, content_hash in (
-        Chunk.objects.filter(tenant_id=tenant_id, document_id__in=ids)
+        Chunk.objects.filter(tenant_id=tenant_id, document_id__in=list(held))
         .order_by("document_id", "position")
         .values_list("document_id", "pk", "text", "content_hash")
     ):
         stored[document_id].append((pk, text, content_hash))
-    return stored, set(existing)
+    return stored, set(existing) & held
 
 
 def documents_index(*, tenant_id: int, document_ids: Sequence[int]) -> IndexRun:
@@ -502,21 +558,16 @@ def documents_index(*, tenant_id: int, document_ids: Sequence[int]) -> IndexRun:
     now = timezone.now()
     ids = list(dict.fromkeys(int(i) for i in document_ids))
     scoped = Document.objects.filter(tenant_id=tenant_id, pk__in=ids)
-    # Documents that keep killing their worker (out of memory on one file, ...) stop being retried.
-    exhausted = list(
-        scoped.filter(_claimable(now), attempts__gte=settings.INGEST_MAX_ATTEMPTS).values_list("pk", flat=True)
-    )
-    if exhausted:
-        Document.objects.filter(tenant_id=tenant_id, pk__in=exhausted).filter(_claimable(now)).update(
-            status=DocumentStatus.FAILED,
-            error_message=(
-                f"Indexing was interrupted {settings.INGEST_MAX_ATTEMPTS} times (the worker stopped while "
-                "processing this document). Check the file, then re-index it."
-            ),
-            failed_at=now,
-            claim_token="",
-            lease_expires_at=None,
+    # Documents that keep killing their worker (out of memory on one file, ...) stop being retried. They fail like
+    # any other failure of a run, so the chunk rows and vectors their dead runs left go too.
+    exhausted = scoped.filter(_claimable(now), attempts__gte=settings.INGEST_MAX_ATTEMPTS)
+    if exhausted.update(claim_token=token, lease_expires_at=_lease_end(now)):
+        held = Document.objects.filter(tenant_id=tenant_id, claim_token=token).values_list("pk", flat=True)
+        message = (
+            f"Indexing was interrupted {settings.INGEST_MAX_ATTEMPTS} times (the worker stopped while "
+            "processing this document). Check the file, then re-index it."
         )
+        _documents_fail(tenant_id=tenant_id, token=token, failures=dict.fromkeys(held, message))
     scoped.filter(_claimable(now), attempts__lt=settings.INGEST_MAX_ATTEMPTS).update(
         status=DocumentStatus.PARSING,
         claim_token=token,
@@ -546,6 +597,20 @@ def documents_index(*, tenant_id: int, document_ids: Sequence[int]) -> IndexRun:
         except DatabaseError:
             logger.warning("could not release documents; their lease will expire", exc_info=True)
         raise TransientIngestError(str(exc)) from exc
+    except SoftTimeLimitExceeded as exc:
+        # The task ran out of time (a batch of large files): an interruption like a stopped worker, so the attempt
+        # counts, but the documents are queued again at once and the retry re-uses the chunks and cached vectors.
+        logger.warning("indexing of %s documents outlasted the task time limit, will continue", len(documents))
+        try:
+            Document.objects.filter(tenant_id=tenant_id, claim_token=token).update(
+                status=DocumentStatus.QUEUED,
+                claim_token="",
+                lease_expires_at=None,
+                error_message="Continuing: the indexing run took longer than the task time limit.",
+            )
+        except DatabaseError:
+            logger.warning("could not release documents; their lease will expire", exc_info=True)
+        raise TransientIngestError("the indexing run took longer than the task time limit") from exc
     except Exception as exc:
         logger.exception("indexing failed unexpectedly")
         message = f"Indexing failed unexpectedly ({type(exc).__name__}); the error was logged. Re-index to retry."
@@ -562,10 +627,14 @@ def _progress_embedded(done: int, total: int) -> float:
 def _documents_run(*, run: IndexRun, tenant_id: int, token: str, documents: list[Document]) -> None:
     model_name = embeddings.model_name()
     model_max_tokens = embeddings.max_sequence_tokens()
-    # Parse and chunk.
+    # Parse and chunk, renewing the lease on the way: a batch of large files can take longer than one lease.
     drafts: dict[int, list[ChunkDraft]] = {}
     failures: dict[int, str] = {}
+    renewed = timezone.now()
     for document in documents:
+        if timezone.now() - renewed > timedelta(seconds=settings.INGEST_LEASE_SECONDS / 10):
+            _run_update(tenant_id=tenant_id, token=token, document_ids=[d.pk for d in documents])
+            renewed = timezone.now()
         knowledge_base = document.knowledge_base
         if knowledge_base.embedding_model != model_name:
             failures[document.pk] = (
@@ -580,6 +649,12 @@ def _documents_run(*, run: IndexRun, tenant_id: int, token: str, documents: list
             failures[document.pk] = str(exc)
         except OSError as exc:
             failures[document.pk] = f"The stored file could not be read ({exc.strerror or type(exc).__name__})."
+        except Exception as exc:  # noqa: BLE001 - a parser's own bug fails its document, not the whole batch
+            logger.exception("document %s could not be parsed", document.pk)
+            failures[document.pk] = (
+                f"The file could not be read ({type(exc).__name__}); the error was logged. "
+                "Check the file (save it again, or as PDF), then re-index it."
+            )
     _documents_fail(tenant_id=tenant_id, token=token, failures=failures)
     run.failed.update(failures)
     documents = [document for document in documents if document.pk in drafts]
@@ -596,7 +671,12 @@ def _documents_run(*, run: IndexRun, tenant_id: int, token: str, documents: list
     )
 
     # Store chunk rows (ids stay stable when nothing changed).
-    stored, had_rows = _chunks_store(tenant_id=tenant_id, documents=documents, drafts=drafts)
+    stored, had_rows = _chunks_store(tenant_id=tenant_id, token=token, documents=documents, drafts=drafts)
+    # A document deleted or taken over since the claim has no rows here: the run goes on without it.
+    documents = [document for document in documents if document.pk in stored]
+    drafts = {document.pk: drafts[document.pk] for document in documents}
+    if not documents:
+        return
     _run_update(
         tenant_id=tenant_id,
         token=token,
@@ -627,6 +707,8 @@ def _documents_run(*, run: IndexRun, tenant_id: int, token: str, documents: list
         )
         run.encoded += encoded
         dimension = int(vectors.shape[1])
+        # Asked after encoding, the slow part: a document deleted or taken over meanwhile gets no vectors from here.
+        held = _documents_held(tenant_id=tenant_id, token=token, document_ids=totals)
         vectorstore.vectors_upsert(
             rows=[
                 vectorstore.ChunkVector(
@@ -637,6 +719,7 @@ def _documents_run(*, run: IndexRun, tenant_id: int, token: str, documents: list
                     vector=vector,
                 )
                 for (doc_id, pk, _, _), vector in zip(batch, vectors, strict=True)
+                if doc_id in held
             ],
             dimension=dimension,
         )
@@ -655,9 +738,16 @@ def _documents_run(*, run: IndexRun, tenant_id: int, token: str, documents: list
         )
     run.chunks += len(flat)
 
-    # Vectors of chunks that no longer exist (earlier runs of changed or interrupted documents) go.
+    # Vectors of chunks that no longer exist (earlier runs of changed or interrupted documents, and of failed ones
+    # whose vectors Milvus could not delete then) go.
     _run_update(tenant_id=tenant_id, token=token, document_ids=drafts, status=DocumentStatus.INDEXING)
-    cleanup = [document for document in documents if document.pk in had_rows or document.attempts > 1]
+    # Only for documents still held: for one taken over, "stale" would mean the new run's chunks.
+    held = _documents_held(tenant_id=tenant_id, token=token, document_ids=drafts)
+    cleanup = [
+        document
+        for document in documents
+        if document.pk in held and (document.pk in had_rows or document.attempts > 1 or document.failed_at is not None)
+    ]
     if cleanup:
         vectorstore.vectors_delete_stale(
             tenant_id=tenant_id,
@@ -676,7 +766,7 @@ def _documents_run(*, run: IndexRun, tenant_id: int, token: str, documents: list
         claim_token="",
         lease_expires_at=None,
     )
-    run.indexed = list(drafts)
+    run.indexed = [doc_id for doc_id in drafts if doc_id in held]
     # A document deleted while it was being indexed must not leave vectors behind.
     still_there = set(Document.objects.filter(tenant_id=tenant_id, pk__in=list(drafts)).values_list("pk", flat=True))
     gone = [doc_id for doc_id in drafts if doc_id not in still_there]
@@ -767,6 +857,8 @@ def knowledge_base_delete(*, tenant: Tenant, knowledge_base: KnowledgeBase) -> d
     }
     storage = Document._meta.get_field("source_file").storage
     with transaction.atomic():
+        # Runs writing chunk rows of its documents hold their rows: wait for them, so their rows go too.
+        list(documents.select_for_update().values_list("pk"))
         # Conversations first, in batches: each takes its turns and consumed items (and sets its audit events'
         # links to null), so no single cascade holds every row of a large knowledge base at once.
         for start in range(0, len(conversation_ids), KNOWLEDGE_BASE_DELETE_BATCH):
@@ -774,6 +866,13 @@ def knowledge_base_delete(*, tenant: Tenant, knowledge_base: KnowledgeBase) -> d
             Conversation.objects.for_tenant(tenant).filter(pk__in=batch).delete()
         KnowledgeBase.objects.for_tenant(tenant).filter(pk=knowledge_base.pk).delete()
         transaction.on_commit(lambda: [storage.delete(name) for name in files], robust=True)
+        # As for a document: vectors an indexing run upserted after the delete above go once the rows are gone.
+        transaction.on_commit(
+            lambda: vectorstore.vectors_delete(
+                tenant_id=tenant.pk, dimension=dimension, knowledge_base_id=knowledge_base.pk
+            ),
+            robust=True,
+        )
     for conversation_id in conversation_ids:
         state_forget(tenant_id=tenant.pk, conversation_id=conversation_id)
     logger.info("knowledge base %s of tenant %s deleted: %s", knowledge_base.pk, tenant.pk, counts)
@@ -859,13 +958,33 @@ def knowledge_base_reindex(*, tenant_id: int, knowledge_base_id: int) -> int:
                 ],
                 dimension=int(vectors.shape[1]),
             )
+            # A chunk deleted since the batch was read (its document deleted, or re-indexed into new chunks) must
+            # not keep the vector just written for it: the run or delete that removed it has already cleaned up.
+            alive = set(
+                Chunk.objects.filter(tenant_id=tenant_id, pk__in=[row[0] for row in batch]).values_list("pk", flat=True)
+            )
+            vanished = {doc_id for pk, doc_id, _, _ in batch if pk not in alive}
+            if vanished:
+                kept = Chunk.objects.filter(tenant_id=tenant_id, document_id__in=vanished).values_list("pk", flat=True)
+                vectorstore.vectors_delete_stale(
+                    tenant_id=tenant_id,
+                    dimension=int(vectors.shape[1]),
+                    document_ids=vanished,
+                    keep_chunk_ids=list(kept),
+                )
             done += len(batch)
             last_pk = batch[-1][0]
             KnowledgeBase.objects.filter(tenant_id=tenant_id, pk=knowledge_base_id).update(
-                reindex_progress=done / total if total else 1.0, updated_at=timezone.now()
+                # Documents indexed meanwhile add chunks the count at the start did not know of; a retry after the
+                # time limit starts its count again, but the progress shown does not go back.
+                reindex_progress=Greatest(F("reindex_progress"), Value(min(1.0, done / total) if total else 1.0)),
+                updated_at=timezone.now(),
             )
     except (vectorstore.VectorStoreUnavailable, OperationalError, InterfaceError) as exc:
         raise TransientIngestError(str(exc)) from exc
+    except SoftTimeLimitExceeded as exc:
+        # A large knowledge base outlasts one task: the retry goes quickly through the vectors cached so far.
+        raise TransientIngestError("the re-index took longer than the task time limit") from exc
     KnowledgeBase.objects.filter(tenant_id=tenant_id, pk=knowledge_base_id).update(
         reindex_status=ReindexStatus.DONE,
         reindex_progress=1.0,

@@ -85,3 +85,23 @@ def zip_bytes() -> bytes:
 CORRUPT_PDF = b"%PDF-1.7\n1 0 obj << /Type /Catalog /Pages 2 0 R >>\n\x00\x13garbage without xref or pages\n"
 BINARY = bytes(range(256)) * 40
 OLE2_ENCRYPTED_OFFICE = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 2000
+
+
+def docx_with_orphan_merge_bytes(paragraphs: list[str]) -> bytes:
+    """A DOCX whose table's first cell continues a vertical merge from a row above it that does not exist: Word
+    opens it, python-docx raises ValueError when it reads the table."""
+    import docx
+    from docx.oxml import OxmlElement
+    from docx.oxml.ns import qn
+
+    document = docx.Document()
+    for paragraph in paragraphs:
+        document.add_paragraph(paragraph)
+    table = document.add_table(rows=2, cols=2)
+    table.cell(1, 1).text = "cell"
+    merge = OxmlElement("w:vMerge")
+    merge.set(qn("w:val"), "continue")
+    table._tbl.tr_lst[0].tc_lst[0].get_or_add_tcPr().append(merge)
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()

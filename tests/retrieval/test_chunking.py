@@ -66,3 +66,11 @@ def test_prechunked_are_kept_as_sent_with_their_ids():
 def test_prechunked_chunk_longer_than_the_model_reads_is_refused():
     with pytest.raises(ChunkTooLongError, match=r"Chunk 1 \(long\) has \d+ word pieces; the embedding model reads at"):
         prechunked_drafts(chunks=[{"text": "ok"}, {"text": "word " * 400, "external_id": "long"}], max_tokens=254)
+
+
+@pytest.mark.parametrize("text", ["\u200b\u200b\u200b", "\ufeff\u200d", "\x01\x02\x03\x7f", "\u00ad" * 40])
+def test_text_the_model_reads_nothing_of_makes_no_chunk(text):
+    # Not whitespace to Python, nothing to the tokenizer: such a chunk would be embedded as [CLS][SEP] alone.
+    assert embeddings.token_count(text) == 0
+    assert text_chunk(text=text, max_tokens=50, overlap_tokens=0) == []
+    assert text_chunk(text=text, max_tokens=50, overlap_tokens=0, markdown=True) == []

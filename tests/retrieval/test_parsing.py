@@ -52,6 +52,7 @@ def test_latin1_text_is_decoded():
         (files.BINARY, "photo.jpg", "The file is binary"),
         (files.CORRUPT_PDF, "broken.pdf", "The PDF is damaged"),
         (files.corrupt_docx_bytes(), "broken.docx", "The Word document is damaged"),
+        (files.docx_with_orphan_merge_bytes(["Opens in Word."]), "merged.docx", "The Word document is damaged"),
         (files.zip_bytes(), "archive.zip", "ZIP archive, not a supported document"),
         (files.OLE2_ENCRYPTED_OFFICE, "secret.docx", "password-protected Office document"),
         (files.image_only_pdf_bytes(), "scan.pdf", "no extractable text"),

@@ -11,8 +11,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from kbplatform.errors import ApplicationError
 from retrieval.models import Document, DocumentStatus, KnowledgeBase
 from retrieval.services import BulkDocument, documents_create_bulk, knowledge_base_create
 from tenants.selectors import tenant_get_by_slug
@@ -48,10 +50,11 @@ class Command(BaseCommand):
         seen = 0
         for group in groups:
             seen += len(group)
-            created_ids += [
-                document.pk
-                for document in documents_create_bulk(tenant=tenant, knowledge_base=knowledge_base, documents=group)
-            ]
+            try:
+                created = documents_create_bulk(tenant=tenant, knowledge_base=knowledge_base, documents=group)
+            except ApplicationError as exc:
+                raise CommandError(f"{exc.message} (queued before this: {len(created_ids)} document(s))") from exc
+            created_ids += [document.pk for document in created]
         skipped = seen - len(created_ids)
         self.stdout.write(
             f"Queued {len(created_ids)} document(s) into {knowledge_base.name!r}"
@@ -95,15 +98,20 @@ class Command(BaseCommand):
             if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)
         )
         for start in range(0, len(files), FILE_GROUP):
-            yield [
-                BulkDocument(
-                    title=file.name,
-                    external_id=str(file.relative_to(root)),
-                    file_name=file.name,
-                    file_bytes=file.read_bytes(),
+            group = []
+            for file in files[start : start + FILE_GROUP]:
+                # A file over the limit is recorded as failed from its size: it is never read into memory.
+                size = file.stat().st_size
+                group.append(
+                    BulkDocument(
+                        title=file.name,
+                        external_id=str(file.relative_to(root)),
+                        file_name=file.name,
+                        file_bytes=file.read_bytes() if size <= settings.MAX_UPLOAD_BYTES else b"",
+                        file_size=size,
+                    )
                 )
-                for file in files[start : start + FILE_GROUP]
-            ]
+            yield group
 
     def _wait(self, tenant, document_ids: list[int], timeout: float) -> None:  # noqa: ANN001
         from tqdm import tqdm

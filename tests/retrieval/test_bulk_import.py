@@ -1,0 +1,100 @@
+"""Bulk imports (`manage.py ingest`, `documents_create_bulk`) with odd input: no traceback, no half-written import,
+no file left on disk for a row that was not stored. No worker: documents are only queued (`--no-wait`)."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from kbplatform.errors import ConflictError
+from retrieval.models import Document
+from retrieval.services import BulkDocument, documents_create_bulk
+from tests.retrieval.factories import kb_make
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def media(settings, tmp_path):  # noqa: ANN001, ANN201
+    settings.MEDIA_ROOT = tmp_path / "media"
+    return settings.MEDIA_ROOT
+
+
+def _stored_files(media) -> list:  # noqa: ANN001
+    return [path for path in media.rglob("*") if path.is_file()] if media.exists() else []
+
+
+def test_a_path_too_long_for_an_external_id_is_refused_with_the_reason_and_stores_nothing(tenant, tmp_path, media):
+    folder = tmp_path / "docs"
+    deep = folder.joinpath(*["chapter"] * 40)
+    deep.mkdir(parents=True)
+    (folder / "intro.txt").write_text("Sourdough needs a lively starter.")
+    (deep / "notes.txt").write_text("Baguettes need steam in the oven.")
+
+    with pytest.raises(CommandError) as error:
+        call_command("ingest", str(folder), tenant=tenant.slug, kb="bakery", no_wait=True, stdout=io.StringIO())
+
+    assert "255 characters" in str(error.value) and "chapter/chapter" in str(error.value)
+    assert not Document.objects.for_tenant(tenant).exists()
+    assert _stored_files(media) == []
+
+
+def test_files_of_an_import_that_could_not_be_stored_are_removed(tenant, media, monkeypatch):
+    kb = kb_make(tenant, name="racing-imports")
+    bulk_create = Document.objects.bulk_create
+
+    def another_import_got_there_first(documents, **kwargs):  # noqa: ANN001, ANN003, ANN202
+        Document.objects.create(tenant=tenant, knowledge_base=kb, title="b", external_id="b.txt")
+        return bulk_create(documents, **kwargs)
+
+    monkeypatch.setattr(Document.objects, "bulk_create", another_import_got_there_first)
+    documents = [
+        BulkDocument(title=name, external_id=name, file_name=name, file_bytes=f"text of {name}".encode())
+        for name in ("a.txt", "b.txt")
+    ]
+    with pytest.raises(ConflictError, match="run the import again"):
+        documents_create_bulk(tenant=tenant, knowledge_base=kb, documents=documents)
+    assert _stored_files(media) == []
+
+
+def test_a_nul_in_a_beir_row_is_dropped_instead_of_failing_the_import(tenant, tmp_path, media):
+    corpus = tmp_path / "corpus.jsonl"
+    rows = [
+        {"_id": "d0", "title": "Clean", "text": "An ordinary abstract."},
+        {"_id": "d1", "title": "Ti\u0000tle", "text": "An abstract with a stray \u0000 in it."},
+    ]
+    corpus.write_text("\n".join(json.dumps(row) for row in rows))
+
+    out = io.StringIO()
+    call_command("ingest", str(corpus), tenant=tenant.slug, kb="papers", no_wait=True, stdout=out)
+
+    assert "Queued 2 document(s)" in out.getvalue()
+    document = Document.objects.for_tenant(tenant).get(external_id="d1")
+    assert document.title == "Title" and document.source_text == "Title\n\nAn abstract with a stray  in it."
+
+
+def test_a_file_over_the_limit_is_recorded_failed_without_being_read(tenant, tmp_path, media, settings, monkeypatch):
+    settings.MAX_UPLOAD_BYTES = 1000
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("Sourdough needs a lively starter.")
+    (folder / "video.mp4").write_bytes(b"\x00" * 5000)  # a 20 GB recording left in the folder, in miniature
+    read_bytes = type(folder).read_bytes
+
+    def read_within_memory(path):  # noqa: ANN001, ANN202
+        if path.stat().st_size > settings.MAX_UPLOAD_BYTES:
+            raise MemoryError(f"{path.name} read whole")
+        return read_bytes(path)
+
+    monkeypatch.setattr(type(folder), "read_bytes", read_within_memory)
+    out = io.StringIO()
+    call_command("ingest", str(folder), tenant=tenant.slug, kb="bakery", no_wait=True, stdout=out)
+
+    assert "Queued 2 document(s)" in out.getvalue()
+    video = Document.objects.for_tenant(tenant).get(external_id="video.mp4")
+    assert video.status == "failed" and video.size_bytes == 5000
+    assert "The file is 5000 bytes; the limit is 1000 bytes." in video.error_message
+    assert not video.source_file and [path.name for path in _stored_files(media)] == ["notes.txt"]

@@ -1,0 +1,430 @@
+"""One indexing run against what can happen around it: documents deleted or taken over mid-run, a file that
+breaks its parser, a run slower than its lease, documents that fail for good. The run is called directly (no
+worker), on real PostgreSQL (under CI) and a `milvus-lite server`; the interleavings are forced by wrapping the
+step the other party acts in."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from datetime import timedelta
+
+import pytest
+from celery.exceptions import SoftTimeLimitExceeded
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import connection
+from django.utils import timezone
+
+from retrieval import services, tasks, vectorstore
+from retrieval.models import Chunk, Document, DocumentStatus, KnowledgeBase, SourceKind
+from retrieval.selectors import chunk_search
+from tests.retrieval import files
+from tests.retrieval.factories import kb_make
+
+TEXTS = {
+    "volcano": "Volcanoes erupt when magma pressure exceeds the strength of the crust above it.",
+    "glacier": "Glaciers carve U-shaped valleys and leave moraines behind when they retreat.",
+    "tides": "The gravity of the moon pulls the oceans and drives the rise and fall of the tides.",
+}
+
+
+def _queued(tenant, kb: KnowledgeBase, key: str, text: str | None = None) -> Document:  # noqa: ANN001
+    text = TEXTS[key] if text is None else text
+    return Document.objects.create(
+        tenant=tenant,
+        knowledge_base=kb,
+        title=key,
+        external_id=key,
+        source_kind=SourceKind.TEXT,
+        source_text=text,
+        content_hash=hashlib.sha256(text.encode()).hexdigest(),
+    )
+
+
+def _vector_count(kb: KnowledgeBase) -> int:
+    return vectorstore.vectors_count(tenant_id=kb.tenant_id, knowledge_base_id=kb.pk, dimension=kb.embedding_dimension)
+
+
+def _statuses(tenant, ids) -> dict[int, str]:  # noqa: ANN001
+    return dict(Document.objects.for_tenant(tenant).filter(pk__in=list(ids)).values_list("pk", "status"))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_document_deleted_mid_run_fails_no_other_document_of_the_batch(milvus_server, tenant, monkeypatch):
+    kb = kb_make(tenant, name="batch")
+    documents = {key: _queued(tenant, kb, key) for key in TEXTS}
+    doomed = documents["glacier"]
+    parse = services._document_drafts
+
+    def parse_then_delete(document, **kwargs):  # noqa: ANN001, ANN003, ANN202
+        drafts = parse(document, **kwargs)
+        if document.pk == doomed.pk:  # deleted (API, admin, its knowledge base) while the run parses the batch
+            services.document_delete(tenant=tenant, document=doomed)
+        return drafts
+
+    monkeypatch.setattr(services, "_document_drafts", parse_then_delete)
+    run = services.documents_index(tenant_id=tenant.pk, document_ids=[d.pk for d in documents.values()])
+
+    kept = [documents["volcano"].pk, documents["tides"].pk]
+    assert _statuses(tenant, kept) == dict.fromkeys(kept, DocumentStatus.INDEXED), run.failed
+    assert sorted(run.indexed) == sorted(kept) and run.failed == {}
+    assert not Document.objects.for_tenant(tenant).filter(pk=doomed.pk).exists()
+    assert not Chunk.objects.for_tenant(tenant).filter(document_id=doomed.pk).exists()
+    assert _vector_count(kb) == Chunk.objects.for_tenant(tenant).filter(knowledge_base=kb).count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("deleted", ["document", "knowledge_base"])
+def test_a_delete_while_a_run_writes_the_chunk_rows_waits_and_takes_them(milvus_server, tenant, monkeypatch, deleted):
+    kb = kb_make(tenant, name=f"writing-{deleted}")
+    document = _queued(tenant, kb, "volcano")
+    writing, resume = threading.Event(), threading.Event()
+    bulk_create = Chunk.objects.bulk_create
+
+    def slow_bulk_create(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        writing.set()
+        resume.wait(10)
+        return bulk_create(*args, **kwargs)
+
+    monkeypatch.setattr(Chunk.objects, "bulk_create", slow_bulk_create)
+    errors: list[BaseException] = []
+
+    def delete() -> None:
+        try:
+            if deleted == "document":
+                services.document_delete(tenant=tenant, document=document)
+            else:
+                services.knowledge_base_delete(tenant=tenant, knowledge_base=kb)
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    deleter = threading.Thread(target=delete)
+
+    def start_delete_while_writing() -> None:
+        assert writing.wait(30)
+        deleter.start()
+        deleter.join(1.0)  # the delete reaches the rows the run is writing
+        resume.set()
+
+    helper = threading.Thread(target=start_delete_while_writing)
+    helper.start()
+    services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk])
+    helper.join()
+    deleter.join(30)
+
+    assert errors == []
+    assert not Document.objects.for_tenant(tenant).filter(pk=document.pk).exists()
+    assert not Chunk.objects.for_tenant(tenant).filter(document_id=document.pk).exists()
+    assert _vector_count(kb) == 0
+
+
+@pytest.mark.django_db
+def test_a_file_that_breaks_its_parser_fails_alone_and_the_batch_goes_on(milvus_server, tenant):
+    kb = kb_make(tenant, name="parser-bug")
+    good = [_queued(tenant, kb, "volcano"), _queued(tenant, kb, "tides")]
+    # Word opens it; python-docx raises ValueError (not a parse error it announces) when it reads the table.
+    broken = services.document_create(
+        tenant=tenant,
+        knowledge_base=kb,
+        file=SimpleUploadedFile("merged.docx", files.docx_with_orphan_merge_bytes(["Penguins huddle in winter."])),
+    )
+    run = services.documents_index(tenant_id=tenant.pk, document_ids=[good[0].pk, broken.pk, good[1].pk])
+
+    assert _statuses(tenant, [d.pk for d in good]) == dict.fromkeys([d.pk for d in good], DocumentStatus.INDEXED)
+    broken.refresh_from_db()
+    assert broken.status == DocumentStatus.FAILED and list(run.failed) == [broken.pk]
+    assert "unexpectedly" not in broken.error_message and broken.error_message == run.failed[broken.pk]
+    assert _vector_count(kb) == 2
+
+
+@pytest.mark.django_db
+def test_a_run_that_parses_a_slow_batch_keeps_its_lease(milvus_server, tenant, settings, monkeypatch):
+    settings.INGEST_LEASE_SECONDS = 60
+    kb = kb_make(tenant, name="slow-batch")
+    documents = [_queued(tenant, kb, key) for key in TEXTS]
+    clock = {"offset": timedelta(0)}
+    real_now = timezone.now
+    monkeypatch.setattr(timezone, "now", lambda: real_now() + clock["offset"])
+    parse = services._document_drafts
+    requeued_while_alive: list[int] = []
+
+    def slow_parse(document, **kwargs):  # noqa: ANN001, ANN003, ANN202
+        clock["offset"] += timedelta(seconds=40)  # large PDFs: the batch takes twice the lease to parse
+        if clock["offset"] == timedelta(seconds=40 * len(documents)):
+            # The housekeeping task runs every minute: it must not hand this live run's documents to another.
+            requeued_while_alive.append(services.documents_recover_stalled())
+        return parse(document, **kwargs)
+
+    monkeypatch.setattr(services, "_document_drafts", slow_parse)
+    run = services.documents_index(tenant_id=tenant.pk, document_ids=[d.pk for d in documents])
+
+    assert requeued_while_alive == [0]
+    assert sorted(run.indexed) == sorted(d.pk for d in documents)
+
+
+@pytest.mark.django_db
+def test_a_document_that_keeps_killing_its_worker_ends_failed_and_unsearchable(milvus_server, tenant, settings):
+    kb = kb_make(tenant, name="exhausted")
+    document = _queued(tenant, kb, "volcano")
+    services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk])
+    assert _vector_count(kb) == 1
+    # Re-indexed, and every run since died in the middle (out of memory): the last one left its rows and vectors.
+    Document.objects.for_tenant(tenant).filter(pk=document.pk).update(
+        status=DocumentStatus.EMBEDDING,
+        attempts=settings.INGEST_MAX_ATTEMPTS,
+        claim_token="dead",
+        lease_expires_at=timezone.now() - timedelta(seconds=1),
+    )
+
+    assert services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk]).claimed == []
+    document.refresh_from_db()
+    assert document.status == DocumentStatus.FAILED and document.chunk_count == 0
+    assert not Chunk.objects.for_tenant(tenant).filter(document_id=document.pk).exists()
+    assert _vector_count(kb) == 0
+
+
+@pytest.mark.django_db
+def test_vectors_a_failure_could_not_delete_go_with_the_next_successful_run(milvus_server, tenant, monkeypatch):
+    kb = kb_make(tenant, name="failed-then-fixed")
+    document = _queued(tenant, kb, "volcano")
+    services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk])
+    first_chunk = Chunk.objects.for_tenant(tenant).get(document=document).pk
+
+    # A re-index fails (the knowledge base still names a retired model) while Milvus cannot delete.
+    KnowledgeBase.objects.for_tenant(tenant).filter(pk=kb.pk).update(embedding_model="retired-model")
+    services.document_reindex(tenant=tenant, document=document)
+    with monkeypatch.context() as patched:
+
+        def milvus_down(**kwargs):  # noqa: ANN003, ANN202
+            raise vectorstore.VectorStoreUnavailable("Milvus is down")
+
+        patched.setattr(vectorstore, "vectors_delete", milvus_down)
+        run = services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk])
+    assert "retired-model" in run.failed[document.pk]
+    assert not Chunk.objects.for_tenant(tenant).filter(document=document).exists()
+
+    # Moved to the workers' model, re-indexed: only the new chunk's vector is left.
+    KnowledgeBase.objects.for_tenant(tenant).filter(pk=kb.pk).update(embedding_model=kb.embedding_model)
+    services.document_reindex(tenant=tenant, document=document)
+    assert services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk]).indexed == [document.pk]
+    chunk = Chunk.objects.for_tenant(tenant).get(document=document)
+    assert chunk.pk != first_chunk
+    assert _vector_count(kb) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("deleted", ["document", "knowledge_base"])
+def test_vectors_a_run_writes_while_a_delete_runs_do_not_outlive_the_rows(milvus_server, tenant, monkeypatch, deleted):
+    kb = kb_make(tenant, name=f"racing-{deleted}")
+    document = _queued(tenant, kb, "volcano")
+    vectors_gone, resume = threading.Event(), threading.Event()
+    vectors_delete = vectorstore.vectors_delete
+
+    def delete_then_pause(**kwargs):  # noqa: ANN003, ANN202
+        vectors_delete(**kwargs)
+        if threading.current_thread() is deleter:  # the delete has cleared Milvus and is about to delete rows
+            vectors_gone.set()
+            resume.wait(30)
+
+    monkeypatch.setattr(vectorstore, "vectors_delete", delete_then_pause)
+    errors: list[BaseException] = []
+
+    def delete() -> None:
+        try:
+            if deleted == "document":
+                services.document_delete(tenant=tenant, document=document)
+            else:
+                services.knowledge_base_delete(tenant=tenant, knowledge_base=kb)
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+        finally:
+            resume.set()
+            connection.close()
+
+    deleter = threading.Thread(target=delete)
+    deleter.start()
+    assert vectors_gone.wait(30)
+    # A worker indexes the document in that moment: its vectors land after the delete cleared Milvus, and it still
+    # sees the document when it finishes.
+    assert services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk]).indexed == [document.pk]
+    resume.set()
+    deleter.join(30)
+
+    assert errors == []
+    assert not Document.objects.for_tenant(tenant).filter(pk=document.pk).exists()
+    assert _vector_count(kb) == 0
+
+
+def _reindex_while(tenant, kb: KnowledgeBase, monkeypatch, meanwhile) -> None:  # noqa: ANN001
+    """Re-index the knowledge base, calling `meanwhile()` once while its first batch is being encoded."""
+    services.knowledge_base_reindex_start(tenant=tenant, knowledge_base=kb)
+    embed = services.embeddings_cached
+    pending = [meanwhile]
+
+    def embed_then_act(**kwargs):  # noqa: ANN003, ANN202
+        result = embed(**kwargs)
+        while pending:
+            pending.pop()()
+        return result
+
+    monkeypatch.setattr(services, "embeddings_cached", embed_then_act)
+    services.knowledge_base_reindex(tenant_id=tenant.pk, knowledge_base_id=kb.pk)
+    monkeypatch.setattr(services, "embeddings_cached", embed)
+
+
+@pytest.mark.django_db
+def test_a_document_deleted_during_a_knowledge_base_reindex_leaves_no_vectors(milvus_server, tenant, monkeypatch):
+    kb = kb_make(tenant, name="reindex-delete")
+    kept, doomed = _queued(tenant, kb, "volcano"), _queued(tenant, kb, "glacier")
+    services.documents_index(tenant_id=tenant.pk, document_ids=[kept.pk, doomed.pk])
+
+    _reindex_while(tenant, kb, monkeypatch, lambda: services.document_delete(tenant=tenant, document=doomed))
+
+    assert KnowledgeBase.objects.for_tenant(tenant).get(pk=kb.pk).reindex_status == "done"
+    assert _vector_count(kb) == Chunk.objects.for_tenant(tenant).filter(knowledge_base=kb).count() == 1
+
+
+@pytest.mark.django_db
+def test_a_document_rechunked_during_a_knowledge_base_reindex_stays_findable(milvus_server, tenant, monkeypatch):
+    kb = kb_make(tenant, name="reindex-rechunk", chunk_max_tokens=16, chunk_overlap_tokens=0)
+    sentences = [f"Fact {i}: the aurora glows green because of oxygen at altitude {i}." for i in range(6)]
+    document = _queued(tenant, kb, "aurora", " ".join(sentences))
+    services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk])
+    first = list(Chunk.objects.for_tenant(tenant).filter(document=document).values_list("text", flat=True))
+    assert len(first) > 1
+
+    def rechunk() -> None:  # the chunk size is raised and the document re-indexed by a worker meanwhile
+        KnowledgeBase.objects.for_tenant(tenant).filter(pk=kb.pk).update(chunk_max_tokens=200)
+        services.document_reindex(tenant=tenant, document=document)
+        services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk])
+
+    _reindex_while(tenant, kb, monkeypatch, rechunk)
+
+    assert Chunk.objects.for_tenant(tenant).filter(document=document).count() == _vector_count(kb) == 1
+    query = services.embeddings.embed_query(first[0])
+    hits = chunk_search(tenant=tenant, knowledge_base=kb, query_vector=query, limit=5, group_by_document=True)
+    assert [hit.document_id for hit in hits] == [document.pk]
+
+
+@pytest.mark.django_db
+def test_knowledge_base_reindex_progress_never_passes_one(milvus_server, tenant, settings, monkeypatch):
+    settings.INGEST_EMBED_BATCH = 1
+    kb = kb_make(tenant, name="reindex-progress")
+    first = [_queued(tenant, kb, "volcano"), _queued(tenant, kb, "glacier")]
+    services.documents_index(tenant_id=tenant.pk, document_ids=[d.pk for d in first])
+    services.knowledge_base_reindex_start(tenant=tenant, knowledge_base=kb)
+    embed = services.embeddings_cached
+    seen: list[float] = []
+
+    def embed_and_watch(**kwargs):  # noqa: ANN003, ANN202
+        if kwargs["tenant_id"] == tenant.pk and not seen:  # uploads finish indexing while the re-index runs
+            seen.append(0.0)
+            later = [_queued(tenant, kb, "tides"), _queued(tenant, kb, "later", "Comets grow tails near the sun.")]
+            services.documents_index(tenant_id=tenant.pk, document_ids=[d.pk for d in later])
+        seen.append(KnowledgeBase.objects.for_tenant(tenant).get(pk=kb.pk).reindex_progress)
+        return embed(**kwargs)
+
+    monkeypatch.setattr(services, "embeddings_cached", embed_and_watch)
+    services.knowledge_base_reindex(tenant_id=tenant.pk, knowledge_base_id=kb.pk)
+
+    assert max(seen) <= 1.0, seen
+    assert KnowledgeBase.objects.for_tenant(tenant).get(pk=kb.pk).reindex_progress == 1.0
+
+
+@pytest.mark.django_db
+def test_a_document_of_invisible_characters_fails_as_having_no_text(tenant):
+    kb = kb_make(tenant, name="invisible")
+    document = _queued(tenant, kb, "blank", "\u200b\u200b\n\n\u200b")
+    run = services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk])
+    document.refresh_from_db()
+    assert document.status == DocumentStatus.FAILED and run.failed == {document.pk: "The document contains no text."}
+    assert not Chunk.objects.for_tenant(tenant).filter(document=document).exists()
+
+
+@pytest.mark.django_db
+def test_a_run_that_stalled_past_its_lease_leaves_the_takeover_run_s_vectors_alone(milvus_server, tenant, monkeypatch):
+    kb = kb_make(tenant, name="takeover", chunk_max_tokens=16, chunk_overlap_tokens=0)
+    sentences = [f"Fact {i}: the aurora glows green because of oxygen at altitude {i}." for i in range(6)]
+    document = _queued(tenant, kb, "aurora", " ".join(sentences))
+    services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk])
+    first_texts = list(Chunk.objects.for_tenant(tenant).filter(document=document).values_list("text", flat=True))
+    services.document_reindex(tenant=tenant, document=document)
+    embed = services.embeddings_cached
+    stalled: list[bool] = []
+
+    def stall_past_the_lease(**kwargs):  # noqa: ANN003, ANN202
+        if not stalled:
+            stalled.append(True)
+            # The run freezes (a paused VM, a hung call) until its lease is over. The document looks stuck, so its
+            # owner raises the chunk size and re-indexes it, and another worker indexes it completely.
+            Document.objects.for_tenant(tenant).filter(pk=document.pk).update(
+                lease_expires_at=timezone.now() - timedelta(seconds=1)
+            )
+            KnowledgeBase.objects.for_tenant(tenant).filter(pk=kb.pk).update(chunk_max_tokens=200)
+            services.document_reindex(tenant=tenant, document=document)
+            assert services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk]).indexed == [document.pk]
+        return embed(**kwargs)
+
+    monkeypatch.setattr(services, "embeddings_cached", stall_past_the_lease)
+    stale_run = services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk])  # then it wakes up
+
+    assert stale_run.indexed == []
+    document.refresh_from_db()
+    assert document.status == DocumentStatus.INDEXED and document.chunk_count == 1
+    assert _vector_count(kb) == 1
+    query = services.embeddings.embed_query(first_texts[0])
+    hits = chunk_search(tenant=tenant, knowledge_base=kb, query_vector=query, limit=5, group_by_document=True)
+    assert [hit.document_id for hit in hits] == [document.pk]
+
+
+def _time_limit_once(monkeypatch, *, on_call: int = 1, before_each=None) -> None:  # noqa: ANN001
+    """The worker's soft time limit fires during the `on_call`-th encode, as it does in a task that runs too long."""
+    embed = services.embeddings_cached
+    calls: list[int] = []
+
+    def embed_until_the_limit(**kwargs):  # noqa: ANN003, ANN202
+        calls.append(1)
+        if before_each is not None:
+            before_each()
+        if len(calls) == on_call:
+            raise SoftTimeLimitExceeded()
+        return embed(**kwargs)
+
+    monkeypatch.setattr(services, "embeddings_cached", embed_until_the_limit)
+
+
+@pytest.mark.django_db
+def test_a_batch_that_outlasts_the_task_time_limit_is_continued_not_failed(milvus_server, tenant, monkeypatch):
+    kb = kb_make(tenant, name="time-limit-batch")
+    ids = [_queued(tenant, kb, key).pk for key in TEXTS]
+    _time_limit_once(monkeypatch)
+
+    tasks.documents_index_batch.apply(args=(ids, tenant.pk))
+
+    assert _statuses(tenant, ids) == dict.fromkeys(ids, DocumentStatus.INDEXED)
+    assert _vector_count(kb) == len(ids)
+
+
+@pytest.mark.django_db
+def test_a_knowledge_base_reindex_that_outlasts_the_task_time_limit_is_continued(
+    milvus_server, tenant, settings, monkeypatch
+):
+    settings.INGEST_EMBED_BATCH = 1
+    kb = kb_make(tenant, name="time-limit-reindex")
+    ids = [_queued(tenant, kb, key).pk for key in TEXTS]
+    services.documents_index(tenant_id=tenant.pk, document_ids=ids)
+    services.knowledge_base_reindex_start(tenant=tenant, knowledge_base=kb)
+    shown: list[float] = []
+
+    def watch() -> None:
+        shown.append(KnowledgeBase.objects.for_tenant(tenant).get(pk=kb.pk).reindex_progress)
+
+    _time_limit_once(monkeypatch, on_call=3, before_each=watch)  # two of three chunks done
+
+    tasks.knowledge_base_reindex.apply(args=(kb.pk, tenant.pk))
+
+    kb.refresh_from_db()
+    assert (kb.reindex_status, kb.reindex_progress) == ("done", 1.0), kb.reindex_error
+    assert shown == sorted(shown), "the progress shown went back"
