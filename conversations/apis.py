@@ -212,7 +212,7 @@ class DedupPolicyApi(TenantApi):
     @extend_schema(
         request=PolicySerializer,
         responses=PolicySerializer,
-        summary="Change the dedup policy (admin keys; send the fields to change, each change is recorded)",
+        summary="Change the dedup policy (admin keys of the whole tenant; send the fields to change, each is recorded)",
     )
     def put(self, request):  # noqa: ANN001, ANN201
         data = self.PolicySerializer(data=request.data, partial=True)

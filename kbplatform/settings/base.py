@@ -181,7 +181,7 @@ INGEST_QUEUED_STALE_SECONDS = env.int("KB_INGEST_QUEUED_STALE_SECONDS", default=
 # Every turn is committed before its answer goes out. True lets a turn that serves a stored answer commit on
 # PostgreSQL without waiting for its WAL to reach the disk (synchronous_commit off for that one transaction): a
 # crash of the database server itself within a fraction of a second could then lose such turns (never corrupt
-# anything), for 2 to 10 ms off a cache hit on this machine's disk (BENCHMARKS.md). Off by default: nothing
+# anything), for 2 to 14 ms off a cache hit on this machine's disk (BENCHMARKS.md). Off by default: nothing
 # acknowledged is lost.
 ASYNC_COMMIT_CACHED_TURNS = env.bool("KB_ASYNC_COMMIT_CACHED_TURNS", default=False)
 # The duplicate head (conversations/duplicate_model.json) is fitted on QQP pairs, whose terms are non-commercial,
