@@ -80,3 +80,8 @@ def test_processes_point_at_real_modules(compose):
     importlib.import_module("kbplatform.wsgi")
     assert compose["services"]["worker"]["command"][:3] == ["celery", "-A", "kbplatform"]
     assert compose["services"]["web"]["ports"] == ["${KB_HTTP_PORT:-8000}:8000"]
+
+
+def test_minio_is_checked_with_its_own_client_not_curl(compose):
+    """MinIO images may ship without curl; a curl check would leave MinIO, and every service after it, unhealthy."""
+    assert compose["services"]["minio"]["healthcheck"]["test"] == ["CMD", "mc", "ready", "local"]
