@@ -9,6 +9,7 @@ from datetime import date, timedelta
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
@@ -33,7 +34,9 @@ from conversations.dashboard import (
     percent_display,
     settings_changes_in_period,
 )
+from conversations.decisions import cosine_gate
 from conversations.models import INTENT_OTHER, DedupPolicy, Intent, IntentBehaviour, SettingsChange
+from retrieval.embeddings import model_name as embedding_model_name
 from tenants.admin_scoping import request_tenant_roles
 from tenants.models import Role, Tenant
 
@@ -346,7 +349,11 @@ def dedup_dashboard_view(request: HttpRequest, model_admin: admin.ModelAdmin) ->
     policy = dedup_policy_get_or_create(tenant=tenant)
     dashboard = None
     if not period_form.is_bound or period_form.is_valid():
-        dashboard = dashboard_get(tenant=tenant, start=start, end=end, threshold=policy.threshold)
+        # The gate the decisions apply, which is not the policy's threshold when they run without the duplicate head.
+        threshold = cosine_gate(
+            threshold=policy.threshold, use_head=settings.DUPLICATE_HEAD, embedding_model=embedding_model_name()
+        )
+        dashboard = dashboard_get(tenant=tenant, start=start, end=end, threshold=threshold)
     roles = request_tenant_roles(request)
     displays = {}
     if dashboard is not None:

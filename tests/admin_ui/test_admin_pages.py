@@ -570,3 +570,24 @@ def test_dashboard_lists_the_policy_changes_of_the_period(client, admin_a, tenan
 def test_dashboard_of_another_tenant_is_404(client, admin_a, tenant_b, event_b):
     client.force_login(admin_a)
     assert client.get(DASHBOARD_URL, {"tenant": tenant_b.pk}).status_code == 404
+
+
+def test_dashboard_marks_the_gate_the_decisions_apply_without_the_duplicate_head(
+    client, support_a, events_a, tenant_a, settings
+):
+    """Without the head the decision raises its gate to at least 0.90 (the events record it): the histogram's line
+    and the what-if table's current row showed the policy's 0.76 instead, a threshold no decision applied."""
+    from conversations.decisions import HEADLESS_THRESHOLD_FLOOR
+
+    settings.DUPLICATE_HEAD = False
+    client.force_login(support_a)
+    response = client.get(DASHBOARD_URL, {"tenant": tenant_a.pk})
+    assert response.context["dashboard"].threshold == HEADLESS_THRESHOLD_FLOOR
+    assert response.context["chart_data"]["histogram"]["threshold"] == HEADLESS_THRESHOLD_FLOOR
+    current = [row["threshold_display"] for row in response.context["what_if_rows"] if row["is_current"]]
+    assert current == [f"{HEADLESS_THRESHOLD_FLOOR:g}"]
+    assert "the policy's 0.76, raised as the decisions run without the duplicate head" in response.content.decode()
+
+    settings.DUPLICATE_HEAD = True
+    response = client.get(DASHBOARD_URL, {"tenant": tenant_a.pk})
+    assert response.context["dashboard"].threshold == DEFAULT_THRESHOLD
