@@ -10,6 +10,7 @@ settings (through the settings page, which records the history).
 from __future__ import annotations
 
 import csv
+import math
 import re
 from collections.abc import Iterator
 from datetime import date, datetime, time, timedelta
@@ -246,10 +247,18 @@ class SimilarityRangeFilter(InputFilter):
 
     def apply(self, queryset: QuerySet) -> QuerySet:
         if "similarity_min" in self.used_parameters:
-            queryset = queryset.filter(similarity__gte=float(self.used_parameters["similarity_min"]))
+            queryset = queryset.filter(similarity__gte=self._bound("similarity_min"))
         if "similarity_max" in self.used_parameters:
-            queryset = queryset.filter(similarity__lte=float(self.used_parameters["similarity_max"]))
+            queryset = queryset.filter(similarity__lte=self._bound("similarity_max"))
         return queryset
+
+    def _bound(self, name: str) -> float:
+        """A finite number: float() also reads "nan" and "inf", and PostgreSQL orders NaN above every number, so
+        "at most nan" would pass every event as if it were a bound."""
+        bound = float(self.used_parameters[name])
+        if not math.isfinite(bound):
+            raise ValueError(f"{name} must be a number, not {bound}.")
+        return bound
 
 
 class ConversationFilter(InputFilter):

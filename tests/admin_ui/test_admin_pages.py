@@ -591,3 +591,16 @@ def test_dashboard_marks_the_gate_the_decisions_apply_without_the_duplicate_head
     settings.DUPLICATE_HEAD = True
     response = client.get(DASHBOARD_URL, {"tenant": tenant_a.pk})
     assert response.context["dashboard"].threshold == DEFAULT_THRESHOLD
+
+
+@pytest.mark.parametrize(
+    "query", ["similarity_max=nan", "similarity_min=NaN", "similarity_min=-inf&similarity_max=inf"]
+)
+def test_a_similarity_bound_that_is_not_a_number_is_refused(client, support_a, events_a, query):
+    """float() reads "nan" and "inf": PostgreSQL orders NaN above every number, so "at most nan" listed (and
+    exported, and bulk-reviewed) every event as if it were a bound, and "at least nan" none."""
+    client.force_login(support_a)
+    response = client.get(f"{EVENTS_URL}?{query}")
+    assert response.status_code == 302 and "e=1" in response.url
+    refused = client.get(f"{EXPORT_URL}?{query}")
+    assert refused.status_code == 302 and refused.url == EVENTS_URL
