@@ -604,3 +604,22 @@ def test_a_similarity_bound_that_is_not_a_number_is_refused(client, support_a, e
     assert response.status_code == 302 and "e=1" in response.url
     refused = client.get(f"{EXPORT_URL}?{query}")
     assert refused.status_code == 302 and refused.url == EVENTS_URL
+
+
+def test_a_user_of_two_tenants_sees_which_tenant_each_event_and_exported_row_is_of(
+    client, support_a, events_a, event_b, tenant_b
+):
+    """The list and the CSV named the tenant only for superusers: support in two tenants got both tenants' events
+    mixed, with nothing to tell a row of one from a row of the other."""
+    from tests.factories import MembershipFactory
+
+    MembershipFactory(user=support_a, tenant=tenant_b, role=Role.SUPPORT)
+    client.force_login(support_a)
+    response = client.get(EVENTS_URL)
+    assert _listed(response) == {event.pk for event in events_a.values()} | {event_b.pk}
+    assert "tenant" in response.context["cl"].list_display
+    rows = list(csv.DictReader(io.StringIO(b"".join(client.get(EXPORT_URL).streaming_content).decode())))
+    tenant_of = {int(row["id"]): row["tenant"] for row in rows}
+    assert tenant_of[event_b.pk] == tenant_b.slug
+    assert tenant_of[events_a["hit"].pk] == events_a["hit"].tenant.slug
+    assert "tenant" in client.get(HISTORY_URL).context["cl"].list_display
