@@ -18,6 +18,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.http import urlencode
 
 from conversations.admin_services import (
     POLICY_FIELDS,
@@ -391,7 +392,10 @@ def dedup_dashboard_view(request: HttpRequest, model_admin: admin.ModelAdmin) ->
         "policy": policy,
         "can_change_settings": request.user.is_superuser or roles.get(tenant.pk) in SETTINGS_ROLES,
         "settings_url": reverse("admin:conversations_deduppolicy_settings"),
-        "events_url": reverse("admin:conversations_dedupevent_changelist"),
+        # The events the figures are computed from: this tenant's, in this period (the audit log's own filters).
+        "events_url": reverse("admin:conversations_dedupevent_changelist")
+        + "?"
+        + urlencode({"tenant__id__exact": tenant.pk, "created_from": start.isoformat(), "created_to": end.isoformat()}),
         "opts": model_admin.model._meta,
     }
     return TemplateResponse(request, "admin/conversations/dedup_dashboard.html", context)

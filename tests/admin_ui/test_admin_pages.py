@@ -623,3 +623,23 @@ def test_a_user_of_two_tenants_sees_which_tenant_each_event_and_exported_row_is_
     assert tenant_of[event_b.pk] == tenant_b.slug
     assert tenant_of[events_a["hit"].pk] == events_a["hit"].tenant.slug
     assert "tenant" in client.get(HISTORY_URL).context["cl"].list_display
+
+
+def test_the_dashboards_audit_log_link_opens_the_events_of_its_tenant_and_period(
+    client, support_a, events_a, event_b, tenant_a, tenant_b
+):
+    """After a switch to another tenant (or period) in the page, "Audit log" opened every event of every tenant the
+    user works in, not the ones the figures were computed from."""
+    from tests.factories import MembershipFactory
+
+    MembershipFactory(user=support_a, tenant=tenant_b, role=Role.SUPPORT)
+    client.force_login(support_a)
+    today = timezone.localdate().isoformat()
+    response = client.get(DASHBOARD_URL, {"tenant": tenant_b.pk, "start": today, "end": today})
+    listed = client.get(response.context["events_url"])
+    assert listed.status_code == 200
+    assert _listed(listed) == {event_b.pk}
+    response = client.get(DASHBOARD_URL, {"tenant": tenant_a.pk, "start": today, "end": today})
+    listed = _listed(client.get(response.context["events_url"]))
+    assert listed == {event.pk for name, event in events_a.items() if name != "old"}
+    assert response.context["dashboard"].totals.turns == len(listed)
