@@ -34,6 +34,7 @@ from conversations.dashboard import (
     duration_display,
     percent_display,
     settings_changes_in_period,
+    threshold_display,
 )
 from conversations.decisions import cosine_gate
 from conversations.models import INTENT_OTHER, DedupPolicy, Intent, IntentBehaviour, SettingsChange
@@ -333,6 +334,7 @@ def _chart_data(dashboard: Any) -> dict[str, Any]:
             "hits": [b.hits for b in dashboard.histogram],
             "misses": [b.misses for b in dashboard.histogram],
             "threshold": dashboard.threshold,
+            "threshold_label": threshold_display(dashboard.threshold),
         },
     }
 
@@ -364,9 +366,11 @@ def dedup_dashboard_view(request: HttpRequest, model_admin: admin.ModelAdmin) ->
             "false_hit_rate_display": percent_display(totals.false_hit_rate),
             "tokens_saved_display": f"{totals.tokens_saved:,}",
             "time_saved_display": duration_display(totals.ms_saved),
+            "threshold_display": threshold_display(dashboard.threshold),
+            "policy_threshold_display": threshold_display(policy.threshold),
             "what_if_rows": [
                 {
-                    "threshold_display": format(row.threshold, ".4g"),
+                    "threshold_display": threshold_display(row.threshold),
                     "hits": row.hits,
                     "false_hits": row.false_hits,
                     "precision_display": percent_display(row.precision),

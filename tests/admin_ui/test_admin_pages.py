@@ -643,3 +643,17 @@ def test_the_dashboards_audit_log_link_opens_the_events_of_its_tenant_and_period
     listed = _listed(client.get(response.context["events_url"]))
     assert listed == {event.pk for name, event in events_a.items() if name != "old"}
     assert response.context["dashboard"].totals.turns == len(listed)
+
+
+def test_the_dashboard_shows_the_threshold_as_the_what_if_table_does(client, admin_a, tenant_a, events_a):
+    """A threshold set through the API need not be a multiple of 0.01: 0.855 was shown as "0.86" above the
+    histogram and on its line, which was drawn at 0.855, beside a what-if row marked current at 0.855."""
+    from conversations.admin_services import dedup_policy_change
+
+    dedup_policy_change(tenant=tenant_a, user=admin_a, changes={"threshold": 0.855})
+    client.force_login(admin_a)
+    response = client.get(DASHBOARD_URL)
+    current = [row["threshold_display"] for row in response.context["what_if_rows"] if row["is_current"]]
+    assert current == ["0.855"]
+    assert "with the current threshold (0.855)" in response.content.decode()
+    assert response.context["chart_data"]["histogram"]["threshold_label"] == "0.855"
