@@ -10,6 +10,7 @@ settings (through the settings page, which records the history).
 from __future__ import annotations
 
 import csv
+import math
 import re
 from collections.abc import Iterator
 from datetime import date, datetime, time, timedelta
@@ -43,10 +44,16 @@ from conversations.models import (
     Turn,
 )
 from conversations.services import conversation_records_delete
-from tenants.admin_scoping import ServiceDeletionAdmin, TenantScopedAdmin, request_tenant_roles
+from tenants.admin_scoping import ServiceDeletionAdmin, TenantScopedAdmin, request_tenant_ids, request_tenant_roles
 from tenants.models import Role
 
 SUPPORT_ROLES = (Role.ADMIN, Role.SUPPORT)
+
+
+def shows_tenant(request: HttpRequest, *, roles: tuple[str, ...]) -> bool:
+    """Whether a list (and its export) names each row's tenant: when the user may see rows of more than one tenant
+    (a superuser, or a role in `roles` in several), else rows of different tenants could not be told apart."""
+    return request.user.is_superuser or len(request_tenant_ids(request, roles)) > 1
 
 
 class RecordedByTheSystemMixin:
@@ -167,7 +174,7 @@ class SettingsChangeAdmin(TenantScopedAdmin):
     view_roles = SUPPORT_ROLES
 
     def get_list_display(self, request: HttpRequest) -> tuple:
-        return ("tenant", *self.list_display) if request.user.is_superuser else self.list_display
+        return ("tenant", *self.list_display) if shows_tenant(request, roles=self.view_roles) else self.list_display
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -246,10 +253,18 @@ class SimilarityRangeFilter(InputFilter):
 
     def apply(self, queryset: QuerySet) -> QuerySet:
         if "similarity_min" in self.used_parameters:
-            queryset = queryset.filter(similarity__gte=float(self.used_parameters["similarity_min"]))
+            queryset = queryset.filter(similarity__gte=self._bound("similarity_min"))
         if "similarity_max" in self.used_parameters:
-            queryset = queryset.filter(similarity__lte=float(self.used_parameters["similarity_max"]))
+            queryset = queryset.filter(similarity__lte=self._bound("similarity_max"))
         return queryset
+
+    def _bound(self, name: str) -> float:
+        """A finite number: float() also reads "nan" and "inf", and PostgreSQL orders NaN above every number, so
+        "at most nan" would pass every event as if it were a bound."""
+        bound = float(self.used_parameters[name])
+        if not math.isfinite(bound):
+            raise ValueError(f"{name} must be a number, not {bound}.")
+        return bound
 
 
 class ConversationFilter(InputFilter):
@@ -410,7 +425,7 @@ class DedupEventAdmin(TenantScopedAdmin):
     )
     search_fields = ("turn__question",)
     search_help_text = "Search the question text."
-    list_select_related = ("turn",)
+    list_select_related = ("turn", "tenant")
     list_per_page = 50
     readonly_fields = (
         "created_at",
@@ -465,7 +480,7 @@ class DedupEventAdmin(TenantScopedAdmin):
 
     # --- list ----------------------------------------------------------------------------------------------
     def get_list_display(self, request: HttpRequest) -> tuple:
-        return ("tenant", *self.list_display) if request.user.is_superuser else self.list_display
+        return ("tenant", *self.list_display) if shows_tenant(request, roles=self.view_roles) else self.list_display
 
     @admin.display(description="When", ordering="created_at")
     def created(self, event: DedupEvent) -> str:
@@ -600,7 +615,7 @@ class DedupEventAdmin(TenantScopedAdmin):
             messages.error(request, "The filters are not valid; fix them and export again.")
             return HttpResponseRedirect(reverse("admin:conversations_dedupevent_changelist"))
         queryset = changelist.get_queryset(request).select_related("turn", "matched_turn", "reviewed_by", "tenant")
-        with_tenant = request.user.is_superuser
+        with_tenant = shows_tenant(request, roles=self.view_roles)
         writer = csv.writer(_Echo())
 
         def rows() -> Iterator[str]:

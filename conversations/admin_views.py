@@ -9,6 +9,7 @@ from datetime import date, timedelta
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
@@ -17,6 +18,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.http import urlencode
 
 from conversations.admin_services import (
     POLICY_FIELDS,
@@ -32,8 +34,11 @@ from conversations.dashboard import (
     duration_display,
     percent_display,
     settings_changes_in_period,
+    threshold_display,
 )
+from conversations.decisions import cosine_gate
 from conversations.models import INTENT_OTHER, DedupPolicy, Intent, IntentBehaviour, SettingsChange
+from retrieval.embeddings import model_name as embedding_model_name
 from tenants.admin_scoping import request_tenant_roles
 from tenants.models import Role, Tenant
 
@@ -329,6 +334,7 @@ def _chart_data(dashboard: Any) -> dict[str, Any]:
             "hits": [b.hits for b in dashboard.histogram],
             "misses": [b.misses for b in dashboard.histogram],
             "threshold": dashboard.threshold,
+            "threshold_label": threshold_display(dashboard.threshold),
         },
     }
 
@@ -346,7 +352,11 @@ def dedup_dashboard_view(request: HttpRequest, model_admin: admin.ModelAdmin) ->
     policy = dedup_policy_get_or_create(tenant=tenant)
     dashboard = None
     if not period_form.is_bound or period_form.is_valid():
-        dashboard = dashboard_get(tenant=tenant, start=start, end=end, threshold=policy.threshold)
+        # The gate the decisions apply, which is not the policy's threshold when they run without the duplicate head.
+        threshold = cosine_gate(
+            threshold=policy.threshold, use_head=settings.DUPLICATE_HEAD, embedding_model=embedding_model_name()
+        )
+        dashboard = dashboard_get(tenant=tenant, start=start, end=end, threshold=threshold)
     roles = request_tenant_roles(request)
     displays = {}
     if dashboard is not None:
@@ -356,9 +366,11 @@ def dedup_dashboard_view(request: HttpRequest, model_admin: admin.ModelAdmin) ->
             "false_hit_rate_display": percent_display(totals.false_hit_rate),
             "tokens_saved_display": f"{totals.tokens_saved:,}",
             "time_saved_display": duration_display(totals.ms_saved),
+            "threshold_display": threshold_display(dashboard.threshold),
+            "policy_threshold_display": threshold_display(policy.threshold),
             "what_if_rows": [
                 {
-                    "threshold_display": format(row.threshold, ".4g"),
+                    "threshold_display": threshold_display(row.threshold),
                     "hits": row.hits,
                     "false_hits": row.false_hits,
                     "precision_display": percent_display(row.precision),
@@ -384,7 +396,10 @@ def dedup_dashboard_view(request: HttpRequest, model_admin: admin.ModelAdmin) ->
         "policy": policy,
         "can_change_settings": request.user.is_superuser or roles.get(tenant.pk) in SETTINGS_ROLES,
         "settings_url": reverse("admin:conversations_deduppolicy_settings"),
-        "events_url": reverse("admin:conversations_dedupevent_changelist"),
+        # The events the figures are computed from: this tenant's, in this period (the audit log's own filters).
+        "events_url": reverse("admin:conversations_dedupevent_changelist")
+        + "?"
+        + urlencode({"tenant__id__exact": tenant.pk, "created_from": start.isoformat(), "created_to": end.isoformat()}),
         "opts": model_admin.model._meta,
     }
     return TemplateResponse(request, "admin/conversations/dedup_dashboard.html", context)

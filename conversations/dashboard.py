@@ -359,6 +359,12 @@ def percent_display(ratio: float | None) -> str:
     return "–" if ratio is None else f"{ratio * 100:.1f}%"
 
 
+def threshold_display(threshold: float) -> str:
+    """A similarity threshold as set, to at most 4 significant digits and no trailing zeros: 0.76 -> "0.76",
+    0.855 -> "0.855" (two decimals would show 0.855 as "0.86")."""
+    return format(threshold, ".4g")
+
+
 def duration_display(ms: float) -> str:
     """Milliseconds as the largest unit that keeps the number readable: "850 ms", "12.5 s", "3.2 min", "1.5 h"."""
     if ms < 1000:

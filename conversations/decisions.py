@@ -445,6 +445,30 @@ def followup_context_matches(
     return float(previous_vector @ candidate.previous_vector) >= threshold
 
 
+def head_applies(
+    *, use_head: bool, embedding_model: str | None, dimension: int | None = None, pair_model: PairModel | None = None
+) -> bool:
+    """Whether the duplicate head scores the pairs: it is switched on (`use_head`, the operator's KB_DUPLICATE_HEAD)
+    and was trained on `embedding_model` (None: the head's own) and, when `dimension` is given, for vectors of that
+    size. Without it the decision's cosine gate is raised (`cosine_gate`)."""
+    model = pair_model if pair_model is not None else pair_model_default()
+    return (
+        use_head
+        and (dimension is None or model.dimension == dimension)
+        and (embedding_model is None or embedding_model == model.meta.get("embedding_model"))
+    )
+
+
+def cosine_gate(
+    *, threshold: float, use_head: bool, embedding_model: str | None, dimension: int | None = None
+) -> float:
+    """The cosine gate `duplicate_decide` applies for a policy's `threshold`: the threshold itself when the duplicate
+    head scores the pairs, else at least HEADLESS_THRESHOLD_FLOOR. What the dashboard shows as the current threshold,
+    so its histogram line and what-if row are the gate the decisions were taken at."""
+    headless = not head_applies(use_head=use_head, embedding_model=embedding_model, dimension=dimension)
+    return max(threshold, HEADLESS_THRESHOLD_FLOOR) if headless else threshold
+
+
 def duplicate_decide(
     *,
     question: str,
@@ -471,11 +495,8 @@ def duplicate_decide(
     if not candidates:
         return DuplicateDecision(hit=False)
     model = pair_model if pair_model is not None else pair_model_default()
-    trained_on = model.meta.get("embedding_model")
-    if (
-        not use_head
-        or model.dimension != question_vector.shape[0]
-        or (embedding_model is not None and embedding_model != trained_on)
+    if not head_applies(
+        use_head=use_head, embedding_model=embedding_model, dimension=question_vector.shape[0], pair_model=model
     ):
         model = None
         threshold = max(threshold, HEADLESS_THRESHOLD_FLOOR)

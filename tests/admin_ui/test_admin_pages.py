@@ -570,3 +570,90 @@ def test_dashboard_lists_the_policy_changes_of_the_period(client, admin_a, tenan
 def test_dashboard_of_another_tenant_is_404(client, admin_a, tenant_b, event_b):
     client.force_login(admin_a)
     assert client.get(DASHBOARD_URL, {"tenant": tenant_b.pk}).status_code == 404
+
+
+def test_dashboard_marks_the_gate_the_decisions_apply_without_the_duplicate_head(
+    client, support_a, events_a, tenant_a, settings
+):
+    """Without the head the decision raises its gate to at least 0.90 (the events record it): the histogram's line
+    and the what-if table's current row showed the policy's 0.76 instead, a threshold no decision applied."""
+    from conversations.decisions import HEADLESS_THRESHOLD_FLOOR
+
+    settings.DUPLICATE_HEAD = False
+    client.force_login(support_a)
+    response = client.get(DASHBOARD_URL, {"tenant": tenant_a.pk})
+    assert response.context["dashboard"].threshold == HEADLESS_THRESHOLD_FLOOR
+    assert response.context["chart_data"]["histogram"]["threshold"] == HEADLESS_THRESHOLD_FLOOR
+    current = [row["threshold_display"] for row in response.context["what_if_rows"] if row["is_current"]]
+    assert current == [f"{HEADLESS_THRESHOLD_FLOOR:g}"]
+    assert "the policy's 0.76, raised as the decisions run without the duplicate head" in response.content.decode()
+
+    settings.DUPLICATE_HEAD = True
+    response = client.get(DASHBOARD_URL, {"tenant": tenant_a.pk})
+    assert response.context["dashboard"].threshold == DEFAULT_THRESHOLD
+
+
+@pytest.mark.parametrize(
+    "query", ["similarity_max=nan", "similarity_min=NaN", "similarity_min=-inf&similarity_max=inf"]
+)
+def test_a_similarity_bound_that_is_not_a_number_is_refused(client, support_a, events_a, query):
+    """float() reads "nan" and "inf": PostgreSQL orders NaN above every number, so "at most nan" listed (and
+    exported, and bulk-reviewed) every event as if it were a bound, and "at least nan" none."""
+    client.force_login(support_a)
+    response = client.get(f"{EVENTS_URL}?{query}")
+    assert response.status_code == 302 and "e=1" in response.url
+    refused = client.get(f"{EXPORT_URL}?{query}")
+    assert refused.status_code == 302 and refused.url == EVENTS_URL
+
+
+def test_a_user_of_two_tenants_sees_which_tenant_each_event_and_exported_row_is_of(
+    client, support_a, events_a, event_b, tenant_b
+):
+    """The list and the CSV named the tenant only for superusers: support in two tenants got both tenants' events
+    mixed, with nothing to tell a row of one from a row of the other."""
+    from tests.factories import MembershipFactory
+
+    MembershipFactory(user=support_a, tenant=tenant_b, role=Role.SUPPORT)
+    client.force_login(support_a)
+    response = client.get(EVENTS_URL)
+    assert _listed(response) == {event.pk for event in events_a.values()} | {event_b.pk}
+    assert "tenant" in response.context["cl"].list_display
+    rows = list(csv.DictReader(io.StringIO(b"".join(client.get(EXPORT_URL).streaming_content).decode())))
+    tenant_of = {int(row["id"]): row["tenant"] for row in rows}
+    assert tenant_of[event_b.pk] == tenant_b.slug
+    assert tenant_of[events_a["hit"].pk] == events_a["hit"].tenant.slug
+    assert "tenant" in client.get(HISTORY_URL).context["cl"].list_display
+
+
+def test_the_dashboards_audit_log_link_opens_the_events_of_its_tenant_and_period(
+    client, support_a, events_a, event_b, tenant_a, tenant_b
+):
+    """After a switch to another tenant (or period) in the page, "Audit log" opened every event of every tenant the
+    user works in, not the ones the figures were computed from."""
+    from tests.factories import MembershipFactory
+
+    MembershipFactory(user=support_a, tenant=tenant_b, role=Role.SUPPORT)
+    client.force_login(support_a)
+    today = timezone.localdate().isoformat()
+    response = client.get(DASHBOARD_URL, {"tenant": tenant_b.pk, "start": today, "end": today})
+    listed = client.get(response.context["events_url"])
+    assert listed.status_code == 200
+    assert _listed(listed) == {event_b.pk}
+    response = client.get(DASHBOARD_URL, {"tenant": tenant_a.pk, "start": today, "end": today})
+    listed = _listed(client.get(response.context["events_url"]))
+    assert listed == {event.pk for name, event in events_a.items() if name != "old"}
+    assert response.context["dashboard"].totals.turns == len(listed)
+
+
+def test_the_dashboard_shows_the_threshold_as_the_what_if_table_does(client, admin_a, tenant_a, events_a):
+    """A threshold set through the API need not be a multiple of 0.01: 0.855 was shown as "0.86" above the
+    histogram and on its line, which was drawn at 0.855, beside a what-if row marked current at 0.855."""
+    from conversations.admin_services import dedup_policy_change
+
+    dedup_policy_change(tenant=tenant_a, user=admin_a, changes={"threshold": 0.855})
+    client.force_login(admin_a)
+    response = client.get(DASHBOARD_URL)
+    current = [row["threshold_display"] for row in response.context["what_if_rows"] if row["is_current"]]
+    assert current == ["0.855"]
+    assert "with the current threshold (0.855)" in response.content.decode()
+    assert response.context["chart_data"]["histogram"]["threshold_label"] == "0.855"

@@ -12,6 +12,7 @@ from conversations.dashboard import (
     percent_display,
     repeat_label,
     similarity_bin,
+    threshold_display,
     totals_compute,
     what_if_compute,
 )
@@ -182,6 +183,13 @@ def test_duration_display(ms, shown):
 def test_percent_display():
     assert percent_display(None) == "–"
     assert percent_display(1 / 3) == "33.3%"
+
+
+@pytest.mark.parametrize(
+    ("threshold", "shown"), [(0.76, "0.76"), (0.855, "0.855"), (0.9, "0.9"), (1.0, "1"), (0.8401, "0.8401")]
+)
+def test_threshold_display(threshold, shown):
+    assert threshold_display(threshold) == shown
 
 
 # --- the grouped selector against the per-event figures ------------------------------------------------------

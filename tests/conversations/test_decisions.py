@@ -260,6 +260,23 @@ def test_the_decision_reports_the_gate_it_applied():
     assert d.duplicate_decide(**kwargs, candidates=[], threshold=0.76).gate is None
 
 
+def test_cosine_gate_is_the_gate_the_decision_applies():
+    """What the dashboard marks as the current threshold: the gate `duplicate_decide` reports for the same setup."""
+    q = unit(1, 0, 0)
+    candidate = _stored(7, "How do I reset my password quickly?", unit(1, 0.5, 0))
+    kwargs = {"question": "How can I reset my password quickly?", "question_vector": q, "previous_vector": None}
+    trained_on = d.pair_model_default().meta.get("embedding_model")
+    for threshold in (0.5, 0.76, 0.95):
+        for use_head, embedding_model in ((True, None), (True, trained_on), (False, None), (True, "another-model")):
+            setup = {"threshold": threshold, "use_head": use_head, "embedding_model": embedding_model}
+            decided = d.duplicate_decide(**kwargs, candidates=[candidate], **setup)
+            assert d.cosine_gate(**setup, dimension=3) == decided.gate, setup
+    assert d.cosine_gate(threshold=0.76, use_head=True, embedding_model=None) == 0.76
+    assert d.cosine_gate(threshold=0.76, use_head=True, embedding_model=trained_on) == 0.76
+    assert d.cosine_gate(threshold=0.76, use_head=False, embedding_model=None) == d.HEADLESS_THRESHOLD_FLOOR
+    assert d.cosine_gate(threshold=0.76, use_head=True, embedding_model="another-model") == d.HEADLESS_THRESHOLD_FLOOR
+
+
 def test_questions_embedded_by_another_model_are_not_compared():
     q = unit(1, 0, 0)
     old_model = _stored(3, "How can I reset my password quickly?", unit(1, 0, 0, 0))

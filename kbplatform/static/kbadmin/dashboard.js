@@ -41,7 +41,7 @@
       ctx.fillStyle = COLORS.threshold;
       ctx.font = "600 12px sans-serif";
       ctx.textAlign = "right";
-      ctx.fillText("threshold " + options.value.toFixed(2), x - 6, top + 14);
+      ctx.fillText("threshold " + (options.label || options.value.toFixed(2)), x - 6, top + 14);
       ctx.restore();
     },
   };
@@ -150,7 +150,7 @@
           y: axis("turns", "left", { stacked: true }),
         },
         plugins: Object.assign(baseOptions().plugins, {
-          kbThreshold: { value: hist.threshold, start: hist.lows[start], width: hist.width },
+          kbThreshold: { value: hist.threshold, label: hist.threshold_label, start: hist.lows[start], width: hist.width },
         }),
       }),
       plugins: [thresholdLine],
