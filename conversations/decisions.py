@@ -157,8 +157,8 @@ def names_topic(
     *, vectors: Sequence[np.ndarray], intents: Sequence[IntentExamples], floor: float = INTENT_FLOOR
 ) -> list[bool]:
     """For each question vector, whether that question is about something of its own: False when its intent (by
-    `intent_classify`'s rule, one matrix product for all of them) has a behaviour in TOPICLESS_BEHAVIOURS. A vector
-    of another size than the intents' (asked before a model change) cannot be classified and counts as naming one."""
+    `intent_classify`'s rule) has a behaviour in TOPICLESS_BEHAVIOURS. A vector of another size than the intents'
+    (asked before a model change) cannot be classified and counts as naming one."""
     flags = [True] * len(vectors)
     usable = [intent for intent in intents if intent.vectors is not None and len(intent.vectors)]
     if not usable or not flags:
@@ -169,12 +169,15 @@ def names_topic(
     topicless = np.concatenate(
         [np.full(len(intent.vectors), intent.behaviour in TOPICLESS_BEHAVIOURS) for intent in usable]
     )
-    rows = [index for index, vector in enumerate(vectors) if np.shape(vector) == (dimension,)]
-    if rows:
-        scores = np.stack([vectors[index] for index in rows]) @ examples.T
-        nearest = np.argmax(scores, axis=1)
-        for index, example, score in zip(rows, nearest, scores[np.arange(len(rows)), nearest], strict=True):
-            flags[index] = not (score >= floor and topicless[example])
+    for index, vector in enumerate(vectors):
+        if np.shape(vector) != (dimension,):
+            continue
+        # One matrix-vector product per question, not one matrix product for all: OpenBLAS runs a matrix product
+        # on a thread per core that then spins beside the database (26-40 ms of CPU per cache hit on two cores,
+        # BENCHMARKS.md), where the vector products stay on the calling thread.
+        scores = examples @ vector
+        example = int(np.argmax(scores))
+        flags[index] = not (scores[example] >= floor and topicless[example])
     return flags
 
 

@@ -80,20 +80,3 @@ def test_every_beat_entry_names_a_registered_task():
     names = {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
     assert "embedding_cache_purge" in names
     assert names <= set(app.tasks), names - set(app.tasks)
-
-
-def test_openblas_runs_one_thread_per_process_unless_told_otherwise():
-    """Importing the platform sets OpenBLAS to one thread before numpy loads it (its spinning threads took 30 ms of
-    CPU per cache hit, BENCHMARKS.md); an operator's own value wins."""
-    probe = (
-        "import kbplatform, numpy, threadpoolctl; "
-        "print([p['num_threads'] for p in threadpoolctl.threadpool_info() if p['internal_api'] == 'openblas'])"
-    )
-    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
-
-    def threads(**extra: str) -> str:
-        command = [sys.executable, "-c", probe]
-        return subprocess.run(command, env={**env, **extra}, capture_output=True, text=True, check=True).stdout
-
-    assert threads() == "[1]\n"
-    assert threads(OPENBLAS_NUM_THREADS="2") == "[2]\n"
