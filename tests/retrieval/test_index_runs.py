@@ -73,6 +73,26 @@ def test_a_document_deleted_mid_run_fails_no_other_document_of_the_batch(milvus_
     assert _vector_count(kb) == Chunk.objects.for_tenant(tenant).filter(knowledge_base=kb).count() == 2
 
 
+def _deleter(deleted: str, *, tenant, document, kb, errors: list, finally_set=None) -> threading.Thread:  # noqa: ANN001
+    """A thread that deletes the document, or its whole knowledge base, on its own connection; what it raises goes
+    to `errors`, and `finally_set` (an Event) is set when it ends, whatever happened."""
+
+    def delete() -> None:
+        try:
+            if deleted == "document":
+                services.document_delete(tenant=tenant, document=document)
+            else:
+                services.knowledge_base_delete(tenant=tenant, knowledge_base=kb)
+        except BaseException as exc:  # noqa: BLE001 - reported by the caller's assertion
+            errors.append(exc)
+        finally:
+            if finally_set is not None:
+                finally_set.set()
+            connection.close()
+
+    return threading.Thread(target=delete)
+
+
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("deleted", ["document", "knowledge_base"])
 def test_a_delete_while_a_run_writes_the_chunk_rows_waits_and_takes_them(milvus_server, tenant, monkeypatch, deleted):
@@ -88,19 +108,7 @@ def test_a_delete_while_a_run_writes_the_chunk_rows_waits_and_takes_them(milvus_
 
     monkeypatch.setattr(Chunk.objects, "bulk_create", slow_bulk_create)
     errors: list[BaseException] = []
-
-    def delete() -> None:
-        try:
-            if deleted == "document":
-                services.document_delete(tenant=tenant, document=document)
-            else:
-                services.knowledge_base_delete(tenant=tenant, knowledge_base=kb)
-        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    deleter = threading.Thread(target=delete)
+    deleter = _deleter(deleted, tenant=tenant, document=document, kb=kb, errors=errors)
 
     def start_delete_while_writing() -> None:
         assert writing.wait(30)
@@ -230,20 +238,7 @@ def test_vectors_a_run_writes_while_a_delete_runs_do_not_outlive_the_rows(milvus
 
     monkeypatch.setattr(vectorstore, "vectors_delete", delete_then_pause)
     errors: list[BaseException] = []
-
-    def delete() -> None:
-        try:
-            if deleted == "document":
-                services.document_delete(tenant=tenant, document=document)
-            else:
-                services.knowledge_base_delete(tenant=tenant, knowledge_base=kb)
-        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
-            errors.append(exc)
-        finally:
-            resume.set()
-            connection.close()
-
-    deleter = threading.Thread(target=delete)
+    deleter = _deleter(deleted, tenant=tenant, document=document, kb=kb, errors=errors, finally_set=resume)
     deleter.start()
     assert vectors_gone.wait(30)
     # A worker indexes the document in that moment: its vectors land after the delete cleared Milvus, and it still
