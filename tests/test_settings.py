@@ -64,6 +64,13 @@ def test_a_rate_limit_that_does_not_parse_stops_the_process_at_start(variable, v
     assert "ImproperlyConfigured" in result.stderr and variable in result.stderr
 
 
+@pytest.mark.parametrize("value", ["0", "-5", "nan", "inf", "30s"])
+def test_an_answer_timeout_that_cannot_be_met_stops_the_process_at_start(value):
+    result = _load_production({**_production_env(), "LLM_TIMEOUT": value})
+    assert result.returncode != 0
+    assert "ImproperlyConfigured" in result.stderr and "LLM_TIMEOUT" in result.stderr
+
+
 def test_valid_rate_limits_start():
     env = {**_production_env(), "KB_RATE_LIMIT": "", "KB_RATE_LIMIT_TENANTS": "acme=6000/min,globex=60/hour"}
     result = _load_production(env)

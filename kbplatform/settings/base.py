@@ -5,12 +5,28 @@ Milvus Lite under `var/`, Redis on 127.0.0.1:6379. `kbplatform.settings.producti
 of everything secret or site-specific.
 """
 
+import math
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 env = environ.Env()
+
+
+def _positive_seconds(name: str, *, default: str) -> float:
+    """A duration setting, refused at start unless a finite number of seconds above 0 (environ's own float parser
+    drops letters, so "inf" or "30s" would not say what is wrong)."""
+    text = env.str(name, default=default).strip()
+    try:
+        value = float(text)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}: {text!r} is not a number of seconds") from None
+    if not (math.isfinite(value) and value > 0):
+        raise ImproperlyConfigured(f"{name}: must be a number of seconds above 0, not {text!r}")
+    return value
+
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False) if (BASE_DIR / ".env").exists() else None
 
 VAR_DIR = Path(env.str("KB_VAR_DIR", default=str(BASE_DIR / "var")))
@@ -194,7 +210,9 @@ DUPLICATE_HEAD = env.bool("KB_DUPLICATE_HEAD", default=True)
 LLM_BASE_URL = env.str("LLM_BASE_URL", default="")
 LLM_MODEL = env.str("LLM_MODEL", default="")
 LLM_API_KEY = env.str("LLM_API_KEY", default="")
-LLM_TIMEOUT = env.float("LLM_TIMEOUT", default=30.0)
+# The whole answer's budget in seconds, every attempt included (conversations/answering.py); keep it below the web
+# server's request timeout (gunicorn --timeout 60 in the Dockerfile), or the worker is killed before the 504.
+LLM_TIMEOUT = _positive_seconds("LLM_TIMEOUT", default="30")
 
 # --- REST API -----------------------------------------------------------------------------------------------
 REST_FRAMEWORK = {

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -36,7 +38,9 @@ def test_extractive_answer_without_passages_says_so():
 
 
 class FakeUpstream:
-    """Replies with the queued (status, body, delay) tuples in order; records the requests it got."""
+    """Replies with the queued (status, body, delay[, trickle]) tuples in order; records the requests it got. With a
+    trickle, the body goes out one byte every `trickle` seconds after the headers (a stalled or overloaded upstream
+    that never lets a socket read time out)."""
 
     def __init__(self, replies):
         self.replies = list(replies)
@@ -49,7 +53,7 @@ class FakeUpstream:
                 upstream.requests.append(
                     (self.path, self.headers.get("Authorization"), json.loads(self.rfile.read(length)))
                 )
-                status, body, delay = upstream.replies.pop(0)
+                status, body, delay, *trickle = upstream.replies.pop(0)
                 if delay:
                     threading.Event().wait(delay)
                 payload = json.dumps(body).encode() if not isinstance(body, bytes) else body
@@ -58,7 +62,13 @@ class FakeUpstream:
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(payload)))
                     self.end_headers()
-                    self.wfile.write(payload)
+                    if trickle:
+                        for index in range(len(payload)):
+                            self.wfile.write(payload[index : index + 1])
+                            self.wfile.flush()
+                            threading.Event().wait(trickle[0])
+                    else:
+                        self.wfile.write(payload)
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
@@ -137,6 +147,74 @@ def test_chat_completion_timeout_is_504(upstream):
     with pytest.raises(UpstreamTimeoutError) as caught:
         generator.generate(question="q", passages=PASSAGES)
     assert caught.value.status_code == 504
+
+
+@pytest.mark.parametrize("upstream", [[(200, COMPLETION, 0, 0.05)]], indirect=True)
+def test_chat_completion_timeout_bounds_a_trickling_reply(upstream):
+    # The body trickles for about 8 s, a byte at a time, so no single socket read ever waits 0.5 s: the timeout is a
+    # deadline for the whole answer, not a limit per read (gunicorn would kill the worker first, without a message).
+    generator = ChatCompletionsAnswerGenerator(base_url=upstream.url, model="m", timeout=0.5, retries=0)
+    started = time.monotonic()
+    with pytest.raises(UpstreamTimeoutError):
+        generator.generate(question="q", passages=PASSAGES)
+    assert time.monotonic() - started < 4.0
+
+
+SLOW_503 = (503, {}, 0.4)
+
+
+@pytest.mark.parametrize("upstream", [[SLOW_503, SLOW_503, SLOW_503, (200, COMPLETION, 0)]], indirect=True)
+def test_chat_completion_timeout_is_the_budget_of_every_attempt(upstream):
+    # Three slow 503s of 0.4 s each would take 1.2 s: with a 1 s budget the third attempt gets what is left and the
+    # turn ends as a timeout, within the budget (never LLM_TIMEOUT x attempts, beyond the web server's own timeout).
+    generator = ChatCompletionsAnswerGenerator(
+        base_url=upstream.url, model="m", timeout=1.0, retries=3, backoff_seconds=0
+    )
+    started = time.monotonic()
+    with pytest.raises(UpstreamTimeoutError, match="within 1s"):
+        generator.generate(question="q", passages=PASSAGES)
+    assert time.monotonic() - started < 1.15
+    assert len(upstream.requests) == 3
+
+
+NO_CONTENT = {"choices": [{"message": {"role": "assistant", "content": None, "refusal": "I cannot help."}}]}
+
+
+@pytest.mark.parametrize("upstream", [[(200, NO_CONTENT, 0)]], indirect=True)
+def test_chat_completion_without_text_is_502_not_the_word_none(upstream):
+    generator = ChatCompletionsAnswerGenerator(base_url=upstream.url, model="m", retries=0)
+    with pytest.raises(UpstreamError, match="no answer text"):
+        generator.generate(question="q", passages=PASSAGES)
+
+
+@pytest.mark.parametrize("upstream", [[(200, b"x" * (5 * 1024 * 1024), 0)]], indirect=True)
+def test_chat_completion_oversize_reply_is_502(upstream):
+    generator = ChatCompletionsAnswerGenerator(base_url=upstream.url, model="m", retries=0)
+    with pytest.raises(UpstreamError, match="larger than"):
+        generator.generate(question="q", passages=PASSAGES)
+
+
+def test_chat_completion_cut_off_reply_is_502_not_500():
+    # Headers promise 1,000 bytes, then the connection closes after 10: urllib3's own error, not requests'.
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve():
+        for _ in range(2):
+            connection, _ = listener.accept()
+            with connection:
+                connection.recv(65536)
+                connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n{\"choices\"")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    generator = ChatCompletionsAnswerGenerator(
+        base_url=f"http://127.0.0.1:{listener.getsockname()[1]}/v1", model="m", retries=1, backoff_seconds=0
+    )
+    try:
+        with pytest.raises(UpstreamError, match="unreachable"):
+            generator.generate(question="q", passages=PASSAGES)
+    finally:
+        listener.close()
 
 
 def test_unreachable_upstream_is_502():
