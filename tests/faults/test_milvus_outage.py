@@ -9,6 +9,10 @@ searches work again on the reopened collection.
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
+import threading
+import time
 
 import pytest
 
@@ -115,3 +119,75 @@ def test_upload_during_outage_waits_queued_and_is_indexed_when_milvus_returns(
     )
     assert results.status_code == 200
     assert results.json()["results"][0]["document_id"] == document_id
+
+
+@contextlib.contextmanager
+def milvus_stalled(milvus_server):  # noqa: ANN001, ANN201
+    """The server process frozen (SIGSTOP): its port still accepts connections but nothing answers, as with a
+    Milvus node stuck in a long pause or a network path that drops packets instead of refusing them."""
+    os.killpg(milvus_server.process.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.killpg(milvus_server.process.pid, signal.SIGCONT)
+
+
+def _within(seconds: float, call):  # noqa: ANN001, ANN202
+    """call() on a thread; its result, or a failure (not a hung test run) when it does not return in time."""
+    outcome: dict = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = call()
+        except Exception as exc:  # noqa: BLE001 - reported below
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"still waiting after {seconds:g} s"
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+@pytest.mark.django_db(transaction=True)  # the request runs on a thread of its own, with a connection of its own
+def test_a_stalled_milvus_answers_503_within_milvus_timeout(
+    milvus_server, redis_available, api_client, tenant, client, settings
+):
+    knowledge_base = handbook_index(tenant)
+    conversation_id = conversation_start(api_client, knowledge_base.pk)
+    ask(api_client, conversation_id, "How do I reset my password?")
+    settings.MILVUS_TIMEOUT = 2.0
+
+    with milvus_stalled(milvus_server):
+        started = time.monotonic()
+        response = _within(
+            30,
+            lambda: api_client.post(
+                f"/api/v1/conversations/{conversation_id}/messages/",
+                {"question": "How much does the Team plan cost?"},
+                format="json",
+            ),
+        )
+        assert response.status_code == 503, response.content
+        assert "search index is unavailable" in response.json()["message"]
+        # MILVUS_TIMEOUT per call, not the web server's own timeout killing the worker without an answer.
+        assert time.monotonic() - started < 20
+        health = _within(30, lambda: client.get("/api/health/"))
+        assert health.json()["components"]["milvus"]["status"] == "down"
+        assert Turn.objects.for_tenant(tenant).filter(conversation_id=conversation_id).count() == 1
+
+    after = wait_for(
+        lambda: (lambda r: r.json() if r.status_code == 200 else None)(
+            api_client.post(
+                f"/api/v1/conversations/{conversation_id}/messages/",
+                {"question": "How much does the Team plan cost?"},
+                format="json",
+            )
+        ),
+        timeout=60,
+        interval=1.0,
+        what="turns to be answered once Milvus resumed",
+    )
+    assert after["dedup"]["action"] == "answered"
