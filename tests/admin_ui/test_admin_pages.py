@@ -419,6 +419,39 @@ def test_review_actions_with_a_note(client, support_a, events_a, event_b):
     )
 
 
+def test_a_bulk_review_without_a_note_keeps_the_notes_already_written(client, support_a, events_a):
+    """The bulk actions' note box is optional and starts empty: re-marking events reviewed one by one with their
+    reasons wiped every reason with the empty box. An empty (or blank) note now leaves each note as it was; a note
+    that is given still replaces them."""
+    client.force_login(support_a)
+    hit, near = events_a["hit"], events_a["near"]
+    client.post(_event_url(hit), {"review_verdict": "incorrect", "review_note": "asked about another plan"})
+    client.post(_event_url(near), {"review_verdict": "correct", "review_note": "same question"})
+
+    for note in ("", "   "):
+        response = client.post(
+            EVENTS_URL,
+            {"action": "mark_incorrect", "_selected_action": [hit.pk, near.pk], "note": note, "index": 0},
+        )
+        assert response.status_code == 302
+        rows = dict(
+            DedupEvent.objects.for_tenant(hit.tenant).filter(pk__in=[hit.pk, near.pk]).values_list("pk", "review_note")
+        )
+        assert rows == {hit.pk: "asked about another plan", near.pk: "same question"}, repr(note)
+        assert DedupEvent.objects.for_tenant(hit.tenant).get(pk=near.pk).review_verdict == "incorrect"
+
+    client.post(
+        EVENTS_URL,
+        {"action": "mark_correct", "_selected_action": [hit.pk, near.pk], "note": "checked again", "index": 0},
+    )
+    notes = set(DedupEvent.objects.for_tenant(hit.tenant).filter(pk__in=[hit.pk, near.pk]).values_list("review_note"))
+    assert notes == {("checked again",)}
+
+    # The detail form shows the note it saves: emptying it there is asked for, and clears it.
+    client.post(_event_url(hit), {"review_verdict": "correct", "review_note": ""})
+    assert DedupEvent.objects.for_tenant(hit.tenant).get(pk=hit.pk).review_note == ""
+
+
 def test_a_review_note_the_form_refuses_is_named_and_nothing_changes(client, support_a, events_a):
     from django.contrib.messages import get_messages
 
