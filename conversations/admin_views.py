@@ -36,7 +36,7 @@ from conversations.dashboard import (
     settings_changes_in_period,
     threshold_display,
 )
-from conversations.decisions import cosine_gate
+from conversations.decisions import cosine_gate, cosine_gate_floor
 from conversations.models import INTENT_OTHER, DedupPolicy, Intent, IntentBehaviour, SettingsChange
 from retrieval.embeddings import model_name as embedding_model_name
 from tenants.admin_scoping import request_tenant_roles
@@ -352,11 +352,16 @@ def dedup_dashboard_view(request: HttpRequest, model_admin: admin.ModelAdmin) ->
     policy = dedup_policy_get_or_create(tenant=tenant)
     dashboard = None
     if not period_form.is_bound or period_form.is_valid():
-        # The gate the decisions apply, which is not the policy's threshold when they run without the duplicate head.
-        threshold = cosine_gate(
-            threshold=policy.threshold, use_head=settings.DUPLICATE_HEAD, embedding_model=embedding_model_name()
+        # The gate the decisions apply, which is not the policy's threshold when they run without the duplicate head,
+        # and the lowest they can apply then (the what-if table lists no threshold below it).
+        head = {"use_head": settings.DUPLICATE_HEAD, "embedding_model": embedding_model_name()}
+        dashboard = dashboard_get(
+            tenant=tenant,
+            start=start,
+            end=end,
+            threshold=cosine_gate(threshold=policy.threshold, **head),
+            lowest_threshold=cosine_gate_floor(**head),
         )
-        dashboard = dashboard_get(tenant=tenant, start=start, end=end, threshold=threshold)
     roles = request_tenant_roles(request)
     displays = {}
     if dashboard is not None:
@@ -368,6 +373,9 @@ def dedup_dashboard_view(request: HttpRequest, model_admin: admin.ModelAdmin) ->
             "time_saved_display": duration_display(totals.ms_saved),
             "threshold_display": threshold_display(dashboard.threshold),
             "policy_threshold_display": threshold_display(policy.threshold),
+            "lowest_threshold_display": (
+                threshold_display(dashboard.lowest_threshold) if dashboard.lowest_threshold is not None else None
+            ),
             "what_if_rows": [
                 {
                     "threshold_display": threshold_display(row.threshold),

@@ -626,6 +626,31 @@ def test_dashboard_marks_the_gate_the_decisions_apply_without_the_duplicate_head
     assert response.context["dashboard"].threshold == DEFAULT_THRESHOLD
 
 
+def test_without_the_duplicate_head_the_what_if_table_shows_no_threshold_the_gate_never_applies(
+    client, support_a, events_a, tenant_a, settings
+):
+    """Without the head the decision never serves below HEADLESS_THRESHOLD_FLOOR, whatever the policy says: rows
+    for 0.70 to 0.88 promised hits no decision could give. Only thresholds the gate can apply are listed then;
+    with the head every candidate is."""
+    from conversations.decisions import HEADLESS_THRESHOLD_FLOOR
+    from conversations.models import DedupPolicy
+
+    DedupPolicy.objects.for_tenant(tenant_a).update(threshold=0.8)
+    client.force_login(support_a)
+    settings.DUPLICATE_HEAD = False
+    response = client.get(DASHBOARD_URL, {"tenant": tenant_a.pk})
+    shown = [float(row["threshold_display"]) for row in response.context["what_if_rows"]]
+    assert shown and min(shown) == HEADLESS_THRESHOLD_FLOOR, shown
+    assert [row["threshold_display"] for row in response.context["what_if_rows"] if row["is_current"]] == ["0.9"]
+    assert "never serve below 0.9" in response.content.decode()
+
+    settings.DUPLICATE_HEAD = True
+    response = client.get(DASHBOARD_URL, {"tenant": tenant_a.pk})
+    shown = [float(row["threshold_display"]) for row in response.context["what_if_rows"]]
+    assert min(shown) == 0.7 and 0.8 in shown
+    assert "never serve below" not in response.content.decode()
+
+
 @pytest.mark.parametrize(
     "query", ["similarity_max=nan", "similarity_min=NaN", "similarity_min=-inf&similarity_max=inf"]
 )

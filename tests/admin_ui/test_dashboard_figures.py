@@ -14,6 +14,7 @@ from conversations.dashboard import (
     similarity_bin,
     threshold_display,
     totals_compute,
+    what_if_candidates,
     what_if_compute,
 )
 from conversations.models import DedupAction, ReviewVerdict
@@ -154,6 +155,16 @@ def test_what_if_adds_the_current_threshold_and_counts_a_tie_as_a_hit():
         (0.875, 1, 1, True),
         (0.9, 0, 0, False),
     ]
+
+
+def test_what_if_leaves_out_thresholds_below_the_lowest_gate():
+    """A decision without the duplicate head never runs below its floor: rows under it would promise hits that
+    cannot happen."""
+    assert what_if_candidates(thresholds=(0.7, 0.85, 0.9, 0.95), current=0.9, lowest=0.9) == [0.9, 0.95]
+    assert what_if_candidates(thresholds=(0.7, 0.9), current=0.8, lowest=None) == [0.7, 0.8, 0.9]
+    rows, sample = what_if_compute(EVENTS, thresholds=(0.80, 0.86, 0.90, 0.92), current=0.90, lowest=0.90)
+    assert [row.threshold for row in rows] == [0.90, 0.92]
+    assert sample == 5
 
 
 def test_what_if_counts_a_hit_only_when_the_match_passed_the_other_checks():
