@@ -1006,7 +1006,8 @@ def _after_commit(
 
 
 def turn_answer_set(*, tenant: Tenant, turn_id: int, answer: str, allowed_knowledge_base_id: int | None = None) -> Turn:
-    """Store the client's own answer to a retrieve-mode turn, so the QA pair serves later duplicates."""
+    """Store the client's own answer to a retrieve-mode turn, so the QA pair serves later duplicates. A turn asked in
+    answer mode, or a small-talk turn, is a conflict (409)."""
     answer = (answer or "").strip()
     if not answer:
         raise ApplicationError("The answer is empty.", extra={"fields": {"answer": ["This field is required."]}})
@@ -1023,6 +1024,10 @@ def turn_answer_set(*, tenant: Tenant, turn_id: int, answer: str, allowed_knowle
             raise NotFoundError("Turn not found.")
         if turn.mode != "retrieve":
             raise ConflictError("Only a turn asked in retrieve mode takes a client answer.")
+        if turn.decision == DedupAction.SMALLTALK:
+            # Small talk retrieves nothing and already has its reply: an answer stored on it would be a QA pair that
+            # no search stands behind.
+            raise ConflictError("A small-talk turn (greeting, thanks) retrieves nothing and takes no client answer.")
         turn.answer = answer
         turn.answer_tokens = token_count(answer)
         # A retrieve-mode turn that was served a stored answer names the pair it came from, and later duplicates of
