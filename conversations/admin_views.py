@@ -32,6 +32,7 @@ from conversations.dashboard import (
     MAX_PERIOD_DAYS,
     dashboard_get,
     duration_display,
+    histogram_first_shown,
     percent_display,
     settings_changes_in_period,
     threshold_display,
@@ -328,6 +329,8 @@ def _chart_data(dashboard: Any) -> dict[str, Any]:
             ],
         },
         "histogram": {
+            # The chart starts at this bin (`histogram_first_shown`): the threshold's line always falls on it.
+            "first": histogram_first_shown(dashboard.histogram, threshold=dashboard.threshold),
             "labels": [f"{b.low:.3f}" for b in dashboard.histogram],
             "lows": [b.low for b in dashboard.histogram],
             "width": dashboard.histogram[0].high - dashboard.histogram[0].low if dashboard.histogram else 0,

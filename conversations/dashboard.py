@@ -241,6 +241,16 @@ def histogram_compute(events: Iterable[EventFacts], *, bins: int = HISTOGRAM_BIN
     ]
 
 
+def histogram_first_shown(histogram: Sequence[HistogramBin], *, threshold: float) -> int:
+    """The index of the first bin the similarity chart shows: the leading empty bins are left out, down to 0.5 at
+    least, so the populated range fills the chart; never past the threshold's bin, so the threshold line is always on
+    the chart, at its own value on the chart's axis (a threshold of 0.3 over similarities all above 0.6 was drawn off
+    the chart's left edge)."""
+    half = similarity_bin(0.5, len(histogram))
+    filled = next((index for index, b in enumerate(histogram) if b.hits + b.misses), half)
+    return min(half, filled, similarity_bin(threshold, len(histogram)))
+
+
 def repeat_label(event: EventFacts) -> bool | None:
     """Whether the event's nearest earlier question was really the same question, as its review says; None
     when the event is unreviewed, had no nearest match, or was not decided on similarity."""

@@ -9,6 +9,7 @@ from conversations.dashboard import (
     days_compute,
     duration_display,
     histogram_compute,
+    histogram_first_shown,
     percent_display,
     repeat_label,
     similarity_bin,
@@ -115,6 +116,25 @@ def test_histogram_splits_hits_and_misses():
     assert by_low[0.85] == (0, 2)  # 0.85, 0.88
     assert by_low[0.4] == (0, 1)
     assert sum(b.hits + b.misses for b in bins) == 7  # the two events without a similarity are left out
+
+
+@pytest.mark.parametrize(
+    ("similarities", "threshold", "first_low"),
+    [
+        ([0.62, 0.93], 0.9, 0.5),  # nothing below 0.5: the chart starts there
+        ([0.31, 0.93], 0.9, 0.3),  # a similarity below: from its bin
+        ([0.62, 0.93], 0.3, 0.3),  # a threshold below the bins shown: from its bin, so its line is on the chart
+        ([0.62, 0.93], 0.01, 0.0),
+        ([0.62, 0.93], 0.99, 0.5),
+        ([0.62, 0.93], 1.0, 0.5),
+        ([], 0.3, 0.3),
+    ],
+)
+def test_the_similarity_chart_starts_at_or_below_the_threshold(similarities, threshold, first_low):
+    histogram = histogram_compute([_event(similarity=s) for s in similarities])
+    first = histogram_first_shown(histogram, threshold=threshold)
+    assert histogram[first].low == pytest.approx(first_low)
+    assert histogram[first].low <= threshold <= histogram[-1].high
 
 
 def test_repeat_labels():
