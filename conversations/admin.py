@@ -318,7 +318,7 @@ class ReviewActionForm(ActionForm):
     note = forms.CharField(
         required=False,
         label="Review note:",
-        widget=forms.TextInput(attrs={"size": 40, "placeholder": "why (optional)"}),
+        widget=forms.TextInput(attrs={"size": 40, "placeholder": "why (optional; empty keeps the notes)"}),
     )
 
 
@@ -544,7 +544,8 @@ class DedupEventAdmin(TenantScopedAdmin):
     def _review(self, request: HttpRequest, queryset: QuerySet, verdict: str) -> None:
         """Review the selected events, tenant by tenant, only where the user's role allows reviewing."""
         roles = request_tenant_roles(request)
-        note = request.POST.get("note", "")
+        # The note box is optional and starts empty: left empty, it keeps the notes the events already have.
+        note = request.POST.get("note", "").strip() or None
         reviewed = 0
         by_tenant: dict[Any, list[int]] = {}
         for event in queryset.select_related("tenant"):

@@ -219,22 +219,26 @@ def intent_delete(*, tenant: Tenant, user: Any, intent: Intent) -> SettingsChang
     return _record(tenant=tenant, user=user, subject=f"intent:{intent.name}", field="deleted", old=snapshot, new=None)
 
 
-def dedup_events_review(*, tenant: Tenant, event_ids: Iterable[int], user: Any, verdict: str, note: str = "") -> int:
+def dedup_events_review(
+    *, tenant: Tenant, event_ids: Iterable[int], user: Any, verdict: str, note: str | None = None
+) -> int:
     """Set the review verdict and note of the tenant's events among `event_ids`; returns how many changed.
 
     Only the review fields are written (a conditional update scoped to the tenant), so a review can never
-    alter what was decided, nor reach another tenant's event. `unreviewed` clears the reviewer and time.
+    alter what was decided, nor reach another tenant's event. `note=None` leaves each event's note as it is (a bulk
+    review without a note must not wipe the reasons written one by one); a string, even empty, replaces it.
+    `unreviewed` clears the note, the reviewer and the time, as there is no verdict left for them to explain.
     """
     if verdict not in ReviewVerdict.values:
         raise ApplicationError(f"Unknown verdict {verdict!r}; use one of {', '.join(ReviewVerdict.values)}.")
     reviewed = verdict != ReviewVerdict.UNREVIEWED
-    return (
-        DedupEvent.objects.for_tenant(tenant)
-        .filter(pk__in=list(event_ids))
-        .update(
-            review_verdict=verdict,
-            review_note=note.strip() if reviewed else "",
-            reviewed_by=user if reviewed else None,
-            reviewed_at=timezone.now() if reviewed else None,
-        )
-    )
+    fields: dict[str, Any] = {
+        "review_verdict": verdict,
+        "reviewed_by": user if reviewed else None,
+        "reviewed_at": timezone.now() if reviewed else None,
+    }
+    if not reviewed:
+        fields["review_note"] = ""
+    elif note is not None:
+        fields["review_note"] = note.strip()
+    return DedupEvent.objects.for_tenant(tenant).filter(pk__in=list(event_ids)).update(**fields)

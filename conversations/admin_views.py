@@ -32,11 +32,12 @@ from conversations.dashboard import (
     MAX_PERIOD_DAYS,
     dashboard_get,
     duration_display,
+    histogram_first_shown,
     percent_display,
     settings_changes_in_period,
     threshold_display,
 )
-from conversations.decisions import cosine_gate
+from conversations.decisions import cosine_gate, cosine_gate_floor
 from conversations.models import INTENT_OTHER, DedupPolicy, Intent, IntentBehaviour, SettingsChange
 from retrieval.embeddings import model_name as embedding_model_name
 from tenants.admin_scoping import request_tenant_roles
@@ -328,6 +329,8 @@ def _chart_data(dashboard: Any) -> dict[str, Any]:
             ],
         },
         "histogram": {
+            # The chart starts at this bin (`histogram_first_shown`): the threshold's line always falls on it.
+            "first": histogram_first_shown(dashboard.histogram, threshold=dashboard.threshold),
             "labels": [f"{b.low:.3f}" for b in dashboard.histogram],
             "lows": [b.low for b in dashboard.histogram],
             "width": dashboard.histogram[0].high - dashboard.histogram[0].low if dashboard.histogram else 0,
@@ -352,11 +355,16 @@ def dedup_dashboard_view(request: HttpRequest, model_admin: admin.ModelAdmin) ->
     policy = dedup_policy_get_or_create(tenant=tenant)
     dashboard = None
     if not period_form.is_bound or period_form.is_valid():
-        # The gate the decisions apply, which is not the policy's threshold when they run without the duplicate head.
-        threshold = cosine_gate(
-            threshold=policy.threshold, use_head=settings.DUPLICATE_HEAD, embedding_model=embedding_model_name()
+        # The gate the decisions apply, which is not the policy's threshold when they run without the duplicate head,
+        # and the lowest they can apply then (the what-if table lists no threshold below it).
+        head = {"use_head": settings.DUPLICATE_HEAD, "embedding_model": embedding_model_name()}
+        dashboard = dashboard_get(
+            tenant=tenant,
+            start=start,
+            end=end,
+            threshold=cosine_gate(threshold=policy.threshold, **head),
+            lowest_threshold=cosine_gate_floor(**head),
         )
-        dashboard = dashboard_get(tenant=tenant, start=start, end=end, threshold=threshold)
     roles = request_tenant_roles(request)
     displays = {}
     if dashboard is not None:
@@ -368,6 +376,9 @@ def dedup_dashboard_view(request: HttpRequest, model_admin: admin.ModelAdmin) ->
             "time_saved_display": duration_display(totals.ms_saved),
             "threshold_display": threshold_display(dashboard.threshold),
             "policy_threshold_display": threshold_display(policy.threshold),
+            "lowest_threshold_display": (
+                threshold_display(dashboard.lowest_threshold) if dashboard.lowest_threshold is not None else None
+            ),
             "what_if_rows": [
                 {
                     "threshold_display": threshold_display(row.threshold),

@@ -141,6 +141,8 @@ class Dashboard:
     histogram: list[HistogramBin] = field(default_factory=list)
     what_if: list[WhatIfRow] = field(default_factory=list)
     what_if_sample: int = 0
+    # The lowest gate the decisions can apply (without the duplicate head); None: any threshold.
+    lowest_threshold: float | None = None
 
 
 # --- pure figures ------------------------------------------------------------------------------------------
@@ -239,6 +241,16 @@ def histogram_compute(events: Iterable[EventFacts], *, bins: int = HISTOGRAM_BIN
     ]
 
 
+def histogram_first_shown(histogram: Sequence[HistogramBin], *, threshold: float) -> int:
+    """The index of the first bin the similarity chart shows: the leading empty bins are left out, down to 0.5 at
+    least, so the populated range fills the chart; never past the threshold's bin, so the threshold line is always on
+    the chart, at its own value on the chart's axis (a threshold of 0.3 over similarities all above 0.6 was drawn off
+    the chart's left edge)."""
+    half = similarity_bin(0.5, len(histogram))
+    filled = next((index for index, b in enumerate(histogram) if b.hits + b.misses), half)
+    return min(half, filled, similarity_bin(threshold, len(histogram)))
+
+
 def repeat_label(event: EventFacts) -> bool | None:
     """Whether the event's nearest earlier question was really the same question, as its review says; None
     when the event is unreviewed, had no nearest match, or was not decided on similarity."""
@@ -257,16 +269,20 @@ def _judged_repeat(*, action: str, review_verdict: str) -> bool:
 
 
 def what_if_compute(
-    events: Iterable[EventFacts], *, thresholds: Sequence[float] = WHAT_IF_THRESHOLDS, current: float | None = None
+    events: Iterable[EventFacts],
+    *,
+    thresholds: Sequence[float] = WHAT_IF_THRESHOLDS,
+    current: float | None = None,
+    lowest: float | None = None,
 ) -> tuple[list[WhatIfRow], int]:
-    """Rows of the threshold what-if table (the current threshold added when missing), and how many reviewed
-    decisions they rest on."""
+    """Rows of the threshold what-if table (the current threshold added when missing, none below `lowest`), and how
+    many reviewed decisions they rest on."""
     labelled = [
         (event.similarity, event.match_passes_checks is not False, label)
         for event in events
         if (label := repeat_label(event)) is not None
     ]
-    candidates = what_if_candidates(thresholds=thresholds, current=current)
+    candidates = what_if_candidates(thresholds=thresholds, current=current, lowest=lowest)
     rows = []
     for threshold in candidates:
         served = [(passes and similarity >= threshold - 1e-9, is_repeat) for similarity, passes, is_repeat in labelled]
@@ -284,9 +300,15 @@ def what_if_compute(
     return rows, len(labelled)
 
 
-def what_if_candidates(*, thresholds: Sequence[float] = WHAT_IF_THRESHOLDS, current: float | None) -> list[float]:
-    """The what-if table's thresholds: the fixed candidates and the current one, rounded to 4 places, ascending."""
-    return sorted({round(t, 4) for t in thresholds} | ({round(current, 4)} if current is not None else set()))
+def what_if_candidates(
+    *, thresholds: Sequence[float] = WHAT_IF_THRESHOLDS, current: float | None, lowest: float | None = None
+) -> list[float]:
+    """The what-if table's thresholds: the fixed candidates and the current one, rounded to 4 places, ascending;
+    none below `lowest`, the lowest gate the decisions can apply (`decisions.cosine_gate_floor`: without the
+    duplicate head they never serve below HEADLESS_THRESHOLD_FLOOR, so a row under it would promise hits that
+    cannot happen)."""
+    candidates = {round(t, 4) for t in thresholds} | ({round(current, 4)} if current is not None else set())
+    return sorted(t for t in candidates if lowest is None or t >= round(lowest, 4))
 
 
 @dataclass(frozen=True)
@@ -334,12 +356,13 @@ def dashboard_compute(
     histogram_events: Sequence[EventFacts] | None = None,
     reviewed: Sequence[EventFacts] | None = None,
     what_if: tuple[list[WhatIfRow], int] | None = None,
+    lowest_threshold: float | None = None,
 ) -> Dashboard:
     """All figures from `events`; the histogram from `histogram_events`, the review figures from `reviewed` (reviewed
     events, single or grouped) and the what-if table from `what_if` (else from `reviewed`), when they are given (the
     selectors' groups, which leave reviews out), else from `events` too."""
     if what_if is None:
-        what_if = what_if_compute(events if reviewed is None else reviewed, current=threshold)
+        what_if = what_if_compute(events if reviewed is None else reviewed, current=threshold, lowest=lowest_threshold)
     what_if, sample = what_if
     return Dashboard(
         start=start,
@@ -350,6 +373,7 @@ def dashboard_compute(
         histogram=histogram_compute(events if histogram_events is None else histogram_events),
         what_if=what_if,
         what_if_sample=sample,
+        lowest_threshold=lowest_threshold,
     )
 
 
@@ -526,11 +550,13 @@ def dashboard_reviewed(*, tenant: Tenant, start: date, end: date) -> list[EventF
     ]
 
 
-def dashboard_what_if(*, tenant: Tenant, start: date, end: date, current: float | None) -> tuple[list[WhatIfRow], int]:
+def dashboard_what_if(
+    *, tenant: Tenant, start: date, end: date, current: float | None, lowest: float | None = None
+) -> tuple[list[WhatIfRow], int]:
     """The what-if table counted by the database: per action and verdict of the reviewed decisions taken on
-    similarity, how many each candidate threshold would have served (`repeat_label` and `what_if_compute`'s rule:
-    similarity >= threshold - 1e-9, and a match not refused by the other checks)."""
-    candidates = what_if_candidates(current=current)
+    similarity, how many each candidate threshold (none below `lowest`) would have served (`repeat_label` and
+    `what_if_compute`'s rule: similarity >= threshold - 1e-9, and a match not refused by the other checks)."""
+    candidates = what_if_candidates(current=current, lowest=lowest)
     served_at = {
         f"hits_{index}": Count("id", filter=Q(similarity__gte=threshold - 1e-9) & ~Q(match_passes_checks=False))
         for index, threshold in enumerate(candidates)
@@ -576,7 +602,11 @@ def settings_changes_in_period(*, tenant: Tenant, start: date, end: date, limit:
     )
 
 
-def dashboard_get(*, tenant: Tenant, start: date, end: date, threshold: float) -> Dashboard:
+def dashboard_get(
+    *, tenant: Tenant, start: date, end: date, threshold: float, lowest_threshold: float | None = None
+) -> Dashboard:
+    """The dashboard of one tenant and period, at the gate the decisions apply (`threshold`), with no what-if row
+    below `lowest_threshold` (the lowest gate they can apply)."""
     rolled = _rolled_days(tenant=tenant, start=start, end=end)  # read once, for the groups and the histogram
     return dashboard_compute(
         dashboard_groups(tenant=tenant, start=start, end=end, rolled=rolled),
@@ -585,5 +615,6 @@ def dashboard_get(*, tenant: Tenant, start: date, end: date, threshold: float) -
         threshold=threshold,
         histogram_events=dashboard_histogram_groups(tenant=tenant, start=start, end=end, rolled=rolled),
         reviewed=dashboard_reviewed(tenant=tenant, start=start, end=end),
-        what_if=dashboard_what_if(tenant=tenant, start=start, end=end, current=threshold),
+        what_if=dashboard_what_if(tenant=tenant, start=start, end=end, current=threshold, lowest=lowest_threshold),
+        lowest_threshold=lowest_threshold,
     )

@@ -462,14 +462,22 @@ def head_applies(
     )
 
 
+def cosine_gate_floor(*, use_head: bool, embedding_model: str | None, dimension: int | None = None) -> float | None:
+    """The lowest cosine gate `duplicate_decide` can apply: HEADLESS_THRESHOLD_FLOOR when the duplicate head does not
+    score the pairs, else None (the policy's threshold, however low). The dashboard's what-if table lists no
+    threshold under it, as no decision would serve there."""
+    headless = not head_applies(use_head=use_head, embedding_model=embedding_model, dimension=dimension)
+    return HEADLESS_THRESHOLD_FLOOR if headless else None
+
+
 def cosine_gate(
     *, threshold: float, use_head: bool, embedding_model: str | None, dimension: int | None = None
 ) -> float:
     """The cosine gate `duplicate_decide` applies for a policy's `threshold`: the threshold itself when the duplicate
     head scores the pairs, else at least HEADLESS_THRESHOLD_FLOOR. What the dashboard shows as the current threshold,
     so its histogram line and what-if row are the gate the decisions were taken at."""
-    headless = not head_applies(use_head=use_head, embedding_model=embedding_model, dimension=dimension)
-    return max(threshold, HEADLESS_THRESHOLD_FLOOR) if headless else threshold
+    floor = cosine_gate_floor(use_head=use_head, embedding_model=embedding_model, dimension=dimension)
+    return threshold if floor is None else max(threshold, floor)
 
 
 def duplicate_decide(

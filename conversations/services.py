@@ -1006,7 +1006,8 @@ def _after_commit(
 
 
 def turn_answer_set(*, tenant: Tenant, turn_id: int, answer: str, allowed_knowledge_base_id: int | None = None) -> Turn:
-    """Store the client's own answer to a retrieve-mode turn, so the QA pair serves later duplicates."""
+    """Store the client's own answer to a retrieve-mode turn, so the QA pair serves later duplicates. A turn asked in
+    answer mode, or a small-talk turn, is a conflict (409)."""
     answer = (answer or "").strip()
     if not answer:
         raise ApplicationError("The answer is empty.", extra={"fields": {"answer": ["This field is required."]}})
@@ -1023,6 +1024,10 @@ def turn_answer_set(*, tenant: Tenant, turn_id: int, answer: str, allowed_knowle
             raise NotFoundError("Turn not found.")
         if turn.mode != "retrieve":
             raise ConflictError("Only a turn asked in retrieve mode takes a client answer.")
+        if turn.decision == DedupAction.SMALLTALK:
+            # Small talk retrieves nothing and already has its reply: an answer stored on it would be a QA pair that
+            # no search stands behind.
+            raise ConflictError("A small-talk turn (greeting, thanks) retrieves nothing and takes no client answer.")
         turn.answer = answer
         turn.answer_tokens = token_count(answer)
         # A retrieve-mode turn that was served a stored answer names the pair it came from, and later duplicates of
@@ -1103,47 +1108,68 @@ def dedup_event_review(*, tenant: Tenant, event_id: int, verdict: str, reviewer)
 
 def conversations_purge_expired(*, now: datetime | None = None, batch_size: int = 500) -> int:
     """Delete conversations past their expiry, across tenants (a retention job: `.unscoped()` on purpose), with
-    their turns and consumed items; audit events stay. Idempotent; returns how many were deleted."""
+    their turns, consumed items, hot copies and their turns' question vectors; audit events stay. The vectors go
+    whatever the tenant's scope is now: a question asked under tenant scope was indexed, and the scope may have
+    changed since (a vector left behind finds no row, but takes a candidate slot of every tenant-scope search).
+    When Milvus does not delete a tenant's vectors, that tenant's expired conversations stay (still refused with
+    410) and the next run deletes both, as a document or knowledge base stays when its vectors cannot go.
+    Idempotent; returns how many were deleted."""
     now = now or timezone.now()
     deleted = 0
+    unavailable: set[int] = set()  # tenants whose vectors Milvus did not delete: left for the next run
     while True:
         batch = list(
             Conversation.objects.unscoped()
             .filter(expires_at__lte=now)
-            .values_list("pk", "tenant_id", "knowledge_base__embedding_dimension")[:batch_size]
+            .exclude(tenant_id__in=unavailable)
+            .values_list("pk", "tenant_id")[:batch_size]
         )
         if not batch:
             return deleted
-        ids = [pk for pk, _, _ in batch]
+        by_tenant: dict[int, list[int]] = {}
+        for pk, tenant_id in batch:
+            by_tenant.setdefault(tenant_id, []).append(pk)
+        for tenant_id, conversation_ids in by_tenant.items():
+            try:
+                deleted += _expired_conversations_delete(
+                    tenant_id=tenant_id, conversation_ids=conversation_ids, now=now
+                )
+            except vectorstore.VectorStoreUnavailable as exc:
+                unavailable.add(tenant_id)
+                logger.warning(
+                    "question index unavailable: %s expired conversations of tenant %s kept for the next purge: %s",
+                    len(conversation_ids),
+                    tenant_id,
+                    exc,
+                )
+
+
+def _expired_conversations_delete(*, tenant_id: int, conversation_ids: list[int], now: datetime) -> int:
+    """Delete those of the tenant's `conversation_ids` still expired at `now`, and their turns' question vectors, in
+    one transaction: VectorStoreUnavailable rolls the rows back, so no vector outlives its row. Returns how many."""
+    with transaction.atomic():
         turns = list(
             Turn.objects.unscoped()
-            .filter(conversation_id__in=ids)
-            .values_list("tenant_id", "knowledge_base__embedding_dimension", "conversation_id", "pk")
+            .filter(tenant_id=tenant_id, conversation_id__in=conversation_ids)
+            .values_list("knowledge_base__embedding_dimension", "conversation_id", "pk")
         )
-        Conversation.objects.unscoped().filter(pk__in=ids, expires_at__lte=now).delete()
+        Conversation.objects.unscoped().filter(
+            tenant_id=tenant_id, pk__in=conversation_ids, expires_at__lte=now
+        ).delete()
         # A turn that landed since the batch was read moved its conversation's expiry, and the delete left it: its
-        # questions stay indexed and its hot copy stays.
-        kept = set(Conversation.objects.unscoped().filter(pk__in=ids).values_list("pk", flat=True))
-        for pk, tenant_id, _ in batch:
-            if pk not in kept:
-                state_forget(tenant_id=tenant_id, conversation_id=pk)
-        turns_by_tenant: dict[tuple[int, int], list[int]] = {}
-        for tenant_id, dimension, conversation_id, turn_id in turns:
+        # questions stay indexed and its hot copy stays. One landing from here on waits for the deleted row's lock,
+        # then finds its conversation gone.
+        kept = set(Conversation.objects.unscoped().filter(pk__in=conversation_ids).values_list("pk", flat=True))
+        by_dimension: dict[int, list[int]] = {}
+        for dimension, conversation_id, turn_id in turns:
             if conversation_id not in kept:
-                turns_by_tenant.setdefault((tenant_id, dimension), []).append(turn_id)
-        tenant_scope = set(
-            DedupPolicy.objects.unscoped()
-            .filter(tenant_id__in={t for t, _ in turns_by_tenant}, scope=DedupScope.TENANT)
-            .values_list("tenant_id", flat=True)
-        )
-        for (tenant_id, dimension), turn_ids in turns_by_tenant.items():
-            if tenant_id not in tenant_scope:
-                continue  # only tenant-scope turns are indexed in Milvus
-            try:
-                vectorstore.question_vectors_delete(tenant_id=tenant_id, turn_ids=turn_ids, dimension=dimension)
-            except vectorstore.VectorStoreUnavailable:
-                logger.warning("question index unavailable: %s expired question vectors left", len(turn_ids))
-        deleted += len(ids) - len(kept)
+                by_dimension.setdefault(dimension, []).append(turn_id)
+        for dimension, turn_ids in by_dimension.items():
+            vectorstore.question_vectors_delete(tenant_id=tenant_id, turn_ids=turn_ids, dimension=dimension)
+    purged = [pk for pk in conversation_ids if pk not in kept]
+    for pk in purged:
+        state_forget(tenant_id=tenant_id, conversation_id=pk)
+    return len(purged)
 
 
 # --- dashboard rollups -------------------------------------------------------------------------------------------

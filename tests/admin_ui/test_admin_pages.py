@@ -419,6 +419,39 @@ def test_review_actions_with_a_note(client, support_a, events_a, event_b):
     )
 
 
+def test_a_bulk_review_without_a_note_keeps_the_notes_already_written(client, support_a, events_a):
+    """The bulk actions' note box is optional and starts empty: re-marking events reviewed one by one with their
+    reasons wiped every reason with the empty box. An empty (or blank) note now leaves each note as it was; a note
+    that is given still replaces them."""
+    client.force_login(support_a)
+    hit, near = events_a["hit"], events_a["near"]
+    client.post(_event_url(hit), {"review_verdict": "incorrect", "review_note": "asked about another plan"})
+    client.post(_event_url(near), {"review_verdict": "correct", "review_note": "same question"})
+
+    for note in ("", "   "):
+        response = client.post(
+            EVENTS_URL,
+            {"action": "mark_incorrect", "_selected_action": [hit.pk, near.pk], "note": note, "index": 0},
+        )
+        assert response.status_code == 302
+        rows = dict(
+            DedupEvent.objects.for_tenant(hit.tenant).filter(pk__in=[hit.pk, near.pk]).values_list("pk", "review_note")
+        )
+        assert rows == {hit.pk: "asked about another plan", near.pk: "same question"}, repr(note)
+        assert DedupEvent.objects.for_tenant(hit.tenant).get(pk=near.pk).review_verdict == "incorrect"
+
+    client.post(
+        EVENTS_URL,
+        {"action": "mark_correct", "_selected_action": [hit.pk, near.pk], "note": "checked again", "index": 0},
+    )
+    notes = set(DedupEvent.objects.for_tenant(hit.tenant).filter(pk__in=[hit.pk, near.pk]).values_list("review_note"))
+    assert notes == {("checked again",)}
+
+    # The detail form shows the note it saves: emptying it there is asked for, and clears it.
+    client.post(_event_url(hit), {"review_verdict": "correct", "review_note": ""})
+    assert DedupEvent.objects.for_tenant(hit.tenant).get(pk=hit.pk).review_note == ""
+
+
 def test_a_review_note_the_form_refuses_is_named_and_nothing_changes(client, support_a, events_a):
     from django.contrib.messages import get_messages
 
@@ -591,6 +624,31 @@ def test_dashboard_marks_the_gate_the_decisions_apply_without_the_duplicate_head
     settings.DUPLICATE_HEAD = True
     response = client.get(DASHBOARD_URL, {"tenant": tenant_a.pk})
     assert response.context["dashboard"].threshold == DEFAULT_THRESHOLD
+
+
+def test_without_the_duplicate_head_the_what_if_table_shows_no_threshold_the_gate_never_applies(
+    client, support_a, events_a, tenant_a, settings
+):
+    """Without the head the decision never serves below HEADLESS_THRESHOLD_FLOOR, whatever the policy says: rows
+    for 0.70 to 0.88 promised hits no decision could give. Only thresholds the gate can apply are listed then;
+    with the head every candidate is."""
+    from conversations.decisions import HEADLESS_THRESHOLD_FLOOR
+    from conversations.models import DedupPolicy
+
+    DedupPolicy.objects.for_tenant(tenant_a).update(threshold=0.8)
+    client.force_login(support_a)
+    settings.DUPLICATE_HEAD = False
+    response = client.get(DASHBOARD_URL, {"tenant": tenant_a.pk})
+    shown = [float(row["threshold_display"]) for row in response.context["what_if_rows"]]
+    assert shown and min(shown) == HEADLESS_THRESHOLD_FLOOR, shown
+    assert [row["threshold_display"] for row in response.context["what_if_rows"] if row["is_current"]] == ["0.9"]
+    assert "never serve below 0.9" in response.content.decode()
+
+    settings.DUPLICATE_HEAD = True
+    response = client.get(DASHBOARD_URL, {"tenant": tenant_a.pk})
+    shown = [float(row["threshold_display"]) for row in response.context["what_if_rows"]]
+    assert min(shown) == 0.7 and 0.8 in shown
+    assert "never serve below" not in response.content.decode()
 
 
 @pytest.mark.parametrize(

@@ -75,6 +75,21 @@ def test_review_touches_only_own_events_and_only_review_fields(tenant_a, tenant_
         dedup_events_review(tenant=tenant_a, event_ids=[mine.pk], user=support_a, verdict="maybe")
 
 
+def test_review_without_a_note_keeps_the_note(tenant_a, support_a):
+    """`note=None` (the bulk actions' empty note box) changes the verdict and leaves the note; a note replaces it;
+    clearing the review clears the note with the verdict it explained."""
+    event = DedupEventFactory(tenant=tenant_a, action="served_cached", similarity=0.93)
+    dedup_events_review(tenant=tenant_a, event_ids=[event.pk], user=support_a, verdict="incorrect", note="other plan")
+    dedup_events_review(tenant=tenant_a, event_ids=[event.pk], user=support_a, verdict="correct", note=None)
+    event = DedupEvent.objects.for_tenant(tenant_a).get(pk=event.pk)
+    assert (event.review_verdict, event.review_note) == ("correct", "other plan")
+    dedup_events_review(tenant=tenant_a, event_ids=[event.pk], user=support_a, verdict="correct", note="same")
+    assert DedupEvent.objects.for_tenant(tenant_a).get(pk=event.pk).review_note == "same"
+    dedup_events_review(tenant=tenant_a, event_ids=[event.pk], user=support_a, verdict="unreviewed", note=None)
+    event = DedupEvent.objects.for_tenant(tenant_a).get(pk=event.pk)
+    assert (event.review_verdict, event.review_note, event.reviewed_by_id) == ("unreviewed", "", None)
+
+
 def test_intents_and_their_examples_are_bounded(tenant_a):
     """Every turn compares its question with every example, and the settings page must stay under Django's form
     field limit: more intents, more phrases or longer phrases than that are refused with a reason."""

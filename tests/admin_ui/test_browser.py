@@ -17,6 +17,7 @@ from django.urls import reverse
 from conversations.models import DEFAULT_THRESHOLD, DedupEvent, DedupPolicy, ReviewVerdict, SettingsChange
 from tests.admin_ui.conftest import PASSWORD, served_event
 from tests.admin_ui.seed import seed_audit_month
+from tests.factories import DedupEventFactory
 from tests.services import ROOT, service_missing
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -176,3 +177,56 @@ def test_admin_of_a_cannot_reach_tenant_b_events_by_url(page, admin_a, tenant_b)
     response = page.goto(reverse("admin:conversations_dedupevent_dashboard") + f"?tenant={tenant_b.pk}")
     assert response.status == 404
     assert DedupEvent.objects.for_tenant(tenant_b).get(pk=theirs.pk).review_verdict == ReviewVerdict.UNREVIEWED
+
+
+# Where the similarity chart drew its threshold line and label: the columns of strong threshold-red pixels (no other
+# series of that chart is red), and how many of them lie outside the chart area (on the axis, or off the canvas).
+THRESHOLD_PIXELS = """(canvas) => {
+  const chart = Chart.getChart(canvas);
+  const ratio = chart.currentDevicePixelRatio;
+  const { left, right, top, bottom } = chart.chartArea;
+  const data = canvas.getContext("2d").getImageData(0, 0, canvas.width, canvas.height).data;
+  const columns = new Array(canvas.width).fill(0);
+  let outside = 0;
+  let total = 0;
+  for (let y = 0; y < canvas.height; y++) {
+    for (let x = 0; x < canvas.width; x++) {
+      const i = (y * canvas.width + x) * 4;
+      const red = Math.abs(data[i] - 179) < 25 && Math.abs(data[i + 1] - 38) < 25 && Math.abs(data[i + 2] - 30) < 25;
+      if (!red || data[i + 3] < 200) continue;
+      total++;
+      columns[x]++;
+      if (x / ratio < left - 1 || x / ratio > right + 1) outside++;
+    }
+  }
+  const line = columns.indexOf(Math.max(...columns));
+  return {
+    total, outside, lineX: line / ratio, lineHeight: columns[line] / ratio, left, right, top, bottom,
+    firstLow: parseFloat(chart.data.labels[0]),
+  };
+}"""
+
+
+@pytest.mark.parametrize("threshold", [0.3, 0.5, 0.99, 1.0])
+def test_the_threshold_line_and_its_label_stay_on_the_similarity_chart(page, support_a, tenant_a, threshold):
+    """The chart leaves out the empty bins below 0.5: a threshold under the bins shown (0.3 here, every similarity
+    being 0.6 or more) was drawn left of the chart, over the axis or off the canvas, and one at the chart's left edge
+    (0.5) had its label, written left of the line, cut off. The line is drawn where the threshold is on the chart's
+    axis and the label beside it, inside the chart, whatever the threshold."""
+    for similarity in (0.62, 0.71, 0.8, 0.86, 0.93, 0.97):
+        DedupEventFactory(tenant=tenant_a, similarity=similarity)
+    DedupPolicy.objects.for_tenant(tenant_a).update(threshold=threshold)
+    login(page, support_a)
+    page.goto(reverse("admin:conversations_dedupevent_dashboard"))
+    canvas = page.locator("#kb-chart-similarity")
+    page.wait_for_function("() => !!Chart.getChart(document.getElementById('kb-chart-similarity'))")
+    drawn = canvas.evaluate(THRESHOLD_PIXELS)
+
+    assert drawn["outside"] == 0, drawn
+    assert drawn["left"] - 1 <= drawn["lineX"] <= drawn["right"] + 1, drawn
+    assert drawn["lineHeight"] >= 0.4 * (drawn["bottom"] - drawn["top"]), drawn
+    expected = drawn["left"] + (threshold - drawn["firstLow"]) / (1 - drawn["firstLow"]) * (
+        drawn["right"] - drawn["left"]
+    )
+    assert abs(drawn["lineX"] - expected) <= 3, drawn
+    assert drawn["total"] > drawn["lineHeight"] + 40, drawn  # the label is drawn too, inside the chart

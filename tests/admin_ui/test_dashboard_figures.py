@@ -9,11 +9,13 @@ from conversations.dashboard import (
     days_compute,
     duration_display,
     histogram_compute,
+    histogram_first_shown,
     percent_display,
     repeat_label,
     similarity_bin,
     threshold_display,
     totals_compute,
+    what_if_candidates,
     what_if_compute,
 )
 from conversations.models import DedupAction, ReviewVerdict
@@ -116,6 +118,25 @@ def test_histogram_splits_hits_and_misses():
     assert sum(b.hits + b.misses for b in bins) == 7  # the two events without a similarity are left out
 
 
+@pytest.mark.parametrize(
+    ("similarities", "threshold", "first_low"),
+    [
+        ([0.62, 0.93], 0.9, 0.5),  # nothing below 0.5: the chart starts there
+        ([0.31, 0.93], 0.9, 0.3),  # a similarity below: from its bin
+        ([0.62, 0.93], 0.3, 0.3),  # a threshold below the bins shown: from its bin, so its line is on the chart
+        ([0.62, 0.93], 0.01, 0.0),
+        ([0.62, 0.93], 0.99, 0.5),
+        ([0.62, 0.93], 1.0, 0.5),
+        ([], 0.3, 0.3),
+    ],
+)
+def test_the_similarity_chart_starts_at_or_below_the_threshold(similarities, threshold, first_low):
+    histogram = histogram_compute([_event(similarity=s) for s in similarities])
+    first = histogram_first_shown(histogram, threshold=threshold)
+    assert histogram[first].low == pytest.approx(first_low)
+    assert histogram[first].low <= threshold <= histogram[-1].high
+
+
 def test_repeat_labels():
     assert repeat_label(_event(action=SERVED, similarity=0.9, review_verdict=CORRECT)) is True
     assert repeat_label(_event(action=SERVED, similarity=0.9, review_verdict=INCORRECT)) is False
@@ -154,6 +175,16 @@ def test_what_if_adds_the_current_threshold_and_counts_a_tie_as_a_hit():
         (0.875, 1, 1, True),
         (0.9, 0, 0, False),
     ]
+
+
+def test_what_if_leaves_out_thresholds_below_the_lowest_gate():
+    """A decision without the duplicate head never runs below its floor: rows under it would promise hits that
+    cannot happen."""
+    assert what_if_candidates(thresholds=(0.7, 0.85, 0.9, 0.95), current=0.9, lowest=0.9) == [0.9, 0.95]
+    assert what_if_candidates(thresholds=(0.7, 0.9), current=0.8, lowest=None) == [0.7, 0.8, 0.9]
+    rows, sample = what_if_compute(EVENTS, thresholds=(0.80, 0.86, 0.90, 0.92), current=0.90, lowest=0.90)
+    assert [row.threshold for row in rows] == [0.90, 0.92]
+    assert sample == 5
 
 
 def test_what_if_counts_a_hit_only_when_the_match_passed_the_other_checks():

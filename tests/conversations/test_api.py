@@ -420,6 +420,23 @@ def test_client_answer_only_for_retrieve_mode_and_not_empty(api_client, kb):
     assert api_client.put(url, {"answer": ""}, format="json").status_code == 400
 
 
+def test_a_smalltalk_turn_refuses_a_client_answer(api_client, tenant, kb):
+    """A greeting or a thanks asked in retrieve mode retrieves nothing and gets the canned reply: a client answer
+    stored on it became a QA pair that no search stood behind. It is refused as other wrong-state turns are (409),
+    and the turn keeps its reply."""
+    conversation_id = start(api_client, kb)
+    for question, intent in (("hello", "greeting"), ("thanks", "thanks")):
+        turn = ask(api_client, conversation_id, question, mode="retrieve")
+        assert (turn["dedup"]["action"], turn["dedup"]["intent"]) == ("smalltalk", intent)
+        reply = Turn.objects.for_tenant(tenant).get(pk=turn["turn_id"]).answer
+        response = api_client.put(
+            f"/api/v1/turns/{turn['turn_id']}/answer/", {"answer": "12 dollars per user per month."}, format="json"
+        )
+        assert response.status_code == 409, response.content
+        assert "small-talk" in response.json()["message"]
+        assert Turn.objects.for_tenant(tenant).get(pk=turn["turn_id"]).answer == reply
+
+
 def test_user_scope_finds_the_same_users_question_in_another_conversation(api_client, tenant, kb):
     set_policy(tenant, scope="user")
     first = ask(api_client, start(api_client, kb, user_id="u1"), "How do I reset my password?")

@@ -43,7 +43,7 @@ def _conversation(tenant, kb, *, expires_in: timedelta) -> Conversation:
     return conversation
 
 
-def test_purge_deletes_only_expired_and_keeps_audit_events(tenant, other_tenant):
+def test_purge_deletes_only_expired_and_keeps_audit_events(milvus_server, tenant, other_tenant):
     kb = KnowledgeBase.objects.create(tenant=tenant, name="kb")
     other_kb = KnowledgeBase.objects.create(tenant=other_tenant, name="kb")
     expired = _conversation(tenant, kb, expires_in=timedelta(seconds=-1))
@@ -66,7 +66,7 @@ def test_expired_conversation_refuses_new_turns_with_410(api_client, tenant):
     assert response.status_code == 410 and "expired" in response.json()["message"]
 
 
-def test_a_ttl_change_moves_the_expiry_of_live_conversations(api_client, tenant, other_tenant):
+def test_a_ttl_change_moves_the_expiry_of_live_conversations(milvus_server, api_client, tenant, other_tenant):
     """A conversation expires the policy's TTL after its last turn. Lowered from a day to a minute, a conversation
     idle for two minutes is expired at once (410, and purged), instead of serving its stored answers for the rest
     of the day; one active just now is not, and another tenant's conversations keep their expiry."""
@@ -140,3 +140,86 @@ def test_a_conversation_a_turn_revives_during_the_purge_keeps_its_question_vecto
     assert not Conversation.objects.for_tenant(tenant).filter(pk=expired.pk).exists()
     assert deleted_vectors == [expired_turn.pk] and revived_turn.pk not in deleted_vectors
     assert forgotten == [expired.pk]
+
+
+def _indexed_question(tenant, kb, conversation: Conversation) -> int:
+    """Index the conversation's turn in the tenant-scope question collection (as a turn under tenant scope is)."""
+    from retrieval import vectorstore
+
+    turn = Turn.objects.for_tenant(tenant).get(conversation=conversation)
+    vector = [0.0] * kb.embedding_dimension
+    vector[turn.pk % kb.embedding_dimension] = 1.0
+    vectorstore.question_vectors_upsert(
+        rows=[
+            vectorstore.QuestionVector(
+                turn_id=turn.pk, tenant_id=tenant.pk, knowledge_base_id=kb.pk, created_ts=0, vector=vector
+            )
+        ],
+        dimension=kb.embedding_dimension,
+    )
+    return turn.pk
+
+
+def _indexed_turn_ids(tenant, kb) -> set[int]:
+    from retrieval import vectorstore
+
+    client = vectorstore._connect()
+    rows = client.query(
+        collection_name=vectorstore.question_collection_ensure(dimension=kb.embedding_dimension),
+        filter=vectorstore.question_filter_build(tenant_id=tenant.pk, knowledge_base_id=kb.pk),
+        output_fields=["turn_id"],
+    )
+    return {row["turn_id"] for row in rows}
+
+
+def test_the_purge_deletes_question_vectors_indexed_under_a_scope_the_tenant_left(milvus_server, tenant):
+    """Questions indexed while the tenant used tenant scope stay in Milvus after it moves to session scope: the purge
+    skipped their vectors then, and they took candidate slots of every later tenant-scope search for good."""
+    from conversations.models import DedupPolicy
+
+    DedupPolicy.objects.for_tenant(tenant).update(scope="tenant")
+    kb = KnowledgeBase.objects.create(tenant=tenant, name="kb")
+    expired = _conversation(tenant, kb, expires_in=timedelta(seconds=-1))
+    live = _conversation(tenant, kb, expires_in=timedelta(hours=1))
+    expired_turn = _indexed_question(tenant, kb, expired)
+    live_turn = _indexed_question(tenant, kb, live)
+    DedupPolicy.objects.for_tenant(tenant).update(scope="session")
+
+    assert conversations_purge_expired() == 1
+    assert _indexed_turn_ids(tenant, kb) == {live_turn}
+    assert expired_turn not in _indexed_turn_ids(tenant, kb)
+
+
+def test_milvus_down_during_the_purge_keeps_the_conversations_for_the_next_run(
+    milvus_server, tenant, other_tenant, monkeypatch
+):
+    """The purge used to delete the rows, log Milvus's refusal and move on: nothing recorded which vectors were left,
+    so no later run deleted them. Now a conversation whose question vectors cannot be deleted is kept (still expired,
+    refused with 410) and the next run deletes both; another tenant's purge goes on meanwhile."""
+    from conversations.models import DedupPolicy
+    from retrieval import vectorstore
+
+    DedupPolicy.objects.for_tenant(tenant).update(scope="tenant")
+    kb = KnowledgeBase.objects.create(tenant=tenant, name="kb")
+    expired = _conversation(tenant, kb, expires_in=timedelta(seconds=-1))
+    expired_turn = _indexed_question(tenant, kb, expired)
+    other_expired = _conversation(
+        other_tenant, KnowledgeBase.objects.create(tenant=other_tenant, name="kb"), expires_in=timedelta(seconds=-1)
+    )
+    real_delete = vectorstore.question_vectors_delete
+
+    def unavailable_for_tenant(*, tenant_id, **kwargs) -> None:  # noqa: ANN001, ANN003
+        if tenant_id == tenant.pk:
+            raise vectorstore.VectorStoreUnavailable("Milvus is down")
+        real_delete(tenant_id=tenant_id, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(vectorstore, "question_vectors_delete", unavailable_for_tenant)
+        assert conversations_purge_expired(batch_size=1) == 1
+    assert not Conversation.objects.for_tenant(other_tenant).filter(pk=other_expired.pk).exists()
+    assert Conversation.objects.for_tenant(tenant).filter(pk=expired.pk).exists()
+    assert Turn.objects.for_tenant(tenant).filter(pk=expired_turn).exists()
+
+    assert conversations_purge_expired() == 1
+    assert not Conversation.objects.for_tenant(tenant).filter(pk=expired.pk).exists()
+    assert expired_turn not in _indexed_turn_ids(tenant, kb)

@@ -20,14 +20,18 @@
     return getComputedStyle(document.body).getPropertyValue("--body-fg").trim() || "#333";
   }
 
+  // The threshold's line, at its value on the chart's axis: the server starts the chart at or below the
+  // threshold's bin, so the line falls inside (kept a pixel in from the edges for a threshold of 1). Its label is
+  // written left of the line, or right of it where the left has no room (a threshold at the chart's left edge).
   const thresholdLine = {
     id: "kbThreshold",
     afterDatasetsDraw(chart, _args, options) {
       if (options.value == null) return;
       const scale = chart.scales.x;
+      const { left, right, top, bottom } = chart.chartArea;
       const step = scale.getPixelForValue(1) - scale.getPixelForValue(0);
-      const x = scale.getPixelForValue(0) - step / 2 + ((options.value - options.start) / options.width) * step;
-      const { top, bottom } = chart.chartArea;
+      const at = scale.getPixelForValue(0) - step / 2 + ((options.value - options.start) / options.width) * step;
+      const x = Math.min(Math.max(at, left + 1), right - 1);
       const ctx = chart.ctx;
       ctx.save();
       ctx.strokeStyle = COLORS.threshold;
@@ -40,8 +44,10 @@
       ctx.setLineDash([]);
       ctx.fillStyle = COLORS.threshold;
       ctx.font = "600 12px sans-serif";
-      ctx.textAlign = "right";
-      ctx.fillText("threshold " + (options.label || options.value.toFixed(2)), x - 6, top + 14);
+      const label = "threshold " + (options.label || options.value.toFixed(2));
+      const roomOnLeft = x - 6 - ctx.measureText(label).width >= left;
+      ctx.textAlign = roomOnLeft ? "right" : "left";
+      ctx.fillText(label, roomOnLeft ? x - 6 : x + 6, top + 14);
       ctx.restore();
     },
   };
@@ -128,11 +134,10 @@
       }),
     });
 
-    // Leading empty bins are left out (down to 0.5 at least), so the populated range fills the chart.
+    // Leading empty bins are left out (down to 0.5 at least, never past the threshold's bin): `first` is computed
+    // by the server (`histogram_first_shown`).
     const hist = data.histogram;
-    const half = hist.lows.findIndex((low) => low >= 0.5 - 1e-9);
-    const firstFilled = hist.lows.findIndex((_low, i) => hist.hits[i] + hist.misses[i] > 0);
-    const start = firstFilled === -1 ? half : Math.min(half, firstFilled);
+    const start = hist.first;
     new Chart(document.getElementById("kb-chart-similarity"), {
       type: "bar",
       data: {
