@@ -88,6 +88,14 @@ TEMPLATES = [
 DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}")}
 DATABASES["default"]["ATOMIC_REQUESTS"] = False
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=0)
+if DATABASES["default"]["ENGINE"].endswith("postgresql"):
+    # libpq waits for the kernel (minutes) on a host that takes the connection and never answers: every request and
+    # task would hang with it. A `connect_timeout` in DATABASE_URL's query string wins over this default.
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
+        # Whole seconds, at least 2: libpq reads 0 as "wait forever" and raises 1 to 2.
+        "connect_timeout",
+        max(2, math.ceil(_positive_seconds("DATABASE_CONNECT_TIMEOUT", default="5"))),
+    )
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # Web, worker and beat share one SQLite file under `make run`: wait for the lock instead of failing.
     # WAL lets readers run beside the one writer, and synchronous=NORMAL syncs at checkpoints rather than at every

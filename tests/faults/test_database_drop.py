@@ -7,6 +7,10 @@ they are written in one transaction; the next request reconnects and the retried
 
 from __future__ import annotations
 
+import socket
+import threading
+import time
+
 import psycopg
 import pytest
 from django.db import connection
@@ -79,3 +83,34 @@ def test_connection_killed_mid_turn_is_a_clean_503_and_writes_nothing(
         .filter(conversation=conversation, turn_number=2, kind="doc")
         .values_list("item_id", flat=True)
     ) == {source["document_id"] for source in retried["sources"]}
+
+
+def test_a_database_that_accepts_but_never_answers_fails_the_connection_at_its_timeout(postgres):
+    # A listener that takes the TCP connection and then says nothing, like a failed-over host behind a load balancer
+    # or a server stuck before its startup reply: without a connect timeout libpq waits for the kernel (minutes), and
+    # so does every request and task; with the platform's default (DATABASE_CONNECT_TIMEOUT) it fails in seconds.
+    listener = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+    accepting = threading.Thread(target=lambda: held.append(listener.accept()[0]), daemon=True)
+    accepting.start()
+    params = {**connection.get_connection_params(), "host": "127.0.0.1", "port": listener.getsockname()[1]}
+    outcome: dict = {}
+
+    def connect() -> None:
+        started = time.monotonic()
+        try:
+            psycopg.connect(**params).close()
+        except psycopg.OperationalError as exc:
+            outcome["error"] = str(exc)
+        outcome["seconds"] = time.monotonic() - started
+
+    attempt = threading.Thread(target=connect, daemon=True)
+    attempt.start()
+    attempt.join(30)
+    try:
+        assert not attempt.is_alive(), "the connection attempt was still waiting after 30 s"
+        assert "error" in outcome and outcome["seconds"] < 15, outcome
+    finally:
+        for held_socket in held:
+            held_socket.close()
+        listener.close()
