@@ -167,6 +167,16 @@ CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=35 * 60)
 CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_TASK_DEFAULT_QUEUE", default="kbplatform")
 # A task not acknowledged within this many seconds is redelivered (Redis transport): longer than any task.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=3600)}
+if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    # kombu waits on a Redis socket forever by default: a broker that keeps the connection but stops answering would
+    # hold every upload's after-commit enqueue (and its web worker). Past this, the publish fails; the document stays
+    # queued and the sweeper enqueues it again. Above kombu's 1 s BRPOP, so an idle worker's wait is not cut short.
+    CELERY_BROKER_TRANSPORT_OPTIONS.update(
+        socket_timeout=_positive_seconds("CELERY_BROKER_SOCKET_TIMEOUT", default="3"),
+        socket_connect_timeout=_positive_seconds("CELERY_BROKER_SOCKET_TIMEOUT", default="3"),
+    )
+# One retry of a failed publish, not Celery's three: a broker that is down fails the request's enqueue in seconds.
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.5, "interval_max": 0.5}
 CELERY_BEAT_SCHEDULE: dict = {
     # Documents whose worker died (lease expired) or whose task never reached the broker are queued again.
     "documents-recover-stalled": {"task": "documents_recover_stalled", "schedule": 60.0},

@@ -7,6 +7,11 @@ written again and agrees with the database; nothing any acknowledged turn wrote 
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
+import time
+
 import pytest
 import redis
 
@@ -75,3 +80,35 @@ def test_redis_killed_mid_conversation_then_back_loses_nothing(own_redis, milvus
     )
     assert consumed == last_shown
     assert DedupEvent.objects.for_tenant(tenant).filter(conversation_ref=conversation_id).count() == 4
+
+
+def test_a_stalled_broker_fails_a_publish_in_seconds_not_never(own_redis):
+    # A broker that keeps the TCP connection but stops answering (frozen with SIGSTOP, as after a failover behind a
+    # NAT or a firewall that drops the flow): kombu's Redis transport waits forever by default, and every upload's
+    # after-commit enqueue would hold its web worker. The document stays queued and the sweeper enqueues it again
+    # (tests/retrieval), so failing the publish quickly loses nothing.
+    from kbplatform.celery import app
+    from retrieval.tasks import document_index
+
+    with app.connection_for_write(own_redis.url) as connection:
+        document_index.apply_async((1, 1), connection=connection, queue="stall-check")  # connected and working
+        os.kill(own_redis.process.pid, signal.SIGSTOP)
+        outcome: dict = {}
+
+        def publish() -> None:
+            started = time.monotonic()
+            try:
+                document_index.apply_async((2, 1), connection=connection, queue="stall-check")
+                outcome["published"] = True
+            except Exception as exc:  # noqa: BLE001 - whichever error kombu raises, it must raise
+                outcome["error"] = repr(exc)
+            outcome["seconds"] = time.monotonic() - started
+
+        thread = threading.Thread(target=publish, daemon=True)
+        thread.start()
+        thread.join(60)
+        try:
+            assert not thread.is_alive(), "the publish was still waiting after 60 s"
+            assert "error" in outcome and outcome["seconds"] < 30, outcome
+        finally:
+            os.kill(own_redis.process.pid, signal.SIGCONT)
