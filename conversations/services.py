@@ -40,7 +40,6 @@ from conversations.models import (
     Granularity,
     Intent,
     IntentBehaviour,
-    ReviewVerdict,
     Turn,
 )
 from conversations.state import (
@@ -1091,19 +1090,6 @@ def conversation_records_delete(
 
 
 # --- audit review and retention ------------------------------------------------------------------------------------
-
-
-def dedup_event_review(*, tenant: Tenant, event_id: int, verdict: str, reviewer) -> DedupEvent:  # noqa: ANN001
-    if verdict not in ReviewVerdict.values:
-        raise ApplicationError(f"Unknown verdict {verdict!r}; use one of {', '.join(ReviewVerdict.values)}.")
-    event = DedupEvent.objects.for_tenant(tenant).filter(pk=event_id).first()
-    if event is None:
-        raise NotFoundError("Audit event not found.")
-    event.review_verdict = verdict
-    event.reviewed_by = reviewer
-    event.reviewed_at = timezone.now()
-    event.save(update_fields=["review_verdict", "reviewed_by", "reviewed_at"])
-    return event
 
 
 def conversations_purge_expired(*, now: datetime | None = None, batch_size: int = 500) -> int:
