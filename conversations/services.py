@@ -1054,8 +1054,8 @@ def conversation_records_delete(
     """Delete conversations, turns or consumed items of `tenant` so that nothing keeps using them: every hot copy
     built before is invalidated (its conversation's revision moves, and it is dropped from Redis), so a deleted QA
     pair is never served again from a copy nor a deleted consumed item excluded; the deleted turns' question
-    vectors leave the tenant-scope index (best effort: a vector left behind finds no row and is skipped). Audit
-    events stay, as for an expired conversation."""
+    vectors leave the tenant-scope index (a worker deletes them when Milvus is down; a vector left behind meanwhile
+    finds no row and is skipped). Audit events stay, as for an expired conversation."""
     turns = Turn.objects.for_tenant(tenant)
     doomed_turns = list(
         turns.filter(Q(pk__in=list(turn_ids)) | Q(conversation_id__in=list(conversation_ids))).values_list(
@@ -1086,7 +1086,14 @@ def conversation_records_delete(
         try:
             vectorstore.question_vectors_delete(tenant_id=tenant.pk, turn_ids=ids, dimension=dimension)
         except vectorstore.VectorStoreUnavailable:
-            logger.warning("question index unavailable: %s deleted questions left in it", len(ids))
+            # The rows are gone (what the admin asked for); a worker deletes the vectors once Milvus answers.
+            logger.warning("question index unavailable: deleting %s deleted questions' vectors queued", len(ids))
+            from conversations.tasks import question_vectors_delete_task
+
+            try:
+                question_vectors_delete_task.delay(tenant.pk, ids, dimension)
+            except Exception:  # noqa: BLE001 - the broker down too: the deletion stands, the vectors stay (logged)
+                logger.exception("could not queue the deletion of %s question vectors", len(ids))
 
 
 # --- audit review and retention ------------------------------------------------------------------------------------

@@ -223,3 +223,38 @@ def test_milvus_down_during_the_purge_keeps_the_conversations_for_the_next_run(
     assert conversations_purge_expired() == 1
     assert not Conversation.objects.for_tenant(tenant).filter(pk=expired.pk).exists()
     assert expired_turn not in _indexed_turn_ids(tenant, kb)
+
+
+def test_milvus_down_while_an_admin_deletes_a_turn_leaves_its_question_vector_to_a_worker(
+    milvus_server, tenant, monkeypatch
+):
+    """An admin's deletion used to log Milvus's refusal and forget the vector: it stayed in the tenant-scope index for
+    good, taking a candidate slot of every search. The rows still go at once (the admin asked for that); the vector's
+    deletion is queued for a worker, which retries until Milvus answers."""
+    from conversations import tasks
+    from conversations.models import DedupPolicy
+    from conversations.services import conversation_records_delete
+    from retrieval import vectorstore
+
+    DedupPolicy.objects.for_tenant(tenant).update(scope="tenant")
+    kb = KnowledgeBase.objects.create(tenant=tenant, name="kb")
+    conversation = _conversation(tenant, kb, expires_in=timedelta(hours=1))
+    turn_id = _indexed_question(tenant, kb, conversation)
+    queued: list[tuple] = []
+    monkeypatch.setattr(
+        tasks.question_vectors_delete_task, "delay", lambda *args, **kwargs: queued.append((args, kwargs))
+    )
+
+    def down(**kwargs) -> None:  # noqa: ANN003
+        raise vectorstore.VectorStoreUnavailable("Milvus is down")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(vectorstore, "question_vectors_delete", down)
+        conversation_records_delete(tenant=tenant, turn_ids=[turn_id])
+    assert not Turn.objects.for_tenant(tenant).filter(pk=turn_id).exists()
+    assert turn_id in _indexed_turn_ids(tenant, kb)
+    assert len(queued) == 1
+
+    args, kwargs = queued[0]
+    tasks.question_vectors_delete_task.apply(args=args, kwargs=kwargs).get()
+    assert turn_id not in _indexed_turn_ids(tenant, kb)
