@@ -639,7 +639,9 @@ def _documents_run(*, run: IndexRun, tenant_id: int, token: str, documents: list
         if knowledge_base.embedding_model != model_name:
             failures[document.pk] = (
                 f"The knowledge base uses the embedding model {knowledge_base.embedding_model!r} but the workers "
-                f"run {model_name!r}. Re-index the knowledge base to move it to {model_name!r}."
+                f"run {model_name!r}, so this document was not indexed. Re-index the knowledge base to move it to "
+                f"{model_name!r}, then re-index this document once that has finished (the knowledge-base re-index "
+                "rebuilds only the documents already indexed, not failed ones)."
             )
             continue
         max_tokens = chunk_token_limit(requested=knowledge_base.chunk_max_tokens, model_max_tokens=model_max_tokens)

@@ -423,3 +423,23 @@ def test_a_knowledge_base_reindex_that_outlasts_the_task_time_limit_is_continued
     kb.refresh_from_db()
     assert (kb.reindex_status, kb.reindex_progress) == ("done", 1.0), kb.reindex_error
     assert shown == sorted(shown), "the progress shown went back"
+
+
+@pytest.mark.django_db
+def test_a_model_mismatch_says_the_failed_document_needs_its_own_reindex_and_that_is_what_works(milvus_server, tenant):
+    kb = kb_make(tenant, name="retired-model")
+    KnowledgeBase.objects.for_tenant(tenant).filter(pk=kb.pk).update(embedding_model="retired-model")
+    document = _queued(tenant, kb, "volcano")
+
+    message = services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk]).failed[document.pk]
+    assert "'retired-model'" in message and "re-index the knowledge base" in message.lower()
+    assert "then re-index this document" in message
+
+    # As the message says: the knowledge-base re-index alone leaves the failed document failed ...
+    services.knowledge_base_reindex_start(tenant=tenant, knowledge_base=kb)
+    services.knowledge_base_reindex(tenant_id=tenant.pk, knowledge_base_id=kb.pk)
+    document.refresh_from_db()
+    assert document.status == DocumentStatus.FAILED
+    # ... and re-indexing the document afterwards indexes it.
+    services.document_reindex(tenant=tenant, document=document)
+    assert services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk]).indexed == [document.pk]
