@@ -133,7 +133,9 @@ class Chunk(TenantOwnedModel):
 
 
 class EmbeddingCacheEntry(TenantOwnedModel):
-    """A vector for (tenant, model, text hash): re-indexing unchanged text never re-embeds it.
+    """A vector for (tenant, model, text hash): re-indexing unchanged text never re-embeds it. The model is named by
+    its identity (`embeddings.model_identity()`: its name and a digest of its files), so a model changed in place, or
+    another one in a directory of the same name, is never served this model's vectors.
 
     Per tenant, although the vector is a function of the text alone: a cache shared across tenants would let one
     tenant learn, from how fast its upload is indexed, that another tenant holds the very same text, and would keep
@@ -142,7 +144,7 @@ class EmbeddingCacheEntry(TenantOwnedModel):
     the database (not Redis) because it must survive Redis loss: a rebuild after a Redis flush would otherwise
     re-embed everything."""
 
-    model_name = models.CharField(max_length=200)
+    model_name = models.CharField(max_length=200)  # the model's identity, "name@digest"
     text_hash = models.CharField(max_length=64)
     vector = models.BinaryField()
     created_at = models.DateTimeField(auto_now_add=True)

@@ -625,7 +625,7 @@ def _progress_embedded(done: int, total: int) -> float:
 
 
 def _documents_run(*, run: IndexRun, tenant_id: int, token: str, documents: list[Document]) -> None:
-    model_name = embeddings.model_name()
+    model_name, model_identity = embeddings.model_name(), embeddings.model_identity()
     model_max_tokens = embeddings.max_sequence_tokens()
     # Parse and chunk, renewing the lease on the way: a batch of large files can take longer than one lease.
     drafts: dict[int, list[ChunkDraft]] = {}
@@ -705,7 +705,7 @@ def _documents_run(*, run: IndexRun, tenant_id: int, token: str, documents: list
             tenant_id=tenant_id,
             texts=[row[2] for row in batch],
             text_hashes=[row[3] for row in batch],
-            model_name=model_name,
+            model_identity=model_identity,
         )
         run.encoded += encoded
         dimension = int(vectors.shape[1])
@@ -921,7 +921,7 @@ def knowledge_base_reindex(*, tenant_id: int, knowledge_base_id: int) -> int:
     knowledge_base = KnowledgeBase.objects.filter(tenant_id=tenant_id, pk=knowledge_base_id).first()
     if knowledge_base is None or knowledge_base.reindex_status != ReindexStatus.RUNNING:
         return 0
-    model_name = embeddings.model_name()
+    model_name, model_identity = embeddings.model_name(), embeddings.model_identity()
     KnowledgeBase.objects.filter(tenant_id=tenant_id, pk=knowledge_base_id).update(
         embedding_model=model_name, embedding_dimension=embeddings.embedding_dimension(), updated_at=timezone.now()
     )
@@ -945,7 +945,7 @@ def knowledge_base_reindex(*, tenant_id: int, knowledge_base_id: int) -> int:
                 tenant_id=tenant_id,
                 texts=[row[2] for row in batch],
                 text_hashes=[row[3] for row in batch],
-                model_name=model_name,
+                model_identity=model_identity,
             )
             vectorstore.vectors_upsert(
                 rows=[
