@@ -32,6 +32,12 @@ class KnowledgeBase(TenantOwnedModel):
     reindex_error = models.TextField(blank=True, default="")
     reindex_started_at = models.DateTimeField(null=True, blank=True)
     reindex_finished_at = models.DateTimeField(null=True, blank=True)
+    # The re-index run that holds the knowledge base, leased as a document's run is: claimed by one conditional UPDATE,
+    # the lease renewed with each batch. A running re-index whose lease ran out was lost (its worker killed, its task
+    # never delivered) and is queued again by `knowledge_base_reindexes_recover`.
+    reindex_claim_token = models.CharField(max_length=32, blank=True, default="")
+    reindex_lease_expires_at = models.DateTimeField(null=True, blank=True)
+    reindex_attempts = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
