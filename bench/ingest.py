@@ -39,7 +39,7 @@ def main() -> None:
         warm_kb = knowledge_base_create(tenant=tenant, name=f"warm-{run}")
         document_create(tenant=tenant, knowledge_base=warm_kb, text=f"warm up {run}")
         wait_indexed(tenant=tenant, knowledge_base=warm_kb, expected=1, label="warm-up")
-        EmbeddingCacheEntry.objects.for_tenant(tenant).filter(model_name=embeddings.model_name()).delete()
+        EmbeddingCacheEntry.objects.for_tenant(tenant).filter(model_name=embeddings.model_identity()).delete()
 
         knowledge_base = knowledge_base_create(tenant=tenant, name=f"scifact-{run}")
         platform_pids = (worker_process.process.pid, common.milvus_process_id)

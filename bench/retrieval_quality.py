@@ -88,7 +88,7 @@ def main() -> None:
         vectors_by_hash = {
             text_hash: np.frombuffer(bytes(vector), dtype=np.float32)
             for text_hash, vector in EmbeddingCacheEntry.objects.for_tenant(tenant)
-            .filter(model_name=embeddings.model_name())
+            .filter(model_name=embeddings.model_identity())
             .values_list("text_hash", "vector")
         }
         matrix = np.vstack([vectors_by_hash[text_hash] for _, text_hash in chunks])

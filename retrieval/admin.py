@@ -38,7 +38,10 @@ class KnowledgeBaseAdmin(ServiceDeletionAdmin):
         "reindex_error",
         "reindex_started_at",
         "reindex_finished_at",
+        "reindex_lease_expires_at",
+        "reindex_attempts",
     )
+    exclude = ("reindex_claim_token",)  # which run holds the re-index: the workers' business, not the operator's
     actions = ("reindex_knowledge_bases",)
 
     @admin.display(description="re-index")

@@ -4,11 +4,17 @@ semantic-text-splitter (a maintained Rust splitter) fills each chunk with the la
 paragraphs, then sentences, then words; Markdown by its headings and blocks. Every chunk is at most
 `chunk_token_limit` word pieces, so the model reads all of it (all-MiniLM-L6-v2 silently cuts at 256 pieces,
 two of which are its special tokens).
+
+Before splitting, a run the model would read as one [UNK] only because it is too long (WordPiece gives up on a word
+of more than `max_input_chars_per_word` characters: a hex or base64 blob, a long URL token, kana or Hangul without
+spaces) is broken by spaces into words it reads, so its content reaches the model and the counts are the pieces the
+model really reads.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -46,6 +52,57 @@ def chunk_overlap_limit(*, requested: int, max_tokens: int) -> int:
     return max(0, min(int(requested), max_tokens // 2))
 
 
+def long_runs_break(text: str) -> str:
+    """`text` with a space put into every run the model's tokenizer would read as one unknown token only because it
+    is longer than the tokenizer reads a word, so each piece is read instead. Every character is kept in order; text
+    the model already reads is returned unchanged. A tokenizer without such a limit changes nothing."""
+    tokenizer = embeddings.tokenizer()
+    limit = getattr(tokenizer.model, "max_input_chars_per_word", None)
+    unknown = getattr(tokenizer.model, "unk_token", None)
+    if not limit or not unknown:
+        return text
+    normalizer = tokenizer.normalizer
+    normalized_lengths: dict[str, int] = {}
+
+    def normalized_length(char: str) -> int:
+        # The limit counts characters after normalisation (Hangul decomposes into two or three jamo each).
+        if char not in normalized_lengths:
+            normalized_lengths[char] = len(normalizer.normalize_str(char)) if normalizer else 1
+        return normalized_lengths[char]
+
+    def word_length(word: str) -> int:
+        return len(word) if word.isascii() else sum(map(normalized_length, word))
+
+    def pieces(word: str) -> list[str]:
+        if word.isascii():  # lower-casing ASCII keeps its length
+            return [word[start : start + limit] for start in range(0, len(word), limit)]
+        parts, start, size = [], 0, 0
+        for index, char in enumerate(word):
+            length = normalized_length(char)
+            if size + length > limit and index > start:
+                parts.append(word[start:index])
+                start, size = index, 0
+            size += length
+        parts.append(word[start:])
+        return parts
+
+    def run_break(match: re.Match) -> str:
+        run = match.group()
+        encoding = tokenizer.encode(run, add_special_tokens=False)
+        out, done = [], 0
+        for token, (start, end) in zip(encoding.tokens, encoding.offsets, strict=True):
+            word = run[start:end]
+            if token != unknown or word_length(word) <= limit:
+                continue
+            out.extend((run[done:start], " ".join(pieces(word))))
+            done = end
+        out.append(run[done:])
+        return "".join(out)
+
+    # Only a run of more than limit / 3 characters can normalise to more than `limit`.
+    return re.sub(rf"\S{{{limit // 3 + 1},}}", run_break, text)
+
+
 @lru_cache(maxsize=16)
 def _splitter(max_tokens: int, overlap: int, markdown: bool):  # noqa: ANN202
     from semantic_text_splitter import MarkdownSplitter, TextSplitter
@@ -58,6 +115,7 @@ def text_chunk(*, text: str, max_tokens: int, overlap_tokens: int, markdown: boo
     """Chunks of `text` in reading order, each at most `max_tokens` word pieces, neighbours sharing up to
     `overlap_tokens`."""
     overlap = chunk_overlap_limit(requested=overlap_tokens, max_tokens=max_tokens)
+    text = long_runs_break(text)
     pieces = [piece for piece in _splitter(max_tokens, overlap, markdown).chunks(text) if piece.strip()]
     counts = embeddings.token_counts(pieces)
     # A piece of nothing but characters the tokenizer drops (zero-width, control, soft hyphens) is no chunk: the
@@ -70,9 +128,9 @@ def text_chunk(*, text: str, max_tokens: int, overlap_tokens: int, markdown: boo
 
 
 def prechunked_drafts(*, chunks: list[dict], max_tokens: int) -> list[ChunkDraft]:
-    """A client's own chunks, kept as sent. A chunk the model could not read whole is refused rather than
-    silently half-embedded."""
-    texts = [str(chunk["text"]) for chunk in chunks]
+    """A client's own chunks, kept as sent but for the spaces `long_runs_break` puts into runs the model would
+    otherwise lose. A chunk the model could not read whole is refused rather than silently half-embedded."""
+    texts = [long_runs_break(str(chunk["text"])) for chunk in chunks]
     counts = embeddings.token_counts(texts)
     drafts = []
     for position, (chunk, piece, count) in enumerate(zip(chunks, texts, counts, strict=True)):

@@ -28,14 +28,14 @@ PURGE_GRACE = timedelta(hours=1)
 
 
 def embeddings_cached(
-    *, tenant_id: int, texts: Sequence[str], text_hashes: Sequence[str], model_name: str
+    *, tenant_id: int, texts: Sequence[str], text_hashes: Sequence[str], model_identity: str
 ) -> tuple[np.ndarray, int]:
     """Normalised vectors for `texts` (rows in the same order) and how many were encoded now. Misses are
     encoded in one call and stored for this tenant; a concurrent writer of the same entry is ignored (same
-    vector)."""
+    vector). `model_identity` is `embeddings.model_identity()` of the model that encodes the misses."""
     found: dict[str, np.ndarray] = {}
     unique_hashes = list(dict.fromkeys(text_hashes))
-    entries = EmbeddingCacheEntry.objects.filter(tenant_id=tenant_id, model_name=model_name)
+    entries = EmbeddingCacheEntry.objects.filter(tenant_id=tenant_id, model_name=model_identity)
     for start in range(0, len(unique_hashes), LOOKUP_BATCH):
         rows = entries.filter(text_hash__in=unique_hashes[start : start + LOOKUP_BATCH]).values_list(
             "text_hash", "vector"
@@ -54,7 +54,7 @@ def embeddings_cached(
             new_entries.append(
                 EmbeddingCacheEntry(
                     tenant_id=tenant_id,
-                    model_name=model_name,
+                    model_name=model_identity,
                     text_hash=text_hash,
                     vector=vector.astype(np.float32).tobytes(),
                 )

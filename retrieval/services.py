@@ -625,7 +625,7 @@ def _progress_embedded(done: int, total: int) -> float:
 
 
 def _documents_run(*, run: IndexRun, tenant_id: int, token: str, documents: list[Document]) -> None:
-    model_name = embeddings.model_name()
+    model_name, model_identity = embeddings.model_name(), embeddings.model_identity()
     model_max_tokens = embeddings.max_sequence_tokens()
     # Parse and chunk, renewing the lease on the way: a batch of large files can take longer than one lease.
     drafts: dict[int, list[ChunkDraft]] = {}
@@ -639,7 +639,9 @@ def _documents_run(*, run: IndexRun, tenant_id: int, token: str, documents: list
         if knowledge_base.embedding_model != model_name:
             failures[document.pk] = (
                 f"The knowledge base uses the embedding model {knowledge_base.embedding_model!r} but the workers "
-                f"run {model_name!r}. Re-index the knowledge base to move it to {model_name!r}."
+                f"run {model_name!r}, so this document was not indexed. Re-index the knowledge base to move it to "
+                f"{model_name!r}, then re-index this document once that has finished (the knowledge-base re-index "
+                "rebuilds only the documents already indexed, not failed ones)."
             )
             continue
         max_tokens = chunk_token_limit(requested=knowledge_base.chunk_max_tokens, model_max_tokens=model_max_tokens)
@@ -703,7 +705,7 @@ def _documents_run(*, run: IndexRun, tenant_id: int, token: str, documents: list
             tenant_id=tenant_id,
             texts=[row[2] for row in batch],
             text_hashes=[row[3] for row in batch],
-            model_name=model_name,
+            model_identity=model_identity,
         )
         run.encoded += encoded
         dimension = int(vectors.shape[1])
@@ -883,12 +885,18 @@ def knowledge_base_delete(*, tenant: Tenant, knowledge_base: KnowledgeBase) -> d
 
 
 def _reindex_in_flight(now: datetime) -> Q:
-    """A re-index marked running that has moved within the hour (an older mark is a worker that died)."""
-    return Q(reindex_status=ReindexStatus.RUNNING, updated_at__gte=now - timedelta(hours=1))
+    """A re-index marked running whose run (or its queued task) still holds a lease: one that let its lease run out
+    was lost."""
+    return Q(reindex_status=ReindexStatus.RUNNING, reindex_lease_expires_at__gte=now)
+
+
+def _reindex_lost(now: datetime) -> Q:
+    return Q(reindex_status=ReindexStatus.RUNNING, reindex_lease_expires_at__lt=now)
 
 
 def knowledge_base_reindex_start(*, tenant: Tenant, knowledge_base: KnowledgeBase) -> KnowledgeBase:
-    """Queue a rebuild of the knowledge base's vectors from its stored chunks (e.g. after a model change)."""
+    """Queue a rebuild of the knowledge base's vectors from its stored chunks (e.g. after a model change). The lease
+    covers the task's wait in the queue: a task that never arrives is noticed when it runs out."""
     from retrieval.tasks import knowledge_base_reindex as reindex_task
 
     now = timezone.now()
@@ -903,6 +911,9 @@ def knowledge_base_reindex_start(*, tenant: Tenant, knowledge_base: KnowledgeBas
                 reindex_error="",
                 reindex_started_at=now,
                 reindex_finished_at=None,
+                reindex_claim_token="",
+                reindex_lease_expires_at=_lease_end(now),
+                reindex_attempts=0,
                 updated_at=now,
             )
         )
@@ -913,15 +924,60 @@ def knowledge_base_reindex_start(*, tenant: Tenant, knowledge_base: KnowledgeBas
     return knowledge_base
 
 
+def _reindex_claim(*, tenant_id: int, knowledge_base_id: int, token: str) -> bool:
+    """Take the running re-index for this run, unless another live run holds it (a second delivery of the task, or the
+    task queued again while the first was only slow): one conditional UPDATE, as for documents."""
+    now = timezone.now()
+    return bool(
+        KnowledgeBase.objects.filter(tenant_id=tenant_id, pk=knowledge_base_id, reindex_status=ReindexStatus.RUNNING)
+        .filter(Q(reindex_claim_token="") | Q(reindex_lease_expires_at__lt=now))
+        .update(
+            reindex_claim_token=token,
+            reindex_lease_expires_at=_lease_end(now),
+            reindex_attempts=F("reindex_attempts") + 1,
+            updated_at=now,
+        )
+    )
+
+
+def _reindex_update(*, tenant_id: int, knowledge_base_id: int, token: str, **fields) -> int:  # noqa: ANN003
+    """A write of this run only, renewing its lease; 0 when another run took the re-index over (or it is gone)."""
+    now = timezone.now()
+    values = {"reindex_lease_expires_at": _lease_end(now), "updated_at": now, **fields}
+    return KnowledgeBase.objects.filter(
+        tenant_id=tenant_id, pk=knowledge_base_id, reindex_claim_token=token, reindex_status=ReindexStatus.RUNNING
+    ).update(**values)
+
+
+def _reindex_release(*, tenant_id: int, knowledge_base_id: int, token: str) -> None:
+    """Hand the re-index back before a retry, the attempt not counted (the run was not lost). The lease covers the
+    retry's countdown, so only a retry that never comes makes it look lost."""
+    try:
+        _reindex_update(
+            tenant_id=tenant_id,
+            knowledge_base_id=knowledge_base_id,
+            token=token,
+            reindex_claim_token="",
+            reindex_attempts=Greatest(F("reindex_attempts") - 1, Value(0)),
+        )
+    except DatabaseError:
+        logger.warning("could not release re-index of knowledge base %s; its lease will run out", knowledge_base_id)
+
+
 def knowledge_base_reindex(*, tenant_id: int, knowledge_base_id: int) -> int:
     """Re-embed every chunk of the knowledge base's indexed documents with the workers' model and upsert the
-    vectors by chunk id (so it is safe to run twice). Returns the chunks indexed."""
-    knowledge_base = KnowledgeBase.objects.filter(tenant_id=tenant_id, pk=knowledge_base_id).first()
-    if knowledge_base is None or knowledge_base.reindex_status != ReindexStatus.RUNNING:
+    vectors by chunk id (so it is safe to run twice). Returns the chunks indexed: 0 when the re-index is not running
+    or another live run holds it."""
+    token = uuid.uuid4().hex
+    if not _reindex_claim(tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, token=token):
         return 0
-    model_name = embeddings.model_name()
-    KnowledgeBase.objects.filter(tenant_id=tenant_id, pk=knowledge_base_id).update(
-        embedding_model=model_name, embedding_dimension=embeddings.embedding_dimension(), updated_at=timezone.now()
+    model_name, model_identity = embeddings.model_name(), embeddings.model_identity()
+    _reindex_update(
+        tenant_id=tenant_id,
+        knowledge_base_id=knowledge_base_id,
+        token=token,
+        embedding_model=model_name,
+        embedding_dimension=embeddings.embedding_dimension(),
     )
     chunks = Chunk.objects.filter(
         tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, document__status=DocumentStatus.INDEXED
@@ -943,7 +999,7 @@ def knowledge_base_reindex(*, tenant_id: int, knowledge_base_id: int) -> int:
                 tenant_id=tenant_id,
                 texts=[row[2] for row in batch],
                 text_hashes=[row[3] for row in batch],
-                model_name=model_name,
+                model_identity=model_identity,
             )
             vectorstore.vectors_upsert(
                 rows=[
@@ -974,30 +1030,95 @@ def knowledge_base_reindex(*, tenant_id: int, knowledge_base_id: int) -> int:
                 )
             done += len(batch)
             last_pk = batch[-1][0]
-            KnowledgeBase.objects.filter(tenant_id=tenant_id, pk=knowledge_base_id).update(
+            # The heartbeat: progress and a renewed lease once per batch.
+            moved = _reindex_update(
+                tenant_id=tenant_id,
+                knowledge_base_id=knowledge_base_id,
+                token=token,
                 # Documents indexed meanwhile add chunks the count at the start did not know of; a retry after the
                 # time limit starts its count again, but the progress shown does not go back.
                 reindex_progress=Greatest(F("reindex_progress"), Value(min(1.0, done / total) if total else 1.0)),
-                updated_at=timezone.now(),
             )
+            if not moved:  # taken over after this run stalled past its lease, or deleted: the other party finishes
+                return done
     except (vectorstore.VectorStoreUnavailable, OperationalError, InterfaceError) as exc:
+        _reindex_release(tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, token=token)
         raise TransientIngestError(str(exc)) from exc
     except SoftTimeLimitExceeded as exc:
         # A large knowledge base outlasts one task: the retry goes quickly through the vectors cached so far.
+        _reindex_release(tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, token=token)
         raise TransientIngestError("the re-index took longer than the task time limit") from exc
-    KnowledgeBase.objects.filter(tenant_id=tenant_id, pk=knowledge_base_id).update(
+    _reindex_update(
+        tenant_id=tenant_id,
+        knowledge_base_id=knowledge_base_id,
+        token=token,
         reindex_status=ReindexStatus.DONE,
         reindex_progress=1.0,
+        reindex_error="",
         reindex_finished_at=timezone.now(),
-        updated_at=timezone.now(),
+        reindex_claim_token="",
+        reindex_lease_expires_at=None,
     )
     return done
 
 
 def knowledge_base_reindex_fail(*, tenant_id: int, knowledge_base_id: int, reason: str) -> None:
     KnowledgeBase.objects.filter(tenant_id=tenant_id, pk=knowledge_base_id).update(
-        reindex_status=ReindexStatus.FAILED, reindex_error=reason[:2000], reindex_finished_at=timezone.now()
+        reindex_status=ReindexStatus.FAILED,
+        reindex_error=reason[:2000],
+        reindex_finished_at=timezone.now(),
+        reindex_claim_token="",
+        reindex_lease_expires_at=None,
     )
+
+
+def knowledge_base_reindexes_recover() -> int:
+    """Queue again every re-index whose run was lost: marked running, its lease run out (the worker was killed, or the
+    task never reached one). The status message says so; the new run goes quickly through the vectors cached so far.
+    After INGEST_MAX_ATTEMPTS lost runs it fails with the reason instead. Crosses tenants by design, as
+    `documents_recover_stalled` does; claiming makes a duplicate queueing harmless. Returns how many were requeued."""
+    from retrieval.tasks import knowledge_base_reindex as reindex_task
+
+    now = timezone.now()
+    lost = KnowledgeBase.objects.unscoped().filter(_reindex_lost(now))
+    stamp = f"{now:%Y-%m-%d %H:%M} UTC"
+    failed = lost.filter(reindex_attempts__gte=settings.INGEST_MAX_ATTEMPTS).update(
+        reindex_status=ReindexStatus.FAILED,
+        reindex_error=(
+            f"The re-index was interrupted {settings.INGEST_MAX_ATTEMPTS} times (its worker stopped while running it); "
+            f"given up at {stamp}. Check the workers' logs, then start the re-index again."
+        ),
+        reindex_finished_at=now,
+        reindex_claim_token="",
+        reindex_lease_expires_at=None,
+        updated_at=now,
+    )
+    if failed:
+        logger.warning("%s knowledge-base re-indexes failed after repeated interruptions", failed)
+    requeued = 0
+    for tenant_id, knowledge_base_id in lost.values_list("tenant_id", "pk")[:1000]:
+        with transaction.atomic():
+            if not (
+                KnowledgeBase.objects.filter(tenant_id=tenant_id, pk=knowledge_base_id)
+                .filter(_reindex_lost(now))
+                .update(
+                    reindex_claim_token="",
+                    reindex_lease_expires_at=_lease_end(now),
+                    reindex_error=(
+                        f"The re-index stopped making progress (its worker stopped or its task was lost) and was "
+                        f"queued again at {stamp}; it goes on from where it was."
+                    ),
+                    updated_at=now,
+                )
+            ):
+                continue
+            transaction.on_commit(
+                lambda pk=knowledge_base_id, tenant=tenant_id: reindex_task.delay(pk, tenant), robust=True
+            )
+            requeued += 1
+    if requeued:
+        logger.info("requeued %s lost knowledge-base re-indexes", requeued)
+    return requeued
 
 
 def chunk_vectors_upsert(*, chunks: Sequence[Chunk], vectors: Sequence[Sequence[float]], dimension: int) -> int:

@@ -61,7 +61,9 @@ def knowledge_base_reindex(self, knowledge_base_id: int, tenant_id: int) -> None
 
 @shared_task(name="documents_recover_stalled", acks_late=True)
 def documents_recover_stalled() -> int:
-    return services.documents_recover_stalled()
+    """The minute's housekeeping of ingestion: documents and knowledge-base re-indexes whose run was lost are queued
+    again (one beat entry for both, so a deployment's schedule needs nothing new)."""
+    return services.documents_recover_stalled() + services.knowledge_base_reindexes_recover()
 
 
 @shared_task(name="embedding_cache_purge", acks_late=True)

@@ -208,9 +208,11 @@ EMBEDDING_DEVICE = env.str("EMBEDDING_DEVICE", default="cpu")
 INGEST_EMBED_BATCH = env.int("KB_INGEST_EMBED_BATCH", default=512)
 # Documents per indexing task when many arrive at once (ingest command, bulk JSON): larger encode batches.
 INGEST_DOCUMENTS_PER_TASK = env.int("KB_INGEST_DOCUMENTS_PER_TASK", default=128)
-# A worker holds a document for this long without a heartbeat before another run may take it over.
+# A worker holds a document, or a knowledge-base re-index, for this long without a heartbeat before another run may
+# take it over; a re-index silent for this long is noticed as lost and queued again (within a minute more).
 INGEST_LEASE_SECONDS = env.int("KB_INGEST_LEASE_SECONDS", default=600)
-# Runs interrupted this many times (worker killed, e.g. out of memory on this file) end the document as failed.
+# Runs interrupted this many times (worker killed, e.g. out of memory on this file) end the document (or the
+# knowledge-base re-index) as failed.
 INGEST_MAX_ATTEMPTS = env.int("KB_INGEST_MAX_ATTEMPTS", default=5)
 # A document still queued after this long (its task was lost, e.g. broker down at upload) is enqueued again.
 INGEST_QUEUED_STALE_SECONDS = env.int("KB_INGEST_QUEUED_STALE_SECONDS", default=900)

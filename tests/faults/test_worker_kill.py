@@ -15,8 +15,8 @@ from django.conf import settings
 from django.utils import timezone
 
 from retrieval import vectorstore
-from retrieval.models import Chunk, Document, DocumentStatus
-from retrieval.services import documents_recover_stalled, knowledge_base_create
+from retrieval.models import Chunk, Document, DocumentStatus, EmbeddingCacheEntry, KnowledgeBase, ReindexStatus
+from retrieval.services import documents_recover_stalled, knowledge_base_create, knowledge_base_reindexes_recover
 from tests.faults.helpers import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -91,3 +91,56 @@ def test_worker_killed_twice_mid_document_still_indexes_it_exactly_once(
     found = [hit["chunk_id"] for hit in results]
     assert len(found) == len(set(found)) == 50, "no chunk comes back twice"
     assert set(found) <= set(chunk_ids)
+
+
+def test_worker_killed_mid_knowledge_base_reindex_is_noticed_and_the_reindex_finishes(
+    celery_worker_process, milvus_server, api_client, tenant
+):
+    knowledge_base = knowledge_base_create(
+        tenant=tenant, name=f"crash-reindex-{uuid.uuid4().hex[:6]}", chunk_max_tokens=16, chunk_overlap_tokens=0
+    )
+    paragraphs = settings.INGEST_EMBED_BATCH * 4
+    text = "\n\n".join(f"Outcrop {i} shows basalt column {i} above the shoreline." for i in range(paragraphs))
+    response = api_client.post(
+        f"/api/v1/knowledge-bases/{knowledge_base.pk}/documents/", {"title": "crash", "text": text}, format="json"
+    )
+    assert response.status_code == 202, response.content
+    document_id = response.json()["id"]
+    wait_for(
+        lambda: Document.objects.for_tenant(tenant).filter(pk=document_id, status=DocumentStatus.INDEXED).first(),
+        timeout=300,
+        what="the document to be indexed",
+    )
+    # Nothing cached, so the re-index encodes every chunk again and is still running when its worker dies.
+    EmbeddingCacheEntry.objects.for_tenant(tenant).delete()
+    response = api_client.post(f"/api/v1/knowledge-bases/{knowledge_base.pk}/reindex/")
+    assert response.status_code == 202, response.content
+
+    def mid_run() -> KnowledgeBase | None:
+        found = KnowledgeBase.objects.for_tenant(tenant).get(pk=knowledge_base.pk)
+        assert found.reindex_status == ReindexStatus.RUNNING, found.reindex_error
+        return found if 0.25 < found.reindex_progress < 1.0 else None
+
+    wait_for(mid_run, timeout=180, interval=0.02, what="the re-index to pass 25%")
+    celery_worker_process.kill()
+    celery_worker_process.start()
+
+    assert knowledge_base_reindexes_recover() == 0, "a live lease must not be taken over"
+    KnowledgeBase.objects.for_tenant(tenant).filter(pk=knowledge_base.pk).update(
+        reindex_lease_expires_at=timezone.now()  # the clock is moved, not waited for
+    )
+    assert knowledge_base_reindexes_recover() == 1
+    assert "queued again" in KnowledgeBase.objects.for_tenant(tenant).get(pk=knowledge_base.pk).reindex_error
+
+    def done() -> KnowledgeBase | None:
+        found = KnowledgeBase.objects.for_tenant(tenant).get(pk=knowledge_base.pk)
+        assert found.reindex_status != ReindexStatus.FAILED, found.reindex_error
+        return found if found.reindex_status == ReindexStatus.DONE else None
+
+    finished = wait_for(done, timeout=300, interval=0.2, what="the re-index to finish")
+    assert (finished.reindex_attempts, finished.reindex_progress, finished.reindex_error) == (2, 1.0, "")
+    chunks = Chunk.objects.for_tenant(tenant).filter(document_id=document_id).count()
+    vectors = vectorstore.vectors_count(
+        tenant_id=tenant.pk, knowledge_base_id=knowledge_base.pk, dimension=knowledge_base.embedding_dimension
+    )
+    assert vectors == chunks, "exactly one vector per chunk"

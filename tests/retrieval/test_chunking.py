@@ -1,3 +1,7 @@
+import base64
+import hashlib
+import re
+
 import pytest
 
 from retrieval import embeddings
@@ -74,3 +78,52 @@ def test_text_the_model_reads_nothing_of_makes_no_chunk(text):
     assert embeddings.token_count(text) == 0
     assert text_chunk(text=text, max_tokens=50, overlap_tokens=0) == []
     assert text_chunk(text=text, max_tokens=50, overlap_tokens=0, markdown=True) == []
+
+
+def _blob(size: int) -> bytes:
+    return b"".join(hashlib.sha256(str(i).encode()).digest() for i in range(size // 32 + 1))[:size]
+
+
+# Runs the model's WordPiece would read as one [UNK] each (it gives up on a word longer than 100 characters).
+LONG_RUNS = {
+    "hex blob": _blob(2500).hex(),
+    "base64 blob": base64.b64encode(_blob(3750)).decode(),
+    "URL token": "https://example.com/download?token=" + "a1B2c3D4" * 30,
+    "katakana": "カタカナ" * 40,
+    "hangul": "한국어텍스트처리" * 20,
+}
+
+
+def _model_reads(text: str) -> list[int]:
+    """Word-piece ids the embedding model itself reads for `text` (its own tokenizer is the reference)."""
+    return embeddings.embedding_model().tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def _visible(text: str) -> str:
+    return re.sub(r"\s", "", text)
+
+
+@pytest.mark.parametrize("name", LONG_RUNS)
+def test_a_long_run_without_spaces_reaches_the_model_whole_and_is_counted_truly(name):
+    text = f"Before the run comes a sentence. {LONG_RUNS[name]} After the run comes another one."
+    drafts = text_chunk(text=text, max_tokens=60, overlap_tokens=0)
+    unknown = embeddings.embedding_model().tokenizer.unk_token_id
+    for draft in drafts:
+        read = _model_reads(draft.text)
+        assert unknown not in read, draft.text
+        assert draft.token_count == len(read) <= 60
+    # Nothing is lost or reordered: only spaces were put into the run.
+    assert _visible("".join(draft.text for draft in drafts)) == _visible(text)
+
+
+def test_a_client_chunk_with_a_long_run_reaches_the_model_whole():
+    run = LONG_RUNS["hex blob"][:300]
+    (draft,) = prechunked_drafts(chunks=[{"text": f"key: {run}", "external_id": "k"}], max_tokens=254)
+    read = _model_reads(draft.text)
+    assert embeddings.embedding_model().tokenizer.unk_token_id not in read
+    assert draft.token_count == len(read) and _visible(draft.text) == _visible(f"key: {run}")
+
+
+def test_runs_the_model_reads_already_are_left_as_they_are():
+    text = "A normal sentence, https://example.com/a/b?c=d and 自然语言 stay exactly as written."
+    assert [draft.text for draft in text_chunk(text=text, max_tokens=60, overlap_tokens=0)] == [text]

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import json
+import shutil
 from datetime import timedelta
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,12 +14,13 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
-from retrieval import embeddings
+from retrieval import embeddings, services
 from retrieval.embedding_cache import embedding_cache_purge, embeddings_cached
-from retrieval.models import Chunk, Document, EmbeddingCacheEntry, KnowledgeBase
+from retrieval.models import Chunk, Document, DocumentStatus, EmbeddingCacheEntry, KnowledgeBase, SourceKind
 from retrieval.tasks import embedding_cache_purge as embedding_cache_purge_task
+from tests.retrieval.factories import kb_make
 
-MODEL = "test-model"
+MODEL = "test-model@0123456789abcdef"  # a model identity, as embeddings.model_identity() gives
 
 
 def _hash(text: str) -> str:
@@ -48,15 +52,17 @@ def test_a_text_is_encoded_once_per_tenant_and_never_served_from_another_tenants
     texts = ["Invoices are issued on the first day of the month.", "Passwords are reset from the login page."]
     hashes = [_hash(text) for text in texts]
 
-    first, encoded = embeddings_cached(tenant_id=tenant.pk, texts=texts, text_hashes=hashes, model_name=MODEL)
+    first, encoded = embeddings_cached(tenant_id=tenant.pk, texts=texts, text_hashes=hashes, model_identity=MODEL)
     assert encoded == 2
-    again, encoded = embeddings_cached(tenant_id=tenant.pk, texts=texts, text_hashes=hashes, model_name=MODEL)
+    again, encoded = embeddings_cached(tenant_id=tenant.pk, texts=texts, text_hashes=hashes, model_identity=MODEL)
     assert encoded == 0
     np.testing.assert_array_equal(again, first)
     np.testing.assert_allclose(first, embeddings.embed_texts(texts), atol=1e-6)
 
     # The other tenant holds the same text: it is encoded again (no timing tells it the first tenant has it).
-    _, encoded = embeddings_cached(tenant_id=other_tenant.pk, texts=texts[:1], text_hashes=hashes[:1], model_name=MODEL)
+    _, encoded = embeddings_cached(
+        tenant_id=other_tenant.pk, texts=texts[:1], text_hashes=hashes[:1], model_identity=MODEL
+    )
     assert encoded == 1
     assert _hashes(tenant) == set(hashes)
     assert _hashes(other_tenant) == {hashes[0]}
@@ -138,3 +144,102 @@ def test_migration_gives_each_shared_entry_to_the_tenants_that_hold_its_text(ten
     for entry in EmbeddingCacheEntry.objects.unscoped():
         text = next(t for t in vectors if _hash(t) == entry.text_hash)
         assert bytes(entry.vector) == vectors[text]
+
+
+def _process_restart(monkeypatch) -> None:  # noqa: ANN001
+    """Forget the model the process loaded, as a new worker process would."""
+    monkeypatch.setattr(embeddings, "_model", None)
+    embeddings.tokenizer.cache_clear()
+    embeddings.model_identity.cache_clear()
+
+
+@pytest.fixture
+def model_copy(tmp_path, settings, monkeypatch):  # noqa: ANN001, ANN201
+    """A directory named like the bundled model, holding links to its files except the pooling configuration (a
+    copy, so a test can change the model in place); the process uses it for the test, then the bundled model again."""
+    bundled = embeddings.model_path()
+
+    def make(parent: str) -> Path:
+        target = tmp_path / parent / embeddings.BUNDLED_MODEL_NAME
+        for source in bundled.rglob("*"):
+            if source.is_file():
+                (target / source.relative_to(bundled)).parent.mkdir(parents=True, exist_ok=True)
+                if source.name == "config.json" and source.parent.name == "1_Pooling":
+                    shutil.copy(source, target / source.relative_to(bundled))
+                else:
+                    (target / source.relative_to(bundled)).symlink_to(source)
+        return target
+
+    yield make
+    settings.EMBEDDING_MODEL_PATH = ""
+    _process_restart(monkeypatch)
+
+
+def _pooling_set(model_dir: Path, mode: str) -> None:
+    config_path = model_dir / "1_Pooling" / "config.json"
+    config = json.loads(config_path.read_text())
+    for key in ("pooling_mode_cls_token", "pooling_mode_mean_tokens"):
+        config[key] = key == f"pooling_mode_{mode}"
+    config_path.write_text(json.dumps(config))
+
+
+@pytest.mark.django_db
+def test_a_model_changed_in_place_is_not_served_the_old_models_vectors(
+    milvus_server, tenant, settings, monkeypatch, model_copy
+):
+    model_dir = model_copy("models")
+    settings.EMBEDDING_MODEL_PATH = str(model_dir)
+    _process_restart(monkeypatch)
+    kb = kb_make(tenant, name="model-in-place")
+    text = "Glaciers carve U-shaped valleys and leave moraines behind when they retreat."
+    document = Document.objects.create(
+        tenant=tenant, knowledge_base=kb, title="glacier", source_kind=SourceKind.TEXT, source_text=text
+    )
+    assert services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk]).encoded == 1
+
+    # The model in the same directory is replaced by one that pools differently (other vectors), and the workers
+    # restart with it.
+    _pooling_set(model_dir, "cls_token")
+    _process_restart(monkeypatch)
+    services.document_reindex(tenant=tenant, document=document)
+    run = services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk])
+
+    assert run.indexed == [document.pk] and run.encoded == 1, "the old model's cached vector was served"
+    vectors = EmbeddingCacheEntry.objects.for_tenant(tenant).values_list("vector", flat=True)
+    assert len(vectors) == 2
+    new_vector = embeddings.embed_texts([text])[0]
+    assert any(np.allclose(np.frombuffer(bytes(v), dtype=np.float32), new_vector, atol=1e-6) for v in vectors)
+    assert Document.objects.for_tenant(tenant).get(pk=document.pk).status == DocumentStatus.INDEXED
+
+
+def test_a_models_identity_follows_its_files_not_its_directory(settings, monkeypatch, model_copy):
+    identities = {}
+    for parent in ("first", "second", "changed"):
+        model_dir = model_copy(parent)
+        if parent == "changed":
+            _pooling_set(model_dir, "cls_token")
+        settings.EMBEDDING_MODEL_PATH = str(model_dir)
+        _process_restart(monkeypatch)
+        identities[parent] = embeddings.model_identity()
+    assert identities["first"] == identities["second"]  # the same model elsewhere keeps its cached vectors
+    assert identities["changed"] != identities["first"]
+    assert identities["first"].startswith(f"{embeddings.BUNDLED_MODEL_NAME}@")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migration_drops_the_entries_keyed_by_a_model_directorys_name_alone(tenant):
+    before = [("retrieval", "0005_embedding_cache_tenant_required")]
+    after = [("retrieval", "0006_embedding_cache_keyed_by_model_identity")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    try:
+        entry_model = executor.loader.project_state(before).apps.get_model("retrieval", "EmbeddingCacheEntry")
+        for model_name, text in (("all-MiniLM-L6-v2", "keyed by name"), (MODEL, "keyed by identity")):
+            entry_model.objects.create(tenant_id=tenant.pk, model_name=model_name, text_hash=_hash(text), vector=b"")
+        MigrationExecutor(connection).migrate(after)
+    finally:
+        MigrationExecutor(connection).migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+
+    assert list(EmbeddingCacheEntry.objects.for_tenant(tenant).values_list("model_name", "text_hash")) == [
+        (MODEL, _hash("keyed by identity"))
+    ]

@@ -13,6 +13,7 @@ import pytest
 from celery.exceptions import SoftTimeLimitExceeded
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
 from retrieval import services, tasks, vectorstore
@@ -423,3 +424,168 @@ def test_a_knowledge_base_reindex_that_outlasts_the_task_time_limit_is_continued
     kb.refresh_from_db()
     assert (kb.reindex_status, kb.reindex_progress) == ("done", 1.0), kb.reindex_error
     assert shown == sorted(shown), "the progress shown went back"
+
+
+@pytest.mark.django_db
+def test_a_model_mismatch_says_the_failed_document_needs_its_own_reindex_and_that_is_what_works(milvus_server, tenant):
+    kb = kb_make(tenant, name="retired-model")
+    KnowledgeBase.objects.for_tenant(tenant).filter(pk=kb.pk).update(embedding_model="retired-model")
+    document = _queued(tenant, kb, "volcano")
+
+    message = services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk]).failed[document.pk]
+    assert "'retired-model'" in message and "re-index the knowledge base" in message.lower()
+    assert "then re-index this document" in message
+
+    # As the message says: the knowledge-base re-index alone leaves the failed document failed ...
+    services.knowledge_base_reindex_start(tenant=tenant, knowledge_base=kb)
+    services.knowledge_base_reindex(tenant_id=tenant.pk, knowledge_base_id=kb.pk)
+    document.refresh_from_db()
+    assert document.status == DocumentStatus.FAILED
+    # ... and re-indexing the document afterwards indexes it.
+    services.document_reindex(tenant=tenant, document=document)
+    assert services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk]).indexed == [document.pk]
+
+
+class _Clock:
+    """Django's clock, moved forward by the test (timezone.now is what every lease is written and read with)."""
+
+    def __init__(self, monkeypatch) -> None:  # noqa: ANN001
+        self.offset = timedelta()
+        real_now = timezone.now
+        monkeypatch.setattr(timezone, "now", lambda: real_now() + self.offset)
+
+    def advance(self, seconds: float) -> None:
+        self.offset += timedelta(seconds=seconds)
+
+
+def _requeued(monkeypatch) -> list[tuple]:  # noqa: ANN001
+    """The re-index tasks queued from now on (recorded instead of sent to the broker)."""
+    sent: list[tuple] = []
+    monkeypatch.setattr(tasks.knowledge_base_reindex, "delay", lambda *args: sent.append(args))
+    return sent
+
+
+class _WorkerKilled(BaseException):
+    """What the run sees of a worker killed under it: nothing after this point runs, not even its except blocks."""
+
+
+@pytest.mark.django_db
+def test_a_knowledge_base_reindex_whose_task_was_lost_is_noticed_within_its_lease_and_resumed(
+    milvus_server, tenant, settings, monkeypatch, django_capture_on_commit_callbacks
+):
+    kb = kb_make(tenant, name="reindex-lost")
+    ids = [_queued(tenant, kb, key).pk for key in TEXTS]
+    services.documents_index(tenant_id=tenant.pk, document_ids=ids)
+    clock = _Clock(monkeypatch)
+    sent = _requeued(monkeypatch)
+    with django_capture_on_commit_callbacks(execute=False):
+        services.knowledge_base_reindex_start(tenant=tenant, knowledge_base=kb)  # its task never arrives
+
+    clock.advance(settings.INGEST_LEASE_SECONDS - 30)
+    with django_capture_on_commit_callbacks(execute=True):
+        tasks.documents_recover_stalled.apply()  # the beat task, every minute: too early to call it lost
+    assert sent == []
+    with pytest.raises(services.ConflictError):
+        services.knowledge_base_reindex_start(tenant=tenant, knowledge_base=kb)
+
+    clock.advance(60)
+    with django_capture_on_commit_callbacks(execute=True):
+        tasks.documents_recover_stalled.apply()
+    kb.refresh_from_db()
+    assert sent == [(kb.pk, tenant.pk)]
+    assert kb.reindex_status == "running"
+    assert "stopped" in kb.reindex_error and "queued again" in kb.reindex_error
+
+    tasks.knowledge_base_reindex.apply(args=sent[0])  # the queued task runs
+    kb.refresh_from_db()
+    assert (kb.reindex_status, kb.reindex_progress, kb.reindex_error) == ("done", 1.0, "")
+    assert _vector_count(kb) == len(ids)
+
+
+@pytest.mark.django_db
+def test_a_slow_knowledge_base_reindex_that_keeps_moving_is_left_alone(
+    milvus_server, tenant, settings, monkeypatch, django_capture_on_commit_callbacks
+):
+    settings.INGEST_EMBED_BATCH = 1
+    kb = kb_make(tenant, name="reindex-slow")
+    ids = [_queued(tenant, kb, key).pk for key in TEXTS]
+    services.documents_index(tenant_id=tenant.pk, document_ids=ids)
+    clock = _Clock(monkeypatch)
+    sent = _requeued(monkeypatch)
+    with django_capture_on_commit_callbacks(execute=False):
+        services.knowledge_base_reindex_start(tenant=tenant, knowledge_base=kb)
+    embed = services.embeddings_cached
+    duplicate_runs: list[int] = []
+
+    nested: list[bool] = []
+
+    def slow_batch(**kwargs):  # noqa: ANN003, ANN202
+        if nested:  # inside a duplicate run (there should be none)
+            return embed(**kwargs)
+        # Each batch takes most of a lease: three of them outlast it, but the run says it is alive after each.
+        clock.advance(settings.INGEST_LEASE_SECONDS * 0.7)
+        with django_capture_on_commit_callbacks(execute=True):
+            tasks.documents_recover_stalled.apply()
+        # A second delivery of the task meanwhile finds the run alive and does nothing.
+        nested.append(True)
+        try:
+            duplicate_runs.append(services.knowledge_base_reindex(tenant_id=tenant.pk, knowledge_base_id=kb.pk))
+        finally:
+            nested.pop()
+        return embed(**kwargs)
+
+    monkeypatch.setattr(services, "embeddings_cached", slow_batch)
+    assert services.knowledge_base_reindex(tenant_id=tenant.pk, knowledge_base_id=kb.pk) == len(ids)
+
+    kb.refresh_from_db()
+    assert sent == [] and duplicate_runs == [0] * len(ids)
+    assert (kb.reindex_status, kb.reindex_progress, kb.reindex_error) == ("done", 1.0, "")
+
+
+@pytest.mark.django_db
+def test_a_knowledge_base_reindex_that_keeps_killing_its_worker_ends_failed_with_the_reason(
+    milvus_server, tenant, settings, monkeypatch, django_capture_on_commit_callbacks
+):
+    settings.INGEST_MAX_ATTEMPTS = 2
+    kb = kb_make(tenant, name="reindex-killer")
+    services.documents_index(tenant_id=tenant.pk, document_ids=[_queued(tenant, kb, "volcano").pk])
+    clock = _Clock(monkeypatch)
+    sent = _requeued(monkeypatch)
+    with django_capture_on_commit_callbacks(execute=False):
+        services.knowledge_base_reindex_start(tenant=tenant, knowledge_base=kb)
+
+    def killed(**kwargs):  # noqa: ANN003, ANN202
+        raise _WorkerKilled()
+
+    monkeypatch.setattr(services, "embeddings_cached", killed)
+    for _ in range(settings.INGEST_MAX_ATTEMPTS):
+        with pytest.raises(_WorkerKilled):
+            services.knowledge_base_reindex(tenant_id=tenant.pk, knowledge_base_id=kb.pk)
+        clock.advance(settings.INGEST_LEASE_SECONDS + 60)
+        with django_capture_on_commit_callbacks(execute=True):
+            tasks.documents_recover_stalled.apply()
+
+    kb.refresh_from_db()
+    assert len(sent) == settings.INGEST_MAX_ATTEMPTS - 1
+    assert kb.reindex_status == "failed" and "interrupted 2 times" in kb.reindex_error
+    services.knowledge_base_reindex_start(tenant=tenant, knowledge_base=kb)  # it can be started again
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migration_gives_a_reindex_running_at_the_upgrade_a_lease_from_its_last_move(tenant, settings):
+    before = [("retrieval", "0006_embedding_cache_keyed_by_model_identity")]
+    after = [("retrieval", "0007_knowledge_base_reindex_lease")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    try:
+        kb_model = executor.loader.project_state(before).apps.get_model("retrieval", "KnowledgeBase")
+        moved = timezone.now() - timedelta(minutes=3)
+        running = kb_model.objects.create(tenant_id=tenant.pk, name="running", reindex_status="running")
+        kb_model.objects.create(tenant_id=tenant.pk, name="idle")
+        kb_model.objects.filter(pk=running.pk).update(updated_at=moved)
+        MigrationExecutor(connection).migrate(after)
+    finally:
+        MigrationExecutor(connection).migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+
+    leases = dict(KnowledgeBase.objects.for_tenant(tenant).values_list("name", "reindex_lease_expires_at"))
+    assert leases == {"running": moved + timedelta(seconds=settings.INGEST_LEASE_SECONDS), "idle": None}

@@ -4,12 +4,15 @@ and the admin (real PostgreSQL under CI, Redis and `milvus-lite server`)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.contrib.messages import get_messages
 from django.core.files.storage import default_storage
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
+from django.utils import timezone
 
 from conversations.models import Conversation, DedupEvent, Turn
 from conversations.services import conversation_create, dedup_policy_update, turn_ask
@@ -121,7 +124,9 @@ def test_with_milvus_down_nothing_is_deleted_and_the_api_says_503(services, tena
 
 def test_a_knowledge_base_being_reindexed_is_not_deleted(services, tenant):
     kb = indexed_kb(tenant, name="busy")
-    KnowledgeBase.objects.for_tenant(tenant).filter(pk=kb.pk).update(reindex_status=ReindexStatus.RUNNING)
+    KnowledgeBase.objects.for_tenant(tenant).filter(pk=kb.pk).update(
+        reindex_status=ReindexStatus.RUNNING, reindex_lease_expires_at=timezone.now() + timedelta(minutes=5)
+    )
     with pytest.raises(ConflictError):
         knowledge_base_delete(tenant=tenant, knowledge_base=KnowledgeBase.objects.for_tenant(tenant).get(pk=kb.pk))
     assert _chunk_vectors(kb)
