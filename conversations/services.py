@@ -507,10 +507,14 @@ def duplicate_candidates(
     since = timezone.now() - timedelta(seconds=policy.ttl_seconds)
     fields = STORED_QUESTION_FIELDS
     if policy.scope == DedupScope.USER:
+        # The newest pairs of this model only: another model's would take places among the newest and never match.
         rows = list(
             Turn.objects.for_tenant(tenant)
             .filter(
-                knowledge_base_id=conversation.knowledge_base_id, user_id=conversation.user_id, created_at__gte=since
+                knowledge_base_id=conversation.knowledge_base_id,
+                user_id=conversation.user_id,
+                created_at__gte=since,
+                question_vector_model=model,
             )
             .order_by("-created_at")
             .values_list(*fields)[:USER_SCOPE_MAX_PAIRS]

@@ -127,6 +127,25 @@ def test_a_user_pair_of_the_old_model_is_not_served_after_a_switch(api_client, t
     assert served["dedup"]["matched_turn_id"] == again["turn_id"]
 
 
+def test_the_user_scope_window_holds_pairs_of_the_model_in_use_only(
+    api_client, tenant, kb, switch_model, settings, monkeypatch
+):
+    """User scope compares the user's newest pairs: another model's pairs must not take those places. Asked under
+    the bundled model, then the rotated one, then the bundled one again (the operator switched back), the first pair
+    is still found with a window of one pair, the rotated model's newer pair notwithstanding."""
+    monkeypatch.setattr(services, "USER_SCOPE_MAX_PAIRS", 1)
+    dedup_policy_update(tenant=tenant, scope="user")
+    first = ask(api_client, start(api_client, kb, user_id="u1"), QUESTION)
+    bundled = embeddings.embedding_model()
+    switch_model()
+    ask(api_client, start(api_client, kb, user_id="u1"), "Which plans include single sign-on?")
+    monkeypatch.setattr(embeddings, "_model", bundled)
+    settings.EMBEDDING_MODEL_PATH = ""
+    again = ask(api_client, start(api_client, kb, user_id="u1"), QUESTION)
+    assert again["dedup"]["action"] == "served_cached", again["dedup"]
+    assert again["dedup"]["matched_turn_id"] == first["turn_id"]
+
+
 def test_a_tenant_pair_of_the_old_model_is_not_served_after_a_switch(api_client, tenant, kb, switch_model):
     dedup_policy_update(tenant=tenant, scope="tenant")
     first = ask(api_client, start(api_client, kb, user_id="a"), QUESTION)
