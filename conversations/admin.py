@@ -156,7 +156,7 @@ class DedupPolicyAdmin(SettingsPageMixin, TenantScopedAdmin):
 @admin.register(Intent)
 class IntentAdmin(SettingsPageMixin, TenantScopedAdmin):
     list_display = ("name", "tenant", "behaviour", "is_builtin", "example_count", "settings_link")
-    exclude = ("example_vectors",)
+    exclude = ("example_vectors", "example_vectors_model")
     view_roles = SUPPORT_ROLES
 
     @admin.display(description="Examples")

@@ -154,11 +154,16 @@ TOPICLESS_BEHAVIOURS = frozenset({"smalltalk", "repeat", "elaborate"})
 
 
 def names_topic(
-    *, vectors: Sequence[np.ndarray], intents: Sequence[IntentExamples], floor: float = INTENT_FLOOR
+    *,
+    vectors: Sequence[np.ndarray],
+    intents: Sequence[IntentExamples],
+    floor: float = INTENT_FLOOR,
+    comparable: Sequence[bool] | None = None,
 ) -> list[bool]:
     """For each question vector, whether that question is about something of its own: False when its intent (by
-    `intent_classify`'s rule) has a behaviour in TOPICLESS_BEHAVIOURS. A vector of another size than the intents'
-    (asked before a model change) cannot be classified and counts as naming one."""
+    `intent_classify`'s rule) has a behaviour in TOPICLESS_BEHAVIOURS. A vector made by another model than the
+    intents' (asked before a model change: `comparable` False, or another size) cannot be classified and counts as
+    naming one."""
     flags = [True] * len(vectors)
     usable = [intent for intent in intents if intent.vectors is not None and len(intent.vectors)]
     if not usable or not flags:
@@ -170,7 +175,7 @@ def names_topic(
         [np.full(len(intent.vectors), intent.behaviour in TOPICLESS_BEHAVIOURS) for intent in usable]
     )
     for index, vector in enumerate(vectors):
-        if np.shape(vector) != (dimension,):
+        if np.shape(vector) != (dimension,) or (comparable is not None and not comparable[index]):
             continue
         # One matrix-vector product per question, not one matrix product for all: OpenBLAS runs a matrix product
         # on a thread per core that then spins beside the database (26-40 ms of CPU per cache hit on two cores,
@@ -236,6 +241,8 @@ FOLLOWUP_CONTEXT_FLOOR = 0.90
 # Without a duplicate head for the embedding model in use (a tenant deployment with another model), cosine is the
 # whole decision, and the gate never sits below what plain cosine was measured to need on QQP for the bundled model.
 HEADLESS_THRESHOLD_FLOOR = 0.90
+# The reason of a miss whose every stored question in scope was embedded by another model than the one in use.
+OTHER_MODEL_REASON = "stored questions of another embedding model"
 
 
 def _words(text: str) -> list[str]:
@@ -399,6 +406,9 @@ class StoredQuestion:
     # Vector of the question asked just before it in its conversation (None for a first turn).
     previous_vector: np.ndarray | None = None
     answerable: bool = True  # has a stored answer
+    # The embedding model that made `vector` (`retrieval.embeddings.model_id`; "" when not recorded). Read only when
+    # `duplicate_decide` is told the question's model (`vector_model`); None, not said, then counts as another model.
+    vector_model: str | None = None
 
 
 @dataclass(frozen=True)
@@ -417,14 +427,25 @@ class DuplicateDecision:
     gate: float | None = None
 
 
-def followup_context(*, previous_vector: np.ndarray | None, previous_names_topic: bool) -> np.ndarray | None:
+def followup_context(
+    *, previous_vector: np.ndarray | None, previous_names_topic: bool, previous_comparable: bool = True
+) -> np.ndarray | None:
     """The context the follow-up guard reads a question in: the vector of the question asked just before it (None
     for a first turn). When that question named no topic of its own (small talk, "show me that again"), the topic
     lies further back and is not known here: the context is then a zero vector, alike to no other, so the guard
-    refuses every pair that needs it ("and for admins?" after "thanks" is about whatever came before the thanks)."""
-    if previous_vector is None or previous_names_topic:
+    refuses every pair that needs it ("and for admins?" after "thanks" is about whatever came before the thanks).
+    So it is when that vector was made by another embedding model than the one in use (`previous_comparable`
+    False, see `vectors_comparable`): it says nothing in this model's space."""
+    if previous_vector is None or (previous_names_topic and previous_comparable):
         return previous_vector
     return np.zeros_like(previous_vector)
+
+
+def vectors_comparable(*, stored_model: str | None, current_model: str) -> bool:
+    """Whether a stored vector may be compared with a vector of `current_model`: only when the same model made it.
+    Two models of one size give cosines that look like any other and mean nothing, so a vector of another model, or
+    of one not recorded ("": stored before model ids were kept), is never compared."""
+    return bool(stored_model) and stored_model == current_model
 
 
 def followup_context_matches(
@@ -490,6 +511,7 @@ def duplicate_decide(
     pair_model: PairModel | None = None,
     embedding_model: str | None = None,
     use_head: bool = True,
+    vector_model: str | None = None,
 ) -> DuplicateDecision:
     """The best candidate (by cosine) at or above `threshold` that also passes, in this order: it has a stored
     answer; the questions do not conflict (`questions_conflict`); the duplicate head calls the pair a duplicate
@@ -500,11 +522,19 @@ def duplicate_decide(
     trained on another embedding model (`embedding_model` names the one in use; None means "the head's own") or for
     another vector size cannot score the pair: the decision then runs without it, on cosine and the other checks,
     with the gate raised to at least HEADLESS_THRESHOLD_FLOOR; so it does with `use_head=False` (the operator's
-    KB_DUPLICATE_HEAD). Candidates embedded by another model (a different
-    vector size, e.g. stored before a model change) are not comparable and are left out."""
-    candidates = [c for c in candidates if c.vector.shape == question_vector.shape]
-    if not candidates:
-        return DuplicateDecision(hit=False)
+    KB_DUPLICATE_HEAD). Candidates embedded by another model are not comparable and are left out: those of another
+    vector size, and, when `vector_model` names the model that made `question_vector`, those whose `vector_model`
+    is not that one (`vectors_comparable`: stored before a model change, even of the same size). When that leaves
+    none, the miss says so in its reason."""
+    comparable = [
+        c
+        for c in candidates
+        if c.vector.shape == question_vector.shape
+        and (vector_model is None or vectors_comparable(stored_model=c.vector_model, current_model=vector_model))
+    ]
+    if not comparable:
+        return DuplicateDecision(hit=False, reason=OTHER_MODEL_REASON if candidates else "")
+    candidates = comparable
     model = pair_model if pair_model is not None else pair_model_default()
     if not head_applies(
         use_head=use_head, embedding_model=embedding_model, dimension=question_vector.shape[0], pair_model=model

@@ -92,6 +92,12 @@ class Turn(TenantOwnedModel):
     number = models.PositiveIntegerField()
     question = models.TextField()
     question_vector = models.BinaryField(help_text="float32 little-endian, L2-normalised")
+    # The embedding model that made `question_vector` (`retrieval.embeddings.model_id`): the vector is compared only
+    # with vectors of that model. Empty for turns written before it was recorded, whose model is unknown: they never
+    # match (a miss costs a fresh answer; a cosine across two models serves a wrong one).
+    question_vector_model = models.CharField(
+        max_length=16, blank=True, default="", help_text="Id of the embedding model that made the question vector."
+    )
     intent = models.CharField(max_length=64, default=INTENT_OTHER)
     mode = models.CharField(max_length=10, default="answer")
     answer = models.TextField(blank=True, default="")
@@ -178,8 +184,10 @@ class Intent(TenantOwnedModel):
     name = models.SlugField(max_length=64)
     behaviour = models.CharField(max_length=10, choices=IntentBehaviour.choices, default=IntentBehaviour.NORMAL)
     examples = models.JSONField(default=list)
-    # Embeddings of `examples` (float32 rows), filled on first use; cleared whenever the examples change.
+    # Embeddings of `examples` (float32 rows), filled on first use; cleared whenever the examples change, and made
+    # again when `example_vectors_model` is not the model in use (`retrieval.embeddings.model_id`).
     example_vectors = models.BinaryField(null=True, blank=True)
+    example_vectors_model = models.CharField(max_length=16, blank=True, default="")
     is_builtin = models.BooleanField(default=False)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -57,6 +57,7 @@ from conversations.state import (
 from kbplatform.errors import ApplicationError, ConflictError, NotFoundError, ServiceUnavailableError
 from retrieval import vectorstore
 from retrieval.embeddings import embed_query, embed_texts, embedding_dimension, token_count
+from retrieval.embeddings import model_id as embedding_model_id
 from retrieval.embeddings import model_name as embedding_model_name
 from retrieval.models import Chunk, KnowledgeBase
 from retrieval.selectors import ChunkHit, chunk_search
@@ -183,7 +184,8 @@ def question_index_backfill(
     *, tenant_id: int, turn_ids: list[int] | None = None, batch_size: int = QUESTION_BACKFILL_BATCH
 ) -> int:
     """Index the tenant's questions asked within its policy's TTL (only those of `turn_ids`, when given) for
-    tenant-scope dedup; returns how many. Safe to run twice (an upsert by turn id) and a no-op when the tenant no
+    tenant-scope dedup; returns how many. Only questions the embedding model in use embedded are indexed: no other
+    can be compared with a new question. Safe to run twice (an upsert by turn id) and a no-op when the tenant no
     longer uses tenant scope. Raises VectorStoreUnavailable for the task to retry."""
     tenant = Tenant.objects.filter(pk=tenant_id).first()
     if tenant is None:
@@ -192,11 +194,16 @@ def question_index_backfill(
     if policy.scope != DedupScope.TENANT:
         return 0
     since = timezone.now() - timedelta(seconds=policy.ttl_seconds)
+    model = embedding_model_id()
     turns = (
         Turn.objects.for_tenant(tenant)
-        .filter(created_at__gte=since, **({"pk__in": turn_ids} if turn_ids is not None else {}))
+        .filter(
+            created_at__gte=since,
+            question_vector_model=model,
+            **({"pk__in": turn_ids} if turn_ids is not None else {}),
+        )
         .order_by("pk")
-        .values_list("pk", "knowledge_base_id", "created_at", "question_vector", "knowledge_base__embedding_dimension")
+        .values_list("pk", "knowledge_base_id", "created_at", "question_vector")
     )
     indexed = 0
     last_pk = 0
@@ -204,48 +211,53 @@ def question_index_backfill(
         batch = list(turns.filter(pk__gt=last_pk)[:batch_size])
         if not batch:
             return indexed
-        by_dimension: dict[int, list[vectorstore.QuestionVector]] = {}
-        for pk, knowledge_base_id, created_at, vector, dimension in batch:
-            by_dimension.setdefault(dimension, []).append(
-                vectorstore.QuestionVector(
-                    turn_id=pk,
-                    tenant_id=tenant.pk,
-                    knowledge_base_id=knowledge_base_id,
-                    created_ts=_epoch(created_at),
-                    vector=vector_from_bytes(vector),
-                )
+        rows = [
+            vectorstore.QuestionVector(
+                turn_id=pk,
+                tenant_id=tenant.pk,
+                knowledge_base_id=knowledge_base_id,
+                created_ts=_epoch(created_at),
+                vector=vector_from_bytes(vector),
             )
-        for dimension, rows in by_dimension.items():
-            # Questions embedded before a model change have another size: the current index cannot take them.
-            rows = [row for row in rows if len(row.vector) == dimension]
-            indexed += vectorstore.question_vectors_upsert(rows=rows, dimension=dimension)
+            for pk, knowledge_base_id, created_at, vector in batch
+        ]
+        indexed += vectorstore.question_vectors_upsert(rows=rows, model=model)
         last_pk = batch[-1][0]
 
 
 # --- intents --------------------------------------------------------------------------------------------------------
 
-_intent_vectors: dict[tuple[int, str], np.ndarray] = {}
+_intent_vectors: dict[tuple[int, str, str], np.ndarray] = {}  # (intent id, its last change, model id) -> vectors
 
 
 def intents_load(*, tenant: Tenant) -> list[decisions.IntentExamples]:
-    """The tenant's intents with their example vectors: embedded once and stored on the row, then kept per
-    process keyed by the row's last change, so a turn reads one small query and embeds nothing here. Vectors stored
-    by a model of another size (before a model change) are embedded again: they cannot be compared with a question."""
+    """The tenant's intents with their example vectors: embedded once and stored on the row with the id of the
+    model that made them, then kept per process keyed by the row's last change and the model, so a turn reads one
+    small query and embeds nothing here. Vectors stored by another model (before a model change, or before the model
+    was recorded) are embedded again: they cannot be compared with a question, whatever their size."""
+    model = embedding_model_id()
     rows = list(
-        Intent.objects.for_tenant(tenant).only("pk", "name", "behaviour", "examples", "example_vectors", "updated_at")
+        Intent.objects.for_tenant(tenant).only(
+            "pk", "name", "behaviour", "examples", "example_vectors", "example_vectors_model", "updated_at"
+        )
     )
     loaded: list[decisions.IntentExamples] = []
     for intent in rows:
-        key = (intent.pk, intent.updated_at.isoformat())
+        key = (intent.pk, intent.updated_at.isoformat(), model)
         vectors = _intent_vectors.get(key)
         if vectors is None:
             stored_floats = len(intent.example_vectors or b"") // 4
-            if stored_floats and stored_floats == len(intent.examples) * embedding_dimension():
+            if (
+                stored_floats
+                and decisions.vectors_comparable(stored_model=intent.example_vectors_model, current_model=model)
+                and stored_floats == len(intent.examples) * embedding_dimension()
+            ):
                 vectors = vector_from_bytes(intent.example_vectors).reshape(len(intent.examples), -1)
             else:
                 vectors = embed_texts([str(e) for e in intent.examples]) if intent.examples else np.zeros((0, 1))
                 Intent.objects.for_tenant(tenant).filter(pk=intent.pk).update(
-                    example_vectors=vector_to_bytes(vectors) if len(vectors) else None
+                    example_vectors=vector_to_bytes(vectors) if len(vectors) else None,
+                    example_vectors_model=model if len(vectors) else "",
                 )
             _intent_vectors[key] = vectors
         loaded.append(decisions.IntentExamples(name=intent.name, behaviour=intent.behaviour, vectors=vectors))
@@ -270,8 +282,8 @@ def turn_settings_load(*, tenant: Tenant) -> TurnSettings:
     else read from the database (and kept). Loading after the version was read, a copy is never older than the
     version it is kept under; at worst it is newer, and is then read again on the next change."""
     # The creation time is in the key too: a tenant id can come back (a test's rolled-back rows, a restored
-    # database), its version count with it.
-    version = (tenant.created_at, tenant.settings_version)
+    # database), its version count with it. So is the embedding model: the intents' vectors are that model's.
+    version = (tenant.created_at, tenant.settings_version, embedding_model_id())
     cached = _turn_settings.get(tenant.pk)
     if cached is not None and cached[0] == version:
         return cached[1]
@@ -373,37 +385,77 @@ def _epoch(moment: datetime) -> int:
     return int(moment.timestamp())
 
 
-def _previous_vectors(*, tenant: Tenant, turns: list[tuple[int, int]]) -> dict[tuple[int, int], np.ndarray]:
-    """(conversation id, number) -> question vector of the turn before it, for the turns that have one."""
+# What `_stored_from_rows` reads of each candidate turn.
+STORED_QUESTION_FIELDS = (
+    "pk",
+    "question",
+    "question_vector",
+    "question_vector_model",
+    "conversation_id",
+    "number",
+    "answer",
+)
+
+
+def _previous_vectors(*, tenant: Tenant, turns: list[tuple[int, int]]) -> dict[tuple[int, int], tuple[np.ndarray, str]]:
+    """(conversation id, number) -> question vector of the turn before it and the model that made it, for the turns
+    that have one."""
     wanted = [(conversation_id, number - 1) for conversation_id, number in turns if number > 1]
     if not wanted:
         return {}
     query = Q()
     for conversation_id, number in wanted:
         query |= Q(conversation_id=conversation_id, number=number)
-    rows = Turn.objects.for_tenant(tenant).filter(query).values_list("conversation_id", "number", "question_vector")
-    return {(c, n + 1): vector_from_bytes(v) for c, n, v in rows}
+    rows = (
+        Turn.objects.for_tenant(tenant)
+        .filter(query)
+        .values_list("conversation_id", "number", "question_vector", "question_vector_model")
+    )
+    return {(c, n + 1): (vector_from_bytes(v), model) for c, n, v, model in rows}
 
 
 def _stored_from_rows(
-    *, tenant: Tenant, rows: list[tuple], intents: list[decisions.IntentExamples]
+    *, tenant: Tenant, rows: list[tuple], intents: list[decisions.IntentExamples], model: str
 ) -> list[decisions.StoredQuestion]:
-    previous = _previous_vectors(tenant=tenant, turns=[(row[3], row[4]) for row in rows])
-    topics = dict(zip(previous, decisions.names_topic(vectors=list(previous.values()), intents=intents), strict=True))
-    return [
-        decisions.StoredQuestion(
-            turn_id=pk,
-            question=question,
-            vector=vector_from_bytes(vector),
-            conversation_id=conversation_id,
-            previous_vector=decisions.followup_context(
-                previous_vector=previous.get((conversation_id, number)),
-                previous_names_topic=topics.get((conversation_id, number), True),
+    """The QA pairs of `rows` (STORED_QUESTION_FIELDS) with the context each was asked in; `model` is the embedding
+    model in use (the previous questions of another model are an unknown context)."""
+    previous = _previous_vectors(
+        tenant=tenant, turns=[(conversation_id, number) for _, _, _, _, conversation_id, number, _ in rows]
+    )
+    comparable = {
+        key: decisions.vectors_comparable(stored_model=vector_model, current_model=model)
+        for key, (_, vector_model) in previous.items()
+    }
+    topics = dict(
+        zip(
+            previous,
+            decisions.names_topic(
+                vectors=[vector for vector, _ in previous.values()],
+                intents=intents,
+                comparable=list(comparable.values()),
             ),
-            answerable=bool(answer),
+            strict=True,
         )
-        for pk, question, vector, conversation_id, number, answer in rows
-    ]
+    )
+    stored = []
+    for pk, question, vector, vector_model, conversation_id, number, answer in rows:
+        key = (conversation_id, number)
+        stored.append(
+            decisions.StoredQuestion(
+                turn_id=pk,
+                question=question,
+                vector=vector_from_bytes(vector),
+                conversation_id=conversation_id,
+                previous_vector=decisions.followup_context(
+                    previous_vector=previous[key][0] if key in previous else None,
+                    previous_names_topic=topics.get(key, True),
+                    previous_comparable=comparable.get(key, True),
+                ),
+                answerable=bool(answer),
+                vector_model=vector_model,
+            )
+        )
+    return stored
 
 
 def duplicate_candidates(
@@ -415,9 +467,12 @@ def duplicate_candidates(
     question_vector: np.ndarray,
     intents: list[decisions.IntentExamples],
     recent_topics: list[bool],
+    model: str,
 ) -> list[decisions.StoredQuestion]:
     """The QA pairs in the policy's scope that could answer the question, each with the context it was asked in
-    (`decisions.followup_context`). `recent_topics`: `decisions.names_topic` of the state's recent turns."""
+    (`decisions.followup_context`) and the embedding model that made its vector (`duplicate_decide` compares only
+    those of `model`, the one in use; tenant scope searches that model's questions only). `recent_topics`:
+    `decisions.names_topic` of the state's recent turns."""
     if policy.scope == DedupScope.SESSION or (policy.scope == DedupScope.USER and not conversation.user_id):
         recent = state.recent_turns[-policy.question_window :]
         offset = len(state.recent_turns) - len(recent)
@@ -427,7 +482,11 @@ def duplicate_candidates(
             # None when the turn before lies outside the cached history: the follow-up guard then refuses.
             previous = (
                 decisions.followup_context(
-                    previous_vector=state.recent_turns[before].vector, previous_names_topic=recent_topics[before]
+                    previous_vector=state.recent_turns[before].vector,
+                    previous_names_topic=recent_topics[before],
+                    previous_comparable=decisions.vectors_comparable(
+                        stored_model=state.recent_turns[before].vector_model, current_model=model
+                    ),
                 )
                 if before >= 0
                 else None
@@ -440,27 +499,32 @@ def duplicate_candidates(
                     conversation_id=conversation.pk,
                     previous_vector=previous,
                     answerable=turn.answerable,
+                    vector_model=turn.vector_model,
                 )
             )
         return stored
     since = timezone.now() - timedelta(seconds=policy.ttl_seconds)
-    fields = ("pk", "question", "question_vector", "conversation_id", "number", "answer")
+    fields = STORED_QUESTION_FIELDS
     if policy.scope == DedupScope.USER:
+        # The newest pairs of this model only: another model's would take places among the newest and never match.
         rows = list(
             Turn.objects.for_tenant(tenant)
             .filter(
-                knowledge_base_id=conversation.knowledge_base_id, user_id=conversation.user_id, created_at__gte=since
+                knowledge_base_id=conversation.knowledge_base_id,
+                user_id=conversation.user_id,
+                created_at__gte=since,
+                question_vector_model=model,
             )
             .order_by("-created_at")
             .values_list(*fields)[:USER_SCOPE_MAX_PAIRS]
         )
-        return _stored_from_rows(tenant=tenant, rows=rows, intents=intents)
+        return _stored_from_rows(tenant=tenant, rows=rows, intents=intents, model=model)
     hits = vectorstore.question_vectors_search(
         tenant_id=tenant.pk,
         knowledge_base_id=conversation.knowledge_base_id,
         query_vector=question_vector,
         limit=TENANT_SCOPE_CANDIDATES,
-        dimension=conversation.knowledge_base.embedding_dimension,
+        model=model,
         created_after=_epoch(since),
     )
     if not hits:
@@ -470,7 +534,7 @@ def duplicate_candidates(
         .filter(pk__in=[hit.turn_id for hit in hits], created_at__gte=since)
         .values_list(*fields)
     )
-    return _stored_from_rows(tenant=tenant, rows=rows, intents=intents)
+    return _stored_from_rows(tenant=tenant, rows=rows, intents=intents, model=model)
 
 
 def stored_answer_of(*, tenant: Tenant, state: ConversationState, turn_id: int) -> StoredAnswer | None:
@@ -598,14 +662,21 @@ def turn_ask(
     timings: dict[str, float] = {"state": (time.perf_counter() - started) * 1000}
 
     mark = time.perf_counter()
+    model = embedding_model_id()
     question_vector = embed_query(question)
     timings["embed"] = (time.perf_counter() - mark) * 1000
     intent, behaviour, _ = decisions.intent_classify(question_vector=question_vector, intents=turn_settings.intents)
     plan = decisions.turn_plan(policy=policy, intent=intent, behaviour=behaviour, force_refresh=force_refresh)
+    # Which recent questions this model embedded: no other vector is compared with this one's.
+    recent_comparable = [
+        decisions.vectors_comparable(stored_model=t.vector_model, current_model=model) for t in state.recent_turns
+    ]
     # Which recent questions name a topic of their own (not small talk, "show me that again"): a follow-up is read in
     # the context of the question before it only when that one does, and a repeat re-asks the last one that does.
     recent_topics = (
-        decisions.names_topic(vectors=[t.vector for t in state.recent_turns], intents=turn_settings.intents)
+        decisions.names_topic(
+            vectors=[t.vector for t in state.recent_turns], intents=turn_settings.intents, comparable=recent_comparable
+        )
         if plan.check_duplicates or behaviour in (IntentBehaviour.REPEAT, IntentBehaviour.ELABORATE)
         else []
     )
@@ -624,6 +695,7 @@ def turn_ask(
                 question_vector=question_vector,
                 intents=turn_settings.intents,
                 recent_topics=recent_topics,
+                model=model,
             )
         except vectorstore.VectorStoreUnavailable:
             logger.warning("question index unavailable: tenant-scope dedup skipped for this turn")
@@ -632,12 +704,15 @@ def turn_ask(
             question=question,
             question_vector=question_vector,
             previous_vector=decisions.followup_context(
-                previous_vector=state.previous_vector(), previous_names_topic=not recent_topics or recent_topics[-1]
+                previous_vector=state.previous_vector(),
+                previous_names_topic=not recent_topics or recent_topics[-1],
+                previous_comparable=not recent_comparable or recent_comparable[-1],
             ),
             candidates=candidates,
             threshold=policy.threshold,
             embedding_model=embedding_model_name(),
             use_head=settings.DUPLICATE_HEAD,
+            vector_model=model,
         )
         if decision.hit:
             matched = stored_answer_of(tenant=tenant, state=state, turn_id=decision.turn_id)
@@ -693,7 +768,10 @@ def turn_ask(
                 (t for t, named in zip(state.recent_turns[::-1], recent_topics[::-1], strict=True) if named), None
             )
             if topic is not None:
+                # A question asked before a model change is embedded again: the chunk index is the new model's.
                 search_vector, answer_question = topic.vector, topic.question
+                if not decisions.vectors_comparable(stored_model=topic.vector_model, current_model=model):
+                    search_vector = embed_query(topic.question)
         if plan.exclusion:
             excluded = decisions.excluded_ids(
                 consumed=state.consumed,
@@ -744,6 +822,7 @@ def turn_ask(
         ttl_seconds=policy.ttl_seconds,
         question=question,
         question_vector=question_vector,
+        question_vector_model=model,
         intent=intent,
         mode=mode,
         answer=answer_text,
@@ -852,6 +931,7 @@ def _turn_write(
     ttl_seconds: int,
     question: str,
     question_vector: np.ndarray,
+    question_vector_model: str,
     intent: str,
     mode: str,
     answer: str,
@@ -897,6 +977,7 @@ def _turn_write(
             number=number,
             question=question,
             question_vector=vector_to_bytes(question_vector),
+            question_vector_model=question_vector_model,
             intent=intent,
             mode=mode,
             answer=answer,
@@ -970,6 +1051,7 @@ def _after_commit(
                 question_vector,
                 bool(turn.answer),
                 StoredAnswer.of_turn(turn) if turn.answer else None,
+                turn.question_vector_model,
             ),
             consumed=turn.consumed_refs,
         )
@@ -988,7 +1070,7 @@ def _after_commit(
                         vector=question_vector,
                     )
                 ],
-                dimension=conversation.knowledge_base.embedding_dimension,
+                model=turn.question_vector_model,
             )
         except vectorstore.VectorStoreUnavailable:
             # The turn is committed; its question is indexed by a worker once Milvus answers again, so it is not
@@ -1059,11 +1141,11 @@ def conversation_records_delete(
     turns = Turn.objects.for_tenant(tenant)
     doomed_turns = list(
         turns.filter(Q(pk__in=list(turn_ids)) | Q(conversation_id__in=list(conversation_ids))).values_list(
-            "pk", "conversation_id", "knowledge_base__embedding_dimension"
+            "pk", "conversation_id"
         )
     )
     touched = (
-        {conversation_id for _, conversation_id, _ in doomed_turns}
+        {conversation_id for _, conversation_id in doomed_turns}
         | set(conversation_ids)
         | set(
             ConsumedItem.objects.for_tenant(tenant)
@@ -1073,25 +1155,23 @@ def conversation_records_delete(
     )
     with transaction.atomic():
         ConsumedItem.objects.for_tenant(tenant).filter(pk__in=list(consumed_item_ids)).delete()
-        turns.filter(pk__in=[pk for pk, _, _ in doomed_turns]).delete()
+        turns.filter(pk__in=[pk for pk, _ in doomed_turns]).delete()
         Conversation.objects.for_tenant(tenant).filter(pk__in=list(conversation_ids)).delete()
         # A conversation keeps its turn count (turn numbers are never reused); its revision tells hot copies apart.
         Conversation.objects.for_tenant(tenant).filter(pk__in=touched).update(state_revision=F("state_revision") + 1)
     for conversation_id in touched:
         state_forget(tenant_id=tenant.pk, conversation_id=conversation_id)
-    by_dimension: dict[int, list[int]] = {}
-    for pk, _, dimension in doomed_turns:
-        by_dimension.setdefault(dimension, []).append(pk)
-    for dimension, ids in by_dimension.items():
+    if doomed_turns:
         try:
-            vectorstore.question_vectors_delete(tenant_id=tenant.pk, turn_ids=ids, dimension=dimension)
+            vectorstore.question_vectors_delete(tenant_id=tenant.pk, turn_ids=[pk for pk, _ in doomed_turns])
         except vectorstore.VectorStoreUnavailable:
             # The rows are gone (what the admin asked for); a worker deletes the vectors once Milvus answers.
+            ids = [pk for pk, _ in doomed_turns]
             logger.warning("question index unavailable: deleting %s deleted questions' vectors queued", len(ids))
             from conversations.tasks import question_vectors_delete_task
 
             try:
-                question_vectors_delete_task.delay(tenant.pk, ids, dimension)
+                question_vectors_delete_task.delay(tenant.pk, ids)
             except Exception:  # noqa: BLE001 - the broker down too: the deletion stands, the vectors stay (logged)
                 logger.exception("could not queue the deletion of %s question vectors", len(ids))
 
@@ -1144,7 +1224,7 @@ def _expired_conversations_delete(*, tenant_id: int, conversation_ids: list[int]
         turns = list(
             Turn.objects.unscoped()
             .filter(tenant_id=tenant_id, conversation_id__in=conversation_ids)
-            .values_list("knowledge_base__embedding_dimension", "conversation_id", "pk")
+            .values_list("conversation_id", "pk")
         )
         Conversation.objects.unscoped().filter(
             tenant_id=tenant_id, pk__in=conversation_ids, expires_at__lte=now
@@ -1153,12 +1233,9 @@ def _expired_conversations_delete(*, tenant_id: int, conversation_ids: list[int]
         # questions stay indexed and its hot copy stays. One landing from here on waits for the deleted row's lock,
         # then finds its conversation gone.
         kept = set(Conversation.objects.unscoped().filter(pk__in=conversation_ids).values_list("pk", flat=True))
-        by_dimension: dict[int, list[int]] = {}
-        for dimension, conversation_id, turn_id in turns:
-            if conversation_id not in kept:
-                by_dimension.setdefault(dimension, []).append(turn_id)
-        for dimension, turn_ids in by_dimension.items():
-            vectorstore.question_vectors_delete(tenant_id=tenant_id, turn_ids=turn_ids, dimension=dimension)
+        vectorstore.question_vectors_delete(
+            tenant_id=tenant_id, turn_ids=[turn_id for conversation_id, turn_id in turns if conversation_id not in kept]
+        )
     purged = [pk for pk in conversation_ids if pk not in kept]
     for pk in purged:
         state_forget(tenant_id=tenant_id, conversation_id=pk)

@@ -1,5 +1,6 @@
-"""The hot copy of a conversation's state in Redis: the recent QA pairs (question, vector, whether answered) and
-the consumed ids of the recent turns, under one key per conversation that names the tenant, with the policy's TTL.
+"""The hot copy of a conversation's state in Redis: the recent QA pairs (question, vector and the embedding model
+that made it, whether answered) and the consumed ids of the recent turns, under one key per conversation that names
+the tenant, with the policy's TTL.
 
 Redis is only a cache. Every read is checked against the conversation's `turn_count` and `state_revision` from the
 database (read on every turn anyway): a copy that is missing, stale (a turn was written, or a client's answer stored,
@@ -12,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from django.conf import settings
@@ -24,7 +25,9 @@ from kbplatform.redis_client import redis_connection
 
 logger = logging.getLogger(__name__)
 
-STATE_VERSION = 5  # 5: a stored answer names the pair it was copied from (origin_turn_id)
+# 5: a stored answer names the pair it was copied from (origin_turn_id); 6: each turn names the embedding model of
+# its vector (a copy of version 5 does not, so it is rebuilt from the rows, which do).
+STATE_VERSION = 6
 # Enough history for the largest windows a policy allows (question and exclusion windows are at most 100).
 MAX_WINDOW = 100
 # The newest turns keep their stored answer in the hot copy too, so a duplicate of one of them is served without
@@ -70,6 +73,8 @@ class RecentTurn:
     vector: np.ndarray
     answerable: bool
     stored: StoredAnswer | None = None  # kept for the newest ANSWERS_KEPT answered turns only
+    # The embedding model that made `vector` (Turn.question_vector_model): compared only with vectors of that model.
+    vector_model: str = ""
 
 
 @dataclass
@@ -114,7 +119,8 @@ def _encode(state: ConversationState) -> bytes:
             "turn_count": state.turn_count,
             "rev": state.revision,
             "turns": [
-                [t.turn_id, t.number, t.question, t.answerable, _stored_encode(t.stored)] for t in state.recent_turns
+                [t.turn_id, t.number, t.question, t.answerable, _stored_encode(t.stored), t.vector_model]
+                for t in state.recent_turns
             ],
             "dims": [len(v) for v in vectors],
             "consumed": [[c.kind, c.item_id, c.turn_number] for c in state.consumed],
@@ -178,6 +184,7 @@ def _decode(conversation_id: int, raw: bytes) -> ConversationState:
                 floats[bounds[i] : bounds[i + 1]],
                 bool(t[3]),
                 _stored_decode(int(t[0]), t[4]),
+                str(t[5]),
             )
             for i, t in enumerate(data["turns"])
         ],
@@ -193,6 +200,7 @@ TURN_FIELDS_KEPT = (
     "number",
     "question",
     "question_vector",
+    "question_vector_model",
     "answer",
     "answer_tokens",
     "context_tokens",
@@ -230,6 +238,7 @@ def state_from_database(*, conversation: Conversation) -> ConversationState:
                     vector_from_bytes(turn.question_vector),
                     bool(turn.answer),
                     StoredAnswer.of_turn(turn) if turn.answer else None,
+                    turn.question_vector_model,
                 )
                 for turn in reversed(turns)
             ]
@@ -248,7 +257,7 @@ def _answers_trimmed(turns: list[RecentTurn]) -> list[RecentTurn]:
         if turn.stored is not None:
             kept += 1
             if kept > ANSWERS_KEPT:
-                turn = RecentTurn(turn.turn_id, turn.number, turn.question, turn.vector, turn.answerable)
+                turn = replace(turn, stored=None)
         trimmed.append(turn)
     return trimmed[::-1]
 

@@ -27,11 +27,11 @@ def question_index_backfill_task(self, tenant_id: int, turn_ids: list[int] | Non
 
 
 @shared_task(bind=True, name="conversations.question_vectors_delete", acks_late=True, max_retries=MAX_RETRIES)
-def question_vectors_delete_task(self, tenant_id: int, turn_ids: list[int], dimension: int) -> None:  # noqa: ANN001
+def question_vectors_delete_task(self, tenant_id: int, turn_ids: list[int]) -> None:  # noqa: ANN001
     """Delete the question vectors of turns already deleted from the database (Milvus refused at the time); Milvus
     being down is retried with backoff. Deleting twice deletes nothing more."""
     try:
-        vectorstore.question_vectors_delete(tenant_id=tenant_id, turn_ids=turn_ids, dimension=dimension)
+        vectorstore.question_vectors_delete(tenant_id=tenant_id, turn_ids=turn_ids)
     except VectorStoreUnavailable as exc:
         raise self.retry(exc=exc, countdown=retry_countdown(self.request.retries)) from exc
 

@@ -37,13 +37,17 @@ def model_name() -> str:
     return Path(settings.EMBEDDING_MODEL_PATH).name if settings.EMBEDDING_MODEL_PATH else BUNDLED_MODEL_NAME
 
 
-@lru_cache(maxsize=1)
 def model_identity() -> str:
     """What cached vectors are keyed by: the model's name and a digest of the contents of every file of its directory
     (configuration, tokenizer, weights). Two models in directories of one name, or a model replaced in place, never
-    share cached vectors; the same model copied under the same name does. Computed once per process, on first use:
-    0.17 s for the bundled model's 92 MB, where loading the model takes 0.9 s (19 s with its imports)."""
-    root = model_path()
+    share cached vectors; the same model copied under the same name does. Computed once per process and model path,
+    on first use: 0.17 s for the bundled model's 92 MB, where loading the model takes 0.9 s (19 s with its imports)."""
+    return _identity_of(str(model_path()), model_name())
+
+
+@lru_cache(maxsize=8)
+def _identity_of(root_path: str, name: str) -> str:
+    root = Path(root_path)
     digest = hashlib.sha256()
     for path in sorted(root.rglob("*")):
         relative = path.relative_to(root)
@@ -51,7 +55,24 @@ def model_identity() -> str:
             continue  # hidden files (.gitattributes, download locks) are no part of the model
         with path.open("rb") as handle:
             digest.update(f"{relative.as_posix()}\0".encode() + hashlib.file_digest(handle, "sha256").digest())
-    return f"{model_name()[:180]}@{digest.hexdigest()[:16]}"
+    return f"{name[:180]}@{digest.hexdigest()[:16]}"
+
+
+MODEL_ID_LENGTH = 12
+
+
+def model_id() -> str:
+    """A short id of the model in use, derived from `model_identity` (its name and its files' contents, as the
+    embedding cache keys vectors), so two models in directories of one name, or a model replaced in place, get two
+    ids. It is stored with every vector kept outside the chunk index (QA pairs' questions, intents' examples, the
+    tenant-scope question index), and a stored vector is compared only with vectors of the same id: two models of one
+    size give cosines that mean nothing. Lowercase hex, so it also fits a Milvus collection name."""
+    return _model_id_of(model_identity())
+
+
+@lru_cache(maxsize=8)
+def _model_id_of(identity: str) -> str:
+    return hashlib.sha256(identity.encode()).hexdigest()[:MODEL_ID_LENGTH]
 
 
 def embedding_model():  # noqa: ANN201

@@ -842,7 +842,7 @@ def knowledge_base_delete(*, tenant: Tenant, knowledge_base: KnowledgeBase) -> d
         raise ConflictError("This knowledge base is being re-indexed; delete it when that has finished.")
     dimension = knowledge_base.embedding_dimension
     vectorstore.vectors_delete(tenant_id=tenant.pk, dimension=dimension, knowledge_base_id=knowledge_base.pk)
-    vectorstore.question_vectors_delete(tenant_id=tenant.pk, dimension=dimension, knowledge_base_id=knowledge_base.pk)
+    vectorstore.question_vectors_delete(tenant_id=tenant.pk, knowledge_base_id=knowledge_base.pk)
 
     from conversations.models import Conversation  # conversations build on retrieval, not the other way round
     from conversations.state import state_forget

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -321,12 +322,35 @@ def vectorstore_ping() -> bool:
 
 
 # --- question vectors (conversations' tenant-scope dedup) ---------------------------------------------------
-# A second collection, one row per QA pair: the tenant-wide duplicate search is one ANN query, not a Python loop
-# over every stored question. Same rules as chunks: tenant as partition key, every filter built here and naming it.
+# One collection per embedding model, one row per QA pair: the tenant-wide duplicate search is one ANN query, not a
+# Python loop over every stored question. Same rules as chunks: tenant as partition key, every filter built here
+# and naming it. A collection holds the vectors of one model only (named by `retrieval.embeddings.model_id`), so a
+# search never meets a vector of another model, whatever its size: after a model change the old model's questions
+# are simply not searched (and are found again if the operator switches back). Questions indexed before collections
+# were per model are in the collection without a model suffix, never searched; deletes reach every collection.
+
+_QUESTION_MODEL = re.compile(r"[0-9a-f]{1,32}")
 
 
-def question_collection_name() -> str:
-    return f"{settings.MILVUS_COLLECTION}_questions"
+def question_collection_name(*, model: str) -> str:
+    """The question collection of embedding model `model` (a `model_id`); "" names the one from before models were
+    recorded."""
+    if not model:
+        return f"{settings.MILVUS_COLLECTION}_questions"
+    if not _QUESTION_MODEL.fullmatch(model):
+        raise ValueError(f"not an embedding model id: {model!r}")
+    return f"{settings.MILVUS_COLLECTION}_questions_{model}"
+
+
+def question_collection_names() -> list[str]:
+    """Every question collection of this deployment that exists, whatever its model."""
+    legacy = question_collection_name(model="")
+    names = _call("list collections", _connect().list_collections)
+    return sorted(
+        name
+        for name in names
+        if name == legacy or (name.startswith(f"{legacy}_") and _QUESTION_MODEL.fullmatch(name[len(legacy) + 1 :]))
+    )
 
 
 def question_filter_build(
@@ -347,13 +371,15 @@ def question_filter_build(
     return " and ".join(clauses)
 
 
-def question_collection_ensure(*, dimension: int) -> str:
+def _question_collection_ensure(*, name: str, dimension: int) -> str:
     return _collection_ensure(
-        name=question_collection_name(),
-        primary="turn_id",
-        int_fields=("knowledge_base_id", "created_ts"),
-        dimension=dimension,
+        name=name, primary="turn_id", int_fields=("knowledge_base_id", "created_ts"), dimension=dimension
     )
+
+
+def question_collection_ensure(*, model: str, dimension: int) -> str:
+    """Create (once) and load the question collection of embedding model `model`, whose vectors have `dimension`."""
+    return _question_collection_ensure(name=question_collection_name(model=model), dimension=dimension)
 
 
 @dataclass(frozen=True)
@@ -371,10 +397,11 @@ class QuestionHit:
     score: float
 
 
-def question_vectors_upsert(*, rows: Sequence[QuestionVector], dimension: int) -> int:
+def question_vectors_upsert(*, rows: Sequence[QuestionVector], model: str) -> int:
+    """Index questions whose vectors embedding model `model` made (all of one size), in that model's collection."""
     if not rows:
         return 0
-    name = question_collection_ensure(dimension=dimension)
+    name = question_collection_ensure(model=model, dimension=len(rows[0].vector))
     data = [
         {
             "turn_id": row.turn_id,
@@ -395,11 +422,12 @@ def question_vectors_search(
     knowledge_base_id: int,
     query_vector: Sequence[float],
     limit: int,
-    dimension: int,
+    model: str,
     created_after: int | None = None,
 ) -> list[QuestionHit]:
-    """The tenant's stored questions of one knowledge base nearest to `query_vector`, best first."""
-    name = question_collection_ensure(dimension=dimension)
+    """The tenant's stored questions of one knowledge base nearest to `query_vector`, best first, among those
+    embedding model `model` (the one that made `query_vector`) made."""
+    name = question_collection_ensure(model=model, dimension=len(query_vector))
     expression = question_filter_build(
         tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, created_after=created_after
     )
@@ -421,14 +449,18 @@ def question_vectors_search(
 
 
 def question_vectors_delete(
-    *, tenant_id: int, dimension: int, turn_ids: Iterable[int] | None = None, knowledge_base_id: int | None = None
+    *, tenant_id: int, turn_ids: Iterable[int] | None = None, knowledge_base_id: int | None = None
 ) -> None:
-    """Delete a tenant's question vectors of the given turns, or of every turn of one knowledge base."""
+    """Delete a tenant's question vectors of the given turns, or of every turn of one knowledge base, from the
+    collection of every embedding model (a turn's vector is in its own model's; turn ids are unique across them)."""
     turn_ids = list(turn_ids) if turn_ids is not None else None
     if turn_ids is None and knowledge_base_id is None:
         raise ValueError("refusing to delete every question vector of a tenant without naming a knowledge base")
     if turn_ids is not None and not turn_ids:
         return
-    name = question_collection_ensure(dimension=dimension)
     expression = question_filter_build(tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, turn_ids=turn_ids)
-    _call("question delete", _connect().delete, collection_name=name, filter=expression)
+    for name in question_collection_names():
+        if name not in _ready_collections:
+            _call(f"load of collection {name}", _connect().load_collection, name, timeout=settings.MILVUS_SETUP_TIMEOUT)
+            _ready_collections.add(name)
+        _call("question delete", _connect().delete, collection_name=name, filter=expression)

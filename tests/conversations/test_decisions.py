@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from conversations import decisions as d
-from retrieval.vectorstore import filter_build, question_filter_build
+from retrieval.vectorstore import filter_build, question_collection_name, question_filter_build
 
 
 def unit(*values: float) -> np.ndarray:
@@ -295,6 +295,55 @@ def test_questions_embedded_by_another_model_are_not_compared():
     assert not alone.hit and alone.turn_id is None
 
 
+def test_vectors_are_comparable_only_when_the_same_recorded_model_made_them():
+    assert d.vectors_comparable(stored_model="a1b2", current_model="a1b2")
+    assert not d.vectors_comparable(stored_model="c3d4", current_model="a1b2")
+    assert not d.vectors_comparable(stored_model="", current_model="a1b2")  # not recorded: unknown model
+    assert not d.vectors_comparable(stored_model=None, current_model="a1b2")
+
+
+def test_questions_embedded_by_another_model_of_the_same_size_are_never_a_hit():
+    """After a switch to another model of the same size, an old pair's cosine looks like any other (here 1.0) and
+    means nothing: it is left out, and a miss with nothing else to compare says why."""
+    q = unit(1, 0, 0)
+    old = d.StoredQuestion(3, "How do I reset my password?", q, 1, None, vector_model="old")
+    unrecorded = d.StoredQuestion(4, "How do I reset my password?", q, 1, None, vector_model="")
+    current = d.StoredQuestion(5, "How can I reset my password?", unit(1, 0.2, 0), 1, None, vector_model="new")
+    kwargs = {"question": "How do I reset my password?", "question_vector": q, "previous_vector": None}
+    only_old = d.duplicate_decide(**kwargs, candidates=[old, unrecorded], threshold=0.9, vector_model="new")
+    assert not only_old.hit and only_old.turn_id is None and only_old.similarity is None
+    assert only_old.reason == d.OTHER_MODEL_REASON
+    mixed = d.duplicate_decide(**kwargs, candidates=[old, unrecorded, current], threshold=0.9, vector_model="new")
+    assert mixed.hit and mixed.turn_id == 5
+    below = d.duplicate_decide(**kwargs, candidates=[old, current], threshold=0.99, vector_model="new")
+    assert not below.hit and below.turn_id == 5 and below.reason == "below threshold"
+    assert d.duplicate_decide(**kwargs, candidates=[], threshold=0.9, vector_model="new").reason == ""
+    # Under the old model the old pair is the one served.
+    assert d.duplicate_decide(**kwargs, candidates=[old, current], threshold=0.9, vector_model="old").turn_id == 3
+
+
+def test_a_context_embedded_by_another_model_is_unknown():
+    """A follow-up asked right after a question of the old model: that question's vector says nothing in the new
+    model's space, so the context is unknown (alike to none) and a context-dependent pair is refused."""
+    pricing = unit(0, 1, 0)
+    unknown = d.followup_context(previous_vector=pricing, previous_names_topic=True, previous_comparable=False)
+    assert unknown.shape == pricing.shape and not unknown.any()
+    assert d.followup_context(previous_vector=None, previous_names_topic=True, previous_comparable=False) is None
+    q = unit(1, 0, 0)
+    stored = _stored(5, "and for admins?", q, previous=pricing)
+    decision = d.duplicate_decide(
+        question="and for admins?", question_vector=q, previous_vector=unknown, candidates=[stored], threshold=0.9
+    )
+    assert not decision.hit and decision.reason == "follow-up in another context"
+
+
+def test_names_topic_does_not_classify_a_vector_of_another_model():
+    intents = [d.IntentExamples("greeting", "smalltalk", np.stack([unit(1, 0, 0)]))]
+    hello = unit(1, 0, 0)
+    assert d.names_topic(vectors=[hello, hello], intents=intents) == [False, False]
+    assert d.names_topic(vectors=[hello, hello], intents=intents, comparable=[True, False]) == [False, True]
+
+
 def test_duplicate_skips_refused_candidates_and_reports_them():
     q = unit(1, 0, 0)
     candidates = [
@@ -399,3 +448,12 @@ def test_no_candidates_no_hit():
     assert d.duplicate_decide(
         question="x", question_vector=unit(1, 0), previous_vector=None, candidates=[], threshold=0.5
     ) == d.DuplicateDecision(hit=False)
+
+
+def test_question_collections_are_named_by_embedding_model(settings):
+    settings.MILVUS_COLLECTION = "kb_chunks"
+    assert question_collection_name(model="") == "kb_chunks_questions"  # from before models were recorded
+    assert question_collection_name(model="07db4e1f186d") == "kb_chunks_questions_07db4e1f186d"
+    for unsafe in ("all-MiniLM-L6-v2", "07DB", "x; drop", "0" * 33):
+        with pytest.raises(ValueError):
+            question_collection_name(model=unsafe)

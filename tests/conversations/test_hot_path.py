@@ -5,6 +5,7 @@ reaches the next turn; the hot copy keeps answers for the newest turns only."""
 from __future__ import annotations
 
 import struct
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -30,6 +31,7 @@ from conversations.state import (
 )
 from kbplatform.errors import NotFoundError
 from retrieval import vectorstore
+from retrieval.embeddings import model_id
 from tests.conversations.helpers import indexed_kb
 from tests.conversations.test_api import ask, start
 
@@ -65,7 +67,7 @@ def test_the_stored_answer_comes_from_the_row_when_the_hot_copy_does_not_keep_it
     stripped = ConversationState(
         conversation_id=state.conversation_id,
         turn_count=state.turn_count,
-        recent_turns=[RecentTurn(t.turn_id, t.number, t.question, t.vector, t.answerable) for t in state.recent_turns],
+        recent_turns=[replace(t, stored=None) for t in state.recent_turns],
         consumed=state.consumed,
     )
     assert state_store(tenant_id=tenant.pk, state=stripped, ttl_seconds=600)
@@ -147,7 +149,7 @@ def test_the_hot_copy_round_trips_vectors_and_refuses_what_it_cannot_read():
     state = ConversationState(conversation_id=1, turn_count=0, revision=4)
     vectors = [np.arange(4, dtype=np.float32) + n for n in range(3)] + [np.ones(6, dtype=np.float32)]
     for number, vector in enumerate(vectors, start=1):
-        turn = RecentTurn(number, number, f"q é {number}", vector, number % 2 == 0, None)
+        turn = RecentTurn(number, number, f"q é {number}", vector, number % 2 == 0, None, f"model{number % 2}")
         state = state_after_turn(state=state, turn=turn, consumed=[ConsumedRef("doc", 10 + number, number)])
     raw = _encode(state)
     decoded = _decode(1, raw)
@@ -156,6 +158,7 @@ def test_the_hot_copy_round_trips_vectors_and_refuses_what_it_cannot_read():
     for before, after in zip(state.recent_turns, decoded.recent_turns, strict=True):
         assert after.vector.dtype == np.float32 and np.array_equal(before.vector, after.vector)
         assert after.answerable == before.answerable
+        assert after.vector_model == before.vector_model
     assert decoded.consumed == state.consumed
     # An older copy (JSON, state version 3), a truncated one, or one whose vectors do not add up: ValueError or
     # struct.error, which state_load answers by rebuilding from the database.
@@ -206,7 +209,7 @@ def test_switching_to_tenant_scope_indexes_the_questions_asked_before(
 
     # Under SQLite a rolled-back test's turn ids come back, and its question vectors stay in Milvus under them:
     # start from an empty question index for this tenant, so "not found before the backfill" means what it says.
-    name = vectorstore.question_collection_ensure(dimension=kb.embedding_dimension)
+    name = vectorstore.question_collection_ensure(model=model_id(), dimension=kb.embedding_dimension)
     vectorstore._connect().delete(collection_name=name, filter=vectorstore.question_filter_build(tenant_id=tenant.pk))
 
     first = ask(api_client, start(api_client, kb, user_id="a"), "How do I reset my password?")
@@ -238,7 +241,7 @@ def test_a_question_milvus_refused_to_index_is_queued_and_indexed_later(
     just that question, and once it has, another user's paraphrase is served from it."""
     from conversations import tasks
 
-    name = vectorstore.question_collection_ensure(dimension=kb.embedding_dimension)
+    name = vectorstore.question_collection_ensure(model=model_id(), dimension=kb.embedding_dimension)
     vectorstore._connect().delete(collection_name=name, filter=vectorstore.question_filter_build(tenant_id=tenant.pk))
     dedup_policy_update(tenant=tenant, scope="tenant")
     enqueued = []

@@ -116,7 +116,7 @@ def test_a_conversation_a_turn_revives_during_the_purge_keeps_its_question_vecto
     monkeypatch.setattr(
         vectorstore,
         "question_vectors_delete",
-        lambda *, tenant_id, turn_ids, dimension: deleted_vectors.extend(turn_ids),
+        lambda *, tenant_id, turn_ids: deleted_vectors.extend(turn_ids),
     )
     forgotten: list[int] = []
     monkeypatch.setattr(

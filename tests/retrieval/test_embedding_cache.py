@@ -150,7 +150,7 @@ def _process_restart(monkeypatch) -> None:  # noqa: ANN001
     """Forget the model the process loaded, as a new worker process would."""
     monkeypatch.setattr(embeddings, "_model", None)
     embeddings.tokenizer.cache_clear()
-    embeddings.model_identity.cache_clear()
+    embeddings._identity_of.cache_clear()
 
 
 @pytest.fixture

@@ -93,6 +93,8 @@ class RecordingClient:
                 return [{"count(*)": 0}]
             if name == "has_collection":
                 return True
+            if name == "list_collections":  # both kinds of question collection, and one of another deployment
+                return [vectorstore.question_collection_name(model=m) for m in ("", "0a1b2c3d4e5f")] + ["other"]
             if name == "describe_collection":
                 return {"fields": [{"name": f} for f in ("chunk_id", "tenant_id", "knowledge_base_id", "doc_id")]}
             return None
@@ -127,6 +129,7 @@ ARGUMENTS = {
     "collection": st.just("kb_property_test"),
     "created_after": st.one_of(st.none(), ids),
     "group_by_document": st.booleans(),
+    "model": st.sampled_from(["", "0a1b2c3d4e5f"]),
 }
 
 

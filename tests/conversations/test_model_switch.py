@@ -1,0 +1,229 @@
+"""An operator switches the embedding model to another one of the SAME size (a fine-tuned successor, another model
+of 384 dimensions): stored question and intent vectors of the old model must never be compared with the new
+model's vectors, whatever cosine the two happen to give. The old QA pairs are then not served (a miss), the new
+model's own pairs are, and the intents' example vectors are embedded again.
+
+The second model is the bundled one with every output turned by a fixed rotation, so within each model the
+similarities are the bundled model's own, while between the two models the cosine of one text is cos(ANGLE): high
+enough to pass any gate, and meaningless. It is put in place through the settings (`EMBEDDING_MODEL_PATH`, which
+names the model) and the process's loaded model (`retrieval.embeddings`), as a restart on a new model would."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from conversations import services
+from conversations.models import DedupEvent, Intent, Turn
+from conversations.services import dedup_policy_update
+from conversations.state import state_forget, vector_from_bytes
+from retrieval import embeddings, vectorstore
+from retrieval.models import KnowledgeBase, ReindexStatus
+from retrieval.services import knowledge_base_reindex
+from tests.conversations.helpers import indexed_kb
+from tests.conversations.test_api import ask, start
+
+pytestmark = pytest.mark.django_db
+
+QUESTION = "How do I reset my password?"
+ANGLE = 0.3  # cos(0.3) = 0.955: every old vector lies above any duplicate gate from its new-model twin
+
+
+class RotatedModel:
+    """The bundled model, its outputs turned by ANGLE in every plane of two consecutive dimensions (norms and the
+    model's own similarities unchanged)."""
+
+    def __init__(self, inner) -> None:  # noqa: ANN001
+        self.inner = inner
+
+    def encode(self, texts, **kwargs):  # noqa: ANN001, ANN003, ANN201
+        vectors = np.asarray(self.inner.encode(texts, **kwargs), dtype=np.float32)
+        even, odd = vectors[..., 0::2], vectors[..., 1::2]
+        turned = np.empty_like(vectors)
+        turned[..., 0::2] = even * np.cos(ANGLE) - odd * np.sin(ANGLE)
+        turned[..., 1::2] = even * np.sin(ANGLE) + odd * np.cos(ANGLE)
+        return turned
+
+    def __getattr__(self, name: str):  # noqa: ANN204
+        return getattr(self.inner, name)
+
+
+@pytest.fixture
+def kb(redis_available, milvus_server, tenant):
+    return indexed_kb(tenant)
+
+
+@pytest.fixture
+def switch_model(settings, tmp_path, monkeypatch):
+    """Returns a function that moves the process onto the rotated model, named `all-MiniLM-L6-v2-rotated` (its
+    files are the bundled model's, so its tokenizer is the same), and re-indexes the given knowledge bases with
+    it, as docs/operations.md says to."""
+
+    def switch(*knowledge_bases: KnowledgeBase) -> None:
+        link = Path(tmp_path) / "all-MiniLM-L6-v2-rotated"
+        link.symlink_to(embeddings.model_path(), target_is_directory=True)
+        monkeypatch.setattr(embeddings, "_model", RotatedModel(embeddings.embedding_model()))
+        settings.EMBEDDING_MODEL_PATH = str(link)
+        for knowledge_base in knowledge_bases:
+            KnowledgeBase.objects.for_tenant(knowledge_base.tenant_id).filter(pk=knowledge_base.pk).update(
+                reindex_status=ReindexStatus.RUNNING
+            )
+            assert knowledge_base_reindex(tenant_id=knowledge_base.tenant_id, knowledge_base_id=knowledge_base.pk)
+            knowledge_base.refresh_from_db()
+            assert knowledge_base.embedding_model == "all-MiniLM-L6-v2-rotated"
+
+    return switch
+
+
+def test_the_fake_model_is_another_model_of_the_same_size(switch_model, kb):
+    before = embeddings.embed_query(QUESTION)
+    switch_model()
+    after = embeddings.embed_query(QUESTION)
+    assert embeddings.model_name() == "all-MiniLM-L6-v2-rotated"
+    assert after.shape == before.shape
+    assert float(before @ after) == pytest.approx(np.cos(ANGLE), abs=1e-4)
+
+
+@pytest.mark.parametrize("hot_copy", [True, False], ids=["from-redis", "rebuilt-from-database"])
+def test_a_session_pair_of_the_old_model_is_not_served_after_a_switch(api_client, tenant, kb, switch_model, hot_copy):
+    conversation_id = start(api_client, kb)
+    first = ask(api_client, conversation_id, QUESTION)
+    assert first["dedup"]["action"] == "answered"
+    assert ask(api_client, conversation_id, QUESTION)["dedup"]["action"] == "served_cached"
+
+    switch_model(kb)
+    if not hot_copy:
+        state_forget(tenant_id=tenant.pk, conversation_id=conversation_id)
+    again = ask(api_client, conversation_id, QUESTION)
+    assert again["dedup"]["action"] == "answered", again["dedup"]
+    assert again["dedup"]["matched_turn_id"] is None
+    event = DedupEvent.objects.for_tenant(tenant).get(turn_id=again["turn_id"])
+    assert "another embedding model" in event.reason
+
+    # The new model's own pair is served, and its hit reads no more than any hit does.
+    with CaptureQueriesContext(connection) as captured:
+        served = ask(api_client, conversation_id, QUESTION)
+    assert served["dedup"]["action"] == "served_cached"
+    assert served["dedup"]["matched_turn_id"] == again["turn_id"]
+    tables = [q["sql"].split(" FROM ", 1)[1].split()[0].strip('"') for q in captured if q["sql"].startswith("SELECT")]
+    assert tables == ["tenants_apikey", "conversations_conversation", "retrieval_chunk"], tables
+
+
+def test_a_user_pair_of_the_old_model_is_not_served_after_a_switch(api_client, tenant, kb, switch_model):
+    dedup_policy_update(tenant=tenant, scope="user")
+    first = ask(api_client, start(api_client, kb, user_id="u1"), QUESTION)
+    assert first["dedup"]["action"] == "answered"
+    assert ask(api_client, start(api_client, kb, user_id="u1"), QUESTION)["dedup"]["action"] == "served_cached"
+
+    switch_model(kb)
+    again = ask(api_client, start(api_client, kb, user_id="u1"), QUESTION)
+    assert again["dedup"]["action"] == "answered", again["dedup"]
+    served = ask(api_client, start(api_client, kb, user_id="u1"), QUESTION)
+    assert served["dedup"]["action"] == "served_cached"
+    assert served["dedup"]["matched_turn_id"] == again["turn_id"]
+
+
+def test_the_user_scope_window_holds_pairs_of_the_model_in_use_only(
+    api_client, tenant, kb, switch_model, settings, monkeypatch
+):
+    """User scope compares the user's newest pairs: another model's pairs must not take those places. Asked under
+    the bundled model, then the rotated one, then the bundled one again (the operator switched back), the first pair
+    is still found with a window of one pair, the rotated model's newer pair notwithstanding."""
+    monkeypatch.setattr(services, "USER_SCOPE_MAX_PAIRS", 1)
+    dedup_policy_update(tenant=tenant, scope="user")
+    first = ask(api_client, start(api_client, kb, user_id="u1"), QUESTION)
+    bundled = embeddings.embedding_model()
+    switch_model()
+    ask(api_client, start(api_client, kb, user_id="u1"), "Which plans include single sign-on?")
+    monkeypatch.setattr(embeddings, "_model", bundled)
+    settings.EMBEDDING_MODEL_PATH = ""
+    again = ask(api_client, start(api_client, kb, user_id="u1"), QUESTION)
+    assert again["dedup"]["action"] == "served_cached", again["dedup"]
+    assert again["dedup"]["matched_turn_id"] == first["turn_id"]
+
+
+def test_a_tenant_pair_of_the_old_model_is_not_served_after_a_switch(api_client, tenant, kb, switch_model):
+    dedup_policy_update(tenant=tenant, scope="tenant")
+    first = ask(api_client, start(api_client, kb, user_id="a"), QUESTION)
+    assert first["dedup"]["action"] == "answered"
+    assert ask(api_client, start(api_client, kb, user_id="b"), QUESTION)["dedup"]["action"] == "served_cached"
+
+    switch_model(kb)
+    again = ask(api_client, start(api_client, kb, user_id="c"), QUESTION)
+    assert again["dedup"]["action"] == "answered", again["dedup"]
+    served = ask(api_client, start(api_client, kb, user_id="d"), QUESTION)
+    assert served["dedup"]["action"] == "served_cached"
+    assert served["dedup"]["matched_turn_id"] == again["turn_id"]
+
+    # The backfill indexes only what the current model can be compared with.
+    assert services.question_index_backfill(tenant_id=tenant.pk) == 2
+
+
+def test_intent_vectors_of_the_old_model_are_embedded_again(api_client, tenant, kb, switch_model):
+    assert ask(api_client, start(api_client, kb), "hello")["dedup"]["intent"] == "greeting"
+    greeting = Intent.objects.for_tenant(tenant).get(name="greeting")
+    old = vector_from_bytes(greeting.example_vectors).reshape(len(greeting.examples), -1)
+
+    switch_model(kb)
+    assert ask(api_client, start(api_client, kb), "hello")["dedup"]["intent"] == "greeting"
+    greeting.refresh_from_db()
+    stored = vector_from_bytes(greeting.example_vectors).reshape(len(greeting.examples), -1)
+    assert stored.shape == old.shape
+    assert np.allclose(stored, embeddings.embed_texts(greeting.examples), atol=1e-5)
+    assert not np.allclose(stored, old, atol=1e-3)
+
+
+def test_show_me_that_again_after_a_switch_searches_with_the_new_model(
+    api_client, tenant, kb, switch_model, monkeypatch
+):
+    """A "show me that again" searches for the last question that names a topic: asked before the switch, its
+    stored vector is of the old model, so the question is embedded again rather than searched with the old vector."""
+    conversation_id = start(api_client, kb)
+    ask(api_client, conversation_id, QUESTION)
+    switch_model(kb)
+    searched = []
+    real_search = services._search
+
+    def recording_search(**kwargs):  # noqa: ANN003, ANN202
+        searched.append(np.asarray(kwargs["query_vector"]))
+        return real_search(**kwargs)
+
+    monkeypatch.setattr(services, "_search", recording_search)
+    body = ask(api_client, conversation_id, "show me that again")
+    assert body["dedup"]["intent"] == "repeat"
+    assert len(searched) == 1
+    assert np.allclose(searched[0], embeddings.embed_query(QUESTION), atol=1e-5)
+    assert Turn.objects.for_tenant(tenant).filter(conversation_id=conversation_id).count() == 2
+
+
+def test_the_question_index_of_the_old_model_is_left_alone_and_deletes_reach_it(api_client, tenant, kb, switch_model):
+    """Deleting a knowledge base removes its question vectors of every model, not only the current one's."""
+    dedup_policy_update(tenant=tenant, scope="tenant")
+    ask(api_client, start(api_client, kb, user_id="a"), QUESTION)
+    switch_model(kb)
+    ask(api_client, start(api_client, kb, user_id="b"), QUESTION)
+    names = vectorstore.question_collection_names()
+    assert len(names) >= 2
+    client = vectorstore._connect()
+
+    def stored() -> int:
+        return sum(
+            len(
+                client.query(
+                    collection_name=name,
+                    filter=vectorstore.question_filter_build(tenant_id=tenant.pk, knowledge_base_id=kb.pk),
+                    output_fields=["turn_id"],
+                )
+            )
+            for name in names
+        )
+
+    assert stored() == 2
+    from retrieval.services import knowledge_base_delete
+
+    knowledge_base_delete(tenant=tenant, knowledge_base=kb)
+    assert stored() == 0
