@@ -10,6 +10,7 @@ from django.utils import timezone
 from conversations.models import ConsumedItem, Conversation, DedupEvent, Turn
 from conversations.services import conversations_purge_expired
 from conversations.tasks import conversations_purge_expired_task
+from retrieval.embeddings import model_id
 from retrieval.models import KnowledgeBase
 
 pytestmark = pytest.mark.django_db
@@ -155,7 +156,7 @@ def _indexed_question(tenant, kb, conversation: Conversation) -> int:
                 turn_id=turn.pk, tenant_id=tenant.pk, knowledge_base_id=kb.pk, created_ts=0, vector=vector
             )
         ],
-        dimension=kb.embedding_dimension,
+        model=model_id(),
     )
     return turn.pk
 
@@ -165,7 +166,7 @@ def _indexed_turn_ids(tenant, kb) -> set[int]:
 
     client = vectorstore._connect()
     rows = client.query(
-        collection_name=vectorstore.question_collection_ensure(dimension=kb.embedding_dimension),
+        collection_name=vectorstore.question_collection_ensure(model=model_id(), dimension=kb.embedding_dimension),
         filter=vectorstore.question_filter_build(tenant_id=tenant.pk, knowledge_base_id=kb.pk),
         output_fields=["turn_id"],
     )
