@@ -32,6 +32,7 @@ class KnowledgeBaseAdmin(ServiceDeletionAdmin):
     search_fields = ("name",)
     readonly_fields = (
         "embedding_model",
+        "embedding_model_identity",
         "embedding_dimension",
         "reindex_status",
         "reindex_progress",

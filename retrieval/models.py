@@ -20,6 +20,9 @@ class KnowledgeBase(TenantOwnedModel):
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True, default="")
     embedding_model = models.CharField(max_length=200, default=DEFAULT_EMBEDDING_MODEL)
+    # `embeddings.model_identity()` of the model that made the knowledge base's vectors (its name and a digest of its
+    # files), so a model replaced in place under the same name is noticed as a change; empty until a worker records it.
+    embedding_model_identity = models.CharField(max_length=200, blank=True, default="")
     embedding_dimension = models.PositiveIntegerField(default=DEFAULT_EMBEDDING_DIMENSION)
     chunk_max_tokens = models.PositiveIntegerField(
         default=200,

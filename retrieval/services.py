@@ -27,7 +27,7 @@ from django.core.exceptions import SuspiciousFileOperation
 from django.core.files.base import ContentFile
 from django.core.files.uploadedfile import UploadedFile
 from django.db import DatabaseError, IntegrityError, InterfaceError, OperationalError, transaction
-from django.db.models import Case, F, FloatField, IntegerField, Q, Value, When
+from django.db.models import Case, Exists, F, FloatField, IntegerField, OuterRef, Q, Value, When
 from django.db.models.functions import Greatest
 from django.utils import timezone
 from django.utils.text import get_valid_filename
@@ -624,24 +624,61 @@ def _progress_embedded(done: int, total: int) -> float:
     return PROGRESS_CHUNKED + (1 - PROGRESS_CHUNKED) * done / total
 
 
+def _knowledge_base_model_adopt(
+    knowledge_base: KnowledgeBase, *, model_name: str, model_identity: str
+) -> KnowledgeBase:
+    """The knowledge base with the model it records brought up to date where nothing depends on it: one holding no
+    chunk yet (and not re-indexing) takes the workers' model, as the web records the bundled model's name when it
+    creates one; one whose vectors are the workers' model's by name but whose identity was never recorded (made before
+    identities were) records it. Anything else is left for the caller to refuse. Conditional updates, so two runs
+    agree."""
+    if (knowledge_base.embedding_model, knowledge_base.embedding_model_identity) == (model_name, model_identity):
+        return knowledge_base
+    rows = KnowledgeBase.objects.filter(tenant_id=knowledge_base.tenant_id, pk=knowledge_base.pk)
+    empty = rows.exclude(reindex_status=ReindexStatus.RUNNING).exclude(
+        Exists(Chunk.objects.filter(tenant_id=knowledge_base.tenant_id, knowledge_base_id=OuterRef("pk")))
+    )
+    if not empty.update(
+        embedding_model=model_name,
+        embedding_model_identity=model_identity,
+        embedding_dimension=embeddings.embedding_dimension(),
+        updated_at=timezone.now(),
+    ):
+        rows.filter(embedding_model=model_name, embedding_model_identity="").update(
+            embedding_model_identity=model_identity, updated_at=timezone.now()
+        )
+    return rows.get()
+
+
 def _documents_run(*, run: IndexRun, tenant_id: int, token: str, documents: list[Document]) -> None:
     model_name, model_identity = embeddings.model_name(), embeddings.model_identity()
     model_max_tokens = embeddings.max_sequence_tokens()
     # Parse and chunk, renewing the lease on the way: a batch of large files can take longer than one lease.
     drafts: dict[int, list[ChunkDraft]] = {}
     failures: dict[int, str] = {}
+    models_checked: dict[int, KnowledgeBase] = {}
     renewed = timezone.now()
     for document in documents:
         if timezone.now() - renewed > timedelta(seconds=settings.INGEST_LEASE_SECONDS / 10):
             _run_update(tenant_id=tenant_id, token=token, document_ids=[d.pk for d in documents])
             renewed = timezone.now()
-        knowledge_base = document.knowledge_base
-        if knowledge_base.embedding_model != model_name:
+        knowledge_base = models_checked.get(document.knowledge_base_id)
+        if knowledge_base is None:
+            knowledge_base = _knowledge_base_model_adopt(
+                document.knowledge_base, model_name=model_name, model_identity=model_identity
+            )
+            models_checked[knowledge_base.pk] = knowledge_base
+        if knowledge_base.embedding_model != model_name or knowledge_base.embedding_model_identity != model_identity:
+            made_by = (
+                f"another version of {model_name!r} (the model's files changed since)"
+                if knowledge_base.embedding_model == model_name
+                else repr(knowledge_base.embedding_model)
+            )
             failures[document.pk] = (
-                f"The knowledge base uses the embedding model {knowledge_base.embedding_model!r} but the workers "
-                f"run {model_name!r}, so this document was not indexed. Re-index the knowledge base to move it to "
-                f"{model_name!r}, then re-index this document once that has finished (the knowledge-base re-index "
-                "rebuilds only the documents already indexed, not failed ones)."
+                f"The knowledge base's vectors were made by {made_by} but the workers run {model_name!r}, so this "
+                f"document was not indexed. Re-index the knowledge base to move it to the workers' model, then "
+                "re-index this document once that has finished (the knowledge-base re-index rebuilds only the "
+                "documents already indexed, not failed ones)."
             )
             continue
         max_tokens = chunk_token_limit(requested=knowledge_base.chunk_max_tokens, model_max_tokens=model_max_tokens)
@@ -977,6 +1014,7 @@ def knowledge_base_reindex(*, tenant_id: int, knowledge_base_id: int) -> int:
         knowledge_base_id=knowledge_base_id,
         token=token,
         embedding_model=model_name,
+        embedding_model_identity=model_identity,
         embedding_dimension=embeddings.embedding_dimension(),
     )
     chunks = Chunk.objects.filter(

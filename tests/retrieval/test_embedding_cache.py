@@ -198,10 +198,17 @@ def test_a_model_changed_in_place_is_not_served_the_old_models_vectors(
     assert services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk]).encoded == 1
 
     # The model in the same directory is replaced by one that pools differently (other vectors), and the workers
-    # restart with it.
+    # restart with it. The knowledge base's vectors are the old model's: a document embedded by the new one would sit
+    # among them in another vector space, so it is refused until the knowledge base is re-indexed, as for a model of
+    # another name.
     _pooling_set(model_dir, "cls_token")
     _process_restart(monkeypatch)
     services.document_reindex(tenant=tenant, document=document)
+    refused = services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk])
+    assert refused.indexed == [] and "files changed" in refused.failed[document.pk]
+    KnowledgeBase.objects.for_tenant(tenant).filter(pk=kb.pk).update(reindex_status="running")
+    services.knowledge_base_reindex(tenant_id=tenant.pk, knowledge_base_id=kb.pk)
+    services.document_reindex(tenant=tenant, document=Document.objects.for_tenant(tenant).get(pk=document.pk))
     run = services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk])
 
     assert run.indexed == [document.pk] and run.encoded == 1, "the old model's cached vector was served"
@@ -243,3 +250,24 @@ def test_migration_drops_the_entries_keyed_by_a_model_directorys_name_alone(tena
     assert list(EmbeddingCacheEntry.objects.for_tenant(tenant).values_list("model_name", "text_hash")) == [
         (MODEL, _hash("keyed by identity"))
     ]
+
+
+@pytest.mark.django_db
+def test_a_new_knowledge_base_takes_the_model_the_workers_run(milvus_server, tenant, settings, monkeypatch, model_copy):
+    """A deployment on its own model (EMBEDDING_MODEL_PATH=.../custom-minilm): a knowledge base created through the
+    API records the bundled model's name by default, and its very first document used to fail with "re-index the
+    knowledge base", which had nothing to re-index. An empty knowledge base now takes the workers' model."""
+    copy = model_copy("custom")
+    model_dir = copy.rename(copy.parent / "custom-minilm")
+    settings.EMBEDDING_MODEL_PATH = str(model_dir)
+    _process_restart(monkeypatch)
+    kb = kb_make(tenant, name="custom-model")
+    document = Document.objects.create(
+        tenant=tenant, knowledge_base=kb, title="t", source_kind=SourceKind.TEXT, source_text="Moraines mark ice."
+    )
+    run = services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk])
+
+    assert run.indexed == [document.pk], run.failed
+    kb.refresh_from_db()
+    assert kb.embedding_model == "custom-minilm"
+    assert kb.embedding_model_identity == embeddings.model_identity()

@@ -429,6 +429,9 @@ def test_a_knowledge_base_reindex_that_outlasts_the_task_time_limit_is_continued
 @pytest.mark.django_db
 def test_a_model_mismatch_says_the_failed_document_needs_its_own_reindex_and_that_is_what_works(milvus_server, tenant):
     kb = kb_make(tenant, name="retired-model")
+    # The knowledge base holds vectors of a model the workers no longer run (an empty one would take theirs).
+    earlier = _queued(tenant, kb, "glacier")
+    assert services.documents_index(tenant_id=tenant.pk, document_ids=[earlier.pk]).indexed == [earlier.pk]
     KnowledgeBase.objects.for_tenant(tenant).filter(pk=kb.pk).update(embedding_model="retired-model")
     document = _queued(tenant, kb, "volcano")
 
