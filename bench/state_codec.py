@@ -1,9 +1,12 @@
 """CPU cost of the conversation hot copy's codec (conversations.state: `_encode` on every turn's Redis refresh,
 `_decode` on every turn's read), by conversation length, against the previous codec run in the same process as the
 baseline: JSON with each question vector as a base64 string and consumed ids decoded into frozen dataclasses
-(state version 3, kept here only as that baseline).
+(state version 3's layout, kept here only as that baseline). The baseline carries what later versions added to the
+state, so both codecs carry the same state: each stored answer's origin (version 5, through `_stored_encode`) and
+each turn's embedding model id (version 6, a seventh field of each turn's JSON array).
 
-The states are built like the platform's: real MTRAG questions, 384-float unit vectors, stored answers (about
+The states are built like the platform's as of state version 6: real MTRAG questions, 384-float unit vectors, each
+turn naming the embedding model in use (`retrieval.embeddings.model_id()`, 12 hex digits), stored answers (about
 600 characters, five cited chunks) on the newest 20 answered turns, ten consumed ids per turn.
 
 Usage: .venv/bin/python bench/state_codec.py [--turns 3,20,100] [--repeat 300]
@@ -33,6 +36,7 @@ import numpy as np  # noqa: E402
 
 from conversations.decisions import ConsumedRef  # noqa: E402
 from conversations.state import (  # noqa: E402
+    STATE_VERSION,
     ConversationState,
     RecentTurn,
     StoredAnswer,
@@ -42,6 +46,7 @@ from conversations.state import (  # noqa: E402
     _stored_encode,
     state_after_turn,
 )
+from retrieval.embeddings import model_id  # noqa: E402
 
 MTRAG = ROOT.parent / "shared" / "data" / "mtrag" / "conversations.jsonl"
 
@@ -56,7 +61,8 @@ class BaselineConsumedRef:
 
 
 def baseline_encode(state: ConversationState) -> bytes:
-    """The version-3 copy: one JSON document, vectors as base64 strings."""
+    """The version-3 copy: one JSON document, vectors as base64 strings; each turn also names its vector's model
+    (last field), as every copy must since version 6."""
     return json.dumps(
         {
             "v": 3,
@@ -70,6 +76,7 @@ def baseline_encode(state: ConversationState) -> bytes:
                     base64.b64encode(np.asarray(t.vector, dtype="<f4").tobytes()).decode(),
                     t.answerable,
                     _stored_encode(t.stored),
+                    t.vector_model,
                 ]
                 for t in state.recent_turns
             ],
@@ -92,6 +99,7 @@ def baseline_decode(conversation_id: int, raw: bytes) -> ConversationState:
                 np.frombuffer(base64.b64decode(t[3]), dtype="<f4"),
                 bool(t[4]),
                 _stored_decode(int(t[0]), t[5]),
+                str(t[6]),
             )
             for t in data["turns"]
         ],
@@ -101,7 +109,7 @@ def baseline_decode(conversation_id: int, raw: bytes) -> ConversationState:
     )
 
 
-def state_of(turns: int, questions: list[str], rng: np.random.Generator) -> ConversationState:
+def state_of(turns: int, questions: list[str], rng: np.random.Generator, vector_model: str) -> ConversationState:
     state = ConversationState(conversation_id=1, turn_count=0)
     for number in range(1, turns + 1):
         vector = rng.standard_normal(384).astype(np.float32)
@@ -116,12 +124,29 @@ def state_of(turns: int, questions: list[str], rng: np.random.Generator) -> Conv
             source_chunk_ids=chunks,
             source_chunks={str(c): {"hash": f"{c:064x}", "score": 0.61, "document_id": c // 3} for c in chunks},
         )
-        turn = RecentTurn(number, number, questions[number % len(questions)], vector, True, stored)
+        turn = RecentTurn(number, number, questions[number % len(questions)], vector, True, stored, vector_model)
         consumed = [ConsumedRef("chunk", c, number) for c in chunks] + [
             ConsumedRef("doc", c // 3, number) for c in chunks
         ]
         state = state_after_turn(state=state, turn=turn, consumed=consumed)
     return state
+
+
+def same_state(back: ConversationState, state: ConversationState) -> bool:
+    """Whether a decoded copy carries everything of the state the platform reads back (all but `source`)."""
+    if (back.turn_count, back.revision) != (state.turn_count, state.revision) or len(back.recent_turns) != len(
+        state.recent_turns
+    ):
+        return False
+    for a, b in zip(back.recent_turns, state.recent_turns, strict=True):
+        fields = (a.turn_id, a.number, a.question, a.answerable, a.stored, a.vector_model)
+        if fields != (b.turn_id, b.number, b.question, b.answerable, b.stored, b.vector_model):
+            return False
+        if not np.array_equal(a.vector, b.vector):
+            return False
+    return [(c.kind, c.item_id, c.turn_number) for c in back.consumed] == [
+        (c.kind, c.item_id, c.turn_number) for c in state.consumed
+    ]
 
 
 def timed(function, repeat: int) -> float:  # noqa: ANN001
@@ -143,16 +168,15 @@ def main() -> None:
     for line in MTRAG.open(encoding="utf-8"):
         questions.extend(turn["question"] for turn in json.loads(line)["turns"])
     rng = np.random.default_rng(3)
+    vector_model = model_id()
+    print(f"state version {STATE_VERSION}, every turn's vector model {vector_model}")
     print(f"{'turns':>5} {'codec':<22} {'bytes':>8} {'encode us':>10} {'decode us':>10} {'both us':>9}  vs baseline")
     for turns in [int(t) for t in args.turns.split(",")]:
-        state = state_of(turns, questions, rng)
+        state = state_of(turns, questions, rng, vector_model)
         # Both codecs must carry the same state, or the comparison means nothing.
         for decode, encode in ((_decode, _encode), (baseline_decode, baseline_encode)):
-            back = decode(1, encode(state))
-            assert [t.stored for t in back.recent_turns] == [t.stored for t in state.recent_turns]
-            assert all(
-                np.array_equal(a.vector, b.vector) for a, b in zip(back.recent_turns, state.recent_turns, strict=True)
-            )
+            if not same_state(decode(1, encode(state)), state):
+                raise SystemExit(f"{encode.__name__} does not carry the whole state at {turns} turns")
         rows = {}
         for label, encode, decode in (
             ("JSON+base64 (baseline)", baseline_encode, baseline_decode),
