@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import threading
 import time
 
 from rest_framework.test import APIClient
@@ -25,3 +26,25 @@ def wait_for(predicate, *, timeout: float, interval: float = 0.2, what: str = "c
             return value
         time.sleep(interval)
     raise AssertionError(f"{what} not met within {timeout}s")
+
+
+def returns_within(seconds: float, call):  # noqa: ANN001, ANN201
+    """call() on a thread: its result (or its exception), or a failure saying it was still waiting after `seconds`,
+    so a test of a service that stopped answering fails instead of hanging the run. Returns (value, seconds taken)."""
+    outcome: dict = {}
+
+    def run() -> None:
+        started = time.monotonic()
+        try:
+            outcome["value"] = call()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller below
+            outcome["error"] = exc
+        outcome["seconds"] = time.monotonic() - started
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"still waiting after {seconds:g} s"
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"], outcome["seconds"]

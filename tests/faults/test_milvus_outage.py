@@ -11,15 +11,13 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import threading
-import time
 
 import pytest
 
 from conversations.models import Conversation, Turn
 from retrieval.models import Document, DocumentStatus
 from tests.faults.conftest import handbook_index
-from tests.faults.helpers import ask, conversation_start, wait_for
+from tests.faults.helpers import ask, conversation_start, returns_within, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -132,25 +130,6 @@ def milvus_stalled(milvus_server):  # noqa: ANN001, ANN201
         os.killpg(milvus_server.process.pid, signal.SIGCONT)
 
 
-def _within(seconds: float, call):  # noqa: ANN001, ANN202
-    """call() on a thread; its result, or a failure (not a hung test run) when it does not return in time."""
-    outcome: dict = {}
-
-    def run() -> None:
-        try:
-            outcome["value"] = call()
-        except Exception as exc:  # noqa: BLE001 - reported below
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    assert not thread.is_alive(), f"still waiting after {seconds:g} s"
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
-
-
 @pytest.mark.django_db(transaction=True)  # the request runs on a thread of its own, with a connection of its own
 def test_a_stalled_milvus_answers_503_within_milvus_timeout(
     milvus_server, redis_available, api_client, tenant, client, settings
@@ -161,8 +140,7 @@ def test_a_stalled_milvus_answers_503_within_milvus_timeout(
     settings.MILVUS_TIMEOUT = 2.0
 
     with milvus_stalled(milvus_server):
-        started = time.monotonic()
-        response = _within(
+        response, seconds = returns_within(
             30,
             lambda: api_client.post(
                 f"/api/v1/conversations/{conversation_id}/messages/",
@@ -173,8 +151,8 @@ def test_a_stalled_milvus_answers_503_within_milvus_timeout(
         assert response.status_code == 503, response.content
         assert "search index is unavailable" in response.json()["message"]
         # MILVUS_TIMEOUT per call, not the web server's own timeout killing the worker without an answer.
-        assert time.monotonic() - started < 20
-        health = _within(30, lambda: client.get("/api/health/"))
+        assert seconds < 20
+        health, _ = returns_within(30, lambda: client.get("/api/health/"))
         assert health.json()["components"]["milvus"]["status"] == "down"
         assert Turn.objects.for_tenant(tenant).filter(conversation_id=conversation_id).count() == 1
 
