@@ -171,9 +171,9 @@ if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     # kombu waits on a Redis socket forever by default: a broker that keeps the connection but stops answering would
     # hold every upload's after-commit enqueue (and its web worker). Past this, the publish fails; the document stays
     # queued and the sweeper enqueues it again. Above kombu's 1 s BRPOP, so an idle worker's wait is not cut short.
+    _broker_socket_timeout = _positive_seconds("CELERY_BROKER_SOCKET_TIMEOUT", default="3")
     CELERY_BROKER_TRANSPORT_OPTIONS.update(
-        socket_timeout=_positive_seconds("CELERY_BROKER_SOCKET_TIMEOUT", default="3"),
-        socket_connect_timeout=_positive_seconds("CELERY_BROKER_SOCKET_TIMEOUT", default="3"),
+        socket_timeout=_broker_socket_timeout, socket_connect_timeout=_broker_socket_timeout
     )
 # One retry of a failed publish, not Celery's three: a broker that is down fails the request's enqueue in seconds.
 CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.5, "interval_max": 0.5}
