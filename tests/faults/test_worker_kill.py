@@ -41,11 +41,11 @@ def _recover(tenant, document_id: int) -> None:  # noqa: ANN001
     assert documents_recover_stalled() == 1
 
 
-def test_worker_killed_twice_mid_document_still_indexes_it_exactly_once(
-    celery_worker_process, milvus_server, api_client, tenant
-):
+def _many_chunk_upload(api_client, tenant, name: str) -> tuple[KnowledgeBase, int]:  # noqa: ANN001
+    """A knowledge base of 16-piece chunks and one document of INGEST_EMBED_BATCH x 4 paragraphs uploaded to it (so
+    its indexing, or its re-index, takes several batches to kill a worker in); returns both."""
     knowledge_base = knowledge_base_create(
-        tenant=tenant, name=f"crash-{uuid.uuid4().hex[:6]}", chunk_max_tokens=16, chunk_overlap_tokens=0
+        tenant=tenant, name=f"{name}-{uuid.uuid4().hex[:6]}", chunk_max_tokens=16, chunk_overlap_tokens=0
     )
     paragraphs = settings.INGEST_EMBED_BATCH * 4
     text = "\n\n".join(f"Outcrop {i} shows basalt column {i} above the shoreline." for i in range(paragraphs))
@@ -53,7 +53,13 @@ def test_worker_killed_twice_mid_document_still_indexes_it_exactly_once(
         f"/api/v1/knowledge-bases/{knowledge_base.pk}/documents/", {"title": "crash", "text": text}, format="json"
     )
     assert response.status_code == 202, response.content
-    document_id = response.json()["id"]
+    return knowledge_base, response.json()["id"]
+
+
+def test_worker_killed_twice_mid_document_still_indexes_it_exactly_once(
+    celery_worker_process, milvus_server, api_client, tenant
+):
+    knowledge_base, document_id = _many_chunk_upload(api_client, tenant, "crash")
 
     first = _kill_when(celery_worker_process, tenant, document_id, min_progress=0.25)
     rows = Chunk.objects.for_tenant(tenant).filter(document_id=document_id).order_by("position")
@@ -96,16 +102,7 @@ def test_worker_killed_twice_mid_document_still_indexes_it_exactly_once(
 def test_worker_killed_mid_knowledge_base_reindex_is_noticed_and_the_reindex_finishes(
     celery_worker_process, milvus_server, api_client, tenant
 ):
-    knowledge_base = knowledge_base_create(
-        tenant=tenant, name=f"crash-reindex-{uuid.uuid4().hex[:6]}", chunk_max_tokens=16, chunk_overlap_tokens=0
-    )
-    paragraphs = settings.INGEST_EMBED_BATCH * 4
-    text = "\n\n".join(f"Outcrop {i} shows basalt column {i} above the shoreline." for i in range(paragraphs))
-    response = api_client.post(
-        f"/api/v1/knowledge-bases/{knowledge_base.pk}/documents/", {"title": "crash", "text": text}, format="json"
-    )
-    assert response.status_code == 202, response.content
-    document_id = response.json()["id"]
+    knowledge_base, document_id = _many_chunk_upload(api_client, tenant, "crash-reindex")
     wait_for(
         lambda: Document.objects.for_tenant(tenant).filter(pk=document_id, status=DocumentStatus.INDEXED).first(),
         timeout=300,
