@@ -113,18 +113,24 @@ def test_a_session_pair_of_the_old_model_is_not_served_after_a_switch(api_client
     assert tables == ["tenants_apikey", "conversations_conversation", "retrieval_chunk"], tables
 
 
-def test_a_user_pair_of_the_old_model_is_not_served_after_a_switch(api_client, tenant, kb, switch_model):
-    dedup_policy_update(tenant=tenant, scope="user")
-    first = ask(api_client, start(api_client, kb, user_id="u1"), QUESTION)
+def _served_only_from_the_new_models_pair(api_client, kb, switch_model, users: list[str]) -> None:  # noqa: ANN001
+    """A pair asked and served under the bundled model, then the same question after the switch: answered fresh,
+    and served from that new pair next; each ask in a conversation of its own, for `users` in turn."""
+    first = ask(api_client, start(api_client, kb, user_id=users[0]), QUESTION)
     assert first["dedup"]["action"] == "answered"
-    assert ask(api_client, start(api_client, kb, user_id="u1"), QUESTION)["dedup"]["action"] == "served_cached"
+    assert ask(api_client, start(api_client, kb, user_id=users[1]), QUESTION)["dedup"]["action"] == "served_cached"
 
     switch_model(kb)
-    again = ask(api_client, start(api_client, kb, user_id="u1"), QUESTION)
+    again = ask(api_client, start(api_client, kb, user_id=users[2]), QUESTION)
     assert again["dedup"]["action"] == "answered", again["dedup"]
-    served = ask(api_client, start(api_client, kb, user_id="u1"), QUESTION)
+    served = ask(api_client, start(api_client, kb, user_id=users[3]), QUESTION)
     assert served["dedup"]["action"] == "served_cached"
     assert served["dedup"]["matched_turn_id"] == again["turn_id"]
+
+
+def test_a_user_pair_of_the_old_model_is_not_served_after_a_switch(api_client, tenant, kb, switch_model):
+    dedup_policy_update(tenant=tenant, scope="user")
+    _served_only_from_the_new_models_pair(api_client, kb, switch_model, ["u1"] * 4)
 
 
 def test_the_user_scope_window_holds_pairs_of_the_model_in_use_only(
@@ -148,16 +154,7 @@ def test_the_user_scope_window_holds_pairs_of_the_model_in_use_only(
 
 def test_a_tenant_pair_of_the_old_model_is_not_served_after_a_switch(api_client, tenant, kb, switch_model):
     dedup_policy_update(tenant=tenant, scope="tenant")
-    first = ask(api_client, start(api_client, kb, user_id="a"), QUESTION)
-    assert first["dedup"]["action"] == "answered"
-    assert ask(api_client, start(api_client, kb, user_id="b"), QUESTION)["dedup"]["action"] == "served_cached"
-
-    switch_model(kb)
-    again = ask(api_client, start(api_client, kb, user_id="c"), QUESTION)
-    assert again["dedup"]["action"] == "answered", again["dedup"]
-    served = ask(api_client, start(api_client, kb, user_id="d"), QUESTION)
-    assert served["dedup"]["action"] == "served_cached"
-    assert served["dedup"]["matched_turn_id"] == again["turn_id"]
+    _served_only_from_the_new_models_pair(api_client, kb, switch_model, ["a", "b", "c", "d"])
 
     # The backfill indexes only what the current model can be compared with.
     assert services.question_index_backfill(tenant_id=tenant.pk) == 2

@@ -282,12 +282,18 @@ def test_a_document_deleted_during_a_knowledge_base_reindex_leaves_no_vectors(mi
     assert _vector_count(kb) == Chunk.objects.for_tenant(tenant).filter(knowledge_base=kb).count() == 1
 
 
-@pytest.mark.django_db
-def test_a_document_rechunked_during_a_knowledge_base_reindex_stays_findable(milvus_server, tenant, monkeypatch):
-    kb = kb_make(tenant, name="reindex-rechunk", chunk_max_tokens=16, chunk_overlap_tokens=0)
+def _indexed_in_several_chunks(tenant, name: str) -> tuple[KnowledgeBase, Document]:  # noqa: ANN001
+    """A knowledge base of 16-piece chunks and one indexed document of six sentences there (several chunks)."""
+    kb = kb_make(tenant, name=name, chunk_max_tokens=16, chunk_overlap_tokens=0)
     sentences = [f"Fact {i}: the aurora glows green because of oxygen at altitude {i}." for i in range(6)]
     document = _queued(tenant, kb, "aurora", " ".join(sentences))
     services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk])
+    return kb, document
+
+
+@pytest.mark.django_db
+def test_a_document_rechunked_during_a_knowledge_base_reindex_stays_findable(milvus_server, tenant, monkeypatch):
+    kb, document = _indexed_in_several_chunks(tenant, "reindex-rechunk")
     first = list(Chunk.objects.for_tenant(tenant).filter(document=document).values_list("text", flat=True))
     assert len(first) > 1
 
@@ -341,10 +347,7 @@ def test_a_document_of_invisible_characters_fails_as_having_no_text(tenant):
 
 @pytest.mark.django_db
 def test_a_run_that_stalled_past_its_lease_leaves_the_takeover_run_s_vectors_alone(milvus_server, tenant, monkeypatch):
-    kb = kb_make(tenant, name="takeover", chunk_max_tokens=16, chunk_overlap_tokens=0)
-    sentences = [f"Fact {i}: the aurora glows green because of oxygen at altitude {i}." for i in range(6)]
-    document = _queued(tenant, kb, "aurora", " ".join(sentences))
-    services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk])
+    kb, document = _indexed_in_several_chunks(tenant, "takeover")
     first_texts = list(Chunk.objects.for_tenant(tenant).filter(document=document).values_list("text", flat=True))
     services.document_reindex(tenant=tenant, document=document)
     embed = services.embeddings_cached
