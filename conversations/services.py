@@ -11,6 +11,7 @@ few small writes only; two concurrent turns on one conversation both land, with 
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Sequence
@@ -1137,7 +1138,8 @@ def conversation_records_delete(
     built before is invalidated (its conversation's revision moves, and it is dropped from Redis), so a deleted QA
     pair is never served again from a copy nor a deleted consumed item excluded; the deleted turns' question
     vectors leave the tenant-scope index (a worker deletes them when Milvus is down; a vector left behind meanwhile
-    finds no row and is skipped). Audit events stay, as for an expired conversation."""
+    finds no row and is skipped). Audit events stay, as for an expired conversation. The hot copies and the vectors
+    go once the deletion commits, so a caller's transaction that rolls back keeps them with its rows."""
     turns = Turn.objects.for_tenant(tenant)
     doomed_turns = list(
         turns.filter(Q(pk__in=list(turn_ids)) | Q(conversation_id__in=list(conversation_ids))).values_list(
@@ -1159,21 +1161,36 @@ def conversation_records_delete(
         Conversation.objects.for_tenant(tenant).filter(pk__in=list(conversation_ids)).delete()
         # A conversation keeps its turn count (turn numbers are never reused); its revision tells hot copies apart.
         Conversation.objects.for_tenant(tenant).filter(pk__in=touched).update(state_revision=F("state_revision") + 1)
-    for conversation_id in touched:
-        state_forget(tenant_id=tenant.pk, conversation_id=conversation_id)
-    if doomed_turns:
-        try:
-            vectorstore.question_vectors_delete(tenant_id=tenant.pk, turn_ids=[pk for pk, _ in doomed_turns])
-        except vectorstore.VectorStoreUnavailable:
-            # The rows are gone (what the admin asked for); a worker deletes the vectors once Milvus answers.
-            ids = [pk for pk, _ in doomed_turns]
-            logger.warning("question index unavailable: deleting %s deleted questions' vectors queued", len(ids))
-            from conversations.tasks import question_vectors_delete_task
+    # What lives outside the database follows the deletion only once it is committed: inside a caller's transaction
+    # (the admin's delete view runs in one) a rollback would otherwise keep the rows and lose their vectors.
+    transaction.on_commit(
+        functools.partial(
+            _records_deleted_outside_database,
+            tenant_id=tenant.pk,
+            conversation_ids=sorted(touched),
+            turn_ids=[pk for pk, _ in doomed_turns],
+        ),
+        robust=True,
+    )
 
-            try:
-                question_vectors_delete_task.delay(tenant.pk, ids)
-            except Exception:  # noqa: BLE001 - the broker down too: the deletion stands, the vectors stay (logged)
-                logger.exception("could not queue the deletion of %s question vectors", len(ids))
+
+def _records_deleted_outside_database(*, tenant_id: int, conversation_ids: list[int], turn_ids: list[int]) -> None:
+    """After `conversation_records_delete` commits: drop the hot copies and the deleted turns' question vectors."""
+    for conversation_id in conversation_ids:
+        state_forget(tenant_id=tenant_id, conversation_id=conversation_id)
+    if not turn_ids:
+        return
+    try:
+        vectorstore.question_vectors_delete(tenant_id=tenant_id, turn_ids=turn_ids)
+    except vectorstore.VectorStoreUnavailable:
+        # The rows are gone (what the admin asked for); a worker deletes the vectors once Milvus answers.
+        logger.warning("question index unavailable: deleting %s deleted questions' vectors queued", len(turn_ids))
+        from conversations.tasks import question_vectors_delete_task
+
+        try:
+            question_vectors_delete_task.delay(tenant_id, turn_ids)
+        except Exception:  # noqa: BLE001 - the broker down too: the deletion stands, the vectors stay (logged)
+            logger.exception("could not queue the deletion of %s question vectors", len(turn_ids))
 
 
 # --- audit review and retention ------------------------------------------------------------------------------------

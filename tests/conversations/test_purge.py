@@ -226,21 +226,53 @@ def test_milvus_down_during_the_purge_keeps_the_conversations_for_the_next_run(
     assert expired_turn not in _indexed_turn_ids(tenant, kb)
 
 
+def _tenant_scope_turn(tenant) -> tuple[KnowledgeBase, int]:
+    from conversations.models import DedupPolicy
+
+    DedupPolicy.objects.for_tenant(tenant).update(scope="tenant")
+    kb = KnowledgeBase.objects.create(tenant=tenant, name="kb")
+    conversation = _conversation(tenant, kb, expires_in=timedelta(hours=1))
+    return kb, _indexed_question(tenant, kb, conversation)
+
+
+def test_an_admin_deletion_rolled_back_keeps_its_turns_question_vector(
+    milvus_server, tenant, django_capture_on_commit_callbacks
+):
+    """The admin's delete view runs the deletion inside its own transaction. The question vector used to be deleted
+    before that transaction committed: had it rolled back, the turn would stay with its vector gone (a duplicate
+    missed for good). The vector now goes on commit, so a rollback keeps both."""
+    from django.db import transaction
+
+    from conversations.services import conversation_records_delete
+
+    kb, turn_id = _tenant_scope_turn(tenant)
+
+    class AdminFailed(Exception):
+        pass
+
+    with django_capture_on_commit_callbacks(execute=True), pytest.raises(AdminFailed), transaction.atomic():
+        conversation_records_delete(tenant=tenant, turn_ids=[turn_id])
+        raise AdminFailed
+    assert Turn.objects.for_tenant(tenant).filter(pk=turn_id).exists()
+    assert turn_id in _indexed_turn_ids(tenant, kb)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        conversation_records_delete(tenant=tenant, turn_ids=[turn_id])
+    assert not Turn.objects.for_tenant(tenant).filter(pk=turn_id).exists()
+    assert turn_id not in _indexed_turn_ids(tenant, kb)
+
+
 def test_milvus_down_while_an_admin_deletes_a_turn_leaves_its_question_vector_to_a_worker(
-    milvus_server, tenant, monkeypatch
+    milvus_server, tenant, monkeypatch, django_capture_on_commit_callbacks
 ):
     """An admin's deletion used to log Milvus's refusal and forget the vector: it stayed in the tenant-scope index for
     good, taking a candidate slot of every search. The rows still go at once (the admin asked for that); the vector's
     deletion is queued for a worker, which retries until Milvus answers."""
     from conversations import tasks
-    from conversations.models import DedupPolicy
     from conversations.services import conversation_records_delete
     from retrieval import vectorstore
 
-    DedupPolicy.objects.for_tenant(tenant).update(scope="tenant")
-    kb = KnowledgeBase.objects.create(tenant=tenant, name="kb")
-    conversation = _conversation(tenant, kb, expires_in=timedelta(hours=1))
-    turn_id = _indexed_question(tenant, kb, conversation)
+    kb, turn_id = _tenant_scope_turn(tenant)
     queued: list[tuple] = []
     monkeypatch.setattr(
         tasks.question_vectors_delete_task, "delay", lambda *args, **kwargs: queued.append((args, kwargs))
@@ -251,7 +283,8 @@ def test_milvus_down_while_an_admin_deletes_a_turn_leaves_its_question_vector_to
 
     with monkeypatch.context() as patch:
         patch.setattr(vectorstore, "question_vectors_delete", down)
-        conversation_records_delete(tenant=tenant, turn_ids=[turn_id])
+        with django_capture_on_commit_callbacks(execute=True):
+            conversation_records_delete(tenant=tenant, turn_ids=[turn_id])
     assert not Turn.objects.for_tenant(tenant).filter(pk=turn_id).exists()
     assert turn_id in _indexed_turn_ids(tenant, kb)
     assert len(queued) == 1
