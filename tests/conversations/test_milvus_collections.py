@@ -22,8 +22,6 @@ from retrieval.embeddings import model_id
 from tests.factories import ConversationFactory, TurnFactory
 from tests.services import ROOT, free_port
 
-pytestmark = pytest.mark.django_db
-
 DIMENSION = 384
 
 
@@ -149,7 +147,7 @@ def test_dry_run_alone_is_refused(milvus_server):
         _run("--dry-run")
 
 
-def test_milvus_down_is_a_message_and_exit_status_1_not_a_traceback(db):
+def test_milvus_down_is_a_message_and_exit_status_1_not_a_traceback():
     env = dict(
         os.environ, DJANGO_SETTINGS_MODULE="kbplatform.settings.test", MILVUS_URI=f"http://127.0.0.1:{free_port()}"
     )
