@@ -419,41 +419,59 @@ def _documents_held(*, tenant_id: int, token: str, document_ids: Iterable[int]) 
 
 
 def _documents_fail(*, tenant_id: int, token: str, failures: dict[int, str]) -> None:
-    """Record each document's failure. Chunks a failed document had from an earlier run are removed, so a
-    failed document is never searchable with stale content."""
+    """Record each document's failure, for the documents this run still holds (one taken over by another run since is
+    that run's). Their chunks go with it: see `_failed_documents_chunks_delete`."""
     if not failures:
         return
     now = timezone.now()
-    for document_id, message in failures.items():
-        _run_update(
-            tenant_id=tenant_id,
-            token=token,
-            document_ids=[document_id],
-            status=DocumentStatus.FAILED,
-            error_message=message,
-            failed_at=now,
-            chunk_count=0,
-            claim_token="",
-            lease_expires_at=None,
-        )
+    with transaction.atomic():
+        failed = [
+            document_id
+            for document_id, message in failures.items()
+            if _run_update(
+                tenant_id=tenant_id,
+                token=token,
+                document_ids=[document_id],
+                status=DocumentStatus.FAILED,
+                error_message=message,
+                failed_at=now,
+                chunk_count=0,
+                claim_token="",
+                lease_expires_at=None,
+            )
+        ]
+        had_chunks = _failed_documents_chunks_delete(tenant_id=tenant_id, document_ids=failed)
+    _failed_documents_vectors_delete(tenant_id=tenant_id, document_ids=had_chunks)
+
+
+def _failed_documents_chunks_delete(*, tenant_id: int, document_ids: Sequence[int]) -> list[int]:
+    """Delete the chunk rows of documents being marked failed, in the transaction that marks them, so a failed
+    document is never searchable with stale or partial content (from an earlier run, or a run interrupted after
+    storing its rows). Returns the documents that had rows: their vectors go next."""
     had_chunks = list(
-        Chunk.objects.filter(tenant_id=tenant_id, document_id__in=list(failures))
+        Chunk.objects.filter(tenant_id=tenant_id, document_id__in=list(document_ids))
         .values_list("document_id", flat=True)
         .distinct()
     )
-    if not had_chunks:
+    if had_chunks:
+        Chunk.objects.filter(tenant_id=tenant_id, document_id__in=had_chunks).delete()
+    return had_chunks
+
+
+def _failed_documents_vectors_delete(*, tenant_id: int, document_ids: Sequence[int]) -> None:
+    """Delete the vectors of failed documents whose chunk rows are gone. Milvus down: searches drop hits whose chunk
+    row is gone, and the next successful run of the document deletes them (it cleans up after any failure)."""
+    if not document_ids:
         return
-    Chunk.objects.filter(tenant_id=tenant_id, document_id__in=had_chunks).delete()
     dimension = (
-        KnowledgeBase.objects.filter(tenant_id=tenant_id, documents__pk=had_chunks[0])
+        KnowledgeBase.objects.filter(tenant_id=tenant_id, documents__pk=document_ids[0])
         .values_list("embedding_dimension", flat=True)
         .first()
     )
     try:
-        vectorstore.vectors_delete(tenant_id=tenant_id, dimension=dimension or 384, document_ids=had_chunks)
+        vectorstore.vectors_delete(tenant_id=tenant_id, dimension=dimension or 384, document_ids=document_ids)
     except vectorstore.VectorStoreUnavailable:
-        # Searches drop hits whose chunk row is gone; the next successful run of the document cleans these.
-        logger.warning("could not delete the vectors of failed documents %s", had_chunks, exc_info=True)
+        logger.warning("could not delete the vectors of failed documents %s", list(document_ids), exc_info=True)
 
 
 def _document_drafts(document: Document, *, max_tokens: int) -> list[ChunkDraft]:
@@ -817,12 +835,26 @@ def _documents_run(*, run: IndexRun, tenant_id: int, token: str, documents: list
 
 
 def documents_fail_after_retries(*, tenant_id: int, document_ids: Sequence[int], reason: str) -> int:
-    """The last word after transient failures outlasted every retry: queued documents end as failed."""
-    return Document.objects.filter(tenant_id=tenant_id, pk__in=list(document_ids), status=DocumentStatus.QUEUED).update(
-        status=DocumentStatus.FAILED,
-        error_message=f"Indexing gave up after repeated errors of a dependency: {reason}. Re-index to retry.",
-        failed_at=timezone.now(),
-    )
+    """The last word after transient failures outlasted every retry: queued documents end as failed, leaving what
+    `_documents_fail` leaves (no chunk rows, chunk_count 0, vectors deleted when Milvus answers). Returns how many."""
+    now = timezone.now()
+    with transaction.atomic():
+        # Locked while their chunks go, so a re-index queued meanwhile waits and then starts from this state.
+        failed = list(
+            Document.objects.select_for_update()
+            .filter(tenant_id=tenant_id, pk__in=list(document_ids), status=DocumentStatus.QUEUED)
+            .values_list("pk", flat=True)
+        )
+        Document.objects.filter(tenant_id=tenant_id, pk__in=failed).update(
+            status=DocumentStatus.FAILED,
+            error_message=f"Indexing gave up after repeated errors of a dependency: {reason}. Re-index to retry.",
+            failed_at=now,
+            chunk_count=0,
+            updated_at=now,
+        )
+        had_chunks = _failed_documents_chunks_delete(tenant_id=tenant_id, document_ids=failed)
+    _failed_documents_vectors_delete(tenant_id=tenant_id, document_ids=had_chunks)
+    return len(failed)
 
 
 # --- recovery ---------------------------------------------------------------------------------------------

@@ -342,15 +342,20 @@ def question_collection_name(*, model: str) -> str:
     return f"{settings.MILVUS_COLLECTION}_questions_{model}"
 
 
+def question_collection_model(name: str) -> str | None:
+    """The embedding model id whose question collection `name` is ("" for the one from before models were
+    recorded), or None when `name` is not one of this deployment's question collections."""
+    legacy = question_collection_name(model="")
+    if name == legacy:
+        return ""
+    model = name[len(legacy) + 1 :] if name.startswith(f"{legacy}_") else ""
+    return model if _QUESTION_MODEL.fullmatch(model) else None
+
+
 def question_collection_names() -> list[str]:
     """Every question collection of this deployment that exists, whatever its model."""
-    legacy = question_collection_name(model="")
     names = _call("list collections", _connect().list_collections)
-    return sorted(
-        name
-        for name in names
-        if name == legacy or (name.startswith(f"{legacy}_") and _QUESTION_MODEL.fullmatch(name[len(legacy) + 1 :]))
-    )
+    return sorted(name for name in names if question_collection_model(name) is not None)
 
 
 def question_filter_build(
@@ -464,3 +469,34 @@ def question_vectors_delete(
             _call(f"load of collection {name}", _connect().load_collection, name, timeout=settings.MILVUS_SETUP_TIMEOUT)
             _ready_collections.add(name)
         _call("question delete", _connect().delete, collection_name=name, filter=expression)
+
+
+# --- the deployment's collections, for the operator (`manage.py milvus_collections`) ----------------------------
+
+
+def deployment_collection_names() -> list[str]:
+    """Every collection named after this deployment's MILVUS_COLLECTION (it, or it followed by "_"): the chunk
+    collection, the question collections, and whatever else carries the prefix."""
+    prefix = settings.MILVUS_COLLECTION
+    names = _call("list collections", _connect().list_collections)
+    return sorted(name for name in names if name == prefix or name.startswith(f"{prefix}_"))
+
+
+def collection_entity_count(*, name: str) -> int:
+    """The entities Milvus reports for a collection, without loading it (Milvus standalone may count deleted ones
+    until it compacts)."""
+    stats = _call(f"statistics of collection {name}", _connect().get_collection_stats, name)
+    return int(stats.get("row_count", 0))
+
+
+def question_collection_drop(*, model: str) -> str:
+    """Drop the question collection of embedding model `model` (a `model_id`, or "" for the one from before models
+    were recorded) and return its name. Takes a model id, not a name, so nothing but a question collection of this
+    deployment can be dropped here; whether its questions are still needed is the caller's decision. Another process
+    that had it open fails one call on it (VectorStoreUnavailable, which resets its client) and creates it again,
+    empty, only if it still runs that model."""
+    name = question_collection_name(model=model)
+    _call(f"drop of collection {name}", _connect().drop_collection, name, timeout=settings.MILVUS_SETUP_TIMEOUT)
+    with _lock:
+        _ready_collections.discard(name)
+    return name

@@ -223,6 +223,67 @@ def test_vectors_a_failure_could_not_delete_go_with_the_next_successful_run(milv
     assert _vector_count(kb) == 1
 
 
+def _reindexed_while_milvus_refuses_writes(tenant, kb: KnowledgeBase, document: Document, monkeypatch) -> None:  # noqa: ANN001
+    """The document's text changes and it is re-indexed while Milvus refuses every upsert, until the task's retries
+    run out: each run stored the new chunk rows before its upsert failed."""
+    Document.objects.for_tenant(tenant).filter(pk=document.pk).update(source_text=TEXTS["tides"])
+    services.document_reindex(tenant=tenant, document=document)
+
+    def milvus_refuses(**kwargs):  # noqa: ANN003, ANN202
+        raise vectorstore.VectorStoreUnavailable("Milvus refuses writes")
+
+    monkeypatch.setattr(vectorstore, "vectors_upsert", milvus_refuses)
+    tasks.document_index.apply(args=(document.pk, tenant.pk))
+    monkeypatch.undo()
+
+
+def _search(tenant, kb: KnowledgeBase, text: str) -> list[int]:  # noqa: ANN001
+    query = services.embeddings.embed_query(text)
+    return [hit.chunk_id for hit in chunk_search(tenant=tenant, knowledge_base=kb, query_vector=query, limit=5)]
+
+
+@pytest.mark.django_db
+def test_a_document_that_fails_after_every_retry_keeps_no_chunks_and_is_not_searchable(
+    milvus_server, tenant, monkeypatch
+):
+    kb = kb_make(tenant, name="gave-up")
+    document = _queued(tenant, kb, "volcano")
+    services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk])
+    assert _search(tenant, kb, TEXTS["volcano"])
+
+    _reindexed_while_milvus_refuses_writes(tenant, kb, document, monkeypatch)
+
+    document.refresh_from_db()
+    assert document.status == DocumentStatus.FAILED and "gave up" in document.error_message
+    assert document.chunk_count == 0
+    assert not Chunk.objects.for_tenant(tenant).filter(document=document).exists()
+    assert _search(tenant, kb, TEXTS["volcano"]) == [] and _search(tenant, kb, TEXTS["tides"]) == []
+    assert _vector_count(kb) == 0
+
+
+@pytest.mark.django_db
+def test_vectors_of_a_document_that_failed_after_retries_go_with_its_next_successful_run(
+    milvus_server, tenant, monkeypatch
+):
+    kb = kb_make(tenant, name="gave-up-milvus-down")
+    document = _queued(tenant, kb, "volcano")
+    services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk])
+
+    # Milvus cannot delete either when the task gives up: the vector stays, but searches drop it.
+    def milvus_down(**kwargs):  # noqa: ANN003, ANN202
+        raise vectorstore.VectorStoreUnavailable("Milvus is down")
+
+    monkeypatch.setattr(vectorstore, "vectors_delete", milvus_down)
+    _reindexed_while_milvus_refuses_writes(tenant, kb, document, monkeypatch)
+    assert not Chunk.objects.for_tenant(tenant).filter(document=document).exists()
+    assert _vector_count(kb) == 1 and _search(tenant, kb, TEXTS["volcano"]) == []
+
+    services.document_reindex(tenant=tenant, document=document)
+    assert services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk]).indexed == [document.pk]
+    assert _vector_count(kb) == 1
+    assert _search(tenant, kb, TEXTS["tides"]) == [Chunk.objects.for_tenant(tenant).get(document=document).pk]
+
+
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("deleted", ["document", "knowledge_base"])
 def test_vectors_a_run_writes_while_a_delete_runs_do_not_outlive_the_rows(milvus_server, tenant, monkeypatch, deleted):
