@@ -5,6 +5,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from django.db.models import Exists, OuterRef, Q, QuerySet
+
 from kbplatform.errors import ConflictError
 from retrieval import vectorstore
 from retrieval.embeddings import IDENTITY_NAME_CHARS, identity_name
@@ -63,6 +65,22 @@ def index_state(*, knowledge_base: KnowledgeBase, query_model_identity: str) -> 
         reindex_progress=float(knowledge_base.reindex_progress) if running else None,
         knowledge_base_model=recorded or knowledge_base.embedding_model,
     )
+
+
+def knowledge_bases_awaiting_reindex(
+    *, knowledge_bases: QuerySet[KnowledgeBase], query_model_identity: str
+) -> QuerySet[KnowledgeBase]:
+    """Those of `knowledge_bases` (scoped by the caller) that a search with a query of `query_model_identity` refuses:
+    `index_state` says `OTHER_MODEL` and they hold a chunk. The ones that need a re-index onto that model, including
+    those whose re-index is queued but not yet taken up by a worker. One query."""
+    name = identity_name(query_model_identity)
+    # index_state compares a name cut to IDENTITY_NAME_CHARS: a name that long was cut, so any longer one matches.
+    same_name = Q(embedding_model__startswith=name) if len(name) >= IDENTITY_NAME_CHARS else Q(embedding_model=name)
+    other_model = (~Q(embedding_model_identity="") & ~Q(embedding_model_identity=query_model_identity)) | (
+        Q(embedding_model_identity="") & ~same_name
+    )
+    holds_chunks = Exists(Chunk.objects.filter(tenant_id=OuterRef("tenant_id"), knowledge_base_id=OuterRef("pk")))
+    return knowledge_bases.filter(other_model, holds_chunks)
 
 
 def embedding_model_mismatch(

@@ -8,7 +8,13 @@ import pytest
 
 from retrieval import embeddings, vectorstore
 from retrieval.models import Chunk, Document, KnowledgeBase
-from retrieval.selectors import IndexStatus, chunk_search, embedding_model_mismatch, index_state
+from retrieval.selectors import (
+    IndexStatus,
+    chunk_search,
+    embedding_model_mismatch,
+    index_state,
+    knowledge_bases_awaiting_reindex,
+)
 from tests.conversations.helpers import indexed_kb
 
 
@@ -104,3 +110,51 @@ def test_the_refusal_names_both_models_and_says_what_to_do():
     state = index_state(knowledge_base=queued, query_model_identity=BUNDLED)
     error = embedding_model_mismatch(knowledge_base=queued, state=state, query_model_identity=BUNDLED)
     assert "queued" in error.message and error.extra["reindex_status"] == "running"
+
+
+def _kb_holding(tenant, name: str, identity: str, *, model: str = "all-MiniLM-L6-v2", chunk: bool = True):  # noqa: ANN001
+    knowledge_base = KnowledgeBase.objects.create(
+        tenant=tenant, name=name, embedding_model=model, embedding_model_identity=identity
+    )
+    if chunk:
+        document = Document.objects.create(tenant=tenant, knowledge_base=knowledge_base, title=name)
+        Chunk.objects.create(
+            tenant=tenant, document=document, knowledge_base=knowledge_base, position=0, text="x", content_hash="h"
+        )
+    return knowledge_base
+
+
+@pytest.mark.django_db
+def test_the_knowledge_bases_awaiting_a_reindex_are_those_a_search_refuses(tenant, other_tenant):
+    current = embeddings.model_identity()
+    replaced = embeddings.identity_name(current) + "@ffffffffffffffff"
+    awaiting = {
+        _kb_holding(tenant, "replaced", replaced).pk,
+        _kb_holding(tenant, "other", OTHER, model="e5-small").pk,
+        _kb_holding(tenant, "legacy-other", "", model="e5-small").pk,
+        _kb_holding(tenant, "queued", OTHER, model="e5-small").pk,
+    }
+    KnowledgeBase.objects.for_tenant(tenant).filter(name="queued").update(reindex_status="running")
+    _kb_holding(tenant, "current", current)
+    _kb_holding(tenant, "legacy-current", "")
+    _kb_holding(tenant, "empty-other", OTHER, model="e5-small", chunk=False)
+    theirs = _kb_holding(other_tenant, "theirs", OTHER, model="e5-small")
+
+    mine = KnowledgeBase.objects.for_tenant(tenant)
+    found = selectors_awaiting(mine, current)
+    assert found == awaiting
+    assert found == {
+        kb.pk
+        for kb in mine
+        if index_state(knowledge_base=kb, query_model_identity=current).status == IndexStatus.OTHER_MODEL
+        and kb.chunks.exists()
+    }
+    assert selectors_awaiting(KnowledgeBase.objects.unscoped(), current) == awaiting | {theirs.pk}
+
+
+def selectors_awaiting(knowledge_bases, identity: str) -> set[int]:  # noqa: ANN001
+    return set(
+        knowledge_bases_awaiting_reindex(knowledge_bases=knowledge_bases, query_model_identity=identity).values_list(
+            "pk", flat=True
+        )
+    )
