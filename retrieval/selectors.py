@@ -108,7 +108,8 @@ def embedding_model_mismatch(
         message += (
             f"Re-index the knowledge base to move it to {query_name!r} "
             f"(POST /api/v1/knowledge-bases/{knowledge_base.pk}/reindex/ with an admin key, or the admin's "
-            "re-index action); searches are served again, flagged, as soon as the re-index has started."
+            "re-index action; the workers, which run it, must run that model too); searches are served again, "
+            "flagged, as soon as the re-index has started."
         )
     return EmbeddingModelMismatchError(
         message,
