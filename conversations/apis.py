@@ -10,6 +10,7 @@ from rest_framework.response import Response
 
 from conversations import admin_services, selectors, services
 from conversations.models import DedupAction, DedupScope, Granularity
+from retrieval.apis import IndexStateOutputSerializer, index_state_body
 from tenants.api import TenantApi
 from tenants.permissions import IsTenantAdminKey, IsTenantWideKey
 
@@ -119,6 +120,13 @@ class ConversationMessageApi(TenantApi):
         turn_id = serializers.IntegerField()
         answer = serializers.CharField(allow_null=True)
         sources = SourceSerializer(many=True)
+        index = IndexStateOutputSerializer(
+            allow_null=True,
+            help_text=(
+                "How the knowledge base's vectors stood when this turn searched them (see the search endpoint); null "
+                "when the turn searched nothing (a stored answer served, small talk)."
+            ),
+        )
         dedup = DedupSerializer()
 
     @extend_schema(request=InputSerializer, responses=OutputSerializer, summary="Ask a question in a conversation")
@@ -150,6 +158,7 @@ class ConversationMessageApi(TenantApi):
                 }
                 for source in outcome.sources
             ],
+            "index": index_state_body(outcome.index) if outcome.index is not None else None,
             "dedup": {
                 "action": outcome.action,
                 "intent": outcome.intent,

@@ -59,9 +59,10 @@ from kbplatform.errors import ApplicationError, ConflictError, NotFoundError, Se
 from retrieval import vectorstore
 from retrieval.embeddings import embed_query, embed_texts, embedding_dimension, token_count
 from retrieval.embeddings import model_id as embedding_model_id
+from retrieval.embeddings import model_identity as embedding_model_identity
 from retrieval.embeddings import model_name as embedding_model_name
 from retrieval.models import Chunk, KnowledgeBase
-from retrieval.selectors import ChunkHit, chunk_search
+from retrieval.selectors import ChunkHit, IndexState, chunk_search, index_state
 from tenants.models import Tenant
 from tenants.services import tenant_settings_changed
 
@@ -378,6 +379,9 @@ class TurnOutcome:
     relaxed: bool
     shadow_action: str | None = None
     reason: str = ""
+    # How the knowledge base's vectors stood against the query when the turn searched them (a re-index running, or
+    # failed part way, is said here); None for a turn that searched nothing (a stored answer, small talk).
+    index: IndexState | None = None
     state_source: str = "database"
     timings_ms: dict[str, float] = field(default_factory=dict)
 
@@ -601,12 +605,14 @@ def _search(
     tenant: Tenant,
     conversation: Conversation,
     query_vector: np.ndarray,
+    query_model_identity: str,
     excluded: list[int],
     granularity: str,
     min_results: int,
 ) -> tuple[list[ChunkHit], bool]:
     """Grouped search leaving out `excluded`; relaxed (novel first, then the best already seen) when fewer than
-    `min_results` remain. An empty exclusion list adds no clause."""
+    `min_results` remain. An empty exclusion list adds no clause. Raises EmbeddingModelMismatchError (409) when the
+    knowledge base's vectors are another model's, before anything of the turn is written."""
     exclude_docs = excluded if granularity == Granularity.DOC else None
     exclude_chunks = excluded if granularity == Granularity.CHUNK else None
     try:
@@ -614,6 +620,7 @@ def _search(
             tenant=tenant,
             knowledge_base=conversation.knowledge_base,
             query_vector=query_vector,
+            query_model_identity=query_model_identity,
             limit=TOP_K,
             exclude_document_ids=exclude_docs,
             exclude_chunk_ids=exclude_chunks,
@@ -623,7 +630,11 @@ def _search(
         ):
             return hits, False
         full = chunk_search(
-            tenant=tenant, knowledge_base=conversation.knowledge_base, query_vector=query_vector, limit=TOP_K
+            tenant=tenant,
+            knowledge_base=conversation.knowledge_base,
+            query_vector=query_vector,
+            query_model_identity=query_model_identity,
+            limit=TOP_K,
         )
     except vectorstore.VectorStoreUnavailable as exc:
         raise ServiceUnavailableError("The search index is unavailable; retry shortly.") from exc
@@ -746,6 +757,7 @@ def turn_ask(
     answer_tokens = 0
     context_tokens = 0
     shadow_action: str | None = None
+    searched_index: IndexState | None = None
 
     mark = time.perf_counter()
     if serve_cached:
@@ -781,13 +793,20 @@ def turn_ask(
                 window=policy.exclusion_window,
             )
         applied_exclusion = [] if policy.shadow_mode else excluded
+        # Every vector searched with here is the process's model's (a stored one of another model was embedded again
+        # above); a knowledge base of another model refuses the turn (409) before anything of it is written.
+        query_model_identity = embedding_model_identity()
         hits, relaxed = _search(
             tenant=tenant,
             conversation=conversation,
             query_vector=search_vector,
+            query_model_identity=query_model_identity,
             excluded=applied_exclusion,
             granularity=policy.granularity,
             min_results=policy.min_results,
+        )
+        searched_index = index_state(
+            knowledge_base=conversation.knowledge_base, query_model_identity=query_model_identity
         )
         sources = [_view_of_hit(hit) for hit in hits]
         source_chunks = {
@@ -873,6 +892,7 @@ def turn_ask(
         relaxed=relaxed,
         shadow_action=shadow_action,
         reason=reason,
+        index=searched_index,
         state_source=state.source,
         timings_ms=timings,
     )

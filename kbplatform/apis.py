@@ -16,7 +16,7 @@ class HealthApi(APIView):
     permission_classes = [AllowAny]
 
     @extend_schema(
-        summary="Reachability of database, Redis, Milvus and workers",
+        summary="Reachability of database, Redis, Milvus and workers; the embedding model in use",
         responses=inline_serializer(
             "Health",
             {"status": serializers.ChoiceField(["ok", "degraded", "down"]), "components": serializers.DictField()},

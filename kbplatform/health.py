@@ -41,11 +41,29 @@ def _worker() -> tuple[str, str]:
     return ("ok", f"{len(replies)} worker(s)") if replies else ("down", "no worker answered")
 
 
+def _embedding_model() -> tuple[str, str]:
+    """The model this process embeds queries with, and how many knowledge bases hold another model's vectors (their
+    searches are refused until re-indexed). Those are the operator's to-do, not an outage: reported as
+    `reindex_needed`, which leaves the overall status alone. A count across tenants, never which ones."""
+    from retrieval import embeddings
+    from retrieval.models import KnowledgeBase
+    from retrieval.selectors import knowledge_bases_awaiting_reindex
+
+    identity = embeddings.model_identity()
+    awaiting = knowledge_bases_awaiting_reindex(
+        knowledge_bases=KnowledgeBase.objects.unscoped(), query_model_identity=identity
+    ).count()
+    if not awaiting:
+        return "ok", identity
+    return "reindex_needed", f"{identity}; {awaiting} knowledge base(s) hold another model's vectors: re-index them"
+
+
 CHECKS: dict[str, Callable[[], tuple[str, str]]] = {
     "database": _database,
     "redis": _redis,
     "milvus": _milvus,
     "worker": _worker,
+    "embedding_model": _embedding_model,
 }
 
 
@@ -53,7 +71,8 @@ def health_report() -> dict:
     """{"status": ok|degraded|down, "components": {name: {"status", "detail", "ms"}}}.
 
     `down` when the database is down (nothing works); `degraded` when any other part is down (turns may still
-    be answered from the database, uploads wait in the queue).
+    be answered from the database, uploads wait in the queue). `embedding_model` is `down` only when the model's
+    files cannot be read; knowledge bases awaiting a re-index make it `reindex_needed`, which degrades nothing.
     """
     components = {}
     for name, check in CHECKS.items():

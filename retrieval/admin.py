@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from kbplatform.errors import ApplicationError
-from retrieval import services, vectorstore
+from retrieval import embeddings, selectors, services, vectorstore
 from retrieval.models import Chunk, Document, DocumentStatus, KnowledgeBase
 from tenants.admin_scoping import ServiceDeletionAdmin, TenantScopedAdmin
 
@@ -26,13 +26,48 @@ def progress_bar(value: float, label: str) -> str:
     )
 
 
+SEARCH_INDEX_LABELS = {
+    selectors.IndexStatus.CURRENT: "current",
+    selectors.IndexStatus.REINDEXING: "re-indexing onto this model",
+    selectors.IndexStatus.REINDEX_FAILED: "re-index failed part way: run it again",
+    selectors.IndexStatus.OTHER_MODEL: "another model's vectors: searches refused until re-indexed",
+}
+
+
+class AwaitingReindexFilter(admin.SimpleListFilter):
+    """Knowledge bases whose searches are refused until they are re-indexed onto the web's model."""
+
+    title = "search index"
+    parameter_name = "search_index"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+        return [("awaiting_reindex", "Awaiting a re-index (another model's vectors)")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if self.value() != "awaiting_reindex":
+            return queryset
+        return selectors.knowledge_bases_awaiting_reindex(
+            knowledge_bases=queryset, query_model_identity=embeddings.model_identity()
+        )
+
+
 @admin.register(KnowledgeBase)
 class KnowledgeBaseAdmin(ServiceDeletionAdmin):
-    list_display = ("name", "tenant", "embedding_model", "chunk_max_tokens", "chunk_overlap_tokens", "reindex")
+    list_display = (
+        "name",
+        "tenant",
+        "embedding_model",
+        "search_index",
+        "chunk_max_tokens",
+        "chunk_overlap_tokens",
+        "reindex",
+    )
+    list_filter = (AwaitingReindexFilter,)
     search_fields = ("name",)
     readonly_fields = (
         "embedding_model",
         "embedding_model_identity",
+        "search_index",
         "embedding_dimension",
         "reindex_status",
         "reindex_progress",
@@ -44,6 +79,15 @@ class KnowledgeBaseAdmin(ServiceDeletionAdmin):
     )
     exclude = ("reindex_claim_token",)  # which run holds the re-index: the workers' business, not the operator's
     actions = ("reindex_knowledge_bases",)
+
+    @admin.display(description="search index")
+    def search_index(self, obj: KnowledgeBase) -> str:
+        """How the knowledge base's vectors stand against the model this web process embeds queries with."""
+        state = selectors.index_state(knowledge_base=obj, query_model_identity=embeddings.model_identity())
+        label = SEARCH_INDEX_LABELS[state.status]
+        if state.status == selectors.IndexStatus.OTHER_MODEL:
+            return format_html('<strong style="color:#ba2121">{}</strong> ({})', label, state.knowledge_base_model)
+        return label
 
     @admin.display(description="re-index")
     def reindex(self, obj: KnowledgeBase) -> str:

@@ -79,6 +79,27 @@ class ChunkHitOutputSerializer(serializers.Serializer):
     text = serializers.CharField()
 
 
+class IndexStateOutputSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(
+        choices=[choice.value for choice in selectors.IndexStatus],
+        help_text=(
+            '"current": every vector is of the model that embedded the query. "reindexing": a re-index to that model '
+            "is running; chunks it has not reached yet may still carry the previous model's vectors, which cannot "
+            'rank well, so results may be incomplete until it finishes. "reindex_failed": the last re-index stopped '
+            'part way, with the same effect until it is run again. "other_model": only for a knowledge base that '
+            "holds no chunk (no results; its first document moves it onto the model); one that holds chunks of "
+            'another model is a 409 with extra.code "embedding_model_mismatch".'
+        ),
+    )
+    reindex_progress = serializers.FloatField(
+        allow_null=True, help_text="While re-indexing: the share of chunks rebuilt so far (0 to 1); null otherwise."
+    )
+
+
+def index_state_body(state: selectors.IndexState) -> dict:
+    return {"status": str(state.status), "reindex_progress": state.reindex_progress}
+
+
 class _KeyScopedApi(TenantApi):
     @property
     def only_knowledge_base_id(self) -> int | None:
@@ -262,6 +283,7 @@ class KnowledgeBaseSearchApi(_KeyScopedApi):
 
     class OutputSerializer(serializers.Serializer):
         results = ChunkHitOutputSerializer(many=True, help_text="Best first.")
+        index = IndexStateOutputSerializer()
         took_ms = serializers.FloatField()
 
     @extend_schema(request=InputSerializer, responses=OutputSerializer, summary="Search a knowledge base")
@@ -271,11 +293,13 @@ class KnowledgeBaseSearchApi(_KeyScopedApi):
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         started = time.perf_counter()
+        query_model_identity = embeddings.model_identity()
         try:
             hits = selectors.chunk_search(
                 tenant=self.tenant,
                 knowledge_base=knowledge_base,
                 query_vector=embeddings.embed_query(data["query"]),
+                query_model_identity=query_model_identity,
                 limit=data["limit"],
                 group_by_document=data["group_by_document"],
             )
@@ -293,4 +317,11 @@ class KnowledgeBaseSearchApi(_KeyScopedApi):
             elapsed_ms,
             data["query"][:200],
         )
-        return Response({"results": ChunkHitOutputSerializer(hits, many=True).data, "took_ms": round(elapsed_ms, 1)})
+        state = selectors.index_state(knowledge_base=knowledge_base, query_model_identity=query_model_identity)
+        return Response(
+            {
+                "results": ChunkHitOutputSerializer(hits, many=True).data,
+                "index": index_state_body(state),
+                "took_ms": round(elapsed_ms, 1),
+            }
+        )

@@ -55,7 +55,15 @@ def _identity_of(root_path: str, name: str) -> str:
             continue  # hidden files (.gitattributes, download locks) are no part of the model
         with path.open("rb") as handle:
             digest.update(f"{relative.as_posix()}\0".encode() + hashlib.file_digest(handle, "sha256").digest())
-    return f"{name[:180]}@{digest.hexdigest()[:16]}"
+    return f"{name[:IDENTITY_NAME_CHARS]}@{digest.hexdigest()[:16]}"
+
+
+IDENTITY_NAME_CHARS = 180
+
+
+def identity_name(identity: str) -> str:
+    """The model name an identity starts with (cut to IDENTITY_NAME_CHARS, as `model_identity` cuts it)."""
+    return identity.rpartition("@")[0]
 
 
 MODEL_ID_LENGTH = 12

@@ -1,11 +1,127 @@
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
+from django.db.models import Exists, OuterRef, Q, QuerySet
+
+from kbplatform.errors import ConflictError
 from retrieval import vectorstore
-from retrieval.models import Chunk, Document, KnowledgeBase
+from retrieval.embeddings import IDENTITY_NAME_CHARS, identity_name
+from retrieval.models import Chunk, Document, KnowledgeBase, ReindexStatus
 from tenants.models import Tenant
+
+logger = logging.getLogger(__name__)
+
+EMBEDDING_MODEL_MISMATCH = "embedding_model_mismatch"
+
+
+class IndexStatus(StrEnum):
+    """How a knowledge base's chunk vectors stand against a query embedded by a given model."""
+
+    CURRENT = "current"  # every vector is the query's model's
+    REINDEXING = "reindexing"  # a re-index to the query's model runs: vectors not rebuilt yet may be another's
+    REINDEX_FAILED = "reindex_failed"  # the last re-index stopped part way: vectors it missed may be another's
+    OTHER_MODEL = "other_model"  # the vectors are another model's: scores against this query mean nothing
+
+
+@dataclass(frozen=True)
+class IndexState:
+    status: IndexStatus
+    reindex_progress: float | None  # while a re-index runs: the share of chunks already rebuilt
+    knowledge_base_model: str  # the model the knowledge base records: its identity, or its name when none was recorded
+
+
+class EmbeddingModelMismatchError(ConflictError):
+    """A search whose query vector is not of the model that made the knowledge base's vectors: refused, since
+    cosines between two models' vectors of one size are numbers with no meaning and would be served as results."""
+
+
+def index_state(*, knowledge_base: KnowledgeBase, query_model_identity: str) -> IndexState:
+    """How the knowledge base's vectors stand against a query of the model `query_model_identity`
+    (`embeddings.model_identity()`). Pure: reads the row as loaded, so a turn pays no query for it.
+
+    A knowledge base with no recorded identity (made before identities were, or holding no vector yet) is judged by
+    its model's name, as ingestion adopts it. A re-index moves the recorded identity to the new model when its worker
+    takes it up, so a re-index still queued (or run by workers of another model) is `OTHER_MODEL`, not `REINDEXING`."""
+    recorded = knowledge_base.embedding_model_identity
+    if recorded:
+        same_model = recorded == query_model_identity
+    else:
+        same_model = knowledge_base.embedding_model[:IDENTITY_NAME_CHARS] == identity_name(query_model_identity)
+    running = knowledge_base.reindex_status == ReindexStatus.RUNNING
+    if not same_model:
+        status = IndexStatus.OTHER_MODEL
+    elif running:
+        status = IndexStatus.REINDEXING
+    elif knowledge_base.reindex_status == ReindexStatus.FAILED:
+        status = IndexStatus.REINDEX_FAILED
+    else:
+        status = IndexStatus.CURRENT
+    return IndexState(
+        status=status,
+        reindex_progress=float(knowledge_base.reindex_progress) if running else None,
+        knowledge_base_model=recorded or knowledge_base.embedding_model,
+    )
+
+
+def knowledge_bases_awaiting_reindex(
+    *, knowledge_bases: QuerySet[KnowledgeBase], query_model_identity: str
+) -> QuerySet[KnowledgeBase]:
+    """Those of `knowledge_bases` (scoped by the caller) that a search with a query of `query_model_identity` refuses:
+    `index_state` says `OTHER_MODEL` and they hold a chunk. The ones that need a re-index onto that model, including
+    those whose re-index is queued but not yet taken up by a worker. One query."""
+    name = identity_name(query_model_identity)
+    # index_state compares a name cut to IDENTITY_NAME_CHARS: a name that long was cut, so any longer one matches.
+    same_name = Q(embedding_model__startswith=name) if len(name) >= IDENTITY_NAME_CHARS else Q(embedding_model=name)
+    other_model = (~Q(embedding_model_identity="") & ~Q(embedding_model_identity=query_model_identity)) | (
+        Q(embedding_model_identity="") & ~same_name
+    )
+    holds_chunks = Exists(Chunk.objects.filter(tenant_id=OuterRef("tenant_id"), knowledge_base_id=OuterRef("pk")))
+    return knowledge_bases.filter(other_model, holds_chunks)
+
+
+def embedding_model_mismatch(
+    *, knowledge_base: KnowledgeBase, state: IndexState, query_model_identity: str
+) -> EmbeddingModelMismatchError:
+    """The refusal of a search of `knowledge_base` with a query of another model: names both models and what to do."""
+    query_name = identity_name(query_model_identity)
+    recorded_name = identity_name(state.knowledge_base_model) or state.knowledge_base_model
+    made_by = (
+        f"another version of {query_name!r} (the model's files changed since)"
+        if recorded_name == query_name
+        else repr(recorded_name)
+    )
+    message = (
+        f"The knowledge base's vectors were made by {made_by}, but this server embeds queries with {query_name!r}: "
+        "scores between two models' vectors mean nothing, so the search was refused. "
+    )
+    if knowledge_base.reindex_status == ReindexStatus.RUNNING:
+        message += (
+            "A re-index of the knowledge base is queued and has not started yet: search again once it has "
+            '(its reindex_status stays "running" and reindex_progress moves). If this lasts, check that the workers '
+            "run the same model as this server (EMBEDDING_MODEL_PATH)."
+        )
+    else:
+        message += (
+            f"Re-index the knowledge base to move it to {query_name!r} "
+            f"(POST /api/v1/knowledge-bases/{knowledge_base.pk}/reindex/ with an admin key, or the admin's "
+            "re-index action; the workers, which run it, must run that model too); searches are served again, "
+            "flagged, as soon as the re-index has started."
+        )
+    return EmbeddingModelMismatchError(
+        message,
+        extra={
+            "code": EMBEDDING_MODEL_MISMATCH,
+            "knowledge_base": knowledge_base.pk,
+            "knowledge_base_model": state.knowledge_base_model,
+            "query_model": query_model_identity,
+            "reindex_status": knowledge_base.reindex_status,
+            "reindex_progress": float(knowledge_base.reindex_progress),
+        },
+    )
 
 
 @dataclass(frozen=True)
@@ -29,6 +145,7 @@ def chunk_search(
     tenant: Tenant,
     knowledge_base: KnowledgeBase,
     query_vector: Sequence[float],
+    query_model_identity: str,
     limit: int,
     exclude_document_ids: Iterable[int] | None = None,
     exclude_chunk_ids: Iterable[int] | None = None,
@@ -36,9 +153,29 @@ def chunk_search(
 ) -> list[ChunkHit]:
     """Best chunks of one knowledge base for a query vector, best first, at most one per document when
     grouped. Hits whose chunk row no longer exists (deleted since indexing), or is not the chunk the vector was
-    written for (its id handed out again, e.g. after restoring an older database), are dropped."""
+    written for (its id handed out again, e.g. after restoring an older database), are dropped.
+
+    `query_model_identity` names the model that made `query_vector`: when the knowledge base's vectors are another
+    model's (`index_state` says `OTHER_MODEL`), the search raises EmbeddingModelMismatchError (a 409) rather than
+    rank them; a knowledge base holding no chunk has no vector to rank and gives no hit. During a re-index to the
+    query's model the search runs: the caller reports `index_state` with the results."""
     if knowledge_base.tenant_id != tenant.pk:
         raise ValueError("knowledge base of another tenant")
+    state = index_state(knowledge_base=knowledge_base, query_model_identity=query_model_identity)
+    if state.status == IndexStatus.OTHER_MODEL:
+        if not Chunk.objects.for_tenant(tenant).filter(knowledge_base=knowledge_base).exists():
+            return []
+        logger.warning(
+            "search refused: knowledge base %s of tenant %s holds vectors of %s, the query is of %s (reindex %s)",
+            knowledge_base.pk,
+            tenant.pk,
+            state.knowledge_base_model,
+            query_model_identity,
+            knowledge_base.reindex_status,
+        )
+        raise embedding_model_mismatch(
+            knowledge_base=knowledge_base, state=state, query_model_identity=query_model_identity
+        )
     hits = vectorstore.vectors_search(
         tenant_id=tenant.pk,
         knowledge_base_id=knowledge_base.pk,

@@ -12,6 +12,7 @@ def test_health_reports_every_component_ok_on_real_services(client, celery_worke
         "redis": "ok",
         "milvus": "ok",
         "worker": "ok",
+        "embedding_model": "ok",
     }
     assert body["status"] == "ok"
 
@@ -35,3 +36,32 @@ def test_health_names_the_part_that_is_down(client, redis_available):
 def test_health_is_public_and_reveals_no_tenant_data(client, db):
     body = client.get("/api/health/").json()
     assert set(body) == {"status", "components"}
+
+
+@pytest.mark.django_db
+def test_knowledge_bases_awaiting_a_reindex_are_counted_but_degrade_nothing(client, tenant, other_tenant, monkeypatch):
+    from kbplatform import health
+    from retrieval import embeddings
+    from retrieval.models import Chunk, Document, KnowledgeBase
+
+    for name in ("milvus", "redis", "worker"):  # reachability is tested above: only the model's part here
+        monkeypatch.setitem(health.CHECKS, name, lambda: ("ok", "stub"))
+    body = client.get("/api/health/").json()
+    assert body["components"]["embedding_model"] == {
+        "status": "ok",
+        "detail": embeddings.model_identity(),
+        "ms": body["components"]["embedding_model"]["ms"],
+    }
+    for owner in (tenant, other_tenant):
+        kb = KnowledgeBase.objects.create(
+            tenant=owner, name="stale", embedding_model="e5-small", embedding_model_identity="e5-small@0123456789abcdef"
+        )
+        document = Document.objects.create(tenant=owner, knowledge_base=kb, title="d")
+        Chunk.objects.create(tenant=owner, document=document, knowledge_base=kb, position=0, text="x", content_hash="h")
+
+    body = client.get("/api/health/").json()
+    assert body["status"] == "ok"
+    component = body["components"]["embedding_model"]
+    assert component["status"] == "reindex_needed"
+    assert "2 knowledge base(s) hold another model's vectors" in component["detail"]
+    assert "stale" not in component["detail"] and tenant.slug not in component["detail"]

@@ -6,7 +6,11 @@ model's own pairs are, and the intents' example vectors are embedded again.
 The second model is the bundled one with every output turned by a fixed rotation, so within each model the
 similarities are the bundled model's own, while between the two models the cosine of one text is cos(ANGLE): high
 enough to pass any gate, and meaningless. It is put in place through the settings (`EMBEDDING_MODEL_PATH`, which
-names the model) and the process's loaded model (`retrieval.embeddings`), as a restart on a new model would."""
+names the model) and the process's loaded model (`retrieval.embeddings`), as a restart on a new model would.
+
+The chunk index likewise: until a knowledge base is re-indexed onto the new model, a search of it (the search API, a
+turn that searches) is refused with a 409 rather than ranking the old model's vectors against the new model's query;
+during the re-index the results are served with the index's state; a stored answer needs no search and is served."""
 
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from conversations import services
-from conversations.models import DedupEvent, Intent, Turn
+from conversations.models import ConsumedItem, Conversation, DedupEvent, Intent, Turn
 from conversations.services import dedup_policy_update
 from conversations.state import state_forget, vector_from_bytes
 from retrieval import embeddings, vectorstore
@@ -69,14 +73,19 @@ def switch_model(settings, tmp_path, monkeypatch):
         monkeypatch.setattr(embeddings, "_model", RotatedModel(embeddings.embedding_model()))
         settings.EMBEDDING_MODEL_PATH = str(link)
         for knowledge_base in knowledge_bases:
-            KnowledgeBase.objects.for_tenant(knowledge_base.tenant_id).filter(pk=knowledge_base.pk).update(
-                reindex_status=ReindexStatus.RUNNING
-            )
-            assert knowledge_base_reindex(tenant_id=knowledge_base.tenant_id, knowledge_base_id=knowledge_base.pk)
-            knowledge_base.refresh_from_db()
+            reindex(knowledge_base)
             assert knowledge_base.embedding_model == "all-MiniLM-L6-v2-rotated"
 
     return switch
+
+
+def reindex(knowledge_base: KnowledgeBase) -> None:
+    """Re-index the knowledge base with the process's model, as the worker would once the re-index is started."""
+    KnowledgeBase.objects.for_tenant(knowledge_base.tenant_id).filter(pk=knowledge_base.pk).update(
+        reindex_status=ReindexStatus.RUNNING
+    )
+    assert knowledge_base_reindex(tenant_id=knowledge_base.tenant_id, knowledge_base_id=knowledge_base.pk)
+    knowledge_base.refresh_from_db()
 
 
 def test_the_fake_model_is_another_model_of_the_same_size(switch_model, kb):
@@ -143,7 +152,7 @@ def test_the_user_scope_window_holds_pairs_of_the_model_in_use_only(
     dedup_policy_update(tenant=tenant, scope="user")
     first = ask(api_client, start(api_client, kb, user_id="u1"), QUESTION)
     bundled = embeddings.embedding_model()
-    switch_model()
+    switch_model(kb)
     ask(api_client, start(api_client, kb, user_id="u1"), "Which plans include single sign-on?")
     monkeypatch.setattr(embeddings, "_model", bundled)
     settings.EMBEDDING_MODEL_PATH = ""
@@ -224,3 +233,142 @@ def test_the_question_index_of_the_old_model_is_left_alone_and_deletes_reach_it(
 
     knowledge_base_delete(tenant=tenant, knowledge_base=kb)
     assert stored() == 0
+
+
+# --- the chunk index of the old model: refused until re-indexed, flagged while re-indexing ---------------------------
+
+OTHER_QUESTION = "Which plans include single sign-on?"
+
+
+def search(client, kb: KnowledgeBase, query: str = QUESTION):  # noqa: ANN001, ANN201
+    return client.post(f"/api/v1/knowledge-bases/{kb.pk}/search/", {"query": query}, format="json")
+
+
+def kb_set(kb: KnowledgeBase, **fields) -> None:  # noqa: ANN003
+    KnowledgeBase.objects.for_tenant(kb.tenant_id).filter(pk=kb.pk).update(**fields)
+
+
+def assert_refused(response, *, queued: bool = False) -> dict:  # noqa: ANN001
+    assert response.status_code == 409, response.content
+    body = response.json()
+    assert body["extra"]["code"] == "embedding_model_mismatch"
+    assert body["extra"]["query_model"] == embeddings.model_identity()
+    assert "'all-MiniLM-L6-v2'" in body["message"] and "'all-MiniLM-L6-v2-rotated'" in body["message"]
+    assert ("queued" in body["message"]) == queued
+    assert ("Re-index the knowledge base" in body["message"]) == (not queued)
+    return body
+
+
+@pytest.mark.parametrize("recorded", [True, False], ids=["identity-recorded", "identity-never-recorded"])
+def test_a_search_of_the_old_models_vectors_is_refused_until_the_reindex_starts(
+    api_client, kb, switch_model, settings, monkeypatch, recorded
+):
+    if recorded:
+        kb_set(kb, embedding_model_identity=embeddings.model_identity())
+    before = search(api_client, kb)
+    assert before.status_code == 200
+    assert before.json()["index"] == {"status": "current", "reindex_progress": None}
+    best = before.json()["results"][0]["chunk_id"]
+
+    switch_model()
+    assert_refused(search(api_client, kb))
+    kb_set(kb, reindex_status=ReindexStatus.RUNNING)  # started, its task not yet taken up by a worker
+    assert_refused(search(api_client, kb), queued=True)
+
+    # Once a worker runs it, searches are served, flagged, while the vectors are rebuilt batch by batch.
+    settings.INGEST_EMBED_BATCH = 1
+    during = []
+    real_upsert = vectorstore.vectors_upsert
+
+    def upsert_then_search(**kwargs):  # noqa: ANN003, ANN202
+        real_upsert(**kwargs)
+        if not during:
+            during.append(search(api_client, kb))
+
+    monkeypatch.setattr(vectorstore, "vectors_upsert", upsert_then_search)
+    reindex(kb)
+    assert during[0].status_code == 200, during[0].content
+    assert during[0].json()["index"] == {"status": "reindexing", "reindex_progress": 0.0}
+
+    after = search(api_client, kb)
+    assert after.status_code == 200
+    assert after.json()["index"] == {"status": "current", "reindex_progress": None}
+    assert after.json()["results"][0]["chunk_id"] == best
+
+
+def test_a_turn_that_would_search_the_old_models_vectors_is_refused_and_leaves_nothing(
+    api_client, tenant, kb, switch_model
+):
+    conversation_id = start(api_client, kb)
+    first = ask(api_client, conversation_id, QUESTION)
+    assert first["index"] == {"status": "current", "reindex_progress": None}
+    counts = (
+        Turn.objects.for_tenant(tenant).count(),
+        ConsumedItem.objects.for_tenant(tenant).count(),
+        DedupEvent.objects.for_tenant(tenant).count(),
+    )
+    assert counts[1] > 0
+
+    switch_model()
+    for mode in ("answer", "retrieve"):
+        response = api_client.post(
+            f"/api/v1/conversations/{conversation_id}/messages/",
+            {"question": OTHER_QUESTION, "mode": mode},
+            format="json",
+        )
+        assert_refused(response)
+    assert (
+        Turn.objects.for_tenant(tenant).count(),
+        ConsumedItem.objects.for_tenant(tenant).count(),
+        DedupEvent.objects.for_tenant(tenant).count(),
+    ) == counts
+    assert Conversation.objects.for_tenant(tenant).get(pk=conversation_id).turn_count == 1
+
+    reindex(kb)
+    second = ask(api_client, conversation_id, OTHER_QUESTION)
+    assert second["dedup"]["action"] == "answered" and second["sources"]
+    assert second["index"] == {"status": "current", "reindex_progress": None}
+    assert Turn.objects.for_tenant(tenant).get(pk=second["turn_id"]).number == 2
+
+
+def test_a_stored_answer_is_served_from_a_knowledge_base_of_another_model(
+    api_client, kb, switch_model, settings, monkeypatch
+):
+    """A stored answer needs no search (its question vector carries its own model): served while the knowledge base
+    waits for its re-index; a question that needs a search is refused."""
+    bundled = embeddings.embedding_model()
+    conversation_id = start(api_client, kb)
+    ask(api_client, conversation_id, QUESTION)
+    switch_model(kb)  # the knowledge base is the rotated model's now; then the operator switches the web back
+    monkeypatch.setattr(embeddings, "_model", bundled)
+    settings.EMBEDDING_MODEL_PATH = ""
+
+    served = ask(api_client, conversation_id, QUESTION)
+    assert served["dedup"]["action"] == "served_cached", served["dedup"]
+    assert served["sources"] and served["index"] is None
+    response = api_client.post(
+        f"/api/v1/conversations/{conversation_id}/messages/", {"question": OTHER_QUESTION}, format="json"
+    )
+    assert response.status_code == 409
+    assert "'all-MiniLM-L6-v2-rotated'" in response.json()["message"]
+
+
+def test_a_turn_during_a_reindex_and_after_a_failed_one_says_so(api_client, kb):
+    kb_set(kb, reindex_status=ReindexStatus.RUNNING, reindex_progress=0.4)
+    conversation_id = start(api_client, kb)
+    assert ask(api_client, conversation_id, QUESTION)["index"] == {"status": "reindexing", "reindex_progress": 0.4}
+    kb_set(kb, reindex_status=ReindexStatus.FAILED)
+    assert ask(api_client, conversation_id, OTHER_QUESTION)["index"] == {
+        "status": "reindex_failed",
+        "reindex_progress": None,
+    }
+    assert search(api_client, kb).json()["index"]["status"] == "reindex_failed"
+
+
+def test_an_empty_knowledge_base_of_another_model_is_searched_not_refused(api_client, tenant, redis_available):
+    empty = KnowledgeBase.objects.create(
+        tenant=tenant, name="empty", embedding_model="e5-small", embedding_model_identity="e5-small@0123456789abcdef"
+    )
+    response = search(api_client, empty)
+    assert response.status_code == 200, response.content
+    assert response.json()["results"] == []

@@ -5,7 +5,7 @@ from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
-from retrieval.models import Chunk, Document, DocumentStatus
+from retrieval.models import Chunk, Document, DocumentStatus, KnowledgeBase
 from tenants.services import tenant_admin_user_ensure
 from tests.retrieval.factories import kb_make
 
@@ -137,3 +137,34 @@ def test_superuser_sees_the_knowledge_base_reindex_action(tenant):
     client.force_login(user)
     response = client.get("/admin/retrieval/knowledgebase/")
     assert response.status_code == 200 and b"reindex_knowledge_bases" in response.content
+
+
+def test_the_knowledge_base_list_shows_which_need_a_reindex_and_filters_them(
+    admin_client_of_tenant, tenant, other_tenant
+):
+    stale = kb_make(tenant, name="stale-kb")
+    kb_make(tenant, name="fresh-kb")
+    theirs = kb_make(other_tenant, name="their-stale-kb")
+    for knowledge_base in (stale, theirs):
+        KnowledgeBase.objects.for_tenant(knowledge_base.tenant).filter(pk=knowledge_base.pk).update(
+            embedding_model="e5-small", embedding_model_identity="e5-small@0123456789abcdef"
+        )
+        document = Document.objects.create(tenant=knowledge_base.tenant, knowledge_base=knowledge_base, title="d")
+        Chunk.objects.create(
+            tenant=knowledge_base.tenant,
+            document=document,
+            knowledge_base=knowledge_base,
+            position=0,
+            text="x",
+            content_hash="h",
+        )
+
+    listing = admin_client_of_tenant.get("/admin/retrieval/knowledgebase/").content.decode()
+    assert "searches refused until re-indexed" in listing and "e5-small@0123456789abcdef" in listing
+    assert "fresh-kb" in listing and "their-stale-kb" not in listing
+    filtered = admin_client_of_tenant.get("/admin/retrieval/knowledgebase/?search_index=awaiting_reindex")
+    assert filtered.status_code == 200
+    page = filtered.content.decode()
+    assert "stale-kb" in page and "fresh-kb" not in page and "their-stale-kb" not in page
+    detail = admin_client_of_tenant.get(f"/admin/retrieval/knowledgebase/{stale.pk}/change/").content.decode()
+    assert "searches refused until re-indexed" in detail

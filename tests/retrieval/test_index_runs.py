@@ -239,7 +239,14 @@ def _reindexed_while_milvus_refuses_writes(tenant, kb: KnowledgeBase, document: 
 
 def _search(tenant, kb: KnowledgeBase, text: str) -> list[int]:  # noqa: ANN001
     query = services.embeddings.embed_query(text)
-    return [hit.chunk_id for hit in chunk_search(tenant=tenant, knowledge_base=kb, query_vector=query, limit=5)]
+    hits = chunk_search(
+        tenant=tenant,
+        knowledge_base=kb,
+        query_vector=query,
+        query_model_identity=services.embeddings.model_identity(),
+        limit=5,
+    )
+    return [hit.chunk_id for hit in hits]
 
 
 @pytest.mark.django_db
@@ -367,7 +374,14 @@ def test_a_document_rechunked_during_a_knowledge_base_reindex_stays_findable(mil
 
     assert Chunk.objects.for_tenant(tenant).filter(document=document).count() == _vector_count(kb) == 1
     query = services.embeddings.embed_query(first[0])
-    hits = chunk_search(tenant=tenant, knowledge_base=kb, query_vector=query, limit=5, group_by_document=True)
+    hits = chunk_search(
+        tenant=tenant,
+        knowledge_base=kb,
+        query_vector=query,
+        query_model_identity=services.embeddings.model_identity(),
+        limit=5,
+        group_by_document=True,
+    )
     assert [hit.document_id for hit in hits] == [document.pk]
 
 
@@ -435,7 +449,14 @@ def test_a_run_that_stalled_past_its_lease_leaves_the_takeover_run_s_vectors_alo
     assert document.status == DocumentStatus.INDEXED and document.chunk_count == 1
     assert _vector_count(kb) == 1
     query = services.embeddings.embed_query(first_texts[0])
-    hits = chunk_search(tenant=tenant, knowledge_base=kb, query_vector=query, limit=5, group_by_document=True)
+    hits = chunk_search(
+        tenant=tenant,
+        knowledge_base=kb,
+        query_vector=query,
+        query_model_identity=services.embeddings.model_identity(),
+        limit=5,
+        group_by_document=True,
+    )
     assert [hit.document_id for hit in hits] == [document.pk]
 
 
