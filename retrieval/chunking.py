@@ -10,7 +10,8 @@ model reads it through `embeddings.long_runs_break`, which puts spaces into a ru
 [UNK] (a hex or base64 blob, a long URL token, kana or Hangul without spaces); counts and limits are of that broken
 form, what the model really reads. So the splitter measures the broken text, and each of its pieces is stored as the
 span of the original text it came from (the break only inserts spaces, so the offsets map back exactly).
-`content_hash` hashes the stored text, so a re-index notices any change in what is shown.
+`content_hash` hashes the stored text, so a re-index notices any change in what is shown; `model_input_hash` names
+what the model reads when that differs, for the embedding cache.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ class ChunkDraft:
     token_count: int
     content_hash: str
     external_id: str | None = None
+    # The hash of what the model reads of `text` when that differs from `text` (a long run broken); blank when the
+    # model reads the text as it is. The embedding cache keys vectors by what the model reads; its purge matches this.
+    model_input_hash: str = ""
 
 
 class ChunkTooLongError(ValueError):
@@ -42,6 +46,12 @@ class ChunkTooLongError(ValueError):
 
 def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def model_input_hash(text: str) -> str:
+    """The hash of what the model reads of `text` (`embeddings.long_runs_break`), or "" when that is `text` itself."""
+    model_input = embeddings.long_runs_break(text)
+    return "" if model_input == text else text_hash(model_input)
 
 
 def chunk_token_limit(*, requested: int, model_max_tokens: int) -> int:
@@ -106,6 +116,7 @@ def text_chunk(*, text: str, max_tokens: int, overlap_tokens: int, markdown: boo
             text=piece,
             token_count=count,
             content_hash=text_hash(piece),
+            model_input_hash=model_input_hash(piece),
         )
         for position, (piece, count) in enumerate(readable)
     ]
@@ -130,6 +141,7 @@ def prechunked_drafts(*, chunks: list[dict], max_tokens: int) -> list[ChunkDraft
                 token_count=count,
                 content_hash=text_hash(text),
                 external_id=chunk.get("external_id") or None,
+                model_input_hash=model_input_hash(text),
             )
         )
     return drafts

@@ -7,13 +7,17 @@ the indexing run is called directly (no worker) against a `milvus-lite server`."
 from __future__ import annotations
 
 import hashlib
+from datetime import timedelta
 
+import numpy as np
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.utils import timezone
 
 from retrieval import embeddings, services
 from retrieval.chunking import text_hash
-from retrieval.models import Chunk, Document, DocumentStatus
+from retrieval.embedding_cache import PURGE_GRACE, embedding_cache_purge, embeddings_cached
+from retrieval.models import Chunk, Document, DocumentStatus, EmbeddingCacheEntry
 from retrieval.parsing import document_parse
 from tests.retrieval.factories import kb_make
 
@@ -90,3 +94,70 @@ def test_a_client_chunk_is_stored_byte_for_byte_as_sent(milvus_server, api_clien
     assert [chunk.content_hash for chunk in stored] == [text_hash(text) for text in sent]
     hits = _search(api_client, kb, HEX_RUN)
     assert hits[0]["external_id"] == "c0" and hits[0]["text"] == sent[0]
+
+
+def test_the_cache_serves_a_vector_only_for_what_the_model_reads(tenant):
+    model = "test-model@0123456789abcdef"
+    broken = embeddings.long_runs_break(HEX_RUN)
+    assert broken != HEX_RUN
+    # An entry keyed by the text as written, made when the model read it whole (one [UNK]): never served.
+    unread = embeddings.embedding_model().encode([HEX_RUN], normalize_embeddings=True)[0].astype(np.float32)
+    EmbeddingCacheEntry.objects.create(
+        tenant=tenant, model_name=model, text_hash=text_hash(HEX_RUN), vector=unread.tobytes()
+    )
+    (vector,), encoded = embeddings_cached(tenant_id=tenant.pk, texts=[HEX_RUN], model_identity=model)
+    assert encoded == 1
+    np.testing.assert_allclose(vector, embeddings.embed_texts([broken])[0], atol=1e-5)
+    # The model reads the text as written and as the last release stored it (broken) alike: one entry serves both.
+    (again,), encoded = embeddings_cached(tenant_id=tenant.pk, texts=[broken], model_identity=model)
+    assert encoded == 0
+    np.testing.assert_array_equal(again, vector)
+
+
+def test_purge_keeps_the_entry_a_chunk_with_a_long_run_is_embedded_from(milvus_server, api_client, tenant):
+    kb = kb_make(tenant, name="purge-runs", chunk_max_tokens=200)
+    document = _indexed_upload(api_client, kb, "notes.txt", DOCUMENT.encode())
+    entries = EmbeddingCacheEntry.objects.for_tenant(tenant)
+    kept = set(entries.values_list("text_hash", flat=True))
+    assert len(kept) == Chunk.objects.for_tenant(tenant).filter(document=document).count()
+    EmbeddingCacheEntry.objects.create(
+        tenant=tenant,
+        model_name="old",
+        text_hash=text_hash("no chunk has this"),
+        vector=np.ones(4, np.float32).tobytes(),
+    )
+    entries.update(created_at=timezone.now() - PURGE_GRACE - timedelta(minutes=1))
+
+    embedding_cache_purge()
+
+    assert set(entries.values_list("text_hash", flat=True)) == kept
+
+
+def test_chunks_the_last_release_stored_broken_are_replaced_by_the_text_as_written_without_encoding(
+    milvus_server, api_client, tenant
+):
+    kb = kb_make(tenant, name="upgrade", chunk_max_tokens=200)
+    document = _indexed_upload(api_client, kb, "notes.txt", DOCUMENT.encode())
+    rows = Chunk.objects.for_tenant(tenant).filter(document=document)
+    written = list(rows.order_by("position").values_list("text", flat=True))
+    # As the last release stored them: the broken text, hashed as stored, and its cache entries keyed by that hash.
+    EmbeddingCacheEntry.objects.for_tenant(tenant).delete()
+    for chunk in rows:
+        broken = embeddings.long_runs_break(chunk.text)
+        rows.filter(pk=chunk.pk).update(text=broken, content_hash=text_hash(broken), model_input_hash="")
+        EmbeddingCacheEntry.objects.create(
+            tenant=tenant,
+            model_name=embeddings.model_identity(),
+            text_hash=text_hash(broken),
+            vector=embeddings.embed_texts([broken])[0].tobytes(),
+        )
+    assert list(rows.order_by("position").values_list("text", flat=True)) != written
+
+    services.document_reindex(tenant=tenant, document=document)
+    run = services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk])
+
+    assert run.encoded == 0  # the model reads the same input as before: every vector comes from the cache
+    assert list(rows.order_by("position").values_list("text", flat=True)) == written
+    assert rows.exclude(model_input_hash="").count() == 2  # the hex run's chunk and the Hangul run's
+    hits = _search(api_client, kb, HEX_RUN)
+    assert HEX_RUN in hits[0]["text"]
