@@ -83,7 +83,7 @@ def main() -> None:
         chunks = list(
             Chunk.objects.for_tenant(tenant)
             .filter(knowledge_base=knowledge_base)
-            .values_list("document_id", "content_hash")
+            .values_list("document_id", "content_hash", "model_input_hash")
         )
         vectors_by_hash = {
             text_hash: np.frombuffer(bytes(vector), dtype=np.float32)
@@ -91,11 +91,12 @@ def main() -> None:
             .filter(model_name=embeddings.model_identity())
             .values_list("text_hash", "vector")
         }
-        matrix = np.vstack([vectors_by_hash[text_hash] for _, text_hash in chunks])
+        # Cached by what the model read: the broken form's hash for a chunk with a long run, else the text's.
+        matrix = np.vstack([vectors_by_hash[input_hash or text_hash] for _, text_hash, input_hash in chunks])
         external_of = dict(
             Document.objects.for_tenant(tenant).filter(knowledge_base=knowledge_base).values_list("pk", "external_id")
         )
-        chunk_docs = np.array([external_of[document_id] for document_id, _ in chunks])
+        chunk_docs = np.array([external_of[document_id] for document_id, _, _ in chunks])
         exact_rankings = {}
         for query in queries:
             scores = matrix @ embeddings.embed_query(query["text"])

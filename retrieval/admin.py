@@ -290,6 +290,7 @@ class ChunkAdmin(TenantScopedAdmin):
         "position",
         "token_count",
         "content_hash",
+        "model_input_hash",
         "external_id",
         "text",
     )

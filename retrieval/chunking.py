@@ -5,16 +5,19 @@ paragraphs, then sentences, then words; Markdown by its headings and blocks. Eve
 `chunk_token_limit` word pieces, so the model reads all of it (all-MiniLM-L6-v2 silently cuts at 256 pieces,
 two of which are its special tokens).
 
-Before splitting, a run the model would read as one [UNK] only because it is too long (WordPiece gives up on a word
-of more than `max_input_chars_per_word` characters: a hex or base64 blob, a long URL token, kana or Hangul without
-spaces) is broken by spaces into words it reads, so its content reaches the model and the counts are the pieces the
-model really reads.
+A chunk's text is exactly what the document has there: a slice of the parsed text, or a client's chunk as sent. The
+model reads it through `embeddings.long_runs_break`, which puts spaces into a run it would otherwise read as one
+[UNK] (a hex or base64 blob, a long URL token, kana or Hangul without spaces); counts and limits are of that broken
+form, what the model really reads. So the splitter measures the broken text, and each of its pieces is stored as the
+span of the original text it came from (the break only inserts spaces, so the offsets map back exactly).
+`content_hash` hashes the stored text, so a re-index notices any change in what is shown; `model_input_hash` names
+what the model reads when that differs, for the embedding cache.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
+from bisect import bisect_left
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -32,6 +35,9 @@ class ChunkDraft:
     token_count: int
     content_hash: str
     external_id: str | None = None
+    # The hash of what the model reads of `text` when that differs from `text` (a long run broken); blank when the
+    # model reads the text as it is. The embedding cache keys vectors by what the model reads; its purge matches this.
+    model_input_hash: str = ""
 
 
 class ChunkTooLongError(ValueError):
@@ -40,6 +46,12 @@ class ChunkTooLongError(ValueError):
 
 def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def model_input_hash(text: str) -> str:
+    """The hash of what the model reads of `text` (`embeddings.long_runs_break`), or "" when that is `text` itself."""
+    model_input = embeddings.long_runs_break(text)
+    return "" if model_input == text else text_hash(model_input)
 
 
 def chunk_token_limit(*, requested: int, model_max_tokens: int) -> int:
@@ -52,57 +64,6 @@ def chunk_overlap_limit(*, requested: int, max_tokens: int) -> int:
     return max(0, min(int(requested), max_tokens // 2))
 
 
-def long_runs_break(text: str) -> str:
-    """`text` with a space put into every run the model's tokenizer would read as one unknown token only because it
-    is longer than the tokenizer reads a word, so each piece is read instead. Every character is kept in order; text
-    the model already reads is returned unchanged. A tokenizer without such a limit changes nothing."""
-    tokenizer = embeddings.tokenizer()
-    limit = getattr(tokenizer.model, "max_input_chars_per_word", None)
-    unknown = getattr(tokenizer.model, "unk_token", None)
-    if not limit or not unknown:
-        return text
-    normalizer = tokenizer.normalizer
-    normalized_lengths: dict[str, int] = {}
-
-    def normalized_length(char: str) -> int:
-        # The limit counts characters after normalisation (Hangul decomposes into two or three jamo each).
-        if char not in normalized_lengths:
-            normalized_lengths[char] = len(normalizer.normalize_str(char)) if normalizer else 1
-        return normalized_lengths[char]
-
-    def word_length(word: str) -> int:
-        return len(word) if word.isascii() else sum(map(normalized_length, word))
-
-    def pieces(word: str) -> list[str]:
-        if word.isascii():  # lower-casing ASCII keeps its length
-            return [word[start : start + limit] for start in range(0, len(word), limit)]
-        parts, start, size = [], 0, 0
-        for index, char in enumerate(word):
-            length = normalized_length(char)
-            if size + length > limit and index > start:
-                parts.append(word[start:index])
-                start, size = index, 0
-            size += length
-        parts.append(word[start:])
-        return parts
-
-    def run_break(match: re.Match) -> str:
-        run = match.group()
-        encoding = tokenizer.encode(run, add_special_tokens=False)
-        out, done = [], 0
-        for token, (start, end) in zip(encoding.tokens, encoding.offsets, strict=True):
-            word = run[start:end]
-            if token != unknown or word_length(word) <= limit:
-                continue
-            out.extend((run[done:start], " ".join(pieces(word))))
-            done = end
-        out.append(run[done:])
-        return "".join(out)
-
-    # Only a run of more than limit / 3 characters can normalise to more than `limit`.
-    return re.sub(rf"\S{{{limit // 3 + 1},}}", run_break, text)
-
-
 @lru_cache(maxsize=16)
 def _splitter(max_tokens: int, overlap: int, markdown: bool):  # noqa: ANN202
     from semantic_text_splitter import MarkdownSplitter, TextSplitter
@@ -111,29 +72,63 @@ def _splitter(max_tokens: int, overlap: int, markdown: bool):  # noqa: ANN202
     return splitter_class.from_huggingface_tokenizer(embeddings.tokenizer(), max_tokens, overlap=overlap)
 
 
+def _pieces_as_read(text: str, splitter) -> list[str]:  # noqa: ANN001
+    """Slices of `text`, in order, that the splitter makes of it as the model reads it (long runs broken)."""
+    breaks = embeddings.long_run_breaks(text)
+    bounds = [0, *breaks, len(text)]
+    model_input = " ".join(text[start:end] for start, end in zip(bounds, bounds[1:], strict=False))
+    # Where each inserted space sits in `model_input`; a piece's offsets there, less the spaces before them, are its
+    # offsets in `text`. The splitter trims, so a piece never starts or ends on an inserted space.
+    spaces = [offset + index for index, offset in enumerate(breaks)]
+    pieces = []
+    for start, piece in splitter.chunk_indices(model_input):
+        if piece.strip():
+            end = start + len(piece)
+            pieces.append(text[start - bisect_left(spaces, start) : end - bisect_left(spaces, end)])
+    return pieces
+
+
+def _pieces_that_fit(text: str, splitter, max_tokens: int) -> list[tuple[str, int]]:  # noqa: ANN001
+    """(slice, word pieces the model reads of it) for the pieces of `text`, each at most `max_tokens`."""
+    pieces = _pieces_as_read(text, splitter)
+    fitted = []
+    for piece, count in zip(pieces, embeddings.token_counts(pieces), strict=True):
+        if count > max_tokens and len(pieces) > 1:
+            # A cut inside a broken word leaves a slice whose run the model breaks afresh, elsewhere than the
+            # splitter measured; split that slice again as the model reads it. Each round is shorter, so it ends.
+            fitted.extend(_pieces_that_fit(piece, splitter, max_tokens))
+        else:
+            fitted.append((piece, count))
+    return fitted
+
+
 def text_chunk(*, text: str, max_tokens: int, overlap_tokens: int, markdown: bool = False) -> list[ChunkDraft]:
-    """Chunks of `text` in reading order, each at most `max_tokens` word pieces, neighbours sharing up to
-    `overlap_tokens`."""
+    """Chunks of `text` in reading order, each an exact slice of it that the model reads (long runs broken) as at
+    most `max_tokens` word pieces, neighbours sharing up to `overlap_tokens`."""
     overlap = chunk_overlap_limit(requested=overlap_tokens, max_tokens=max_tokens)
-    text = long_runs_break(text)
-    pieces = [piece for piece in _splitter(max_tokens, overlap, markdown).chunks(text) if piece.strip()]
-    counts = embeddings.token_counts(pieces)
+    pieces = _pieces_that_fit(text, _splitter(max_tokens, overlap, markdown), max_tokens)
     # A piece of nothing but characters the tokenizer drops (zero-width, control, soft hyphens) is no chunk: the
     # model would embed [CLS][SEP] alone. A document of nothing else then has no text, as it should.
-    readable = [(piece, count) for piece, count in zip(pieces, counts, strict=True) if count > 0]
+    readable = [(piece, count) for piece, count in pieces if count > 0]
     return [
-        ChunkDraft(position=position, text=piece, token_count=count, content_hash=text_hash(piece))
+        ChunkDraft(
+            position=position,
+            text=piece,
+            token_count=count,
+            content_hash=text_hash(piece),
+            model_input_hash=model_input_hash(piece),
+        )
         for position, (piece, count) in enumerate(readable)
     ]
 
 
 def prechunked_drafts(*, chunks: list[dict], max_tokens: int) -> list[ChunkDraft]:
-    """A client's own chunks, kept as sent but for the spaces `long_runs_break` puts into runs the model would
-    otherwise lose. A chunk the model could not read whole is refused rather than silently half-embedded."""
-    texts = [long_runs_break(str(chunk["text"])) for chunk in chunks]
+    """A client's own chunks, stored exactly as sent. A chunk the model could not read whole (counted as the model
+    reads it, long runs broken) is refused rather than silently half-embedded."""
+    texts = [str(chunk["text"]) for chunk in chunks]
     counts = embeddings.token_counts(texts)
     drafts = []
-    for position, (chunk, piece, count) in enumerate(zip(chunks, texts, counts, strict=True)):
+    for position, (chunk, text, count) in enumerate(zip(chunks, texts, counts, strict=True)):
         if count > max_tokens:
             raise ChunkTooLongError(
                 f"Chunk {position} ({chunk.get('external_id') or 'no external_id'}) has {count} word pieces; "
@@ -142,10 +137,11 @@ def prechunked_drafts(*, chunks: list[dict], max_tokens: int) -> list[ChunkDraft
         drafts.append(
             ChunkDraft(
                 position=position,
-                text=piece,
+                text=text,
                 token_count=count,
-                content_hash=text_hash(piece),
+                content_hash=text_hash(text),
                 external_id=chunk.get("external_id") or None,
+                model_input_hash=model_input_hash(text),
             )
         )
     return drafts

@@ -1,4 +1,10 @@
-"""Vectors by (tenant, model, text hash), stored in the database: unchanged text is never embedded twice.
+"""Vectors by (tenant, model, hash of the model's input), stored in the database: unchanged text is never embedded
+twice.
+
+The key hashes what the model reads (`embeddings.long_runs_break` of the text: long runs broken by spaces), not the
+stored text. A vector is then never served for an input it was not made from, whatever the text was stored as: a
+text with a long run and its broken form (as a chunk of an earlier release stored it) share one entry, and an entry
+made when the model read the text unbroken is never found.
 
 Why the database and not Redis: the cache must outlive a Redis flush (Redis is only a hot copy here), and
 a knowledge-base rebuild after a model-neutral change (new collection, Milvus loss) then costs no encoding.
@@ -16,6 +22,7 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from retrieval import embeddings
+from retrieval.chunking import text_hash
 from retrieval.models import Chunk, EmbeddingCacheEntry
 
 logger = logging.getLogger(__name__)
@@ -27,50 +34,54 @@ PURGE_BATCH = 1000
 PURGE_GRACE = timedelta(hours=1)
 
 
-def embeddings_cached(
-    *, tenant_id: int, texts: Sequence[str], text_hashes: Sequence[str], model_identity: str
-) -> tuple[np.ndarray, int]:
+def embeddings_cached(*, tenant_id: int, texts: Sequence[str], model_identity: str) -> tuple[np.ndarray, int]:
     """Normalised vectors for `texts` (rows in the same order) and how many were encoded now. Misses are
     encoded in one call and stored for this tenant; a concurrent writer of the same entry is ignored (same
     vector). `model_identity` is `embeddings.model_identity()` of the model that encodes the misses."""
+    input_hashes = [text_hash(embeddings.long_runs_break(text)) for text in texts]
     found: dict[str, np.ndarray] = {}
-    unique_hashes = list(dict.fromkeys(text_hashes))
+    unique_hashes = list(dict.fromkeys(input_hashes))
     entries = EmbeddingCacheEntry.objects.filter(tenant_id=tenant_id, model_name=model_identity)
     for start in range(0, len(unique_hashes), LOOKUP_BATCH):
         rows = entries.filter(text_hash__in=unique_hashes[start : start + LOOKUP_BATCH]).values_list(
             "text_hash", "vector"
         )
-        for text_hash, vector in rows:
-            found[text_hash] = np.frombuffer(bytes(vector), dtype=np.float32)
+        for input_hash, vector in rows:
+            found[input_hash] = np.frombuffer(bytes(vector), dtype=np.float32)
     missing: dict[str, str] = {}
-    for text, text_hash in zip(texts, text_hashes, strict=True):
-        if text_hash not in found and text_hash not in missing:
-            missing[text_hash] = text
+    for text, input_hash in zip(texts, input_hashes, strict=True):
+        if input_hash not in found and input_hash not in missing:
+            missing[input_hash] = text
     if missing:
         encoded = embeddings.embed_texts(list(missing.values()))
         new_entries = []
-        for text_hash, vector in zip(missing, encoded, strict=True):
-            found[text_hash] = vector
+        for input_hash, vector in zip(missing, encoded, strict=True):
+            found[input_hash] = vector
             new_entries.append(
                 EmbeddingCacheEntry(
                     tenant_id=tenant_id,
                     model_name=model_identity,
-                    text_hash=text_hash,
+                    text_hash=input_hash,
                     vector=vector.astype(np.float32).tobytes(),
                 )
             )
         EmbeddingCacheEntry.objects.bulk_create(new_entries, batch_size=LOOKUP_BATCH, ignore_conflicts=True)
     if not texts:
         return np.zeros((0, 0), dtype=np.float32), 0
-    return np.vstack([found[text_hash] for text_hash in text_hashes]), len(missing)
+    return np.vstack([found[input_hash] for input_hash in input_hashes]), len(missing)
 
 
 def embedding_cache_purge(*, grace: timedelta = PURGE_GRACE, batch_size: int = PURGE_BATCH) -> int:
     """Delete the entries whose text no chunk of their tenant has any more (deleted or re-chunked documents and
-    knowledge bases), older than `grace`; returns how many. Walks the table by primary key in batches, so it
-    never holds long locks and a run cut short loses nothing (the next one starts over)."""
+    knowledge bases), older than `grace`; returns how many. A chunk keeps the entry of its text as the model reads
+    it: its `content_hash`, or its `model_input_hash` when the model reads the text with long runs broken. Walks the
+    table by primary key in batches, so it never holds long locks and a run cut short loses nothing (the next one
+    starts over)."""
     cutoff = timezone.now() - grace
-    still_used = Chunk.objects.unscoped().filter(tenant_id=OuterRef("tenant_id"), content_hash=OuterRef("text_hash"))
+    chunks = Chunk.objects.unscoped().filter(tenant_id=OuterRef("tenant_id"))
+    read_as_stored = chunks.filter(content_hash=OuterRef("text_hash"))
+    # Its own clause names the partial index's condition, so the index (of the few chunks read broken) is used.
+    read_broken = chunks.exclude(model_input_hash="").filter(model_input_hash=OuterRef("text_hash"))
     # Crosses tenants on purpose: each entry is matched against its own tenant's chunks only.
     entries = EmbeddingCacheEntry.objects.unscoped()
     deleted = 0
@@ -80,7 +91,8 @@ def embedding_cache_purge(*, grace: timedelta = PURGE_GRACE, batch_size: int = P
         if not ids:
             break
         last = ids[-1]
-        count, _ = entries.filter(pk__in=ids, created_at__lt=cutoff).exclude(Exists(still_used)).delete()
+        unused = entries.filter(pk__in=ids, created_at__lt=cutoff)
+        count, _ = unused.exclude(Exists(read_as_stored)).exclude(Exists(read_broken)).delete()
         deleted += count
     if deleted:
         logger.info("embedding cache: %s entries no chunk uses any more were deleted", deleted)

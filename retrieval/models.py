@@ -125,6 +125,10 @@ class Chunk(TenantOwnedModel):
     text = models.TextField()
     token_count = models.PositiveIntegerField(default=0)
     content_hash = models.CharField(max_length=64)
+    # The hash of what the model reads of `text` when that differs from it (a long run broken by spaces, see
+    # `embeddings.long_runs_break`), blank when the model reads the text as stored. The embedding cache keys vectors by
+    # what the model reads, so its purge keeps an entry a chunk's `content_hash` or `model_input_hash` names.
+    model_input_hash = models.CharField(max_length=64, blank=True, default="")
     external_id = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -135,6 +139,11 @@ class Chunk(TenantOwnedModel):
             models.Index(fields=["tenant", "knowledge_base"]),
             # The embedding cache's purge asks, per entry, whether any chunk of the tenant still has the text.
             models.Index(fields=["tenant", "content_hash"], name="chunk_tenant_content_hash"),
+            models.Index(
+                fields=["tenant", "model_input_hash"],
+                name="chunk_tenant_model_input_hash",
+                condition=~models.Q(model_input_hash=""),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -142,9 +151,11 @@ class Chunk(TenantOwnedModel):
 
 
 class EmbeddingCacheEntry(TenantOwnedModel):
-    """A vector for (tenant, model, text hash): re-indexing unchanged text never re-embeds it. The model is named by
-    its identity (`embeddings.model_identity()`: its name and a digest of its files), so a model changed in place, or
-    another one in a directory of the same name, is never served this model's vectors.
+    """A vector for (tenant, model, hash of what the model read): re-indexing unchanged text never re-embeds it. The
+    hash is of the model's input (`embeddings.long_runs_break` of the text), not of the stored text, so a vector is
+    never served for an input it was not made from. The model is named by its identity (`embeddings.model_identity()`:
+    its name and a digest of its files), so a model changed in place, or another one in a directory of the same name,
+    is never served this model's vectors.
 
     Per tenant, although the vector is a function of the text alone: a cache shared across tenants would let one
     tenant learn, from how fast its upload is indexed, that another tenant holds the very same text, and would keep

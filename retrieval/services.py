@@ -516,17 +516,17 @@ def _chunks_store(
     [(chunk id, text, hash)] in position order for the documents held, and those of them that had rows before this
     run (their old vectors may need cleaning)."""
     ids = [document.pk for document in documents]
-    existing: dict[int, list[tuple[int, int, str, str | None]]] = defaultdict(list)
+    existing: dict[int, list[tuple[int, int, str, str | None, str]]] = defaultdict(list)
     for row in (
         Chunk.objects.filter(tenant_id=tenant_id, document_id__in=ids)
         .order_by("document_id", "position")
-        .values_list("document_id", "pk", "position", "content_hash", "external_id")
+        .values_list("document_id", "pk", "position", "content_hash", "external_id", "model_input_hash")
     ):
         existing[row[0]].append(row[1:])
     to_replace = []
     for document in documents:
-        old = [(position, content_hash, ext) for _, position, content_hash, ext in existing.get(document.pk, [])]
-        new = [(d.position, d.content_hash, d.external_id) for d in drafts[document.pk]]
+        old = [row[1:] for row in existing.get(document.pk, [])]
+        new = [(d.position, d.content_hash, d.external_id, d.model_input_hash) for d in drafts[document.pk]]
         if old != new:
             to_replace.append(document)
     with transaction.atomic():
@@ -549,6 +549,7 @@ def _chunks_store(
                         text=draft.text,
                         token_count=draft.token_count,
                         content_hash=draft.content_hash,
+                        model_input_hash=draft.model_input_hash,
                         external_id=draft.external_id,
                     )
                     for document in to_replace
@@ -759,7 +760,6 @@ def _documents_run(*, run: IndexRun, tenant_id: int, token: str, documents: list
         vectors, encoded = embeddings_cached(
             tenant_id=tenant_id,
             texts=[row[2] for row in batch],
-            text_hashes=[row[3] for row in batch],
             model_identity=model_identity,
         )
         run.encoded += encoded
@@ -1068,7 +1068,6 @@ def knowledge_base_reindex(*, tenant_id: int, knowledge_base_id: int) -> int:
             vectors, _ = embeddings_cached(
                 tenant_id=tenant_id,
                 texts=[row[2] for row in batch],
-                text_hashes=[row[3] for row in batch],
                 model_identity=model_identity,
             )
             vectorstore.vectors_upsert(

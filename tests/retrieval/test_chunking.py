@@ -2,9 +2,10 @@ import base64
 import hashlib
 import re
 
+import numpy as np
 import pytest
 
-from retrieval import embeddings
+from retrieval import chunking, embeddings
 from retrieval.chunking import (
     ChunkTooLongError,
     chunk_overlap_limit,
@@ -103,25 +104,103 @@ def _visible(text: str) -> str:
     return re.sub(r"\s", "", text)
 
 
+def _exact_slices(text: str, pieces: list[str]) -> bool:
+    """Whether `pieces` are, in order, each an exact slice of `text`, none starting before the previous one."""
+    cursor = 0
+    for piece in pieces:
+        found = text.find(piece, cursor)
+        if found < 0:
+            return False
+        cursor = found
+    return True
+
+
+@pytest.mark.parametrize("max_tokens", [16, 60, 200])
 @pytest.mark.parametrize("name", LONG_RUNS)
-def test_a_long_run_without_spaces_reaches_the_model_whole_and_is_counted_truly(name):
+def test_a_long_run_is_stored_as_written_and_reaches_the_model_whole_and_counted_truly(name, max_tokens):
     text = f"Before the run comes a sentence. {LONG_RUNS[name]} After the run comes another one."
-    drafts = text_chunk(text=text, max_tokens=60, overlap_tokens=0)
+    drafts = text_chunk(text=text, max_tokens=max_tokens, overlap_tokens=0)
     unknown = embeddings.embedding_model().tokenizer.unk_token_id
     for draft in drafts:
-        read = _model_reads(draft.text)
+        read = _model_reads(embeddings.long_runs_break(draft.text))
         assert unknown not in read, draft.text
-        assert draft.token_count == len(read) <= 60
-    # Nothing is lost or reordered: only spaces were put into the run.
+        assert draft.token_count == len(read) <= max_tokens
+        assert draft.content_hash == text_hash(draft.text)
+    # Stored as written: every chunk is a slice of the text, no space added; together they hold all of it.
+    assert _exact_slices(text, [draft.text for draft in drafts])
     assert _visible("".join(draft.text for draft in drafts)) == _visible(text)
 
 
-def test_a_client_chunk_with_a_long_run_reaches_the_model_whole():
-    run = LONG_RUNS["hex blob"][:300]
-    (draft,) = prechunked_drafts(chunks=[{"text": f"key: {run}", "external_id": "k"}], max_tokens=254)
-    read = _model_reads(draft.text)
+def test_a_slice_the_model_reads_as_longer_than_the_splitter_measured_is_split_again(monkeypatch):
+    # A cut inside a broken word can leave a slice whose run the model breaks afresh (and counts otherwise) than
+    # the splitter measured it. Forced here: the first split hands back two halves far over the limit.
+    text = f"Before the run. {LONG_RUNS['hex blob'][:800]} Middle words. {LONG_RUNS['hangul']} After the run."
+    real = chunking._splitter(40, 0, False)
+
+    class MismeasuringSplitter:
+        calls = 0
+
+        def chunk_indices(self, model_input: str) -> list[tuple[int, str]]:
+            type(self).calls += 1
+            if type(self).calls > 1:
+                return real.chunk_indices(model_input)
+            middle = model_input.index(" ", len(model_input) // 2)
+            return [(0, model_input[:middle]), (middle + 1, model_input[middle + 1 :])]
+
+    monkeypatch.setattr(chunking, "_splitter", lambda *args: MismeasuringSplitter())
+    drafts = text_chunk(text=text, max_tokens=40, overlap_tokens=0)
+    assert MismeasuringSplitter.calls == 3
+    assert len(drafts) > 2 and all(0 < draft.token_count <= 40 for draft in drafts)
+    assert _exact_slices(text, [draft.text for draft in drafts])
+    assert _visible("".join(draft.text for draft in drafts)) == _visible(text)
+
+
+def test_overlapping_chunks_of_long_runs_are_slices_of_the_text_too():
+    text = " ".join(
+        f"Entry {i}: {LONG_RUNS['hangul']} and {LONG_RUNS['hex blob'][i * 300 : i * 300 + 250]}." for i in range(4)
+    )
+    drafts = text_chunk(text=text, max_tokens=80, overlap_tokens=30)
+    assert len(drafts) > 4
+    assert all(draft.text in text for draft in drafts)
+    assert all(draft.token_count == embeddings.token_count(draft.text) <= 80 for draft in drafts)
+
+
+def test_a_client_chunk_is_stored_as_sent_and_its_long_run_reaches_the_model_whole():
+    sent = f"  key: {LONG_RUNS['hex blob'][:150]}\t{LONG_RUNS['hangul'][:40]}  \n"
+    (draft,) = prechunked_drafts(chunks=[{"text": sent, "external_id": "k"}], max_tokens=254)
+    assert draft.text == sent and draft.content_hash == text_hash(sent)
+    read = _model_reads(embeddings.long_runs_break(sent))
     assert embeddings.embedding_model().tokenizer.unk_token_id not in read
-    assert draft.token_count == len(read) and _visible(draft.text) == _visible(f"key: {run}")
+    assert draft.token_count == len(read)
+
+
+def test_a_client_chunk_whose_broken_form_is_too_long_is_refused():
+    # 240 characters of Hangul are under the limit counted as written, over it as the model reads them.
+    sent = LONG_RUNS["hangul"][:240]
+    assert len(embeddings.tokenizer().encode(sent, add_special_tokens=False).ids) <= 16
+    with pytest.raises(ChunkTooLongError, match="Chunk 0"):
+        prechunked_drafts(chunks=[{"text": sent}], max_tokens=16)
+
+
+@pytest.mark.parametrize("name", LONG_RUNS)
+def test_the_model_reads_a_long_run_broken_wherever_the_text_comes_from(name):
+    run = LONG_RUNS[name]
+    broken = embeddings.long_runs_break(run)
+    assert broken != run and _visible(broken) == _visible(run)
+    assert embeddings.long_runs_break(broken) == broken  # breaking twice changes nothing more
+    assert embeddings.embedding_model().tokenizer.unk_token_id not in _model_reads(broken)
+    # Counts and vectors are of what the model reads, whether it is given the text as written or already broken.
+    assert embeddings.token_count(run) == embeddings.token_count(broken) == len(_model_reads(broken))
+    assert embeddings.token_counts([run, broken]) == [len(_model_reads(broken))] * 2
+    as_written, as_read = embeddings.embed_texts([run, broken])
+    np.testing.assert_allclose(as_written, as_read, atol=1e-5)
+    np.testing.assert_allclose(embeddings.embed_query(run), as_read, atol=1e-5)
+
+
+def test_text_without_long_runs_is_given_to_the_model_as_it_is():
+    question = "How do I rotate the API key of https://example.com/account/settings?tab=keys before it expires?"
+    assert embeddings.long_runs_break(question) is question
+    assert embeddings.long_run_breaks(question) == []
 
 
 def test_runs_the_model_reads_already_are_left_as_they_are():

@@ -52,17 +52,15 @@ def test_a_text_is_encoded_once_per_tenant_and_never_served_from_another_tenants
     texts = ["Invoices are issued on the first day of the month.", "Passwords are reset from the login page."]
     hashes = [_hash(text) for text in texts]
 
-    first, encoded = embeddings_cached(tenant_id=tenant.pk, texts=texts, text_hashes=hashes, model_identity=MODEL)
+    first, encoded = embeddings_cached(tenant_id=tenant.pk, texts=texts, model_identity=MODEL)
     assert encoded == 2
-    again, encoded = embeddings_cached(tenant_id=tenant.pk, texts=texts, text_hashes=hashes, model_identity=MODEL)
+    again, encoded = embeddings_cached(tenant_id=tenant.pk, texts=texts, model_identity=MODEL)
     assert encoded == 0
     np.testing.assert_array_equal(again, first)
     np.testing.assert_allclose(first, embeddings.embed_texts(texts), atol=1e-6)
 
     # The other tenant holds the same text: it is encoded again (no timing tells it the first tenant has it).
-    _, encoded = embeddings_cached(
-        tenant_id=other_tenant.pk, texts=texts[:1], text_hashes=hashes[:1], model_identity=MODEL
-    )
+    _, encoded = embeddings_cached(tenant_id=other_tenant.pk, texts=texts[:1], model_identity=MODEL)
     assert encoded == 1
     assert _hashes(tenant) == set(hashes)
     assert _hashes(other_tenant) == {hashes[0]}

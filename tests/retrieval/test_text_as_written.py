@@ -1,0 +1,163 @@
+"""Chunk text is stored and shown exactly as the document has it; only the model reads long runs broken.
+
+A run the model would read as one [UNK] (a hex blob, Hangul without spaces) is broken by spaces in what the model
+reads, never in what is stored: a user copying a hash from a source gets the hash. The uploads go through the API;
+the indexing run is called directly (no worker) against a `milvus-lite server`."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import timedelta
+
+import numpy as np
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.utils import timezone
+
+from retrieval import embeddings, services
+from retrieval.chunking import text_hash
+from retrieval.embedding_cache import PURGE_GRACE, embedding_cache_purge, embeddings_cached
+from retrieval.models import Chunk, Document, DocumentStatus, EmbeddingCacheEntry
+from retrieval.parsing import document_parse
+from tests.retrieval.factories import kb_make
+
+pytestmark = pytest.mark.django_db
+
+HEX_RUN = hashlib.sha512(b"release-2026-11").hexdigest() + hashlib.sha512(b"tail").hexdigest()[:122]
+HANGUL_RUN = "한국어텍스트처리기능설명서" * 4
+DOCUMENT = (
+    "Release notes for the storage gateway.\n\n"
+    "The gateway now verifies every archive it restores against the digest published with the release.\n\n"
+    f"Checksum of the release archive: {HEX_RUN}\n\n"
+    f"사용자 안내: {HANGUL_RUN}\n\n"
+    "Older archives keep the digest they were published with; nothing has to be downloaded again.\n"
+)
+
+
+def _indexed_upload(api_client, kb, name: str, data: bytes) -> Document:  # noqa: ANN001
+    response = api_client.post(
+        f"/api/v1/knowledge-bases/{kb.pk}/documents/",
+        {"file": SimpleUploadedFile(name, data, content_type="text/plain")},
+        format="multipart",
+    )
+    assert response.status_code == 202, response.json()
+    run = services.documents_index(tenant_id=kb.tenant_id, document_ids=[response.json()["id"]])
+    document = Document.objects.for_tenant(kb.tenant).get(pk=response.json()["id"])
+    assert document.status == DocumentStatus.INDEXED, (run.failed, document.error_message)
+    return document
+
+
+def _search(api_client, kb, query: str) -> list[dict]:  # noqa: ANN001
+    response = api_client.post(
+        f"/api/v1/knowledge-bases/{kb.pk}/search/", {"query": query, "group_by_document": False}, format="json"
+    )
+    assert response.status_code == 200, response.json()
+    return response.json()["results"]
+
+
+def test_an_uploaded_documents_chunks_are_slices_of_its_text_and_its_hex_run_is_found(
+    milvus_server, api_client, tenant
+):
+    assert len(HEX_RUN) == 250 and len(HANGUL_RUN) == 52
+    kb = kb_make(tenant, name="as-written", chunk_max_tokens=200, chunk_overlap_tokens=0)
+    document = _indexed_upload(api_client, kb, "notes.txt", DOCUMENT.encode())
+    parsed = document_parse(DOCUMENT.encode(), filename="notes.txt", max_bytes=10**6).text
+    chunks = list(Chunk.objects.for_tenant(tenant).filter(document=document).order_by("position"))
+
+    assert len(chunks) > 1
+    for chunk in chunks:
+        assert chunk.text in parsed, chunk.text  # no space added anywhere
+        assert chunk.content_hash == text_hash(chunk.text)
+        assert chunk.token_count == embeddings.token_count(chunk.text) <= 200
+    (hex_chunk,) = [chunk for chunk in chunks if HEX_RUN in chunk.text]
+    assert [chunk for chunk in chunks if HANGUL_RUN in chunk.text]
+    assert all(embeddings.long_runs_break(chunk.text) != chunk.text for chunk in chunks if HANGUL_RUN in chunk.text)
+
+    hits = _search(api_client, kb, HEX_RUN)
+    assert hits[0]["chunk_id"] == hex_chunk.pk
+    assert HEX_RUN in hits[0]["text"]  # shown as written: a user copying the checksum gets the checksum
+
+
+def test_a_client_chunk_is_stored_byte_for_byte_as_sent(milvus_server, api_client, tenant):
+    kb = kb_make(tenant, name="as-sent")
+    sent = [f"  Token:\t{HEX_RUN}  \n", f"{HANGUL_RUN} 끝.", "Plain prose stays as it is."]
+    response = api_client.post(
+        f"/api/v1/knowledge-bases/{kb.pk}/documents/",
+        {"title": "client chunks", "chunks": [{"text": text, "external_id": f"c{i}"} for i, text in enumerate(sent)]},
+        format="json",
+    )
+    assert response.status_code == 202, response.json()
+    services.documents_index(tenant_id=tenant.pk, document_ids=[response.json()["id"]])
+
+    stored = Chunk.objects.for_tenant(tenant).filter(document_id=response.json()["id"]).order_by("position")
+    assert [chunk.text for chunk in stored] == sent
+    assert [chunk.content_hash for chunk in stored] == [text_hash(text) for text in sent]
+    hits = _search(api_client, kb, HEX_RUN)
+    assert hits[0]["external_id"] == "c0" and hits[0]["text"] == sent[0]
+
+
+def test_the_cache_serves_a_vector_only_for_what_the_model_reads(tenant):
+    model = "test-model@0123456789abcdef"
+    broken = embeddings.long_runs_break(HEX_RUN)
+    assert broken != HEX_RUN
+    # An entry keyed by the text as written, made when the model read it whole (one [UNK]): never served.
+    unread = embeddings.embedding_model().encode([HEX_RUN], normalize_embeddings=True)[0].astype(np.float32)
+    EmbeddingCacheEntry.objects.create(
+        tenant=tenant, model_name=model, text_hash=text_hash(HEX_RUN), vector=unread.tobytes()
+    )
+    (vector,), encoded = embeddings_cached(tenant_id=tenant.pk, texts=[HEX_RUN], model_identity=model)
+    assert encoded == 1
+    np.testing.assert_allclose(vector, embeddings.embed_texts([broken])[0], atol=1e-5)
+    # The model reads the text as written and as the last release stored it (broken) alike: one entry serves both.
+    (again,), encoded = embeddings_cached(tenant_id=tenant.pk, texts=[broken], model_identity=model)
+    assert encoded == 0
+    np.testing.assert_array_equal(again, vector)
+
+
+def test_purge_keeps_the_entry_a_chunk_with_a_long_run_is_embedded_from(milvus_server, api_client, tenant):
+    kb = kb_make(tenant, name="purge-runs", chunk_max_tokens=200)
+    document = _indexed_upload(api_client, kb, "notes.txt", DOCUMENT.encode())
+    entries = EmbeddingCacheEntry.objects.for_tenant(tenant)
+    kept = set(entries.values_list("text_hash", flat=True))
+    assert len(kept) == Chunk.objects.for_tenant(tenant).filter(document=document).count()
+    EmbeddingCacheEntry.objects.create(
+        tenant=tenant,
+        model_name="old",
+        text_hash=text_hash("no chunk has this"),
+        vector=np.ones(4, np.float32).tobytes(),
+    )
+    entries.update(created_at=timezone.now() - PURGE_GRACE - timedelta(minutes=1))
+
+    embedding_cache_purge()
+
+    assert set(entries.values_list("text_hash", flat=True)) == kept
+
+
+def test_chunks_the_last_release_stored_broken_are_replaced_by_the_text_as_written_without_encoding(
+    milvus_server, api_client, tenant
+):
+    kb = kb_make(tenant, name="upgrade", chunk_max_tokens=200)
+    document = _indexed_upload(api_client, kb, "notes.txt", DOCUMENT.encode())
+    rows = Chunk.objects.for_tenant(tenant).filter(document=document)
+    written = list(rows.order_by("position").values_list("text", flat=True))
+    # As the last release stored them: the broken text, hashed as stored, and its cache entries keyed by that hash.
+    EmbeddingCacheEntry.objects.for_tenant(tenant).delete()
+    for chunk in rows:
+        broken = embeddings.long_runs_break(chunk.text)
+        rows.filter(pk=chunk.pk).update(text=broken, content_hash=text_hash(broken), model_input_hash="")
+        EmbeddingCacheEntry.objects.create(
+            tenant=tenant,
+            model_name=embeddings.model_identity(),
+            text_hash=text_hash(broken),
+            vector=embeddings.embed_texts([broken])[0].tobytes(),
+        )
+    assert list(rows.order_by("position").values_list("text", flat=True)) != written
+
+    services.document_reindex(tenant=tenant, document=document)
+    run = services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk])
+
+    assert run.encoded == 0  # the model reads the same input as before: every vector comes from the cache
+    assert list(rows.order_by("position").values_list("text", flat=True)) == written
+    assert rows.exclude(model_input_hash="").count() == 2  # the hex run's chunk and the Hangul run's
+    hits = _search(api_client, kb, HEX_RUN)
+    assert HEX_RUN in hits[0]["text"]
