@@ -46,9 +46,15 @@ class AwaitingReindexFilter(admin.SimpleListFilter):
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         if self.value() != "awaiting_reindex":
             return queryset
-        return selectors.knowledge_bases_awaiting_reindex(
-            knowledge_bases=queryset, query_model_identity=embeddings.model_identity()
-        )
+        try:
+            identity = embeddings.model_identity()
+        except OSError as exc:
+            messages.error(
+                request,
+                f"The embedding model cannot be read, so which knowledge bases await a re-index is unknown: {exc}",
+            )
+            return queryset.none()
+        return selectors.knowledge_bases_awaiting_reindex(knowledge_bases=queryset, query_model_identity=identity)
 
 
 @admin.register(KnowledgeBase)
@@ -83,7 +89,11 @@ class KnowledgeBaseAdmin(ServiceDeletionAdmin):
     @admin.display(description="search index")
     def search_index(self, obj: KnowledgeBase) -> str:
         """How the knowledge base's vectors stand against the model this web process embeds queries with."""
-        state = selectors.index_state(knowledge_base=obj, query_model_identity=embeddings.model_identity())
+        try:
+            identity = embeddings.model_identity()
+        except OSError as exc:  # the page stays up and says what the operator must fix first
+            return format_html('<strong style="color:#ba2121">embedding model cannot be read</strong> ({})', exc)
+        state = selectors.index_state(knowledge_base=obj, query_model_identity=identity)
         label = SEARCH_INDEX_LABELS[state.status]
         if state.status == selectors.IndexStatus.OTHER_MODEL:
             return format_html('<strong style="color:#ba2121">{}</strong> ({})', label, state.knowledge_base_model)
