@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, QuerySet
 from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html
@@ -96,8 +96,25 @@ class KnowledgeBaseAdmin(ServiceDeletionAdmin):
         state = selectors.index_state(knowledge_base=obj, query_model_identity=identity)
         label = SEARCH_INDEX_LABELS[state.status]
         if state.status == selectors.IndexStatus.OTHER_MODEL:
+            if not getattr(obj, "holds_chunks", True):
+                # Not refused (no vector to rank), and its first document moves it onto the workers' model: neither
+                # the filter nor /api/health/ counts it as awaiting a re-index.
+                return "another model recorded, holds no chunk: its first document moves it onto the workers' model"
             return format_html('<strong style="color:#ba2121">{}</strong> ({})', label, state.knowledge_base_model)
         return label
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        # Whether each holds a chunk, for `search_index` (a knowledge base of another model refuses searches only
+        # then): one subquery of the page's query instead of a query per row.
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                holds_chunks=Exists(
+                    Chunk.objects.filter(tenant_id=OuterRef("tenant_id"), knowledge_base_id=OuterRef("pk"))
+                )
+            )
+        )
 
     @admin.display(description="re-index")
     def reindex(self, obj: KnowledgeBase) -> str:
