@@ -10,7 +10,7 @@ from rest_framework.response import Response
 
 from conversations import admin_services, selectors, services
 from conversations.models import DedupAction, DedupScope, Granularity
-from retrieval.apis import IndexStateOutputSerializer, index_state_body
+from retrieval.apis import EMBEDDING_MODEL_MISMATCH_RESPONSE, IndexStateOutputSerializer, index_state_body
 from tenants.api import TenantApi
 from tenants.permissions import IsTenantAdminKey, IsTenantWideKey
 
@@ -129,7 +129,11 @@ class ConversationMessageApi(TenantApi):
         )
         dedup = DedupSerializer()
 
-    @extend_schema(request=InputSerializer, responses=OutputSerializer, summary="Ask a question in a conversation")
+    @extend_schema(
+        request=InputSerializer,
+        responses={200: OutputSerializer, 409: EMBEDDING_MODEL_MISMATCH_RESPONSE},
+        summary="Ask a question in a conversation",
+    )
     def post(self, request, conversation_id: int):  # noqa: ANN001, ANN201
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)

@@ -80,9 +80,12 @@ def error_responses_add(result: dict, generator: Any, request: Any, public: bool
             elif method in ("post", "put", "patch", "delete"):
                 codes.append("409")
             for code in codes:
-                if code in responses:
+                if code in responses and "content" in responses[code]:
                     continue
-                response = {"description": _DESCRIPTIONS[code], "content": {"application/json": {"schema": reference}}}
+                # An error an operation declares itself (`OpenApiResponse(description=...)`: what its refusal means
+                # there) keeps its description and gets the shared body.
+                description = responses.get(code, {}).get("description") or _DESCRIPTIONS[code]
+                response = {"description": description, "content": {"application/json": {"schema": reference}}}
                 if code in ("429", "503"):
                     response["headers"] = _RETRY_AFTER
                 responses[code] = response

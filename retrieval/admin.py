@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, QuerySet
 from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html
@@ -46,9 +46,15 @@ class AwaitingReindexFilter(admin.SimpleListFilter):
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         if self.value() != "awaiting_reindex":
             return queryset
-        return selectors.knowledge_bases_awaiting_reindex(
-            knowledge_bases=queryset, query_model_identity=embeddings.model_identity()
-        )
+        try:
+            identity = embeddings.model_identity()
+        except OSError as exc:
+            messages.error(
+                request,
+                f"The embedding model cannot be read, so which knowledge bases await a re-index is unknown: {exc}",
+            )
+            return queryset.none()
+        return selectors.knowledge_bases_awaiting_reindex(knowledge_bases=queryset, query_model_identity=identity)
 
 
 @admin.register(KnowledgeBase)
@@ -83,11 +89,32 @@ class KnowledgeBaseAdmin(ServiceDeletionAdmin):
     @admin.display(description="search index")
     def search_index(self, obj: KnowledgeBase) -> str:
         """How the knowledge base's vectors stand against the model this web process embeds queries with."""
-        state = selectors.index_state(knowledge_base=obj, query_model_identity=embeddings.model_identity())
+        try:
+            identity = embeddings.model_identity()
+        except OSError as exc:  # the page stays up and says what the operator must fix first
+            return format_html('<strong style="color:#ba2121">embedding model cannot be read</strong> ({})', exc)
+        state = selectors.index_state(knowledge_base=obj, query_model_identity=identity)
         label = SEARCH_INDEX_LABELS[state.status]
         if state.status == selectors.IndexStatus.OTHER_MODEL:
+            if not getattr(obj, "holds_chunks", True):
+                # Not refused (no vector to rank), and its first document moves it onto the workers' model: neither
+                # the filter nor /api/health/ counts it as awaiting a re-index.
+                return "another model recorded, holds no chunk: its first document moves it onto the workers' model"
             return format_html('<strong style="color:#ba2121">{}</strong> ({})', label, state.knowledge_base_model)
         return label
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        # Whether each holds a chunk, for `search_index` (a knowledge base of another model refuses searches only
+        # then): one subquery of the page's query instead of a query per row.
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                holds_chunks=Exists(
+                    Chunk.objects.filter(tenant_id=OuterRef("tenant_id"), knowledge_base_id=OuterRef("pk"))
+                )
+            )
+        )
 
     @admin.display(description="re-index")
     def reindex(self, obj: KnowledgeBase) -> str:

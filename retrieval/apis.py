@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import time
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
@@ -94,6 +94,19 @@ class IndexStateOutputSerializer(serializers.Serializer):
     reindex_progress = serializers.FloatField(
         allow_null=True, help_text="While re-indexing: the share of chunks rebuilt so far (0 to 1); null otherwise."
     )
+
+
+# A search's 409 (kbplatform.schema adds the error body): the code that tells "wait for the re-index" from other
+# conflicts, in the schema clients read.
+EMBEDDING_MODEL_MISMATCH_RESPONSE = OpenApiResponse(
+    description=(
+        'The request conflicts with the current state. `extra.code` `"embedding_model_mismatch"`: the knowledge '
+        "base's vectors were made by another embedding model than the one this server embeds queries with, so the "
+        'search was refused and nothing was written; it is served again (with `index.status` `"reindexing"`) once '
+        "a worker has taken up the knowledge base's re-index. `extra` also holds `knowledge_base`, "
+        "`knowledge_base_model`, `query_model`, `reindex_status` and `reindex_progress`."
+    )
+)
 
 
 def index_state_body(state: selectors.IndexState) -> dict:
@@ -286,7 +299,11 @@ class KnowledgeBaseSearchApi(_KeyScopedApi):
         index = IndexStateOutputSerializer()
         took_ms = serializers.FloatField()
 
-    @extend_schema(request=InputSerializer, responses=OutputSerializer, summary="Search a knowledge base")
+    @extend_schema(
+        request=InputSerializer,
+        responses={200: OutputSerializer, 409: EMBEDDING_MODEL_MISMATCH_RESPONSE},
+        summary="Search a knowledge base",
+    )
     def post(self, request, knowledge_base_id: int):  # noqa: ANN001, ANN201
         knowledge_base = self.knowledge_base_or_404(knowledge_base_id)
         serializer = self.InputSerializer(data=request.data)

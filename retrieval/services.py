@@ -38,6 +38,7 @@ from retrieval.chunking import (
     ChunkDraft,
     ChunkTooLongError,
     chunk_token_limit,
+    model_input_hash,
     prechunked_drafts,
     text_chunk,
 )
@@ -1033,6 +1034,17 @@ def _reindex_release(*, tenant_id: int, knowledge_base_id: int, token: str) -> N
         logger.warning("could not release re-index of knowledge base %s; its lease will run out", knowledge_base_id)
 
 
+def _model_input_hashes_refresh(*, tenant_id: int, rows: Sequence[tuple[int, str, str]]) -> None:
+    """Record, for each (chunk id, text, recorded model input hash), what the model of this process reads of the text.
+    A re-index onto a model whose tokenizer breaks long runs elsewhere changes it, and the embedding cache's purge keeps
+    only the entries a chunk's hashes name: a stale one would let it drop the vectors the re-index has just cached. A
+    chunk deleted meanwhile is left alone (the update finds no row)."""
+    for pk, text, recorded in rows:
+        current = model_input_hash(text)
+        if current != recorded:
+            Chunk.objects.filter(tenant_id=tenant_id, pk=pk).update(model_input_hash=current)
+
+
 def knowledge_base_reindex(*, tenant_id: int, knowledge_base_id: int) -> int:
     """Re-embed every chunk of the knowledge base's indexed documents with the workers' model and upsert the
     vectors by chunk id (so it is safe to run twice). Returns the chunks indexed: 0 when the re-index is not running
@@ -1061,7 +1073,7 @@ def knowledge_base_reindex(*, tenant_id: int, knowledge_base_id: int) -> int:
             batch = list(
                 chunks.filter(pk__gt=last_pk)
                 .order_by("pk")
-                .values_list("pk", "document_id", "text", "content_hash")[:batch_size]
+                .values_list("pk", "document_id", "text", "model_input_hash")[:batch_size]
             )
             if not batch:
                 break
@@ -1069,6 +1081,9 @@ def knowledge_base_reindex(*, tenant_id: int, knowledge_base_id: int) -> int:
                 tenant_id=tenant_id,
                 texts=[row[2] for row in batch],
                 model_identity=model_identity,
+            )
+            _model_input_hashes_refresh(
+                tenant_id=tenant_id, rows=[(pk, text, recorded) for pk, _, text, recorded in batch]
             )
             vectorstore.vectors_upsert(
                 rows=[

@@ -65,3 +65,24 @@ def test_knowledge_bases_awaiting_a_reindex_are_counted_but_degrade_nothing(clie
     assert component["status"] == "reindex_needed"
     assert "2 knowledge base(s) hold another model's vectors" in component["detail"]
     assert "stale" not in component["detail"] and tenant.slug not in component["detail"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("where", ["missing", "empty"])
+def test_a_model_directory_that_is_missing_or_empty_is_reported_down(client, settings, tmp_path, monkeypatch, where):
+    """EMBEDDING_MODEL_PATH mistyped, or a volume not mounted: every search and turn would fail, so the component is
+    `down` and names the path. Its identity used to be the digest of no file at all, reported `ok`."""
+    from kbplatform import health
+
+    for name in ("milvus", "redis", "worker"):
+        monkeypatch.setitem(health.CHECKS, name, lambda: ("ok", "stub"))
+    model_dir = tmp_path / "e5-small"
+    if where == "empty":
+        model_dir.mkdir()
+    settings.EMBEDDING_MODEL_PATH = str(model_dir)
+
+    body = client.get("/api/health/").json()
+    component = body["components"]["embedding_model"]
+    assert component["status"] == "down", component
+    assert str(model_dir) in component["detail"]
+    assert body["status"] == "degraded"

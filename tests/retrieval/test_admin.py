@@ -168,3 +168,31 @@ def test_the_knowledge_base_list_shows_which_need_a_reindex_and_filters_them(
     assert "stale-kb" in page and "fresh-kb" not in page and "their-stale-kb" not in page
     detail = admin_client_of_tenant.get(f"/admin/retrieval/knowledgebase/{stale.pk}/change/").content.decode()
     assert "searches refused until re-indexed" in detail
+
+
+def test_the_knowledge_base_list_says_when_the_embedding_model_cannot_be_read(
+    admin_client_of_tenant, tenant, settings, tmp_path
+):
+    """A mistyped EMBEDDING_MODEL_PATH (or a volume not mounted) must not take the admin's list down with it: the
+    column says the model cannot be read, which is what the operator has to fix first."""
+    kb_make(tenant, name="some-kb")
+    settings.EMBEDDING_MODEL_PATH = str(tmp_path / "not-mounted")
+    for url in ("/admin/retrieval/knowledgebase/", "/admin/retrieval/knowledgebase/?search_index=awaiting_reindex"):
+        response = admin_client_of_tenant.get(url)
+        assert response.status_code == 200, url
+        assert "embedding model cannot be read" in response.content.decode(), url
+
+
+def test_an_empty_knowledge_base_of_another_model_is_not_shown_as_refusing_searches(admin_client_of_tenant, tenant):
+    """Its searches are not refused (it has no vector to rank: no results) and its first document moves it onto the
+    workers' model, so neither the filter nor /api/health/ counts it; the column used to call it refused anyway."""
+    empty = kb_make(tenant, name="empty-kb")
+    KnowledgeBase.objects.for_tenant(tenant).filter(pk=empty.pk).update(
+        embedding_model="e5-small", embedding_model_identity="e5-small@0123456789abcdef"
+    )
+    listing = admin_client_of_tenant.get("/admin/retrieval/knowledgebase/").content.decode()
+    assert "empty-kb" in listing
+    assert "searches refused" not in listing
+    assert "holds no chunk" in listing
+    detail = admin_client_of_tenant.get(f"/admin/retrieval/knowledgebase/{empty.pk}/change/").content.decode()
+    assert "searches refused" not in detail and "holds no chunk" in detail

@@ -7,6 +7,8 @@ the indexing run is called directly (no worker) against a `milvus-lite server`."
 from __future__ import annotations
 
 import hashlib
+import re
+import textwrap
 from datetime import timedelta
 
 import numpy as np
@@ -17,7 +19,7 @@ from django.utils import timezone
 from retrieval import embeddings, services
 from retrieval.chunking import text_hash
 from retrieval.embedding_cache import PURGE_GRACE, embedding_cache_purge, embeddings_cached
-from retrieval.models import Chunk, Document, DocumentStatus, EmbeddingCacheEntry
+from retrieval.models import Chunk, Document, DocumentStatus, EmbeddingCacheEntry, KnowledgeBase, ReindexStatus
 from retrieval.parsing import document_parse
 from tests.retrieval.factories import kb_make
 
@@ -161,3 +163,37 @@ def test_chunks_the_last_release_stored_broken_are_replaced_by_the_text_as_writt
     assert rows.exclude(model_input_hash="").count() == 2  # the hex run's chunk and the Hangul run's
     hits = _search(api_client, kb, HEX_RUN)
     assert HEX_RUN in hits[0]["text"]
+
+
+def test_a_reindex_onto_a_model_that_breaks_runs_otherwise_records_what_the_new_model_reads(
+    milvus_server, api_client, tenant, monkeypatch
+):
+    """`model_input_hash` names what the model reads, and the purge keeps the cache entries it names: after a re-index
+    onto a model whose tokenizer breaks a run elsewhere (another word-length limit, or no lower-casing of Hangul), it
+    must name the new model's input, or the purge drops the vectors the re-index just cached (and the next rebuild
+    encodes them again) while the chunk keeps naming an input no model reads any more."""
+    kb = kb_make(tenant, name="new-tokenizer", chunk_max_tokens=200)
+    document = _indexed_upload(api_client, kb, "notes.txt", DOCUMENT.encode())
+    (hex_chunk,) = Chunk.objects.for_tenant(tenant).filter(document=document, text__contains=HEX_RUN)
+    assert hex_chunk.model_input_hash == text_hash(embeddings.long_runs_break(hex_chunk.text))
+
+    def breaks_every_40(text: str) -> str:
+        return re.sub(r"\S{41,}", lambda run: " ".join(textwrap.wrap(run.group(), 40)), text)
+
+    new_model = embeddings.identity_name(embeddings.model_identity()) + "@fedcba9876543210"
+    monkeypatch.setattr(embeddings, "long_runs_break", breaks_every_40)
+    monkeypatch.setattr(embeddings, "model_identity", lambda: new_model)
+    assert breaks_every_40(hex_chunk.text) != hex_chunk.text
+    KnowledgeBase.objects.for_tenant(tenant).filter(pk=kb.pk).update(reindex_status=ReindexStatus.RUNNING)
+    assert services.knowledge_base_reindex(tenant_id=tenant.pk, knowledge_base_id=kb.pk)
+
+    hex_chunk.refresh_from_db()
+    new_input = text_hash(breaks_every_40(hex_chunk.text))
+    assert hex_chunk.model_input_hash == new_input
+    entries = EmbeddingCacheEntry.objects.for_tenant(tenant)
+    entries.update(created_at=timezone.now() - PURGE_GRACE - timedelta(minutes=1))
+    embedding_cache_purge()
+    assert entries.filter(model_name=new_model, text_hash=new_input).exists()
+    # Every chunk's vector of the new model survives the purge, found by the hash the chunk records.
+    for content_hash, input_hash in Chunk.objects.for_tenant(tenant).values_list("content_hash", "model_input_hash"):
+        assert entries.filter(model_name=new_model, text_hash=input_hash or content_hash).exists()

@@ -37,3 +37,14 @@ def test_every_secured_operation_documents_its_refusals(schema):
                 assert "404" in operation["responses"], f"{method.upper()} {path}"
             checked += 1
     assert checked >= 10
+
+
+@pytest.mark.parametrize(
+    "path", ["/api/v1/knowledge-bases/{knowledge_base_id}/search/", "/api/v1/conversations/{conversation_id}/messages/"]
+)
+def test_a_search_documents_its_refusal_of_another_models_vectors(schema, path):
+    """A client must be able to tell the 409 of a knowledge base awaiting its re-index (retry later) from any other
+    conflict by reading the schema, not only the docs."""
+    refusal = schema["paths"][path]["post"]["responses"]["409"]
+    assert refusal["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Error"}
+    assert "embedding_model_mismatch" in refusal["description"]

@@ -1,0 +1,96 @@
+"""Schema migrations of the retrieval app on `retrieval_chunk`, which holds millions of rows in production.
+
+A plain CREATE INDEX reads the whole table while writes to it wait (every ingestion run stalls); run in the migration
+that also adds a column, it would hold that ALTER TABLE's ACCESS EXCLUSIVE lock all the while, so reads wait too (every
+search and turn). An index on it is therefore built CONCURRENTLY on PostgreSQL, outside any transaction."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+
+from retrieval.models import Chunk, Document, KnowledgeBase
+
+INDEX = "chunk_tenant_model_input_hash"
+COLUMN_ADDED = [("retrieval", "0009_chunk_model_input_hash")]
+
+
+def _migrate(targets) -> None:  # noqa: ANN001
+    MigrationExecutor(connection).migrate(targets)
+
+
+def _leaf() -> list[tuple[str, str]]:
+    return MigrationExecutor(connection).loader.graph.leaf_nodes()
+
+
+def _index_state() -> tuple[bool, bool | None]:
+    """(whether the index exists, whether PostgreSQL holds it valid: None elsewhere)."""
+    with connection.cursor() as cursor:
+        exists = INDEX in connection.introspection.get_constraints(cursor, Chunk._meta.db_table)
+        if not exists or connection.vendor != "postgresql":
+            return exists, None
+        cursor.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)", [INDEX])
+        return exists, cursor.fetchone()[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_model_input_hash_index_is_built_concurrently_outside_any_transaction():
+    _migrate([("retrieval", "0008_knowledge_base_model_identity")])
+    statements: list[tuple[str, bool]] = []
+
+    def record(execute, sql, params, many, context):  # noqa: ANN001, ANN202
+        statements.append((sql, connection.in_atomic_block))
+        return execute(sql, params, many, context)
+
+    try:
+        with connection.execute_wrapper(record):
+            _migrate(_leaf())
+    finally:
+        _migrate(_leaf())
+
+    builds = [(sql, atomic) for sql, atomic in statements if "CREATE INDEX" in sql.upper() and INDEX in sql]
+    assert len(builds) == 1, builds
+    sql, in_transaction = builds[0]
+    if connection.vendor == "postgresql":
+        assert "CONCURRENTLY" in sql.upper(), sql
+        assert not in_transaction, "CREATE INDEX CONCURRENTLY cannot run in a transaction, nor should the build"
+    assert _index_state() == (True, True if connection.vendor == "postgresql" else None)
+
+
+def _two_chunks_of_one_tenant(tenant) -> None:  # noqa: ANN001
+    kb = KnowledgeBase.objects.create(tenant=tenant, name="kb")
+    document = Document.objects.create(tenant=tenant, knowledge_base=kb, title="d")
+    for position in range(2):
+        Chunk.objects.create(
+            tenant=tenant, document=document, knowledge_base=kb, position=position, text="x", content_hash="h"
+        )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_index_migration_keeps_an_index_already_built_and_rebuilds_one_a_failed_build_left(tenant):
+    """A database that ran the first version of 0009 (which built the index with the column) already has it; a
+    concurrent build that failed (a timeout, a cancelled deploy) leaves an INVALID index of the name, which PostgreSQL
+    keeps up to date but never reads: the migration must not stop at either, and must end with a valid index."""
+    table = connection.ops.quote_name(Chunk._meta.db_table)
+    _migrate(COLUMN_ADDED)
+    try:
+        assert _index_state()[0] is False
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"CREATE INDEX {INDEX} ON {table} (tenant_id, model_input_hash) WHERE NOT (model_input_hash = '')"
+            )
+        _migrate(_leaf())
+        assert _index_state() == (True, True if connection.vendor == "postgresql" else None)
+
+        if connection.vendor == "postgresql":
+            _migrate(COLUMN_ADDED)
+            _two_chunks_of_one_tenant(tenant)
+            # A concurrent build that fails half way (here on a uniqueness the rows break) leaves its index invalid.
+            with connection.cursor() as cursor, pytest.raises(Exception, match="could not create unique index"):
+                cursor.execute(f"CREATE UNIQUE INDEX CONCURRENTLY {INDEX} ON {table} (tenant_id)")
+            assert _index_state() == (True, False)
+            _migrate(_leaf())
+            assert _index_state() == (True, True)
+    finally:
+        _migrate(_leaf())
