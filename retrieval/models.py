@@ -89,6 +89,10 @@ class Document(TenantOwnedModel):
     # later write of that run, so a redelivered or stale task can neither run twice nor overwrite a newer run.
     claim_token = models.CharField(max_length=32, blank=True, default="")
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # The latest queueing of the document: stamped by every enqueue and carried by the task it sent. A task whose
+    # retries run out fails only the documents still on its own queueing, so a re-index queued while an older task
+    # waited to retry is run by its own task, not failed by the older one's give-up. Blank before it was recorded.
+    queue_token = models.CharField(max_length=32, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     parsing_started_at = models.DateTimeField(null=True, blank=True)

@@ -314,17 +314,29 @@ def documents_create_bulk(
 
 def documents_enqueue(*, tenant_id: int, document_ids: Sequence[int]) -> None:
     """Queue indexing after the surrounding transaction commits (the worker must see the rows). A broker that
-    is down loses nothing: the documents stay queued and `documents_recover_stalled` queues them again."""
+    is down loses nothing: the documents stay queued and `documents_recover_stalled` queues them again.
+
+    The documents are stamped with a new `queue_token`, which their tasks carry: from here on only these tasks may
+    fail them when their retries run out (`documents_fail_after_retries`), not a task of an earlier queueing still
+    waiting to retry."""
     from retrieval.tasks import document_index, documents_index_batch
 
     ids = list(document_ids)
+    queue_token = uuid.uuid4().hex
+    for start in range(0, len(ids), 500):
+        Document.objects.filter(tenant_id=tenant_id, pk__in=ids[start : start + 500]).update(queue_token=queue_token)
     size = max(1, settings.INGEST_DOCUMENTS_PER_TASK)
     for start in range(0, len(ids), size):
         group = ids[start : start + size]
         if len(group) == 1:
-            transaction.on_commit(lambda doc_id=group[0]: document_index.delay(doc_id, tenant_id), robust=True)
+            transaction.on_commit(
+                lambda doc_id=group[0]: document_index.delay(doc_id, tenant_id, queue_token=queue_token), robust=True
+            )
         else:
-            transaction.on_commit(lambda group=group: documents_index_batch.delay(group, tenant_id), robust=True)
+            transaction.on_commit(
+                lambda group=group: documents_index_batch.delay(group, tenant_id, queue_token=queue_token),
+                robust=True,
+            )
 
 
 # --- documents: delete and re-index ---------------------------------------------------------------------
@@ -835,15 +847,22 @@ def _documents_run(*, run: IndexRun, tenant_id: int, token: str, documents: list
         run.indexed = [doc_id for doc_id in run.indexed if doc_id in still_there]
 
 
-def documents_fail_after_retries(*, tenant_id: int, document_ids: Sequence[int], reason: str) -> int:
-    """The last word after transient failures outlasted every retry: queued documents end as failed, leaving what
-    `_documents_fail` leaves (no chunk rows, chunk_count 0, vectors deleted when Milvus answers). Returns how many."""
+def documents_fail_after_retries(*, tenant_id: int, document_ids: Sequence[int], reason: str, queue_token: str) -> int:
+    """The last word of a task whose transient failures outlasted every retry: its documents still queued on its own
+    queueing (`queue_token`, as the task carries it) end as failed, leaving what `_documents_fail` leaves (no chunk
+    rows, chunk_count 0, vectors deleted when Milvus answers). A document queued again meanwhile (a re-index, the
+    stalled-document sweep) is left queued for the newer task, which tries it afresh. Returns how many failed."""
     now = timezone.now()
     with transaction.atomic():
         # Locked while their chunks go, so a re-index queued meanwhile waits and then starts from this state.
         failed = list(
             Document.objects.select_for_update()
-            .filter(tenant_id=tenant_id, pk__in=list(document_ids), status=DocumentStatus.QUEUED)
+            .filter(
+                tenant_id=tenant_id,
+                pk__in=list(document_ids),
+                status=DocumentStatus.QUEUED,
+                queue_token=queue_token,
+            )
             .values_list("pk", flat=True)
         )
         Document.objects.filter(tenant_id=tenant_id, pk__in=failed).update(

@@ -233,7 +233,9 @@ def _reindexed_while_milvus_refuses_writes(tenant, kb: KnowledgeBase, document: 
         raise vectorstore.VectorStoreUnavailable("Milvus refuses writes")
 
     monkeypatch.setattr(vectorstore, "vectors_upsert", milvus_refuses)
-    tasks.document_index.apply(args=(document.pk, tenant.pk))
+    # The task the re-index queued (its on-commit hook does not run inside the test's transaction), as it carries it.
+    queue_token = Document.objects.for_tenant(tenant).get(pk=document.pk).queue_token
+    tasks.document_index.apply(args=(document.pk, tenant.pk), kwargs={"queue_token": queue_token})
     monkeypatch.undo()
 
 
@@ -677,3 +679,55 @@ def test_migration_gives_a_reindex_running_at_the_upgrade_a_lease_from_its_last_
 
     leases = dict(KnowledgeBase.objects.for_tenant(tenant).values_list("name", "reindex_lease_expires_at"))
     assert leases == {"running": moved + timedelta(seconds=settings.INGEST_LEASE_SECONDS), "idle": None}
+
+
+def _requeued_while_the_first_task_waits_for_its_last_retry(tenant, document: Document, monkeypatch, capture, batch):  # noqa: ANN001, ANN202
+    """The first task meets a Milvus that refuses writes on every try; while it waits for its last retry, the user
+    re-indexes the document (a second task, held back: it runs when the test says). Returns that second task's run."""
+    queued_again: list = []
+
+    def countdown(retries: int) -> float:
+        if retries == tasks.MAX_RETRIES - 1:
+            services.document_reindex(tenant=tenant, document=document)
+        return 0.0
+
+    def refuses(**kwargs):  # noqa: ANN003, ANN202
+        raise vectorstore.VectorStoreUnavailable("Milvus refuses writes")
+
+    def queued(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        queued_again.append((args, kwargs))
+
+    with monkeypatch.context() as patched:
+        patched.setattr(tasks, "retry_countdown", countdown)
+        patched.setattr(vectorstore, "vectors_upsert", refuses)
+        patched.setattr(tasks.document_index, "delay", queued)
+        first = tasks.documents_index_batch if batch else tasks.document_index
+        with capture(execute=False) as callbacks:
+            first.apply(args=([document.pk] if batch else document.pk, tenant.pk))
+        for callback in callbacks:
+            callback()
+    assert len(queued_again) == 1, "the re-index queued one task"
+    args, kwargs = queued_again[0]
+    return lambda: tasks.document_index.apply(args=args, kwargs=kwargs)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("batch", [False, True])
+def test_a_reindex_queued_while_an_older_task_waits_to_retry_outlives_that_task_giving_up(
+    milvus_server, tenant, monkeypatch, django_capture_on_commit_callbacks, batch
+):
+    kb = kb_make(tenant, name=f"requeued-{batch}")
+    document = _queued(tenant, kb, "volcano")
+
+    second_task = _requeued_while_the_first_task_waits_for_its_last_retry(
+        tenant, document, monkeypatch, django_capture_on_commit_callbacks, batch
+    )
+
+    # The first task's last try took the re-queued document, failed and gave up: the document is the user's re-index's
+    # to run, not failed.
+    document.refresh_from_db()
+    assert document.status == DocumentStatus.QUEUED, document.error_message
+    second_task()
+    document.refresh_from_db()
+    assert document.status == DocumentStatus.INDEXED, document.error_message
+    assert _search(tenant, kb, TEXTS["volcano"]) == [Chunk.objects.for_tenant(tenant).get(document=document).pk]
