@@ -33,6 +33,12 @@ class IndexState:
     reindex_progress: float | None  # while a re-index runs: the share of chunks already rebuilt
     knowledge_base_model: str  # the model the knowledge base records: its identity, or its name when none was recorded
 
+    @property
+    def partial(self) -> bool:
+        """Whether a search may miss what the index does not hold yet (vectors not rebuilt are another model's, and
+        rank at random): results are served, flagged, but an answer made from them is not reused."""
+        return self.status in (IndexStatus.REINDEXING, IndexStatus.REINDEX_FAILED)
+
 
 class EmbeddingModelMismatchError(ConflictError):
     """A search whose query vector is not of the model that made the knowledge base's vectors: refused, since
