@@ -45,6 +45,7 @@ from retrieval.chunking import (
 from retrieval.embedding_cache import embeddings_cached
 from retrieval.models import Chunk, Document, DocumentStatus, KnowledgeBase, ReindexStatus, SourceKind
 from retrieval.parsing import DocumentParseError, document_parse, file_size_check
+from retrieval.selectors import knowledge_base_records_model
 from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -674,6 +675,7 @@ def _knowledge_base_model_adopt(
         embedding_model=model_name,
         embedding_model_identity=model_identity,
         embedding_dimension=embeddings.embedding_dimension(),
+        reindex_from_model_identity="",  # no vector of any model is left to mix with the new ones
         updated_at=timezone.now(),
     ):
         rows.filter(embedding_model=model_name, embedding_model_identity="").update(
@@ -1072,6 +1074,14 @@ def knowledge_base_reindex(*, tenant_id: int, knowledge_base_id: int) -> int:
     if not _reindex_claim(tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, token=token):
         return 0
     model_name, model_identity = embeddings.model_name(), embeddings.model_identity()
+    claimed = KnowledgeBase.objects.filter(tenant_id=tenant_id, pk=knowledge_base_id).first()
+    if claimed is None:
+        return 0
+    moved_from = claimed.reindex_from_model_identity
+    if not knowledge_base_records_model(knowledge_base=claimed, model_identity=model_identity):
+        # A model change: until a run finishes, the vectors not rebuilt yet are this model's. One already recorded (an
+        # earlier model change that stopped part way) stays: its vectors are not all rebuilt either.
+        moved_from = moved_from or claimed.embedding_model_identity or claimed.embedding_model
     _reindex_update(
         tenant_id=tenant_id,
         knowledge_base_id=knowledge_base_id,
@@ -1079,6 +1089,7 @@ def knowledge_base_reindex(*, tenant_id: int, knowledge_base_id: int) -> int:
         embedding_model=model_name,
         embedding_model_identity=model_identity,
         embedding_dimension=embeddings.embedding_dimension(),
+        reindex_from_model_identity=moved_from,
     )
     chunks = Chunk.objects.filter(
         tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, document__status=DocumentStatus.INDEXED
@@ -1161,6 +1172,7 @@ def knowledge_base_reindex(*, tenant_id: int, knowledge_base_id: int) -> int:
         reindex_finished_at=timezone.now(),
         reindex_claim_token="",
         reindex_lease_expires_at=None,
+        reindex_from_model_identity="",  # every vector is the recorded model's now
     )
     return done
 

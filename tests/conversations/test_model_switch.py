@@ -353,16 +353,29 @@ def test_a_stored_answer_is_served_from_a_knowledge_base_of_another_model(
     assert "'all-MiniLM-L6-v2-rotated'" in response.json()["message"]
 
 
-def test_a_turn_during_a_reindex_and_after_a_failed_one_says_so(api_client, kb):
+def test_a_turn_during_a_reindex_and_after_a_failed_one_says_so(api_client, tenant, kb):
     kb_set(kb, reindex_status=ReindexStatus.RUNNING, reindex_progress=0.4)
     conversation_id = start(api_client, kb)
     assert ask(api_client, conversation_id, QUESTION)["index"] == {"status": "reindexing", "reindex_progress": 0.4}
+
+    # A rebuild that kept the model and stopped part way left every vector that model's.
     kb_set(kb, reindex_status=ReindexStatus.FAILED)
-    assert ask(api_client, conversation_id, OTHER_QUESTION)["index"] == {
-        "status": "reindex_failed",
-        "reindex_progress": None,
-    }
-    assert search(api_client, kb).json()["index"]["status"] == "reindex_failed"
+    assert ask(api_client, conversation_id, OTHER_QUESTION)["index"] == {"status": "current", "reindex_progress": None}
+    assert search(api_client, kb).json()["index"]["status"] == "current"
+
+    # One that was moving the knowledge base from another model left that model's vectors among the new ones.
+    kb_set(kb, reindex_from_model_identity="e5-small@0123456789abcdef", reindex_error="Milvus is down")
+    turns = Turn.objects.for_tenant(tenant).count()
+    response = api_client.post(
+        f"/api/v1/conversations/{conversation_id}/messages/", {"question": "Can I export my data?"}, format="json"
+    )
+    for refused in (response, search(api_client, kb)):
+        assert refused.status_code == 409, refused.content
+        body = refused.json()
+        assert body["extra"]["code"] == "embedding_model_mismatch"
+        assert body["extra"]["reindex_from_model"] == "e5-small@0123456789abcdef"
+        assert "stopped part way (Milvus is down)" in body["message"] and "'e5-small'" in body["message"]
+    assert Turn.objects.for_tenant(tenant).count() == turns
 
 
 def test_an_empty_knowledge_base_of_another_model_is_searched_not_refused(api_client, tenant, redis_available):
