@@ -1178,7 +1178,12 @@ def knowledge_base_reindex(*, tenant_id: int, knowledge_base_id: int) -> int:
 
 
 def knowledge_base_reindex_fail(*, tenant_id: int, knowledge_base_id: int, reason: str) -> None:
-    KnowledgeBase.objects.filter(tenant_id=tenant_id, pk=knowledge_base_id).update(
+    """The last word of a re-index task whose transient failures outlasted every retry: the re-index fails with the
+    reason, unless another run took it up since this task's last try handed it back (the stalled-re-index sweep's,
+    once this task's lease ran out): that run is left to finish it."""
+    KnowledgeBase.objects.filter(
+        tenant_id=tenant_id, pk=knowledge_base_id, reindex_status=ReindexStatus.RUNNING, reindex_claim_token=""
+    ).update(
         reindex_status=ReindexStatus.FAILED,
         reindex_error=reason[:2000],
         reindex_finished_at=timezone.now(),

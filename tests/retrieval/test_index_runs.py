@@ -805,3 +805,32 @@ def test_migration_counts_a_reindex_unfinished_at_the_upgrade_as_changing_the_mo
 
     moved_from = dict(KnowledgeBase.objects.for_tenant(tenant).values_list("name", "reindex_from_model_identity"))
     assert moved_from == {"idle": "", "running": "unrecorded", "done": "", "failed": "unrecorded"}
+
+
+@pytest.mark.django_db
+def test_a_reindex_task_giving_up_leaves_alone_a_reindex_another_run_took_up_meanwhile(
+    milvus_server, tenant, monkeypatch
+):
+    kb = kb_make(tenant, name="given-up-reindex")
+    services.documents_index(tenant_id=tenant.pk, document_ids=[_queued(tenant, kb, key).pk for key in TEXTS])
+    services.knowledge_base_reindex_start(tenant=tenant, knowledge_base=kb)
+    release = services._reindex_release
+    releases: list[int] = []
+
+    def release_then_taken_up(**kwargs):  # noqa: ANN003, ANN202
+        release(**kwargs)
+        releases.append(1)
+        if len(releases) == tasks.MAX_RETRIES + 1:  # the last try: another run (the sweep's) takes the re-index up
+            assert services._reindex_claim(tenant_id=tenant.pk, knowledge_base_id=kb.pk, token="other-run")
+
+    def refuses(**kwargs):  # noqa: ANN003, ANN202
+        raise vectorstore.VectorStoreUnavailable("Milvus refuses writes")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(services, "_reindex_release", release_then_taken_up)
+        patched.setattr(vectorstore, "vectors_upsert", refuses)
+        patched.setattr(tasks, "retry_countdown", lambda retries: 0.0)
+        tasks.knowledge_base_reindex.apply(args=(kb.pk, tenant.pk))
+
+    kb.refresh_from_db()
+    assert (kb.reindex_status, kb.reindex_claim_token) == ("running", "other-run"), kb.reindex_error
