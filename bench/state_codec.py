@@ -2,10 +2,11 @@
 `_decode` on every turn's read), by conversation length, against the previous codec run in the same process as the
 baseline: JSON with each question vector as a base64 string and consumed ids decoded into frozen dataclasses
 (state version 3's layout, kept here only as that baseline). The baseline carries what later versions added to the
-state, so both codecs carry the same state: each stored answer's origin (version 5, through `_stored_encode`) and
-each turn's embedding model id (version 6, a seventh field of each turn's JSON array).
+state, so both codecs carry the same state: each stored answer's origin (version 5, through `_stored_encode`),
+each turn's embedding model id (version 6, a seventh field of each turn's JSON array) and whether it was answered
+from a partial index (version 7, an eighth field).
 
-The states are built like the platform's as of state version 6: real MTRAG questions, 384-float unit vectors, each
+The states are built like the platform's as of state version 7: real MTRAG questions, 384-float unit vectors, each
 turn naming the embedding model in use (`retrieval.embeddings.model_id()`, 12 hex digits), stored answers (about
 600 characters, five cited chunks) on the newest 20 answered turns, ten consumed ids per turn.
 
@@ -62,7 +63,8 @@ class BaselineConsumedRef:
 
 def baseline_encode(state: ConversationState) -> bytes:
     """The version-3 copy: one JSON document, vectors as base64 strings; each turn also names its vector's model
-    (last field), as every copy must since version 6."""
+    (seventh field), as every copy must since version 6, and whether it was answered from a partial index (last field),
+    as every copy must since version 7."""
     return json.dumps(
         {
             "v": 3,
@@ -77,6 +79,7 @@ def baseline_encode(state: ConversationState) -> bytes:
                     t.answerable,
                     _stored_encode(t.stored),
                     t.vector_model,
+                    t.partial_index,
                 ]
                 for t in state.recent_turns
             ],
@@ -100,6 +103,7 @@ def baseline_decode(conversation_id: int, raw: bytes) -> ConversationState:
                 bool(t[4]),
                 _stored_decode(int(t[0]), t[5]),
                 str(t[6]),
+                bool(t[7]),
             )
             for t in data["turns"]
         ],
@@ -139,8 +143,8 @@ def same_state(back: ConversationState, state: ConversationState) -> bool:
     ):
         return False
     for a, b in zip(back.recent_turns, state.recent_turns, strict=True):
-        fields = (a.turn_id, a.number, a.question, a.answerable, a.stored, a.vector_model)
-        if fields != (b.turn_id, b.number, b.question, b.answerable, b.stored, b.vector_model):
+        fields = (a.turn_id, a.number, a.question, a.answerable, a.stored, a.vector_model, a.partial_index)
+        if fields != (b.turn_id, b.number, b.question, b.answerable, b.stored, b.vector_model, b.partial_index):
             return False
         if not np.array_equal(a.vector, b.vector):
             return False

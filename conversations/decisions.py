@@ -243,6 +243,9 @@ FOLLOWUP_CONTEXT_FLOOR = 0.90
 HEADLESS_THRESHOLD_FLOOR = 0.90
 # The reason of a miss whose every stored question in scope was embedded by another model than the one in use.
 OTHER_MODEL_REASON = "stored questions of another embedding model"
+# The reason a close match is refused when its answer was made from a partial index (a re-index running): what that
+# search could not find is not in the answer, so the question is answered afresh.
+PARTIAL_INDEX_REASON = "answered from a partial index"
 
 
 def _words(text: str) -> list[str]:
@@ -406,6 +409,8 @@ class StoredQuestion:
     # Vector of the question asked just before it in its conversation (None for a first turn).
     previous_vector: np.ndarray | None = None
     answerable: bool = True  # has a stored answer
+    # Its answer was made from a partial index (`Turn.partial_index`): never served, whatever the similarity.
+    partial_index: bool = False
     # The embedding model that made `vector` (`retrieval.embeddings.model_id`; "" when not recorded). Read only when
     # `duplicate_decide` is told the question's model (`vector_model`); None, not said, then counts as another model.
     vector_model: str | None = None
@@ -514,9 +519,10 @@ def duplicate_decide(
     vector_model: str | None = None,
 ) -> DuplicateDecision:
     """The best candidate (by cosine) at or above `threshold` that also passes, in this order: it has a stored
-    answer; the questions do not conflict (`questions_conflict`); the duplicate head calls the pair a duplicate
-    (`pair_probability` >= the model's cut); the follow-up guard. Otherwise no hit. Candidates refused on a check
-    are reported with the reason (the audit log says why a close match was not served).
+    answer, made from a complete index; the questions do not conflict (`questions_conflict`); the duplicate head
+    calls the pair a duplicate (`pair_probability` >= the model's cut); the follow-up guard. Otherwise no hit.
+    Candidates refused on a check are reported with the reason (the audit log says why a close match was not
+    served).
 
     `pair_model` defaults to the shipped head (conversations/duplicate_model.json, read once per process). A head
     trained on another embedding model (`embedding_model` names the one in use; None means "the head's own") or for
@@ -609,6 +615,8 @@ def _candidate_refusal(
     question ("" when it may), and the duplicate head's probability when the head was asked."""
     if not candidate.answerable:
         return "no stored answer", None
+    if candidate.partial_index:
+        return PARTIAL_INDEX_REASON, None
     conflict = questions_conflict(question, candidate.question)
     if conflict:
         return conflict, None

@@ -83,8 +83,8 @@ class Conversation(TenantOwnedModel):
 
 
 class Turn(TenantOwnedModel):
-    """One QA pair. A turn whose `answer` is empty (retrieve mode, answer not yet supplied) never serves
-    later duplicates."""
+    """One QA pair. A turn whose `answer` is empty (retrieve mode, answer not yet supplied), or whose search met a
+    partial index (`partial_index`), never serves later duplicates."""
 
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="turns")
     knowledge_base = models.ForeignKey("retrieval.KnowledgeBase", on_delete=models.CASCADE, related_name="+")
@@ -102,6 +102,11 @@ class Turn(TenantOwnedModel):
     mode = models.CharField(max_length=10, default="answer")
     answer = models.TextField(blank=True, default="")
     answer_tokens = models.PositiveIntegerField(default=0)
+    # The turn searched a knowledge base whose index was partial (`IndexState.partial`: a re-index running, vectors
+    # not yet rebuilt ranking at random): its sources, and any answer made from them, may miss what that search could
+    # not find, so the pair never answers a later duplicate (the duplicate is answered afresh). False for a turn that
+    # searched nothing and for turns written before it was recorded.
+    partial_index = models.BooleanField(default=False)
     # chunk id -> content hash at answer time: a stored answer is served only while every hash still matches.
     source_chunks = models.JSONField(default=dict)
     source_chunk_ids = models.JSONField(default=list)

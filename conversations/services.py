@@ -187,8 +187,9 @@ def question_index_backfill(
 ) -> int:
     """Index the tenant's questions asked within its policy's TTL (only those of `turn_ids`, when given) for
     tenant-scope dedup; returns how many. Only questions the embedding model in use embedded are indexed: no other
-    can be compared with a new question. Safe to run twice (an upsert by turn id) and a no-op when the tenant no
-    longer uses tenant scope. Raises VectorStoreUnavailable for the task to retry."""
+    can be compared with a new question; nor are pairs answered from a partial index, which are never served. Safe
+    to run twice (an upsert by turn id) and a no-op when the tenant no longer uses tenant scope. Raises
+    VectorStoreUnavailable for the task to retry."""
     tenant = Tenant.objects.filter(pk=tenant_id).first()
     if tenant is None:
         return 0
@@ -202,6 +203,7 @@ def question_index_backfill(
         .filter(
             created_at__gte=since,
             question_vector_model=model,
+            partial_index=False,
             **({"pk__in": turn_ids} if turn_ids is not None else {}),
         )
         .order_by("pk")
@@ -399,6 +401,7 @@ STORED_QUESTION_FIELDS = (
     "conversation_id",
     "number",
     "answer",
+    "partial_index",
 )
 
 
@@ -425,7 +428,7 @@ def _stored_from_rows(
     """The QA pairs of `rows` (STORED_QUESTION_FIELDS) with the context each was asked in; `model` is the embedding
     model in use (the previous questions of another model are an unknown context)."""
     previous = _previous_vectors(
-        tenant=tenant, turns=[(conversation_id, number) for _, _, _, _, conversation_id, number, _ in rows]
+        tenant=tenant, turns=[(conversation_id, number) for _, _, _, _, conversation_id, number, _, _ in rows]
     )
     comparable = {
         key: decisions.vectors_comparable(stored_model=vector_model, current_model=model)
@@ -443,7 +446,7 @@ def _stored_from_rows(
         )
     )
     stored = []
-    for pk, question, vector, vector_model, conversation_id, number, answer in rows:
+    for pk, question, vector, vector_model, conversation_id, number, answer, partial_index in rows:
         key = (conversation_id, number)
         stored.append(
             decisions.StoredQuestion(
@@ -458,6 +461,7 @@ def _stored_from_rows(
                 ),
                 answerable=bool(answer),
                 vector_model=vector_model,
+                partial_index=partial_index,
             )
         )
     return stored
@@ -505,6 +509,7 @@ def duplicate_candidates(
                     previous_vector=previous,
                     answerable=turn.answerable,
                     vector_model=turn.vector_model,
+                    partial_index=turn.partial_index,
                 )
             )
         return stored
@@ -843,6 +848,7 @@ def turn_ask(
         question=question,
         question_vector=question_vector,
         question_vector_model=model,
+        partial_index=searched_index is not None and searched_index.partial,
         intent=intent,
         mode=mode,
         answer=answer_text,
@@ -953,6 +959,7 @@ def _turn_write(
     question: str,
     question_vector: np.ndarray,
     question_vector_model: str,
+    partial_index: bool,
     intent: str,
     mode: str,
     answer: str,
@@ -999,6 +1006,7 @@ def _turn_write(
             question=question,
             question_vector=vector_to_bytes(question_vector),
             question_vector_model=question_vector_model,
+            partial_index=partial_index,
             intent=intent,
             mode=mode,
             answer=answer,
@@ -1073,13 +1081,16 @@ def _after_commit(
                 bool(turn.answer),
                 StoredAnswer.of_turn(turn) if turn.answer else None,
                 turn.question_vector_model,
+                turn.partial_index,
             ),
             consumed=turn.consumed_refs,
         )
         state_store(tenant_id=tenant.pk, state=new_state, ttl_seconds=policy.ttl_seconds)
     else:
         state_forget(tenant_id=tenant.pk, conversation_id=conversation.pk)
-    if policy.scope == DedupScope.TENANT:
+    # A pair answered from a partial index is never served: in the tenant-scope index it would only take the place of
+    # a candidate that can be (the search keeps the nearest TENANT_SCOPE_CANDIDATES).
+    if policy.scope == DedupScope.TENANT and not turn.partial_index:
         try:
             vectorstore.question_vectors_upsert(
                 rows=[

@@ -1,6 +1,6 @@
 """The hot copy of a conversation's state in Redis: the recent QA pairs (question, vector and the embedding model
-that made it, whether answered) and the consumed ids of the recent turns, under one key per conversation that names
-the tenant, with the policy's TTL.
+that made it, whether answered, and whether from a partial index) and the consumed ids of the recent turns, under
+one key per conversation that names the tenant, with the policy's TTL.
 
 Redis is only a cache. Every read is checked against the conversation's `turn_count` and `state_revision` from the
 database (read on every turn anyway): a copy that is missing, stale (a turn was written, or a client's answer stored,
@@ -26,8 +26,9 @@ from kbplatform.redis_client import redis_connection
 logger = logging.getLogger(__name__)
 
 # 5: a stored answer names the pair it was copied from (origin_turn_id); 6: each turn names the embedding model of
-# its vector (a copy of version 5 does not, so it is rebuilt from the rows, which do).
-STATE_VERSION = 6
+# its vector (a copy of version 5 does not, so it is rebuilt from the rows, which do); 7: each turn says whether it
+# was answered from a partial index (a copy of version 6 does not, so it is rebuilt from the rows).
+STATE_VERSION = 7
 # Enough history for the largest windows a policy allows (question and exclusion windows are at most 100).
 MAX_WINDOW = 100
 # The newest turns keep their stored answer in the hot copy too, so a duplicate of one of them is served without
@@ -75,6 +76,8 @@ class RecentTurn:
     stored: StoredAnswer | None = None  # kept for the newest ANSWERS_KEPT answered turns only
     # The embedding model that made `vector` (Turn.question_vector_model): compared only with vectors of that model.
     vector_model: str = ""
+    # Turn.partial_index: answered from a partial index, so never served as a duplicate.
+    partial_index: bool = False
 
 
 @dataclass
@@ -119,7 +122,15 @@ def _encode(state: ConversationState) -> bytes:
             "turn_count": state.turn_count,
             "rev": state.revision,
             "turns": [
-                [t.turn_id, t.number, t.question, t.answerable, _stored_encode(t.stored), t.vector_model]
+                [
+                    t.turn_id,
+                    t.number,
+                    t.question,
+                    t.answerable,
+                    _stored_encode(t.stored),
+                    t.vector_model,
+                    t.partial_index,
+                ]
                 for t in state.recent_turns
             ],
             "dims": [len(v) for v in vectors],
@@ -185,6 +196,7 @@ def _decode(conversation_id: int, raw: bytes) -> ConversationState:
                 bool(t[3]),
                 _stored_decode(int(t[0]), t[4]),
                 str(t[5]),
+                bool(t[6]),
             )
             for i, t in enumerate(data["turns"])
         ],
@@ -201,6 +213,7 @@ TURN_FIELDS_KEPT = (
     "question",
     "question_vector",
     "question_vector_model",
+    "partial_index",
     "answer",
     "answer_tokens",
     "context_tokens",
@@ -239,6 +252,7 @@ def state_from_database(*, conversation: Conversation) -> ConversationState:
                     bool(turn.answer),
                     StoredAnswer.of_turn(turn) if turn.answer else None,
                     turn.question_vector_model,
+                    turn.partial_index,
                 )
                 for turn in reversed(turns)
             ]

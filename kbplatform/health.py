@@ -55,7 +55,11 @@ def _embedding_model() -> tuple[str, str]:
     ).count()
     if not awaiting:
         return "ok", identity
-    return "reindex_needed", f"{identity}; {awaiting} knowledge base(s) hold another model's vectors: re-index them"
+    return (
+        "reindex_needed",
+        f"{identity}; {awaiting} knowledge base(s) hold another model's vectors (all, or some after a model change "
+        "that stopped part way): re-index them",
+    )
 
 
 CHECKS: dict[str, Callable[[], tuple[str, str]]] = {

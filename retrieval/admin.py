@@ -29,7 +29,7 @@ def progress_bar(value: float, label: str) -> str:
 SEARCH_INDEX_LABELS = {
     selectors.IndexStatus.CURRENT: "current",
     selectors.IndexStatus.REINDEXING: "re-indexing onto this model",
-    selectors.IndexStatus.REINDEX_FAILED: "re-index failed part way: run it again",
+    selectors.IndexStatus.REINDEX_FAILED: "re-index to this model failed part way: searches refused until run again",
     selectors.IndexStatus.OTHER_MODEL: "another model's vectors: searches refused until re-indexed",
 }
 
@@ -82,6 +82,7 @@ class KnowledgeBaseAdmin(ServiceDeletionAdmin):
         "reindex_finished_at",
         "reindex_lease_expires_at",
         "reindex_attempts",
+        "reindex_from_model_identity",
     )
     exclude = ("reindex_claim_token",)  # which run holds the re-index: the workers' business, not the operator's
     actions = ("reindex_knowledge_bases",)
@@ -101,6 +102,12 @@ class KnowledgeBaseAdmin(ServiceDeletionAdmin):
                 # the filter nor /api/health/ counts it as awaiting a re-index.
                 return "another model recorded, holds no chunk: its first document moves it onto the workers' model"
             return format_html('<strong style="color:#ba2121">{}</strong> ({})', label, state.knowledge_base_model)
+        if state.status == selectors.IndexStatus.REINDEX_FAILED:
+            if not getattr(obj, "holds_chunks", True):
+                return "re-index to this model failed part way, holds no chunk: nothing to refuse"
+            return format_html(
+                '<strong style="color:#ba2121">{}</strong> (vectors of {} left)', label, obj.reindex_from_model_identity
+            )
         return label
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:

@@ -85,10 +85,10 @@ class IndexStateOutputSerializer(serializers.Serializer):
         help_text=(
             '"current": every vector is of the model that embedded the query. "reindexing": a re-index to that model '
             "is running; chunks it has not reached yet may still carry the previous model's vectors, which cannot "
-            'rank well, so results may be incomplete until it finishes. "reindex_failed": the last re-index stopped '
-            'part way, with the same effect until it is run again. "other_model": only for a knowledge base that '
-            "holds no chunk (no results; its first document moves it onto the model); one that holds chunks of "
-            'another model is a 409 with extra.code "embedding_model_mismatch".'
+            'rank well, so results may be incomplete until it finishes. "reindex_failed" (a re-index onto that model '
+            'stopped part way, leaving the old model\'s vectors among the new ones) and "other_model": only for a '
+            "knowledge base that holds no chunk (no results; its first document moves it onto the model); one that "
+            'holds chunks is a 409 with extra.code "embedding_model_mismatch".'
         ),
     )
     reindex_progress = serializers.FloatField(
@@ -101,10 +101,12 @@ class IndexStateOutputSerializer(serializers.Serializer):
 EMBEDDING_MODEL_MISMATCH_RESPONSE = OpenApiResponse(
     description=(
         'The request conflicts with the current state. `extra.code` `"embedding_model_mismatch"`: the knowledge '
-        "base's vectors were made by another embedding model than the one this server embeds queries with, so the "
-        'search was refused and nothing was written; it is served again (with `index.status` `"reindexing"`) once '
-        "a worker has taken up the knowledge base's re-index. `extra` also holds `knowledge_base`, "
-        "`knowledge_base_model`, `query_model`, `reindex_status` and `reindex_progress`."
+        "base's vectors were made by another embedding model than the one this server embeds queries with (all of "
+        "them, or those a re-index onto this model did not reach before it stopped part way), so the search was "
+        'refused and nothing was written; it is served again (with `index.status` `"reindexing"`) once a worker has '
+        "taken up the knowledge base's re-index. `extra` also holds `knowledge_base`, `knowledge_base_model`, "
+        "`query_model`, `reindex_status` and `reindex_progress`, and after a re-index that stopped part way "
+        "`reindex_from_model` (the model whose vectors are left)."
     )
 )
 

@@ -7,6 +7,9 @@ from tenants.scoping import TenantOwnedModel
 
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 DEFAULT_EMBEDDING_DIMENSION = 384
+# `KnowledgeBase.reindex_from_model_identity` of a re-index that failed before the field was recorded (migration 0012):
+# whether it was changing the model is not known, so it counts as one that was.
+REINDEX_FROM_UNRECORDED = "unrecorded"
 
 
 class ReindexStatus(models.TextChoices):
@@ -41,6 +44,11 @@ class KnowledgeBase(TenantOwnedModel):
     reindex_claim_token = models.CharField(max_length=32, blank=True, default="")
     reindex_lease_expires_at = models.DateTimeField(null=True, blank=True)
     reindex_attempts = models.PositiveIntegerField(default=0)
+    # The identity the knowledge base recorded before a re-index moved it to another model (set when a run claims such
+    # a re-index), kept until a re-index finishes: while it is set and the re-index is not running, the vectors that
+    # re-index did not reach are that model's, mixed with the new one's (`selectors.index_state`: REINDEX_FAILED).
+    # Blank when the last re-index kept the model (a rebuild stopped part way leaves every vector the model's).
+    reindex_from_model_identity = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -89,6 +97,10 @@ class Document(TenantOwnedModel):
     # later write of that run, so a redelivered or stale task can neither run twice nor overwrite a newer run.
     claim_token = models.CharField(max_length=32, blank=True, default="")
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # The latest queueing of the document: stamped by every enqueue and carried by the task it sent. A task whose
+    # retries run out fails only the documents still on its own queueing, so a re-index queued while an older task
+    # waited to retry is run by its own task, not failed by the older one's give-up. Blank before it was recorded.
+    queue_token = models.CharField(max_length=32, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     parsing_started_at = models.DateTimeField(null=True, blank=True)

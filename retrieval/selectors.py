@@ -10,7 +10,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from kbplatform.errors import ConflictError
 from retrieval import vectorstore
 from retrieval.embeddings import IDENTITY_NAME_CHARS, identity_name
-from retrieval.models import Chunk, Document, KnowledgeBase, ReindexStatus
+from retrieval.models import REINDEX_FROM_UNRECORDED, Chunk, Document, KnowledgeBase, ReindexStatus
 from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -23,7 +23,9 @@ class IndexStatus(StrEnum):
 
     CURRENT = "current"  # every vector is the query's model's
     REINDEXING = "reindexing"  # a re-index to the query's model runs: vectors not rebuilt yet may be another's
-    REINDEX_FAILED = "reindex_failed"  # the last re-index stopped part way: vectors it missed may be another's
+    # A re-index moving the knowledge base to the query's model stopped part way: the vectors it did not reach are the
+    # old model's. Refused like OTHER_MODEL (a failed rebuild that kept the model is CURRENT: every vector is its).
+    REINDEX_FAILED = "reindex_failed"
     OTHER_MODEL = "other_model"  # the vectors are another model's: scores against this query mean nothing
 
 
@@ -33,10 +35,31 @@ class IndexState:
     reindex_progress: float | None  # while a re-index runs: the share of chunks already rebuilt
     knowledge_base_model: str  # the model the knowledge base records: its identity, or its name when none was recorded
 
+    @property
+    def partial(self) -> bool:
+        """Whether a search may miss what the index does not hold yet (vectors not rebuilt are another model's, and
+        rank at random): results are served, flagged, but an answer made from them is not reused. REINDEXING in
+        practice (REINDEX_FAILED is refused before anything is searched)."""
+        return self.status in (IndexStatus.REINDEXING, IndexStatus.REINDEX_FAILED)
+
 
 class EmbeddingModelMismatchError(ConflictError):
     """A search whose query vector is not of the model that made the knowledge base's vectors: refused, since
     cosines between two models' vectors of one size are numbers with no meaning and would be served as results."""
+
+
+# The statuses a search refuses (EmbeddingModelMismatchError): the vectors ranked would be, all or in part, another
+# model's, with no end in sight (no re-index runs).
+REFUSED_STATUSES = (IndexStatus.OTHER_MODEL, IndexStatus.REINDEX_FAILED)
+
+
+def knowledge_base_records_model(*, knowledge_base: KnowledgeBase, model_identity: str) -> bool:
+    """Whether the model the knowledge base records is `model_identity`: by identity, or by name when none was
+    recorded (made before identities were, or holding no vector yet), as ingestion adopts it."""
+    recorded = knowledge_base.embedding_model_identity
+    if recorded:
+        return recorded == model_identity
+    return knowledge_base.embedding_model[:IDENTITY_NAME_CHARS] == identity_name(model_identity)
 
 
 def index_state(*, knowledge_base: KnowledgeBase, query_model_identity: str) -> IndexState:
@@ -45,18 +68,17 @@ def index_state(*, knowledge_base: KnowledgeBase, query_model_identity: str) -> 
 
     A knowledge base with no recorded identity (made before identities were, or holding no vector yet) is judged by
     its model's name, as ingestion adopts it. A re-index moves the recorded identity to the new model when its worker
-    takes it up, so a re-index still queued (or run by workers of another model) is `OTHER_MODEL`, not `REINDEXING`."""
+    takes it up, so a re-index still queued (or run by workers of another model) is `OTHER_MODEL`, not `REINDEXING`.
+    A re-index that failed is `REINDEX_FAILED` only when it was moving the knowledge base from another model
+    (`reindex_from_model_identity`): one that kept the model left every vector that model's, and is `CURRENT`."""
     recorded = knowledge_base.embedding_model_identity
-    if recorded:
-        same_model = recorded == query_model_identity
-    else:
-        same_model = knowledge_base.embedding_model[:IDENTITY_NAME_CHARS] == identity_name(query_model_identity)
+    same_model = knowledge_base_records_model(knowledge_base=knowledge_base, model_identity=query_model_identity)
     running = knowledge_base.reindex_status == ReindexStatus.RUNNING
     if not same_model:
         status = IndexStatus.OTHER_MODEL
     elif running:
         status = IndexStatus.REINDEXING
-    elif knowledge_base.reindex_status == ReindexStatus.FAILED:
+    elif knowledge_base.reindex_status == ReindexStatus.FAILED and knowledge_base.reindex_from_model_identity:
         status = IndexStatus.REINDEX_FAILED
     else:
         status = IndexStatus.CURRENT
@@ -71,23 +93,30 @@ def knowledge_bases_awaiting_reindex(
     *, knowledge_bases: QuerySet[KnowledgeBase], query_model_identity: str
 ) -> QuerySet[KnowledgeBase]:
     """Those of `knowledge_bases` (scoped by the caller) that a search with a query of `query_model_identity` refuses:
-    `index_state` says `OTHER_MODEL` and they hold a chunk. The ones that need a re-index onto that model, including
-    those whose re-index is queued but not yet taken up by a worker. One query."""
+    `index_state` says `OTHER_MODEL` or `REINDEX_FAILED` and they hold a chunk. The ones that need a re-index onto that
+    model, including those whose re-index is queued but not yet taken up by a worker, and those whose re-index onto it
+    stopped part way. One query."""
     name = identity_name(query_model_identity)
     # index_state compares a name cut to IDENTITY_NAME_CHARS: a name that long was cut, so any longer one matches.
     same_name = Q(embedding_model__startswith=name) if len(name) >= IDENTITY_NAME_CHARS else Q(embedding_model=name)
     other_model = (~Q(embedding_model_identity="") & ~Q(embedding_model_identity=query_model_identity)) | (
         Q(embedding_model_identity="") & ~same_name
     )
+    mixed_models = Q(reindex_status=ReindexStatus.FAILED) & ~Q(reindex_from_model_identity="")
     holds_chunks = Exists(Chunk.objects.filter(tenant_id=OuterRef("tenant_id"), knowledge_base_id=OuterRef("pk")))
-    return knowledge_bases.filter(other_model, holds_chunks)
+    return knowledge_bases.filter(other_model | mixed_models, holds_chunks)
 
 
 def embedding_model_mismatch(
     *, knowledge_base: KnowledgeBase, state: IndexState, query_model_identity: str
 ) -> EmbeddingModelMismatchError:
-    """The refusal of a search of `knowledge_base` with a query of another model: names both models and what to do."""
+    """The refusal of a search of `knowledge_base` with a query of another model, or of a knowledge base whose re-index
+    onto the query's model stopped part way: names both models and what to do."""
     query_name = identity_name(query_model_identity)
+    if state.status == IndexStatus.REINDEX_FAILED:
+        return _mixed_models_refusal(
+            knowledge_base=knowledge_base, state=state, query_model_identity=query_model_identity
+        )
     recorded_name = identity_name(state.knowledge_base_model) or state.knowledge_base_model
     made_by = (
         f"another version of {query_name!r} (the model's files changed since)"
@@ -117,6 +146,40 @@ def embedding_model_mismatch(
             "code": EMBEDDING_MODEL_MISMATCH,
             "knowledge_base": knowledge_base.pk,
             "knowledge_base_model": state.knowledge_base_model,
+            "query_model": query_model_identity,
+            "reindex_status": knowledge_base.reindex_status,
+            "reindex_progress": float(knowledge_base.reindex_progress),
+        },
+    )
+
+
+def _mixed_models_refusal(
+    *, knowledge_base: KnowledgeBase, state: IndexState, query_model_identity: str
+) -> EmbeddingModelMismatchError:
+    query_name = identity_name(query_model_identity)
+    moved_from = knowledge_base.reindex_from_model_identity
+    if moved_from == REINDEX_FROM_UNRECORDED:
+        old = "the model it had before (not recorded: the re-index began before that was kept)"
+    elif (identity_name(moved_from) or moved_from) == query_name:
+        old = f"the earlier version of {query_name!r} (the model's files changed since)"
+    else:
+        old = repr(identity_name(moved_from) or moved_from)
+    reason = knowledge_base.reindex_error.strip().rstrip(".") or "no reason recorded"
+    message = (
+        f"The re-index moving the knowledge base's vectors to {query_name!r} stopped part way ({reason}): the "
+        f"vectors it did not reach are still {old}'s, and scores between two models' vectors mean nothing, so the "
+        "search was refused. Re-index the knowledge base again "
+        f"(POST /api/v1/knowledge-bases/{knowledge_base.pk}/reindex/ with an admin key, or the admin's re-index "
+        "action): it goes quickly through the vectors already rebuilt, and searches are served again, flagged, as "
+        "soon as it has started."
+    )
+    return EmbeddingModelMismatchError(
+        message,
+        extra={
+            "code": EMBEDDING_MODEL_MISMATCH,
+            "knowledge_base": knowledge_base.pk,
+            "knowledge_base_model": state.knowledge_base_model,
+            "reindex_from_model": moved_from,
             "query_model": query_model_identity,
             "reindex_status": knowledge_base.reindex_status,
             "reindex_progress": float(knowledge_base.reindex_progress),
@@ -156,22 +219,24 @@ def chunk_search(
     written for (its id handed out again, e.g. after restoring an older database), are dropped.
 
     `query_model_identity` names the model that made `query_vector`: when the knowledge base's vectors are another
-    model's (`index_state` says `OTHER_MODEL`), the search raises EmbeddingModelMismatchError (a 409) rather than
-    rank them; a knowledge base holding no chunk has no vector to rank and gives no hit. During a re-index to the
+    model's, all or in part (`index_state` says `OTHER_MODEL`, or `REINDEX_FAILED` after a re-index onto the query's
+    model stopped part way), the search raises EmbeddingModelMismatchError (a 409) rather than rank them; a knowledge
+    base holding no chunk has no vector to rank and gives no hit. During a re-index to the
     query's model the search runs: the caller reports `index_state` with the results."""
     if knowledge_base.tenant_id != tenant.pk:
         raise ValueError("knowledge base of another tenant")
     state = index_state(knowledge_base=knowledge_base, query_model_identity=query_model_identity)
-    if state.status == IndexStatus.OTHER_MODEL:
+    if state.status in REFUSED_STATUSES:
         if not Chunk.objects.for_tenant(tenant).filter(knowledge_base=knowledge_base).exists():
             return []
         logger.warning(
-            "search refused: knowledge base %s of tenant %s holds vectors of %s, the query is of %s (reindex %s)",
+            "search refused: knowledge base %s of tenant %s holds vectors of %s, the query is of %s (reindex %s%s)",
             knowledge_base.pk,
             tenant.pk,
             state.knowledge_base_model,
             query_model_identity,
             knowledge_base.reindex_status,
+            f" from {knowledge_base.reindex_from_model_identity}" if knowledge_base.reindex_from_model_identity else "",
         )
         raise embedding_model_mismatch(
             knowledge_base=knowledge_base, state=state, query_model_identity=query_model_identity

@@ -45,6 +45,7 @@ from retrieval.chunking import (
 from retrieval.embedding_cache import embeddings_cached
 from retrieval.models import Chunk, Document, DocumentStatus, KnowledgeBase, ReindexStatus, SourceKind
 from retrieval.parsing import DocumentParseError, document_parse, file_size_check
+from retrieval.selectors import knowledge_base_records_model
 from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -314,17 +315,29 @@ def documents_create_bulk(
 
 def documents_enqueue(*, tenant_id: int, document_ids: Sequence[int]) -> None:
     """Queue indexing after the surrounding transaction commits (the worker must see the rows). A broker that
-    is down loses nothing: the documents stay queued and `documents_recover_stalled` queues them again."""
+    is down loses nothing: the documents stay queued and `documents_recover_stalled` queues them again.
+
+    The documents are stamped with a new `queue_token`, which their tasks carry: from here on only these tasks may
+    fail them when their retries run out (`documents_fail_after_retries`), not a task of an earlier queueing still
+    waiting to retry."""
     from retrieval.tasks import document_index, documents_index_batch
 
     ids = list(document_ids)
+    queue_token = uuid.uuid4().hex
+    for start in range(0, len(ids), 500):
+        Document.objects.filter(tenant_id=tenant_id, pk__in=ids[start : start + 500]).update(queue_token=queue_token)
     size = max(1, settings.INGEST_DOCUMENTS_PER_TASK)
     for start in range(0, len(ids), size):
         group = ids[start : start + size]
         if len(group) == 1:
-            transaction.on_commit(lambda doc_id=group[0]: document_index.delay(doc_id, tenant_id), robust=True)
+            transaction.on_commit(
+                lambda doc_id=group[0]: document_index.delay(doc_id, tenant_id, queue_token=queue_token), robust=True
+            )
         else:
-            transaction.on_commit(lambda group=group: documents_index_batch.delay(group, tenant_id), robust=True)
+            transaction.on_commit(
+                lambda group=group: documents_index_batch.delay(group, tenant_id, queue_token=queue_token),
+                robust=True,
+            )
 
 
 # --- documents: delete and re-index ---------------------------------------------------------------------
@@ -662,6 +675,7 @@ def _knowledge_base_model_adopt(
         embedding_model=model_name,
         embedding_model_identity=model_identity,
         embedding_dimension=embeddings.embedding_dimension(),
+        reindex_from_model_identity="",  # no vector of any model is left to mix with the new ones
         updated_at=timezone.now(),
     ):
         rows.filter(embedding_model=model_name, embedding_model_identity="").update(
@@ -835,15 +849,22 @@ def _documents_run(*, run: IndexRun, tenant_id: int, token: str, documents: list
         run.indexed = [doc_id for doc_id in run.indexed if doc_id in still_there]
 
 
-def documents_fail_after_retries(*, tenant_id: int, document_ids: Sequence[int], reason: str) -> int:
-    """The last word after transient failures outlasted every retry: queued documents end as failed, leaving what
-    `_documents_fail` leaves (no chunk rows, chunk_count 0, vectors deleted when Milvus answers). Returns how many."""
+def documents_fail_after_retries(*, tenant_id: int, document_ids: Sequence[int], reason: str, queue_token: str) -> int:
+    """The last word of a task whose transient failures outlasted every retry: its documents still queued on its own
+    queueing (`queue_token`, as the task carries it) end as failed, leaving what `_documents_fail` leaves (no chunk
+    rows, chunk_count 0, vectors deleted when Milvus answers). A document queued again meanwhile (a re-index, the
+    stalled-document sweep) is left queued for the newer task, which tries it afresh. Returns how many failed."""
     now = timezone.now()
     with transaction.atomic():
         # Locked while their chunks go, so a re-index queued meanwhile waits and then starts from this state.
         failed = list(
             Document.objects.select_for_update()
-            .filter(tenant_id=tenant_id, pk__in=list(document_ids), status=DocumentStatus.QUEUED)
+            .filter(
+                tenant_id=tenant_id,
+                pk__in=list(document_ids),
+                status=DocumentStatus.QUEUED,
+                queue_token=queue_token,
+            )
             .values_list("pk", flat=True)
         )
         Document.objects.filter(tenant_id=tenant_id, pk__in=failed).update(
@@ -1053,6 +1074,14 @@ def knowledge_base_reindex(*, tenant_id: int, knowledge_base_id: int) -> int:
     if not _reindex_claim(tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, token=token):
         return 0
     model_name, model_identity = embeddings.model_name(), embeddings.model_identity()
+    claimed = KnowledgeBase.objects.filter(tenant_id=tenant_id, pk=knowledge_base_id).first()
+    if claimed is None:
+        return 0
+    moved_from = claimed.reindex_from_model_identity
+    if not knowledge_base_records_model(knowledge_base=claimed, model_identity=model_identity):
+        # A model change: until a run finishes, the vectors not rebuilt yet are this model's. One already recorded (an
+        # earlier model change that stopped part way) stays: its vectors are not all rebuilt either.
+        moved_from = moved_from or claimed.embedding_model_identity or claimed.embedding_model
     _reindex_update(
         tenant_id=tenant_id,
         knowledge_base_id=knowledge_base_id,
@@ -1060,6 +1089,7 @@ def knowledge_base_reindex(*, tenant_id: int, knowledge_base_id: int) -> int:
         embedding_model=model_name,
         embedding_model_identity=model_identity,
         embedding_dimension=embeddings.embedding_dimension(),
+        reindex_from_model_identity=moved_from,
     )
     chunks = Chunk.objects.filter(
         tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, document__status=DocumentStatus.INDEXED
@@ -1142,12 +1172,18 @@ def knowledge_base_reindex(*, tenant_id: int, knowledge_base_id: int) -> int:
         reindex_finished_at=timezone.now(),
         reindex_claim_token="",
         reindex_lease_expires_at=None,
+        reindex_from_model_identity="",  # every vector is the recorded model's now
     )
     return done
 
 
 def knowledge_base_reindex_fail(*, tenant_id: int, knowledge_base_id: int, reason: str) -> None:
-    KnowledgeBase.objects.filter(tenant_id=tenant_id, pk=knowledge_base_id).update(
+    """The last word of a re-index task whose transient failures outlasted every retry: the re-index fails with the
+    reason, unless another run took it up since this task's last try handed it back (the stalled-re-index sweep's,
+    once this task's lease ran out): that run is left to finish it."""
+    KnowledgeBase.objects.filter(
+        tenant_id=tenant_id, pk=knowledge_base_id, reindex_status=ReindexStatus.RUNNING, reindex_claim_token=""
+    ).update(
         reindex_status=ReindexStatus.FAILED,
         reindex_error=reason[:2000],
         reindex_finished_at=timezone.now(),

@@ -1,8 +1,8 @@
 """Celery tasks of ingestion: ids in, one service call, safe to run twice (`acks_late`, claims in the service).
 
 Only transient errors (Milvus or the database unreachable) are retried, with exponential backoff; when the
-retries run out the documents end as failed with the reason. A person's bad file never reaches a retry: the
-service records it on the document.
+retries run out the documents end as failed with the reason, unless they were queued again meanwhile (a newer task
+then has them). A person's bad file never reaches a retry: the service records it on the document.
 """
 
 from __future__ import annotations
@@ -25,25 +25,31 @@ def retry_countdown(retries: int) -> float:
     return min(300.0, 5.0 * 2**retries) * random.uniform(0.8, 1.2)  # noqa: S311 - jitter, not security
 
 
-def _index(task, document_ids: list[int], tenant_id: int) -> None:  # noqa: ANN001
+def _index(task, document_ids: list[int], tenant_id: int, queue_token: str) -> None:  # noqa: ANN001
     try:
         services.documents_index(tenant_id=tenant_id, document_ids=document_ids)
     except services.TransientIngestError as exc:
         if task.request.retries >= task.max_retries:
-            services.documents_fail_after_retries(tenant_id=tenant_id, document_ids=document_ids, reason=str(exc))
+            services.documents_fail_after_retries(
+                tenant_id=tenant_id, document_ids=document_ids, reason=str(exc), queue_token=queue_token
+            )
             return
         raise task.retry(exc=exc, countdown=retry_countdown(task.request.retries)) from exc
 
 
+# `queue_token`: the queueing that sent the task (`services.documents_enqueue`); its retries keep it. Blank for a task
+# sent before tokens were, which then gives up only documents not queued again since.
+
+
 @shared_task(bind=True, name="document_index", acks_late=True, max_retries=MAX_RETRIES)
-def document_index(self, document_id: int, tenant_id: int) -> None:  # noqa: ANN001
-    _index(self, [document_id], tenant_id)
+def document_index(self, document_id: int, tenant_id: int, queue_token: str = "") -> None:  # noqa: ANN001
+    _index(self, [document_id], tenant_id, queue_token)
 
 
 @shared_task(bind=True, name="documents_index_batch", acks_late=True, max_retries=MAX_RETRIES)
-def documents_index_batch(self, document_ids: list[int], tenant_id: int) -> None:  # noqa: ANN001
+def documents_index_batch(self, document_ids: list[int], tenant_id: int, queue_token: str = "") -> None:  # noqa: ANN001
     """Many documents in one run, so their chunks are encoded and upserted in large batches."""
-    _index(self, document_ids, tenant_id)
+    _index(self, document_ids, tenant_id, queue_token)
 
 
 @shared_task(bind=True, name="knowledge_base_reindex", acks_late=True, max_retries=MAX_RETRIES)

@@ -1,5 +1,7 @@
 """The pure decisions of the turn pipeline, tested directly (no database, no model)."""
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -215,7 +217,7 @@ def test_context_dependent_questions(question, dependent):
     assert d.question_is_context_dependent(question) is dependent
 
 
-def _stored(turn_id, question, vector, previous=None, answerable=True, conversation_id=1):
+def _stored(turn_id, question, vector, previous=None, answerable=True, conversation_id=1, partial_index=False):
     return d.StoredQuestion(
         turn_id=turn_id,
         question=question,
@@ -223,6 +225,7 @@ def _stored(turn_id, question, vector, previous=None, answerable=True, conversat
         conversation_id=conversation_id,
         previous_vector=previous,
         answerable=answerable,
+        partial_index=partial_index,
     )
 
 
@@ -360,6 +363,21 @@ def test_duplicate_skips_refused_candidates_and_reports_them():
     )
     assert decision.hit and decision.turn_id == 3
     assert decision.refused == [(1, "numbers differ"), (2, "no stored answer")]
+
+
+def test_a_pair_answered_from_a_partial_index_is_refused_with_the_reason_and_the_next_one_served():
+    q = unit(1, 0, 0)
+    partial = _stored(1, "Pricing of the 2017 business plan?", unit(1, 0.01, 0), partial_index=True)
+    full = _stored(2, "What is the pricing of the 2017 business plan?", unit(1, 0.05, 0))
+    decide = functools.partial(
+        d.duplicate_decide, question="Pricing of the 2017 business plan?", question_vector=q, previous_vector=None
+    )
+    decision = decide(candidates=[partial, full], threshold=0.9)
+    assert decision.hit and decision.turn_id == 2
+    assert decision.refused == [(1, d.PARTIAL_INDEX_REASON)]
+    alone = decide(candidates=[partial], threshold=0.9)
+    assert not alone.hit and alone.reason == d.PARTIAL_INDEX_REASON and alone.turn_id == 1
+    assert alone.passes_checks is False
 
 
 def test_followup_guard_needs_the_same_context():

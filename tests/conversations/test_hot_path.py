@@ -149,7 +149,9 @@ def test_the_hot_copy_round_trips_vectors_and_refuses_what_it_cannot_read():
     state = ConversationState(conversation_id=1, turn_count=0, revision=4)
     vectors = [np.arange(4, dtype=np.float32) + n for n in range(3)] + [np.ones(6, dtype=np.float32)]
     for number, vector in enumerate(vectors, start=1):
-        turn = RecentTurn(number, number, f"q é {number}", vector, number % 2 == 0, None, f"model{number % 2}")
+        turn = RecentTurn(
+            number, number, f"q é {number}", vector, number % 2 == 0, None, f"model{number % 2}", number == 3
+        )
         state = state_after_turn(state=state, turn=turn, consumed=[ConsumedRef("doc", 10 + number, number)])
     raw = _encode(state)
     decoded = _decode(1, raw)
@@ -159,10 +161,14 @@ def test_the_hot_copy_round_trips_vectors_and_refuses_what_it_cannot_read():
         assert after.vector.dtype == np.float32 and np.array_equal(before.vector, after.vector)
         assert after.answerable == before.answerable
         assert after.vector_model == before.vector_model
+        assert after.partial_index == before.partial_index
+    assert [t.partial_index for t in decoded.recent_turns] == [False, False, True, False]
     assert decoded.consumed == state.consumed
     # An older copy (JSON, state version 3), a truncated one, or one whose vectors do not add up: ValueError or
     # struct.error, which state_load answers by rebuilding from the database.
-    for unreadable in (b'{"v":3,"turn_count":4}', raw[:6], raw[:-4]):
+    # A copy of version 6 (no partial-index flag) is refused by its version byte.
+    version_6 = b"KBS" + bytes([6]) + raw[4:]
+    for unreadable in (b'{"v":3,"turn_count":4}', raw[:6], raw[:-4], version_6):
         with pytest.raises((ValueError, struct.error)):
             _decode(1, unreadable)
 

@@ -353,16 +353,29 @@ def test_a_stored_answer_is_served_from_a_knowledge_base_of_another_model(
     assert "'all-MiniLM-L6-v2-rotated'" in response.json()["message"]
 
 
-def test_a_turn_during_a_reindex_and_after_a_failed_one_says_so(api_client, kb):
+def test_a_turn_during_a_reindex_and_after_a_failed_one_says_so(api_client, tenant, kb):
     kb_set(kb, reindex_status=ReindexStatus.RUNNING, reindex_progress=0.4)
     conversation_id = start(api_client, kb)
     assert ask(api_client, conversation_id, QUESTION)["index"] == {"status": "reindexing", "reindex_progress": 0.4}
+
+    # A rebuild that kept the model and stopped part way left every vector that model's.
     kb_set(kb, reindex_status=ReindexStatus.FAILED)
-    assert ask(api_client, conversation_id, OTHER_QUESTION)["index"] == {
-        "status": "reindex_failed",
-        "reindex_progress": None,
-    }
-    assert search(api_client, kb).json()["index"]["status"] == "reindex_failed"
+    assert ask(api_client, conversation_id, OTHER_QUESTION)["index"] == {"status": "current", "reindex_progress": None}
+    assert search(api_client, kb).json()["index"]["status"] == "current"
+
+    # One that was moving the knowledge base from another model left that model's vectors among the new ones.
+    kb_set(kb, reindex_from_model_identity="e5-small@0123456789abcdef", reindex_error="Milvus is down")
+    turns = Turn.objects.for_tenant(tenant).count()
+    response = api_client.post(
+        f"/api/v1/conversations/{conversation_id}/messages/", {"question": "Can I export my data?"}, format="json"
+    )
+    for refused in (response, search(api_client, kb)):
+        assert refused.status_code == 409, refused.content
+        body = refused.json()
+        assert body["extra"]["code"] == "embedding_model_mismatch"
+        assert body["extra"]["reindex_from_model"] == "e5-small@0123456789abcdef"
+        assert "stopped part way (Milvus is down)" in body["message"] and "'e5-small'" in body["message"]
+    assert Turn.objects.for_tenant(tenant).count() == turns
 
 
 def test_an_empty_knowledge_base_of_another_model_is_searched_not_refused(api_client, tenant, redis_available):
@@ -372,3 +385,43 @@ def test_an_empty_knowledge_base_of_another_model_is_searched_not_refused(api_cl
     response = search(api_client, empty)
     assert response.status_code == 200, response.content
     assert response.json()["results"] == []
+
+
+@pytest.mark.parametrize(
+    ("scope", "hot_copy"),
+    [("session", True), ("session", False), ("user", True), ("tenant", True)],
+    ids=["session-from-redis", "session-rebuilt-from-database", "user", "tenant"],
+)
+def test_a_pair_answered_from_a_partial_index_is_never_served_as_a_duplicate(api_client, tenant, kb, scope, hot_copy):
+    """A turn asked while a re-index runs is answered from an index that may miss what is not rebuilt yet: it says
+    so, and its QA pair never answers a later duplicate (not even once the re-index is done): the next ask retrieves
+    afresh, and that full pair is the one served from then on."""
+    dedup_policy_update(tenant=tenant, scope=scope)
+    session = start(api_client, kb, user_id="u1")
+
+    def conversation() -> int:
+        return session if scope == "session" else start(api_client, kb, user_id="u1")
+
+    kb_set(kb, reindex_status=ReindexStatus.RUNNING, reindex_progress=0.4)
+    partial = ask(api_client, conversation(), QUESTION)
+    assert partial["index"]["status"] == "reindexing" and partial["dedup"]["action"] == "answered"
+    still_partial = ask(api_client, conversation(), QUESTION)
+    assert still_partial["dedup"]["action"] != "served_cached", still_partial["dedup"]
+
+    kb_set(kb, reindex_status=ReindexStatus.DONE, reindex_progress=1.0)
+    if not hot_copy:
+        state_forget(tenant_id=tenant.pk, conversation_id=session)
+    again = ask(api_client, conversation(), QUESTION)
+    assert again["dedup"]["action"] != "served_cached", again["dedup"]
+    assert again["index"] == {"status": "current", "reindex_progress": None} and again["sources"]
+    if scope != "tenant":  # the tenant-scope index never holds such a pair (it would take a candidate's place)
+        assert again["dedup"]["reason"] == "answered from a partial index", again["dedup"]
+        event = DedupEvent.objects.for_tenant(tenant).get(turn_id=again["turn_id"])
+        assert event.reason == "answered from a partial index"
+        assert event.matched_turn_ref in (partial["turn_id"], still_partial["turn_id"])
+
+    served = ask(api_client, conversation(), QUESTION)
+    assert served["dedup"]["action"] == "served_cached", served["dedup"]
+    assert served["dedup"]["matched_turn_id"] == again["turn_id"]
+    if scope == "tenant":  # nor does the backfill index them (two partial pairs, two full ones)
+        assert services.question_index_backfill(tenant_id=tenant.pk) == 2

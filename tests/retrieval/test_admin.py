@@ -5,6 +5,7 @@ from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
+from retrieval import embeddings
 from retrieval.models import Chunk, Document, DocumentStatus, KnowledgeBase
 from tenants.services import tenant_admin_user_ensure
 from tests.retrieval.factories import kb_make
@@ -196,3 +197,23 @@ def test_an_empty_knowledge_base_of_another_model_is_not_shown_as_refusing_searc
     assert "holds no chunk" in listing
     detail = admin_client_of_tenant.get(f"/admin/retrieval/knowledgebase/{empty.pk}/change/").content.decode()
     assert "searches refused" not in detail and "holds no chunk" in detail
+
+
+def test_a_failed_model_change_is_shown_refused_and_a_failed_rebuild_current(admin_client_of_tenant, tenant):
+    identity = embeddings.model_identity()
+    for name, moved_from in (("failed-move-kb", "e5-small@0123456789abcdef"), ("failed-rebuild-kb", "")):
+        knowledge_base = kb_make(tenant, name=name)
+        KnowledgeBase.objects.for_tenant(tenant).filter(pk=knowledge_base.pk).update(
+            embedding_model_identity=identity, reindex_status="failed", reindex_from_model_identity=moved_from
+        )
+        document = Document.objects.create(tenant=tenant, knowledge_base=knowledge_base, title="d")
+        Chunk.objects.create(
+            tenant=tenant, document=document, knowledge_base=knowledge_base, position=0, text="x", content_hash="h"
+        )
+
+    listing = admin_client_of_tenant.get("/admin/retrieval/knowledgebase/").content.decode()
+    assert "failed part way: searches refused until run again" in listing
+    assert "vectors of e5-small@0123456789abcdef left" in listing
+    filtered = admin_client_of_tenant.get("/admin/retrieval/knowledgebase/?search_index=awaiting_reindex")
+    page = filtered.content.decode()
+    assert "failed-move-kb" in page and "failed-rebuild-kb" not in page

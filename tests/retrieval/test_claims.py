@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 from retrieval.models import Document, DocumentStatus
-from retrieval.services import documents_index, documents_recover_stalled
+from retrieval.services import documents_fail_after_retries, documents_index, documents_recover_stalled
 from tests.retrieval.factories import kb_make
 
 pytestmark = pytest.mark.django_db
@@ -75,3 +75,43 @@ def test_recovery_requeues_only_stalled_documents(tenant, settings, django_captu
         assert documents_recover_stalled() == 1  # the lost one was stamped; the dead one stays until claimed
     dead.refresh_from_db()
     assert dead.status == DocumentStatus.CHUNKING
+
+
+def test_a_task_giving_up_fails_only_the_documents_still_on_its_own_queueing(tenant):
+    mine = _document(tenant, queue_token="a" * 32)
+    queued_again = _document(tenant, queue_token="b" * 32)
+    from_before_tokens = _document(tenant)
+    running = _document(tenant, status=DocumentStatus.PARSING, queue_token="a" * 32)
+    ids = [mine.pk, queued_again.pk, from_before_tokens.pk, running.pk]
+
+    assert documents_fail_after_retries(
+        tenant_id=tenant.pk, document_ids=ids, reason="Milvus down", queue_token="a" * 32
+    )
+    assert documents_fail_after_retries(tenant_id=tenant.pk, document_ids=ids, reason="Milvus down", queue_token="")
+
+    statuses = dict(Document.objects.for_tenant(tenant).values_list("pk", "status"))
+    assert statuses == {
+        mine.pk: DocumentStatus.FAILED,
+        queued_again.pk: DocumentStatus.QUEUED,
+        from_before_tokens.pk: DocumentStatus.FAILED,  # a task sent before tokens carries none
+        running.pk: DocumentStatus.PARSING,
+    }
+
+
+def test_recovery_queues_stalled_documents_afresh_so_an_older_task_cannot_fail_them(
+    tenant, settings, django_capture_on_commit_callbacks
+):
+    lost = _document(tenant, queue_token="a" * 32)
+    Document.objects.for_tenant(tenant).filter(pk=lost.pk).update(
+        updated_at=timezone.now() - timedelta(seconds=settings.INGEST_QUEUED_STALE_SECONDS + 1)
+    )
+    with django_capture_on_commit_callbacks(execute=False):
+        assert documents_recover_stalled() == 1
+    lost.refresh_from_db()
+    assert lost.queue_token not in ("", "a" * 32)
+    assert not documents_fail_after_retries(
+        tenant_id=tenant.pk, document_ids=[lost.pk], reason="Milvus down", queue_token="a" * 32
+    )
+    assert documents_fail_after_retries(
+        tenant_id=tenant.pk, document_ids=[lost.pk], reason="Milvus down", queue_token=lost.queue_token
+    )

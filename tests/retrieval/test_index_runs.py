@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from retrieval import services, tasks, vectorstore
 from retrieval.models import Chunk, Document, DocumentStatus, KnowledgeBase, SourceKind
-from retrieval.selectors import chunk_search
+from retrieval.selectors import EmbeddingModelMismatchError, IndexStatus, chunk_search, index_state
 from tests.retrieval import files
 from tests.retrieval.factories import kb_make
 
@@ -233,7 +233,9 @@ def _reindexed_while_milvus_refuses_writes(tenant, kb: KnowledgeBase, document: 
         raise vectorstore.VectorStoreUnavailable("Milvus refuses writes")
 
     monkeypatch.setattr(vectorstore, "vectors_upsert", milvus_refuses)
-    tasks.document_index.apply(args=(document.pk, tenant.pk))
+    # The task the re-index queued (its on-commit hook does not run inside the test's transaction), as it carries it.
+    queue_token = Document.objects.for_tenant(tenant).get(pk=document.pk).queue_token
+    tasks.document_index.apply(args=(document.pk, tenant.pk), kwargs={"queue_token": queue_token})
     monkeypatch.undo()
 
 
@@ -677,3 +679,158 @@ def test_migration_gives_a_reindex_running_at_the_upgrade_a_lease_from_its_last_
 
     leases = dict(KnowledgeBase.objects.for_tenant(tenant).values_list("name", "reindex_lease_expires_at"))
     assert leases == {"running": moved + timedelta(seconds=settings.INGEST_LEASE_SECONDS), "idle": None}
+
+
+def _requeued_while_the_first_task_waits_for_its_last_retry(tenant, document: Document, monkeypatch, capture, batch):  # noqa: ANN001, ANN202
+    """The first task meets a Milvus that refuses writes on every try; while it waits for its last retry, the user
+    re-indexes the document (a second task, held back: it runs when the test says). Returns that second task's run."""
+    queued_again: list = []
+
+    def countdown(retries: int) -> float:
+        if retries == tasks.MAX_RETRIES - 1:
+            services.document_reindex(tenant=tenant, document=document)
+        return 0.0
+
+    def refuses(**kwargs):  # noqa: ANN003, ANN202
+        raise vectorstore.VectorStoreUnavailable("Milvus refuses writes")
+
+    def queued(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        queued_again.append((args, kwargs))
+
+    with monkeypatch.context() as patched:
+        patched.setattr(tasks, "retry_countdown", countdown)
+        patched.setattr(vectorstore, "vectors_upsert", refuses)
+        patched.setattr(tasks.document_index, "delay", queued)
+        first = tasks.documents_index_batch if batch else tasks.document_index
+        with capture(execute=False) as callbacks:
+            first.apply(args=([document.pk] if batch else document.pk, tenant.pk))
+        for callback in callbacks:
+            callback()
+    assert len(queued_again) == 1, "the re-index queued one task"
+    args, kwargs = queued_again[0]
+    return lambda: tasks.document_index.apply(args=args, kwargs=kwargs)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("batch", [False, True])
+def test_a_reindex_queued_while_an_older_task_waits_to_retry_outlives_that_task_giving_up(
+    milvus_server, tenant, monkeypatch, django_capture_on_commit_callbacks, batch
+):
+    kb = kb_make(tenant, name=f"requeued-{batch}")
+    document = _queued(tenant, kb, "volcano")
+
+    second_task = _requeued_while_the_first_task_waits_for_its_last_retry(
+        tenant, document, monkeypatch, django_capture_on_commit_callbacks, batch
+    )
+
+    # The first task's last try took the re-queued document, failed and gave up: the document is the user's re-index's
+    # to run, not failed.
+    document.refresh_from_db()
+    assert document.status == DocumentStatus.QUEUED, document.error_message
+    second_task()
+    document.refresh_from_db()
+    assert document.status == DocumentStatus.INDEXED, document.error_message
+    assert _search(tenant, kb, TEXTS["volcano"]) == [Chunk.objects.for_tenant(tenant).get(document=document).pk]
+
+
+def _reindex_task_with_milvus_failing_after(monkeypatch, tenant, kb: KnowledgeBase, batches: int) -> None:  # noqa: ANN001
+    """Run the knowledge-base re-index task while Milvus takes `batches` upserts and refuses every later one, until
+    the task's retries run out."""
+    upsert = vectorstore.vectors_upsert
+    taken: list[int] = []
+
+    def upsert_then_refuse(**kwargs):  # noqa: ANN003, ANN202
+        if len(taken) >= batches:
+            raise vectorstore.VectorStoreUnavailable("Milvus refuses writes")
+        taken.append(1)
+        return upsert(**kwargs)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(vectorstore, "vectors_upsert", upsert_then_refuse)
+        patched.setattr(tasks, "retry_countdown", lambda retries: 0.0)
+        tasks.knowledge_base_reindex.apply(args=(kb.pk, tenant.pk))
+    kb.refresh_from_db()
+    assert kb.reindex_status == "failed", kb.reindex_status
+
+
+@pytest.mark.django_db
+def test_a_failed_reindex_is_told_apart_by_whether_it_was_changing_the_model(
+    milvus_server, tenant, settings, monkeypatch
+):
+    settings.INGEST_EMBED_BATCH = 1
+    kb = kb_make(tenant, name="failed-moves")
+    services.documents_index(tenant_id=tenant.pk, document_ids=[_queued(tenant, kb, key).pk for key in TEXTS])
+    identity = services.embeddings.model_identity()
+    # The vectors are another version's of the model (its files replaced in place): the re-index moves the knowledge
+    # base to the workers' version, and stops after one of three chunks.
+    old = services.embeddings.identity_name(identity) + "@" + "0" * 16
+    KnowledgeBase.objects.for_tenant(tenant).filter(pk=kb.pk).update(embedding_model_identity=old)
+    services.knowledge_base_reindex_start(tenant=tenant, knowledge_base=kb)
+    _reindex_task_with_milvus_failing_after(monkeypatch, tenant, kb, batches=1)
+
+    # Two versions' vectors side by side: refused, as another model's are, until the re-index is run again.
+    assert (kb.embedding_model_identity, kb.reindex_from_model_identity) == (identity, old)
+    assert index_state(knowledge_base=kb, query_model_identity=identity).status == IndexStatus.REINDEX_FAILED
+    with pytest.raises(EmbeddingModelMismatchError, match="stopped part way"):
+        _search(tenant, kb, TEXTS["tides"])
+
+    # Run again to the end: every vector is the workers' version's.
+    services.knowledge_base_reindex_start(tenant=tenant, knowledge_base=kb)
+    assert services.knowledge_base_reindex(tenant_id=tenant.pk, knowledge_base_id=kb.pk) == len(TEXTS)
+    kb.refresh_from_db()
+    assert (kb.reindex_status, kb.reindex_from_model_identity) == ("done", "")
+    assert index_state(knowledge_base=kb, query_model_identity=identity).status == IndexStatus.CURRENT
+
+    # A rebuild on the same model that stops part way leaves every vector that model's: searched as current.
+    services.knowledge_base_reindex_start(tenant=tenant, knowledge_base=kb)
+    _reindex_task_with_milvus_failing_after(monkeypatch, tenant, kb, batches=1)
+    assert kb.reindex_from_model_identity == ""
+    assert index_state(knowledge_base=kb, query_model_identity=identity).status == IndexStatus.CURRENT
+    assert _search(tenant, kb, TEXTS["tides"])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migration_counts_a_reindex_unfinished_at_the_upgrade_as_changing_the_model(tenant):
+    before = [("retrieval", "0011_document_queue_token")]
+    after = [("retrieval", "0012_knowledge_base_reindex_from_model")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    try:
+        kb_model = executor.loader.project_state(before).apps.get_model("retrieval", "KnowledgeBase")
+        for status in ("idle", "running", "done", "failed"):
+            kb_model.objects.create(tenant_id=tenant.pk, name=status, reindex_status=status)
+        MigrationExecutor(connection).migrate(after)
+    finally:
+        MigrationExecutor(connection).migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+
+    moved_from = dict(KnowledgeBase.objects.for_tenant(tenant).values_list("name", "reindex_from_model_identity"))
+    assert moved_from == {"idle": "", "running": "unrecorded", "done": "", "failed": "unrecorded"}
+
+
+@pytest.mark.django_db
+def test_a_reindex_task_giving_up_leaves_alone_a_reindex_another_run_took_up_meanwhile(
+    milvus_server, tenant, monkeypatch
+):
+    kb = kb_make(tenant, name="given-up-reindex")
+    services.documents_index(tenant_id=tenant.pk, document_ids=[_queued(tenant, kb, key).pk for key in TEXTS])
+    services.knowledge_base_reindex_start(tenant=tenant, knowledge_base=kb)
+    release = services._reindex_release
+    releases: list[int] = []
+
+    def release_then_taken_up(**kwargs):  # noqa: ANN003, ANN202
+        release(**kwargs)
+        releases.append(1)
+        if len(releases) == tasks.MAX_RETRIES + 1:  # the last try: another run (the sweep's) takes the re-index up
+            assert services._reindex_claim(tenant_id=tenant.pk, knowledge_base_id=kb.pk, token="other-run")
+
+    def refuses(**kwargs):  # noqa: ANN003, ANN202
+        raise vectorstore.VectorStoreUnavailable("Milvus refuses writes")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(services, "_reindex_release", release_then_taken_up)
+        patched.setattr(vectorstore, "vectors_upsert", refuses)
+        patched.setattr(tasks, "retry_countdown", lambda retries: 0.0)
+        tasks.knowledge_base_reindex.apply(args=(kb.pk, tenant.pk))
+
+    kb.refresh_from_db()
+    assert (kb.reindex_status, kb.reindex_claim_token) == ("running", "other-run"), kb.reindex_error

@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from retrieval.models import Chunk, Document, KnowledgeBase
+from retrieval.models import Chunk
 
 INDEX = "chunk_tenant_model_input_hash"
 COLUMN_ADDED = [("retrieval", "0009_chunk_model_input_hash")]
@@ -59,11 +59,15 @@ def test_the_model_input_hash_index_is_built_concurrently_outside_any_transactio
 
 
 def _two_chunks_of_one_tenant(tenant) -> None:  # noqa: ANN001
-    kb = KnowledgeBase.objects.create(tenant=tenant, name="kb")
-    document = Document.objects.create(tenant=tenant, knowledge_base=kb, title="d")
+    """Written through the models as of COLUMN_ADDED: today's have columns that schema does not have yet."""
+    models = MigrationExecutor(connection).loader.project_state(COLUMN_ADDED).apps
+    kb = models.get_model("retrieval", "KnowledgeBase").objects.create(tenant_id=tenant.pk, name="kb")
+    document = models.get_model("retrieval", "Document").objects.create(
+        tenant_id=tenant.pk, knowledge_base=kb, title="d"
+    )
     for position in range(2):
-        Chunk.objects.create(
-            tenant=tenant, document=document, knowledge_base=kb, position=position, text="x", content_hash="h"
+        models.get_model("retrieval", "Chunk").objects.create(
+            tenant_id=tenant.pk, document=document, knowledge_base=kb, position=position, text="x", content_hash="h"
         )
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from retrieval import embeddings, vectorstore
-from retrieval.models import Chunk, Document, KnowledgeBase
+from retrieval.models import REINDEX_FROM_UNRECORDED, Chunk, Document, KnowledgeBase
 from retrieval.selectors import (
     IndexStatus,
     chunk_search,
@@ -58,9 +58,20 @@ REPLACED_IN_PLACE = "all-MiniLM-L6-v2@fedcba9876543210"
 OTHER = "e5-small@0123456789abcdef"
 
 
-def _kb(identity: str = BUNDLED, *, name: str = "all-MiniLM-L6-v2", reindex: str = "idle", progress: float = 0.0):
+def _kb(
+    identity: str = BUNDLED,
+    *,
+    name: str = "all-MiniLM-L6-v2",
+    reindex: str = "idle",
+    progress: float = 0.0,
+    moved_from: str = "",
+):
     return KnowledgeBase(
-        embedding_model=name, embedding_model_identity=identity, reindex_status=reindex, reindex_progress=progress
+        embedding_model=name,
+        embedding_model_identity=identity,
+        reindex_status=reindex,
+        reindex_progress=progress,
+        reindex_from_model_identity=moved_from,
     )
 
 
@@ -70,13 +81,18 @@ def _kb(identity: str = BUNDLED, *, name: str = "all-MiniLM-L6-v2", reindex: str
         (_kb(), BUNDLED, IndexStatus.CURRENT, None),
         (_kb(reindex="done", progress=1.0), BUNDLED, IndexStatus.CURRENT, None),
         (_kb(reindex="running", progress=0.25), BUNDLED, IndexStatus.REINDEXING, 0.25),
-        (_kb(reindex="failed", progress=0.5), BUNDLED, IndexStatus.REINDEX_FAILED, None),
+        (_kb(reindex="running", progress=0.25, moved_from=OTHER), BUNDLED, IndexStatus.REINDEXING, 0.25),
+        # A failed same-model rebuild left every vector the model's; a failed model change left some of the old one's.
+        (_kb(reindex="failed", progress=0.5), BUNDLED, IndexStatus.CURRENT, None),
+        (_kb(reindex="failed", progress=0.5, moved_from=OTHER), BUNDLED, IndexStatus.REINDEX_FAILED, None),
+        (_kb(reindex="failed", moved_from=REINDEX_FROM_UNRECORDED), BUNDLED, IndexStatus.REINDEX_FAILED, None),
         # The model replaced in place: same name, other files.
         (_kb(), REPLACED_IN_PLACE, IndexStatus.OTHER_MODEL, None),
         (_kb(name="e5-small", identity=OTHER), BUNDLED, IndexStatus.OTHER_MODEL, None),
         # A re-index queued but not yet taken up by a worker: the identity is still the old model's.
         (_kb(reindex="running", progress=0.0), OTHER, IndexStatus.OTHER_MODEL, 0.0),
         (_kb(reindex="failed"), OTHER, IndexStatus.OTHER_MODEL, None),
+        (_kb(reindex="failed", moved_from=OTHER), OTHER, IndexStatus.OTHER_MODEL, None),
         # No identity recorded (made before identities were, or no vector yet): judged by the model's name.
         (_kb(""), BUNDLED, IndexStatus.CURRENT, None),
         (_kb(""), REPLACED_IN_PLACE, IndexStatus.CURRENT, None),
@@ -112,6 +128,23 @@ def test_the_refusal_names_both_models_and_says_what_to_do():
     assert "queued" in error.message and error.extra["reindex_status"] == "running"
 
 
+def test_the_refusal_of_a_failed_model_change_says_which_models_are_mixed_and_to_run_it_again():
+    failed = _kb(reindex="failed", moved_from=OTHER)
+    failed.reindex_error = "Milvus is down"
+    state = index_state(knowledge_base=failed, query_model_identity=BUNDLED)
+    error = embedding_model_mismatch(knowledge_base=failed, state=state, query_model_identity=BUNDLED)
+    assert error.status_code == 409 and error.extra["code"] == "embedding_model_mismatch"
+    assert "stopped part way" in error.message and "Milvus is down" in error.message
+    assert "'e5-small'" in error.message and "'all-MiniLM-L6-v2'" in error.message
+    assert "Re-index the knowledge base again" in error.message
+    assert (error.extra["reindex_status"], error.extra["reindex_from_model"]) == ("failed", OTHER)
+
+    unrecorded = _kb(reindex="failed", moved_from=REINDEX_FROM_UNRECORDED)
+    state = index_state(knowledge_base=unrecorded, query_model_identity=BUNDLED)
+    error = embedding_model_mismatch(knowledge_base=unrecorded, state=state, query_model_identity=BUNDLED)
+    assert "stopped part way" in error.message and "not recorded" in error.message
+
+
 def _kb_holding(tenant, name: str, identity: str, *, model: str = "all-MiniLM-L6-v2", chunk: bool = True):  # noqa: ANN001
     knowledge_base = KnowledgeBase.objects.create(
         tenant=tenant, name=name, embedding_model=model, embedding_model_identity=identity
@@ -135,6 +168,12 @@ def test_the_knowledge_bases_awaiting_a_reindex_are_those_a_search_refuses(tenan
         _kb_holding(tenant, "queued", OTHER, model="e5-small").pk,
     }
     KnowledgeBase.objects.for_tenant(tenant).filter(name="queued").update(reindex_status="running")
+    awaiting.add(_kb_holding(tenant, "failed-model-change", current).pk)
+    KnowledgeBase.objects.for_tenant(tenant).filter(name="failed-model-change").update(
+        reindex_status="failed", reindex_from_model_identity=OTHER
+    )
+    _kb_holding(tenant, "failed-rebuild", current)
+    KnowledgeBase.objects.for_tenant(tenant).filter(name="failed-rebuild").update(reindex_status="failed")
     _kb_holding(tenant, "current", current)
     _kb_holding(tenant, "legacy-current", "")
     _kb_holding(tenant, "empty-other", OTHER, model="e5-small", chunk=False)
@@ -146,7 +185,8 @@ def test_the_knowledge_bases_awaiting_a_reindex_are_those_a_search_refuses(tenan
     assert found == {
         kb.pk
         for kb in mine
-        if index_state(knowledge_base=kb, query_model_identity=current).status == IndexStatus.OTHER_MODEL
+        if index_state(knowledge_base=kb, query_model_identity=current).status
+        in (IndexStatus.OTHER_MODEL, IndexStatus.REINDEX_FAILED)
         and kb.chunks.exists()
     }
     assert selectors_awaiting(KnowledgeBase.objects.unscoped(), current) == awaiting | {theirs.pk}
