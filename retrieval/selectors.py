@@ -140,12 +140,26 @@ def embedding_model_mismatch(
             "re-index action; the workers, which run it, must run that model too); searches are served again, "
             "flagged, as soon as the re-index has started."
         )
+    return _mismatch_error(
+        message, knowledge_base=knowledge_base, state=state, query_model_identity=query_model_identity
+    )
+
+
+def _mismatch_error(
+    message: str,
+    *,
+    knowledge_base: KnowledgeBase,
+    state: IndexState,
+    query_model_identity: str,
+    **extra: str,
+) -> EmbeddingModelMismatchError:
     return EmbeddingModelMismatchError(
         message,
         extra={
             "code": EMBEDDING_MODEL_MISMATCH,
             "knowledge_base": knowledge_base.pk,
             "knowledge_base_model": state.knowledge_base_model,
+            **extra,
             "query_model": query_model_identity,
             "reindex_status": knowledge_base.reindex_status,
             "reindex_progress": float(knowledge_base.reindex_progress),
@@ -173,17 +187,12 @@ def _mixed_models_refusal(
         "action): it goes quickly through the vectors already rebuilt, and searches are served again, flagged, as "
         "soon as it has started."
     )
-    return EmbeddingModelMismatchError(
+    return _mismatch_error(
         message,
-        extra={
-            "code": EMBEDDING_MODEL_MISMATCH,
-            "knowledge_base": knowledge_base.pk,
-            "knowledge_base_model": state.knowledge_base_model,
-            "reindex_from_model": moved_from,
-            "query_model": query_model_identity,
-            "reindex_status": knowledge_base.reindex_status,
-            "reindex_progress": float(knowledge_base.reindex_progress),
-        },
+        knowledge_base=knowledge_base,
+        state=state,
+        query_model_identity=query_model_identity,
+        reindex_from_model=moved_from,
     )
 
 
