@@ -110,7 +110,7 @@ def vector_from_bytes(raw: bytes | memoryview) -> np.ndarray:
 # The copy is bytes: MAGIC, the length of a JSON header (4 bytes, little-endian), the header (everything but the
 # vectors), then every turn's question vector as float32, oldest turn first, as `dims` in the header says. The raw
 # floats are sliced out without parsing or decoding: at 100 turns, encoding plus decoding takes half the CPU of the
-# JSON document with a base64 string per vector it replaced (0.47x-0.49x, BENCHMARKS.md, bench/state_codec.py).
+# JSON document with a base64 string per vector it replaced (0.46x-0.49x, BENCHMARKS.md, bench/state_codec.py).
 MAGIC = b"KBS" + bytes([STATE_VERSION])
 _HEADER_LENGTH = struct.Struct("<I")
 
