@@ -14,7 +14,8 @@ database (timed) and checks, against the same database, Redis and Milvus:
      source chunks change (docs/ingestion.md, "Upgrading from a release that stored chunk text broken");
   d. searches of the old knowledge bases are served (`index.status` "current"): the model did not change;
   e. re-indexing the document with the long run stores its chunks as written, encoding nothing (the cache);
-  f. the old release's task message (no `queue_token`) is run by this checkout's worker;
+  f. the old release's task messages (a document's, without `queue_token`, and a knowledge-base re-index's) are run
+     by this checkout's worker;
   g. the knowledge base whose re-index failed is refused as retrieval 0012 says, and served again once re-indexed.
 
 Every check prints PASS or FAIL with what it saw; the exit status is 1 when any failed.
@@ -253,15 +254,22 @@ def phase_old(state_path: Path) -> None:
     failing.refresh_from_db()
     assert failing.reindex_status == "failed", failing.reindex_status
     out["failed_reindex_kb"] = failing.pk
-    # No worker ran: drop the messages of what was indexed in process, then queue one document in the old format.
+    # One whose re-index is queued at the upgrade (its task waits in the broker).
+    reindexing = services.knowledge_base_create(tenant=tenant, name="reindexing", chunk_max_tokens=200)
+    document = services.document_create(tenant=tenant, knowledge_base=reindexing, title="handbook", text=HANDBOOK)
+    services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk])
+    # No worker ran: drop the messages of what was indexed in process, then queue a document and a re-index in the old
+    # release's message format.
     purged = app.control.purge()
+    services.knowledge_base_reindex_start(tenant=tenant, knowledge_base=reindexing)
+    out["queued_reindex_kb"] = reindexing.pk
     queued = services.document_create(tenant=tenant, knowledge_base=failing, title="queued", text="Queued at upgrade.")
     assert queued.status == DocumentStatus.QUEUED
     out["queued_document"] = queued.pk
     out["purged_messages"] = purged
     out["kb_model_identity"] = KnowledgeBase.objects.for_tenant(tenant).get(pk=failing.pk).embedding_model_identity
     state_path.write_text(json.dumps(out))
-    print(f"old release: state written ({purged} stale task messages purged, 1 left queued)", flush=True)
+    print(f"old release: state written ({purged} stale task messages purged, 2 left queued)", flush=True)
 
 
 def phase_old_after_migrate(state_path: Path) -> int:
@@ -343,12 +351,14 @@ def phase_new(root: Path, state_path: Path) -> int:  # noqa: PLR0915 - one rehea
     checks.check("a. chunk model-input-hash index valid", row == (True,), row)
     failing = KnowledgeBase.objects.unscoped().get(pk=old["failed_reindex_kb"])
     checks.check(
-        "a. 0012 marks the failed re-index",
+        "a. 0012 marks the failed re-index (the queued one: under f)",
         failing.reindex_from_model_identity == REINDEX_FROM_UNRECORDED,
         repr(failing.reindex_from_model_identity),
     )
     others = (
-        KnowledgeBase.objects.unscoped().exclude(pk=failing.pk).values_list("reindex_from_model_identity", flat=True)
+        KnowledgeBase.objects.unscoped()
+        .exclude(pk__in=[failing.pk, old["queued_reindex_kb"]])
+        .values_list("reindex_from_model_identity", flat=True)
     )
     checks.check("a. 0012 leaves the others blank", set(others) == {""}, set(others))
 
@@ -418,14 +428,25 @@ def phase_new(root: Path, state_path: Path) -> int:  # noqa: PLR0915 - one rehea
         health,
     )
 
-    # f. the old release's task message (no queue_token) run by this checkout's worker.
+    # f. the old release's task messages (no queue_token) run by this checkout's worker; the re-index queued at the
+    # upgrade (marked by 0012, searches served flagged meanwhile) finishes and clears its mark.
+    reindexing = KnowledgeBase.objects.unscoped().get(pk=old["queued_reindex_kb"])
+    found = _post(session_client, f"/api/v1/knowledge-bases/{reindexing.pk}/search/", {"query": OTHER_QUESTION})
+    checks.check(
+        "f. a re-index queued at the upgrade: marked, searches served flagged",
+        reindexing.reindex_from_model_identity == REINDEX_FROM_UNRECORDED and found["index"]["status"] == "reindexing",
+        f"mark {reindexing.reindex_from_model_identity!r}, index {found['index']}",
+    )
     worker, log = _worker_start(root, settings.CELERY_TASK_DEFAULT_QUEUE)
     try:
         deadline = time.monotonic() + 120
         queued = Document.objects.unscoped().get(pk=old["queued_document"])
-        while queued.status != DocumentStatus.INDEXED and time.monotonic() < deadline:
+        while time.monotonic() < deadline and (
+            queued.status != DocumentStatus.INDEXED or reindexing.reindex_status == "running"
+        ):
             time.sleep(1)
             queued.refresh_from_db()
+            reindexing.refresh_from_db()
     finally:
         os.killpg(worker.pid, signal.SIGTERM)
         worker.wait(timeout=60)
@@ -434,6 +455,14 @@ def phase_new(root: Path, state_path: Path) -> int:  # noqa: PLR0915 - one rehea
         "f. an old-format task message is run by the new worker",
         queued.status == DocumentStatus.INDEXED and not errors,
         f"document {queued.pk} {queued.status} {queued.error_message!r}; worker errors {errors[:3]} ({log})",
+    )
+    found = _post(session_client, f"/api/v1/knowledge-bases/{reindexing.pk}/search/", {"query": OTHER_QUESTION})
+    checks.check(
+        "f. the re-index queued at the upgrade ran: its mark cleared, searches current",
+        reindexing.reindex_status == "done"
+        and reindexing.reindex_from_model_identity == ""
+        and found["index"]["status"] == "current",
+        f"status {reindexing.reindex_status}, mark {reindexing.reindex_from_model_identity!r}, index {found['index']}",
     )
 
     # e. re-index of the document with the long run: chunks as written, nothing encoded.
