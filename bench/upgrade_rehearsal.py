@@ -13,7 +13,8 @@ database (timed) and checks, against the same database, Redis and Milvus:
   c. old QA pairs are served as docs/conversations.md says (taken as answered from a complete index), until their
      source chunks change (docs/ingestion.md, "Upgrading from a release that stored chunk text broken");
   d. searches of the old knowledge bases are served (`index.status` "current"): the model did not change;
-  e. re-indexing the document with the long run stores its chunks as written, encoding nothing (the cache);
+  e. re-indexing the document with the long run stores its chunks as written, encoding nothing (the cache), while a
+     knowledge-base re-index keeps the rows as the old release stored them (and the pairs citing them served);
   f. the old release's task messages (a document's, without `queue_token`, and a knowledge-base re-index's) are run
      by this checkout's worker;
   g. the knowledge base whose re-index failed is refused as retrieval 0012 says, and served again once re-indexed.
@@ -504,6 +505,33 @@ def phase_new(root: Path, state_path: Path) -> int:  # noqa: PLR0915 - one rehea
         "c. an old pair whose chunks were replaced is no longer served",
         again["dedup"]["action"] != "served_cached" and any(HEX_RUN in s["text"] for s in again["sources"]),
         again["dedup"],
+    )
+
+    # e. a knowledge-base re-index over rows the old release stored broken: vectors from the cache, rows kept (so the
+    # pairs citing them are still served).
+    other = Tenant.objects.get(pk=tenant_scope["id"])
+    entries = EmbeddingCacheEntry.objects.for_tenant(other).count()
+    _post(tenant_client, f"/api/v1/knowledge-bases/{tenant_scope['kb']}/reindex/", {}, expect=202)
+    rebuilt = services.knowledge_base_reindex(tenant_id=other.pk, knowledge_base_id=tenant_scope["kb"])
+    rows = list(
+        Chunk.objects.for_tenant(other)
+        .filter(document_id=tenant_scope["hex_document"])
+        .values_list("pk", "text", "content_hash")
+    )
+    checks.check(
+        "e. a knowledge-base re-index keeps the old rows and encodes nothing",
+        rebuilt > 0
+        and sorted(rows) == sorted(tuple(row) for row in tenant_scope["hex_chunks"])
+        and EmbeddingCacheEntry.objects.for_tenant(other).count() == entries,
+        f"rebuilt {rebuilt}, rows kept {sorted(rows) == sorted(tuple(r) for r in tenant_scope['hex_chunks'])}, "
+        f"cache {entries} -> {EmbeddingCacheEntry.objects.for_tenant(other).count()}",
+    )
+    conversation = _post(tenant_client, "/api/v1/conversations/", {"knowledge_base": tenant_scope["kb"]}, expect=201)
+    served = _ask(tenant_client, conversation["id"], QUESTION)
+    checks.check(
+        "c. tenant scope: the old pair is still served after the knowledge-base re-index",
+        served["dedup"]["action"] == "served_cached",
+        served["dedup"],
     )
 
     # g. the knowledge base whose re-index failed before the upgrade.
