@@ -106,7 +106,7 @@ class Turn(TenantOwnedModel):
     # not yet rebuilt ranking at random): its sources, and any answer made from them, may miss what that search could
     # not find, so the pair never answers a later duplicate (the duplicate is answered afresh). False for a turn that
     # searched nothing and for turns written before it was recorded.
-    partial_index = models.BooleanField(default=False)
+    partial_index = models.BooleanField(default=False, db_default=False)
     # chunk id -> content hash at answer time: a stored answer is served only while every hash still matches.
     source_chunks = models.JSONField(default=dict)
     source_chunk_ids = models.JSONField(default=list)

@@ -48,7 +48,7 @@ class KnowledgeBase(TenantOwnedModel):
     # a re-index), kept until a re-index finishes: while it is set and the re-index is not running, the vectors that
     # re-index did not reach are that model's, mixed with the new one's (`selectors.index_state`: REINDEX_FAILED).
     # Blank when the last re-index kept the model (a rebuild stopped part way leaves every vector the model's).
-    reindex_from_model_identity = models.CharField(max_length=200, blank=True, default="")
+    reindex_from_model_identity = models.CharField(max_length=200, blank=True, default="", db_default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -100,7 +100,7 @@ class Document(TenantOwnedModel):
     # The latest queueing of the document: stamped by every enqueue and carried by the task it sent. A task whose
     # retries run out fails only the documents still on its own queueing, so a re-index queued while an older task
     # waited to retry is run by its own task, not failed by the older one's give-up. Blank before it was recorded.
-    queue_token = models.CharField(max_length=32, blank=True, default="")
+    queue_token = models.CharField(max_length=32, blank=True, default="", db_default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     parsing_started_at = models.DateTimeField(null=True, blank=True)
@@ -140,7 +140,7 @@ class Chunk(TenantOwnedModel):
     # The hash of what the model reads of `text` when that differs from it (a long run broken by spaces, see
     # `embeddings.long_runs_break`), blank when the model reads the text as stored. The embedding cache keys vectors by
     # what the model reads, so its purge keeps an entry a chunk's `content_hash` or `model_input_hash` names.
-    model_input_hash = models.CharField(max_length=64, blank=True, default="")
+    model_input_hash = models.CharField(max_length=64, blank=True, default="", db_default="")
     external_id = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -5,7 +5,10 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     """The column alone: on PostgreSQL 11+ a column with a constant default is added without rewriting the table, so
-    this holds its ACCESS EXCLUSIVE lock for an instant. Its index is 0010's, built without blocking anything."""
+    this holds its ACCESS EXCLUSIVE lock for an instant. Its index is 0010's, built without blocking anything.
+
+    The default stays in the database (`db_default`), not only in Django: the last release's workers, which run on
+    while `migrate` runs and until they restart, insert chunks without the column."""
 
     dependencies = [
         ('retrieval', '0008_knowledge_base_model_identity'),
@@ -16,6 +19,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='chunk',
             name='model_input_hash',
-            field=models.CharField(blank=True, default='', max_length=64),
+            field=models.CharField(blank=True, db_default='', default='', max_length=64),
         ),
     ]

@@ -3,7 +3,10 @@
 
 A re-index that failed before the upgrade, or was running at it, may have been changing the model: which one is not
 recorded, so it is marked "unrecorded" and counts as one that was (its searches are refused until it is re-indexed,
-rather than ranking vectors of two models). A run that finishes clears the mark."""
+rather than ranking vectors of two models). A run that finishes clears the mark.
+
+The column keeps its default in the database (`db_default`), not only in Django: the last release's web and
+workers, which serve on while `migrate` runs and until they restart, insert knowledge bases without it."""
 
 from django.db import migrations, models
 
@@ -26,7 +29,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="knowledgebase",
             name="reindex_from_model_identity",
-            field=models.CharField(blank=True, default="", max_length=200),
+            field=models.CharField(blank=True, db_default="", default="", max_length=200),
         ),
         migrations.RunPython(unfinished_reindexes_mark, migrations.RunPython.noop, elidable=True),
     ]

@@ -9,8 +9,10 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
+from django.utils import timezone
 
-from retrieval.models import Chunk
+from conversations.models import Turn
+from retrieval.models import Chunk, Document, KnowledgeBase
 
 INDEX = "chunk_tenant_model_input_hash"
 COLUMN_ADDED = [("retrieval", "0009_chunk_model_input_hash")]
@@ -98,3 +100,42 @@ def test_the_index_migration_keeps_an_index_already_built_and_rebuilds_one_a_fai
             assert _index_state() == (True, True)
     finally:
         _migrate(_leaf())
+
+
+# The last release's schema: its code (the old web and workers, still serving while `migrate` runs, as
+# docs/operations.md says) knows none of the columns the later migrations add.
+LAST_RELEASE = [("retrieval", "0008_knowledge_base_model_identity"), ("conversations", "0010_embedding_model_ids")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_last_releases_code_still_writes_once_the_new_migrations_have_run(tenant):
+    """Its INSERTs leave the new columns out, so each must keep a default in the database itself (Django drops the
+    default it adds a column with): else every turn, upload, indexing run and knowledge base the old processes write
+    between `migrate` and their restart fails on a NOT NULL column."""
+    _migrate(_leaf())
+    models = MigrationExecutor(connection).loader.project_state(LAST_RELEASE).apps
+    kb = models.get_model("retrieval", "KnowledgeBase").objects.create(tenant_id=tenant.pk, name="kb")
+    document = models.get_model("retrieval", "Document").objects.create(
+        tenant_id=tenant.pk, knowledge_base=kb, title="d"
+    )
+    models.get_model("retrieval", "Chunk").objects.create(
+        tenant_id=tenant.pk, document=document, knowledge_base=kb, position=0, text="x", content_hash="h"
+    )
+    conversation = models.get_model("conversations", "Conversation").objects.create(
+        tenant_id=tenant.pk, knowledge_base=kb, expires_at=timezone.now()
+    )
+    models.get_model("conversations", "Turn").objects.create(
+        tenant_id=tenant.pk,
+        conversation=conversation,
+        knowledge_base=kb,
+        number=1,
+        question="q",
+        question_vector=b"",
+        decision="answered",
+    )
+
+    kb = KnowledgeBase.objects.for_tenant(tenant).get(pk=kb.pk)
+    assert kb.reindex_from_model_identity == ""
+    assert Document.objects.for_tenant(tenant).get(pk=document.pk).queue_token == ""
+    assert Chunk.objects.for_tenant(tenant).get(document_id=document.pk).model_input_hash == ""
+    assert Turn.objects.for_tenant(tenant).get(conversation_id=conversation.pk).partial_index is False
