@@ -83,6 +83,10 @@ def knowledge_base_create(
         with transaction.atomic():
             knowledge_base.save()
     except IntegrityError as exc:
+        # A concurrent create of the same name lost the race; any other integrity error is not the person's doing
+        # and must not be reported as a name taken.
+        if not KnowledgeBase.objects.for_tenant(tenant).filter(name=name).exists():
+            raise
         raise ConflictError(f"A knowledge base named {name!r} already exists.", extra={"name": name}) from exc
     return knowledge_base
 

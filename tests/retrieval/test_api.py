@@ -193,3 +193,35 @@ def test_a_key_limited_to_one_knowledge_base_reaches_no_other(api_client, tenant
     assert limited.get(f"/api/v1/documents/{allowed_doc}/").status_code == 200
     assert limited.post(_document_url(allowed), {"text": "z"}, format="json").status_code == 202
     assert limited.post("/api/v1/knowledge-bases/", {"name": "new"}, format="json").status_code == 403
+
+
+def test_a_create_that_loses_a_race_for_the_name_is_409_and_another_integrity_error_is_not_called_a_name_taken(
+    tenant, monkeypatch
+):
+    """The service answered every IntegrityError with "already exists": a NOT NULL column the database refused (the
+    upgrade rehearsal met one, old code against a new schema) was shown as a name collision. Only a name that exists
+    after the failure is one."""
+    from django.db import IntegrityError
+
+    from kbplatform.errors import ConflictError
+    from retrieval.models import KnowledgeBase
+    from retrieval.services import knowledge_base_create
+
+    real_full_clean = KnowledgeBase.full_clean
+
+    def raced(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        # Another request creates the same name between the service's check and its insert (outside its savepoint).
+        real_full_clean(self, *args, **kwargs)
+        KnowledgeBase.objects.bulk_create([KnowledgeBase(tenant=self.tenant, name=self.name)])
+
+    monkeypatch.setattr(KnowledgeBase, "full_clean", raced)
+    with pytest.raises(ConflictError, match="already exists"):
+        knowledge_base_create(tenant=tenant, name="raced")
+
+    def refused(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        raise IntegrityError('null value in column "reindex_from_model_identity" violates not-null constraint')
+
+    monkeypatch.setattr(KnowledgeBase, "full_clean", real_full_clean)
+    monkeypatch.setattr(KnowledgeBase, "save", refused)
+    with pytest.raises(IntegrityError, match="not-null"):
+        knowledge_base_create(tenant=tenant, name="fresh")
