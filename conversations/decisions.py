@@ -548,7 +548,8 @@ def duplicate_decide(
         model = None
         threshold = max(threshold, HEADLESS_THRESHOLD_FLOOR)
     matrix = np.stack([c.vector for c in candidates])
-    scores = matrix @ question_vector
+    # Unit vectors: float32 rounding can take a vector's cosine with itself to 1.0000001, which is no cosine.
+    scores = np.clip(matrix @ question_vector, -1.0, 1.0)
     order = np.argsort(-scores, kind="stable")
     refused: list[tuple[int, str]] = []
     top = candidates[order[0]]

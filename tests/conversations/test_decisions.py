@@ -252,6 +252,24 @@ def test_duplicate_at_threshold_hits_and_below_does_not():
     assert not miss.hit and miss.reason == "below threshold" and miss.turn_id == 7
 
 
+def test_a_question_asked_again_word_for_word_reports_a_similarity_of_at_most_one():
+    """float32 rounding made the cosine of a vector with itself 1.0000001, and the API and audit log said so; a cosine
+    is at most 1, and a threshold of 1.0 still serves the same question asked again."""
+    vector = np.random.default_rng(12).standard_normal(384).astype(np.float32)
+    vector /= np.linalg.norm(vector)
+    assert float((np.stack([vector]) @ vector)[0]) > 1.0  # the rounding this test is about
+    candidate = _stored(7, "How do I rotate my API key?", vector)
+    decision = d.duplicate_decide(
+        question="How do I rotate my API key?",
+        question_vector=vector,
+        previous_vector=None,
+        candidates=[candidate],
+        threshold=1.0,
+        use_head=False,
+    )
+    assert decision.hit and decision.similarity == 1.0
+
+
 def test_the_decision_reports_the_gate_it_applied():
     q = unit(1, 0, 0)
     candidate = _stored(7, "How do I reset my password quickly?", unit(1, 0.5, 0))  # cosine ~0.89
