@@ -230,3 +230,50 @@ def test_the_threshold_line_and_its_label_stay_on_the_similarity_chart(page, sup
     )
     assert abs(drawn["lineX"] - expected) <= 3, drawn
     assert drawn["total"] > drawn["lineHeight"] + 40, drawn  # the label is drawn too, inside the chart
+
+
+def test_an_admin_sees_which_knowledge_bases_await_a_reindex_after_a_model_change(
+    page, admin_a, tenant_a, screenshot_dir
+):
+    """After a model change the operator's first question is which knowledge bases still refuse searches: the list
+    says it per knowledge base, in red where searches are refused, and its filter keeps only those."""
+    from retrieval import embeddings
+    from retrieval.models import Chunk, Document, KnowledgeBase
+    from tests.retrieval.factories import kb_make
+
+    identity = embeddings.model_identity()
+    states = {
+        "Product manuals": {"embedding_model_identity": identity},
+        "Support articles": {
+            "embedding_model": "e5-small-v2",
+            "embedding_model_identity": "e5-small-v2@0123456789abcdef",
+        },
+        "Release notes": {"embedding_model_identity": identity, "reindex_status": "running", "reindex_progress": 0.4},
+    }
+    for name, fields in states.items():
+        knowledge_base = kb_make(tenant_a, name=name)
+        KnowledgeBase.objects.for_tenant(tenant_a).filter(pk=knowledge_base.pk).update(**fields)
+        document = Document.objects.create(tenant=tenant_a, knowledge_base=knowledge_base, title=f"{name} 1")
+        Chunk.objects.create(
+            tenant=tenant_a, document=document, knowledge_base=knowledge_base, position=0, text="x", content_hash="h"
+        )
+
+    login(page, admin_a)
+    page.set_viewport_size({"width": 1760, "height": 700})  # the whole list, its re-index column included
+    page.goto(reverse("admin:retrieval_knowledgebase_changelist"))
+    rows = {
+        row.locator("th").inner_text(): row.locator("td.field-search_index").inner_text()
+        for row in page.locator("#result_list tbody tr").all()
+    }
+    assert set(rows) == set(states), rows
+    assert "searches refused until re-indexed" in rows["Support articles"], rows
+    assert "e5-small-v2@0123456789abcdef" in rows["Support articles"], rows
+    assert "searches refused" not in rows["Product manuals"] and "searches refused" not in rows["Release notes"], rows
+    refused = page.locator("td.field-search_index strong")
+    assert refused.count() == 1 and refused.evaluate("node => getComputedStyle(node).color") == "rgb(186, 33, 33)"
+    page.screenshot(path=str(screenshot_dir / "knowledge-bases.png"), full_page=True)
+
+    page.get_by_role("link", name=re.compile("Awaiting a re-index")).click()
+    page.wait_for_load_state()
+    names = [row.locator("th").inner_text() for row in page.locator("#result_list tbody tr").all()]
+    assert names == ["Support articles"], names
