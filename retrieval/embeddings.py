@@ -201,19 +201,40 @@ def token_counts(texts: Sequence[str]) -> list[int]:
     return [len(encoding.ids) for encoding in tokenizer().encode_batch(model_inputs, add_special_tokens=False)]
 
 
+def encode_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
+    """Indices of texts with these token lengths, grouped into the batches to encode: longest first, at most
+    `batch_size` each, ties in input order. The model pads every text of a batch to the batch's longest and computes
+    the padding like any token, so batches of similar lengths waste least. Pure, for tests."""
+    order = sorted(range(len(lengths)), key=lambda index: -lengths[index])
+    size = max(1, int(batch_size))
+    return [order[start : start + size] for start in range(0, len(order), size)]
+
+
 def embed_texts(texts: Sequence[str], *, batch_size: int | None = None) -> np.ndarray:
     """Normalised embeddings of what the model reads of each text (`long_runs_break`), shape (len(texts),
-    dimension), float32."""
+    dimension), float32, in the order of `texts`. More texts than one batch are batched by their token counts
+    (`encode_batches`): sentence-transformers sorts by characters, which left a quarter of the tokens encoded for
+    ingestion padding (BENCHMARKS.md, "Ingestion throughput")."""
     if not texts:
         return np.zeros((0, embedding_dimension()), dtype=np.float32)
-    vectors = embedding_model().encode(
-        [long_runs_break(text) for text in texts],
-        batch_size=batch_size or settings.EMBEDDING_BATCH_SIZE,
-        normalize_embeddings=True,
-        convert_to_numpy=True,
-        show_progress_bar=False,
-    )
-    return vectors.astype(np.float32, copy=False)
+    model_inputs = [long_runs_break(text) for text in texts]
+    size = batch_size or settings.EMBEDDING_BATCH_SIZE
+    model = embedding_model()
+    if len(model_inputs) <= size:
+        batches = [list(range(len(model_inputs)))]  # one batch: no counting (queries, questions)
+    else:
+        lengths = [len(encoding.ids) for encoding in tokenizer().encode_batch(model_inputs, add_special_tokens=False)]
+        batches = encode_batches(lengths, size)
+    vectors = np.empty((len(model_inputs), embedding_dimension()), dtype=np.float32)
+    for batch in batches:
+        vectors[batch] = model.encode(
+            [model_inputs[index] for index in batch],
+            batch_size=len(batch),
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+    return vectors
 
 
 def embed_query(text: str) -> np.ndarray:
