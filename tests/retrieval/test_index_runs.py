@@ -175,9 +175,7 @@ def test_a_run_that_parses_a_slow_batch_keeps_its_lease(milvus_server, tenant, s
 
 @pytest.mark.django_db
 def test_a_document_that_keeps_killing_its_worker_ends_failed_and_unsearchable(milvus_server, tenant, settings):
-    kb = kb_make(tenant, name="exhausted")
-    document = _queued(tenant, kb, "volcano")
-    services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk])
+    kb, document = _volcano_indexed(tenant, "exhausted")
     assert _vector_count(kb) == 1
     # Re-indexed, and every run since died in the middle (out of memory): the last one left its rows and vectors.
     Document.objects.for_tenant(tenant).filter(pk=document.pk).update(
@@ -196,9 +194,7 @@ def test_a_document_that_keeps_killing_its_worker_ends_failed_and_unsearchable(m
 
 @pytest.mark.django_db
 def test_vectors_a_failure_could_not_delete_go_with_the_next_successful_run(milvus_server, tenant, monkeypatch):
-    kb = kb_make(tenant, name="failed-then-fixed")
-    document = _queued(tenant, kb, "volcano")
-    services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk])
+    kb, document = _volcano_indexed(tenant, "failed-then-fixed")
     first_chunk = Chunk.objects.for_tenant(tenant).get(document=document).pk
 
     # A re-index fails (the knowledge base still names a retired model) while Milvus cannot delete.
@@ -239,6 +235,14 @@ def _reindexed_while_milvus_refuses_writes(tenant, kb: KnowledgeBase, document: 
     monkeypatch.undo()
 
 
+def _volcano_indexed(tenant, name: str) -> tuple[KnowledgeBase, Document]:  # noqa: ANN001
+    """A knowledge base `name` whose one document (the volcano text) has been indexed."""
+    kb = kb_make(tenant, name=name)
+    document = _queued(tenant, kb, "volcano")
+    services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk])
+    return kb, document
+
+
 def _search(tenant, kb: KnowledgeBase, text: str) -> list[int]:  # noqa: ANN001
     query = services.embeddings.embed_query(text)
     hits = chunk_search(
@@ -255,9 +259,7 @@ def _search(tenant, kb: KnowledgeBase, text: str) -> list[int]:  # noqa: ANN001
 def test_a_document_that_fails_after_every_retry_keeps_no_chunks_and_is_not_searchable(
     milvus_server, tenant, monkeypatch
 ):
-    kb = kb_make(tenant, name="gave-up")
-    document = _queued(tenant, kb, "volcano")
-    services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk])
+    kb, document = _volcano_indexed(tenant, "gave-up")
     assert _search(tenant, kb, TEXTS["volcano"])
 
     _reindexed_while_milvus_refuses_writes(tenant, kb, document, monkeypatch)
@@ -274,9 +276,7 @@ def test_a_document_that_fails_after_every_retry_keeps_no_chunks_and_is_not_sear
 def test_vectors_of_a_document_that_failed_after_retries_go_with_its_next_successful_run(
     milvus_server, tenant, monkeypatch
 ):
-    kb = kb_make(tenant, name="gave-up-milvus-down")
-    document = _queued(tenant, kb, "volcano")
-    services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk])
+    kb, document = _volcano_indexed(tenant, "gave-up-milvus-down")
 
     # Milvus cannot delete either when the task gives up: the vector stays, but searches drop it.
     def milvus_down(**kwargs):  # noqa: ANN003, ANN202
