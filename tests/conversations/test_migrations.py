@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
 from conversations.models import Turn
 from retrieval.models import KnowledgeBase
+from tests.migrations import migrations_crossed
 
 
 @pytest.mark.django_db(transaction=True)
 def test_served_turns_get_the_first_answer_as_their_origin(tenant):
     before = [("conversations", "0007_dedup_event_pair_checks")]
-    executor = MigrationExecutor(connection)
-    executor.migrate(before)
-    try:
-        apps = executor.loader.project_state(before).apps
+    after = [("conversations", "0008_turn_answer_origin")]
+    with migrations_crossed(before, after) as apps:
         # The knowledge base through today's model: migrating conversations back leaves retrieval as it is.
         kb = KnowledgeBase.objects.create(tenant=tenant, name="kb")
         conversation = apps.get_model("conversations", "Conversation").objects.create(
@@ -35,9 +32,6 @@ def test_served_turns_get_the_first_answer_as_their_origin(tenant):
         copy = turn(2, "served_cached", first)
         copy_of_copy = turn(3, "served_cached", copy)
         shadow = turn(4, "answered", first)  # shadow mode: matched, but answered afresh
-        MigrationExecutor(connection).migrate([("conversations", "0008_turn_answer_origin")])
-    finally:
-        MigrationExecutor(connection).migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
 
     origins = dict(Turn.objects.for_tenant(tenant).values_list("pk", "answer_origin_id"))
     assert origins == {first.pk: None, copy.pk: first.pk, copy_of_copy.pk: first.pk, shadow.pk: None}

@@ -10,14 +10,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
 from retrieval import embeddings, services
 from retrieval.embedding_cache import embedding_cache_purge, embeddings_cached
 from retrieval.models import Chunk, Document, DocumentStatus, EmbeddingCacheEntry, KnowledgeBase, SourceKind
 from retrieval.tasks import embedding_cache_purge as embedding_cache_purge_task
+from tests.migrations import migrations_crossed
 from tests.retrieval.factories import kb_make
 
 MODEL = "test-model@0123456789abcdef"  # a model identity, as embeddings.model_identity() gives
@@ -110,10 +109,7 @@ def test_a_deleted_tenant_takes_its_entries_with_it(tenant, other_tenant):
 def test_migration_gives_each_shared_entry_to_the_tenants_that_hold_its_text(tenant, other_tenant):
     before = [("retrieval", "0003_ingestion_claims_cache_reindex")]
     after = [("retrieval", "0005_embedding_cache_tenant_required")]
-    executor = MigrationExecutor(connection)
-    executor.migrate(before)
-    try:
-        apps = executor.loader.project_state(before).apps
+    with migrations_crossed(before, after) as apps:
         entry_model = apps.get_model("retrieval", "EmbeddingCacheEntry")
         kb_model = apps.get_model("retrieval", "KnowledgeBase")
         document_model = apps.get_model("retrieval", "Document")
@@ -130,11 +126,6 @@ def test_migration_gives_each_shared_entry_to_the_tenants_that_hold_its_text(ten
         for text in ("shared text", "mine", "nobody has this any more"):
             vectors[text] = np.random.default_rng(len(text)).random(4).astype(np.float32).tobytes()
             entry_model.objects.create(model_name=MODEL, text_hash=_hash(text), vector=vectors[text])
-
-        executor = MigrationExecutor(connection)
-        executor.migrate(after)
-    finally:
-        MigrationExecutor(connection).migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
 
     assert _hashes(tenant) == {_hash("shared text"), _hash("mine")}
     assert _hashes(other_tenant) == {_hash("shared text")}
@@ -235,15 +226,10 @@ def test_a_models_identity_follows_its_files_not_its_directory(settings, monkeyp
 def test_migration_drops_the_entries_keyed_by_a_model_directorys_name_alone(tenant):
     before = [("retrieval", "0005_embedding_cache_tenant_required")]
     after = [("retrieval", "0006_embedding_cache_keyed_by_model_identity")]
-    executor = MigrationExecutor(connection)
-    executor.migrate(before)
-    try:
-        entry_model = executor.loader.project_state(before).apps.get_model("retrieval", "EmbeddingCacheEntry")
+    with migrations_crossed(before, after) as apps:
+        entry_model = apps.get_model("retrieval", "EmbeddingCacheEntry")
         for model_name, text in (("all-MiniLM-L6-v2", "keyed by name"), (MODEL, "keyed by identity")):
             entry_model.objects.create(tenant_id=tenant.pk, model_name=model_name, text_hash=_hash(text), vector=b"")
-        MigrationExecutor(connection).migrate(after)
-    finally:
-        MigrationExecutor(connection).migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
 
     assert list(EmbeddingCacheEntry.objects.for_tenant(tenant).values_list("model_name", "text_hash")) == [
         (MODEL, _hash("keyed by identity"))

@@ -13,12 +13,12 @@ import pytest
 from celery.exceptions import SoftTimeLimitExceeded
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
 from retrieval import services, tasks, vectorstore
 from retrieval.models import Chunk, Document, DocumentStatus, KnowledgeBase, SourceKind
 from retrieval.selectors import EmbeddingModelMismatchError, IndexStatus, chunk_search, index_state
+from tests.migrations import migrations_crossed
 from tests.retrieval import files
 from tests.retrieval.factories import kb_make
 
@@ -665,17 +665,12 @@ def test_a_knowledge_base_reindex_that_keeps_killing_its_worker_ends_failed_with
 def test_migration_gives_a_reindex_running_at_the_upgrade_a_lease_from_its_last_move(tenant, settings):
     before = [("retrieval", "0006_embedding_cache_keyed_by_model_identity")]
     after = [("retrieval", "0007_knowledge_base_reindex_lease")]
-    executor = MigrationExecutor(connection)
-    executor.migrate(before)
-    try:
-        kb_model = executor.loader.project_state(before).apps.get_model("retrieval", "KnowledgeBase")
+    with migrations_crossed(before, after) as apps:
+        kb_model = apps.get_model("retrieval", "KnowledgeBase")
         moved = timezone.now() - timedelta(minutes=3)
         running = kb_model.objects.create(tenant_id=tenant.pk, name="running", reindex_status="running")
         kb_model.objects.create(tenant_id=tenant.pk, name="idle")
         kb_model.objects.filter(pk=running.pk).update(updated_at=moved)
-        MigrationExecutor(connection).migrate(after)
-    finally:
-        MigrationExecutor(connection).migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
 
     leases = dict(KnowledgeBase.objects.for_tenant(tenant).values_list("name", "reindex_lease_expires_at"))
     assert leases == {"running": moved + timedelta(seconds=settings.INGEST_LEASE_SECONDS), "idle": None}
@@ -793,15 +788,10 @@ def test_a_failed_reindex_is_told_apart_by_whether_it_was_changing_the_model(
 def test_migration_counts_a_reindex_unfinished_at_the_upgrade_as_changing_the_model(tenant):
     before = [("retrieval", "0011_document_queue_token")]
     after = [("retrieval", "0012_knowledge_base_reindex_from_model")]
-    executor = MigrationExecutor(connection)
-    executor.migrate(before)
-    try:
-        kb_model = executor.loader.project_state(before).apps.get_model("retrieval", "KnowledgeBase")
+    with migrations_crossed(before, after) as apps:
+        kb_model = apps.get_model("retrieval", "KnowledgeBase")
         for status in ("idle", "running", "done", "failed"):
             kb_model.objects.create(tenant_id=tenant.pk, name=status, reindex_status=status)
-        MigrationExecutor(connection).migrate(after)
-    finally:
-        MigrationExecutor(connection).migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
 
     moved_from = dict(KnowledgeBase.objects.for_tenant(tenant).values_list("name", "reindex_from_model_identity"))
     assert moved_from == {"idle": "", "running": "unrecorded", "done": "", "failed": "unrecorded"}
