@@ -48,7 +48,7 @@ class AwaitingReindexFilter(admin.SimpleListFilter):
             return queryset
         try:
             identity = embeddings.model_identity()
-        except OSError as exc:
+        except embeddings.EmbeddingModelUnavailable as exc:
             messages.error(
                 request,
                 f"The embedding model cannot be read, so which knowledge bases await a re-index is unknown: {exc}",
@@ -92,7 +92,9 @@ class KnowledgeBaseAdmin(ServiceDeletionAdmin):
         """How the knowledge base's vectors stand against the model this web process embeds queries with."""
         try:
             identity = embeddings.model_identity()
-        except OSError as exc:  # the page stays up and says what the operator must fix first
+        except (
+            embeddings.EmbeddingModelUnavailable
+        ) as exc:  # the page stays up and says what the operator must fix first
             return format_html('<strong style="color:#ba2121">embedding model cannot be read</strong> ({})', exc)
         state = selectors.index_state(knowledge_base=obj, query_model_identity=identity)
         label = SEARCH_INDEX_LABELS[state.status]

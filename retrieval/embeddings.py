@@ -24,6 +24,8 @@ from pathlib import Path
 import numpy as np
 from django.conf import settings
 
+from kbplatform.errors import ServiceUnavailableError
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -31,6 +33,21 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 BUNDLED_MODEL_NAME = "all-MiniLM-L6-v2"
 _lock = threading.Lock()
 _model = None
+
+EMBEDDING_MODEL_UNAVAILABLE = "embedding_model_unavailable"
+
+
+class EmbeddingModelUnavailable(ServiceUnavailableError):
+    """The model's directory cannot be read (EMBEDDING_MODEL_PATH mistyped, a volume not mounted, a deploy that left
+    it empty): an operator's to-fix, so the API answers 503 and ingestion waits and retries, where a 500 or a
+    document failed for its file would point at the wrong thing."""
+
+    def __init__(self, root: Path, detail: str):
+        super().__init__(
+            f"The embedding model cannot be read at {root}: {detail}. Check EMBEDDING_MODEL_PATH (empty for the "
+            "bundled model) and that the directory is mounted, then retry.",
+            extra={"code": EMBEDDING_MODEL_UNAVAILABLE},
+        )
 
 
 def model_path() -> Path:
@@ -50,8 +67,8 @@ def model_identity() -> str:
     (configuration, tokenizer, weights). Two models in directories of one name, or a model replaced in place, never
     share cached vectors; the same model copied under the same name does. Computed once per process and model path,
     on first use: 0.17 s for the bundled model's 92 MB, where loading the model takes 0.9 s (19 s with its imports).
-    Raises FileNotFoundError when the directory is missing or holds no file: that is no model, and the digest of
-    nothing would be an identity all the same (the health check would call it fine)."""
+    Raises EmbeddingModelUnavailable when the directory is missing or holds no file: that is no model, and the digest
+    of nothing would be an identity all the same (the health check would call it fine)."""
     return _identity_of(str(model_path()), model_name())
 
 
@@ -68,9 +85,7 @@ def _identity_of(root_path: str, name: str) -> str:
             digest.update(f"{relative.as_posix()}\0".encode() + hashlib.file_digest(handle, "sha256").digest())
         files += 1
     if not files:
-        raise FileNotFoundError(
-            f"No embedding model at {root}: the directory is missing or holds no file (check EMBEDDING_MODEL_PATH)."
-        )
+        raise EmbeddingModelUnavailable(root, "the directory is missing or holds no file")
     return f"{name[:IDENTITY_NAME_CHARS]}@{digest.hexdigest()[:16]}"
 
 
@@ -107,7 +122,12 @@ def embedding_model():  # noqa: ANN201
             if _model is None:
                 from sentence_transformers import SentenceTransformer
 
-                _model = SentenceTransformer(str(model_path()), device=settings.EMBEDDING_DEVICE)
+                root = model_path()
+                model_identity()  # no file at all: say so, before sentence-transformers looks for it on a model hub
+                try:
+                    _model = SentenceTransformer(str(root), device=settings.EMBEDDING_DEVICE)
+                except (OSError, ValueError) as exc:
+                    raise EmbeddingModelUnavailable(root, f"it does not load as a model ({exc})") from exc
     return _model
 
 
@@ -125,7 +145,10 @@ def tokenizer():  # noqa: ANN201
     """The model's own fast tokenizer (a `tokenizers.Tokenizer`), loaded without the model weights."""
     from tokenizers import Tokenizer
 
-    loaded = Tokenizer.from_file(str(model_path() / "tokenizer.json"))
+    path = model_path() / "tokenizer.json"
+    if not path.is_file():
+        raise EmbeddingModelUnavailable(path.parent, "it holds no tokenizer.json")
+    loaded = Tokenizer.from_file(str(path))
     loaded.no_padding()  # tokenizer.json ships with padding to 128 and truncation on: counts must be real
     loaded.no_truncation()
     return loaded

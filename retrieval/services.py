@@ -56,7 +56,18 @@ PROGRESS_CHUNKED = 0.2
 
 
 class TransientIngestError(Exception):
-    """A dependency (Milvus, the database) failed: the run released its documents and may be retried."""
+    """A dependency (Milvus, the database, the model's files) failed: the run released its documents and may be
+    retried."""
+
+
+# What releases a run's documents (or its re-index) for a retry with backoff instead of failing them: Milvus or the
+# database unreachable, or the embedding model's directory unreadable (an operator's fix, not the documents' fault).
+TRANSIENT_ERRORS = (
+    vectorstore.VectorStoreUnavailable,
+    embeddings.EmbeddingModelUnavailable,
+    OperationalError,
+    InterfaceError,
+)
 
 
 # --- knowledge bases --------------------------------------------------------------------------------------
@@ -621,7 +632,7 @@ def documents_index(*, tenant_id: int, document_ids: Sequence[int]) -> IndexRun:
         return run
     try:
         _documents_run(run=run, tenant_id=tenant_id, token=token, documents=documents)
-    except (vectorstore.VectorStoreUnavailable, OperationalError, InterfaceError) as exc:
+    except TRANSIENT_ERRORS as exc:
         logger.warning("indexing of %s documents interrupted, will retry: %s", len(documents), exc)
         try:
             Document.objects.filter(tenant_id=tenant_id, claim_token=token).update(
@@ -724,6 +735,8 @@ def _documents_run(*, run: IndexRun, tenant_id: int, token: str, documents: list
             drafts[document.pk] = _document_drafts(document, max_tokens=max_tokens)
         except (DocumentParseError, ChunkTooLongError) as exc:
             failures[document.pk] = str(exc)
+        except embeddings.EmbeddingModelUnavailable:
+            raise  # the model's fault, not the file's: the run waits and retries
         except OSError as exc:
             failures[document.pk] = f"The stored file could not be read ({exc.strerror or type(exc).__name__})."
         except Exception as exc:  # noqa: BLE001 - a parser's own bug fails its document, not the whole batch
@@ -1077,7 +1090,11 @@ def knowledge_base_reindex(*, tenant_id: int, knowledge_base_id: int) -> int:
     token = uuid.uuid4().hex
     if not _reindex_claim(tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, token=token):
         return 0
-    model_name, model_identity = embeddings.model_name(), embeddings.model_identity()
+    try:
+        model_name, model_identity = embeddings.model_name(), embeddings.model_identity()
+    except embeddings.EmbeddingModelUnavailable as exc:
+        _reindex_release(tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, token=token)
+        raise TransientIngestError(str(exc)) from exc
     claimed = KnowledgeBase.objects.filter(tenant_id=tenant_id, pk=knowledge_base_id).first()
     if claimed is None:
         return 0
@@ -1159,7 +1176,7 @@ def knowledge_base_reindex(*, tenant_id: int, knowledge_base_id: int) -> int:
             )
             if not moved:  # taken over after this run stalled past its lease, or deleted: the other party finishes
                 return done
-    except (vectorstore.VectorStoreUnavailable, OperationalError, InterfaceError) as exc:
+    except TRANSIENT_ERRORS as exc:
         _reindex_release(tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, token=token)
         raise TransientIngestError(str(exc)) from exc
     except SoftTimeLimitExceeded as exc:
