@@ -1,14 +1,43 @@
 from __future__ import annotations
 
+import itertools
 import os
 
 import pytest
 from django.conf import settings
+from django.db import connection
 from rest_framework.test import APIClient
 
 from tenants.models import ApiKeyRole
 from tenants.services import api_key_create, tenant_get_or_create
 from tests.services import CeleryWorker, MilvusServer, service_missing
+
+SQLITE_IDS_PER_TEST = 100_000
+_sqlite_id_blocks = itertools.count(1)
+
+
+@pytest.fixture(autouse=True)
+def _sqlite_ids_never_handed_out_twice(request, django_db_blocker):
+    """On SQLite (`make test` without DATABASE_URL), every test's rows get ids of their own block.
+
+    SQLite rolls a test's AUTOINCREMENT counters back with its rows, so the next test is handed the same tenant,
+    knowledge base, chunk and turn ids again, while the session's one Milvus server keeps the vectors earlier tests
+    filed under them: counts by knowledge base then read other tests' vectors. PostgreSQL's sequences never go back,
+    so there this does nothing."""
+    if connection.vendor != "sqlite":
+        return
+    uses_database = request.node.get_closest_marker("django_db") or {"db", "transactional_db"} & set(
+        request.fixturenames
+    )
+    if not uses_database:
+        return
+    request.getfixturevalue("django_db_setup")
+    start = next(_sqlite_id_blocks) * SQLITE_IDS_PER_TEST
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE '%AUTOINCREMENT%'")
+        tables = [name for (name,) in cursor.fetchall()]
+        cursor.execute(f"DELETE FROM sqlite_sequence WHERE name IN ({', '.join('%s' for _ in tables)})", tables)
+        cursor.executemany("INSERT INTO sqlite_sequence (name, seq) VALUES (%s, %s)", [(t, start) for t in tables])
 
 
 @pytest.fixture
