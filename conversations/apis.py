@@ -10,6 +10,7 @@ from rest_framework.response import Response
 
 from conversations import admin_services, selectors, services
 from conversations.models import DedupAction, DedupScope, Granularity
+from kbplatform.serializers import StrictInputSerializer
 from retrieval.apis import EMBEDDING_MODEL_MISMATCH_RESPONSE, IndexStateOutputSerializer, index_state_body
 from tenants.api import TenantApi
 from tenants.permissions import IsTenantAdminKey, IsTenantWideKey
@@ -54,7 +55,7 @@ class ConversationSerializer(serializers.Serializer):
 
 
 class ConversationCreateApi(TenantApi):
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(StrictInputSerializer):
         knowledge_base = serializers.IntegerField(min_value=1)
         user_id = serializers.CharField(max_length=255, required=False, allow_blank=True, default="")
 
@@ -93,7 +94,7 @@ def _float_or_none(value: float | None) -> float | None:
 
 
 class ConversationMessageApi(TenantApi):
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(StrictInputSerializer):
         question = serializers.CharField(max_length=services.QUESTION_MAX_CHARS, trim_whitespace=True)
         force_refresh = serializers.BooleanField(required=False, default=False)
         mode = serializers.ChoiceField(choices=["answer", "retrieve"], required=False, default="answer")
@@ -178,7 +179,7 @@ class ConversationMessageApi(TenantApi):
 
 
 class TurnAnswerApi(TenantApi):
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(StrictInputSerializer):
         answer = serializers.CharField(max_length=services.ANSWER_MAX_CHARS)
 
     @extend_schema(request=InputSerializer, responses=TurnSerializer, summary="Store the client's answer to a turn")
@@ -206,7 +207,7 @@ class DedupPolicyApi(TenantApi):
             permissions.append(IsTenantWideKeyForPolicy())
         return permissions
 
-    class PolicySerializer(serializers.Serializer):
+    class PolicySerializer(StrictInputSerializer):
         scope = serializers.ChoiceField(choices=DedupScope.choices)
         threshold = StrictFloatField()
         question_window = serializers.IntegerField()
@@ -246,7 +247,7 @@ AUDIT_EVENTS_MAX_OFFSET = 2**63 - 1
 class AuditEventListApi(TenantApi):
     MAX_LIMIT = 500
 
-    class FilterSerializer(serializers.Serializer):
+    class FilterSerializer(StrictInputSerializer):
         action = serializers.ChoiceField(choices=DedupAction.choices, required=False)
         conversation = serializers.IntegerField(required=False, min_value=1)
         created_from = serializers.DateTimeField(required=False)

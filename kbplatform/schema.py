@@ -3,6 +3,8 @@
 - The house style nests `InputSerializer`/`OutputSerializer` in each view, so drf-spectacular's default names
   ("Input", "Output") collide across views and one view's schema silently replaces another's. Components are
   named after the view instead: `ApiKeyCreateApi.InputSerializer` -> `ApiKeyCreateInput(Request)`.
+- A request body that refuses unknown fields (`kbplatform.serializers.StrictInputSerializer`) says so with
+  `additionalProperties: false`, so clients and schemathesis know a misspelt field is a 400, not ignored.
 - Every error is `{"message", "extra"}` (kbplatform.exception_handler); the hook documents the statuses each
   operation can answer with that shape, so clients and schemathesis see the whole contract, not only 2xx.
 """
@@ -12,6 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.openapi import AutoSchema
+
+from kbplatform.serializers import StrictInputSerializer
 
 ERROR_COMPONENT = "Error"
 ERROR_SCHEMA = {
@@ -52,6 +56,15 @@ class KbAutoSchema(AutoSchema):
         if len(parts) == 1 or "<locals>" in parts:
             return super().get_serializer_name(serializer, direction)
         return "".join(_component_part(part) for part in parts)
+
+    def _map_basic_serializer(self, serializer: Any, direction: str) -> dict:
+        result = super()._map_basic_serializer(serializer, direction)
+        strict = isinstance(serializer, StrictInputSerializer) or (
+            isinstance(serializer, type) and issubclass(serializer, StrictInputSerializer)
+        )
+        if strict and direction == "request":
+            result["additionalProperties"] = False
+        return result
 
 
 def error_responses_add(result: dict, generator: Any, request: Any, public: bool) -> dict:

@@ -48,3 +48,18 @@ def test_a_search_documents_its_refusal_of_another_models_vectors(schema, path):
     refusal = schema["paths"][path]["post"]["responses"]["409"]
     assert refusal["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Error"}
     assert "embedding_model_mismatch" in refusal["description"]
+
+
+@pytest.mark.parametrize(
+    "component",
+    [
+        "ConversationCreateInputRequest",
+        "ConversationMessageInputRequest",
+        "TurnAnswerInputRequest",
+        "DedupPolicyPolicyRequest",
+        "KnowledgeBaseSearchInputRequest",
+        "ApiKeyCreateInputRequest",
+    ],
+)
+def test_request_bodies_that_refuse_unknown_fields_say_so(schema, component):
+    assert schema["components"]["schemas"][component]["additionalProperties"] is False

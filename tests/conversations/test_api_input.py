@@ -1,0 +1,114 @@
+"""What a customer app can get wrong in a request to the conversation, audit and policy endpoints: each is a 400
+that names the field and what to send, and changes nothing. None of these needs Milvus: every refusal comes before
+a search."""
+
+from __future__ import annotations
+
+import pytest
+
+from conversations.models import Conversation, DedupPolicy, SettingsChange, Turn
+from retrieval.models import KnowledgeBase
+from tenants.models import ApiKey
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def kb(tenant):
+    return KnowledgeBase.objects.create(tenant=tenant, name="handbook")
+
+
+@pytest.fixture
+def conversation_id(api_client, kb) -> int:
+    response = api_client.post("/api/v1/conversations/", {"knowledge_base": kb.pk}, format="json")
+    assert response.status_code == 201, response.content
+    return response.json()["id"]
+
+
+def refused_fields(response) -> dict:
+    assert response.status_code == 400, response.content[:500]
+    body = response.json()
+    assert set(body) == {"message", "extra"}
+    return body["extra"]["fields"]
+
+
+def test_a_misspelt_policy_field_is_refused_and_nothing_changes(api_client, tenant):
+    """`shadowmode` for `shadow_mode` was a 200 that changed the threshold and left shadow mode off: the admin believed
+    the change was only being logged while every tenant conversation already applied it."""
+    before = api_client.get("/api/v1/dedup-policy/").json()
+    response = api_client.put("/api/v1/dedup-policy/", {"threshold": 0.5, "shadowmode": True}, format="json")
+    fields = refused_fields(response)
+    assert list(fields) == ["shadowmode"]
+    assert "shadow_mode" in fields["shadowmode"][0]
+    assert api_client.get("/api/v1/dedup-policy/").json() == before
+    assert not SettingsChange.objects.for_tenant(tenant).exists()
+
+
+def test_a_misspelt_field_of_a_new_conversation_is_refused(api_client, tenant, kb):
+    """`userid` for `user_id` made a conversation with no user: user-scope dedup never saw this user's questions."""
+    response = api_client.post("/api/v1/conversations/", {"knowledge_base": kb.pk, "userid": "alice"}, format="json")
+    assert list(refused_fields(response)) == ["userid"]
+    assert not Conversation.objects.for_tenant(tenant).exists()
+
+
+def test_a_misspelt_field_of_a_question_is_refused_before_any_turn(api_client, tenant, conversation_id):
+    """`forceRefresh` for `force_refresh` was ignored, and the stored answer the client asked to bypass was served."""
+    response = api_client.post(
+        f"/api/v1/conversations/{conversation_id}/messages/",
+        {"question": "How do I reset my password?", "forceRefresh": True},
+        format="json",
+    )
+    fields = refused_fields(response)
+    assert list(fields) == ["forceRefresh"]
+    assert "force_refresh" in fields["forceRefresh"][0]
+    assert not Turn.objects.for_tenant(tenant).exists()
+
+
+def test_unknown_and_invalid_fields_are_reported_together(api_client, conversation_id):
+    url = f"/api/v1/conversations/{conversation_id}/messages/"
+    response = api_client.post(url, {"question": "x", "mode": "poem", "lang": "en"}, format="json")
+    assert set(refused_fields(response)) == {"mode", "lang"}
+
+
+def test_a_misspelt_field_of_a_client_answer_is_refused(api_client):
+    response = api_client.put("/api/v1/turns/1/answer/", {"answer": "x", "final": True}, format="json")
+    assert list(refused_fields(response)) == ["final"]
+
+
+def test_a_misspelt_knowledge_base_of_a_new_api_key_is_refused(api_client, tenant, kb):
+    """`knowledge_base_id` for `knowledge_base` created a key that reached the whole tenant instead of one knowledge
+    base, and the response (its `knowledge_base` null) was the only sign."""
+    keys_before = ApiKey.objects.for_tenant(tenant).count()
+    response = api_client.post("/api/v1/api-keys/", {"name": "widget", "knowledge_base_id": kb.pk}, format="json")
+    assert list(refused_fields(response)) == ["knowledge_base_id"]
+    assert ApiKey.objects.for_tenant(tenant).count() == keys_before
+
+
+def test_a_misspelt_field_of_a_search_is_refused(api_client, kb):
+    response = api_client.post(f"/api/v1/knowledge-bases/{kb.pk}/search/", {"query": "x", "top_k": 3}, format="json")
+    assert list(refused_fields(response)) == ["top_k"]
+
+
+@pytest.mark.parametrize(
+    "query, name",
+    [
+        # A page number where the API takes an offset: every "page" was the first one, so a client paging until a
+        # short page never stopped.
+        ("page=2", "page"),
+        # A filter it does not have: the whole audit log came back as if it were that day's.
+        ("date=2024-01-01", "date"),
+        ("conversation_id=7", "conversation_id"),
+    ],
+)
+def test_an_unknown_audit_query_parameter_is_refused(api_client, query, name):
+    fields = refused_fields(api_client.get(f"/api/v1/audit-events/?{query}"))
+    assert list(fields) == [name]
+    assert "offset" in fields[name][0] and "created_from" in fields[name][0]
+
+
+def test_policy_refusals_leave_the_policy_as_it_was(api_client, tenant):
+    before = api_client.get("/api/v1/dedup-policy/").json()
+    for bad in ({"threshold": 1.0001}, {"question_window": 101}, {"exclusion_window": 0}, {"min_results": -1}):
+        assert refused_fields(api_client.put("/api/v1/dedup-policy/", bad, format="json")), bad
+    assert api_client.get("/api/v1/dedup-policy/").json() == before
+    assert DedupPolicy.objects.for_tenant(tenant).count() == 1
