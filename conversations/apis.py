@@ -250,12 +250,24 @@ class AuditEventListApi(TenantApi):
     class FilterSerializer(StrictInputSerializer):
         action = serializers.ChoiceField(choices=DedupAction.choices, required=False)
         conversation = serializers.IntegerField(required=False, min_value=1)
-        created_from = serializers.DateTimeField(required=False)
-        created_to = serializers.DateTimeField(required=False)
+        created_from = serializers.DateTimeField(required=False, help_text="Events created at or after this time.")
+        created_to = serializers.DateTimeField(required=False, help_text="Events created before this time.")
         similarity_min = serializers.FloatField(required=False, min_value=-1, max_value=1)
         similarity_max = serializers.FloatField(required=False, min_value=-1, max_value=1)
         limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=100)
         offset = serializers.IntegerField(required=False, min_value=0, max_value=AUDIT_EVENTS_MAX_OFFSET, default=0)
+
+        def validate(self, attrs: dict) -> dict:
+            """A range that no event can fall in is the client's mistake (the two ends swapped), not an empty log."""
+            created_from, created_to = attrs.get("created_from"), attrs.get("created_to")
+            if created_from is not None and created_to is not None and created_to <= created_from:
+                raise serializers.ValidationError(
+                    {"created_to": ["Must be later than created_from (created_to is exclusive)."]}
+                )
+            similarity_min, similarity_max = attrs.get("similarity_min"), attrs.get("similarity_max")
+            if similarity_min is not None and similarity_max is not None and similarity_max < similarity_min:
+                raise serializers.ValidationError({"similarity_max": ["Must be at least similarity_min."]})
+            return attrs
 
     class OutputSerializer(serializers.Serializer):
         id = serializers.IntegerField()

@@ -106,6 +106,24 @@ def test_an_unknown_audit_query_parameter_is_refused(api_client, query, name):
     assert "offset" in fields[name][0] and "created_from" in fields[name][0]
 
 
+@pytest.mark.parametrize(
+    "query, field",
+    [
+        ("created_from=2025-01-02T00:00:00Z&created_to=2025-01-01T00:00:00Z", "created_to"),
+        ("created_from=2025-01-01T00:00:00Z&created_to=2025-01-01T00:00:00Z", "created_to"),
+        ("similarity_min=0.9&similarity_max=0.1", "similarity_max"),
+    ],
+)
+def test_a_reversed_audit_range_is_refused_rather_than_answered_empty(api_client, query, field):
+    """An empty page said "no such events" when the request could match none."""
+    assert list(refused_fields(api_client.get(f"/api/v1/audit-events/?{query}"))) == [field]
+
+
+def test_an_audit_range_of_one_similarity_is_a_valid_range(api_client):
+    response = api_client.get("/api/v1/audit-events/?similarity_min=0.5&similarity_max=0.5")
+    assert response.status_code == 200
+
+
 def test_policy_refusals_leave_the_policy_as_it_was(api_client, tenant):
     before = api_client.get("/api/v1/dedup-policy/").json()
     for bad in ({"threshold": 1.0001}, {"question_window": 101}, {"exclusion_window": 0}, {"min_results": -1}):
