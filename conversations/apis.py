@@ -3,7 +3,7 @@ knowledge base is a 404; a key bound to one knowledge base reaches only that one
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.response import Response
@@ -132,7 +132,21 @@ class ConversationMessageApi(TenantApi):
 
     @extend_schema(
         request=InputSerializer,
-        responses={200: OutputSerializer, 409: EMBEDDING_MODEL_MISMATCH_RESPONSE},
+        responses={
+            200: OutputSerializer,
+            409: EMBEDDING_MODEL_MISMATCH_RESPONSE,
+            410: OpenApiResponse(
+                description="The conversation has expired (the policy's TTL passed since its last turn): start a new "
+                "one. `extra.conversation` is its id."
+            ),
+            502: OpenApiResponse(
+                description="The answer service (LLM_BASE_URL) failed or sent a reply that is not an answer; nothing "
+                "was written. Retry, or ask in `retrieve` mode."
+            ),
+            504: OpenApiResponse(
+                description="The answer service did not reply within LLM_TIMEOUT; nothing was written. Retry later."
+            ),
+        },
         summary="Ask a question in a conversation",
     )
     def post(self, request, conversation_id: int):  # noqa: ANN001, ANN201

@@ -102,4 +102,8 @@ def error_responses_add(result: dict, generator: Any, request: Any, public: bool
                 if code in ("429", "503"):
                     response["headers"] = _RETRY_AFTER
                 responses[code] = response
+            for code, response in responses.items():
+                # An error only some operations give (410 expired, 502/504 upstream) declared without a body.
+                if code[:1] in ("4", "5") and "content" not in response:
+                    response["content"] = {"application/json": {"schema": reference}}
     return result

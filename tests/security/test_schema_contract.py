@@ -50,6 +50,14 @@ def test_a_search_documents_its_refusal_of_another_models_vectors(schema, path):
     assert "embedding_model_mismatch" in refusal["description"]
 
 
+def test_a_question_documents_every_status_it_can_answer_with(schema):
+    """An expired conversation is a 410 and a failing answer service a 502 or 504: a client generated from the schema
+    must know them, and schemathesis must accept them."""
+    responses = schema["paths"]["/api/v1/conversations/{conversation_id}/messages/"]["post"]["responses"]
+    for code in ("410", "502", "504"):
+        assert responses[code]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Error"}
+
+
 @pytest.mark.parametrize(
     "component",
     [
