@@ -124,6 +124,35 @@ def test_an_audit_range_of_one_similarity_is_a_valid_range(api_client):
     assert response.status_code == 200
 
 
+@pytest.mark.parametrize(
+    "question",
+    [
+        "\x01\x02\x03",  # control characters only
+        "\u200b\u200b",  # zero-width spaces: nothing a person can read
+        "\ufeff",
+        "How do I \x1b[2Jreset my password?",  # a terminal escape inside a question
+    ],
+)
+def test_a_question_with_control_characters_or_nothing_visible_is_refused(
+    api_client, tenant, conversation_id, question
+):
+    """Such a question was embedded, answered with whatever ranked first and stored as a QA pair."""
+    response = api_client.post(
+        f"/api/v1/conversations/{conversation_id}/messages/", {"question": question}, format="json"
+    )
+    assert list(refused_fields(response)) == ["question"]
+    assert not Turn.objects.for_tenant(tenant).exists()
+
+
+def test_a_user_id_with_a_control_character_is_refused(api_client, tenant, kb):
+    response = api_client.post(
+        "/api/v1/conversations/", {"knowledge_base": kb.pk, "user_id": "alice\x01"}, format="json"
+    )
+    fields = refused_fields(response)
+    assert list(fields) == ["user_id"] and "U+0001" in fields["user_id"][0]
+    assert not Conversation.objects.for_tenant(tenant).exists()
+
+
 def test_policy_refusals_leave_the_policy_as_it_was(api_client, tenant):
     before = api_client.get("/api/v1/dedup-policy/").json()
     for bad in ({"threshold": 1.0001}, {"question_window": 101}, {"exclusion_window": 0}, {"min_results": -1}):
