@@ -11,9 +11,11 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.plumbing import get_doc
 
 from kbplatform.serializers import StrictInputSerializer
 
@@ -56,6 +58,13 @@ class KbAutoSchema(AutoSchema):
         if len(parts) == 1 or "<locals>" in parts:
             return super().get_serializer_name(serializer, direction)
         return "".join(_component_part(part) for part in parts)
+
+    def get_description(self) -> str:
+        """The handler's docstring, else the view class's own: never one inherited from a base class
+        (`TenantApi`'s note on permissions was every undocumented operation's description)."""
+        handler = getattr(self.view, getattr(self.view, "action", None) or self.method.lower(), None)
+        own = self.view.__class__.__dict__.get("__doc__")
+        return get_doc(handler) or (inspect.cleandoc(own) if own else "")
 
     def _map_basic_serializer(self, serializer: Any, direction: str) -> dict:
         result = super()._map_basic_serializer(serializer, direction)
