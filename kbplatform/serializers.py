@@ -12,12 +12,16 @@ import difflib
 from collections.abc import Mapping
 from typing import Any
 
+from django.http import QueryDict
 from rest_framework import serializers
+
+MULTI_VALUED_FIELDS = (serializers.ListField, serializers.MultipleChoiceField, serializers.ListSerializer)
 
 
 class StrictInputSerializer(serializers.Serializer):
-    """A request body (or query string) whose every field must be one the serializer declares. The schema says so
-    (`additionalProperties: false`, kbplatform.schema). Unknown fields are reported together with any invalid ones."""
+    """A request body (or query string) whose every field must be one the serializer declares, given once unless it
+    takes a list. The schema says so (`additionalProperties: false`, kbplatform.schema). Unknown and repeated fields
+    are reported together with any invalid ones."""
 
     def unknown_field_errors(self, data: Any) -> dict[str, list[str]]:
         if not isinstance(data, Mapping):
@@ -30,8 +34,19 @@ class StrictInputSerializer(serializers.Serializer):
             errors[name] = [f"Unknown field.{hint} This endpoint takes {', '.join(known)}."]
         return errors
 
+    def repeated_field_errors(self, data: Any) -> dict[str, list[str]]:
+        """A query string or form body gives a field several times; DRF keeps the last value of one that takes a
+        single value, so `?action=a&action=b` meant `?action=b`."""
+        if not isinstance(data, QueryDict):
+            return {}
+        return {
+            name: [f"Give {name} once; it takes a single value."]
+            for name, values in data.lists()
+            if len(values) > 1 and name in self.fields and not isinstance(self.fields[name], MULTI_VALUED_FIELDS)
+        }
+
     def to_internal_value(self, data: Any) -> Any:
-        unknown = self.unknown_field_errors(data)
+        unknown = {**self.unknown_field_errors(data), **self.repeated_field_errors(data)}
         try:
             value = super().to_internal_value(data)
         except serializers.ValidationError as exc:

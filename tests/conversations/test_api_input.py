@@ -159,3 +159,19 @@ def test_policy_refusals_leave_the_policy_as_it_was(api_client, tenant):
         assert refused_fields(api_client.put("/api/v1/dedup-policy/", bad, format="json")), bad
     assert api_client.get("/api/v1/dedup-policy/").json() == before
     assert DedupPolicy.objects.for_tenant(tenant).count() == 1
+
+
+def test_a_filter_given_twice_is_refused_rather_than_reduced_to_its_last_value(api_client):
+    """`?action=answered&action=served_cached` listed the served_cached events alone, as if asked for those only."""
+    fields = refused_fields(api_client.get("/api/v1/audit-events/?action=answered&action=served_cached"))
+    assert list(fields) == ["action"] and "once" in fields["action"][0]
+
+
+def test_a_list_field_of_a_form_body_may_repeat(api_client):
+    response = api_client.put(
+        "/api/v1/dedup-policy/",
+        "allowlisted_intents=other&allowlisted_intents=greeting",
+        content_type="application/x-www-form-urlencoded",
+    )
+    assert response.status_code == 200, response.content
+    assert response.json()["allowlisted_intents"] == ["greeting", "other"]
