@@ -27,7 +27,7 @@ class StrictInputSerializer(serializers.Serializer):
         if not isinstance(data, Mapping):
             return {}
         known = list(self.fields)
-        errors = {}
+        errors: dict[str, list[str]] = {}
         for name in sorted(str(name) for name in data if name not in self.fields):
             close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
             hint = f" Did you mean {close[0]}?" if close else ""
@@ -46,13 +46,13 @@ class StrictInputSerializer(serializers.Serializer):
         }
 
     def to_internal_value(self, data: Any) -> Any:
-        unknown = {**self.unknown_field_errors(data), **self.repeated_field_errors(data)}
+        refused = {**self.unknown_field_errors(data), **self.repeated_field_errors(data)}
         try:
             value = super().to_internal_value(data)
         except serializers.ValidationError as exc:
-            if unknown and isinstance(exc.detail, dict):
-                exc.detail.update(serializers.ValidationError(unknown, code="unknown").detail)
+            if refused and isinstance(exc.detail, dict):
+                exc.detail.update(serializers.ValidationError(refused, code="unknown").detail)
             raise
-        if unknown:
-            raise serializers.ValidationError(unknown, code="unknown")
+        if refused:
+            raise serializers.ValidationError(refused, code="unknown")
         return value
