@@ -3,13 +3,14 @@ knowledge base is a 404; a key bound to one knowledge base reaches only that one
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.response import Response
 
 from conversations import admin_services, selectors, services
 from conversations.models import DedupAction, DedupScope, Granularity
+from kbplatform.serializers import StrictInputSerializer
 from retrieval.apis import EMBEDDING_MODEL_MISMATCH_RESPONSE, IndexStateOutputSerializer, index_state_body
 from tenants.api import TenantApi
 from tenants.permissions import IsTenantAdminKey, IsTenantWideKey
@@ -54,7 +55,7 @@ class ConversationSerializer(serializers.Serializer):
 
 
 class ConversationCreateApi(TenantApi):
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(StrictInputSerializer):
         knowledge_base = serializers.IntegerField(min_value=1)
         user_id = serializers.CharField(max_length=255, required=False, allow_blank=True, default="")
 
@@ -93,7 +94,7 @@ def _float_or_none(value: float | None) -> float | None:
 
 
 class ConversationMessageApi(TenantApi):
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(StrictInputSerializer):
         question = serializers.CharField(max_length=services.QUESTION_MAX_CHARS, trim_whitespace=True)
         force_refresh = serializers.BooleanField(required=False, default=False)
         mode = serializers.ChoiceField(choices=["answer", "retrieve"], required=False, default="answer")
@@ -131,7 +132,21 @@ class ConversationMessageApi(TenantApi):
 
     @extend_schema(
         request=InputSerializer,
-        responses={200: OutputSerializer, 409: EMBEDDING_MODEL_MISMATCH_RESPONSE},
+        responses={
+            200: OutputSerializer,
+            409: EMBEDDING_MODEL_MISMATCH_RESPONSE,
+            410: OpenApiResponse(
+                description="The conversation has expired (the policy's TTL passed since its last turn): start a new "
+                "one. `extra.conversation` is its id."
+            ),
+            502: OpenApiResponse(
+                description="The answer service (LLM_BASE_URL) failed or sent a reply that is not an answer; nothing "
+                "was written. Retry, or ask in `retrieve` mode."
+            ),
+            504: OpenApiResponse(
+                description="The answer service did not reply within LLM_TIMEOUT; nothing was written. Retry later."
+            ),
+        },
         summary="Ask a question in a conversation",
     )
     def post(self, request, conversation_id: int):  # noqa: ANN001, ANN201
@@ -178,7 +193,7 @@ class ConversationMessageApi(TenantApi):
 
 
 class TurnAnswerApi(TenantApi):
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(StrictInputSerializer):
         answer = serializers.CharField(max_length=services.ANSWER_MAX_CHARS)
 
     @extend_schema(request=InputSerializer, responses=TurnSerializer, summary="Store the client's answer to a turn")
@@ -206,7 +221,7 @@ class DedupPolicyApi(TenantApi):
             permissions.append(IsTenantWideKeyForPolicy())
         return permissions
 
-    class PolicySerializer(serializers.Serializer):
+    class PolicySerializer(StrictInputSerializer):
         scope = serializers.ChoiceField(choices=DedupScope.choices)
         threshold = StrictFloatField()
         question_window = serializers.IntegerField()
@@ -246,15 +261,27 @@ AUDIT_EVENTS_MAX_OFFSET = 2**63 - 1
 class AuditEventListApi(TenantApi):
     MAX_LIMIT = 500
 
-    class FilterSerializer(serializers.Serializer):
+    class FilterSerializer(StrictInputSerializer):
         action = serializers.ChoiceField(choices=DedupAction.choices, required=False)
         conversation = serializers.IntegerField(required=False, min_value=1)
-        created_from = serializers.DateTimeField(required=False)
-        created_to = serializers.DateTimeField(required=False)
+        created_from = serializers.DateTimeField(required=False, help_text="Events created at or after this time.")
+        created_to = serializers.DateTimeField(required=False, help_text="Events created before this time.")
         similarity_min = serializers.FloatField(required=False, min_value=-1, max_value=1)
         similarity_max = serializers.FloatField(required=False, min_value=-1, max_value=1)
         limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=100)
         offset = serializers.IntegerField(required=False, min_value=0, max_value=AUDIT_EVENTS_MAX_OFFSET, default=0)
+
+        def validate(self, attrs: dict) -> dict:
+            """A range that no event can fall in is the client's mistake (the two ends swapped), not an empty log."""
+            created_from, created_to = attrs.get("created_from"), attrs.get("created_to")
+            if created_from is not None and created_to is not None and created_to <= created_from:
+                raise serializers.ValidationError(
+                    {"created_to": ["Must be later than created_from (created_to is exclusive)."]}
+                )
+            similarity_min, similarity_max = attrs.get("similarity_min"), attrs.get("similarity_max")
+            if similarity_min is not None and similarity_max is not None and similarity_max < similarity_min:
+                raise serializers.ValidationError({"similarity_max": ["Must be at least similarity_min."]})
+            return attrs
 
     class OutputSerializer(serializers.Serializer):
         id = serializers.IntegerField()

@@ -56,6 +56,7 @@ from conversations.state import (
     vector_to_bytes,
 )
 from kbplatform.errors import ApplicationError, ConflictError, NotFoundError, ServiceUnavailableError
+from kbplatform.text import control_character_problem, has_visible_character
 from retrieval import vectorstore
 from retrieval.embeddings import embed_query, embed_texts, embedding_dimension, token_count
 from retrieval.embeddings import model_id as embedding_model_id
@@ -324,6 +325,9 @@ def knowledge_base_for(*, tenant: Tenant, knowledge_base_id: int, allowed_knowle
 def conversation_create(
     *, tenant: Tenant, knowledge_base_id: int, user_id: str = "", allowed_knowledge_base_id: int | None = None
 ) -> Conversation:
+    problem = control_character_problem(user_id or "")
+    if problem is not None:
+        raise ApplicationError(f"The user id is not valid: {problem}", extra={"fields": {"user_id": [problem]}})
     knowledge_base = knowledge_base_for(
         tenant=tenant, knowledge_base_id=knowledge_base_id, allowed_knowledge_base_id=allowed_knowledge_base_id
     )
@@ -668,6 +672,11 @@ def turn_ask(
         raise ApplicationError("The question is empty.", extra={"fields": {"question": ["This field is required."]}})
     if len(question) > QUESTION_MAX_CHARS:
         raise ApplicationError(f"The question is longer than {QUESTION_MAX_CHARS} characters.")
+    problem = control_character_problem(question)
+    if problem is None and not has_visible_character(question):
+        problem = "Has nothing visible (only spaces, control or formatting characters such as zero-width spaces)."
+    if problem is not None:
+        raise ApplicationError(f"The question is not valid: {problem}", extra={"fields": {"question": [problem]}})
     if mode not in ("answer", "retrieve"):
         raise ApplicationError('mode must be "answer" or "retrieve".')
     conversation = conversation_for(

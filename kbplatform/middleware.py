@@ -10,10 +10,12 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.middleware.common import CommonMiddleware
 from django.utils.http import parse_header_parameters
 
 from kbplatform.parsers import charset_is_bytes_codec
 from kbplatform.refusals import ADMIN_PREFIX, refusal_log
+from kbplatform.views import api_not_found
 
 logger = logging.getLogger("kbplatform.api")
 
@@ -65,6 +67,19 @@ class AsgiBytesCodecCharsetRefusal:
         await self.application(scope, receive, send)
 
 
+class ApiCommonMiddleware(CommonMiddleware):
+    """Django's CommonMiddleware, except that a write (POST, PUT, PATCH, DELETE) to an `/api/` path lacking its
+    trailing slash is not redirected to it: APPEND_SLASH answered an empty 301, which clients follow as a GET (a 405
+    that says nothing of the slash, the body lost), and with DEBUG on raised RuntimeError (a 500). It is a 404 whose
+    message gives the path to use (`kbplatform.views.api_not_found`). Reads are still redirected: a GET loses
+    nothing by following."""
+
+    def should_redirect_with_slash(self, request: HttpRequest) -> bool:
+        if request.path.startswith("/api/") and request.method not in ("GET", "HEAD"):
+            return False
+        return super().should_redirect_with_slash(request)
+
+
 class ApiJsonErrorsMiddleware:
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
         self.get_response = get_response
@@ -76,7 +91,7 @@ class ApiJsonErrorsMiddleware:
             and response.status_code == 404
             and not response.get("Content-Type", "").startswith("application/json")
         ):
-            return JsonResponse({"message": "Not found.", "extra": {"path": request.path}}, status=404)
+            return api_not_found(request)
         return response
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:

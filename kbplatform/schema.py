@@ -3,15 +3,21 @@
 - The house style nests `InputSerializer`/`OutputSerializer` in each view, so drf-spectacular's default names
   ("Input", "Output") collide across views and one view's schema silently replaces another's. Components are
   named after the view instead: `ApiKeyCreateApi.InputSerializer` -> `ApiKeyCreateInput(Request)`.
+- A request body that refuses unknown fields (`kbplatform.serializers.StrictInputSerializer`) says so with
+  `additionalProperties: false`, so clients and schemathesis know a misspelt field is a 400, not ignored.
 - Every error is `{"message", "extra"}` (kbplatform.exception_handler); the hook documents the statuses each
   operation can answer with that shape, so clients and schemathesis see the whole contract, not only 2xx.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.plumbing import get_doc
+
+from kbplatform.serializers import StrictInputSerializer
 
 ERROR_COMPONENT = "Error"
 ERROR_SCHEMA = {
@@ -53,6 +59,22 @@ class KbAutoSchema(AutoSchema):
             return super().get_serializer_name(serializer, direction)
         return "".join(_component_part(part) for part in parts)
 
+    def get_description(self) -> str:
+        """The handler's docstring, else the view class's own: never one inherited from a base class
+        (`TenantApi`'s note on permissions was every undocumented operation's description)."""
+        handler = getattr(self.view, getattr(self.view, "action", None) or self.method.lower(), None)
+        own = self.view.__class__.__dict__.get("__doc__")
+        return get_doc(handler) or (inspect.cleandoc(own) if own else "")
+
+    def _map_basic_serializer(self, serializer: Any, direction: str) -> dict:
+        result = super()._map_basic_serializer(serializer, direction)
+        strict = isinstance(serializer, StrictInputSerializer) or (
+            isinstance(serializer, type) and issubclass(serializer, StrictInputSerializer)
+        )
+        if strict and direction == "request":
+            result["additionalProperties"] = False
+        return result
+
 
 def error_responses_add(result: dict, generator: Any, request: Any, public: bool) -> dict:
     """drf-spectacular postprocessing hook: add the shared error responses to every operation."""
@@ -89,4 +111,8 @@ def error_responses_add(result: dict, generator: Any, request: Any, public: bool
                 if code in ("429", "503"):
                     response["headers"] = _RETRY_AFTER
                 responses[code] = response
+            for code, response in responses.items():
+                # An error only some operations give (410 expired, 502/504 upstream) declared without a body.
+                if code[:1] in ("4", "5") and "content" not in response:
+                    response["content"] = {"application/json": {"schema": reference}}
     return result

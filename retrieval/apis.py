@@ -11,6 +11,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 
 from kbplatform.errors import ApplicationError, NotFoundError, ServiceUnavailableError
+from kbplatform.serializers import StrictInputSerializer
 from retrieval import embeddings, selectors, services, vectorstore
 from retrieval.models import Document, KnowledgeBase
 from tenants.api import TenantApi
@@ -291,7 +292,7 @@ class DocumentReindexApi(_KeyScopedApi):
 class KnowledgeBaseSearchApi(_KeyScopedApi):
     """A stateless retrieval test: no conversation, no exclusions. Each query is logged."""
 
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(StrictInputSerializer):
         query = serializers.CharField(max_length=4000)
         limit = serializers.IntegerField(required=False, min_value=1, max_value=100, default=10)
         group_by_document = serializers.BooleanField(required=False, default=True)

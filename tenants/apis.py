@@ -12,6 +12,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 
 from kbplatform.errors import NotFoundError
+from kbplatform.serializers import StrictInputSerializer
 from retrieval.selectors import knowledge_base_get
 from tenants.api import TenantApi
 from tenants.models import ApiKey, ApiKeyRole
@@ -82,7 +83,7 @@ class ApiKeyListApi(_ApiKeyAdminApi):
 
 
 class ApiKeyCreateApi(_ApiKeyAdminApi):
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(StrictInputSerializer):
         name = serializers.CharField(max_length=100)
         role = serializers.ChoiceField(choices=ApiKeyRole.choices, default=ApiKeyRole.STANDARD)
         knowledge_base = serializers.IntegerField(

@@ -48,3 +48,42 @@ def test_a_search_documents_its_refusal_of_another_models_vectors(schema, path):
     refusal = schema["paths"][path]["post"]["responses"]["409"]
     assert refusal["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Error"}
     assert "embedding_model_mismatch" in refusal["description"]
+
+
+def test_a_question_documents_every_status_it_can_answer_with(schema):
+    """An expired conversation is a 410 and a failing answer service a 502 or 504: a client generated from the schema
+    must know them, and schemathesis must accept them."""
+    responses = schema["paths"]["/api/v1/conversations/{conversation_id}/messages/"]["post"]["responses"]
+    for code in ("410", "502", "504"):
+        assert responses[code]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Error"}
+
+
+@pytest.mark.parametrize(
+    "component",
+    [
+        "ConversationCreateInputRequest",
+        "ConversationMessageInputRequest",
+        "TurnAnswerInputRequest",
+        "DedupPolicyPolicyRequest",
+        "KnowledgeBaseSearchInputRequest",
+        "ApiKeyCreateInputRequest",
+    ],
+)
+def test_request_bodies_that_refuse_unknown_fields_say_so(schema, component):
+    assert schema["components"]["schemas"][component]["additionalProperties"] is False
+
+
+def test_no_operation_is_described_by_a_base_class_note_for_developers(schema):
+    """Operations without a docstring of their own were described, in /api/docs/ and every generated client, by
+    TenantApi's note on how subclasses add permissions."""
+    described_by_base = [
+        f"{method.upper()} {path}"
+        for path, operations in schema["paths"].items()
+        for method, operation in operations.items()
+        if "extra_permission_classes" in operation.get("description", "")
+    ]
+    assert described_by_base == []
+    conversations = schema["paths"]["/api/v1/conversations/{conversation_id}/messages/"]["post"]
+    assert conversations["summary"] == "Ask a question in a conversation"
+    search = schema["paths"]["/api/v1/knowledge-bases/{knowledge_base_id}/search/"]["post"]
+    assert search["description"].startswith("A stateless retrieval test")

@@ -1,0 +1,30 @@
+"""Checks of the free text a client sends (questions, end-user ids): pure functions, no I/O.
+
+Control characters (C0/C1 but tab, newline and carriage return) are never part of text a person typed: they come
+from a client bug (a stray escape sequence, a binary id) and would be embedded, stored and shown in the admin as
+they are. Text made only of spaces, control and formatting characters (zero-width spaces, byte-order marks) reads
+as empty to a person, however long it is.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+ALLOWED_CONTROL_CHARACTERS = frozenset("\t\n\r")
+_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
+
+
+def control_character_problem(value: str) -> str | None:
+    """What is wrong with `value` if it holds a control character (the first one, named and placed), else None."""
+    for position, character in enumerate(value, start=1):
+        if unicodedata.category(character) == "Cc" and character not in ALLOWED_CONTROL_CHARACTERS:
+            return (
+                f"Contains the control character U+{ord(character):04X} at position {position}; "
+                "send text without control characters (tab, newline and carriage return are fine)."
+            )
+    return None
+
+
+def has_visible_character(value: str) -> bool:
+    """Whether `value` holds anything but spaces, control and formatting characters."""
+    return any(unicodedata.category(character) not in _INVISIBLE_CATEGORIES for character in value)
