@@ -268,6 +268,13 @@ class AuditEventListApi(TenantApi):
         created_to = serializers.DateTimeField(required=False, help_text="Events created before this time.")
         similarity_min = serializers.FloatField(required=False, min_value=-1, max_value=1)
         similarity_max = serializers.FloatField(required=False, min_value=-1, max_value=1)
+        # allow_null: a BooleanField missing from a query string is otherwise read as false (HTML checkbox rules).
+        shadow = serializers.BooleanField(
+            required=False,
+            allow_null=True,
+            help_text="true: only decisions shadow mode logged without applying them (a `served_cached` event whose "
+            "answer was made fresh); false: only decisions applied.",
+        )
         limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=100)
         offset = serializers.IntegerField(required=False, min_value=0, max_value=AUDIT_EVENTS_MAX_OFFSET, default=0)
 

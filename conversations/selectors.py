@@ -36,6 +36,7 @@ def dedup_event_list(
     created_to: datetime | None = None,
     similarity_min: float | None = None,
     similarity_max: float | None = None,
+    shadow: bool | None = None,
     allowed_knowledge_base_id: int | None = None,
 ) -> QuerySet[DedupEvent]:
     """The tenant's audit events, newest first. With `allowed_knowledge_base_id` (a key bound to one knowledge
@@ -56,4 +57,6 @@ def dedup_event_list(
         events = events.filter(similarity__gte=similarity_min)
     if similarity_max is not None:
         events = events.filter(similarity__lte=similarity_max)
+    if shadow is not None:
+        events = events.filter(shadow=shadow)
     return events.order_by("-created_at", "-id")

@@ -631,6 +631,29 @@ def test_audit_events_filter(api_client, kb):
     assert api_client.get("/api/v1/audit-events/?action=nonsense").status_code == 400
 
 
+def test_audit_events_tell_served_answers_from_shadow_decisions(api_client, tenant, kb):
+    """In shadow mode a hit is logged as `served_cached` but the answer was made fresh: `shadow=false` lists only the
+    answers really served, `shadow=true` only what shadow mode decided without applying it."""
+    set_policy(tenant, shadow_mode=True)
+    shadowed = ask(api_client, (shadow_conversation := start(api_client, kb)), "How do I reset my password?")
+    shadowed = ask(api_client, shadow_conversation, "How can I reset my password?")
+    set_policy(tenant, shadow_mode=False)
+    served_conversation = start(api_client, kb)
+    ask(api_client, served_conversation, "How do I reset my password?")
+    served = ask(api_client, served_conversation, "How can I reset my password?")
+    assert served["dedup"]["action"] == "served_cached" and shadowed["dedup"]["shadow_action"] == "served_cached"
+
+    def turns(query: str) -> list[int]:
+        response = api_client.get(f"/api/v1/audit-events/?action=served_cached&{query}")
+        assert response.status_code == 200, response.content
+        return [event["turn"] for event in response.json()["results"]]
+
+    assert turns("shadow=false") == [served["turn_id"]]
+    assert turns("shadow=true") == [shadowed["turn_id"]]
+    assert sorted(turns("")) == sorted([served["turn_id"], shadowed["turn_id"]])
+    assert api_client.get("/api/v1/audit-events/?shadow=maybe").status_code == 400
+
+
 @pytest.mark.parametrize("offset", [2**63, 10**20])
 def test_audit_events_offset_past_the_databases_range_is_400(api_client, offset):
     response = api_client.get(f"/api/v1/audit-events/?offset={offset}")
