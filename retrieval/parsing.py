@@ -7,10 +7,12 @@ in `DocumentParseError` with a message that person understands; the pipeline sto
 from __future__ import annotations
 
 import io
+import re
 import zipfile
 from dataclasses import dataclass
 
 from charset_normalizer import from_bytes
+from charset_normalizer.utils import is_multi_byte_encoding
 
 PDF_MAGIC = b"%PDF-"
 ZIP_MAGIC = b"PK\x03\x04"
@@ -98,15 +100,40 @@ def _looks_like_html(head: bytes) -> bool:
     return start.startswith((b"<!doctype html", b"<html")) or (b"<html" in start and b"<body" in head.lower())
 
 
+# Windows-1252, the superset of ISO-8859-1 ("Latin-1") that most text not in UTF-8 is written in (Western European
+# languages, saved on Windows).
+WESTERN_CODE_PAGE = "cp1252"
+# How much worse than charset-normalizer's guess Windows-1252 may read a text and still be taken instead: its mess
+# ("chaos", 0 to 1, of which it keeps candidates up to 0.2) and its fit with a language's letter frequencies.
+_WESTERN_CHAOS_MARGIN = 0.2
+_WESTERN_COHERENCE_MARGIN = 0.01
+
+
 def text_decode(data: bytes) -> str:
-    """Text in UTF-8 (with or without BOM) or, failing that, the encoding charset-normalizer finds."""
+    """Text in UTF-8 (with or without BOM) or, failing that, the encoding charset-normalizer finds, except that
+    Windows-1252 wins when it reads the bytes about as well as that guess.
+
+    Single-byte code pages cannot be told apart by their bytes alone, and charset-normalizer breaks a near tie between
+    them by its own order, not by how common they are: French, Portuguese, Swedish or English in Latin-1 came out in
+    Baltic or Central European letters ("crème" as "crčme"), and a short one as UTF-16. A text in a code page that reads
+    it no better than Windows-1252 (Hungarian in Windows-1250) is read as Windows-1252: UTF-8 is the way to be sure."""
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError:
         pass
-    best = from_bytes(data).best()
+    matches = from_bytes(data)
+    best = matches.best()
     if best is None:
         raise DocumentParseError("The file is not readable text in any known encoding. Save it as UTF-8.")
+    guessed_single_byte = not is_multi_byte_encoding(best.encoding) or best.encoding.startswith(("utf_16", "utf_32"))
+    if guessed_single_byte and not best.bom:
+        for match in matches:
+            if (
+                WESTERN_CODE_PAGE in match.could_be_from_charset
+                and match.chaos <= best.chaos + _WESTERN_CHAOS_MARGIN
+                and match.coherence >= best.coherence - _WESTERN_COHERENCE_MARGIN
+            ):
+                return str(match)  # the same text as Windows-1252 gives: charset-normalizer groups identical readings
     return str(best)
 
 
@@ -170,6 +197,16 @@ def docx_text(data: bytes) -> str:
     return "\n\n".join(block for block in blocks if block)
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def text_storable(text: str) -> str:
+    """`text` as PostgreSQL, the tokenizer and JSON can hold it: NUL dropped, and a lone UTF-16 surrogate (what pypdf
+    gives for a glyph a PDF's ToUnicode map sends to half a pair) replaced by U+FFFD, so one such glyph costs its
+    character, not the whole document."""
+    return _LONE_SURROGATE.sub("\ufffd", text.replace("\x00", ""))
+
+
 def document_parse(data: bytes, *, filename: str = "", max_bytes: int) -> ParsedDocument:
     """The text of an uploaded file. Raises DocumentParseError for oversize, empty, binary, encrypted, damaged
     or unsupported files."""
@@ -185,7 +222,7 @@ def document_parse(data: bytes, *, filename: str = "", max_bytes: int) -> Parsed
         text = html_text(text_decode(data))
     else:
         text = text_decode(data)
-    text = text.replace("\x00", "").strip()
+    text = text_storable(text).strip()
     if not text:
         raise DocumentParseError("The document contains no text.")
     return ParsedDocument(kind=kind, text=text)

@@ -105,3 +105,36 @@ def docx_with_orphan_merge_bytes(paragraphs: list[str]) -> bytes:
     out = io.BytesIO()
     document.save(out)
     return out.getvalue()
+
+
+def pdf_with_glyph_mapped_to_bytes(unicode_hex: str, words: str = "Hello ABBA world") -> bytes:
+    """A one-page PDF whose font's ToUnicode map sends the glyph "A" to `unicode_hex` (UTF-16BE, as the map writes it):
+    "D835" is a lone high surrogate, as a damaged or hand-written map gives, which pypdf passes through as it is."""
+    cmap = (
+        "/CIDInit /ProcSet findresource begin 12 dict begin begincmap /CMapName /Glyphs def\n"
+        "1 begincodespacerange <00> <FF> endcodespacerange\n"
+        f"2 beginbfchar <41> <{unicode_hex}> <42> <0042> endbfchar\n"
+        "endcmap CMapName currentdict /CMap defineresource pop end end"
+    )
+    stream = f"BT /F1 11 Tf 50 780 Td ({words}) Tj ET"
+    objects = [
+        "<< /Type /Catalog /Pages 2 0 R >>",
+        "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 842] /Resources << /Font << /F1 4 0 R >> >> "
+        "/Contents 5 0 R >>",
+        "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /ToUnicode 6 0 R >>",
+        f"<< /Length {len(stream)} >>\nstream\n{stream}\nendstream",
+        f"<< /Length {len(cmap)} >>\nstream\n{cmap}\nendstream",
+    ]
+    out = io.BytesIO()
+    out.write(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(out.tell())
+        out.write(f"{number} 0 obj\n{body}\nendobj\n".encode("latin-1"))
+    xref = out.tell()
+    out.write(f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode())
+    for offset in offsets:
+        out.write(f"{offset:010d} 00000 n \n".encode())
+    out.write(f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode())
+    return out.getvalue()

@@ -74,3 +74,56 @@ def test_oversize_file_is_refused_with_both_sizes():
     with pytest.raises(DocumentParseError) as error:
         document_parse(b"a" * (3 * 1024 * 1024), max_bytes=2 * 1024 * 1024)
     assert "3.0 MB" in str(error.value) and "2.0 MB" in str(error.value)
+
+
+# Text that is not UTF-8, in the code page its language is usually saved in outside UTF-8. charset-normalizer alone read
+# the first four in Baltic or Central European letters ("crème" as "crčme", "informação" as "informaçăo"): the
+# document was indexed and shown garbled, with nothing to say so. The rest must stay as they were read before.
+LEGACY_TEXTS = [
+    (
+        "fr",
+        "cp1252",
+        "Le café crème et la crème brûlée sont déjà prêts. Où est la forêt? Noël à l'hôtel, très élégant.",
+    ),
+    ("pt", "cp1252", "A informação está disponível em português. Não há ação sem reação. São Paulo é grande."),
+    ("sv", "cp1252", "Även om vädret är dåligt så går vi ut på ön. Här är många människor."),
+    ("en", "cp1252", "An English note on the naïve approach to résumé writing, with “quotes” — and dashes…"),
+    ("fr-latin-1", "latin-1", "Café"),
+    ("es", "cp1252", "El niño comió mañana en la montaña. ¿Qué pasó? Árbol, corazón, canción."),
+    ("de", "cp1252", "Die Größe der Straße ist überall gleich. Müller aß Äpfel und Öl."),
+    ("it", "cp1252", "Perché la città è così bella? Più caffè, però non è facile."),
+    ("pl", "cp1250", "Zażółć gęślą jaźń. Pchnąć w tę łódź jeża lub ośm skrzyń fig. Ćma leci nad łąką."),
+    ("cs", "cp1250", "Příliš žluťoučký kůň úpěl ďábelské ódy. Čeština je krásný jazyk."),
+    ("ru", "cp1251", "Съешь же ещё этих мягких французских булок, да выпей чаю. Москва большая."),
+    ("el", "cp1253", "Ξεσκεπάζω την ψυχοφθόρα βδελυγμία. Η Ελλάδα είναι όμορφη χώρα."),
+    ("ja", "shift_jis", "日本語のテキストです。これはテストの文書です。東京は大きな都市です。"),
+    ("zh", "gb18030", "这是一个中文文档。我们正在测试编码检测。北京是中国的首都。"),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "encoding"),
+    [(text, encoding) for _, encoding, text in LEGACY_TEXTS],
+    ids=[name for name, _, _ in LEGACY_TEXTS],
+)
+@pytest.mark.parametrize("repeats", [1, 4])
+def test_text_in_a_legacy_code_page_is_read_as_written(text, encoding, repeats):
+    written = " ".join([text] * repeats)
+    assert document_parse(written.encode(encoding), filename="notes.txt", max_bytes=LIMIT).text == written
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be", "utf-32"])
+def test_utf16_and_utf32_with_a_byte_order_mark_are_read(encoding):
+    text = "Café crème. Zażółć gęślą jaźń. 日本語のテキスト."
+    data = text.encode(encoding)
+    if encoding in ("utf-16-le", "utf-16-be"):
+        data = ("\ufeff" + text).encode(encoding)
+    assert document_parse(data, filename="notes.txt", max_bytes=LIMIT).text == text
+
+
+def test_a_pdf_glyph_mapped_to_a_lone_surrogate_is_read_as_a_replacement_character():
+    """pypdf passes a ToUnicode entry that is half a UTF-16 pair through as a lone surrogate, which no tokenizer,
+    database or JSON encoder takes: the whole document failed on one glyph."""
+    parsed = document_parse(files.pdf_with_glyph_mapped_to_bytes("D835"), filename="math.pdf", max_bytes=LIMIT)
+    assert parsed.text == "Hello \ufffdBB\ufffd world"
+    parsed.text.encode("utf-8")
