@@ -66,15 +66,25 @@ class Command(BaseCommand):
 
     def _jsonl_groups(self, path: Path) -> Iterator[list[BulkDocument]]:
         group: list[BulkDocument] = []
-        with path.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
+        with path.open("rb") as handle:
+            for number, raw in enumerate(handle, start=1):
+                try:
+                    line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+                except UnicodeDecodeError as exc:
+                    raise CommandError(f"{path}:{number}: not UTF-8 ({exc}). Save the file as UTF-8.") from exc
                 if not line.strip():
                     continue
                 try:
                     row = json.loads(line)
-                    external_id = str(row["_id"])
+                    external_id = row["_id"]
                 except (json.JSONDecodeError, KeyError, TypeError) as exc:
                     raise CommandError(f"{path}:{number}: not a BEIR row with an _id ({exc}).") from exc
+                if isinstance(external_id, bool) or not isinstance(external_id, str | int):
+                    raise CommandError(f"{path}:{number}: not a BEIR row with an _id (_id is {external_id!r}).")
+                external_id = str(external_id)
+                for name in ("title", "text"):
+                    if not isinstance(row.get(name) or "", str):
+                        raise CommandError(f'{path}:{number}: "{name}" is not a string ({row[name]!r:.80}).')
                 title = (row.get("title") or "").strip()
                 text = (row.get("text") or "").strip()
                 group.append(
