@@ -36,7 +36,7 @@ from kbplatform.errors import ApplicationError, ConflictError
 from retrieval import embeddings, vectorstore
 from retrieval.chunking import (
     ChunkDraft,
-    ChunkTooLongError,
+    ChunkRefusedError,
     chunk_token_limit,
     model_input_hash,
     prechunked_drafts,
@@ -504,7 +504,7 @@ def _failed_documents_vectors_delete(*, tenant_id: int, document_ids: Sequence[i
 
 
 def _document_drafts(document: Document, *, max_tokens: int) -> list[ChunkDraft]:
-    """Parse and chunk one document. Raises DocumentParseError / ChunkTooLongError for the person's mistakes."""
+    """Parse and chunk one document. Raises DocumentParseError / ChunkRefusedError for the person's mistakes."""
     knowledge_base = document.knowledge_base
     if document.source_kind == SourceKind.CHUNKS:
         chunks = document.source_chunks or []
@@ -733,7 +733,7 @@ def _documents_run(*, run: IndexRun, tenant_id: int, token: str, documents: list
         max_tokens = chunk_token_limit(requested=knowledge_base.chunk_max_tokens, model_max_tokens=model_max_tokens)
         try:
             drafts[document.pk] = _document_drafts(document, max_tokens=max_tokens)
-        except (DocumentParseError, ChunkTooLongError) as exc:
+        except (DocumentParseError, ChunkRefusedError) as exc:
             failures[document.pk] = str(exc)
         except OSError as exc:
             failures[document.pk] = f"The stored file could not be read ({exc.strerror or type(exc).__name__})."

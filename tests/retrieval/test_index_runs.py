@@ -171,6 +171,25 @@ def test_a_pdf_with_a_glyph_no_text_can_hold_is_indexed_with_the_rest_of_its_tex
 
 
 @pytest.mark.django_db
+def test_a_client_chunk_of_invisible_characters_fails_its_document_and_is_never_searchable(
+    milvus_server, api_client, tenant
+):
+    kb = kb_make(tenant, name="invisible-chunk")
+    response = api_client.post(
+        f"/api/v1/knowledge-bases/{kb.pk}/documents/",
+        {"chunks": [{"text": TEXTS["volcano"]}, {"text": "\u200b\u200b", "external_id": "zw"}]},
+        format="json",
+    )
+    assert response.status_code == 202, response.json()
+    run = services.documents_index(tenant_id=tenant.pk, document_ids=[response.json()["id"]])
+
+    document = Document.objects.for_tenant(tenant).get(pk=response.json()["id"])
+    assert document.status == DocumentStatus.FAILED, document.status
+    assert "Chunk 1 (zw) has no text the embedding model reads" in document.error_message == run.failed[document.pk]
+    assert not Chunk.objects.for_tenant(tenant).filter(document=document).exists() and _vector_count(kb) == 0
+
+
+@pytest.mark.django_db
 def test_a_run_that_parses_a_slow_batch_keeps_its_lease(milvus_server, tenant, settings, monkeypatch):
     settings.INGEST_LEASE_SECONDS = 60
     kb = kb_make(tenant, name="slow-batch")
