@@ -168,3 +168,29 @@ def test_a_beir_file_that_is_not_utf8_is_refused_naming_its_line(tenant, tmp_pat
 
     assert f"{corpus}:2:" in str(error.value) and "UTF-8" in str(error.value)
     assert not Document.objects.for_tenant(tenant).exists()
+
+
+def test_a_file_that_cannot_be_read_is_reported_and_the_rest_are_imported(tenant, tmp_path, media, monkeypatch):
+    """A file without read permission, or removed while the import runs, stopped the import with a traceback at its
+    group of 64 files, after the groups before it were queued."""
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for name in ("a.txt", "locked.txt", "z.txt"):
+        (folder / name).write_text(f"Notes in {name}.")
+    read_bytes = type(folder).read_bytes
+
+    def locked_out(path):  # noqa: ANN001, ANN202 (the tests run as root, whom a chmod does not stop)
+        if path.name == "locked.txt":
+            raise PermissionError(13, "Permission denied", str(path))
+        return read_bytes(path)
+
+    monkeypatch.setattr(type(folder), "read_bytes", locked_out)
+    out, err = io.StringIO(), io.StringIO()
+    call_command("ingest", str(folder), tenant=tenant.slug, kb="bakery", no_wait=True, stdout=out, stderr=err)
+
+    assert "Queued 2 document(s)" in out.getvalue()
+    assert "could not read locked.txt (Permission denied)" in err.getvalue()
+    assert sorted(Document.objects.for_tenant(tenant).values_list("external_id", flat=True)) == ["a.txt", "z.txt"]
+    monkeypatch.setattr(type(folder), "read_bytes", read_bytes)  # the permission fixed: a re-run takes the file
+    call_command("ingest", str(folder), tenant=tenant.slug, kb="bakery", no_wait=True, stdout=io.StringIO())
+    assert Document.objects.for_tenant(tenant).filter(external_id="locked.txt").exists()

@@ -111,13 +111,22 @@ class Command(BaseCommand):
             group = []
             for file in files[start : start + FILE_GROUP]:
                 # A file over the limit is recorded as failed from its size: it is never read into memory.
-                size = file.stat().st_size
+                try:
+                    size = file.stat().st_size
+                    data = file.read_bytes() if size <= settings.MAX_UPLOAD_BYTES else b""
+                except OSError as exc:
+                    # Not stored, so a re-run once it can be read takes it up; the others go on.
+                    self.stderr.write(
+                        f"could not read {file.relative_to(root)} ({exc.strerror or exc}); skipped: run the import "
+                        "again once it can be read."
+                    )
+                    continue
                 group.append(
                     BulkDocument(
                         title=file.name,
                         external_id=str(file.relative_to(root)),
                         file_name=file.name,
-                        file_bytes=file.read_bytes() if size <= settings.MAX_UPLOAD_BYTES else b"",
+                        file_bytes=data,
                         file_size=size,
                     )
                 )
