@@ -105,7 +105,8 @@ def _external_id_check(*, tenant: Tenant, knowledge_base: KnowledgeBase, externa
     )
     if existing is not None:
         raise ConflictError(
-            f"A document with external_id {external_id!r} already exists in this knowledge base.",
+            f"A document with external_id {external_id!r} already exists in this knowledge base. Delete document "
+            f"{existing} first to replace it, or send another external_id to keep both.",
             extra={"external_id": external_id, "document_id": existing},
         )
 

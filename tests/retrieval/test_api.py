@@ -122,6 +122,8 @@ def test_duplicate_external_id_is_409_naming_the_existing_document(api_client, t
     response = api_client.post(_document_url(kb), {"text": "b", "external_id": "same"}, format="json")
     assert response.status_code == 409
     assert response.json()["extra"]["document_id"] == first["id"]
+    # What to do about it: there is no update, so replacing the document means deleting the one there first.
+    assert f"Delete document {first['id']} first to replace it" in response.json()["message"]
 
 
 def test_oversize_file_ends_failed_with_its_size_and_is_not_stored(api_client, tenant, settings):
