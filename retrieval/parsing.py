@@ -92,7 +92,31 @@ def file_kind_detect(data: bytes, filename: str = "") -> str:
 
 
 def _looks_like_utf16(head: bytes) -> bool:
-    return head.startswith((b"\xff\xfe", b"\xfe\xff"))
+    return head.startswith((b"\xff\xfe", b"\xfe\xff")) or _utf16_without_bom(head) is not None
+
+
+def _utf16_without_bom(head: bytes) -> str | None:
+    """The codec of UTF-16 text written without a byte-order mark (as some Windows tools save "Unicode" text), or None.
+
+    Text of mostly Latin, Greek or Cyrillic script has a NUL in (nearly) every other byte, on one side only; binary
+    can too (an array of small 16-bit numbers), so the start must also decode strictly to printable text."""
+    head = head[: len(head) - len(head) % 2]
+    pairs = len(head) // 2
+    if pairs < 4 or head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return None
+    even_nuls, odd_nuls = head[0::2].count(0), head[1::2].count(0)
+    if odd_nuls >= pairs / 2 and even_nuls == 0:
+        codec = "utf-16-le"
+    elif even_nuls >= pairs / 2 and odd_nuls == 0:
+        codec = "utf-16-be"
+    else:
+        return None
+    try:
+        start = head.decode(codec)
+    except UnicodeDecodeError:  # a surrogate pair cut at the end of the head is no proof either way
+        start = head[:-2].decode(codec, "replace")
+    printable = sum(char.isprintable() or char in "\t\n\r" for char in start)
+    return codec if printable >= 0.95 * len(start) else None
 
 
 def _looks_like_html(head: bytes) -> bool:
@@ -110,13 +134,20 @@ _WESTERN_COHERENCE_MARGIN = 0.01
 
 
 def text_decode(data: bytes) -> str:
-    """Text in UTF-8 (with or without BOM) or, failing that, the encoding charset-normalizer finds, except that
-    Windows-1252 wins when it reads the bytes about as well as that guess.
+    """Text in UTF-16 without a byte-order mark, in UTF-8 (with or without one) or, failing those, the encoding
+    charset-normalizer finds (UTF-16 and UTF-32 by their mark), except that Windows-1252 wins when it reads the bytes
+    about as well as that guess.
 
     Single-byte code pages cannot be told apart by their bytes alone, and charset-normalizer breaks a near tie between
     them by its own order, not by how common they are: French, Portuguese, Swedish or English in Latin-1 came out in
     Baltic or Central European letters ("crème" as "crčme"), and a short one as UTF-16. A text in a code page that reads
     it no better than Windows-1252 (Hungarian in Windows-1250) is read as Windows-1252: UTF-8 is the way to be sure."""
+    bomless_utf16 = _utf16_without_bom(data[:8192])
+    if bomless_utf16 is not None:  # before UTF-8, which reads its ASCII as letters and NULs
+        try:
+            return data.decode(bomless_utf16)
+        except UnicodeDecodeError:
+            pass
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError:

@@ -127,3 +127,19 @@ def test_a_pdf_glyph_mapped_to_a_lone_surrogate_is_read_as_a_replacement_charact
     parsed = document_parse(files.pdf_with_glyph_mapped_to_bytes("D835"), filename="math.pdf", max_bytes=LIMIT)
     assert parsed.text == "Hello \ufffdBB\ufffd world"
     parsed.text.encode("utf-8")
+
+
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be"])
+@pytest.mark.parametrize(
+    "text", ["Plain ASCII notes, saved as Unicode by a Windows tool.", "Café crème. Zażółć gęślą jaźń. Grüße."]
+)
+def test_utf16_without_a_byte_order_mark_is_read_not_called_binary(encoding, text):
+    """Its NULs in every other byte made it "binary (not text, PDF or DOCX)": a person told that about a text file
+    has nothing to go on."""
+    assert document_parse(text.encode(encoding), filename="notes.txt", max_bytes=LIMIT).text == text
+
+
+def test_binary_with_a_nul_in_every_other_byte_is_still_binary():
+    samples = bytes(value for index in range(4000) for value in (index % 32, 0))  # 16-bit integers below 32
+    with pytest.raises(DocumentParseError, match="The file is binary"):
+        document_parse(samples, filename="samples.txt", max_bytes=LIMIT)
