@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import re
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from charset_normalizer import from_bytes
@@ -210,19 +211,65 @@ def pdf_text(data: bytes) -> str:
 _ENCRYPTED_PDF = "The PDF is password-protected. Remove the password and upload it again."
 
 
+_W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+_MC_FALLBACK = "{http://schemas.openxmlformats.org/markup-compatibility/2006}Fallback"
+# Wrappers whose content Word shows as if they were not there: content controls, custom XML, tracked insertions.
+_DOCX_TRANSPARENT = (f"{_W}sdt", f"{_W}customXml", f"{_W}ins", f"{_W}smartTag")
+# Runs Word does not show as text: the old side of a tracked move, and a fallback copy of content shown otherwise.
+_DOCX_HIDDEN = (f"{_W}moveFrom", f"{_W}del", _MC_FALLBACK)
+
+
+def _docx_unwrapped(element) -> Iterator:  # noqa: ANN001
+    """The children of `element` with content controls, custom XML and tracked insertions opened up."""
+    for child in element.iterchildren():
+        if child.tag == f"{_W}sdt":
+            content = child.find(f"{_W}sdtContent")
+            if content is not None:
+                yield from _docx_unwrapped(content)
+        elif child.tag in _DOCX_TRANSPARENT:
+            yield from _docx_unwrapped(child)
+        else:
+            yield child
+
+
+def _docx_paragraph_text(paragraph) -> str:  # noqa: ANN001
+    """The text Word shows for a paragraph: its runs, also those inside hyperlinks, fields, inline content controls and
+    tracked insertions; not tracked deletions, nor paragraphs of text boxes anchored in it."""
+    parts = []
+    for run in paragraph.iter(f"{_W}r"):
+        owner = next(run.iterancestors(f"{_W}p"), None)
+        if owner is not paragraph or any(ancestor.tag in _DOCX_HIDDEN for ancestor in run.iterancestors()):
+            continue
+        for piece in run.iterchildren(f"{_W}t", f"{_W}tab", f"{_W}br", f"{_W}cr"):
+            parts.append(piece.text or "" if piece.tag == f"{_W}t" else "\t" if piece.tag == f"{_W}tab" else "\n")
+    return "".join(parts)
+
+
+def _docx_blocks(container, parent) -> Iterator[str]:  # noqa: ANN001
+    """The paragraphs and table rows of a body or table cell, in document order, a row as its cells joined by " | "
+    (a cell's own tables included)."""
+    from docx.table import Table
+
+    for child in _docx_unwrapped(container):
+        if child.tag == f"{_W}p":
+            yield _docx_paragraph_text(child).strip()
+        elif child.tag == f"{_W}tbl":
+            for row in Table(child, parent).rows:
+                cells = ["\n".join(block for block in _docx_blocks(cell._tc, cell) if block) for cell in row.cells]
+                yield " | ".join(cell for cell in cells if cell)
+
+
 def docx_text(data: bytes) -> str:
+    """Paragraphs and tables in document order, with what `Document.paragraphs` leaves out: content controls (cover
+    pages, templates, forms), tracked insertions, tables inside table cells. Not read: headers, footers, text boxes,
+    footnotes and comments."""
     import docx
 
     # python-docx raises KeyError, XML and zip errors on damaged files, and ValueError reading a table whose merged
     # cells do not add up (which Word itself opens): all of them mean a file that cannot be read.
     try:
         document = docx.Document(io.BytesIO(data))
-        blocks = [paragraph.text.strip() for paragraph in document.paragraphs]
-        for table in document.tables:
-            for row in table.rows:
-                cells = [cell.text.strip() for cell in row.cells if cell.text.strip()]
-                if cells:
-                    blocks.append(" | ".join(cells))
+        blocks = list(_docx_blocks(document.element.body, document._body))
     except Exception as exc:  # noqa: BLE001
         raise DocumentParseError(f"The Word document is damaged and cannot be read ({type(exc).__name__}).") from exc
     return "\n\n".join(block for block in blocks if block)

@@ -138,3 +138,47 @@ def pdf_with_glyph_mapped_to_bytes(unicode_hex: str, words: str = "Hello ABBA wo
         out.write(f"{offset:010d} 00000 n \n".encode())
     out.write(f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode())
     return out.getvalue()
+
+
+def docx_with_hidden_structures_bytes() -> bytes:
+    """A DOCX whose text sits where Word puts it but `Document.paragraphs` does not look: a block content control (cover
+    pages, templates), an inline one (forms), a tracked insertion beside a tracked deletion, a table inside a table's
+    cell, and a table between two paragraphs."""
+    import docx
+    from docx.oxml import parse_xml
+    from docx.oxml.ns import nsdecls
+
+    w = nsdecls("w")
+    document = docx.Document()
+    body = document.element.body
+    body.insert(
+        0,
+        parse_xml(
+            f"<w:sdt {w}><w:sdtContent><w:p><w:r><w:t>Cover title in a content control</w:t></w:r></w:p>"
+            "</w:sdtContent></w:sdt>"
+        ),
+    )
+    document.add_paragraph("Intro before the table.")
+    table = document.add_table(rows=1, cols=2)
+    table.cell(0, 0).text = "outer cell"
+    table.cell(0, 1).paragraphs[0]._p.getparent().remove(table.cell(0, 1).paragraphs[0]._p)
+    table.cell(0, 1).add_table(rows=1, cols=1).cell(0, 0).text = "nested table text"
+    table.cell(0, 1)._tc.append(parse_xml(f"<w:p {w}/>"))  # a cell ends with a paragraph
+    paragraph = document.add_paragraph("Name: ")
+    paragraph._p.append(
+        parse_xml(f"<w:sdt {w}><w:sdtContent><w:r><w:t>Ada Lovelace</w:t></w:r></w:sdtContent></w:sdt>")
+    )
+    revised = document.add_paragraph("The fee is ")
+    revised._p.append(
+        parse_xml(
+            f'<w:del {w} w:id="1" w:author="a" w:date="2024-01-01T00:00:00Z">'
+            "<w:r><w:delText>10</w:delText></w:r></w:del>"
+        )
+    )
+    revised._p.append(
+        parse_xml(f'<w:ins {w} w:id="2" w:author="a" w:date="2024-01-01T00:00:00Z"><w:r><w:t>20</w:t></w:r></w:ins>')
+    )
+    revised.add_run(" EUR per month.")
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()

@@ -143,3 +143,14 @@ def test_binary_with_a_nul_in_every_other_byte_is_still_binary():
     samples = bytes(value for index in range(4000) for value in (index % 32, 0))  # 16-bit integers below 32
     with pytest.raises(DocumentParseError, match="The file is binary"):
         document_parse(samples, filename="samples.txt", max_bytes=LIMIT)
+
+
+def test_docx_text_in_content_controls_tracked_insertions_and_nested_tables_is_read_in_order():
+    """python-docx's `Document.paragraphs` skips content controls and tracked insertions, a cell's `text` skips the
+    table inside it, and tables were appended after every paragraph: such text was silently not indexed, or cut off
+    from the heading above it."""
+    parsed = document_parse(files.docx_with_hidden_structures_bytes(), filename="contract.docx", max_bytes=LIMIT)
+    assert parsed.text == (
+        "Cover title in a content control\n\nIntro before the table.\n\nouter cell | nested table text\n\n"
+        "Name: Ada Lovelace\n\nThe fee is 20 EUR per month."
+    )
