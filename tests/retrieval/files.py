@@ -35,13 +35,17 @@ def pdf_bytes(lines: list[str]) -> bytes:
     return out.getvalue()
 
 
-def encrypted_pdf_bytes(lines: list[str], password: str = "s3cret") -> bytes:
+def encrypted_pdf_bytes(
+    lines: list[str], password: str = "s3cret", *, owner_password: str | None = None, algorithm: str | None = None
+) -> bytes:
+    """A PDF encrypted with `algorithm` (pypdf's default, RC4, when None) that opens with the user `password` ("" for
+    one restricted by an owner password alone, which every viewer opens without asking)."""
     from pypdf import PdfReader, PdfWriter
 
     writer = PdfWriter()
     for page in PdfReader(io.BytesIO(pdf_bytes(lines))).pages:
         writer.add_page(page)
-    writer.encrypt(user_password=password, owner_password=password)
+    writer.encrypt(user_password=password, owner_password=owner_password or password, algorithm=algorithm)
     out = io.BytesIO()
     writer.write(out)
     return out.getvalue()

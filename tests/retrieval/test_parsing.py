@@ -70,6 +70,21 @@ def test_encrypted_pdf_is_refused_with_its_reason():
         document_parse(files.encrypted_pdf_bytes(["secret text"]), max_bytes=LIMIT)
 
 
+@pytest.mark.parametrize("algorithm", ["RC4-128", "AES-128", "AES-256"])
+def test_a_pdf_restricted_by_an_owner_password_alone_is_read_whatever_its_cipher(algorithm):
+    """Every viewer opens such a PDF (print or copy restrictions, most "secured" PDFs, AES since Acrobat 7) without a
+    password. pypdf needs `cryptography` for AES; without it such a PDF was refused as "damaged"."""
+    data = files.encrypted_pdf_bytes(["Restricted but readable."], "", owner_password="owner", algorithm=algorithm)
+    assert document_parse(data, filename="statement.pdf", max_bytes=LIMIT).text == "Restricted but readable."
+
+
+@pytest.mark.parametrize("algorithm", ["RC4-128", "AES-256"])
+def test_a_pdf_that_needs_a_password_to_open_is_refused_as_password_protected_whatever_its_cipher(algorithm):
+    data = files.encrypted_pdf_bytes(["secret text"], "user-secret", owner_password="owner", algorithm=algorithm)
+    with pytest.raises(DocumentParseError, match="The PDF is password-protected"):
+        document_parse(data, filename="secret.pdf", max_bytes=LIMIT)
+
+
 def test_oversize_file_is_refused_with_both_sizes():
     with pytest.raises(DocumentParseError) as error:
         document_parse(b"a" * (3 * 1024 * 1024), max_bytes=2 * 1024 * 1024)
