@@ -131,7 +131,7 @@ WESTERN_CODE_PAGE = "cp1252"
 # How much worse than charset-normalizer's guess Windows-1252 may read a text and still be taken instead: its mess
 # ("chaos", 0 to 1, of which it keeps candidates up to 0.2) and its fit with a language's letter frequencies.
 _WESTERN_CHAOS_MARGIN = 0.2
-_WESTERN_COHERENCE_MARGIN = 0.01
+_WESTERN_COHERENCE_MARGIN = 0.05
 
 
 def text_decode(data: bytes) -> str:
@@ -142,7 +142,8 @@ def text_decode(data: bytes) -> str:
     Single-byte code pages cannot be told apart by their bytes alone, and charset-normalizer breaks a near tie between
     them by its own order, not by how common they are: French, Portuguese, Swedish or English in Latin-1 came out in
     Baltic or Central European letters ("crème" as "crčme"), and a short one as UTF-16. A text in a code page that reads
-    it no better than Windows-1252 (Hungarian in Windows-1250) is read as Windows-1252: UTF-8 is the way to be sure."""
+    it no better than Windows-1252 (Hungarian or Croatian in Windows-1250) is read as Windows-1252: UTF-8 is the way
+    to be sure."""
     bomless_utf16 = _utf16_without_bom(data[:8192])
     if bomless_utf16 is not None:  # before UTF-8, which reads its ASCII as letters and NULs
         try:

@@ -92,7 +92,7 @@ def test_oversize_file_is_refused_with_both_sizes():
 
 
 # Text that is not UTF-8, in the code page its language is usually saved in outside UTF-8. charset-normalizer alone read
-# the first four in Baltic or Central European letters ("crème" as "crčme", "informação" as "informaçăo"): the
+# the first seven in Baltic, Central European or Turkish letters ("crème" as "crčme", "informação" as "informaçăo"): the
 # document was indexed and shown garbled, with nothing to say so. The rest must stay as they were read before.
 LEGACY_TEXTS = [
     (
@@ -103,6 +103,8 @@ LEGACY_TEXTS = [
     ("pt", "cp1252", "A informação está disponível em português. Não há ação sem reação. São Paulo é grande."),
     ("sv", "cp1252", "Även om vädret är dåligt så går vi ut på ön. Här är många människor."),
     ("en", "cp1252", "An English note on the naïve approach to résumé writing, with “quotes” — and dashes…"),
+    ("is", "cp1252", "Kæmi ný öxi hér, ykist þjófum nú bæði víl og ádrepa."),
+    ("da", "cp1252", "Høj bly gom vandt fræk sexquiz på wc. Blåbærsyltetøj."),
     ("fr-latin-1", "latin-1", "Café"),
     ("es", "cp1252", "El niño comió mañana en la montaña. ¿Qué pasó? Árbol, corazón, canción."),
     ("de", "cp1252", "Die Größe der Straße ist überall gleich. Müller aß Äpfel und Öl."),
