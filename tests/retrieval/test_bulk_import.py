@@ -194,3 +194,21 @@ def test_a_file_that_cannot_be_read_is_reported_and_the_rest_are_imported(tenant
     monkeypatch.setattr(type(folder), "read_bytes", read_bytes)  # the permission fixed: a re-run takes the file
     call_command("ingest", str(folder), tenant=tenant.slug, kb="bakery", no_wait=True, stdout=io.StringIO())
     assert Document.objects.for_tenant(tenant).filter(external_id="locked.txt").exists()
+
+
+def test_a_repeated_id_in_the_input_is_reported_as_such_not_as_already_there(tenant, tmp_path, media):
+    """The second row of a repeated `_id` is left out (the first is kept); the command said "skipped 1 already there",
+    so an operator checking the knowledge base for it found a document with the other row's text."""
+    corpus = tmp_path / "corpus.jsonl"
+    rows = [{"_id": "d0", "text": "First."}, {"_id": "d1", "text": "Second."}, {"_id": "d0", "text": "Other text."}]
+    corpus.write_text("\n".join(json.dumps(row) for row in rows))
+
+    out = io.StringIO()
+    call_command("ingest", str(corpus), tenant=tenant.slug, kb="papers", no_wait=True, stdout=out)
+
+    assert "Queued 2 document(s)" in out.getvalue() and "already there" not in out.getvalue()
+    assert "left out 1 whose external id an earlier one in the input has (the first is kept)" in out.getvalue()
+    assert Document.objects.for_tenant(tenant).get(external_id="d0").source_text == "First."
+    again = io.StringIO()
+    call_command("ingest", str(corpus), tenant=tenant.slug, kb="papers", no_wait=True, stdout=again)
+    assert "skipped 2 already there" in again.getvalue() and "left out 1" in again.getvalue()

@@ -48,17 +48,25 @@ class Command(BaseCommand):
         groups = self._jsonl_groups(path) if path.is_file() and path.suffix == ".jsonl" else self._file_groups(path)
         created_ids: list[int] = []
         seen = 0
+        external_ids: set[str] = set()
+        repeated = 0  # documents whose external id an earlier one of this input has: the service keeps the first
         for group in groups:
             seen += len(group)
+            for item in group:
+                repeated += item.external_id in external_ids
+                external_ids.add(item.external_id)
             try:
                 created = documents_create_bulk(tenant=tenant, knowledge_base=knowledge_base, documents=group)
             except ApplicationError as exc:
                 raise CommandError(f"{exc.message} (queued before this: {len(created_ids)} document(s))") from exc
             created_ids += [document.pk for document in created]
-        skipped = seen - len(created_ids)
+        skipped = seen - repeated - len(created_ids)
+        notes = [f"skipped {skipped} already there"] if skipped else []
+        if repeated:
+            notes.append(f"left out {repeated} whose external id an earlier one in the input has (the first is kept)")
         self.stdout.write(
             f"Queued {len(created_ids)} document(s) into {knowledge_base.name!r}"
-            + (f"; skipped {skipped} already there." if skipped else ".")
+            + (f"; {'; '.join(notes)}." if notes else ".")
         )
         if options["no_wait"] or not created_ids:
             return
