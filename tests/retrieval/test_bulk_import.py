@@ -212,3 +212,19 @@ def test_a_repeated_id_in_the_input_is_reported_as_such_not_as_already_there(ten
     again = io.StringIO()
     call_command("ingest", str(corpus), tenant=tenant.slug, kb="papers", no_wait=True, stdout=again)
     assert "skipped 2 already there" in again.getvalue() and "left out 1" in again.getvalue()
+
+
+def test_a_beir_file_named_in_capitals_is_read_as_rows_not_one_document(tenant, tmp_path, media):
+    corpus = tmp_path / "CORPUS.JSONL"
+    corpus.write_text('{"_id": "d0", "text": "First."}\n{"_id": "d1", "text": "Second."}\n')
+
+    call_command("ingest", str(corpus), tenant=tenant.slug, kb="papers", no_wait=True, stdout=io.StringIO())
+
+    assert sorted(Document.objects.for_tenant(tenant).values_list("external_id", flat=True)) == ["d0", "d1"]
+
+
+def test_a_knowledge_base_name_the_model_refuses_is_a_command_error(tenant, tmp_path, media):
+    (tmp_path / "a.txt").write_text("text")
+    with pytest.raises(CommandError, match="name"):
+        call_command("ingest", str(tmp_path), tenant=tenant.slug, kb="k" * 300, no_wait=True, stdout=io.StringIO())
+    assert not Document.objects.for_tenant(tenant).exists()

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from kbplatform.errors import ApplicationError
@@ -42,10 +43,15 @@ class Command(BaseCommand):
             raise CommandError(f"No tenant with slug {options['tenant']!r} (create it with create_tenant).")
         knowledge_base = KnowledgeBase.objects.for_tenant(tenant).filter(name=options["kb"]).first()
         if knowledge_base is None:
-            knowledge_base = knowledge_base_create(tenant=tenant, name=options["kb"])
+            try:
+                knowledge_base = knowledge_base_create(tenant=tenant, name=options["kb"])
+            except ValidationError as exc:
+                reasons = "; ".join(f"{field}: {' '.join(errors)}" for field, errors in exc.message_dict.items())
+                raise CommandError(f"Cannot create knowledge base {options['kb'][:80]!r}: {reasons}") from exc
             self.stdout.write(f"Created knowledge base {knowledge_base.name!r} (id {knowledge_base.pk}).")
 
-        groups = self._jsonl_groups(path) if path.is_file() and path.suffix == ".jsonl" else self._file_groups(path)
+        beir = path.is_file() and path.suffix.lower() == ".jsonl"
+        groups = self._jsonl_groups(path) if beir else self._file_groups(path)
         created_ids: list[int] = []
         seen = 0
         external_ids: set[str] = set()
