@@ -40,7 +40,15 @@ class ChunkDraft:
     model_input_hash: str = ""
 
 
-class ChunkTooLongError(ValueError):
+class ChunkRefusedError(ValueError):
+    """A client's chunk that cannot be indexed as sent; the message names it and says what to do."""
+
+
+class ChunkTooLongError(ChunkRefusedError):
+    pass
+
+
+class ChunkWithoutTextError(ChunkRefusedError):
     pass
 
 
@@ -124,11 +132,18 @@ def text_chunk(*, text: str, max_tokens: int, overlap_tokens: int, markdown: boo
 
 def prechunked_drafts(*, chunks: list[dict], max_tokens: int) -> list[ChunkDraft]:
     """A client's own chunks, stored exactly as sent. A chunk the model could not read whole (counted as the model
-    reads it, long runs broken) is refused rather than silently half-embedded."""
+    reads it, long runs broken) is refused rather than silently half-embedded, and so is one the model reads nothing of
+    (zero-width, control or soft-hyphen characters only): its vector would be [CLS][SEP] alone, near every query."""
     texts = [str(chunk["text"]) for chunk in chunks]
     counts = embeddings.token_counts(texts)
     drafts = []
     for position, (chunk, text, count) in enumerate(zip(chunks, texts, counts, strict=True)):
+        if count == 0:
+            raise ChunkWithoutTextError(
+                f"Chunk {position} ({chunk.get('external_id') or 'no external_id'}) has no text the embedding model "
+                "reads (only invisible, control or formatting characters). Remove it or give it text, and send the "
+                "document again."
+            )
         if count > max_tokens:
             raise ChunkTooLongError(
                 f"Chunk {position} ({chunk.get('external_id') or 'no external_id'}) has {count} word pieces; "

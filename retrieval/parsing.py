@@ -7,10 +7,13 @@ in `DocumentParseError` with a message that person understands; the pipeline sto
 from __future__ import annotations
 
 import io
+import re
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from charset_normalizer import from_bytes
+from charset_normalizer.utils import is_multi_byte_encoding
 
 PDF_MAGIC = b"%PDF-"
 ZIP_MAGIC = b"PK\x03\x04"
@@ -90,7 +93,31 @@ def file_kind_detect(data: bytes, filename: str = "") -> str:
 
 
 def _looks_like_utf16(head: bytes) -> bool:
-    return head.startswith((b"\xff\xfe", b"\xfe\xff"))
+    return head.startswith((b"\xff\xfe", b"\xfe\xff")) or _utf16_without_bom(head) is not None
+
+
+def _utf16_without_bom(head: bytes) -> str | None:
+    """The codec of UTF-16 text written without a byte-order mark (as some Windows tools save "Unicode" text), or None.
+
+    Text of mostly Latin, Greek or Cyrillic script has a NUL in (nearly) every other byte, on one side only; binary
+    can too (an array of small 16-bit numbers), so the start must also decode strictly to printable text."""
+    head = head[: len(head) - len(head) % 2]
+    pairs = len(head) // 2
+    if pairs < 4 or head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return None
+    even_nuls, odd_nuls = head[0::2].count(0), head[1::2].count(0)
+    if odd_nuls >= pairs / 2 and even_nuls == 0:
+        codec = "utf-16-le"
+    elif even_nuls >= pairs / 2 and odd_nuls == 0:
+        codec = "utf-16-be"
+    else:
+        return None
+    try:
+        start = head.decode(codec)
+    except UnicodeDecodeError:  # a surrogate pair cut at the end of the head is no proof either way
+        start = head[:-2].decode(codec, "replace")
+    printable = sum(char.isprintable() or char in "\t\n\r" for char in start)
+    return codec if printable >= 0.95 * len(start) else None
 
 
 def _looks_like_html(head: bytes) -> bool:
@@ -98,15 +125,48 @@ def _looks_like_html(head: bytes) -> bool:
     return start.startswith((b"<!doctype html", b"<html")) or (b"<html" in start and b"<body" in head.lower())
 
 
+# Windows-1252, the superset of ISO-8859-1 ("Latin-1") that most text not in UTF-8 is written in (Western European
+# languages, saved on Windows).
+WESTERN_CODE_PAGE = "cp1252"
+# How much worse than charset-normalizer's guess Windows-1252 may read a text and still be taken instead: its mess
+# ("chaos", 0 to 1, of which it keeps candidates up to 0.2) and its fit with a language's letter frequencies.
+_WESTERN_CHAOS_MARGIN = 0.2
+_WESTERN_COHERENCE_MARGIN = 0.05
+
+
 def text_decode(data: bytes) -> str:
-    """Text in UTF-8 (with or without BOM) or, failing that, the encoding charset-normalizer finds."""
+    """Text in UTF-16 without a byte-order mark, in UTF-8 (with or without one) or, failing those, the encoding
+    charset-normalizer finds (UTF-16 and UTF-32 by their mark), except that Windows-1252 wins when it reads the bytes
+    about as well as that guess.
+
+    Single-byte code pages cannot be told apart by their bytes alone, and charset-normalizer breaks a near tie between
+    them by its own order, not by how common they are: French, Portuguese, Swedish or English in Latin-1 came out in
+    Baltic or Central European letters ("crème" as "crčme"), and a short one as UTF-16. A text in a code page that reads
+    it no better than Windows-1252 (Hungarian or Croatian in Windows-1250) is read as Windows-1252: UTF-8 is the way
+    to be sure."""
+    bomless_utf16 = _utf16_without_bom(data[:8192])
+    if bomless_utf16 is not None:  # before UTF-8, which reads its ASCII as letters and NULs
+        try:
+            return data.decode(bomless_utf16)
+        except UnicodeDecodeError:
+            pass
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError:
         pass
-    best = from_bytes(data).best()
+    matches = from_bytes(data)
+    best = matches.best()
     if best is None:
         raise DocumentParseError("The file is not readable text in any known encoding. Save it as UTF-8.")
+    guessed_single_byte = not is_multi_byte_encoding(best.encoding) or best.encoding.startswith(("utf_16", "utf_32"))
+    if guessed_single_byte and not best.bom:
+        for match in matches:
+            if (
+                WESTERN_CODE_PAGE in match.could_be_from_charset
+                and match.chaos <= best.chaos + _WESTERN_CHAOS_MARGIN
+                and match.coherence >= best.coherence - _WESTERN_COHERENCE_MARGIN
+            ):
+                return str(match)  # the same text as Windows-1252 gives: charset-normalizer groups identical readings
     return str(best)
 
 
@@ -152,22 +212,78 @@ def pdf_text(data: bytes) -> str:
 _ENCRYPTED_PDF = "The PDF is password-protected. Remove the password and upload it again."
 
 
+_W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+_MC_FALLBACK = "{http://schemas.openxmlformats.org/markup-compatibility/2006}Fallback"
+# Wrappers whose content Word shows as if they were not there: content controls, custom XML, tracked insertions.
+_DOCX_TRANSPARENT = (f"{_W}sdt", f"{_W}customXml", f"{_W}ins", f"{_W}smartTag")
+# Runs Word does not show as text: the old side of a tracked move, and a fallback copy of content shown otherwise.
+_DOCX_HIDDEN = (f"{_W}moveFrom", f"{_W}del", _MC_FALLBACK)
+
+
+def _docx_unwrapped(element) -> Iterator:  # noqa: ANN001
+    """The children of `element` with content controls, custom XML and tracked insertions opened up."""
+    for child in element.iterchildren():
+        if child.tag == f"{_W}sdt":
+            content = child.find(f"{_W}sdtContent")
+            if content is not None:
+                yield from _docx_unwrapped(content)
+        elif child.tag in _DOCX_TRANSPARENT:
+            yield from _docx_unwrapped(child)
+        else:
+            yield child
+
+
+def _docx_paragraph_text(paragraph) -> str:  # noqa: ANN001
+    """The text Word shows for a paragraph: its runs, also those inside hyperlinks, fields, inline content controls and
+    tracked insertions; not tracked deletions, nor paragraphs of text boxes anchored in it."""
+    parts = []
+    for run in paragraph.iter(f"{_W}r"):
+        owner = next(run.iterancestors(f"{_W}p"), None)
+        if owner is not paragraph or any(ancestor.tag in _DOCX_HIDDEN for ancestor in run.iterancestors()):
+            continue
+        for piece in run.iterchildren(f"{_W}t", f"{_W}tab", f"{_W}br", f"{_W}cr"):
+            parts.append(piece.text or "" if piece.tag == f"{_W}t" else "\t" if piece.tag == f"{_W}tab" else "\n")
+    return "".join(parts)
+
+
+def _docx_blocks(container, parent) -> Iterator[str]:  # noqa: ANN001
+    """The paragraphs and table rows of a body or table cell, in document order, a row as its cells joined by " | "
+    (a cell's own tables included)."""
+    from docx.table import Table
+
+    for child in _docx_unwrapped(container):
+        if child.tag == f"{_W}p":
+            yield _docx_paragraph_text(child).strip()
+        elif child.tag == f"{_W}tbl":
+            for row in Table(child, parent).rows:
+                cells = ["\n".join(block for block in _docx_blocks(cell._tc, cell) if block) for cell in row.cells]
+                yield " | ".join(cell for cell in cells if cell)
+
+
 def docx_text(data: bytes) -> str:
+    """Paragraphs and tables in document order, with what `Document.paragraphs` leaves out: content controls (cover
+    pages, templates, forms), tracked insertions, tables inside table cells. Not read: headers, footers, text boxes,
+    footnotes and comments."""
     import docx
 
     # python-docx raises KeyError, XML and zip errors on damaged files, and ValueError reading a table whose merged
     # cells do not add up (which Word itself opens): all of them mean a file that cannot be read.
     try:
         document = docx.Document(io.BytesIO(data))
-        blocks = [paragraph.text.strip() for paragraph in document.paragraphs]
-        for table in document.tables:
-            for row in table.rows:
-                cells = [cell.text.strip() for cell in row.cells if cell.text.strip()]
-                if cells:
-                    blocks.append(" | ".join(cells))
+        blocks = list(_docx_blocks(document.element.body, document._body))
     except Exception as exc:  # noqa: BLE001
         raise DocumentParseError(f"The Word document is damaged and cannot be read ({type(exc).__name__}).") from exc
     return "\n\n".join(block for block in blocks if block)
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def text_storable(text: str) -> str:
+    """`text` as PostgreSQL, the tokenizer and JSON can hold it: NUL dropped, and a lone UTF-16 surrogate (what pypdf
+    gives for a glyph a PDF's ToUnicode map sends to half a pair) replaced by U+FFFD, so one such glyph costs its
+    character, not the whole document."""
+    return _LONE_SURROGATE.sub("\ufffd", text.replace("\x00", ""))
 
 
 def document_parse(data: bytes, *, filename: str = "", max_bytes: int) -> ParsedDocument:
@@ -185,7 +301,7 @@ def document_parse(data: bytes, *, filename: str = "", max_bytes: int) -> Parsed
         text = html_text(text_decode(data))
     else:
         text = text_decode(data)
-    text = text.replace("\x00", "").strip()
+    text = text_storable(text).strip()
     if not text:
         raise DocumentParseError("The document contains no text.")
     return ParsedDocument(kind=kind, text=text)

@@ -18,7 +18,7 @@ import os
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -36,7 +36,7 @@ from kbplatform.errors import ApplicationError, ConflictError
 from retrieval import embeddings, vectorstore
 from retrieval.chunking import (
     ChunkDraft,
-    ChunkTooLongError,
+    ChunkRefusedError,
     chunk_token_limit,
     model_input_hash,
     prechunked_drafts,
@@ -44,7 +44,7 @@ from retrieval.chunking import (
 )
 from retrieval.embedding_cache import embeddings_cached
 from retrieval.models import Chunk, Document, DocumentStatus, KnowledgeBase, ReindexStatus, SourceKind
-from retrieval.parsing import DocumentParseError, document_parse, file_size_check
+from retrieval.parsing import DocumentParseError, document_parse, file_size_check, text_storable
 from retrieval.selectors import knowledge_base_records_model
 from tenants.models import Tenant
 
@@ -116,7 +116,8 @@ def _external_id_check(*, tenant: Tenant, knowledge_base: KnowledgeBase, externa
     )
     if existing is not None:
         raise ConflictError(
-            f"A document with external_id {external_id!r} already exists in this knowledge base.",
+            f"A document with external_id {external_id!r} already exists in this knowledge base. Delete document "
+            f"{existing} first to replace it, or send another external_id to keep both.",
             extra={"external_id": external_id, "document_id": existing},
         )
 
@@ -252,6 +253,7 @@ def documents_create_bulk(
     skipped (a re-run of an import does not duplicate them). When it raises, nothing is stored, not even a file."""
     if knowledge_base.tenant_id != tenant.pk:
         raise ApplicationError("The knowledge base belongs to another tenant.")
+    documents = [_bulk_document_storable(item) for item in documents]
     longest = Document._meta.get_field("external_id").max_length
     too_long = [doc.external_id for doc in documents if doc.external_id is not None and len(doc.external_id) > longest]
     if too_long:
@@ -279,12 +281,8 @@ def documents_create_bulk(
                     continue
                 if item.external_id is not None:
                     seen.add(item.external_id)
-                # PostgreSQL cannot store a NUL in text: it goes, as the parsers drop it from uploaded files.
                 document = Document(
-                    tenant=tenant,
-                    knowledge_base=knowledge_base,
-                    title=item.title.replace("\x00", "")[:500],
-                    external_id=item.external_id,
+                    tenant=tenant, knowledge_base=knowledge_base, title=item.title[:500], external_id=item.external_id
                 )
                 if item.file_bytes is not None:
                     document.source_kind = SourceKind.FILE
@@ -303,7 +301,7 @@ def documents_create_bulk(
                         )
                         stored_names.append(document.source_file.name)
                 else:
-                    text = (item.text or "").replace("\x00", "")
+                    text = item.text or ""
                     document.source_kind = SourceKind.TEXT
                     document.source_text = text
                     document.size_bytes = len(text.encode("utf-8"))
@@ -326,6 +324,20 @@ def documents_create_bulk(
             ) from exc
         raise
     return created
+
+
+def _bulk_document_storable(item: BulkDocument) -> BulkDocument:
+    """`item` with its text fields as PostgreSQL can store them (`parsing.text_storable`: NUL dropped, a lone surrogate
+    replaced), as the parsers leave an uploaded file's text: a JSON row's `\\ud835`, or a file name in another
+    encoding than the file system's (Python reads each byte it cannot decode as a lone surrogate), costs its character,
+    not the import. The same input always gives the same external id, so a re-run still skips what is there."""
+    return replace(
+        item,
+        title=text_storable(item.title),
+        external_id=None if item.external_id is None else text_storable(item.external_id),
+        text=None if item.text is None else text_storable(item.text),
+        file_name=None if item.file_name is None else text_storable(item.file_name),
+    )
 
 
 def documents_enqueue(*, tenant_id: int, document_ids: Sequence[int]) -> None:
@@ -504,7 +516,7 @@ def _failed_documents_vectors_delete(*, tenant_id: int, document_ids: Sequence[i
 
 
 def _document_drafts(document: Document, *, max_tokens: int) -> list[ChunkDraft]:
-    """Parse and chunk one document. Raises DocumentParseError / ChunkTooLongError for the person's mistakes."""
+    """Parse and chunk one document. Raises DocumentParseError / ChunkRefusedError for the person's mistakes."""
     knowledge_base = document.knowledge_base
     if document.source_kind == SourceKind.CHUNKS:
         chunks = document.source_chunks or []
@@ -733,7 +745,7 @@ def _documents_run(*, run: IndexRun, tenant_id: int, token: str, documents: list
         max_tokens = chunk_token_limit(requested=knowledge_base.chunk_max_tokens, model_max_tokens=model_max_tokens)
         try:
             drafts[document.pk] = _document_drafts(document, max_tokens=max_tokens)
-        except (DocumentParseError, ChunkTooLongError) as exc:
+        except (DocumentParseError, ChunkRefusedError) as exc:
             failures[document.pk] = str(exc)
         except embeddings.EmbeddingModelUnavailable:
             raise  # the model's fault, not the file's: the run waits and retries

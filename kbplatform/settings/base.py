@@ -130,6 +130,12 @@ MEDIA_URL = "media/"
 MAX_UPLOAD_BYTES = env.int("KB_MAX_UPLOAD_BYTES", default=50 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("KB_MAX_JSON_BODY_BYTES", default=20 * 1024 * 1024)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
+# A file past MAX_UPLOAD_BYTES is counted, not spooled to memory or disk (kbplatform/uploads.py).
+FILE_UPLOAD_HANDLERS = [
+    "kbplatform.uploads.UploadSizeLimitHandler",
+    "django.core.files.uploadhandler.MemoryFileUploadHandler",
+    "django.core.files.uploadhandler.TemporaryFileUploadHandler",
+]
 
 # --- Redis: cache, Celery broker, hot conversation state --------------------------------------------
 # An empty REDIS_URL means "no Redis": in-process cache and eager tasks (what `make run` does when no

@@ -55,6 +55,23 @@ def test_a_file_uploaded_without_a_title_takes_its_name(admin_client_of_tenant, 
     assert Document.objects.for_tenant(tenant).get().title
 
 
+def test_a_file_over_the_limit_uploaded_in_the_admin_is_recorded_failed_with_both_sizes(
+    admin_client_of_tenant, tenant, settings
+):
+    settings.MAX_UPLOAD_BYTES = 100_000
+    kb = kb_make(tenant)
+    response = admin_client_of_tenant.post(
+        "/admin/retrieval/document/add/",
+        {"knowledge_base": kb.pk, "upload": SimpleUploadedFile("scan.txt", b"w" * 300_000), "text": ""},
+        follow=True,
+    )
+    assert response.status_code == 200
+    document = Document.objects.for_tenant(tenant).get()
+    assert (document.status, document.size_bytes, bool(document.source_file)) == (DocumentStatus.FAILED, 300_000, False)
+    assert "the limit is 100000 bytes" in document.error_message
+    assert b"the limit is 100000 bytes" in response.content
+
+
 def test_an_upload_the_service_refuses_after_the_form_checks_is_a_message_not_a_500(
     admin_client_of_tenant, tenant, monkeypatch
 ):

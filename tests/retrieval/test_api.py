@@ -122,6 +122,8 @@ def test_duplicate_external_id_is_409_naming_the_existing_document(api_client, t
     response = api_client.post(_document_url(kb), {"text": "b", "external_id": "same"}, format="json")
     assert response.status_code == 409
     assert response.json()["extra"]["document_id"] == first["id"]
+    # What to do about it: there is no update, so replacing the document means deleting the one there first.
+    assert f"Delete document {first['id']} first to replace it" in response.json()["message"]
 
 
 def test_oversize_file_ends_failed_with_its_size_and_is_not_stored(api_client, tenant, settings):
@@ -134,6 +136,38 @@ def test_oversize_file_ends_failed_with_its_size_and_is_not_stored(api_client, t
     assert body["status"] == "failed"
     assert "the limit is 1024 bytes" in body["error_message"]
     assert not Document.objects.for_tenant(tenant).get(pk=body["id"]).source_file
+
+
+def test_an_upload_over_the_limit_is_not_written_to_disk_on_its_way_in(api_client, tenant, settings, monkeypatch):
+    """Django spools every upload whole to a temporary file before the view sees it: a tenant's 5 GB upload took 5 GB
+    of the web's disk (in a proxy-less deployment) only to be recorded as too large. Past the limit, the rest of the
+    file is now counted and dropped."""
+    from django.core.files.uploadhandler import TemporaryFileUploadHandler
+
+    settings.MAX_UPLOAD_BYTES = 100_000
+    settings.FILE_UPLOAD_MAX_MEMORY_SIZE = 0  # every upload goes through a temporary file, as large ones do
+    spooled = []
+    spool = TemporaryFileUploadHandler.receive_data_chunk
+
+    def counted(self, raw_data, start):  # noqa: ANN001, ANN202
+        spooled.append(len(raw_data))
+        return spool(self, raw_data, start)
+
+    monkeypatch.setattr(TemporaryFileUploadHandler, "receive_data_chunk", counted)
+    kb = kb_make(tenant)
+    upload = SimpleUploadedFile("huge.txt", b"word " * 400_000, content_type="text/plain")  # 2,000,000 bytes
+    response = api_client.post(_document_url(kb), {"file": upload}, format="multipart")
+
+    assert response.status_code == 202, response.json()
+    body = response.json()
+    assert body["status"] == "failed" and body["size_bytes"] == 2_000_000
+    assert "The file is 1.9 MB; the limit is 100000 bytes." in body["error_message"]
+    assert sum(spooled) <= settings.MAX_UPLOAD_BYTES, sum(spooled)
+    # Just under the limit, a file arrives whole and is stored.
+    upload = SimpleUploadedFile("fits.txt", b"w" * 100_000, content_type="text/plain")
+    response = api_client.post(_document_url(kb), {"file": upload}, format="multipart")
+    assert response.json()["status"] == "queued" and response.json()["size_bytes"] == 100_000
+    assert Document.objects.for_tenant(tenant).get(pk=response.json()["id"]).source_file.size == 100_000
 
 
 def test_reindex_of_a_running_document_is_409(api_client, tenant):

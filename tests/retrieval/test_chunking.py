@@ -8,6 +8,7 @@ import pytest
 from retrieval import chunking, embeddings
 from retrieval.chunking import (
     ChunkTooLongError,
+    ChunkWithoutTextError,
     chunk_overlap_limit,
     chunk_token_limit,
     prechunked_drafts,
@@ -206,3 +207,11 @@ def test_text_without_long_runs_is_given_to_the_model_as_it_is():
 def test_runs_the_model_reads_already_are_left_as_they_are():
     text = "A normal sentence, https://example.com/a/b?c=d and 自然语言 stay exactly as written."
     assert [draft.text for draft in text_chunk(text=text, max_tokens=60, overlap_tokens=0)] == [text]
+
+
+@pytest.mark.parametrize("text", ["\u200b\u200b", "\ufeff", "\x01\x02", "\u00ad \u200d"])
+def test_a_client_chunk_the_model_reads_nothing_of_is_refused_naming_it(text):
+    """Such a chunk passed the API's "needs some text" check (none of it is whitespace to Python) and was embedded as
+    [CLS][SEP] alone: a vector near every query, shown as an empty source."""
+    with pytest.raises(ChunkWithoutTextError, match=r"Chunk 1 \(blank\) has no text the embedding model reads"):
+        prechunked_drafts(chunks=[{"text": "ok"}, {"text": text, "external_id": "blank"}], max_tokens=254)

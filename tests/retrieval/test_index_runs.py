@@ -149,6 +149,47 @@ def test_a_file_that_breaks_its_parser_fails_alone_and_the_batch_goes_on(milvus_
 
 
 @pytest.mark.django_db
+def test_a_pdf_with_a_glyph_no_text_can_hold_is_indexed_with_the_rest_of_its_text(milvus_server, tenant):
+    """A lone surrogate from a PDF's ToUnicode map reached the tokenizer, which refused the whole text: the document
+    failed as unreadable for one glyph."""
+    kb = kb_make(tenant, name="odd-glyph")
+    document = services.document_create(
+        tenant=tenant,
+        knowledge_base=kb,
+        file=SimpleUploadedFile(
+            "math.pdf", files.pdf_with_glyph_mapped_to_bytes("D835", "Penguins huddle AB in winter")
+        ),
+    )
+    run = services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk])
+
+    document.refresh_from_db()
+    assert (document.status, document.error_message, run.failed) == (DocumentStatus.INDEXED, "", {})
+    assert [chunk.text for chunk in Chunk.objects.for_tenant(tenant).filter(document=document)] == [
+        "Penguins huddle \ufffdB in winter"
+    ]
+    assert _vector_count(kb) == 1
+
+
+@pytest.mark.django_db
+def test_a_client_chunk_of_invisible_characters_fails_its_document_and_is_never_searchable(
+    milvus_server, api_client, tenant
+):
+    kb = kb_make(tenant, name="invisible-chunk")
+    response = api_client.post(
+        f"/api/v1/knowledge-bases/{kb.pk}/documents/",
+        {"chunks": [{"text": TEXTS["volcano"]}, {"text": "\u200b\u200b", "external_id": "zw"}]},
+        format="json",
+    )
+    assert response.status_code == 202, response.json()
+    run = services.documents_index(tenant_id=tenant.pk, document_ids=[response.json()["id"]])
+
+    document = Document.objects.for_tenant(tenant).get(pk=response.json()["id"])
+    assert document.status == DocumentStatus.FAILED, document.status
+    assert "Chunk 1 (zw) has no text the embedding model reads" in document.error_message == run.failed[document.pk]
+    assert not Chunk.objects.for_tenant(tenant).filter(document=document).exists() and _vector_count(kb) == 0
+
+
+@pytest.mark.django_db
 def test_a_run_that_parses_a_slow_batch_keeps_its_lease(milvus_server, tenant, settings, monkeypatch):
     settings.INGEST_LEASE_SECONDS = 60
     kb = kb_make(tenant, name="slow-batch")

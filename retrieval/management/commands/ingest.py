@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from kbplatform.errors import ApplicationError
@@ -42,23 +43,36 @@ class Command(BaseCommand):
             raise CommandError(f"No tenant with slug {options['tenant']!r} (create it with create_tenant).")
         knowledge_base = KnowledgeBase.objects.for_tenant(tenant).filter(name=options["kb"]).first()
         if knowledge_base is None:
-            knowledge_base = knowledge_base_create(tenant=tenant, name=options["kb"])
+            try:
+                knowledge_base = knowledge_base_create(tenant=tenant, name=options["kb"])
+            except ValidationError as exc:
+                reasons = "; ".join(f"{field}: {' '.join(errors)}" for field, errors in exc.message_dict.items())
+                raise CommandError(f"Cannot create knowledge base {options['kb'][:80]!r}: {reasons}") from exc
             self.stdout.write(f"Created knowledge base {knowledge_base.name!r} (id {knowledge_base.pk}).")
 
-        groups = self._jsonl_groups(path) if path.is_file() and path.suffix == ".jsonl" else self._file_groups(path)
+        beir = path.is_file() and path.suffix.lower() == ".jsonl"
+        groups = self._jsonl_groups(path) if beir else self._file_groups(path)
         created_ids: list[int] = []
         seen = 0
+        external_ids: set[str] = set()
+        repeated = 0  # documents whose external id an earlier one of this input has: the service keeps the first
         for group in groups:
             seen += len(group)
+            for item in group:
+                repeated += item.external_id in external_ids
+                external_ids.add(item.external_id)
             try:
                 created = documents_create_bulk(tenant=tenant, knowledge_base=knowledge_base, documents=group)
             except ApplicationError as exc:
                 raise CommandError(f"{exc.message} (queued before this: {len(created_ids)} document(s))") from exc
             created_ids += [document.pk for document in created]
-        skipped = seen - len(created_ids)
+        skipped = seen - repeated - len(created_ids)
+        notes = [f"skipped {skipped} already there"] if skipped else []
+        if repeated:
+            notes.append(f"left out {repeated} whose external id an earlier one in the input has (the first is kept)")
         self.stdout.write(
             f"Queued {len(created_ids)} document(s) into {knowledge_base.name!r}"
-            + (f"; skipped {skipped} already there." if skipped else ".")
+            + (f"; {'; '.join(notes)}." if notes else ".")
         )
         if options["no_wait"] or not created_ids:
             return
@@ -66,15 +80,25 @@ class Command(BaseCommand):
 
     def _jsonl_groups(self, path: Path) -> Iterator[list[BulkDocument]]:
         group: list[BulkDocument] = []
-        with path.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
+        with path.open("rb") as handle:
+            for number, raw in enumerate(handle, start=1):
+                try:
+                    line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+                except UnicodeDecodeError as exc:
+                    raise CommandError(f"{path}:{number}: not UTF-8 ({exc}). Save the file as UTF-8.") from exc
                 if not line.strip():
                     continue
                 try:
                     row = json.loads(line)
-                    external_id = str(row["_id"])
+                    external_id = row["_id"]
                 except (json.JSONDecodeError, KeyError, TypeError) as exc:
                     raise CommandError(f"{path}:{number}: not a BEIR row with an _id ({exc}).") from exc
+                if isinstance(external_id, bool) or not isinstance(external_id, str | int):
+                    raise CommandError(f"{path}:{number}: not a BEIR row with an _id (_id is {external_id!r}).")
+                external_id = str(external_id)
+                for name in ("title", "text"):
+                    if not isinstance(row.get(name) or "", str):
+                        raise CommandError(f'{path}:{number}: "{name}" is not a string ({row[name]!r:.80}).')
                 title = (row.get("title") or "").strip()
                 text = (row.get("text") or "").strip()
                 group.append(
@@ -101,13 +125,22 @@ class Command(BaseCommand):
             group = []
             for file in files[start : start + FILE_GROUP]:
                 # A file over the limit is recorded as failed from its size: it is never read into memory.
-                size = file.stat().st_size
+                try:
+                    size = file.stat().st_size
+                    data = file.read_bytes() if size <= settings.MAX_UPLOAD_BYTES else b""
+                except OSError as exc:
+                    # Not stored, so a re-run once it can be read takes it up; the others go on.
+                    self.stderr.write(
+                        f"could not read {file.relative_to(root)} ({exc.strerror or exc}); skipped: run the import "
+                        "again once it can be read."
+                    )
+                    continue
                 group.append(
                     BulkDocument(
                         title=file.name,
                         external_id=str(file.relative_to(root)),
                         file_name=file.name,
-                        file_bytes=file.read_bytes() if size <= settings.MAX_UPLOAD_BYTES else b"",
+                        file_bytes=data,
                         file_size=size,
                     )
                 )
