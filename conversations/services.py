@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from typing import Any
@@ -63,7 +63,14 @@ from retrieval.embeddings import model_id as embedding_model_id
 from retrieval.embeddings import model_identity as embedding_model_identity
 from retrieval.embeddings import model_name as embedding_model_name
 from retrieval.models import Chunk, KnowledgeBase
-from retrieval.selectors import ChunkHit, IndexState, chunk_search, index_state
+from retrieval.selectors import (
+    ChunkHit,
+    IndexState,
+    chunk_content_hashes,
+    chunk_search,
+    hits_of_distinct_content,
+    index_state,
+)
 from tenants.models import Tenant
 from tenants.services import tenant_settings_changed
 
@@ -616,10 +623,12 @@ def _search(
     query_vector: np.ndarray,
     query_model_identity: str,
     excluded: list[int],
+    excluded_content: Collection[str],
     granularity: str,
     min_results: int,
 ) -> tuple[list[ChunkHit], bool]:
-    """Grouped search leaving out `excluded`; relaxed (novel first, then the best already seen) when fewer than
+    """Grouped search leaving out `excluded` and the passages of `excluded_content` (the texts the excluded turns
+    showed, whichever document holds them now); relaxed (novel first, then the best already seen) when fewer than
     `min_results` remain. An empty exclusion list adds no clause. Raises EmbeddingModelMismatchError (409) when the
     knowledge base's vectors are another model's, before anything of the turn is written."""
     exclude_docs = excluded if granularity == Granularity.DOC else None
@@ -633,8 +642,9 @@ def _search(
             limit=TOP_K,
             exclude_document_ids=exclude_docs,
             exclude_chunk_ids=exclude_chunks,
+            exclude_content_hashes=excluded_content,
         )
-        if not excluded or not decisions.exclusion_relaxes(
+        if not (excluded or excluded_content) or not decisions.exclusion_relaxes(
             result_count=len(hits), min_results=min_results, wanted=TOP_K
         ):
             return hits, False
@@ -649,9 +659,14 @@ def _search(
         raise ServiceUnavailableError("The search index is unavailable; retry shortly.") from exc
     # By document at either granularity: both searches group by document, and so does the merged list (a chunk
     # already there keeps its document's one place; another chunk of it shown before does not take a second one).
-    return decisions.relaxed_merge(
-        excluded_results=hits, full_results=full, key=lambda hit: hit.document_id, limit=TOP_K
-    ), True
+    # ... and never a passage twice: the full search's copy of a text the novel results hold is no new place either.
+    merged = decisions.relaxed_merge(
+        excluded_results=hits,
+        full_results=hits_of_distinct_content(full, shown_content_hashes={hit.content_hash for hit in hits}),
+        key=lambda hit: hit.document_id,
+        limit=TOP_K,
+    )
+    return merged, True
 
 
 def turn_ask(
@@ -807,6 +822,20 @@ def turn_ask(
                 window=policy.exclusion_window,
             )
         applied_exclusion = [] if policy.shadow_mode else excluded
+        # The texts those turns showed: a copy of one in another document (the same file uploaded twice) is no news.
+        excluded_content = (
+            chunk_content_hashes(
+                tenant=tenant,
+                chunk_ids=decisions.excluded_ids(
+                    consumed=state.consumed,
+                    granularity=Granularity.CHUNK,
+                    next_turn_number=next_number,
+                    window=policy.exclusion_window,
+                ),
+            )
+            if applied_exclusion
+            else set()
+        )
         # Every vector searched with here is the process's model's (a stored one of another model was embedded again
         # above); a knowledge base of another model refuses the turn (409) before anything of it is written.
         query_model_identity = embedding_model_identity()
@@ -816,6 +845,7 @@ def turn_ask(
             query_vector=search_vector,
             query_model_identity=query_model_identity,
             excluded=applied_exclusion,
+            excluded_content=excluded_content,
             granularity=policy.granularity,
             min_results=policy.min_results,
         )

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -212,6 +212,33 @@ class ChunkHit:
     document_title: str
 
 
+# Hits asked of Milvus beyond `limit`, so a result list still fills up when copies of a passage are dropped from it.
+CONTENT_REPEAT_SLACK = 5
+
+
+def hits_of_distinct_content(hits: Iterable[ChunkHit], *, shown_content_hashes: Collection[str] = ()) -> list[ChunkHit]:
+    """`hits` in their order without the passages already among them or already shown: a hit whose text (by
+    `content_hash`) is that of a better hit, or one of `shown_content_hashes`. The same file uploaded twice, or a
+    passage copied into several documents, are other documents to Milvus and to `doc_id` exclusion: without this a
+    result list shows the passage twice, and the turn after shows its copy as new. Pure."""
+    seen = set(shown_content_hashes)
+    distinct = []
+    for hit in hits:
+        if hit.content_hash in seen:
+            continue
+        seen.add(hit.content_hash)
+        distinct.append(hit)
+    return distinct
+
+
+def chunk_content_hashes(*, tenant: Tenant, chunk_ids: Iterable[int]) -> set[str]:
+    """The content hashes of the tenant's chunks among `chunk_ids` (chunks deleted since are left out)."""
+    chunk_ids = list(chunk_ids)
+    if not chunk_ids:
+        return set()
+    return set(Chunk.objects.for_tenant(tenant).filter(pk__in=chunk_ids).values_list("content_hash", flat=True))
+
+
 def chunk_search(
     *,
     tenant: Tenant,
@@ -221,11 +248,13 @@ def chunk_search(
     limit: int,
     exclude_document_ids: Iterable[int] | None = None,
     exclude_chunk_ids: Iterable[int] | None = None,
+    exclude_content_hashes: Collection[str] = (),
     group_by_document: bool = True,
 ) -> list[ChunkHit]:
     """Best chunks of one knowledge base for a query vector, best first, at most one per document when
-    grouped. Hits whose chunk row no longer exists (deleted since indexing), or is not the chunk the vector was
-    written for (its id handed out again, e.g. after restoring an older database), are dropped.
+    grouped, and never two of the same text (`hits_of_distinct_content`; nor one of `exclude_content_hashes`).
+    Hits whose chunk row no longer exists (deleted since indexing), or is not the chunk the vector was written for
+    (its id handed out again, e.g. after restoring an older database), are dropped.
 
     `query_model_identity` names the model that made `query_vector`: when the knowledge base's vectors are another
     model's, all or in part (`index_state` says `OTHER_MODEL`, or `REINDEX_FAILED` after a re-index onto the query's
@@ -254,7 +283,7 @@ def chunk_search(
         tenant_id=tenant.pk,
         knowledge_base_id=knowledge_base.pk,
         query_vector=query_vector,
-        limit=limit,
+        limit=limit + CONTENT_REPEAT_SLACK,
         dimension=knowledge_base.embedding_dimension,
         exclude_document_ids=exclude_document_ids,
         exclude_chunk_ids=exclude_chunk_ids,
@@ -287,7 +316,7 @@ def chunk_search(
                 document_title=chunk.document.title,
             )
         )
-    return results
+    return hits_of_distinct_content(results, shown_content_hashes=exclude_content_hashes)[:limit]
 
 
 def knowledge_base_list(*, tenant: Tenant, only_id: int | None = None) -> list[KnowledgeBase]:

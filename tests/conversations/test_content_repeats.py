@@ -1,0 +1,81 @@
+"""A passage held by two documents (the same file uploaded twice, a paragraph copied into another page) is shown
+once: never twice in one result list, and not again as news in the turns that exclusion covers. Pure function, then
+through the API on real PostgreSQL, Redis and `milvus-lite server`."""
+
+from __future__ import annotations
+
+import pytest
+
+from conversations.services import dedup_policy_update
+from retrieval.selectors import ChunkHit, hits_of_distinct_content
+from tests.conversations.helpers import HANDBOOK, indexed_kb
+
+RESET = HANDBOOK["password"][0]
+
+
+def hit(chunk_id: int, content_hash: str, document_id: int | None = None) -> ChunkHit:
+    return ChunkHit(
+        chunk_id=chunk_id,
+        document_id=document_id or chunk_id,
+        score=1.0 - chunk_id / 100,
+        text=content_hash,
+        position=0,
+        token_count=3,
+        content_hash=content_hash,
+        external_id=None,
+        document_external_id=None,
+        document_title="",
+    )
+
+
+def test_a_copy_of_a_better_hit_or_of_a_shown_passage_is_dropped_and_the_order_kept():
+    hits = [hit(1, "a"), hit(2, "b"), hit(3, "a"), hit(4, "c"), hit(5, "b"), hit(6, "d")]
+    assert [h.chunk_id for h in hits_of_distinct_content(hits)] == [1, 2, 4, 6]
+    assert [h.chunk_id for h in hits_of_distinct_content(hits, shown_content_hashes={"b", "z"})] == [1, 4, 6]
+    assert hits_of_distinct_content([], shown_content_hashes={"a"}) == []
+
+
+@pytest.fixture
+def twins_kb(redis_available, milvus_server, tenant):
+    """The handbook with its password page uploaded a second time, under another name."""
+    return indexed_kb(tenant, {**HANDBOOK, "password-copy": [RESET]}, name="handbook-with-a-copy")
+
+
+def texts(body: dict) -> list[str]:
+    return [source["text"] for source in body["sources"]]
+
+
+@pytest.mark.django_db
+def test_a_search_shows_a_passage_held_by_two_documents_once_and_still_fills_its_limit(api_client, twins_kb):
+    response = api_client.post(
+        f"/api/v1/knowledge-bases/{twins_kb.pk}/search/",
+        {"query": "How do I reset my password?", "limit": 3},
+        format="json",
+    )
+    assert response.status_code == 200, response.content
+    results = [result["text"] for result in response.json()["results"]]
+    assert results[0] == RESET
+    assert len(results) == len(set(results)) == 3
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("granularity", ["doc", "chunk"])
+def test_the_turn_after_does_not_show_the_copy_of_a_passage_as_news(api_client, tenant, twins_kb, granularity):
+    dedup_policy_update(tenant=tenant, granularity=granularity, min_results=1)
+    conversation_id = api_client.post("/api/v1/conversations/", {"knowledge_base": twins_kb.pk}, format="json").json()[
+        "id"
+    ]
+
+    def ask(question: str) -> dict:
+        response = api_client.post(
+            f"/api/v1/conversations/{conversation_id}/messages/", {"question": question}, format="json"
+        )
+        assert response.status_code == 200, response.content
+        return response.json()
+
+    first = ask("How do I reset my password?")
+    assert texts(first).count(RESET) == 1
+    second = ask("Where is the password reset link sent, and how long does it stay valid?")
+    assert second["dedup"]["action"] == "answered" and second["dedup"]["relaxed"] is False
+    assert RESET not in texts(second)
+    assert not set(texts(first)) & set(texts(second))
