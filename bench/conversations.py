@@ -7,6 +7,8 @@ conversations.jsonl (POST /api/v1/conversations/ and .../messages/, in-process t
 Redis and the bench database) under several policies and prints per policy:
 
 - repeated share: shown passages already shown in the last 5 turns of the conversation;
+- repeated text: shown passages whose text was already shown, in the last 5 turns or higher in the same list (26
+  texts of the corpus are held by 2 or more passages, which the share by passage id counts as new);
 - recall@5: human-relevant passages of the turn that were shown;
 - novel recall@5: relevant passages not shown in an earlier turn of the conversation, that were shown now;
 - context tokens per turn (tokens of the passages handed to the answer generator; 0 for a served duplicate);
@@ -134,10 +136,17 @@ def _write_directly(*, tenant, knowledge_base_id: int, documents: dict, titles: 
     chunk_vectors_upsert(chunks=created, vectors=vectors, dimension=knowledge_base.embedding_dimension)
 
 
-def replay(client, knowledge_base_id: int, conversations: list[dict]) -> dict:  # noqa: ANN001
+def passage_texts() -> dict[str, str]:
+    return {
+        row["passage_id"]: row["text"]
+        for row in (json.loads(line) for line in (MTRAG / "corpus.jsonl").open(encoding="utf-8"))
+    }
+
+
+def replay(client, knowledge_base_id: int, conversations: list[dict], texts: dict[str, str]) -> dict:  # noqa: ANN001
     from conversations.models import Turn
 
-    turns = repeated = shown_total = false_hits = 0
+    turns = repeated = repeated_text = shown_total = false_hits = 0
     recall_sum = recall_n = novel_sum = novel_n = 0.0
     context_tokens = 0
     started = time.perf_counter()
@@ -145,6 +154,7 @@ def replay(client, knowledge_base_id: int, conversations: list[dict]) -> dict:  
         response = client.post("/api/v1/conversations/", {"knowledge_base": knowledge_base_id}, format="json")
         conversation_id = response.json()["id"]
         history: list[set[str]] = []
+        text_history: list[set[str]] = []
         for turn in conversation["turns"]:
             response = client.post(
                 f"/api/v1/conversations/{conversation_id}/messages/", {"question": turn["question"]}, format="json"
@@ -156,6 +166,12 @@ def replay(client, knowledge_base_id: int, conversations: list[dict]) -> dict:  
             recent = set().union(*history[-REPEAT_WINDOW:]) if history else set()
             seen_before = set().union(*history) if history else set()
             repeated += len(shown & recent)
+            recent_texts = set().union(*text_history[-REPEAT_WINDOW:]) if text_history else set()
+            listed: set[str] = set()
+            for source in body["sources"]:
+                text = texts[source["external_id"]]
+                repeated_text += text in recent_texts or text in listed
+                listed.add(text)
             shown_total += len(shown)
             relevant = {c["passage_id"] for c in turn.get("contexts", []) if c.get("relevant")}
             if relevant:
@@ -168,11 +184,13 @@ def replay(client, knowledge_base_id: int, conversations: list[dict]) -> dict:  
             false_hits += body["dedup"]["action"] == "served_cached"
             context_tokens += Turn.objects.unscoped().get(pk=body["turn_id"]).context_tokens
             history.append(shown)
+            text_history.append(listed)
             turns += 1
     seconds = time.perf_counter() - started
     return {
         "turns": turns,
         "repeated_share": repeated / shown_total if shown_total else 0.0,
+        "repeated_text_share": repeated_text / shown_total if shown_total else 0.0,
         "recall@5": recall_sum / recall_n if recall_n else 0.0,
         "novel_recall@5": novel_sum / novel_n if novel_n else 0.0,
         "context_tokens_per_turn": context_tokens / turns,
@@ -272,18 +290,20 @@ def main() -> None:
         print(f"replaying {len(conversations)} conversations, {total_turns} turns, per policy")
         print()
         header = (
-            f"{'policy':<28} {'repeated':>9} {'recall@5':>9} {'novel@5':>8} {'ctx tok/turn':>12} "
+            f"{'policy':<28} {'repeated':>9} {'rep. text':>9} {'recall@5':>9} {'novel@5':>8} {'ctx tok/turn':>12} "
             f"{'false hits/100':>14} {'ms/turn':>8}"
         )
         print(header)
         wanted = {name.strip() for name in args.policies.split(",") if name.strip()}
+        texts = passage_texts()
         for name, fields in policies():
             if wanted and name not in wanted:
                 continue
             dedup_policy_update(tenant=tenant, **fields)
-            figures = replay(client, knowledge_base_id, conversations)
+            figures = replay(client, knowledge_base_id, conversations, texts)
             print(
-                f"{name:<28} {figures['repeated_share']:>8.1%} {figures['recall@5']:>9.3f} "
+                f"{name:<28} {figures['repeated_share']:>8.1%} {figures['repeated_text_share']:>8.1%} "
+                f"{figures['recall@5']:>9.3f} "
                 f"{figures['novel_recall@5']:>8.3f} {figures['context_tokens_per_turn']:>12.0f} "
                 f"{figures['false_hits_per_100']:>14.2f} {figures['ms_per_turn']:>8.0f}"
             )
