@@ -118,7 +118,7 @@ class ApiKeyCreateApi(_ApiKeyAdminApi):
 
 
 class ApiKeyCollectionApi(ApiKeyListApi, ApiKeyCreateApi):
-    """GET lists, POST creates: one URL, the two operations above."""
+    """The tenant's API keys (admin keys only): GET lists them, POST creates one and shows its secret once."""
 
 
 class ApiKeyDetailApi(_ApiKeyAdminApi):
