@@ -11,6 +11,7 @@ Redis and the bench database) under several policies and prints per policy:
   texts of the corpus are held by 2 or more passages, which the share by passage id counts as new);
 - recall@5: human-relevant passages of the turn that were shown;
 - novel recall@5: relevant passages not shown in an earlier turn of the conversation, that were shown now;
+- the same two by text ("by text"): a relevant passage counts as shown when a passage of the same text is;
 - context tokens per turn (tokens of the passages handed to the answer generator; 0 for a served duplicate);
 - false duplicate hits per 100 turns (MTRAG turns never repeat a question, so every served duplicate is false).
 
@@ -148,6 +149,7 @@ def replay(client, knowledge_base_id: int, conversations: list[dict], texts: dic
 
     turns = repeated = repeated_text = shown_total = false_hits = 0
     recall_sum = recall_n = novel_sum = novel_n = 0.0
+    text_recall_sum = text_recall_n = text_novel_sum = text_novel_n = 0.0
     context_tokens = 0
     started = time.perf_counter()
     for conversation in conversations:
@@ -181,6 +183,16 @@ def replay(client, knowledge_base_id: int, conversations: list[dict], texts: dic
             if novel:
                 novel_sum += len(novel & shown) / len(novel)
                 novel_n += 1
+            # The same by text: a relevant passage counts as shown when a passage of its text is (MTRAG labels ids,
+            # and a search shows one of two identical passages).
+            relevant_texts = {texts[passage_id] for passage_id in relevant if passage_id in texts}
+            if relevant_texts:
+                text_recall_sum += len(relevant_texts & listed) / len(relevant_texts)
+                text_recall_n += 1
+            novel_texts = relevant_texts - (set().union(*text_history) if text_history else set())
+            if novel_texts:
+                text_novel_sum += len(novel_texts & listed) / len(novel_texts)
+                text_novel_n += 1
             false_hits += body["dedup"]["action"] == "served_cached"
             context_tokens += Turn.objects.unscoped().get(pk=body["turn_id"]).context_tokens
             history.append(shown)
@@ -193,6 +205,8 @@ def replay(client, knowledge_base_id: int, conversations: list[dict], texts: dic
         "repeated_text_share": repeated_text / shown_total if shown_total else 0.0,
         "recall@5": recall_sum / recall_n if recall_n else 0.0,
         "novel_recall@5": novel_sum / novel_n if novel_n else 0.0,
+        "text_recall@5": text_recall_sum / text_recall_n if text_recall_n else 0.0,
+        "text_novel_recall@5": text_novel_sum / text_novel_n if text_novel_n else 0.0,
         "context_tokens_per_turn": context_tokens / turns,
         "false_hits_per_100": 100 * false_hits / turns,
         "ms_per_turn": 1000 * seconds / turns,
@@ -291,7 +305,7 @@ def main() -> None:
         print()
         header = (
             f"{'policy':<28} {'repeated':>9} {'rep. text':>9} {'recall@5':>9} {'novel@5':>8} {'ctx tok/turn':>12} "
-            f"{'false hits/100':>14} {'ms/turn':>8}"
+            f"{'false hits/100':>14} {'ms/turn':>8} {'by text: recall@5':>17} {'novel@5':>8}"
         )
         print(header)
         wanted = {name.strip() for name in args.policies.split(",") if name.strip()}
@@ -305,7 +319,8 @@ def main() -> None:
                 f"{name:<28} {figures['repeated_share']:>8.1%} {figures['repeated_text_share']:>8.1%} "
                 f"{figures['recall@5']:>9.3f} "
                 f"{figures['novel_recall@5']:>8.3f} {figures['context_tokens_per_turn']:>12.0f} "
-                f"{figures['false_hits_per_100']:>14.2f} {figures['ms_per_turn']:>8.0f}"
+                f"{figures['false_hits_per_100']:>14.2f} {figures['ms_per_turn']:>8.0f} "
+                f"{figures['text_recall@5']:>17.3f} {figures['text_novel_recall@5']:>8.3f}"
             )
 
         print()
