@@ -245,8 +245,12 @@ class DocumentListCreateApi(_KeyScopedApi):
                 "parameter once per status for several (?status=queued&status=failed)."
             },
         )
+        # Not trimmed: the ingest command keeps an id as its source names it (a BEIR `_id`, a file's relative path).
         external_id = serializers.CharField(
-            max_length=255, required=False, help_text="Only the document with this external id (exact match)."
+            max_length=255,
+            required=False,
+            trim_whitespace=False,
+            help_text="Only the document with this external id (exact match).",
         )
         created_from = serializers.DateTimeField(required=False, help_text="Documents created at or after this time.")
         created_to = serializers.DateTimeField(required=False, help_text="Documents created before this time.")

@@ -147,6 +147,16 @@ def test_filters_by_exact_external_id(api_client, tenant):
     assert api_client.get(_url(kb) + "?external_id=EXT-0").json()["count"] == 0
 
 
+def test_the_external_id_filter_is_not_trimmed(api_client, tenant):
+    """Imports keep an external id as their source names it (a file's relative path may start or end with a space):
+    trimmed, the filter could not find such a document, and found another one whose id is the trimmed text."""
+    kb = kb_make(tenant)
+    padded = DocumentFactory(tenant=tenant, knowledge_base=kb, external_id=" notes.md ")
+    plain = DocumentFactory(tenant=tenant, knowledge_base=kb, external_id="notes.md")
+    assert _ids(api_client.get(_url(kb) + "?external_id=%20notes.md%20")) == [padded.pk]
+    assert _ids(api_client.get(_url(kb) + "?external_id=notes.md")) == [plain.pk]
+
+
 def test_filters_by_creation_time_from_inclusive_to_exclusive(api_client, tenant):
     kb = kb_make(tenant)
     start = timezone.now().replace(microsecond=0) - timedelta(hours=1)
