@@ -10,7 +10,7 @@ from rest_framework.response import Response
 
 from conversations import admin_services, selectors, services
 from conversations.models import DedupAction, DedupScope, Granularity
-from kbplatform.serializers import StrictInputSerializer
+from kbplatform.serializers import MAX_OFFSET, StrictInputSerializer
 from retrieval.apis import EMBEDDING_MODEL_MISMATCH_RESPONSE, IndexStateOutputSerializer, index_state_body
 from tenants.api import TenantApi
 from tenants.permissions import IsTenantAdminKey, IsTenantWideKey
@@ -254,10 +254,6 @@ class DedupPolicyApi(TenantApi):
         return Response(self.PolicySerializer(services.dedup_policy_get(tenant=self.tenant)).data)
 
 
-# The largest OFFSET PostgreSQL takes (a bigint); past it the query fails instead of returning an empty page.
-AUDIT_EVENTS_MAX_OFFSET = 2**63 - 1
-
-
 class AuditEventListApi(TenantApi):
     MAX_LIMIT = 500
 
@@ -276,7 +272,7 @@ class AuditEventListApi(TenantApi):
             "answer was made fresh); false: only decisions applied.",
         )
         limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=100)
-        offset = serializers.IntegerField(required=False, min_value=0, max_value=AUDIT_EVENTS_MAX_OFFSET, default=0)
+        offset = serializers.IntegerField(required=False, min_value=0, max_value=MAX_OFFSET, default=0)
 
         def validate(self, attrs: dict) -> dict:
             """A range that no event can fall in is the client's mistake (the two ends swapped), not an empty log."""

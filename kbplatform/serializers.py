@@ -15,6 +15,10 @@ from typing import Any
 from django.http import QueryDict
 from rest_framework import serializers
 
+# The largest OFFSET PostgreSQL takes (a bigint): a paged list bounds its `offset` by it, since past it the query fails
+# instead of returning an empty page.
+MAX_OFFSET = 2**63 - 1
+
 MULTI_VALUED_FIELDS = (serializers.ListField, serializers.MultipleChoiceField, serializers.ListSerializer)
 
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 import logging
 import time
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_serializer, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
 from kbplatform.errors import ApplicationError, NotFoundError, ServiceUnavailableError
-from kbplatform.serializers import StrictInputSerializer
+from kbplatform.serializers import MAX_OFFSET, StrictInputSerializer
 from retrieval import embeddings, selectors, services, vectorstore
-from retrieval.models import Document, KnowledgeBase
+from retrieval.models import Document, DocumentStatus, KnowledgeBase
 from tenants.api import TenantApi
 from tenants.permissions import IsTenantAdminKey, IsTenantWideKey
 
@@ -216,7 +216,57 @@ class KnowledgeBaseReindexApi(_KeyScopedApi):
         return Response(KnowledgeBaseOutputSerializer(knowledge_base).data, status=status.HTTP_202_ACCEPTED)
 
 
-class DocumentCreateApi(_KeyScopedApi):
+class DocumentStatusesField(serializers.MultipleChoiceField):
+    """Document statuses from a query string: the parameter given once per status (`?status=queued&status=failed`,
+    OpenAPI's default for an array in a query and what generated clients send). An empty value reads as absent, as
+    every optional filter of the API does."""
+
+    def get_value(self, dictionary):  # noqa: ANN001, ANN201
+        value = super().get_value(dictionary)
+        if isinstance(value, list):
+            return [item for item in value if item != ""]
+        return value
+
+
+_STATUS_NAMES = ", ".join(DocumentStatus.values)
+
+
+class DocumentListCreateApi(_KeyScopedApi):
+    """GET lists a knowledge base's documents; POST adds one. Any key that reaches the knowledge base may do both."""
+
+    class FilterSerializer(StrictInputSerializer):
+        status = DocumentStatusesField(
+            choices=DocumentStatus.choices,
+            required=False,
+            help_text="Only documents in these statuses: give the parameter once per status "
+            "(`?status=queued&status=failed`).",
+            error_messages={
+                "invalid_choice": f'"{{input}}" is not a document status: give one of {_STATUS_NAMES}, and the '
+                "parameter once per status for several (?status=queued&status=failed)."
+            },
+        )
+        # Not trimmed: the ingest command keeps an id as its source names it (a BEIR `_id`, a file's relative path).
+        external_id = serializers.CharField(
+            max_length=255,
+            required=False,
+            trim_whitespace=False,
+            help_text="Only the document with this external id (exact match).",
+        )
+        created_from = serializers.DateTimeField(required=False, help_text="Documents created at or after this time.")
+        created_to = serializers.DateTimeField(required=False, help_text="Documents created before this time.")
+        limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=100)
+        offset = serializers.IntegerField(required=False, min_value=0, max_value=MAX_OFFSET, default=0)
+
+        def validate(self, attrs: dict) -> dict:
+            """A range that no document can fall in is the client's mistake (the two ends swapped), not an empty
+            knowledge base."""
+            created_from, created_to = attrs.get("created_from"), attrs.get("created_to")
+            if created_from is not None and created_to is not None and created_to <= created_from:
+                raise serializers.ValidationError(
+                    {"created_to": ["Must be later than created_from (created_to is exclusive)."]}
+                )
+            return attrs
+
     class ChunkInputSerializer(serializers.Serializer):
         text = serializers.CharField(trim_whitespace=False)
         external_id = serializers.CharField(max_length=255, required=False, allow_null=True, allow_blank=True)
@@ -226,6 +276,9 @@ class DocumentCreateApi(_KeyScopedApi):
                 raise serializers.ValidationError("A chunk needs some text.")
             return value
 
+    # Named as it was when the view only uploaded (DocumentCreateApi), so clients generated from the schema keep the
+    # upload's request type.
+    @extend_schema_serializer(component_name="DocumentCreateInput")
     class InputSerializer(serializers.Serializer):
         title = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
         external_id = serializers.CharField(max_length=255, required=False, allow_null=True, default=None)
@@ -243,12 +296,50 @@ class DocumentCreateApi(_KeyScopedApi):
             if attrs.get("text") is not None and not attrs["text"].strip():
                 raise serializers.ValidationError({"text": "The text is empty."})
             if attrs.get("chunks") is not None:
-                chunk_serializer = DocumentCreateApi.ChunkInputSerializer(data=attrs["chunks"], many=True)
+                chunk_serializer = DocumentListCreateApi.ChunkInputSerializer(data=attrs["chunks"], many=True)
                 chunk_serializer.is_valid(raise_exception=True)
                 attrs["chunks"] = chunk_serializer.validated_data
             if attrs.get("external_id") == "":
                 attrs["external_id"] = None
             return attrs
+
+    @extend_schema(
+        parameters=[FilterSerializer],
+        responses=inline_serializer(
+            "DocumentPage",
+            {
+                "count": serializers.IntegerField(help_text="The documents that match the filters, on every page."),
+                "status_counts": inline_serializer(
+                    "DocumentStatusCounts",
+                    {status: serializers.IntegerField(min_value=0) for status in DocumentStatus.values},
+                    help_text="The whole knowledge base's documents in each status, whatever the filters and page: "
+                    "every status named, 0 when none is in it.",
+                ),
+                "results": DocumentOutputSerializer(many=True, help_text="Newest first."),
+            },
+        ),
+        summary="A knowledge base's documents, newest first, one page (limit/offset), with its count per status",
+    )
+    def get(self, request, knowledge_base_id: int):  # noqa: ANN001, ANN201
+        """Follow a bulk upload in one call: `status_counts` counts every document of the knowledge base by status,
+        and the page lists the documents that match the filters, each as `GET /api/v1/documents/{id}/` returns it.
+        Unknown or repeated parameters (other than `status`) and a reversed time range are a 400."""
+        knowledge_base = self.knowledge_base_or_404(knowledge_base_id)
+        filters = self.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        params = dict(filters.validated_data)
+        limit, offset = params.pop("limit"), params.pop("offset")
+        documents = selectors.document_list(
+            tenant=self.tenant, knowledge_base=knowledge_base, statuses=params.pop("status", None), **params
+        )
+        page = list(documents[offset : offset + limit])
+        return Response(
+            {
+                "count": documents.count(),
+                "status_counts": selectors.document_status_counts(tenant=self.tenant, knowledge_base=knowledge_base),
+                "results": DocumentOutputSerializer(page, many=True).data,
+            }
+        )
 
     @extend_schema(
         request={"application/json": InputSerializer, "multipart/form-data": InputSerializer},

@@ -3,14 +3,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 
 from kbplatform.errors import ConflictError
 from retrieval import vectorstore
 from retrieval.embeddings import IDENTITY_NAME_CHARS, identity_name
-from retrieval.models import REINDEX_FROM_UNRECORDED, Chunk, Document, KnowledgeBase, ReindexStatus
+from retrieval.models import REINDEX_FROM_UNRECORDED, Chunk, Document, DocumentStatus, KnowledgeBase, ReindexStatus
 from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -340,3 +341,43 @@ def document_get(*, tenant: Tenant, document_id: int, only_knowledge_base_id: in
     if only_knowledge_base_id is not None:
         queryset = queryset.filter(knowledge_base_id=only_knowledge_base_id)
     return queryset.first()
+
+
+def document_list(
+    *,
+    tenant: Tenant,
+    knowledge_base: KnowledgeBase,
+    statuses: Collection[str] | None = None,
+    external_id: str | None = None,
+    created_from: datetime | None = None,
+    created_to: datetime | None = None,
+) -> QuerySet[Document]:
+    """The knowledge base's documents, newest first (by id among those created at the same instant, so pages of a
+    bulk upload neither repeat nor skip one). `statuses`: any of them (none or empty: every status); `created_to` is
+    exclusive. A knowledge base of another tenant has none. The stored sources (`source_text`, `source_chunks`:
+    megabytes for a large text or pre-chunked document) are not loaded."""
+    documents = (
+        Document.objects.for_tenant(tenant).filter(knowledge_base=knowledge_base).defer("source_text", "source_chunks")
+    )
+    if statuses:
+        documents = documents.filter(status__in=sorted(statuses))
+    if external_id is not None:
+        documents = documents.filter(external_id=external_id)
+    if created_from is not None:
+        documents = documents.filter(created_at__gte=created_from)
+    if created_to is not None:
+        documents = documents.filter(created_at__lt=created_to)
+    return documents.order_by("-created_at", "-id")
+
+
+def document_status_counts(*, tenant: Tenant, knowledge_base: KnowledgeBase) -> dict[str, int]:
+    """How many of the knowledge base's documents are in each status: every status named, in the pipeline's order,
+    0 when none is. One aggregate query, whatever the number of documents or statuses."""
+    counted = dict(
+        Document.objects.for_tenant(tenant)
+        .filter(knowledge_base=knowledge_base)
+        .order_by()
+        .values_list("status")
+        .annotate(documents=Count("id"))
+    )
+    return {status: counted.get(status, 0) for status in DocumentStatus.values}

@@ -1,8 +1,8 @@
 from django.urls import path
 
 from retrieval.apis import (
-    DocumentCreateApi,
     DocumentDetailApi,
+    DocumentListCreateApi,
     DocumentReindexApi,
     KnowledgeBaseDetailApi,
     KnowledgeBaseListCreateApi,
@@ -15,7 +15,7 @@ urlpatterns = [
     path("knowledge-bases/<int:knowledge_base_id>/", KnowledgeBaseDetailApi.as_view(), name="knowledge-base-detail"),
     path(
         "knowledge-bases/<int:knowledge_base_id>/documents/",
-        DocumentCreateApi.as_view(),
+        DocumentListCreateApi.as_view(),
         name="knowledge-base-documents",
     ),
     path(

@@ -195,6 +195,7 @@ def test_search_validates_its_input(api_client, tenant):
 
 def _endpoints(kb_id: int, doc_id: int):
     return [
+        ("get", f"/api/v1/knowledge-bases/{kb_id}/documents/", None),
         ("post", f"/api/v1/knowledge-bases/{kb_id}/documents/", {"text": "x"}),
         ("post", f"/api/v1/knowledge-bases/{kb_id}/search/", {"query": "x"}),
         ("post", f"/api/v1/knowledge-bases/{kb_id}/reindex/", None),

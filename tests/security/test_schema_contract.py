@@ -87,3 +87,39 @@ def test_no_operation_is_described_by_a_base_class_note_for_developers(schema):
     assert conversations["summary"] == "Ask a question in a conversation"
     search = schema["paths"]["/api/v1/knowledge-bases/{knowledge_base_id}/search/"]["post"]
     assert search["description"].startswith("A stateless retrieval test")
+
+
+def test_the_document_list_describes_its_filters_page_and_status_counts(schema):
+    """A client generated from the schema must be able to ask for several statuses (the parameter repeated, OpenAPI's
+    default for a query array), and read every status's count without guessing which keys appear."""
+    documents = schema["paths"]["/api/v1/knowledge-bases/{knowledge_base_id}/documents/"]
+    listing = documents["get"]
+    parameters = {parameter["name"]: parameter for parameter in listing["parameters"]}
+    assert set(parameters) == {
+        "knowledge_base_id",
+        "status",
+        "external_id",
+        "created_from",
+        "created_to",
+        "limit",
+        "offset",
+    }
+    statuses = ["queued", "parsing", "chunking", "embedding", "indexing", "indexed", "failed"]
+    status = parameters["status"]
+    assert status["schema"]["type"] == "array" and status["schema"]["items"]["enum"] == statuses
+    assert status.get("style", "form") == "form" and status.get("explode", True) is True
+    assert parameters["limit"]["schema"] == {"type": "integer", "minimum": 1, "maximum": 500, "default": 100}
+    assert parameters["offset"]["schema"]["maximum"] == 2**63 - 1
+
+    page = schema["components"]["schemas"][
+        listing["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
+    ]
+    assert sorted(page["required"]) == ["count", "results", "status_counts"]
+    detail = schema["paths"]["/api/v1/documents/{document_id}/"]["get"]["responses"]["200"]
+    assert page["properties"]["results"]["items"] == detail["content"]["application/json"]["schema"]
+    counts_ref = page["properties"]["status_counts"]["allOf"][0]["$ref"]
+    counts = schema["components"]["schemas"][counts_ref.rsplit("/", 1)[1]]
+    assert list(counts["properties"]) == statuses and sorted(counts["required"]) == sorted(statuses)
+    # Listing moved the upload into a view of both methods; the upload's request type kept its name.
+    upload = documents["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert upload == {"$ref": "#/components/schemas/DocumentCreateInputRequest"}
