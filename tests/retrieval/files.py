@@ -6,6 +6,22 @@ import io
 import zipfile
 
 
+def _pdf_of(objects: list[str]) -> bytes:
+    """A PDF file of the numbered `objects` (object 1 the catalog), its cross-reference offsets computed."""
+    out = io.BytesIO()
+    out.write(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(out.tell())
+        out.write(f"{number} 0 obj\n{body}\nendobj\n".encode("latin-1"))
+    xref = out.tell()
+    out.write(f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode())
+    for offset in offsets:
+        out.write(f"{offset:010d} 00000 n \n".encode())
+    out.write(f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode())
+    return out.getvalue()
+
+
 def pdf_bytes(lines: list[str]) -> bytes:
     """A one-page PDF with `lines` as real text (Helvetica), xref offsets computed."""
 
@@ -21,18 +37,7 @@ def pdf_bytes(lines: list[str]) -> bytes:
         "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
         f"<< /Length {len(stream.encode('latin-1'))} >>\nstream\n{stream}\nendstream",
     ]
-    out = io.BytesIO()
-    out.write(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(out.tell())
-        out.write(f"{number} 0 obj\n{body}\nendobj\n".encode("latin-1"))
-    xref = out.tell()
-    out.write(f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode())
-    for offset in offsets:
-        out.write(f"{offset:010d} 00000 n \n".encode())
-    out.write(f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode())
-    return out.getvalue()
+    return _pdf_of(objects)
 
 
 def encrypted_pdf_bytes(
@@ -130,18 +135,7 @@ def pdf_with_glyph_mapped_to_bytes(unicode_hex: str, words: str = "Hello ABBA wo
         f"<< /Length {len(stream)} >>\nstream\n{stream}\nendstream",
         f"<< /Length {len(cmap)} >>\nstream\n{cmap}\nendstream",
     ]
-    out = io.BytesIO()
-    out.write(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(out.tell())
-        out.write(f"{number} 0 obj\n{body}\nendobj\n".encode("latin-1"))
-    xref = out.tell()
-    out.write(f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode())
-    for offset in offsets:
-        out.write(f"{offset:010d} 00000 n \n".encode())
-    out.write(f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode())
-    return out.getvalue()
+    return _pdf_of(objects)
 
 
 def docx_with_hidden_structures_bytes() -> bytes:
