@@ -628,9 +628,10 @@ def _search(
     min_results: int,
 ) -> tuple[list[ChunkHit], bool]:
     """Grouped search leaving out `excluded` and the passages of `excluded_content` (the texts the excluded turns
-    showed, whichever document holds them now); relaxed (novel first, then the best already seen) when fewer than
-    `min_results` remain. An empty exclusion list adds no clause. Raises EmbeddingModelMismatchError (409) when the
-    knowledge base's vectors are another model's, before anything of the turn is written."""
+    showed, whichever document holds them now: empty when `excluded` is); relaxed (novel first, then the best
+    already seen) when fewer than `min_results` remain. An empty exclusion list adds no clause. Raises
+    EmbeddingModelMismatchError (409) when the knowledge base's vectors are another model's, before anything of the
+    turn is written."""
     exclude_docs = excluded if granularity == Granularity.DOC else None
     exclude_chunks = excluded if granularity == Granularity.CHUNK else None
     try:
@@ -644,7 +645,7 @@ def _search(
             exclude_chunk_ids=exclude_chunks,
             exclude_content_hashes=excluded_content,
         )
-        if not (excluded or excluded_content) or not decisions.exclusion_relaxes(
+        if not excluded or not decisions.exclusion_relaxes(
             result_count=len(hits), min_results=min_results, wanted=TOP_K
         ):
             return hits, False
