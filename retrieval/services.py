@@ -644,6 +644,8 @@ def documents_index(*, tenant_id: int, document_ids: Sequence[int]) -> IndexRun:
         return run
     try:
         _documents_run(run=run, tenant_id=tenant_id, token=token, documents=documents)
+        if run.chunks:
+            vectorstore.vectors_flush()
     except TRANSIENT_ERRORS as exc:
         logger.warning("indexing of %s documents interrupted, will retry: %s", len(documents), exc)
         try:
@@ -1195,6 +1197,7 @@ def knowledge_base_reindex(*, tenant_id: int, knowledge_base_id: int) -> int:
         # A large knowledge base outlasts one task: the retry goes quickly through the vectors cached so far.
         _reindex_release(tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, token=token)
         raise TransientIngestError("the re-index took longer than the task time limit") from exc
+    vectorstore.vectors_flush()
     _reindex_update(
         tenant_id=tenant_id,
         knowledge_base_id=knowledge_base_id,

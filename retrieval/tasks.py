@@ -12,7 +12,7 @@ import random
 
 from celery import shared_task
 
-from retrieval import embedding_cache, services
+from retrieval import embedding_cache, services, vectorstore
 
 logger = logging.getLogger(__name__)
 
@@ -75,3 +75,10 @@ def documents_recover_stalled() -> int:
 @shared_task(name="embedding_cache_purge", acks_late=True)
 def embedding_cache_purge() -> int:
     return embedding_cache.embedding_cache_purge()
+
+
+@shared_task(name="vectors_flush", acks_late=True)
+def vectors_flush() -> int:
+    """The beat's flush of every collection of the deployment (MILVUS_FLUSH_INTERVAL): what turns write (question
+    vectors) reaches an indexed segment within the interval, as chunks do at the end of their indexing run."""
+    return len(vectorstore.collections_flush())

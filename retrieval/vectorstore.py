@@ -306,6 +306,36 @@ def vectors_search(
     return hits
 
 
+def collections_flush(*, names: Sequence[str] | None = None) -> list[str]:
+    """Flush what the deployment's collections (or `names`, where they exist) hold in memory into segments, so that
+    searches use their index: Milvus Lite searches its in-memory table row by row. Returns the collections flushed.
+    Nothing is lost by not flushing (written rows are searchable and logged to disk either way), so a flush that fails
+    is logged and left to the next one, never raised. Does nothing with MILVUS_FLUSH_INTERVAL=0."""
+    if not settings.MILVUS_FLUSH_INTERVAL:
+        return []
+    try:
+        existing = deployment_collection_names()
+    except VectorStoreUnavailable as exc:
+        logger.warning("vectors not flushed: %s", exc)
+        return []
+    flushed = []
+    for name in existing if names is None else [name for name in names if name in existing]:
+        try:
+            _call(f"flush of collection {name}", _connect().flush, name, timeout=settings.MILVUS_SETUP_TIMEOUT)
+        except VectorStoreUnavailable as exc:
+            logger.warning("collection %s not flushed, the next flush will: %s", name, exc)
+            continue
+        flushed.append(name)
+    return flushed
+
+
+def vectors_flush(*, collection: str | None = None) -> bool:
+    """Flush the chunk collection (`collections_flush`): what an indexing run calls once it has written its vectors,
+    so a knowledge base is searched through its index as soon as its documents are indexed."""
+    name = collection or settings.MILVUS_COLLECTION
+    return name in collections_flush(names=[name])
+
+
 def vectors_count(*, tenant_id: int, knowledge_base_id: int, dimension: int, collection: str | None = None) -> int:
     name = collection_ensure(dimension=dimension, collection=collection)
     expression = filter_build(tenant_id=tenant_id, knowledge_base_id=knowledge_base_id)

