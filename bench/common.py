@@ -92,6 +92,41 @@ def worker(env: dict) -> Iterator[object]:
         process.stop()
 
 
+def build_of(ref: str) -> Path:
+    """A checkout of git revision `ref` under var/bench/builds/, made once per commit, for benchmarks that measure an
+    earlier build in the same run as this one (`--against REF`). It runs on this checkout's virtualenv."""
+    import subprocess
+
+    sha = subprocess.run(
+        ["git", "rev-parse", "--verify", f"{ref}^{{commit}}"], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout.strip()
+    tree = ROOT / "var" / "bench" / "builds" / sha[:12]
+    if not (tree / "manage.py").exists():
+        tree.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["git", "worktree", "add", "--detach", "--force", str(tree), sha], cwd=ROOT, check=True)
+    return tree
+
+
+def run_build(ref: str, script: str, args: list[str]) -> str:
+    """Run bench/`script` of build `ref` (`build_of`) with `args` and return what it printed; its progress (stderr)
+    goes to this terminal. Raises SystemExit when that build's benchmark fails."""
+    import subprocess
+
+    tree = build_of(ref)
+    print(f"[{ref}] running bench/{script} {' '.join(args)} in {tree}", file=sys.stderr, flush=True)
+    environment = {key: value for key, value in os.environ.items() if key not in ("DJANGO_SETTINGS_MODULE",)}
+    done = subprocess.run(
+        [sys.executable, str(tree / "bench" / script), *args],
+        cwd=tree,
+        env=environment,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    if done.returncode:
+        raise SystemExit(f"bench/{script} of {ref} failed ({done.returncode}):\n{done.stdout[-3000:]}")
+    return done.stdout
+
+
 def beir_corpus(path: Path, limit: int | None = None) -> list[dict]:
     rows = []
     with path.open(encoding="utf-8") as handle:

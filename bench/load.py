@@ -13,9 +13,12 @@ audit: acknowledged turns missing from the database, turns whose number or quest
 turn count disagrees with what was acknowledged, and consumed items missing or stamped with the wrong turn.
 Target: zero errors, zero lost turns, zero lost consumed items. Exit status 1 when the target is missed.
 
+With `--against REF` the same benchmark of build REF (a git revision) runs first on the same machine and data, and
+a last line gives this build's throughput and latency under load as ratios of that build's.
+
 Usage (PostgreSQL recommended; SQLite under var/bench/ otherwise):
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/kbbench .venv/bin/python bench/load.py \
-        [--customers 32] [--seconds 60] [--baseline-seconds 15] [--workers 2] [--threads 16]
+        [--customers 32] [--seconds 60] [--baseline-seconds 15] [--workers 2] [--threads 16] [--against REF]
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import http.client
 import json
 import os
 import random
+import re
 import signal
 import socket
 import statistics
@@ -38,7 +42,7 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
-from common import DATA, ROOT, platform  # noqa: E402
+from common import DATA, ROOT, platform, run_build  # noqa: E402
 
 MTRAG = DATA / "mtrag"
 
@@ -372,9 +376,14 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=16)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--against", metavar="REF", help="also run this benchmark of git revision REF, first")
     args = parser.parse_args()
     if args.customers < 1 or args.seconds <= 0:
         parser.error("--customers and --seconds must be positive")
+    earlier = None
+    if args.against:
+        own = [f"--{name.replace('_', '-')}={getattr(args, name)}" for name in LOAD_OPTIONS]
+        earlier = load_line_parse(run_build(args.against, "load.py", own))
 
     run_id = uuid.uuid4().hex[:8]
     with platform(name=f"load_{run_id}") as env:
@@ -446,6 +455,13 @@ def main() -> int:
             f"p50 {under['p50'] / base['p50']:.2f}x, p95 {under['p95'] / base['p95']:.2f}x, "
             f"p99 {under['p99'] / base['p99']:.2f}x"
         )
+        if earlier is not None:
+            print(
+                f"against {args.against}: throughput {under['throughput'] / earlier['throughput']:.2f}x "
+                f"({under['throughput']:.2f} against {earlier['throughput']:.2f} turns/s), "
+                f"p50 {under['p50'] / earlier['p50']:.2f}x, p95 {under['p95'] / earlier['p95']:.2f}x "
+                "(that build ran first, same data and machine)"
+            )
         merged = Results(acked=baseline.acked + load.acked)
         checks = audit(tenant=tenant, results=merged)
         print("audit      " + "  ".join(f"{k}={v}" for k, v in checks.items()))
@@ -462,6 +478,18 @@ def main() -> int:
             "target     zero errors, zero lost turns, zero lost consumed items: " + ("MET" if not missed else "MISSED")
         )
         return 1 if missed else 0
+
+
+LOAD_OPTIONS = ("customers", "seconds", "baseline_seconds", "workers", "threads", "seed")
+
+
+def load_line_parse(printed: str) -> dict[str, float]:
+    """Throughput and latency under load from what this benchmark (any build of it) printed."""
+    for line in printed.splitlines():
+        if line.startswith("load x"):
+            found = dict(re.findall(r"(throughput|p50|p95|p99)=\s*([\d.]+)", line))
+            return {key: float(value) for key, value in found.items()}
+    raise SystemExit(f"no 'load x' line in the earlier build's output:\n{printed[-2000:]}")
 
 
 if __name__ == "__main__":

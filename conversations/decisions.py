@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
+from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
@@ -252,6 +253,7 @@ def _words(text: str) -> list[str]:
     return _WORD.findall(text.lower().replace("\u2019", "'"))
 
 
+@lru_cache(maxsize=1 << 16)
 def _stem(word: str) -> str:
     """A light suffix strip, enough to match plural/verb forms ("prices" ~ "price", "running" ~ "run")."""
     for suffix in ("ies", "ing", "ed", "es", "s"):
