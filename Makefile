@@ -23,10 +23,12 @@ run: $(STAMP)
 
 test: $(STAMP) $(CHROMIUM)
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 	$(BIN)/pytest
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 
 bench-ingest: $(STAMP)
 	$(BIN)/python bench/ingest.py

@@ -275,9 +275,10 @@ def main() -> None:
         from rest_framework.test import APIClient
 
         from conversations.services import dedup_policy_update
+        from lifecycle.services import tenant_get_or_create
         from retrieval.models import KnowledgeBase
         from tenants.models import ApiKeyRole
-        from tenants.services import api_key_create, tenant_get_or_create
+        from tenants.services import api_key_create
 
         tenant, _ = tenant_get_or_create(slug=f"bench-conv-{run}", name="Conversation benchmark")
         _, raw_key = api_key_create(tenant=tenant, name="bench", role=ApiKeyRole.ADMIN)

@@ -49,7 +49,7 @@ from conversations.dashboard import (  # noqa: E402
 )
 from conversations.models import DedupDayFigures, DedupEvent  # noqa: E402
 from conversations.services import dedup_figures_rollup  # noqa: E402
-from tenants.services import tenant_get_or_create  # noqa: E402
+from lifecycle.services import tenant_get_or_create  # noqa: E402
 
 ACTIONS = ("answered", "served_cached", "bypassed", "smalltalk")
 # One decision in 20 reviewed: support reviews a sample (the what-if table reads reviewed decisions one by one).

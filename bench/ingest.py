@@ -29,10 +29,10 @@ def main() -> None:
     with platform(name=f"ingest_{run}") as env, worker(env) as worker_process:
         from django.conf import settings
 
+        from lifecycle.services import tenant_get_or_create
         from retrieval import embeddings
         from retrieval.models import Chunk, EmbeddingCacheEntry
         from retrieval.services import document_create, knowledge_base_create
-        from tenants.services import tenant_get_or_create
 
         tenant, _ = tenant_get_or_create(slug="bench", name="Benchmarks")
         # Warm the worker (model load) outside the timed part, as the raw encoder is warmed below.

@@ -389,8 +389,9 @@ def main() -> int:
     with platform(name=f"load_{run_id}") as env:
         from django.db import connection
 
+        from lifecycle.services import tenant_get_or_create
         from tenants.models import ApiKeyRole
-        from tenants.services import api_key_create, tenant_get_or_create
+        from tenants.services import api_key_create
 
         tenant = tenant_get_or_create(slug=f"load-{run_id}", name="Load test")[0]
         knowledge_base = index_corpus(tenant=tenant)

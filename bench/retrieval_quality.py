@@ -51,10 +51,11 @@ def main() -> None:
     with platform(name=f"quality_{run}") as env, worker(env):
         from rest_framework.test import APIClient
 
+        from lifecycle.services import tenant_get_or_create
         from retrieval import embeddings
         from retrieval.models import Chunk, Document, EmbeddingCacheEntry
         from retrieval.services import knowledge_base_create
-        from tenants.services import api_key_create, tenant_get_or_create
+        from tenants.services import api_key_create
 
         tenant, _ = tenant_get_or_create(slug="bench", name="Benchmarks")
         knowledge_base = knowledge_base_create(tenant=tenant, name=f"scifact-quality-{run}")

@@ -238,10 +238,11 @@ def main() -> None:
         from django.conf import settings
         from rest_framework.test import APIClient
 
+        from lifecycle.services import tenant_get_or_create
         from retrieval.embeddings import embed_texts
         from retrieval.models import KnowledgeBase
         from tenants.models import ApiKeyRole
-        from tenants.services import api_key_create, tenant_get_or_create
+        from tenants.services import api_key_create
 
         corpus = [json.loads(line) for line in (MTRAG / "corpus.jsonl").open(encoding="utf-8")]
         texts = [row["text"] for row in corpus][: args.base_passages]

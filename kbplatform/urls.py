@@ -8,6 +8,7 @@ api_v1 = [
     path("", include("tenants.urls")),
     path("", include("retrieval.urls")),
     path("", include("conversations.urls")),
+    path("", include("lifecycle.urls")),
 ]
 
 urlpatterns = [

@@ -57,8 +57,10 @@ class AwaitingReindexFilter(admin.SimpleListFilter):
         return selectors.knowledge_bases_awaiting_reindex(knowledge_bases=queryset, query_model_identity=identity)
 
 
-@admin.register(KnowledgeBase)
-class KnowledgeBaseAdmin(ServiceDeletionAdmin):
+class KnowledgeBaseAdminBase(ServiceDeletionAdmin):
+    """The knowledge bases' admin but for deleting one, which reaches conversations: `lifecycle.admin` registers
+    it with `deletion_summary` and `delete_one`."""
+
     list_display = (
         "name",
         "tenant",
@@ -128,27 +130,6 @@ class KnowledgeBaseAdmin(ServiceDeletionAdmin):
     @admin.display(description="re-index")
     def reindex(self, obj: KnowledgeBase) -> str:
         return progress_bar(obj.reindex_progress, obj.reindex_status)
-
-    def deletion_summary(self, obj: KnowledgeBase) -> tuple[str, dict[str, int]]:
-        counts = {
-            "documents": obj.documents.count(),
-            "chunks": obj.chunks.count(),
-            "conversations": obj.conversations.count(),
-        }
-        text = (
-            f"{obj} ({obj.tenant}): {counts['documents']} documents, {counts['chunks']} chunks and their vectors and "
-            f"files, {counts['conversations']} conversations; their audit events stay"
-        )
-        return text, counts
-
-    def delete_one(self, request: HttpRequest, obj: KnowledgeBase) -> str | None:
-        try:
-            services.knowledge_base_delete(tenant=obj.tenant, knowledge_base=obj)
-        except vectorstore.VectorStoreUnavailable:
-            return "the vector store is unavailable; the knowledge base was kept. Retry later."
-        except ApplicationError as exc:
-            return exc.message
-        return None
 
     @admin.action(description="Re-index selected knowledge bases (rebuild vectors from stored chunks)")
     def reindex_knowledge_bases(self, request: HttpRequest, queryset: QuerySet) -> None:

@@ -15,7 +15,7 @@ from kbplatform.serializers import MAX_OFFSET, StrictInputSerializer
 from retrieval import embeddings, selectors, services, vectorstore
 from retrieval.models import Document, DocumentStatus, KnowledgeBase
 from tenants.api import TenantApi
-from tenants.permissions import IsTenantAdminKey, IsTenantWideKey
+from tenants.permissions import IsTenantAdminKey
 
 logger = logging.getLogger(__name__)
 
@@ -172,38 +172,12 @@ class KnowledgeBaseListCreateApi(_KeyScopedApi):
         return Response(KnowledgeBaseOutputSerializer(knowledge_base).data, status=status.HTTP_201_CREATED)
 
 
-class IsTenantWideKeyForDeletion(IsTenantWideKey):
-    message = "This API key is limited to one knowledge base and cannot delete it."
-
-
 class KnowledgeBaseDetailApi(_KeyScopedApi):
-    """GET one knowledge base the key reaches; DELETE it with everything held for it (an admin key of the whole
-    tenant: a key limited to one knowledge base is deleted with it and cannot delete it)."""
-
-    def get_permissions(self):  # noqa: ANN201
-        permissions = super().get_permissions()
-        if self.request.method == "DELETE":
-            permissions += [IsTenantAdminKey(), IsTenantWideKeyForDeletion()]
-        return permissions
+    """GET one knowledge base the key reaches. Deleting one reaches every app: `lifecycle.apis` adds DELETE."""
 
     @extend_schema(responses=KnowledgeBaseOutputSerializer, summary="A knowledge base")
     def get(self, request, knowledge_base_id: int):  # noqa: ANN001, ANN201
         return Response(KnowledgeBaseOutputSerializer(self.knowledge_base_or_404(knowledge_base_id)).data)
-
-    @extend_schema(
-        request=None,
-        responses={204: None},
-        summary="Delete a knowledge base: its documents, chunks, vectors, files and conversations (audit events stay)",
-    )
-    def delete(self, request, knowledge_base_id: int):  # noqa: ANN001, ANN201
-        knowledge_base = self.knowledge_base_or_404(knowledge_base_id)
-        try:
-            services.knowledge_base_delete(tenant=self.tenant, knowledge_base=knowledge_base)
-        except vectorstore.VectorStoreUnavailable as exc:
-            raise ServiceUnavailableError(
-                "The vector store is unavailable; the knowledge base was kept. Retry later."
-            ) from exc
-        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class KnowledgeBaseReindexApi(_KeyScopedApi):

@@ -942,67 +942,6 @@ def documents_recover_stalled() -> int:
     return count
 
 
-# --- knowledge-base deletion --------------------------------------------------------------------------------
-
-KNOWLEDGE_BASE_DELETE_BATCH = 1000
-
-
-def knowledge_base_delete(*, tenant: Tenant, knowledge_base: KnowledgeBase) -> dict[str, int]:
-    """Delete a knowledge base and everything held for it: its chunk vectors and the question vectors of its
-    conversations in Milvus first, then its rows (documents, chunks, conversations with their turns and consumed
-    items, keys limited to it; the audit events stay, as for an expired conversation), then its stored files and
-    the hot copies of its conversations in Redis. Milvus down: nothing is deleted (VectorStoreUnavailable, a 503),
-    so no vector outlives its rows. Refused while the knowledge base is being re-indexed, whose worker would
-    write vectors again. Returns what was deleted, by kind."""
-    if knowledge_base.tenant_id != tenant.pk:
-        raise ApplicationError("The knowledge base belongs to another tenant.")
-    if (
-        KnowledgeBase.objects.for_tenant(tenant)
-        .filter(_reindex_in_flight(timezone.now()), pk=knowledge_base.pk)
-        .exists()
-    ):
-        raise ConflictError("This knowledge base is being re-indexed; delete it when that has finished.")
-    dimension = knowledge_base.embedding_dimension
-    vectorstore.vectors_delete(tenant_id=tenant.pk, dimension=dimension, knowledge_base_id=knowledge_base.pk)
-    vectorstore.question_vectors_delete(tenant_id=tenant.pk, knowledge_base_id=knowledge_base.pk)
-
-    from conversations.models import Conversation  # conversations build on retrieval, not the other way round
-    from conversations.state import state_forget
-
-    documents = Document.objects.for_tenant(tenant).filter(knowledge_base=knowledge_base)
-    files = [name for name in documents.exclude(source_file="").values_list("source_file", flat=True) if name]
-    conversation_ids = list(
-        Conversation.objects.for_tenant(tenant).filter(knowledge_base=knowledge_base).values_list("pk", flat=True)
-    )
-    counts = {
-        "documents": documents.count(),
-        "chunks": Chunk.objects.for_tenant(tenant).filter(knowledge_base=knowledge_base).count(),
-        "conversations": len(conversation_ids),
-    }
-    storage = Document._meta.get_field("source_file").storage
-    with transaction.atomic():
-        # Runs writing chunk rows of its documents hold their rows: wait for them, so their rows go too.
-        list(documents.select_for_update().values_list("pk"))
-        # Conversations first, in batches: each takes its turns and consumed items (and sets its audit events'
-        # links to null), so no single cascade holds every row of a large knowledge base at once.
-        for start in range(0, len(conversation_ids), KNOWLEDGE_BASE_DELETE_BATCH):
-            batch = conversation_ids[start : start + KNOWLEDGE_BASE_DELETE_BATCH]
-            Conversation.objects.for_tenant(tenant).filter(pk__in=batch).delete()
-        KnowledgeBase.objects.for_tenant(tenant).filter(pk=knowledge_base.pk).delete()
-        transaction.on_commit(lambda: [storage.delete(name) for name in files], robust=True)
-        # As for a document: vectors an indexing run upserted after the delete above go once the rows are gone.
-        transaction.on_commit(
-            lambda: vectorstore.vectors_delete(
-                tenant_id=tenant.pk, dimension=dimension, knowledge_base_id=knowledge_base.pk
-            ),
-            robust=True,
-        )
-    for conversation_id in conversation_ids:
-        state_forget(tenant_id=tenant.pk, conversation_id=conversation_id)
-    logger.info("knowledge base %s of tenant %s deleted: %s", knowledge_base.pk, tenant.pk, counts)
-    return counts
-
-
 # --- knowledge-base re-index ------------------------------------------------------------------------------
 
 
@@ -1010,6 +949,16 @@ def _reindex_in_flight(now: datetime) -> Q:
     """A re-index marked running whose run (or its queued task) still holds a lease: one that let its lease run out
     was lost."""
     return Q(reindex_status=ReindexStatus.RUNNING, reindex_lease_expires_at__gte=now)
+
+
+def knowledge_base_reindex_running(*, tenant: Tenant, knowledge_base: KnowledgeBase) -> bool:
+    """Whether a re-index of the knowledge base is under way (marked running and still holding its lease): its
+    worker would write vectors again, so nothing may delete the knowledge base meanwhile."""
+    return (
+        KnowledgeBase.objects.for_tenant(tenant)
+        .filter(_reindex_in_flight(timezone.now()), pk=knowledge_base.pk)
+        .exists()
+    )
 
 
 def _reindex_lost(now: datetime) -> Q:

@@ -4,7 +4,6 @@ from retrieval.apis import (
     DocumentDetailApi,
     DocumentListCreateApi,
     DocumentReindexApi,
-    KnowledgeBaseDetailApi,
     KnowledgeBaseListCreateApi,
     KnowledgeBaseReindexApi,
     KnowledgeBaseSearchApi,
@@ -12,7 +11,6 @@ from retrieval.apis import (
 
 urlpatterns = [
     path("knowledge-bases/", KnowledgeBaseListCreateApi.as_view(), name="knowledge-base-list"),
-    path("knowledge-bases/<int:knowledge_base_id>/", KnowledgeBaseDetailApi.as_view(), name="knowledge-base-detail"),
     path(
         "knowledge-bases/<int:knowledge_base_id>/documents/",
         DocumentListCreateApi.as_view(),

@@ -5,59 +5,9 @@ from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.http import HttpRequest
 
-from kbplatform.errors import ApplicationError
-from tenants import services
-from tenants.admin_scoping import ServiceDeletionAdmin, TenantScopedAdmin, request_tenant_ids
-from tenants.models import ApiKey, Membership, Role, Tenant
+from tenants.admin_scoping import TenantScopedAdmin
+from tenants.models import ApiKey, Membership, Role
 from tenants.services import api_key_create, api_key_revoke, membership_set, user_get_or_create_by_email
-
-
-@admin.register(Tenant)
-class TenantAdmin(ServiceDeletionAdmin):
-    list_display = ("slug", "name", "is_active", "created_at")
-    search_fields = ("slug", "name")
-    tenant_field = "pk"
-
-    def get_queryset(self, request: HttpRequest):  # noqa: ANN201
-        queryset = Tenant.objects.all()
-        if request.user.is_superuser:
-            return queryset
-        return queryset.filter(pk__in=request_tenant_ids(request, self.view_roles))
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return request.user.is_superuser
-
-    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:  # noqa: ANN001
-        return request.user.is_superuser
-
-    def deletion_summary(self, obj: Tenant) -> tuple[str, dict[str, int]]:
-        from retrieval.models import Chunk, Document, KnowledgeBase
-
-        counts = {
-            "knowledge bases": KnowledgeBase.objects.for_tenant(obj).count(),
-            "documents": Document.objects.for_tenant(obj).count(),
-            "chunks": Chunk.objects.for_tenant(obj).count(),
-        }
-        text = (
-            f"{obj}: {counts['knowledge bases']} knowledge bases with {counts['documents']} documents and "
-            f"{counts['chunks']} chunks, their vectors, files and conversations, and the tenant's keys, members, "
-            "settings and audit log"
-        )
-        return text, counts
-
-    def delete_one(self, request: HttpRequest, obj: Tenant) -> str | None:
-        from retrieval.vectorstore import VectorStoreUnavailable
-
-        try:
-            services.tenant_delete(tenant=obj)
-        except VectorStoreUnavailable:
-            return "the vector store is unavailable; the tenant was kept (some knowledge bases may be gone). Retry."
-        except ApplicationError as exc:
-            return exc.message
-        return None
-
-    def get_readonly_fields(self, request: HttpRequest, obj=None):  # noqa: ANN001, ANN201
-        return () if request.user.is_superuser else ("slug", "is_active")
 
 
 class MembershipByEmailForm(forms.ModelForm):

@@ -14,15 +14,6 @@ from tenants.models import ApiKey, ApiKeyRole, Membership, Role, Tenant
 LAST_USED_RESOLUTION = timedelta(seconds=60)
 
 
-@transaction.atomic
-def tenant_get_or_create(*, slug: str, name: str | None = None) -> tuple[Tenant, bool]:
-    tenant, created = Tenant.objects.get_or_create(slug=slug, defaults={"name": name or slug})
-    from conversations.services import tenant_conversations_setup  # the conversations app builds on tenants
-
-    tenant_conversations_setup(tenant=tenant)
-    return tenant, created
-
-
 def membership_set(*, tenant: Tenant, user, role: str) -> Membership:  # noqa: ANN001
     if role not in Role.values:
         raise ApplicationError(f"Unknown role {role!r}; use one of {', '.join(Role.values)}.")
@@ -106,20 +97,3 @@ def tenant_settings_changed(*, tenant: Tenant) -> None:
     """Record that the tenant's conversation settings changed (call inside the transaction that changes them):
     every process's cached copy is then out of date from the moment the change commits."""
     Tenant.objects.filter(pk=tenant.pk).update(settings_version=F("settings_version") + 1)
-
-
-def tenant_delete(*, tenant: Tenant) -> dict[str, int]:
-    """Delete a tenant with everything held for it: each knowledge base through `knowledge_base_delete` (Milvus
-    vectors, files, conversations, hot copies), then the tenant's rows (keys, memberships, policy, audit log,
-    settings history, caches). Milvus down: VectorStoreUnavailable after the knowledge bases already cleared, and the
-    tenant stays, so running it again finishes the job. Returns what was deleted, by kind."""
-    from retrieval.models import KnowledgeBase  # retrieval builds on tenants, not the other way round
-    from retrieval.services import knowledge_base_delete
-
-    totals = {"knowledge bases": 0, "documents": 0, "chunks": 0, "conversations": 0}
-    for knowledge_base in KnowledgeBase.objects.for_tenant(tenant).order_by("pk"):
-        for kind, count in knowledge_base_delete(tenant=tenant, knowledge_base=knowledge_base).items():
-            totals[kind] += count
-        totals["knowledge bases"] += 1
-    Tenant.objects.filter(pk=tenant.pk).delete()
-    return totals

@@ -8,8 +8,9 @@ from django.conf import settings
 from django.db import connection
 from rest_framework.test import APIClient
 
+from lifecycle.services import tenant_get_or_create
 from tenants.models import ApiKeyRole
-from tenants.services import api_key_create, tenant_get_or_create
+from tenants.services import api_key_create
 from tests.services import CeleryWorker, MilvusServer, service_missing
 
 SQLITE_IDS_PER_TEST = 100_000

@@ -1,5 +1,5 @@
 """Seed the built-in intents and a default dedup policy for every tenant created before this app existed.
-New tenants are seeded by tenants.services.tenant_get_or_create. Idempotent: existing rows are left alone."""
+New tenants are seeded by lifecycle.services.tenant_get_or_create. Idempotent: existing rows are left alone."""
 
 from django.db import migrations
 

@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "tenants",
     "retrieval",
     "conversations",
+    "lifecycle",
 ]
 
 MIDDLEWARE = [

@@ -415,7 +415,7 @@ def test_rollup_finds_missing_days_in_two_queries_whatever_the_number_of_tenants
 
     from conversations.models import DedupDayFigures, DedupEvent
     from conversations.services import dedup_figures_rollup
-    from tenants.services import tenant_get_or_create
+    from lifecycle.services import tenant_get_or_create
     from tests.factories import DedupEventFactory
 
     utc = ZoneInfo("UTC")

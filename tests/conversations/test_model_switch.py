@@ -229,7 +229,7 @@ def test_the_question_index_of_the_old_model_is_left_alone_and_deletes_reach_it(
         )
 
     assert stored() == 2
-    from retrieval.services import knowledge_base_delete
+    from lifecycle.services import knowledge_base_delete
 
     knowledge_base_delete(tenant=tenant, knowledge_base=kb)
     assert stored() == 0

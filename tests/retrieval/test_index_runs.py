@@ -15,6 +15,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 from django.utils import timezone
 
+from lifecycle import services as lifecycle_services
 from retrieval import services, tasks, vectorstore
 from retrieval.models import Chunk, Document, DocumentStatus, KnowledgeBase, SourceKind
 from retrieval.selectors import EmbeddingModelMismatchError, IndexStatus, chunk_search, index_state
@@ -83,7 +84,7 @@ def _deleter(deleted: str, *, tenant, document, kb, errors: list, finally_set=No
             if deleted == "document":
                 services.document_delete(tenant=tenant, document=document)
             else:
-                services.knowledge_base_delete(tenant=tenant, knowledge_base=kb)
+                lifecycle_services.knowledge_base_delete(tenant=tenant, knowledge_base=kb)
         except BaseException as exc:  # noqa: BLE001 - reported by the caller's assertion
             errors.append(exc)
         finally:

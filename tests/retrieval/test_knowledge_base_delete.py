@@ -19,10 +19,11 @@ from conversations.services import conversation_create, dedup_policy_update, tur
 from conversations.state import state_key
 from kbplatform.errors import ConflictError
 from kbplatform.redis_client import redis_connection
+from lifecycle.services import knowledge_base_delete
 from retrieval import vectorstore
 from retrieval.embeddings import embed_query, model_id
 from retrieval.models import Chunk, Document, KnowledgeBase, ReindexStatus
-from retrieval.services import document_create, knowledge_base_delete
+from retrieval.services import document_create
 from tenants.models import ApiKey, ApiKeyRole, Role
 from tenants.services import api_key_create
 from tests.admin_ui.conftest import user_with_role

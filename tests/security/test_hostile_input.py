@@ -15,10 +15,10 @@ from django.urls import reverse
 
 from conversations.models import Conversation, Turn
 from kbplatform.parsers import MAX_JSON_DEPTH
+from lifecycle.services import tenant_get_or_create
 from retrieval.models import Document
 from tenants.models import ApiKey, Role
 from tenants.scoping import TenantOwnedModel
-from tenants.services import tenant_get_or_create
 from tests.factories import KnowledgeBaseFactory, MembershipFactory, UserFactory
 from tests.security.admin_pages import admin_pages_without_ids
 from tests.security.helpers import assert_refused

@@ -17,9 +17,9 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework import serializers
 from rest_framework.test import APIClient
 
+from lifecycle.services import tenant_get_or_create
 from tenants.models import Role
 from tenants.scoping import TenantOwnedModel
-from tenants.services import tenant_get_or_create
 from tests.factories import MembershipFactory, UserFactory
 from tests.security.admin_pages import admin_pages_without_ids
 from tests.security.world import SECRET, tenant_snapshot, world_build

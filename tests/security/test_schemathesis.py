@@ -21,7 +21,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from kbplatform.wsgi import application
-from tenants.services import tenant_get_or_create
+from lifecycle.services import tenant_get_or_create
 from tests.security.test_isolation_sweep import URL_OBJECTS
 from tests.security.world import world_build
 

@@ -6,8 +6,9 @@ from django.core.management.base import BaseCommand, CommandError
 from django.core.validators import ValidationError
 from django.db import transaction
 
+from lifecycle.services import tenant_get_or_create
 from tenants.models import ApiKeyRole, slug_validator
-from tenants.services import api_key_create, tenant_admin_user_ensure, tenant_get_or_create
+from tenants.services import api_key_create, tenant_admin_user_ensure
 
 
 class Command(BaseCommand):

@@ -1,0 +1,43 @@
+"""The API's deletion of a knowledge base, which reaches every app (`lifecycle.services`)."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import status
+from rest_framework.response import Response
+
+from kbplatform.errors import ServiceUnavailableError
+from lifecycle.services import knowledge_base_delete
+from retrieval import vectorstore
+from retrieval.apis import KnowledgeBaseDetailApi
+from tenants.permissions import IsTenantAdminKey, IsTenantWideKey
+
+
+class IsTenantWideKeyForDeletion(IsTenantWideKey):
+    message = "This API key is limited to one knowledge base and cannot delete it."
+
+
+class KnowledgeBaseDetailDeleteApi(KnowledgeBaseDetailApi):
+    """GET one knowledge base the key reaches; DELETE it with everything held for it (an admin key of the whole
+    tenant: a key limited to one knowledge base is deleted with it and cannot delete it)."""
+
+    def get_permissions(self):  # noqa: ANN201
+        permissions = super().get_permissions()
+        if self.request.method == "DELETE":
+            permissions += [IsTenantAdminKey(), IsTenantWideKeyForDeletion()]
+        return permissions
+
+    @extend_schema(
+        request=None,
+        responses={204: None},
+        summary="Delete a knowledge base: its documents, chunks, vectors, files and conversations (audit events stay)",
+    )
+    def delete(self, request, knowledge_base_id: int):  # noqa: ANN001, ANN201
+        knowledge_base = self.knowledge_base_or_404(knowledge_base_id)
+        try:
+            knowledge_base_delete(tenant=self.tenant, knowledge_base=knowledge_base)
+        except vectorstore.VectorStoreUnavailable as exc:
+            raise ServiceUnavailableError(
+                "The vector store is unavailable; the knowledge base was kept. Retry later."
+            ) from exc
+        return Response(status=status.HTTP_204_NO_CONTENT)

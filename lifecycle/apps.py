@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class LifecycleConfig(AppConfig):
+    name = "lifecycle"
+    verbose_name = "Tenant and knowledge-base lifecycle"
