@@ -432,6 +432,9 @@ class DuplicateDecision:
     # The cosine gate the decision applied: the threshold asked for, raised to HEADLESS_THRESHOLD_FLOOR when it ran
     # without the head (None: no candidate was compared).
     gate: float | None = None
+    # A stored question at or above the gate was found and not served: a check refused it (`refused`), or its
+    # answer could not be served once loaded (`turn_decision.match_refusal`).
+    close_match_refused: bool = False
 
 
 def followup_context(
@@ -602,6 +605,7 @@ def duplicate_decide(
         probability=top_checks[1],
         passes_checks=not top_checks[0],
         gate=threshold,
+        close_match_refused=bool(refused),
     )
 
 
@@ -636,7 +640,3 @@ def _candidate_refusal(
     ):
         return "follow-up in another context", probability
     return "", probability
-
-
-def cosine(first: np.ndarray, second: np.ndarray) -> float:
-    return float(np.dot(first, second))

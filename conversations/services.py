@@ -55,6 +55,7 @@ from conversations.state import (
     vector_from_bytes,
     vector_to_bytes,
 )
+from conversations.turn_decision import MatchFacts, TurnDecision, TurnFacts, TurnKind, turn_decide
 from kbplatform.errors import ApplicationError, ConflictError, NotFoundError, ServiceUnavailableError
 from kbplatform.text import control_character_problem, has_visible_character
 from retrieval import vectorstore
@@ -83,10 +84,6 @@ ANSWER_MAX_CHARS = 100_000
 USER_SCOPE_MAX_PAIRS = 200
 # Nearest stored questions fetched from Milvus in `tenant` scope before the agreement checks.
 TENANT_SCOPE_CANDIDATES = 10
-SMALLTALK_REPLIES = {
-    "greeting": "Hello! What would you like to know?",
-    "thanks": "You're welcome. Anything else?",
-}
 
 
 # --- setup and policy -------------------------------------------------------------------------------------------
@@ -395,8 +392,6 @@ class TurnOutcome:
     # How the knowledge base's vectors stood against the query when the turn searched them (a re-index running, or
     # failed part way, is said here); None for a turn that searched nothing (a stored answer, small talk).
     index: IndexState | None = None
-    state_source: str = "database"
-    timings_ms: dict[str, float] = field(default_factory=dict)
 
 
 def _epoch(moment: datetime) -> int:
@@ -670,19 +665,8 @@ def _search(
     return merged, True
 
 
-def turn_ask(
-    *,
-    tenant: Tenant,
-    conversation_id: int,
-    question: str,
-    force_refresh: bool = False,
-    mode: str = "answer",
-    generator: AnswerGenerator | None = None,
-    allowed_knowledge_base_id: int | None = None,
-) -> TurnOutcome:
-    """Take one turn of a conversation: a stored answer to a repeated question, or a fresh search (minus what the
-    last turns showed) and answer. The QA pair, consumed items and audit event are written atomically."""
-    started = time.perf_counter()
+def _question_checked(*, question: str, mode: str) -> str:
+    """The question as the turn takes it (trimmed), or an ApplicationError (400) that says what is wrong with it."""
     question = (question or "").strip()
     if not question:
         raise ApplicationError("The question is empty.", extra={"fields": {"question": ["This field is required."]}})
@@ -695,18 +679,31 @@ def turn_ask(
         raise ApplicationError(f"The question is not valid: {problem}", extra={"fields": {"question": [problem]}})
     if mode not in ("answer", "retrieve"):
         raise ApplicationError('mode must be "answer" or "retrieve".')
-    conversation = conversation_for(
-        tenant=tenant, conversation_id=conversation_id, allowed_knowledge_base_id=allowed_knowledge_base_id
-    )
-    turn_settings = turn_settings_load(tenant=tenant)
-    policy = turn_settings.policy
-    state = state_load(conversation=conversation)
-    timings: dict[str, float] = {"state": (time.perf_counter() - started) * 1000}
+    return question
 
-    mark = time.perf_counter()
-    model = embedding_model_id()
-    question_vector = embed_query(question)
-    timings["embed"] = (time.perf_counter() - mark) * 1000
+
+@dataclass(frozen=True)
+class _Judged:
+    """What a turn found out before deciding: the facts for `turn_decide`, and the matched pair's sources."""
+
+    facts: TurnFacts
+    match_sources: list[SourceView] | None
+
+
+def _turn_judge(
+    *,
+    tenant: Tenant,
+    conversation: Conversation,
+    turn_settings: TurnSettings,
+    state: ConversationState,
+    question: str,
+    question_vector: np.ndarray,
+    model: str,
+    force_refresh: bool,
+) -> _Judged:
+    """Classify the question, look for the stored question it repeats within the policy's scope (when the plan
+    looks), and load what the database holds of the pair that decision matched."""
+    policy = turn_settings.policy
     intent, behaviour, _ = decisions.intent_classify(question_vector=question_vector, intents=turn_settings.intents)
     plan = decisions.turn_plan(policy=policy, intent=intent, behaviour=behaviour, force_refresh=force_refresh)
     # Which recent questions this model embedded: no other vector is compared with this one's.
@@ -722,11 +719,8 @@ def turn_ask(
         if plan.check_duplicates or behaviour in (IntentBehaviour.REPEAT, IntentBehaviour.ELABORATE)
         else []
     )
-
-    mark = time.perf_counter()
-    decision = decisions.DuplicateDecision(hit=False)
-    matched: StoredAnswer | None = None
-    matched_sources: list[SourceView] | None = None
+    duplicate = decisions.DuplicateDecision(hit=False)
+    match, match_sources = None, None
     if plan.check_duplicates:
         try:
             candidates = duplicate_candidates(
@@ -742,7 +736,7 @@ def turn_ask(
         except vectorstore.VectorStoreUnavailable:
             logger.warning("question index unavailable: tenant-scope dedup skipped for this turn")
             candidates = []
-        decision = decisions.duplicate_decide(
+        duplicate = decisions.duplicate_decide(
             question=question,
             question_vector=question_vector,
             previous_vector=decisions.followup_context(
@@ -756,131 +750,163 @@ def turn_ask(
             use_head=settings.DUPLICATE_HEAD,
             vector_model=model,
         )
-        if decision.hit:
-            matched = stored_answer_of(tenant=tenant, state=state, turn_id=decision.turn_id)
-            if matched is not None and matched.origin_turn_id is not None:
-                matched = stored_answer_at_origin(tenant=tenant, state=state, copy=matched)
-            matched_sources = stored_sources(tenant=tenant, stored=matched) if matched is not None else None
-            refusal = ""
-            if matched is None:
-                refusal = "no stored answer"
-            elif matched_sources is None:
-                refusal = "sources changed"
-            elif not matched_sources:
-                # An answer that cites no passage ("I found nothing", small talk) cannot be checked against the
-                # knowledge base, which may hold the answer by now (a document indexed since): never served again.
-                refusal = "answer cites no source"
-            if refusal:
-                # Refused after the decision: the audit event keeps what the decision found (the head's probability)
-                # and says that the match did not pass every check.
-                decision = replace(decision, hit=False, reason=refusal, passes_checks=False)
-                matched = None
-    timings["dedup"] = (time.perf_counter() - mark) * 1000
+        if duplicate.hit:
+            answer = stored_answer_of(tenant=tenant, state=state, turn_id=duplicate.turn_id)
+            if answer is not None and answer.origin_turn_id is not None:
+                answer = stored_answer_at_origin(tenant=tenant, state=state, copy=answer)
+            match_sources = stored_sources(tenant=tenant, stored=answer) if answer is not None else None
+            match = MatchFacts(
+                answer=answer, sources_intact=match_sources is not None, cites_sources=bool(match_sources)
+            )
+    facts = TurnFacts(
+        policy=policy,
+        intent=intent,
+        behaviour=behaviour,
+        force_refresh=force_refresh,
+        duplicate=duplicate,
+        match=match,
+        recent_turns=state.recent_turns,
+        recent_names_topic=recent_topics,
+        consumed=state.consumed,
+        next_turn_number=state.turn_count + 1,
+    )
+    return _Judged(facts=facts, match_sources=match_sources)
 
-    serve_cached = decision.hit and not policy.shadow_mode
-    next_number = state.turn_count + 1
-    excluded: list[int] = []
-    relaxed = False
-    sources: list[SourceView] = []
-    source_chunks: dict[str, dict] = {}
-    answer_text = ""
-    answer_tokens = 0
-    context_tokens = 0
-    shadow_action: str | None = None
+
+@dataclass
+class _TurnAnswer:
+    """What executing a turn's decision produced."""
+
+    text: str = ""
+    answer_tokens: int = 0
+    context_tokens: int = 0
+    sources: list[SourceView] = field(default_factory=list)
+    source_chunks: dict[str, dict] = field(default_factory=dict)
+    relaxed: bool = False
     searched_index: IndexState | None = None
 
-    mark = time.perf_counter()
-    if serve_cached:
-        action = DedupAction.SERVED_CACHED
-        answer_text = matched.answer
-        answer_tokens = matched.answer_tokens
-        context_tokens = 0
-        sources = matched_sources
-        source_chunks = dict(matched.source_chunks)
-    elif plan.smalltalk:
-        action = DedupAction.SMALLTALK
-        answer_text = SMALLTALK_REPLIES.get(intent, "Happy to help. What would you like to know?")
-        answer_tokens = token_count(answer_text)
-    else:
-        search_vector, answer_question = question_vector, question
-        if behaviour in (IntentBehaviour.REPEAT, IntentBehaviour.ELABORATE) and state.recent_turns:
-            # "Show me that again" / "explain in more detail" are about the previous question, not about their
-            # own words: search and answer for the last question that names a topic (a second "show me that
-            # again", or a "thanks" in between, stands for the same one).
-            topic = next(
-                (t for t, named in zip(state.recent_turns[::-1], recent_topics[::-1], strict=True) if named), None
-            )
-            if topic is not None:
-                # A question asked before a model change is embedded again: the chunk index is the new model's.
-                search_vector, answer_question = topic.vector, topic.question
-                if not decisions.vectors_comparable(stored_model=topic.vector_model, current_model=model):
-                    search_vector = embed_query(topic.question)
-        if plan.exclusion:
-            excluded = decisions.excluded_ids(
-                consumed=state.consumed,
-                granularity=policy.granularity,
-                next_turn_number=next_number,
-                window=policy.exclusion_window,
-            )
-        applied_exclusion = [] if policy.shadow_mode else excluded
-        # The texts those turns showed: a copy of one in another document (the same file uploaded twice) is no news.
-        excluded_content = (
-            chunk_content_hashes(
-                tenant=tenant,
-                chunk_ids=decisions.excluded_ids(
-                    consumed=state.consumed,
-                    granularity=Granularity.CHUNK,
-                    next_turn_number=next_number,
-                    window=policy.exclusion_window,
-                ),
-            )
-            if applied_exclusion
-            else set()
+
+def _turn_execute(
+    *,
+    tenant: Tenant,
+    conversation: Conversation,
+    decision: TurnDecision,
+    judged: _Judged,
+    question: str,
+    question_vector: np.ndarray,
+    model: str,
+    mode: str,
+    generator: AnswerGenerator | None,
+) -> _TurnAnswer:
+    """Carry the decision out: the stored answer, the small-talk reply, or a search and (in `answer` mode) an answer."""
+    if decision.kind == TurnKind.STORED:
+        matched = decision.matched
+        return _TurnAnswer(
+            text=matched.answer,
+            answer_tokens=matched.answer_tokens,
+            sources=judged.match_sources,
+            source_chunks=dict(matched.source_chunks),
         )
-        # Every vector searched with here is the process's model's (a stored one of another model was embedded again
-        # above); a knowledge base of another model refuses the turn (409) before anything of it is written.
-        query_model_identity = embedding_model_identity()
-        hits, relaxed = _search(
-            tenant=tenant,
-            conversation=conversation,
-            query_vector=search_vector,
-            query_model_identity=query_model_identity,
-            excluded=applied_exclusion,
-            excluded_content=excluded_content,
-            granularity=policy.granularity,
-            min_results=policy.min_results,
-        )
-        searched_index = index_state(
+    if decision.kind == TurnKind.SMALLTALK:
+        return _TurnAnswer(text=decision.smalltalk_reply, answer_tokens=token_count(decision.smalltalk_reply))
+    search_vector, answer_question = question_vector, question
+    topic = decision.search_topic
+    if topic is not None:
+        # A question asked before a model change is embedded again: the chunk index is the new model's.
+        search_vector, answer_question = topic.vector, topic.question
+        if not decisions.vectors_comparable(stored_model=topic.vector_model, current_model=model):
+            search_vector = embed_query(topic.question)
+    policy = judged.facts.policy
+    excluded_content = (
+        chunk_content_hashes(tenant=tenant, chunk_ids=decision.excluded_content_chunk_ids)
+        if decision.excluded_content_chunk_ids
+        else set()
+    )
+    # Every vector searched with here is the process's model's (a stored one of another model was embedded again
+    # above); a knowledge base of another model refuses the turn (409) before anything of it is written.
+    query_model_identity = embedding_model_identity()
+    hits, relaxed = _search(
+        tenant=tenant,
+        conversation=conversation,
+        query_vector=search_vector,
+        query_model_identity=query_model_identity,
+        excluded=list(decision.applied_exclusion),
+        excluded_content=excluded_content,
+        granularity=policy.granularity,
+        min_results=policy.min_results,
+    )
+    result = _TurnAnswer(
+        relaxed=relaxed,
+        searched_index=index_state(
             knowledge_base=conversation.knowledge_base, query_model_identity=query_model_identity
-        )
-        sources = [_view_of_hit(hit) for hit in hits]
-        source_chunks = {
+        ),
+        sources=[_view_of_hit(hit) for hit in hits],
+        source_chunks={
             str(hit.chunk_id): {"hash": hit.content_hash, "score": hit.score, "document_id": hit.document_id}
             for hit in hits
-        }
-        passages = [SourcePassage(chunk_id=h.chunk_id, text=h.text, token_count=h.token_count) for h in hits]
-        if mode == "answer":
-            generated = (generator or answer_generator()).generate(question=answer_question, passages=passages)
-            answer_text, answer_tokens, context_tokens = (
-                generated.text,
-                generated.answer_tokens,
-                generated.context_tokens,
-            )
-        else:
-            context_tokens = context_tokens_of(passages)
-        refused_close_match = decision.turn_id is not None and decision.reason not in ("", "below threshold")
-        action = DedupAction.BYPASSED if (plan.bypass_reason or refused_close_match) else DedupAction.ANSWERED
-        if decision.hit and policy.shadow_mode:
-            shadow_action = DedupAction.SERVED_CACHED
-    timings["answer"] = (time.perf_counter() - mark) * 1000
+        },
+    )
+    passages = [SourcePassage(chunk_id=h.chunk_id, text=h.text, token_count=h.token_count) for h in hits]
+    if mode == "answer":
+        generated = (generator or answer_generator()).generate(question=answer_question, passages=passages)
+        result.text, result.answer_tokens, result.context_tokens = (
+            generated.text,
+            generated.answer_tokens,
+            generated.context_tokens,
+        )
+    else:
+        result.context_tokens = context_tokens_of(passages)
+    return result
+
+
+def turn_ask(
+    *,
+    tenant: Tenant,
+    conversation_id: int,
+    question: str,
+    force_refresh: bool = False,
+    mode: str = "answer",
+    generator: AnswerGenerator | None = None,
+    allowed_knowledge_base_id: int | None = None,
+) -> TurnOutcome:
+    """Take one turn of a conversation: load, embed, judge, decide (`turn_decide`), execute, persist. A stored answer
+    to a repeated question, or a fresh search (minus what the last turns showed) and answer. The QA pair, consumed
+    items and audit event are written atomically, before the answer goes out."""
+    started = time.perf_counter()
+    question = _question_checked(question=question, mode=mode)
+    conversation = conversation_for(
+        tenant=tenant, conversation_id=conversation_id, allowed_knowledge_base_id=allowed_knowledge_base_id
+    )
+    turn_settings = turn_settings_load(tenant=tenant)
+    policy = turn_settings.policy
+    state = state_load(conversation=conversation)
+    model = embedding_model_id()
+    question_vector = embed_query(question)
+    judged = _turn_judge(
+        tenant=tenant,
+        conversation=conversation,
+        turn_settings=turn_settings,
+        state=state,
+        question=question,
+        question_vector=question_vector,
+        model=model,
+        force_refresh=force_refresh,
+    )
+    decision = turn_decide(judged.facts)
+    answer = _turn_execute(
+        tenant=tenant,
+        conversation=conversation,
+        decision=decision,
+        judged=judged,
+        question=question,
+        question_vector=question_vector,
+        model=model,
+        mode=mode,
+        generator=generator,
+    )
 
     elapsed_ms = (time.perf_counter() - started) * 1000
-    tokens_saved = (matched.context_tokens + matched.answer_tokens) if decision.hit and matched else 0
-    ms_saved = max(0.0, matched.elapsed_ms - elapsed_ms) if decision.hit and matched else 0.0
-    reason = plan.bypass_reason or decision.reason
-    if decision.hit and policy.shadow_mode:
-        reason = "shadow mode: would have served the stored answer"
-
+    duplicate, matched = decision.duplicate, decision.matched
     turn = _turn_persist(
         tenant=tenant,
         conversation=conversation,
@@ -888,59 +914,51 @@ def turn_ask(
         question=question,
         question_vector=question_vector,
         question_vector_model=model,
-        partial_index=searched_index is not None and searched_index.partial,
-        intent=intent,
+        partial_index=answer.searched_index is not None and answer.searched_index.partial,
+        intent=judged.facts.intent,
         mode=mode,
-        answer=answer_text,
-        answer_tokens=answer_tokens,
-        sources=sources,
-        source_chunks=source_chunks,
-        context_tokens=context_tokens,
-        action=action,
-        decision=decision,
+        answer=answer.text,
+        answer_tokens=answer.answer_tokens,
+        sources=answer.sources,
+        source_chunks=answer.source_chunks,
+        context_tokens=answer.context_tokens,
+        action=decision.action,
+        decision=duplicate,
         matched=matched,
         elapsed_ms=elapsed_ms,
         event={
-            "action": shadow_action or action,
-            "intent": intent,
-            "reason": reason[:200],
+            "action": decision.audit_action,
+            "intent": judged.facts.intent,
+            "reason": decision.reason[:200],
             "scope": policy.scope,
-            "threshold": decision.gate if decision.gate is not None else policy.threshold,
+            "threshold": duplicate.gate if duplicate.gate is not None else policy.threshold,
             "question_window": policy.question_window,
             "exclusion_window": policy.exclusion_window,
             "granularity": policy.granularity,
-            "excluded_count": len(excluded),
-            "relaxed": relaxed,
-            "shadow": shadow_action is not None or (policy.shadow_mode and bool(excluded)),
-            "tokens_saved": tokens_saved,
-            "ms_saved": ms_saved,
+            "excluded_count": len(decision.excluded),
+            "relaxed": answer.relaxed,
+            "shadow": decision.audit_shadow,
+            "tokens_saved": (matched.context_tokens + matched.answer_tokens) if matched else 0,
+            "ms_saved": max(0.0, matched.elapsed_ms - elapsed_ms) if matched else 0.0,
         },
     )
-
     _after_commit(
-        tenant=tenant,
-        conversation=conversation,
-        state=state,
-        turn=turn,
-        policy=policy,
-        question_vector=question_vector,
+        tenant=tenant, conversation=conversation, state=state, turn=turn, policy=policy, question_vector=question_vector
     )
-    timings["total"] = (time.perf_counter() - started) * 1000
+    served = decision.kind != TurnKind.SEARCH
     return TurnOutcome(
         turn=turn,
-        answer=answer_text if (mode == "answer" or serve_cached or plan.smalltalk) else None,
-        sources=sources,
-        action=action,
-        intent=intent,
-        similarity=decision.similarity,
-        matched_turn_id=decision.turn_id if decision.hit else None,
-        excluded_count=len(excluded),
-        relaxed=relaxed,
-        shadow_action=shadow_action,
-        reason=reason,
-        index=searched_index,
-        state_source=state.source,
-        timings_ms=timings,
+        answer=answer.text if (mode == "answer" or served) else None,
+        sources=answer.sources,
+        action=decision.action,
+        intent=judged.facts.intent,
+        similarity=duplicate.similarity,
+        matched_turn_id=duplicate.turn_id if duplicate.hit else None,
+        excluded_count=len(decision.excluded),
+        relaxed=answer.relaxed,
+        shadow_action=decision.shadow_action,
+        reason=decision.reason,
+        index=answer.searched_index,
     )
 
 
