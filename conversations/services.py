@@ -56,7 +56,7 @@ from conversations.state import (
     vector_to_bytes,
 )
 from conversations.turn_decision import MatchFacts, TurnDecision, TurnFacts, TurnKind, turn_decide
-from kbplatform.errors import ApplicationError, ConflictError, NotFoundError, ServiceUnavailableError
+from kbplatform.errors import ApplicationError, ConflictError, NotFoundError
 from kbplatform.text import control_character_problem, has_visible_character
 from retrieval import vectorstore
 from retrieval.embeddings import embed_query, embed_texts, embedding_dimension, token_count
@@ -629,30 +629,25 @@ def _search(
     turn is written."""
     exclude_docs = excluded if granularity == Granularity.DOC else None
     exclude_chunks = excluded if granularity == Granularity.CHUNK else None
-    try:
-        hits = chunk_search(
-            tenant=tenant,
-            knowledge_base=conversation.knowledge_base,
-            query_vector=query_vector,
-            query_model_identity=query_model_identity,
-            limit=TOP_K,
-            exclude_document_ids=exclude_docs,
-            exclude_chunk_ids=exclude_chunks,
-            exclude_content_hashes=excluded_content,
-        )
-        if not excluded or not decisions.exclusion_relaxes(
-            result_count=len(hits), min_results=min_results, wanted=TOP_K
-        ):
-            return hits, False
-        full = chunk_search(
-            tenant=tenant,
-            knowledge_base=conversation.knowledge_base,
-            query_vector=query_vector,
-            query_model_identity=query_model_identity,
-            limit=TOP_K,
-        )
-    except vectorstore.VectorStoreUnavailable as exc:
-        raise ServiceUnavailableError("The search index is unavailable; retry shortly.") from exc
+    hits = chunk_search(
+        tenant=tenant,
+        knowledge_base=conversation.knowledge_base,
+        query_vector=query_vector,
+        query_model_identity=query_model_identity,
+        limit=TOP_K,
+        exclude_document_ids=exclude_docs,
+        exclude_chunk_ids=exclude_chunks,
+        exclude_content_hashes=excluded_content,
+    )
+    if not excluded or not decisions.exclusion_relaxes(result_count=len(hits), min_results=min_results, wanted=TOP_K):
+        return hits, False
+    full = chunk_search(
+        tenant=tenant,
+        knowledge_base=conversation.knowledge_base,
+        query_vector=query_vector,
+        query_model_identity=query_model_identity,
+        limit=TOP_K,
+    )
     # By document at either granularity: both searches group by document, and so does the merged list (a chunk
     # already there keeps its document's one place; another chunk of it shown before does not take a second one).
     # ... and never a passage twice: the full search's copy of a text the novel results hold is no new place either.

@@ -9,7 +9,6 @@ from kbplatform.errors import ApplicationError
 from lifecycle.services import knowledge_base_delete, tenant_delete
 from retrieval.admin import KnowledgeBaseAdminBase
 from retrieval.models import Chunk, Document, KnowledgeBase
-from retrieval.vectorstore import VectorStoreUnavailable
 from tenants.admin_scoping import ServiceDeletionAdmin, request_tenant_ids
 from tenants.models import Tenant
 
@@ -48,8 +47,6 @@ class TenantAdmin(ServiceDeletionAdmin):
     def delete_one(self, request: HttpRequest, obj: Tenant) -> str | None:
         try:
             tenant_delete(tenant=obj)
-        except VectorStoreUnavailable:
-            return "the vector store is unavailable; the tenant was kept (some knowledge bases may be gone). Retry."
         except ApplicationError as exc:
             return exc.message
         return None
@@ -75,8 +72,6 @@ class KnowledgeBaseAdmin(KnowledgeBaseAdminBase):
     def delete_one(self, request: HttpRequest, obj: KnowledgeBase) -> str | None:
         try:
             knowledge_base_delete(tenant=obj.tenant, knowledge_base=obj)
-        except VectorStoreUnavailable:
-            return "the vector store is unavailable; the knowledge base was kept. Retry later."
         except ApplicationError as exc:
             return exc.message
         return None

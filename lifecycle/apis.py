@@ -6,9 +6,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.response import Response
 
-from kbplatform.errors import ServiceUnavailableError
 from lifecycle.services import knowledge_base_delete
-from retrieval import vectorstore
 from retrieval.apis import KnowledgeBaseDetailApi
 from tenants.permissions import IsTenantAdminKey, IsTenantWideKey
 
@@ -34,10 +32,5 @@ class KnowledgeBaseDetailDeleteApi(KnowledgeBaseDetailApi):
     )
     def delete(self, request, knowledge_base_id: int):  # noqa: ANN001, ANN201
         knowledge_base = self.knowledge_base_or_404(knowledge_base_id)
-        try:
-            knowledge_base_delete(tenant=self.tenant, knowledge_base=knowledge_base)
-        except vectorstore.VectorStoreUnavailable as exc:
-            raise ServiceUnavailableError(
-                "The vector store is unavailable; the knowledge base was kept. Retry later."
-            ) from exc
+        knowledge_base_delete(tenant=self.tenant, knowledge_base=knowledge_base)
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -34,7 +34,11 @@ def tenant_delete(*, tenant: Tenant) -> dict[str, int]:
     tenant stays, so running it again finishes the job. Returns what was deleted, by kind."""
     totals = {"knowledge bases": 0, "documents": 0, "chunks": 0, "conversations": 0}
     for knowledge_base in KnowledgeBase.objects.for_tenant(tenant).order_by("pk"):
-        for kind, count in knowledge_base_delete(tenant=tenant, knowledge_base=knowledge_base).items():
+        with vectorstore.outage_message(
+            "The search index is unavailable; the tenant was kept (some knowledge bases may be gone). Retry later."
+        ):
+            deleted = knowledge_base_delete(tenant=tenant, knowledge_base=knowledge_base)
+        for kind, count in deleted.items():
             totals[kind] += count
         totals["knowledge bases"] += 1
     Tenant.objects.filter(pk=tenant.pk).delete()
@@ -56,8 +60,9 @@ def knowledge_base_delete(*, tenant: Tenant, knowledge_base: KnowledgeBase) -> d
     if knowledge_base_reindex_running(tenant=tenant, knowledge_base=knowledge_base):
         raise ConflictError("This knowledge base is being re-indexed; delete it when that has finished.")
     dimension = knowledge_base.embedding_dimension
-    vectorstore.vectors_delete(tenant_id=tenant.pk, dimension=dimension, knowledge_base_id=knowledge_base.pk)
-    vectorstore.question_vectors_delete(tenant_id=tenant.pk, knowledge_base_id=knowledge_base.pk)
+    with vectorstore.outage_message("The search index is unavailable; the knowledge base was kept. Retry later."):
+        vectorstore.vectors_delete(tenant_id=tenant.pk, dimension=dimension, knowledge_base_id=knowledge_base.pk)
+        vectorstore.question_vectors_delete(tenant_id=tenant.pk, knowledge_base_id=knowledge_base.pk)
 
     documents = Document.objects.for_tenant(tenant).filter(knowledge_base=knowledge_base)
     files = [name for name in documents.exclude(source_file="").values_list("source_file", flat=True) if name]

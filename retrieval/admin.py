@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from kbplatform.errors import ApplicationError
-from retrieval import embeddings, selectors, services, vectorstore
+from retrieval import embeddings, selectors, services
 from retrieval.models import Chunk, Document, DocumentStatus, KnowledgeBase
 from tenants.admin_scoping import ServiceDeletionAdmin, TenantScopedAdmin
 
@@ -286,8 +286,6 @@ class DocumentAdmin(ServiceDeletionAdmin):
     def delete_one(self, request: HttpRequest, obj: Document) -> str | None:
         try:
             services.document_delete(tenant=obj.tenant, document=obj)
-        except vectorstore.VectorStoreUnavailable:
-            return "the vector store is unavailable; the document was kept. Retry later."
         except ApplicationError as exc:
             return exc.message
         return None

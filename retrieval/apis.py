@@ -10,9 +10,9 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
-from kbplatform.errors import ApplicationError, NotFoundError, ServiceUnavailableError
+from kbplatform.errors import ApplicationError, NotFoundError
 from kbplatform.serializers import MAX_OFFSET, StrictInputSerializer
-from retrieval import embeddings, selectors, services, vectorstore
+from retrieval import embeddings, selectors, services
 from retrieval.models import Document, DocumentStatus, KnowledgeBase
 from tenants.api import TenantApi
 from tenants.permissions import IsTenantAdminKey
@@ -338,12 +338,7 @@ class DocumentDetailApi(_KeyScopedApi):
     @extend_schema(responses={204: None}, summary="Delete a document, its chunks and its vectors")
     def delete(self, request, document_id: int):  # noqa: ANN001, ANN201
         document = self.document_or_404(document_id)
-        try:
-            services.document_delete(tenant=self.tenant, document=document)
-        except vectorstore.VectorStoreUnavailable as exc:
-            raise ServiceUnavailableError(
-                "The vector store is unavailable; the document was kept. Retry later."
-            ) from exc
+        services.document_delete(tenant=self.tenant, document=document)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -379,17 +374,14 @@ class KnowledgeBaseSearchApi(_KeyScopedApi):
         data = serializer.validated_data
         started = time.perf_counter()
         query_model_identity = embeddings.model_identity()
-        try:
-            hits = selectors.chunk_search(
-                tenant=self.tenant,
-                knowledge_base=knowledge_base,
-                query_vector=embeddings.embed_query(data["query"]),
-                query_model_identity=query_model_identity,
-                limit=data["limit"],
-                group_by_document=data["group_by_document"],
-            )
-        except vectorstore.VectorStoreUnavailable as exc:
-            raise ServiceUnavailableError("The vector store is unavailable; retry in a moment.") from exc
+        hits = selectors.chunk_search(
+            tenant=self.tenant,
+            knowledge_base=knowledge_base,
+            query_vector=embeddings.embed_query(data["query"]),
+            query_model_identity=query_model_identity,
+            limit=data["limit"],
+            group_by_document=data["group_by_document"],
+        )
         elapsed_ms = (time.perf_counter() - started) * 1000
         logger.info(
             "retrieval search tenant=%s kb=%s key=%s limit=%s hits=%s top_score=%.4f ms=%.1f query=%r",

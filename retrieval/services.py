@@ -376,7 +376,8 @@ def document_delete(*, tenant: Tenant, document: Document) -> None:
     if document.tenant_id != tenant.pk:
         raise ApplicationError("The document belongs to another tenant.")
     dimension = document.knowledge_base.embedding_dimension
-    vectorstore.vectors_delete(tenant_id=tenant.pk, dimension=dimension, document_ids=[document.pk])
+    with vectorstore.outage_message("The search index is unavailable; the document was kept. Retry later."):
+        vectorstore.vectors_delete(tenant_id=tenant.pk, dimension=dimension, document_ids=[document.pk])
     source_file = document.source_file if document.source_file else None
     with transaction.atomic():
         # A run writing the document's chunk rows holds its row: wait for it, so its rows go too.

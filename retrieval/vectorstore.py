@@ -16,10 +16,13 @@ import json
 import logging
 import re
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from django.conf import settings
+
+from kbplatform.errors import ServiceUnavailableError
 
 logger = logging.getLogger(__name__)
 
@@ -32,8 +35,27 @@ _ready_collections: set[str] = set()
 _doc_fields: dict[str, str] = {}  # chunk collection -> the name of its document field
 
 
-class VectorStoreUnavailable(Exception):
-    """Milvus could not be reached or refused the call: transient from the platform's point of view."""
+VECTOR_STORE_UNAVAILABLE = "vector_store_unavailable"
+
+
+class VectorStoreUnavailable(ServiceUnavailableError):
+    """Milvus could not be reached or refused the call: transient from the platform's point of view. The API answers
+    503 with `message`, which names nothing of the deployment; `str()` of it is the detail, for logs and the
+    statuses of documents and re-indexes waiting to retry."""
+
+    def __init__(self, detail: str, *, message: str = "The search index is unavailable; retry in a moment.") -> None:
+        super().__init__(message, extra={"code": VECTOR_STORE_UNAVAILABLE})
+        self.args = (detail,)
+
+
+@contextmanager
+def outage_message(message: str) -> Iterator[None]:
+    """Inside: a VectorStoreUnavailable tells the client `message` (what was kept, what to do) instead of the
+    default, with the same detail for the logs."""
+    try:
+        yield
+    except VectorStoreUnavailable as exc:
+        raise VectorStoreUnavailable(str(exc), message=message) from exc
 
 
 # --- filters: pure ---------------------------------------------------------------------------------------
