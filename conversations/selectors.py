@@ -6,7 +6,7 @@ from datetime import datetime
 
 from django.db.models import QuerySet
 
-from conversations.models import Conversation, DedupEvent, Turn
+from conversations.models import Conversation, DedupAction, DedupEvent, Turn
 from kbplatform.errors import NotFoundError
 from tenants.models import Tenant
 
@@ -60,3 +60,27 @@ def dedup_event_list(
     if shadow is not None:
         events = events.filter(shadow=shadow)
     return events.order_by("-created_at", "-id")
+
+
+def knowledge_base_recent_questions(*, tenant: Tenant, knowledge_base_id: int, limit: int) -> list[str]:
+    """The tenant's latest distinct questions asked of one knowledge base, newest first, at most `limit`: the
+    questions of its turns that searched or served an answer (small talk searches nothing, so it is left out), each
+    text once (compared without case or surrounding spaces)."""
+    questions: list[str] = []
+    seen: set[str] = set()
+    turns = (
+        Turn.objects.for_tenant(tenant)
+        .filter(knowledge_base_id=knowledge_base_id)
+        .exclude(decision=DedupAction.SMALLTALK)
+        .order_by("-created_at", "-id")
+        .values_list("question", flat=True)
+    )
+    for question in turns.iterator(chunk_size=500):
+        key = question.strip().casefold()
+        if not key or key in seen:
+            continue
+        seen.add(key)
+        questions.append(question.strip())
+        if len(questions) >= limit:
+            break
+    return questions

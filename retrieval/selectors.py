@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -381,3 +382,18 @@ def document_status_counts(*, tenant: Tenant, knowledge_base: KnowledgeBase) -> 
         .annotate(documents=Count("id"))
     )
     return {status: counted.get(status, 0) for status in DocumentStatus.values}
+
+
+def chunk_texts_sample(*, tenant: Tenant, knowledge_base: KnowledgeBase, count: int, seed: int = 0) -> list[str]:
+    """Up to `count` texts of the knowledge base's chunks, drawn at random (the same ones for the same `seed` and
+    chunks), in the order drawn. Reads the ids first and only the drawn rows' texts, so a knowledge base of many
+    chunks costs one id scan, not a sort of every row."""
+    chunk_ids = list(
+        Chunk.objects.for_tenant(tenant)
+        .filter(knowledge_base=knowledge_base)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    drawn = random.Random(seed).sample(chunk_ids, min(count, len(chunk_ids)))
+    texts = dict(Chunk.objects.for_tenant(tenant).filter(pk__in=drawn).values_list("pk", "text"))
+    return [texts[pk] for pk in drawn if pk in texts]
