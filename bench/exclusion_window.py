@@ -145,7 +145,7 @@ def main() -> None:
     with platform(name="exwin"):
         from django.core.management import call_command
 
-        from tenants.services import tenant_get_or_create
+        from lifecycle.services import tenant_get_or_create
 
         tenant = tenant_get_or_create(slug=f"exwin-{uuid.uuid4().hex[:8]}", name="Exclusion window bench")[0]
         knowledge_base = _knowledge_base_load(tenant, "mtrag+scifact")
