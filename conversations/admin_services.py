@@ -15,24 +15,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from conversations import services
+from conversations.decisions import POLICY_FIELDS
 from conversations.models import INTENT_OTHER, DedupEvent, DedupPolicy, Intent, ReviewVerdict, SettingsChange
 from kbplatform.errors import ApplicationError, NotFoundError
 from tenants.models import Tenant
 from tenants.services import tenant_settings_changed
 
-# The policy fields an admin may change from the settings page, in the order the history lists them.
-POLICY_FIELDS = (
-    "scope",
-    "threshold",
-    "question_window",
-    "exclusion_enabled",
-    "exclusion_window",
-    "granularity",
-    "min_results",
-    "ttl_seconds",
-    "shadow_mode",
-    "allowlisted_intents",
-)
 INTENT_FIELDS = ("behaviour", "examples")
 
 

@@ -21,7 +21,6 @@ from django.utils import timezone
 from django.utils.http import urlencode
 
 from conversations.admin_services import (
-    POLICY_FIELDS,
     dedup_policy_change,
     dedup_policy_get_or_create,
     intent_allowlist_choices,
@@ -37,7 +36,7 @@ from conversations.dashboard import (
     settings_changes_in_period,
     threshold_display,
 )
-from conversations.decisions import cosine_gate, cosine_gate_floor
+from conversations.decisions import POLICY_FIELDS, cosine_gate, cosine_gate_floor
 from conversations.models import INTENT_OTHER, DedupPolicy, Intent, IntentBehaviour, SettingsChange
 from retrieval.embeddings import model_name as embedding_model_name
 from tenants.admin_scoping import request_tenant_roles

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from difflib import SequenceMatcher
 from functools import lru_cache
 from typing import NamedTuple
@@ -36,7 +36,8 @@ INTENT_FLOOR = 0.80
 
 @dataclass(frozen=True)
 class PolicyView:
-    """The policy fields a decision reads (a plain copy of DedupPolicy)."""
+    """The policy fields a decision reads (a plain copy of DedupPolicy). Its fields are the policy's settings, in the
+    order the admin's settings page and its history show them: `POLICY_FIELDS` is the one list of them."""
 
     scope: str = "session"
     threshold: float = 0.76  # conversations.models.DEFAULT_THRESHOLD
@@ -46,8 +47,12 @@ class PolicyView:
     granularity: str = "chunk"
     min_results: int = 3
     ttl_seconds: int = 86400
-    allowlisted_intents: tuple[str, ...] = (INTENT_OTHER,)
     shadow_mode: bool = False
+    allowlisted_intents: tuple[str, ...] = (INTENT_OTHER,)
+
+
+# The settings of a tenant's dedup policy (what the API, the admin and `dedup_policy_update` may change).
+POLICY_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(PolicyView))
 
 
 @dataclass(frozen=True)

@@ -109,33 +109,12 @@ def dedup_policy_get(*, tenant: Tenant) -> DedupPolicy:
     return policy if policy is not None else tenant_conversations_setup(tenant=tenant)
 
 
-POLICY_FIELDS = (
-    "scope",
-    "threshold",
-    "question_window",
-    "exclusion_enabled",
-    "exclusion_window",
-    "granularity",
-    "min_results",
-    "ttl_seconds",
-    "allowlisted_intents",
-    "shadow_mode",
-)
+POLICY_FIELDS = decisions.POLICY_FIELDS
 
 
 def policy_view(policy: DedupPolicy) -> decisions.PolicyView:
-    return decisions.PolicyView(
-        scope=policy.scope,
-        threshold=policy.threshold,
-        question_window=policy.question_window,
-        exclusion_enabled=policy.exclusion_enabled,
-        exclusion_window=policy.exclusion_window,
-        granularity=policy.granularity,
-        min_results=policy.min_results,
-        ttl_seconds=policy.ttl_seconds,
-        allowlisted_intents=tuple(policy.allowlisted_intents or ()),
-        shadow_mode=policy.shadow_mode,
-    )
+    values = {name: getattr(policy, name) for name in POLICY_FIELDS}
+    return decisions.PolicyView(**{**values, "allowlisted_intents": tuple(policy.allowlisted_intents or ())})
 
 
 @transaction.atomic
