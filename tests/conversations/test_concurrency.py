@@ -68,7 +68,7 @@ def test_a_hit_whose_pair_is_purged_before_the_commit_still_lands(redis_availabl
     """The purge deletes the matched pair's conversation (from another connection, committed) after the decision and
     before the turn's write: the deferred foreign-key check fails at COMMIT, and the turn is written again without
     naming the vanished pair, instead of the request ending in a 500."""
-    from conversations import services
+    from conversations.services import turn_write
 
     dedup_policy_update(tenant=tenant, scope="user")
     kb = indexed_kb(tenant)
@@ -76,7 +76,7 @@ def test_a_hit_whose_pair_is_purged_before_the_commit_still_lands(redis_availabl
     first = turn_ask(tenant=tenant, conversation_id=first_conversation.pk, question="How do I reset my password?")
     second_conversation = conversation_create(tenant=tenant, knowledge_base_id=kb.pk, user_id="u1")
 
-    real_write = services._turn_write
+    real_write = turn_write._turn_write
     purges: list[int] = []
 
     def purge_then_write(**kwargs):  # noqa: ANN003, ANN202
@@ -93,7 +93,7 @@ def test_a_hit_whose_pair_is_purged_before_the_commit_still_lands(redis_availabl
             thread.join(timeout=30)
         return real_write(**kwargs)
 
-    monkeypatch.setattr(services, "_turn_write", purge_then_write)
+    monkeypatch.setattr(turn_write, "_turn_write", purge_then_write)
     outcome = turn_ask(tenant=tenant, conversation_id=second_conversation.pk, question="How can I reset my password?")
 
     assert purges and purges[0] > 0  # the first conversation really went, with its turn

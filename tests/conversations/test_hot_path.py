@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from conversations import admin_services, services
 from conversations.decisions import ConsumedRef
 from conversations.models import Conversation, Intent, Turn
-from conversations.services import dedup_policy_update, intent_set, turn_ask, turn_settings_load
+from conversations.services import dedup_policy_update, intent_set, turn_ask, turn_settings_load, turns
 from conversations.state import (
     ANSWERS_KEPT,
     ConversationState,
@@ -195,14 +195,14 @@ def test_a_cached_turn_skips_the_flush_only_when_configured_to(api_client, kb, s
 
 def test_a_turn_on_a_conversation_deleted_meanwhile_is_not_found(tenant, kb, monkeypatch):
     conversation = services.conversation_create(tenant=tenant, knowledge_base_id=kb.pk)
-    real_state_load = services.state_load
+    real_state_load = turns.state_load
 
     def state_then_delete(*, conversation):
         state = real_state_load(conversation=conversation)
         Conversation.objects.for_tenant(tenant).filter(pk=conversation.pk).delete()
         return state
 
-    monkeypatch.setattr(services, "state_load", state_then_delete)
+    monkeypatch.setattr(turns, "state_load", state_then_delete)
     with pytest.raises(NotFoundError):
         turn_ask(tenant=tenant, conversation_id=conversation.pk, question="How do I reset my password?")
     assert not Turn.objects.for_tenant(tenant).exists()

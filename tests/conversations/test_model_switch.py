@@ -23,7 +23,7 @@ from django.test.utils import CaptureQueriesContext
 
 from conversations import services
 from conversations.models import ConsumedItem, Conversation, DedupEvent, Intent, Turn
-from conversations.services import dedup_policy_update
+from conversations.services import candidates, dedup_policy_update, turns
 from conversations.state import state_forget, vector_from_bytes
 from retrieval import embeddings, vectorstore
 from retrieval.models import KnowledgeBase, ReindexStatus
@@ -148,7 +148,7 @@ def test_the_user_scope_window_holds_pairs_of_the_model_in_use_only(
     """User scope compares the user's newest pairs: another model's pairs must not take those places. Asked under
     the bundled model, then the rotated one, then the bundled one again (the operator switched back), the first pair
     is still found with a window of one pair, the rotated model's newer pair notwithstanding."""
-    monkeypatch.setattr(services, "USER_SCOPE_MAX_PAIRS", 1)
+    monkeypatch.setattr(candidates, "USER_SCOPE_MAX_PAIRS", 1)
     dedup_policy_update(tenant=tenant, scope="user")
     first = ask(api_client, start(api_client, kb, user_id="u1"), QUESTION)
     bundled = embeddings.embedding_model()
@@ -192,13 +192,13 @@ def test_show_me_that_again_after_a_switch_searches_with_the_new_model(
     ask(api_client, conversation_id, QUESTION)
     switch_model(kb)
     searched = []
-    real_search = services._search
+    real_search = turns._search
 
     def recording_search(**kwargs):  # noqa: ANN003, ANN202
         searched.append(np.asarray(kwargs["query_vector"]))
         return real_search(**kwargs)
 
-    monkeypatch.setattr(services, "_search", recording_search)
+    monkeypatch.setattr(turns, "_search", recording_search)
     body = ask(api_client, conversation_id, "show me that again")
     assert body["dedup"]["intent"] == "repeat"
     assert len(searched) == 1

@@ -1,0 +1,62 @@
+"""Writes of the conversations app, one concern a module; this package names the app's public write API.
+
+- `policy`: a tenant's set-up here, its dedup policy and intents, the settings a turn reads;
+- `turns`: conversations and the turn pipeline (`turn_ask`), with `candidates` (the stored questions a question is
+  compared with), `sources` (what a turn shows of a passage) and `turn_write` (the turn's one transaction);
+- `question_index`: the tenant-scope question index in Milvus;
+- `retention`: deleting conversation records by hand and the purge of expired conversations;
+- `rollups`: the dashboard's daily figures.
+"""
+
+from conversations.services.policy import (
+    POLICY_FIELDS,
+    TurnSettings,
+    dedup_policy_get,
+    dedup_policy_update,
+    intent_set,
+    intents_load,
+    policy_view,
+    tenant_conversations_setup,
+    turn_settings_load,
+)
+from conversations.services.question_index import question_index_backfill
+from conversations.services.retention import conversation_records_delete, conversations_purge_expired
+from conversations.services.rollups import dedup_figures_rollup
+from conversations.services.sources import SourceView
+from conversations.services.turns import (
+    ANSWER_MAX_CHARS,
+    QUESTION_MAX_CHARS,
+    TOP_K,
+    TurnOutcome,
+    conversation_create,
+    conversation_for,
+    knowledge_base_for,
+    turn_answer_set,
+    turn_ask,
+)
+
+__all__ = [
+    "ANSWER_MAX_CHARS",
+    "POLICY_FIELDS",
+    "QUESTION_MAX_CHARS",
+    "TOP_K",
+    "SourceView",
+    "TurnOutcome",
+    "TurnSettings",
+    "conversation_create",
+    "conversation_for",
+    "conversation_records_delete",
+    "conversations_purge_expired",
+    "dedup_figures_rollup",
+    "dedup_policy_get",
+    "dedup_policy_update",
+    "intent_set",
+    "intents_load",
+    "knowledge_base_for",
+    "policy_view",
+    "question_index_backfill",
+    "tenant_conversations_setup",
+    "turn_answer_set",
+    "turn_ask",
+    "turn_settings_load",
+]

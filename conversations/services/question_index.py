@@ -1,0 +1,72 @@
+"""The tenant-scope question index: QA pairs' question vectors in Milvus, filled in again by a worker."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from django.utils import timezone
+
+from conversations.models import (
+    DedupScope,
+    Turn,
+)
+from conversations.services.candidates import epoch_seconds
+from conversations.services.policy import dedup_policy_get
+from conversations.state import (
+    vector_from_bytes,
+)
+from retrieval import vectorstore
+from retrieval.embeddings import model_id as embedding_model_id
+from tenants.models import Tenant
+
+logger = logging.getLogger(__name__)
+
+QUESTION_BACKFILL_BATCH = 500
+
+
+def question_index_backfill(
+    *, tenant_id: int, turn_ids: list[int] | None = None, batch_size: int = QUESTION_BACKFILL_BATCH
+) -> int:
+    """Index the tenant's questions asked within its policy's TTL (only those of `turn_ids`, when given) for
+    tenant-scope dedup; returns how many. Only questions the embedding model in use embedded are indexed: no other
+    can be compared with a new question; nor are pairs answered from a partial index, which are never served. Safe
+    to run twice (an upsert by turn id) and a no-op when the tenant no longer uses tenant scope. Raises
+    VectorStoreUnavailable for the task to retry."""
+    tenant = Tenant.objects.filter(pk=tenant_id).first()
+    if tenant is None:
+        return 0
+    policy = dedup_policy_get(tenant=tenant)
+    if policy.scope != DedupScope.TENANT:
+        return 0
+    since = timezone.now() - timedelta(seconds=policy.ttl_seconds)
+    model = embedding_model_id()
+    turns = (
+        Turn.objects.for_tenant(tenant)
+        .filter(
+            created_at__gte=since,
+            question_vector_model=model,
+            partial_index=False,
+            **({"pk__in": turn_ids} if turn_ids is not None else {}),
+        )
+        .order_by("pk")
+        .values_list("pk", "knowledge_base_id", "created_at", "question_vector")
+    )
+    indexed = 0
+    last_pk = 0
+    while True:
+        batch = list(turns.filter(pk__gt=last_pk)[:batch_size])
+        if not batch:
+            return indexed
+        rows = [
+            vectorstore.QuestionVector(
+                turn_id=pk,
+                tenant_id=tenant.pk,
+                knowledge_base_id=knowledge_base_id,
+                created_ts=epoch_seconds(created_at),
+                vector=vector_from_bytes(vector),
+            )
+            for pk, knowledge_base_id, created_at, vector in batch
+        ]
+        indexed += vectorstore.question_vectors_upsert(rows=rows, model=model)
+        last_pk = batch[-1][0]

@@ -1,0 +1,250 @@
+"""A turn's one transaction (the QA pair, consumed items, audit event, the conversation row) and what follows its
+commit (the hot copy in Redis, the question index)."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+from typing import Any
+
+import numpy as np
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from conversations import decisions
+from conversations.models import (
+    ConsumedItem,
+    Conversation,
+    DedupAction,
+    DedupEvent,
+    DedupScope,
+    Turn,
+)
+from conversations.services.candidates import epoch_seconds
+from conversations.services.sources import SourceView
+from conversations.state import (
+    ConversationState,
+    RecentTurn,
+    StoredAnswer,
+    state_after_turn,
+    state_forget,
+    state_store,
+    vector_to_bytes,
+)
+from kbplatform.errors import NotFoundError
+from retrieval import vectorstore
+from tenants.models import Tenant
+
+logger = logging.getLogger(__name__)
+
+
+def _turn_number_take(*, tenant: Tenant, conversation: Conversation, now: datetime, expires_at: datetime) -> int:
+    """Inside the turn's transaction: count the turn on the conversation row, move its expiry, and return the new
+    turn's number. The UPDATE locks the row until the transaction ends, so concurrent turns of one conversation
+    queue here and get distinct numbers; RETURNING makes it one round trip (PostgreSQL, and SQLite 3.35+), where
+    the ORM would need a locking read and a write."""
+    connection = transaction.get_connection()
+    table = connection.ops.quote_name(Conversation._meta.db_table)
+    moments = [connection.ops.adapt_datetimefield_value(moment) for moment in (now, expires_at)]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET turn_count = turn_count + 1, last_active_at = %s, expires_at = %s "
+            "WHERE id = %s AND tenant_id = %s RETURNING turn_count",
+            [*moments, conversation.pk, tenant.pk],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        raise NotFoundError("Conversation not found.")
+    return int(row[0])
+
+
+def _commit_without_flush() -> None:
+    """Inside a transaction: on PostgreSQL, commit it without waiting for the WAL flush (see
+    settings.ASYNC_COMMIT_CACHED_TURNS for what that risks). Other databases are left as configured."""
+    connection = transaction.get_connection()
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL synchronous_commit TO OFF")
+
+
+def turn_persist(**fields: Any) -> Turn:
+    """Write the turn (`turn_write`). A turn that names another turn (the pair it matched or served, or a close
+    match it refused) can lose a race with the purge: the other turn's conversation expires and is deleted between
+    the decision and this commit, and the deferred foreign-key check fails at COMMIT. The answer is still right (it
+    was read while the pair existed), so the write is redone once with the vanished references left empty (the
+    audit event keeps their numbers in its `_ref` columns); the common path pays no extra query."""
+    decision: decisions.DuplicateDecision = fields["decision"]
+    matched: StoredAnswer | None = fields["matched"]
+    referenced = {pk for pk in (decision.turn_id, matched.turn_id if matched else None) if pk is not None}
+    try:
+        return _turn_write(**fields)
+    except IntegrityError:
+        if not referenced:
+            raise
+        logger.info("turn write lost a race with the purge (turns %s); writing it again", sorted(referenced))
+    return _turn_write(**fields, recheck_references=referenced)
+
+
+def _turn_write(
+    *,
+    tenant: Tenant,
+    conversation: Conversation,
+    ttl_seconds: int,
+    question: str,
+    question_vector: np.ndarray,
+    question_vector_model: str,
+    partial_index: bool,
+    intent: str,
+    mode: str,
+    answer: str,
+    answer_tokens: int,
+    sources: list[SourceView],
+    source_chunks: dict,
+    context_tokens: int,
+    action: str,
+    decision: decisions.DuplicateDecision,
+    matched: StoredAnswer | None,
+    elapsed_ms: float,
+    event: dict,
+    recheck_references: set[int] | None = None,
+) -> Turn:
+    """One transaction: lock the conversation row (so concurrent turns queue here and get distinct numbers), write
+    the QA pair, mark what it showed as consumed by this turn, move the expiry, write the audit event.
+    `recheck_references`: turns this one names that may have been deleted since the decision; those still there are
+    locked against deletion until the commit, the others are not named."""
+    now = timezone.now()
+    with transaction.atomic():
+        if action == DedupAction.SERVED_CACHED and settings.ASYNC_COMMIT_CACHED_TURNS:
+            _commit_without_flush()
+        number = _turn_number_take(
+            tenant=tenant, conversation=conversation, now=now, expires_at=now + timedelta(seconds=ttl_seconds)
+        )
+        present = None
+        if recheck_references:
+            present = set(
+                Turn.objects.for_tenant(tenant)
+                .select_for_update(no_key=True)
+                .filter(pk__in=recheck_references)
+                .values_list("pk", flat=True)
+            )
+
+        def still_there(pk: int | None) -> int | None:
+            return pk if present is None or pk in present else None
+
+        turn = Turn.objects.create(
+            tenant=tenant,
+            conversation=conversation,
+            knowledge_base_id=conversation.knowledge_base_id,
+            user_id=conversation.user_id,
+            number=number,
+            question=question,
+            question_vector=vector_to_bytes(question_vector),
+            question_vector_model=question_vector_model,
+            partial_index=partial_index,
+            intent=intent,
+            mode=mode,
+            answer=answer,
+            answer_tokens=answer_tokens,
+            source_chunks=source_chunks,
+            source_chunk_ids=[s.chunk_id for s in sources],
+            context_tokens=context_tokens,
+            decision=action,
+            similarity=decision.similarity,
+            matched_turn_id=still_there(decision.turn_id) if decision.hit and matched is not None else None,
+            answer_origin_id=still_there(matched.turn_id) if action == DedupAction.SERVED_CACHED else None,
+            elapsed_ms=elapsed_ms,
+        )
+        consumed = _consumed_of(sources=sources, turn_number=number)
+        if consumed:
+            ConsumedItem.objects.bulk_create(
+                [
+                    ConsumedItem(
+                        tenant=tenant, conversation=conversation, kind=c.kind, item_id=c.item_id, turn_number=number
+                    )
+                    for c in consumed
+                ],
+                update_conflicts=True,
+                unique_fields=["conversation", "kind", "item_id"],
+                update_fields=["turn_number"],
+            )
+        DedupEvent.objects.create(
+            tenant=tenant,
+            conversation=conversation,
+            conversation_ref=conversation.pk,
+            turn=turn,
+            turn_ref=turn.pk,
+            similarity=decision.similarity,
+            matched_turn_id=still_there(decision.turn_id),
+            matched_turn_ref=decision.turn_id,
+            pair_probability=decision.probability,
+            match_passes_checks=decision.passes_checks,
+            **event,
+        )
+    turn.consumed_refs = consumed
+    return turn
+
+
+def _consumed_of(*, sources: list[SourceView], turn_number: int) -> list[decisions.ConsumedRef]:
+    """Both granularities are recorded, so a policy change between doc and chunk applies to past turns too."""
+    refs: dict[tuple[str, int], decisions.ConsumedRef] = {}
+    for source in sources:
+        refs[("doc", source.document_id)] = decisions.ConsumedRef("doc", source.document_id, turn_number)
+        refs[("chunk", source.chunk_id)] = decisions.ConsumedRef("chunk", source.chunk_id, turn_number)
+    return list(refs.values())
+
+
+def turn_after_commit(
+    *,
+    tenant: Tenant,
+    conversation: Conversation,
+    state: ConversationState,
+    turn: Turn,
+    policy: decisions.PolicyView,
+    question_vector: np.ndarray,
+) -> None:
+    """Refresh the hot copy (or drop it when another turn came in between: the next read rebuilds it), and index
+    the question for tenant-scope dedup. Neither may fail the turn: the rows are already committed."""
+    if turn.number == state.turn_count + 1:
+        new_state = state_after_turn(
+            state=state,
+            turn=RecentTurn(
+                turn.pk,
+                turn.number,
+                turn.question,
+                question_vector,
+                bool(turn.answer),
+                StoredAnswer.of_turn(turn) if turn.answer else None,
+                turn.question_vector_model,
+                turn.partial_index,
+            ),
+            consumed=turn.consumed_refs,
+        )
+        state_store(tenant_id=tenant.pk, state=new_state, ttl_seconds=policy.ttl_seconds)
+    else:
+        state_forget(tenant_id=tenant.pk, conversation_id=conversation.pk)
+    # A pair answered from a partial index is never served: in the tenant-scope index it would only take the place of
+    # a candidate that can be (the search keeps the nearest TENANT_SCOPE_CANDIDATES).
+    if policy.scope == DedupScope.TENANT and not turn.partial_index:
+        try:
+            vectorstore.question_vectors_upsert(
+                rows=[
+                    vectorstore.QuestionVector(
+                        turn_id=turn.pk,
+                        tenant_id=tenant.pk,
+                        knowledge_base_id=conversation.knowledge_base_id,
+                        created_ts=epoch_seconds(turn.created_at),
+                        vector=question_vector,
+                    )
+                ],
+                model=turn.question_vector_model,
+            )
+        except vectorstore.VectorStoreUnavailable:
+            # The turn is committed; its question is indexed by a worker once Milvus answers again, so it is not
+            # missing from tenant-scope dedup for good.
+            logger.warning("question index unavailable: turn %s queued for indexing by a worker", turn.pk)
+            from conversations.tasks import question_index_backfill_task
+
+            transaction.on_commit(
+                lambda: question_index_backfill_task.delay(tenant.pk, turn_ids=[turn.pk]), robust=True
+            )

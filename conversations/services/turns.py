@@ -1,0 +1,519 @@
+"""Conversations and the turn pipeline (`turn_ask`): load, embed, judge, decide (`turn_decision.turn_decide`),
+execute, persist.
+
+Everything slow (embedding, Milvus, generation) happens before the transaction, so the row lock is held for a
+few small writes only; two concurrent turns on one conversation both land, with distinct numbers."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import numpy as np
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from conversations import decisions
+from conversations.answering import AnswerGenerator, SourcePassage, answer_generator, context_tokens_of
+from conversations.models import (
+    Conversation,
+    DedupAction,
+    Granularity,
+    IntentBehaviour,
+    Turn,
+)
+from conversations.services.candidates import duplicate_candidates, stored_answer_at_origin, stored_answer_of
+from conversations.services.policy import TurnSettings, dedup_policy_get, turn_settings_load
+from conversations.services.sources import SourceView, source_view_of_hit, stored_sources
+from conversations.services.turn_write import turn_after_commit, turn_persist
+from conversations.state import (
+    ConversationState,
+    state_forget,
+    state_load,
+)
+from conversations.turn_decision import MatchFacts, TurnDecision, TurnFacts, TurnKind, turn_decide
+from kbplatform.errors import ApplicationError, ConflictError, NotFoundError
+from kbplatform.text import control_character_problem, has_visible_character
+from retrieval import vectorstore
+from retrieval.embeddings import embed_query, token_count
+from retrieval.embeddings import model_id as embedding_model_id
+from retrieval.embeddings import model_identity as embedding_model_identity
+from retrieval.embeddings import model_name as embedding_model_name
+from retrieval.models import KnowledgeBase
+from retrieval.selectors import (
+    ChunkHit,
+    IndexState,
+    chunk_content_hashes,
+    chunk_search,
+    hits_of_distinct_content,
+    index_state,
+)
+from tenants.models import Tenant
+
+logger = logging.getLogger(__name__)
+
+TOP_K = 5
+QUESTION_MAX_CHARS = 4000
+ANSWER_MAX_CHARS = 100_000
+
+
+# --- conversations -------------------------------------------------------------------------------------------------
+
+
+def knowledge_base_for(*, tenant: Tenant, knowledge_base_id: int, allowed_knowledge_base_id: int | None = None):  # noqa: ANN201
+    """The tenant's knowledge base, or 404 (another tenant's, or one the API key does not reach)."""
+    if allowed_knowledge_base_id is not None and int(knowledge_base_id) != allowed_knowledge_base_id:
+        raise NotFoundError("Knowledge base not found.")
+    knowledge_base = KnowledgeBase.objects.for_tenant(tenant).filter(pk=knowledge_base_id).first()
+    if knowledge_base is None:
+        raise NotFoundError("Knowledge base not found.")
+    return knowledge_base
+
+
+def conversation_create(
+    *, tenant: Tenant, knowledge_base_id: int, user_id: str = "", allowed_knowledge_base_id: int | None = None
+) -> Conversation:
+    problem = control_character_problem(user_id or "")
+    if problem is not None:
+        raise ApplicationError(f"The user id is not valid: {problem}", extra={"fields": {"user_id": [problem]}})
+    knowledge_base = knowledge_base_for(
+        tenant=tenant, knowledge_base_id=knowledge_base_id, allowed_knowledge_base_id=allowed_knowledge_base_id
+    )
+    policy = dedup_policy_get(tenant=tenant)
+    now = timezone.now()
+    return Conversation.objects.create(
+        tenant=tenant,
+        knowledge_base=knowledge_base,
+        user_id=user_id or "",
+        last_active_at=now,
+        expires_at=now + timedelta(seconds=policy.ttl_seconds),
+    )
+
+
+def conversation_for(
+    *, tenant: Tenant, conversation_id: int, allowed_knowledge_base_id: int | None = None
+) -> Conversation:
+    conversation = (
+        Conversation.objects.for_tenant(tenant).filter(pk=conversation_id).select_related("knowledge_base").first()
+    )
+    if conversation is None or (
+        allowed_knowledge_base_id is not None and conversation.knowledge_base_id != allowed_knowledge_base_id
+    ):
+        raise NotFoundError("Conversation not found.")
+    if conversation.expires_at <= timezone.now():
+        raise ApplicationError(
+            "This conversation has expired; start a new one.", status_code=410, extra={"conversation": conversation.pk}
+        )
+    return conversation
+
+
+# --- the turn ---------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class TurnOutcome:
+    turn: Turn
+    answer: str | None
+    sources: list[SourceView]
+    action: str
+    intent: str
+    similarity: float | None
+    matched_turn_id: int | None
+    excluded_count: int
+    relaxed: bool
+    shadow_action: str | None = None
+    reason: str = ""
+    # How the knowledge base's vectors stood against the query when the turn searched them (a re-index running, or
+    # failed part way, is said here); None for a turn that searched nothing (a stored answer, small talk).
+    index: IndexState | None = None
+
+
+def _search(
+    *,
+    tenant: Tenant,
+    conversation: Conversation,
+    query_vector: np.ndarray,
+    query_model_identity: str,
+    excluded: list[int],
+    excluded_content: Collection[str],
+    granularity: str,
+    min_results: int,
+) -> tuple[list[ChunkHit], bool]:
+    """Grouped search leaving out `excluded` and the passages of `excluded_content` (the texts the excluded turns
+    showed, whichever document holds them now: empty when `excluded` is); relaxed (novel first, then the best
+    already seen) when fewer than `min_results` remain. An empty exclusion list adds no clause. Raises
+    EmbeddingModelMismatchError (409) when the knowledge base's vectors are another model's, before anything of the
+    turn is written."""
+    exclude_docs = excluded if granularity == Granularity.DOC else None
+    exclude_chunks = excluded if granularity == Granularity.CHUNK else None
+    hits = chunk_search(
+        tenant=tenant,
+        knowledge_base=conversation.knowledge_base,
+        query_vector=query_vector,
+        query_model_identity=query_model_identity,
+        limit=TOP_K,
+        exclude_document_ids=exclude_docs,
+        exclude_chunk_ids=exclude_chunks,
+        exclude_content_hashes=excluded_content,
+    )
+    if not excluded or not decisions.exclusion_relaxes(result_count=len(hits), min_results=min_results, wanted=TOP_K):
+        return hits, False
+    full = chunk_search(
+        tenant=tenant,
+        knowledge_base=conversation.knowledge_base,
+        query_vector=query_vector,
+        query_model_identity=query_model_identity,
+        limit=TOP_K,
+    )
+    # By document at either granularity: both searches group by document, and so does the merged list (a chunk
+    # already there keeps its document's one place; another chunk of it shown before does not take a second one).
+    # ... and never a passage twice: the full search's copy of a text the novel results hold is no new place either.
+    merged = decisions.relaxed_merge(
+        excluded_results=hits,
+        full_results=hits_of_distinct_content(full, shown_content_hashes={hit.content_hash for hit in hits}),
+        key=lambda hit: hit.document_id,
+        limit=TOP_K,
+    )
+    return merged, True
+
+
+def _question_checked(*, question: str, mode: str) -> str:
+    """The question as the turn takes it (trimmed), or an ApplicationError (400) that says what is wrong with it."""
+    question = (question or "").strip()
+    if not question:
+        raise ApplicationError("The question is empty.", extra={"fields": {"question": ["This field is required."]}})
+    if len(question) > QUESTION_MAX_CHARS:
+        raise ApplicationError(f"The question is longer than {QUESTION_MAX_CHARS} characters.")
+    problem = control_character_problem(question)
+    if problem is None and not has_visible_character(question):
+        problem = "Has nothing visible (only spaces, control or formatting characters such as zero-width spaces)."
+    if problem is not None:
+        raise ApplicationError(f"The question is not valid: {problem}", extra={"fields": {"question": [problem]}})
+    if mode not in ("answer", "retrieve"):
+        raise ApplicationError('mode must be "answer" or "retrieve".')
+    return question
+
+
+@dataclass(frozen=True)
+class _Judged:
+    """What a turn found out before deciding: the facts for `turn_decide`, and the matched pair's sources."""
+
+    facts: TurnFacts
+    match_sources: list[SourceView] | None
+
+
+def _turn_judge(
+    *,
+    tenant: Tenant,
+    conversation: Conversation,
+    turn_settings: TurnSettings,
+    state: ConversationState,
+    question: str,
+    question_vector: np.ndarray,
+    model: str,
+    force_refresh: bool,
+) -> _Judged:
+    """Classify the question, look for the stored question it repeats within the policy's scope (when the plan
+    looks), and load what the database holds of the pair that decision matched."""
+    policy = turn_settings.policy
+    intent, behaviour, _ = decisions.intent_classify(question_vector=question_vector, intents=turn_settings.intents)
+    plan = decisions.turn_plan(policy=policy, intent=intent, behaviour=behaviour, force_refresh=force_refresh)
+    # Which recent questions this model embedded: no other vector is compared with this one's.
+    recent_comparable = [
+        decisions.vectors_comparable(stored_model=t.vector_model, current_model=model) for t in state.recent_turns
+    ]
+    # Which recent questions name a topic of their own (not small talk, "show me that again"): a follow-up is read in
+    # the context of the question before it only when that one does, and a repeat re-asks the last one that does.
+    recent_topics = (
+        decisions.names_topic(
+            vectors=[t.vector for t in state.recent_turns], intents=turn_settings.intents, comparable=recent_comparable
+        )
+        if plan.check_duplicates or behaviour in (IntentBehaviour.REPEAT, IntentBehaviour.ELABORATE)
+        else []
+    )
+    duplicate = decisions.DuplicateDecision(hit=False)
+    match, match_sources = None, None
+    if plan.check_duplicates:
+        try:
+            candidates = duplicate_candidates(
+                tenant=tenant,
+                conversation=conversation,
+                state=state,
+                policy=policy,
+                question_vector=question_vector,
+                intents=turn_settings.intents,
+                recent_topics=recent_topics,
+                model=model,
+            )
+        except vectorstore.VectorStoreUnavailable:
+            logger.warning("question index unavailable: tenant-scope dedup skipped for this turn")
+            candidates = []
+        duplicate = decisions.duplicate_decide(
+            question=question,
+            question_vector=question_vector,
+            previous_vector=decisions.followup_context(
+                previous_vector=state.previous_vector(),
+                previous_names_topic=not recent_topics or recent_topics[-1],
+                previous_comparable=not recent_comparable or recent_comparable[-1],
+            ),
+            candidates=candidates,
+            threshold=policy.threshold,
+            embedding_model=embedding_model_name(),
+            use_head=settings.DUPLICATE_HEAD,
+            vector_model=model,
+        )
+        if duplicate.hit:
+            answer = stored_answer_of(tenant=tenant, state=state, turn_id=duplicate.turn_id)
+            if answer is not None and answer.origin_turn_id is not None:
+                answer = stored_answer_at_origin(tenant=tenant, state=state, copy=answer)
+            match_sources = stored_sources(tenant=tenant, stored=answer) if answer is not None else None
+            match = MatchFacts(
+                answer=answer, sources_intact=match_sources is not None, cites_sources=bool(match_sources)
+            )
+    facts = TurnFacts(
+        policy=policy,
+        intent=intent,
+        behaviour=behaviour,
+        force_refresh=force_refresh,
+        duplicate=duplicate,
+        match=match,
+        recent_turns=state.recent_turns,
+        recent_names_topic=recent_topics,
+        consumed=state.consumed,
+        next_turn_number=state.turn_count + 1,
+    )
+    return _Judged(facts=facts, match_sources=match_sources)
+
+
+@dataclass
+class _TurnAnswer:
+    """What executing a turn's decision produced."""
+
+    text: str = ""
+    answer_tokens: int = 0
+    context_tokens: int = 0
+    sources: list[SourceView] = field(default_factory=list)
+    source_chunks: dict[str, dict] = field(default_factory=dict)
+    relaxed: bool = False
+    searched_index: IndexState | None = None
+
+
+def _turn_execute(
+    *,
+    tenant: Tenant,
+    conversation: Conversation,
+    decision: TurnDecision,
+    judged: _Judged,
+    question: str,
+    question_vector: np.ndarray,
+    model: str,
+    mode: str,
+    generator: AnswerGenerator | None,
+) -> _TurnAnswer:
+    """Carry the decision out: the stored answer, the small-talk reply, or a search and (in `answer` mode) an answer."""
+    if decision.kind == TurnKind.STORED:
+        matched = decision.matched
+        return _TurnAnswer(
+            text=matched.answer,
+            answer_tokens=matched.answer_tokens,
+            sources=judged.match_sources,
+            source_chunks=dict(matched.source_chunks),
+        )
+    if decision.kind == TurnKind.SMALLTALK:
+        return _TurnAnswer(text=decision.smalltalk_reply, answer_tokens=token_count(decision.smalltalk_reply))
+    search_vector, answer_question = question_vector, question
+    topic = decision.search_topic
+    if topic is not None:
+        # A question asked before a model change is embedded again: the chunk index is the new model's.
+        search_vector, answer_question = topic.vector, topic.question
+        if not decisions.vectors_comparable(stored_model=topic.vector_model, current_model=model):
+            search_vector = embed_query(topic.question)
+    policy = judged.facts.policy
+    excluded_content = (
+        chunk_content_hashes(tenant=tenant, chunk_ids=decision.excluded_content_chunk_ids)
+        if decision.excluded_content_chunk_ids
+        else set()
+    )
+    # Every vector searched with here is the process's model's (a stored one of another model was embedded again
+    # above); a knowledge base of another model refuses the turn (409) before anything of it is written.
+    query_model_identity = embedding_model_identity()
+    hits, relaxed = _search(
+        tenant=tenant,
+        conversation=conversation,
+        query_vector=search_vector,
+        query_model_identity=query_model_identity,
+        excluded=list(decision.applied_exclusion),
+        excluded_content=excluded_content,
+        granularity=policy.granularity,
+        min_results=policy.min_results,
+    )
+    result = _TurnAnswer(
+        relaxed=relaxed,
+        searched_index=index_state(
+            knowledge_base=conversation.knowledge_base, query_model_identity=query_model_identity
+        ),
+        sources=[source_view_of_hit(hit) for hit in hits],
+        source_chunks={
+            str(hit.chunk_id): {"hash": hit.content_hash, "score": hit.score, "document_id": hit.document_id}
+            for hit in hits
+        },
+    )
+    passages = [SourcePassage(chunk_id=h.chunk_id, text=h.text, token_count=h.token_count) for h in hits]
+    if mode == "answer":
+        generated = (generator or answer_generator()).generate(question=answer_question, passages=passages)
+        result.text, result.answer_tokens, result.context_tokens = (
+            generated.text,
+            generated.answer_tokens,
+            generated.context_tokens,
+        )
+    else:
+        result.context_tokens = context_tokens_of(passages)
+    return result
+
+
+def turn_ask(
+    *,
+    tenant: Tenant,
+    conversation_id: int,
+    question: str,
+    force_refresh: bool = False,
+    mode: str = "answer",
+    generator: AnswerGenerator | None = None,
+    allowed_knowledge_base_id: int | None = None,
+) -> TurnOutcome:
+    """Take one turn of a conversation: load, embed, judge, decide (`turn_decide`), execute, persist. A stored answer
+    to a repeated question, or a fresh search (minus what the last turns showed) and answer. The QA pair, consumed
+    items and audit event are written atomically, before the answer goes out."""
+    started = time.perf_counter()
+    question = _question_checked(question=question, mode=mode)
+    conversation = conversation_for(
+        tenant=tenant, conversation_id=conversation_id, allowed_knowledge_base_id=allowed_knowledge_base_id
+    )
+    turn_settings = turn_settings_load(tenant=tenant)
+    policy = turn_settings.policy
+    state = state_load(conversation=conversation)
+    model = embedding_model_id()
+    question_vector = embed_query(question)
+    judged = _turn_judge(
+        tenant=tenant,
+        conversation=conversation,
+        turn_settings=turn_settings,
+        state=state,
+        question=question,
+        question_vector=question_vector,
+        model=model,
+        force_refresh=force_refresh,
+    )
+    decision = turn_decide(judged.facts)
+    answer = _turn_execute(
+        tenant=tenant,
+        conversation=conversation,
+        decision=decision,
+        judged=judged,
+        question=question,
+        question_vector=question_vector,
+        model=model,
+        mode=mode,
+        generator=generator,
+    )
+
+    elapsed_ms = (time.perf_counter() - started) * 1000
+    duplicate, matched = decision.duplicate, decision.matched
+    turn = turn_persist(
+        tenant=tenant,
+        conversation=conversation,
+        ttl_seconds=policy.ttl_seconds,
+        question=question,
+        question_vector=question_vector,
+        question_vector_model=model,
+        partial_index=answer.searched_index is not None and answer.searched_index.partial,
+        intent=judged.facts.intent,
+        mode=mode,
+        answer=answer.text,
+        answer_tokens=answer.answer_tokens,
+        sources=answer.sources,
+        source_chunks=answer.source_chunks,
+        context_tokens=answer.context_tokens,
+        action=decision.action,
+        decision=duplicate,
+        matched=matched,
+        elapsed_ms=elapsed_ms,
+        event={
+            "action": decision.audit_action,
+            "intent": judged.facts.intent,
+            "reason": decision.reason[:200],
+            "scope": policy.scope,
+            "threshold": duplicate.gate if duplicate.gate is not None else policy.threshold,
+            "question_window": policy.question_window,
+            "exclusion_window": policy.exclusion_window,
+            "granularity": policy.granularity,
+            "excluded_count": len(decision.excluded),
+            "relaxed": answer.relaxed,
+            "shadow": decision.audit_shadow,
+            "tokens_saved": (matched.context_tokens + matched.answer_tokens) if matched else 0,
+            "ms_saved": max(0.0, matched.elapsed_ms - elapsed_ms) if matched else 0.0,
+        },
+    )
+    turn_after_commit(
+        tenant=tenant, conversation=conversation, state=state, turn=turn, policy=policy, question_vector=question_vector
+    )
+    served = decision.kind != TurnKind.SEARCH
+    return TurnOutcome(
+        turn=turn,
+        answer=answer.text if (mode == "answer" or served) else None,
+        sources=answer.sources,
+        action=decision.action,
+        intent=judged.facts.intent,
+        similarity=duplicate.similarity,
+        matched_turn_id=duplicate.turn_id if duplicate.hit else None,
+        excluded_count=len(decision.excluded),
+        relaxed=answer.relaxed,
+        shadow_action=decision.shadow_action,
+        reason=decision.reason,
+        index=answer.searched_index,
+    )
+
+
+# --- answers supplied by the client (retrieve mode) -----------------------------------------------------------------
+
+
+def turn_answer_set(*, tenant: Tenant, turn_id: int, answer: str, allowed_knowledge_base_id: int | None = None) -> Turn:
+    """Store the client's own answer to a retrieve-mode turn, so the QA pair serves later duplicates. A turn asked in
+    answer mode, or a small-talk turn, is a conflict (409)."""
+    answer = (answer or "").strip()
+    if not answer:
+        raise ApplicationError("The answer is empty.", extra={"fields": {"answer": ["This field is required."]}})
+    if len(answer) > ANSWER_MAX_CHARS:
+        raise ApplicationError(f"The answer is longer than {ANSWER_MAX_CHARS} characters.")
+    with transaction.atomic():
+        # NO KEY UPDATE: a concurrent turn that serves this pair inserts a row referencing it (a KEY SHARE lock
+        # while it holds the conversation row); a plain FOR UPDATE here, then the conversation update below, would
+        # wait on each other.
+        turn = Turn.objects.for_tenant(tenant).select_for_update(no_key=True).filter(pk=turn_id).first()
+        if turn is None or (
+            allowed_knowledge_base_id is not None and turn.knowledge_base_id != allowed_knowledge_base_id
+        ):
+            raise NotFoundError("Turn not found.")
+        if turn.mode != "retrieve":
+            raise ConflictError("Only a turn asked in retrieve mode takes a client answer.")
+        if turn.decision == DedupAction.SMALLTALK:
+            # Small talk retrieves nothing and already has its reply: an answer stored on it would be a QA pair that
+            # no search stands behind.
+            raise ConflictError("A small-talk turn (greeting, thanks) retrieves nothing and takes no client answer.")
+        turn.answer = answer
+        turn.answer_tokens = token_count(answer)
+        # A retrieve-mode turn that was served a stored answer names the pair it came from, and later duplicates of
+        # it are served that pair's answer: the client's own answer makes the turn its own origin instead.
+        turn.answer_origin = None
+        turn.save(update_fields=["answer", "answer_tokens", "answer_origin"])
+        # Invalidates every hot copy built before this answer, including one the state_forget below cannot reach.
+        Conversation.objects.for_tenant(tenant).filter(pk=turn.conversation_id).update(
+            state_revision=F("state_revision") + 1
+        )
+    state_forget(tenant_id=tenant.pk, conversation_id=turn.conversation_id)
+    return turn
