@@ -81,12 +81,12 @@ def test_file_upload_keeps_name_and_hash(api_client, tenant):
 def test_an_upload_whose_row_is_rolled_back_leaves_no_file_behind(api_client, tenant, settings, monkeypatch):
     from django.db import IntegrityError
 
-    from retrieval import services
+    from retrieval.services import documents
 
     def lost_race(**kwargs):  # another request took the external id between the check and the insert
         raise IntegrityError("duplicate key value violates unique constraint")
 
-    monkeypatch.setattr(services, "documents_enqueue", lost_race)
+    monkeypatch.setattr(documents, "documents_enqueue", lost_race)
     kb = kb_make(tenant)
     uploads = settings.MEDIA_ROOT / "documents"
     before = set(uploads.rglob("*")) if uploads.exists() else set()

@@ -15,10 +15,12 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 from django.utils import timezone
 
+from kbplatform.errors import ConflictError
 from lifecycle import services as lifecycle_services
-from retrieval import services, tasks, vectorstore
+from retrieval import embedding_cache, embeddings, services, tasks, vectorstore
 from retrieval.models import Chunk, Document, DocumentStatus, KnowledgeBase, SourceKind
 from retrieval.selectors import EmbeddingModelMismatchError, IndexStatus, chunk_search, index_state
+from retrieval.services import indexing, reindex
 from tests.migrations import migrations_crossed
 from tests.retrieval import files
 from tests.retrieval.factories import kb_make
@@ -56,7 +58,7 @@ def test_a_document_deleted_mid_run_fails_no_other_document_of_the_batch(milvus_
     kb = kb_make(tenant, name="batch")
     documents = {key: _queued(tenant, kb, key) for key in TEXTS}
     doomed = documents["glacier"]
-    parse = services._document_drafts
+    parse = indexing._document_drafts
 
     def parse_then_delete(document, **kwargs):  # noqa: ANN001, ANN003, ANN202
         drafts = parse(document, **kwargs)
@@ -64,7 +66,7 @@ def test_a_document_deleted_mid_run_fails_no_other_document_of_the_batch(milvus_
             services.document_delete(tenant=tenant, document=doomed)
         return drafts
 
-    monkeypatch.setattr(services, "_document_drafts", parse_then_delete)
+    monkeypatch.setattr(indexing, "_document_drafts", parse_then_delete)
     run = services.documents_index(tenant_id=tenant.pk, document_ids=[d.pk for d in documents.values()])
 
     kept = [documents["volcano"].pk, documents["tides"].pk]
@@ -198,7 +200,7 @@ def test_a_run_that_parses_a_slow_batch_keeps_its_lease(milvus_server, tenant, s
     clock = {"offset": timedelta(0)}
     real_now = timezone.now
     monkeypatch.setattr(timezone, "now", lambda: real_now() + clock["offset"])
-    parse = services._document_drafts
+    parse = indexing._document_drafts
     requeued_while_alive: list[int] = []
 
     def slow_parse(document, **kwargs):  # noqa: ANN001, ANN003, ANN202
@@ -208,7 +210,7 @@ def test_a_run_that_parses_a_slow_batch_keeps_its_lease(milvus_server, tenant, s
             requeued_while_alive.append(services.documents_recover_stalled())
         return parse(document, **kwargs)
 
-    monkeypatch.setattr(services, "_document_drafts", slow_parse)
+    monkeypatch.setattr(indexing, "_document_drafts", slow_parse)
     run = services.documents_index(tenant_id=tenant.pk, document_ids=[d.pk for d in documents])
 
     assert requeued_while_alive == [0]
@@ -286,12 +288,12 @@ def _volcano_indexed(tenant, name: str) -> tuple[KnowledgeBase, Document]:  # no
 
 
 def _search(tenant, kb: KnowledgeBase, text: str) -> list[int]:  # noqa: ANN001
-    query = services.embeddings.embed_query(text)
+    query = embeddings.embed_query(text)
     hits = chunk_search(
         tenant=tenant,
         knowledge_base=kb,
         query_vector=query,
-        query_model_identity=services.embeddings.model_identity(),
+        query_model_identity=embeddings.model_identity(),
         limit=5,
     )
     return [hit.chunk_id for hit in hits]
@@ -368,7 +370,7 @@ def test_vectors_a_run_writes_while_a_delete_runs_do_not_outlive_the_rows(milvus
 def _reindex_while(tenant, kb: KnowledgeBase, monkeypatch, meanwhile) -> None:  # noqa: ANN001
     """Re-index the knowledge base, calling `meanwhile()` once while its first batch is being encoded."""
     services.knowledge_base_reindex_start(tenant=tenant, knowledge_base=kb)
-    embed = services.embeddings_cached
+    embed = embedding_cache.embeddings_cached
     pending = [meanwhile]
 
     def embed_then_act(**kwargs):  # noqa: ANN003, ANN202
@@ -377,9 +379,9 @@ def _reindex_while(tenant, kb: KnowledgeBase, monkeypatch, meanwhile) -> None:  
             pending.pop()()
         return result
 
-    monkeypatch.setattr(services, "embeddings_cached", embed_then_act)
+    monkeypatch.setattr(embedding_cache, "embeddings_cached", embed_then_act)
     services.knowledge_base_reindex(tenant_id=tenant.pk, knowledge_base_id=kb.pk)
-    monkeypatch.setattr(services, "embeddings_cached", embed)
+    monkeypatch.setattr(embedding_cache, "embeddings_cached", embed)
 
 
 @pytest.mark.django_db
@@ -417,12 +419,12 @@ def test_a_document_rechunked_during_a_knowledge_base_reindex_stays_findable(mil
     _reindex_while(tenant, kb, monkeypatch, rechunk)
 
     assert Chunk.objects.for_tenant(tenant).filter(document=document).count() == _vector_count(kb) == 1
-    query = services.embeddings.embed_query(first[0])
+    query = embeddings.embed_query(first[0])
     hits = chunk_search(
         tenant=tenant,
         knowledge_base=kb,
         query_vector=query,
-        query_model_identity=services.embeddings.model_identity(),
+        query_model_identity=embeddings.model_identity(),
         limit=5,
         group_by_document=True,
     )
@@ -436,7 +438,7 @@ def test_knowledge_base_reindex_progress_never_passes_one(milvus_server, tenant,
     first = [_queued(tenant, kb, "volcano"), _queued(tenant, kb, "glacier")]
     services.documents_index(tenant_id=tenant.pk, document_ids=[d.pk for d in first])
     services.knowledge_base_reindex_start(tenant=tenant, knowledge_base=kb)
-    embed = services.embeddings_cached
+    embed = embedding_cache.embeddings_cached
     seen: list[float] = []
 
     def embed_and_watch(**kwargs):  # noqa: ANN003, ANN202
@@ -447,7 +449,7 @@ def test_knowledge_base_reindex_progress_never_passes_one(milvus_server, tenant,
         seen.append(KnowledgeBase.objects.for_tenant(tenant).get(pk=kb.pk).reindex_progress)
         return embed(**kwargs)
 
-    monkeypatch.setattr(services, "embeddings_cached", embed_and_watch)
+    monkeypatch.setattr(embedding_cache, "embeddings_cached", embed_and_watch)
     services.knowledge_base_reindex(tenant_id=tenant.pk, knowledge_base_id=kb.pk)
 
     assert max(seen) <= 1.0, seen
@@ -469,7 +471,7 @@ def test_a_run_that_stalled_past_its_lease_leaves_the_takeover_run_s_vectors_alo
     kb, document = _indexed_in_several_chunks(tenant, "takeover")
     first_texts = list(Chunk.objects.for_tenant(tenant).filter(document=document).values_list("text", flat=True))
     services.document_reindex(tenant=tenant, document=document)
-    embed = services.embeddings_cached
+    embed = embedding_cache.embeddings_cached
     stalled: list[bool] = []
 
     def stall_past_the_lease(**kwargs):  # noqa: ANN003, ANN202
@@ -485,19 +487,19 @@ def test_a_run_that_stalled_past_its_lease_leaves_the_takeover_run_s_vectors_alo
             assert services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk]).indexed == [document.pk]
         return embed(**kwargs)
 
-    monkeypatch.setattr(services, "embeddings_cached", stall_past_the_lease)
+    monkeypatch.setattr(embedding_cache, "embeddings_cached", stall_past_the_lease)
     stale_run = services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk])  # then it wakes up
 
     assert stale_run.indexed == []
     document.refresh_from_db()
     assert document.status == DocumentStatus.INDEXED and document.chunk_count == 1
     assert _vector_count(kb) == 1
-    query = services.embeddings.embed_query(first_texts[0])
+    query = embeddings.embed_query(first_texts[0])
     hits = chunk_search(
         tenant=tenant,
         knowledge_base=kb,
         query_vector=query,
-        query_model_identity=services.embeddings.model_identity(),
+        query_model_identity=embeddings.model_identity(),
         limit=5,
         group_by_document=True,
     )
@@ -506,7 +508,7 @@ def test_a_run_that_stalled_past_its_lease_leaves_the_takeover_run_s_vectors_alo
 
 def _time_limit_once(monkeypatch, *, on_call: int = 1, before_each=None) -> None:  # noqa: ANN001
     """The worker's soft time limit fires during the `on_call`-th encode, as it does in a task that runs too long."""
-    embed = services.embeddings_cached
+    embed = embedding_cache.embeddings_cached
     calls: list[int] = []
 
     def embed_until_the_limit(**kwargs):  # noqa: ANN003, ANN202
@@ -517,7 +519,7 @@ def _time_limit_once(monkeypatch, *, on_call: int = 1, before_each=None) -> None
             raise SoftTimeLimitExceeded()
         return embed(**kwargs)
 
-    monkeypatch.setattr(services, "embeddings_cached", embed_until_the_limit)
+    monkeypatch.setattr(embedding_cache, "embeddings_cached", embed_until_the_limit)
 
 
 @pytest.mark.django_db
@@ -617,7 +619,7 @@ def test_a_knowledge_base_reindex_whose_task_was_lost_is_noticed_within_its_leas
     with django_capture_on_commit_callbacks(execute=True):
         tasks.documents_recover_stalled.apply()  # the beat task, every minute: too early to call it lost
     assert sent == []
-    with pytest.raises(services.ConflictError):
+    with pytest.raises(ConflictError):
         services.knowledge_base_reindex_start(tenant=tenant, knowledge_base=kb)
 
     clock.advance(60)
@@ -646,7 +648,7 @@ def test_a_slow_knowledge_base_reindex_that_keeps_moving_is_left_alone(
     sent = _requeued(monkeypatch)
     with django_capture_on_commit_callbacks(execute=False):
         services.knowledge_base_reindex_start(tenant=tenant, knowledge_base=kb)
-    embed = services.embeddings_cached
+    embed = embedding_cache.embeddings_cached
     duplicate_runs: list[int] = []
 
     nested: list[bool] = []
@@ -666,7 +668,7 @@ def test_a_slow_knowledge_base_reindex_that_keeps_moving_is_left_alone(
             nested.pop()
         return embed(**kwargs)
 
-    monkeypatch.setattr(services, "embeddings_cached", slow_batch)
+    monkeypatch.setattr(embedding_cache, "embeddings_cached", slow_batch)
     assert services.knowledge_base_reindex(tenant_id=tenant.pk, knowledge_base_id=kb.pk) == len(ids)
 
     kb.refresh_from_db()
@@ -689,7 +691,7 @@ def test_a_knowledge_base_reindex_that_keeps_killing_its_worker_ends_failed_with
     def killed(**kwargs):  # noqa: ANN003, ANN202
         raise _WorkerKilled()
 
-    monkeypatch.setattr(services, "embeddings_cached", killed)
+    monkeypatch.setattr(embedding_cache, "embeddings_cached", killed)
     for _ in range(settings.INGEST_MAX_ATTEMPTS):
         with pytest.raises(_WorkerKilled):
             services.knowledge_base_reindex(tenant_id=tenant.pk, knowledge_base_id=kb.pk)
@@ -797,10 +799,10 @@ def test_a_failed_reindex_is_told_apart_by_whether_it_was_changing_the_model(
     settings.INGEST_EMBED_BATCH = 1
     kb = kb_make(tenant, name="failed-moves")
     services.documents_index(tenant_id=tenant.pk, document_ids=[_queued(tenant, kb, key).pk for key in TEXTS])
-    identity = services.embeddings.model_identity()
+    identity = embeddings.model_identity()
     # The vectors are another version's of the model (its files replaced in place): the re-index moves the knowledge
     # base to the workers' version, and stops after one of three chunks.
-    old = services.embeddings.identity_name(identity) + "@" + "0" * 16
+    old = embeddings.identity_name(identity) + "@" + "0" * 16
     KnowledgeBase.objects.for_tenant(tenant).filter(pk=kb.pk).update(embedding_model_identity=old)
     services.knowledge_base_reindex_start(tenant=tenant, knowledge_base=kb)
     _reindex_task_with_milvus_failing_after(monkeypatch, tenant, kb, batches=1)
@@ -846,20 +848,20 @@ def test_a_reindex_task_giving_up_leaves_alone_a_reindex_another_run_took_up_mea
     kb = kb_make(tenant, name="given-up-reindex")
     services.documents_index(tenant_id=tenant.pk, document_ids=[_queued(tenant, kb, key).pk for key in TEXTS])
     services.knowledge_base_reindex_start(tenant=tenant, knowledge_base=kb)
-    release = services._reindex_release
+    release = reindex._reindex_release
     releases: list[int] = []
 
     def release_then_taken_up(**kwargs):  # noqa: ANN003, ANN202
         release(**kwargs)
         releases.append(1)
         if len(releases) == tasks.MAX_RETRIES + 1:  # the last try: another run (the sweep's) takes the re-index up
-            assert services._reindex_claim(tenant_id=tenant.pk, knowledge_base_id=kb.pk, token="other-run")
+            assert reindex._reindex_claim(tenant_id=tenant.pk, knowledge_base_id=kb.pk, token="other-run")
 
     def refuses(**kwargs):  # noqa: ANN003, ANN202
         raise vectorstore.VectorStoreUnavailable("Milvus refuses writes")
 
     with monkeypatch.context() as patched:
-        patched.setattr(services, "_reindex_release", release_then_taken_up)
+        patched.setattr(reindex, "_reindex_release", release_then_taken_up)
         patched.setattr(vectorstore, "vectors_upsert", refuses)
         patched.setattr(tasks, "retry_countdown", lambda retries: 0.0)
         tasks.knowledge_base_reindex.apply(args=(kb.pk, tenant.pk))

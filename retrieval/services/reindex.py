@@ -1,0 +1,311 @@
+"""Re-indexing a whole knowledge base from its stored chunks (onto the model in use), with a lease, progress and
+recovery of lost runs. The chunks in the database are the truth; Milvus is rebuilt from them."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+
+from celery.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
+from django.db import DatabaseError, transaction
+from django.db.models import F, Q, Value
+from django.db.models.functions import Greatest
+from django.utils import timezone
+
+from kbplatform.errors import ConflictError
+from retrieval import embedding_cache, embeddings, vectorstore
+from retrieval.chunking import (
+    model_input_hash,
+)
+from retrieval.models import Chunk, DocumentStatus, KnowledgeBase, ReindexStatus
+from retrieval.selectors import knowledge_base_records_model
+from retrieval.services.indexing import TRANSIENT_ERRORS, TransientIngestError, lease_end
+from tenants.models import Tenant
+
+logger = logging.getLogger(__name__)
+
+# --- knowledge-base re-index ------------------------------------------------------------------------------
+
+
+def _reindex_in_flight(now: datetime) -> Q:
+    """A re-index marked running whose run (or its queued task) still holds a lease: one that let its lease run out
+    was lost."""
+    return Q(reindex_status=ReindexStatus.RUNNING, reindex_lease_expires_at__gte=now)
+
+
+def knowledge_base_reindex_running(*, tenant: Tenant, knowledge_base: KnowledgeBase) -> bool:
+    """Whether a re-index of the knowledge base is under way (marked running and still holding its lease): its
+    worker would write vectors again, so nothing may delete the knowledge base meanwhile."""
+    return (
+        KnowledgeBase.objects.for_tenant(tenant)
+        .filter(_reindex_in_flight(timezone.now()), pk=knowledge_base.pk)
+        .exists()
+    )
+
+
+def _reindex_lost(now: datetime) -> Q:
+    return Q(reindex_status=ReindexStatus.RUNNING, reindex_lease_expires_at__lt=now)
+
+
+def knowledge_base_reindex_start(*, tenant: Tenant, knowledge_base: KnowledgeBase) -> KnowledgeBase:
+    """Queue a rebuild of the knowledge base's vectors from its stored chunks (e.g. after a model change). The lease
+    covers the task's wait in the queue: a task that never arrives is noticed when it runs out."""
+    from retrieval.tasks import knowledge_base_reindex as reindex_task
+
+    now = timezone.now()
+    with transaction.atomic():
+        updated = (
+            KnowledgeBase.objects.for_tenant(tenant)
+            .filter(pk=knowledge_base.pk)
+            .exclude(_reindex_in_flight(now))
+            .update(
+                reindex_status=ReindexStatus.RUNNING,
+                reindex_progress=0.0,
+                reindex_error="",
+                reindex_started_at=now,
+                reindex_finished_at=None,
+                reindex_claim_token="",
+                reindex_lease_expires_at=lease_end(now),
+                reindex_attempts=0,
+                updated_at=now,
+            )
+        )
+        if not updated:
+            raise ConflictError("This knowledge base is already being re-indexed.")
+        transaction.on_commit(lambda: reindex_task.delay(knowledge_base.pk, tenant.pk), robust=True)
+    knowledge_base.refresh_from_db()
+    return knowledge_base
+
+
+def _reindex_claim(*, tenant_id: int, knowledge_base_id: int, token: str) -> bool:
+    """Take the running re-index for this run, unless another live run holds it (a second delivery of the task, or the
+    task queued again while the first was only slow): one conditional UPDATE, as for documents."""
+    now = timezone.now()
+    return bool(
+        KnowledgeBase.objects.filter(tenant_id=tenant_id, pk=knowledge_base_id, reindex_status=ReindexStatus.RUNNING)
+        .filter(Q(reindex_claim_token="") | Q(reindex_lease_expires_at__lt=now))
+        .update(
+            reindex_claim_token=token,
+            reindex_lease_expires_at=lease_end(now),
+            reindex_attempts=F("reindex_attempts") + 1,
+            updated_at=now,
+        )
+    )
+
+
+def _reindex_update(*, tenant_id: int, knowledge_base_id: int, token: str, **fields) -> int:  # noqa: ANN003
+    """A write of this run only, renewing its lease; 0 when another run took the re-index over (or it is gone)."""
+    now = timezone.now()
+    values = {"reindex_lease_expires_at": lease_end(now), "updated_at": now, **fields}
+    return KnowledgeBase.objects.filter(
+        tenant_id=tenant_id, pk=knowledge_base_id, reindex_claim_token=token, reindex_status=ReindexStatus.RUNNING
+    ).update(**values)
+
+
+def _reindex_release(*, tenant_id: int, knowledge_base_id: int, token: str) -> None:
+    """Hand the re-index back before a retry, the attempt not counted (the run was not lost). The lease covers the
+    retry's countdown, so only a retry that never comes makes it look lost."""
+    try:
+        _reindex_update(
+            tenant_id=tenant_id,
+            knowledge_base_id=knowledge_base_id,
+            token=token,
+            reindex_claim_token="",
+            reindex_attempts=Greatest(F("reindex_attempts") - 1, Value(0)),
+        )
+    except DatabaseError:
+        logger.warning("could not release re-index of knowledge base %s; its lease will run out", knowledge_base_id)
+
+
+def _model_input_hashes_refresh(*, tenant_id: int, rows: Sequence[tuple[int, str, str]]) -> None:
+    """Record, for each (chunk id, text, recorded model input hash), what the model of this process reads of the text.
+    A re-index onto a model whose tokenizer breaks long runs elsewhere changes it, and the embedding cache's purge keeps
+    only the entries a chunk's hashes name: a stale one would let it drop the vectors the re-index has just cached. A
+    chunk deleted meanwhile is left alone (the update finds no row)."""
+    for pk, text, recorded in rows:
+        current = model_input_hash(text)
+        if current != recorded:
+            Chunk.objects.filter(tenant_id=tenant_id, pk=pk).update(model_input_hash=current)
+
+
+def knowledge_base_reindex(*, tenant_id: int, knowledge_base_id: int) -> int:
+    """Re-embed every chunk of the knowledge base's indexed documents with the workers' model and upsert the
+    vectors by chunk id (so it is safe to run twice). Returns the chunks indexed: 0 when the re-index is not running
+    or another live run holds it."""
+    token = uuid.uuid4().hex
+    if not _reindex_claim(tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, token=token):
+        return 0
+    try:
+        model_name, model_identity = embeddings.model_name(), embeddings.model_identity()
+    except embeddings.EmbeddingModelUnavailable as exc:
+        _reindex_release(tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, token=token)
+        raise TransientIngestError(str(exc)) from exc
+    claimed = KnowledgeBase.objects.filter(tenant_id=tenant_id, pk=knowledge_base_id).first()
+    if claimed is None:
+        return 0
+    moved_from = claimed.reindex_from_model_identity
+    if not knowledge_base_records_model(knowledge_base=claimed, model_identity=model_identity):
+        # A model change: until a run finishes, the vectors not rebuilt yet are this model's. One already recorded (an
+        # earlier model change that stopped part way) stays: its vectors are not all rebuilt either.
+        moved_from = moved_from or claimed.embedding_model_identity or claimed.embedding_model
+    _reindex_update(
+        tenant_id=tenant_id,
+        knowledge_base_id=knowledge_base_id,
+        token=token,
+        embedding_model=model_name,
+        embedding_model_identity=model_identity,
+        embedding_dimension=embeddings.embedding_dimension(),
+        reindex_from_model_identity=moved_from,
+    )
+    chunks = Chunk.objects.filter(
+        tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, document__status=DocumentStatus.INDEXED
+    )
+    total = chunks.count()
+    done = 0
+    last_pk = 0
+    batch_size = max(1, settings.INGEST_EMBED_BATCH)
+    try:
+        while True:
+            batch = list(
+                chunks.filter(pk__gt=last_pk)
+                .order_by("pk")
+                .values_list("pk", "document_id", "text", "model_input_hash")[:batch_size]
+            )
+            if not batch:
+                break
+            vectors, _ = embedding_cache.embeddings_cached(
+                tenant_id=tenant_id,
+                texts=[row[2] for row in batch],
+                model_identity=model_identity,
+            )
+            _model_input_hashes_refresh(
+                tenant_id=tenant_id, rows=[(pk, text, recorded) for pk, _, text, recorded in batch]
+            )
+            vectorstore.vectors_upsert(
+                rows=[
+                    vectorstore.ChunkVector(
+                        chunk_id=pk,
+                        tenant_id=tenant_id,
+                        knowledge_base_id=knowledge_base_id,
+                        document_id=doc_id,
+                        vector=vector,
+                    )
+                    for (pk, doc_id, _, _), vector in zip(batch, vectors, strict=True)
+                ],
+                dimension=int(vectors.shape[1]),
+            )
+            # A chunk deleted since the batch was read (its document deleted, or re-indexed into new chunks) must
+            # not keep the vector just written for it: the run or delete that removed it has already cleaned up.
+            alive = set(
+                Chunk.objects.filter(tenant_id=tenant_id, pk__in=[row[0] for row in batch]).values_list("pk", flat=True)
+            )
+            vanished = {doc_id for pk, doc_id, _, _ in batch if pk not in alive}
+            if vanished:
+                kept = Chunk.objects.filter(tenant_id=tenant_id, document_id__in=vanished).values_list("pk", flat=True)
+                vectorstore.vectors_delete_stale(
+                    tenant_id=tenant_id,
+                    dimension=int(vectors.shape[1]),
+                    document_ids=vanished,
+                    keep_chunk_ids=list(kept),
+                )
+            done += len(batch)
+            last_pk = batch[-1][0]
+            # The heartbeat: progress and a renewed lease once per batch.
+            moved = _reindex_update(
+                tenant_id=tenant_id,
+                knowledge_base_id=knowledge_base_id,
+                token=token,
+                # Documents indexed meanwhile add chunks the count at the start did not know of; a retry after the
+                # time limit starts its count again, but the progress shown does not go back.
+                reindex_progress=Greatest(F("reindex_progress"), Value(min(1.0, done / total) if total else 1.0)),
+            )
+            if not moved:  # taken over after this run stalled past its lease, or deleted: the other party finishes
+                return done
+    except TRANSIENT_ERRORS as exc:
+        _reindex_release(tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, token=token)
+        raise TransientIngestError(str(exc)) from exc
+    except SoftTimeLimitExceeded as exc:
+        # A large knowledge base outlasts one task: the retry goes quickly through the vectors cached so far.
+        _reindex_release(tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, token=token)
+        raise TransientIngestError("the re-index took longer than the task time limit") from exc
+    vectorstore.vectors_flush()
+    _reindex_update(
+        tenant_id=tenant_id,
+        knowledge_base_id=knowledge_base_id,
+        token=token,
+        reindex_status=ReindexStatus.DONE,
+        reindex_progress=1.0,
+        reindex_error="",
+        reindex_finished_at=timezone.now(),
+        reindex_claim_token="",
+        reindex_lease_expires_at=None,
+        reindex_from_model_identity="",  # every vector is the recorded model's now
+    )
+    return done
+
+
+def knowledge_base_reindex_fail(*, tenant_id: int, knowledge_base_id: int, reason: str) -> None:
+    """The last word of a re-index task whose transient failures outlasted every retry: the re-index fails with the
+    reason, unless another run took it up since this task's last try handed it back (the stalled-re-index sweep's,
+    once this task's lease ran out): that run is left to finish it."""
+    KnowledgeBase.objects.filter(
+        tenant_id=tenant_id, pk=knowledge_base_id, reindex_status=ReindexStatus.RUNNING, reindex_claim_token=""
+    ).update(
+        reindex_status=ReindexStatus.FAILED,
+        reindex_error=reason[:2000],
+        reindex_finished_at=timezone.now(),
+        reindex_claim_token="",
+        reindex_lease_expires_at=None,
+    )
+
+
+def knowledge_base_reindexes_recover() -> int:
+    """Queue again every re-index whose run was lost: marked running, its lease run out (the worker was killed, or the
+    task never reached one). The status message says so; the new run goes quickly through the vectors cached so far.
+    After INGEST_MAX_ATTEMPTS lost runs it fails with the reason instead. Crosses tenants by design, as
+    `documents_recover_stalled` does; claiming makes a duplicate queueing harmless. Returns how many were requeued."""
+    from retrieval.tasks import knowledge_base_reindex as reindex_task
+
+    now = timezone.now()
+    lost = KnowledgeBase.objects.unscoped().filter(_reindex_lost(now))
+    stamp = f"{now:%Y-%m-%d %H:%M} UTC"
+    failed = lost.filter(reindex_attempts__gte=settings.INGEST_MAX_ATTEMPTS).update(
+        reindex_status=ReindexStatus.FAILED,
+        reindex_error=(
+            f"The re-index was interrupted {settings.INGEST_MAX_ATTEMPTS} times (its worker stopped while running it); "
+            f"given up at {stamp}. Check the workers' logs, then start the re-index again."
+        ),
+        reindex_finished_at=now,
+        reindex_claim_token="",
+        reindex_lease_expires_at=None,
+        updated_at=now,
+    )
+    if failed:
+        logger.warning("%s knowledge-base re-indexes failed after repeated interruptions", failed)
+    requeued = 0
+    for tenant_id, knowledge_base_id in lost.values_list("tenant_id", "pk")[:1000]:
+        with transaction.atomic():
+            if not (
+                KnowledgeBase.objects.filter(tenant_id=tenant_id, pk=knowledge_base_id)
+                .filter(_reindex_lost(now))
+                .update(
+                    reindex_claim_token="",
+                    reindex_lease_expires_at=lease_end(now),
+                    reindex_error=(
+                        f"The re-index stopped making progress (its worker stopped or its task was lost) and was "
+                        f"queued again at {stamp}; it goes on from where it was."
+                    ),
+                    updated_at=now,
+                )
+            ):
+                continue
+            transaction.on_commit(
+                lambda pk=knowledge_base_id, tenant=tenant_id: reindex_task.delay(pk, tenant), robust=True
+            )
+            requeued += 1
+    if requeued:
+        logger.info("requeued %s lost knowledge-base re-indexes", requeued)
+    return requeued
