@@ -319,7 +319,9 @@ def intent_set(*, tenant: Tenant, name: str, examples: list[str], behaviour: str
 # --- conversations -------------------------------------------------------------------------------------------------
 
 
-def knowledge_base_for(*, tenant: Tenant, knowledge_base_id: int, allowed_knowledge_base_id: int | None = None):  # noqa: ANN201
+def knowledge_base_for(
+    *, tenant: Tenant, knowledge_base_id: int, allowed_knowledge_base_id: int | None = None
+) -> KnowledgeBase:
     """The tenant's knowledge base, or 404 (another tenant's, or one the API key does not reach)."""
     if allowed_knowledge_base_id is not None and int(knowledge_base_id) != allowed_knowledge_base_id:
         raise NotFoundError("Knowledge base not found.")
@@ -1260,7 +1262,7 @@ def _records_deleted_outside_database(*, tenant_id: int, conversation_ids: list[
 
         try:
             question_vectors_delete_task.delay(tenant_id, turn_ids)
-        except Exception:  # noqa: BLE001 - the broker down too: the deletion stands, the vectors stay (logged)
+        except Exception:  # the broker down too: the deletion stands, the vectors stay (logged)
             logger.exception("could not queue the deletion of %s question vectors", len(turn_ids))
 
 

@@ -20,6 +20,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
@@ -47,6 +48,9 @@ from retrieval.models import Chunk, Document, DocumentStatus, KnowledgeBase, Rei
 from retrieval.parsing import DocumentParseError, document_parse, file_size_check, text_storable
 from retrieval.selectors import knowledge_base_records_model
 from tenants.models import Tenant
+
+if TYPE_CHECKING:
+    from django.core.files.storage import Storage
 
 logger = logging.getLogger(__name__)
 
@@ -225,7 +229,7 @@ def document_create(
     return document
 
 
-def _stored_file_discard(*, storage, name: str) -> None:  # noqa: ANN001
+def _stored_file_discard(*, storage: Storage, name: str) -> None:
     try:
         storage.delete(name)
     except OSError:
@@ -442,7 +446,7 @@ def _claimable(now: datetime) -> Q:
     return Q(status=DocumentStatus.QUEUED) | Q(status__in=IN_PROGRESS, lease_expires_at__lt=now)
 
 
-def _run_update(*, tenant_id: int, token: str, document_ids: Iterable[int], **fields) -> int:  # noqa: ANN003
+def _run_update(*, tenant_id: int, token: str, document_ids: Iterable[int], **fields: Any) -> int:
     """A write of this run only: documents another run has taken over are left alone. Renews the lease."""
     now = timezone.now()
     values = {"lease_expires_at": _lease_end(now), "updated_at": now, **fields}
@@ -753,7 +757,7 @@ def _documents_run(*, run: IndexRun, tenant_id: int, token: str, documents: list
             raise  # the model's fault, not the file's: the run waits and retries
         except OSError as exc:
             failures[document.pk] = f"The stored file could not be read ({exc.strerror or type(exc).__name__})."
-        except Exception as exc:  # noqa: BLE001 - a parser's own bug fails its document, not the whole batch
+        except Exception as exc:  # a parser's own bug fails its document, not the whole batch
             logger.exception("document %s could not be parsed", document.pk)
             failures[document.pk] = (
                 f"The file could not be read ({type(exc).__name__}); the error was logged. "
@@ -1062,7 +1066,7 @@ def _reindex_claim(*, tenant_id: int, knowledge_base_id: int, token: str) -> boo
     )
 
 
-def _reindex_update(*, tenant_id: int, knowledge_base_id: int, token: str, **fields) -> int:  # noqa: ANN003
+def _reindex_update(*, tenant_id: int, knowledge_base_id: int, token: str, **fields: Any) -> int:
     """A write of this run only, renewing its lease; 0 when another run took the re-index over (or it is gone)."""
     now = timezone.now()
     values = {"reindex_lease_expires_at": _lease_end(now), "updated_at": now, **fields}

@@ -256,7 +256,7 @@ def test_a_question_milvus_refused_to_index_is_queued_and_indexed_later(
     )
     real_upsert = vectorstore.question_vectors_upsert
 
-    def refused(**kwargs):  # noqa: ANN003, ANN202
+    def refused(**kwargs):
         raise vectorstore.VectorStoreUnavailable("Milvus timed out")
 
     monkeypatch.setattr(vectorstore, "question_vectors_upsert", refused)
