@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench-ingest bench-retrieval clean
+.PHONY: run test test-unit lint bench-ingest bench-retrieval clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,12 @@ test: $(STAMP) $(CHROMIUM)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 	$(BIN)/pytest
+
+# The tests that need no service (no Milvus, worker or Redis fixture, no browser): tests/conftest.py marks every
+# test using a service fixture `integration`, so this stays true as tests are added.
+test-unit: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/pytest -m "not integration and not browser"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

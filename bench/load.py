@@ -330,7 +330,7 @@ def free_port() -> int:
 
 
 def gunicorn_start(*, env: dict, port: int, workers: int, threads: int) -> subprocess.Popen:
-    log = open(ROOT / "var" / "bench" / "gunicorn.log", "ab")  # noqa: SIM115
+    log = open(ROOT / "var" / "bench" / "gunicorn.log", "ab")
     process = subprocess.Popen(
         [
             str(Path(sys.executable).parent / "gunicorn"),

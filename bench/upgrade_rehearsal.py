@@ -80,7 +80,7 @@ def _port_open(port: int) -> bool:
 
 def _run(args: list[str], *, cwd: Path, env: dict[str, str]) -> float:
     started = time.perf_counter()
-    result = subprocess.run(args, cwd=cwd, env=env, check=False)  # noqa: S603
+    result = subprocess.run(args, cwd=cwd, env=env, check=False)
     if result.returncode:
         raise SystemExit(f"{' '.join(args)} (in {cwd}) exited {result.returncode}")
     return time.perf_counter() - started
@@ -107,8 +107,8 @@ def orchestrate(args: argparse.Namespace) -> int:
     work = Path(tempfile.mkdtemp(prefix="upgrade-rehearsal-"))
     run_id = os.urandom(4).hex()
     port = _free_port()
-    milvus_log = open(work / "milvus.log", "ab")  # noqa: SIM115
-    milvus = subprocess.Popen(  # noqa: S603
+    milvus_log = open(work / "milvus.log", "ab")
+    milvus = subprocess.Popen(
         [str(BIN / "milvus-lite"), "server", "--data-dir", str(work / "milvus"), "--host", "127.0.0.1"]
         + ["--port", str(port)],
         stdout=milvus_log,
@@ -149,13 +149,13 @@ def orchestrate(args: argparse.Namespace) -> int:
         seconds = _run([python, "manage.py", "migrate"], cwd=NEW_ROOT, env=env)
         print(f"this checkout: migrate over the old release's state {seconds:.1f} s", flush=True)
         _run([python, "manage.py", "makemigrations", "--check", "--dry-run"], cwd=NEW_ROOT, env=env)
-        old_after = subprocess.run(  # noqa: S603
+        old_after = subprocess.run(
             [python, __file__, "--phase", "old-after-migrate", "--root", str(old_root), "--state", str(state)],
             cwd=old_root,
             env=env,
             check=False,
         )
-        result = subprocess.run(  # noqa: S603
+        result = subprocess.run(
             [python, __file__, "--phase", "new", "--root", str(NEW_ROOT), "--state", str(state)],
             cwd=NEW_ROOT,
             env={**env, "KB_MIGRATE_SECONDS": f"{seconds:.2f}"},
@@ -309,18 +309,18 @@ class Checks:
 
 def _worker_start(root: Path, queue: str) -> tuple[subprocess.Popen, Path]:
     log = Path(os.environ["KB_VAR_DIR"]).parent / "worker.log"
-    process = subprocess.Popen(  # noqa: S603
+    process = subprocess.Popen(
         [str(BIN / "celery"), "-A", "kbplatform", "worker", "-Q", queue, "--concurrency", "1", "-l", "info"]
         + ["--without-gossip", "--without-mingle", "-n", f"upgrade-{os.getpid()}@%h"],
         cwd=root,
-        stdout=open(log, "ab"),  # noqa: SIM115
+        stdout=open(log, "ab"),
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
     return process, log
 
 
-def phase_new(root: Path, state_path: Path) -> int:  # noqa: PLR0915 - one rehearsal, read top to bottom
+def phase_new(root: Path, state_path: Path) -> int:  # one rehearsal, read top to bottom
     from django.conf import settings
     from django.db import connection
 

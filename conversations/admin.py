@@ -145,7 +145,9 @@ class DedupPolicyAdmin(SettingsPageMixin, TenantScopedAdmin):
         view = self.admin_site.admin_view(partial(admin_views.dedup_settings_view, model_admin=self))
         return [path("settings/", view, name="conversations_deduppolicy_settings"), *super().get_urls()]
 
-    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None):  # noqa: ANN201
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None
+    ) -> HttpResponse:
         policy = self.get_object(request, unquote(object_id))
         if policy is None or not self.has_view_permission(request, policy):
             return super().change_view(request, object_id, form_url, extra_context)
@@ -579,11 +581,13 @@ class DedupEventAdmin(TenantScopedAdmin):
         )
         obj.refresh_from_db()
 
-    def changelist_view(self, request: HttpRequest, extra_context: Any = None):  # noqa: ANN201
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
         return super().changelist_view(request, {"title": "Dedup decisions (audit log)", **(extra_context or {})})
 
     # --- detail: the new question beside the one it matched ------------------------------------------------
-    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None):  # noqa: ANN201
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None
+    ) -> HttpResponse:
         event = self.get_object(request, unquote(object_id))
         extra_context = {"title": "Review a dedup decision", **(extra_context or {})}
         if event is not None and self.has_view_permission(request, event):

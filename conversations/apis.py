@@ -6,6 +6,7 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.permissions import SAFE_METHODS, BasePermission
+from rest_framework.request import Request
 from rest_framework.response import Response
 
 from conversations import admin_services, selectors, services
@@ -19,7 +20,7 @@ from tenants.permissions import IsTenantAdminKey, IsTenantWideKey
 class StrictFloatField(serializers.FloatField):
     """A number, not a boolean: DRF's FloatField takes `true` as 1.0, which set a threshold of 1.0 by accident."""
 
-    def to_internal_value(self, data):  # noqa: ANN001, ANN201
+    def to_internal_value(self, data: object) -> float:
         if isinstance(data, bool):
             self.fail("invalid")
         return super().to_internal_value(data)
@@ -60,7 +61,7 @@ class ConversationCreateApi(TenantApi):
         user_id = serializers.CharField(max_length=255, required=False, allow_blank=True, default="")
 
     @extend_schema(request=InputSerializer, responses={201: ConversationSerializer}, summary="Start a conversation")
-    def post(self, request):  # noqa: ANN001, ANN201
+    def post(self, request: Request) -> Response:
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         conversation = services.conversation_create(
@@ -77,7 +78,7 @@ class ConversationDetailApi(TenantApi):
         turns = TurnSerializer(many=True)
 
     @extend_schema(responses=OutputSerializer, summary="A conversation with its turns")
-    def get(self, request, conversation_id: int):  # noqa: ANN001, ANN201
+    def get(self, request: Request, conversation_id: int) -> Response:
         conversation = selectors.conversation_get(
             tenant=self.tenant,
             conversation_id=conversation_id,
@@ -149,7 +150,7 @@ class ConversationMessageApi(TenantApi):
         },
         summary="Ask a question in a conversation",
     )
-    def post(self, request, conversation_id: int):  # noqa: ANN001, ANN201
+    def post(self, request: Request, conversation_id: int) -> Response:
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         outcome = services.turn_ask(
@@ -197,7 +198,7 @@ class TurnAnswerApi(TenantApi):
         answer = serializers.CharField(max_length=services.ANSWER_MAX_CHARS)
 
     @extend_schema(request=InputSerializer, responses=TurnSerializer, summary="Store the client's answer to a turn")
-    def put(self, request, turn_id: int):  # noqa: ANN001, ANN201
+    def put(self, request: Request, turn_id: int) -> Response:
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         turn = services.turn_answer_set(
@@ -234,7 +235,7 @@ class DedupPolicyApi(TenantApi):
         shadow_mode = serializers.BooleanField()
 
     @extend_schema(responses=PolicySerializer, summary="The tenant's dedup policy (admin keys)")
-    def get(self, request):  # noqa: ANN001, ANN201
+    def get(self, request: Request) -> Response:
         return Response(self.PolicySerializer(services.dedup_policy_get(tenant=self.tenant)).data)
 
     @extend_schema(
@@ -242,7 +243,7 @@ class DedupPolicyApi(TenantApi):
         responses=PolicySerializer,
         summary="Change the dedup policy (admin keys of the whole tenant; send the fields to change, each is recorded)",
     )
-    def put(self, request):  # noqa: ANN001, ANN201
+    def put(self, request: Request) -> Response:
         data = self.PolicySerializer(data=request.data, partial=True)
         data.is_valid(raise_exception=True)
         if not data.validated_data:
@@ -317,7 +318,7 @@ class AuditEventListApi(TenantApi):
         ),
         summary="The dedup audit log, newest first, one page (limit/offset)",
     )
-    def get(self, request):  # noqa: ANN001, ANN201
+    def get(self, request: Request) -> Response:
         filters = self.FilterSerializer(data=request.query_params)
         filters.is_valid(raise_exception=True)
         params = dict(filters.validated_data)

@@ -36,7 +36,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 
-from django.db.models import Count, ExpressionWrapper, F, FloatField, Q, Sum, Value
+from django.db.models import Count, ExpressionWrapper, F, FloatField, Q, QuerySet, Sum, Value
 from django.db.models.functions import Floor, Greatest, Least, TruncDate
 from django.utils import timezone
 
@@ -411,12 +411,12 @@ def period_bounds(*, start: date, end: date) -> tuple[datetime, datetime]:
     )
 
 
-def _events_between(*, tenant: Tenant, since: datetime, until: datetime):  # noqa: ANN202
+def _events_between(*, tenant: Tenant, since: datetime, until: datetime) -> QuerySet[DedupEvent]:
     # order_by(): the model's default ordering would otherwise join the GROUP BY.
     return DedupEvent.objects.for_tenant(tenant).filter(created_at__gte=since, created_at__lt=until).order_by()
 
 
-def _period_events(*, tenant: Tenant, start: date, end: date):  # noqa: ANN202
+def _period_events(*, tenant: Tenant, start: date, end: date) -> QuerySet[DedupEvent]:
     since, until = period_bounds(start=start, end=end)
     return _events_between(tenant=tenant, since=since, until=until)
 
@@ -429,7 +429,7 @@ def _rolled_days(*, tenant: Tenant, start: date, end: date) -> dict[date, DedupD
     return {row.day: row for row in rows}
 
 
-def _live_events(*, tenant: Tenant, start: date, end: date, rolled: Iterable[date]):  # noqa: ANN202
+def _live_events(*, tenant: Tenant, start: date, end: date, rolled: Iterable[date]) -> QuerySet[DedupEvent] | None:
     """The events of the period's days that have no rollup (today, days not yet rolled up), one time range per
     run of such days; None when every day has one."""
     rolled = set(rolled)
@@ -449,7 +449,7 @@ def _live_events(*, tenant: Tenant, start: date, end: date, rolled: Iterable[dat
     return DedupEvent.objects.for_tenant(tenant).filter(ranges).order_by()
 
 
-def _groups_of(events) -> list[EventFacts]:  # noqa: ANN001
+def _groups_of(events: QuerySet[DedupEvent]) -> list[EventFacts]:
     """Events counted and summed in the database by local day, action, shadow and relaxed."""
     rows = (
         events.annotate(day=TruncDate("created_at", tzinfo=timezone.get_current_timezone()))
@@ -471,7 +471,7 @@ def _groups_of(events) -> list[EventFacts]:  # noqa: ANN001
     ]
 
 
-def _histogram_of(events) -> list[tuple[str, int, int]]:  # noqa: ANN001
+def _histogram_of(events: QuerySet[DedupEvent]) -> list[tuple[str, int, int]]:
     """(action, similarity bin, events) for the events that had a nearest match (`similarity_bin`'s rule, in SQL)."""
     scaled = ExpressionWrapper(F("similarity") * HISTOGRAM_BINS + 1e-9, output_field=FloatField())
     rows = (
@@ -530,7 +530,7 @@ def dashboard_histogram_groups(
     ]
 
 
-def _reviewed_events(*, tenant: Tenant, start: date, end: date):  # noqa: ANN202
+def _reviewed_events(*, tenant: Tenant, start: date, end: date) -> QuerySet[DedupEvent]:
     # Read through the partial index of reviewed events: a few in a great many.
     return _period_events(tenant=tenant, start=start, end=end).exclude(review_verdict=ReviewVerdict.UNREVIEWED)
 

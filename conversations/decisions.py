@@ -16,11 +16,11 @@ returns plain values, so every rule is tested directly and read in one place.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from difflib import SequenceMatcher
 from functools import lru_cache
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -114,7 +114,9 @@ def exclusion_relaxes(*, result_count: int, min_results: int, wanted: int) -> bo
     return result_count < min(min_results, wanted)
 
 
-def relaxed_merge(*, excluded_results: Sequence, full_results: Sequence, key, limit: int) -> list:  # noqa: ANN001
+def relaxed_merge(
+    *, excluded_results: Sequence, full_results: Sequence, key: Callable[[Any], Hashable], limit: int
+) -> list:
     """Relaxed turn: the novel results first (they are what the user has not seen), then the best already-seen
     ones to fill up to `limit`. Relaxing never drops a novel result the exclusion search found."""
     merged = list(excluded_results)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from celery import shared_task
+from celery import Task, shared_task
 
 from conversations.services import conversations_purge_expired, dedup_figures_rollup, question_index_backfill
 from retrieval import vectorstore
@@ -17,7 +17,7 @@ def conversations_purge_expired_task() -> int:
 
 
 @shared_task(bind=True, name="conversations.question_index_backfill", acks_late=True, max_retries=MAX_RETRIES)
-def question_index_backfill_task(self, tenant_id: int, turn_ids: list[int] | None = None) -> int:  # noqa: ANN001
+def question_index_backfill_task(self: Task, tenant_id: int, turn_ids: list[int] | None = None) -> int:
     """Index a tenant's recent questions (or those of `turn_ids`) for tenant-scope dedup; Milvus being down is
     retried with backoff."""
     try:
@@ -27,7 +27,7 @@ def question_index_backfill_task(self, tenant_id: int, turn_ids: list[int] | Non
 
 
 @shared_task(bind=True, name="conversations.question_vectors_delete", acks_late=True, max_retries=MAX_RETRIES)
-def question_vectors_delete_task(self, tenant_id: int, turn_ids: list[int]) -> None:  # noqa: ANN001
+def question_vectors_delete_task(self: Task, tenant_id: int, turn_ids: list[int]) -> None:
     """Delete the question vectors of turns already deleted from the database (Milvus refused at the time); Milvus
     being down is retried with backoff. Deleting twice deletes nothing more."""
     try:

@@ -3,6 +3,7 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -22,6 +23,6 @@ class HealthApi(APIView):
             {"status": serializers.ChoiceField(["ok", "degraded", "down"]), "components": serializers.DictField()},
         ),
     )
-    def get(self, request):  # noqa: ANN001, ANN201
+    def get(self, request: Request) -> Response:
         report = health_report()
         return Response(report, status=503 if report["status"] == "down" else 200)

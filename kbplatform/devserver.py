@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,14 +45,14 @@ def free_port() -> int:
 
 
 def start(name: str, command: list[str], env: dict[str, str]) -> subprocess.Popen:
-    log = open(VAR / "logs" / f"{name}.log", "ab")  # noqa: SIM115 - lives as long as the child
+    log = open(VAR / "logs" / f"{name}.log", "ab")  # lives as long as the child
     process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
     children.append(process)
     say(f"started {name} (pid {process.pid}, log var/logs/{name}.log)")
     return process
 
 
-def wait_for(what: str, ready, timeout: float = 60.0) -> None:  # noqa: ANN001
+def wait_for(what: str, ready: Callable[[], bool], timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if ready():
@@ -159,7 +160,7 @@ def health(address: str) -> dict | None:
     import json
 
     try:
-        with urllib.request.urlopen(f"http://{address}/api/health/", timeout=5) as response:  # noqa: S310
+        with urllib.request.urlopen(f"http://{address}/api/health/", timeout=5) as response:
             return json.loads(response.read())
     except Exception:  # noqa: BLE001 - not up yet
         return None

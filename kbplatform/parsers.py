@@ -104,7 +104,7 @@ def body_read_limited(stream: Any, parser_context: dict | None) -> bytes:
 
 
 class SafeJSONParser(JSONParser):
-    def parse(self, stream, media_type=None, parser_context=None):  # noqa: ANN001, ANN201
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: dict | None = None) -> object:
         encoding = _text_encoding(parser_context, media_type, "utf-8")
         body = body_read_limited(stream, parser_context)
         try:
@@ -122,7 +122,7 @@ class SafeJSONParser(JSONParser):
 
 
 class StrictFormParser(FormParser):
-    def parse(self, stream, media_type=None, parser_context=None):  # noqa: ANN001, ANN201
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: dict | None = None) -> QueryDict:
         body = body_read_limited(stream, parser_context)
         try:
             for pair in body.split(b"&"):
@@ -163,7 +163,7 @@ codecs.register(_strict_search)
 
 
 class StrictMultiPartParser(MultiPartParser):
-    def parse(self, stream, media_type=None, parser_context=None):  # noqa: ANN001, ANN201
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: dict | None = None) -> DataAndFiles:
         parser_context = parser_context or {}
         request = parser_context["request"]
         declared = codecs.lookup(_text_encoding(parser_context, media_type, settings.DEFAULT_CHARSET)).name

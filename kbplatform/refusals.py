@@ -48,7 +48,7 @@ def refusal_log(*, request: Any, status_code: int, message: str, account: str | 
         if account is not None or request.path.startswith(ADMIN_PREFIX):
             user = getattr(request, "user", None)
             record["account"] = account or (user.get_username() if user is not None and user.is_authenticated else None)
-    except Exception:  # noqa: BLE001 - logging must not fail the response
+    except Exception:  # logging must not fail the response
         logger.warning("refusal status=%s (request could not be described)", status_code, exc_info=True)
         return
     logger.warning("refusal %s", json.dumps(record, sort_keys=True), extra={"refusal": record})

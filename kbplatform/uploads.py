@@ -9,6 +9,8 @@ with both sizes, as it did, without reading it. The bytes still cross the networ
 
 from __future__ import annotations
 
+from typing import Any, NoReturn
+
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.core.files.uploadhandler import FileUploadHandler
@@ -20,13 +22,13 @@ class OversizeUpload(UploadedFile):
     def __init__(self, *, name: str, content_type: str | None, size: int, charset: str | None) -> None:
         super().__init__(file=None, name=name, content_type=content_type, size=size, charset=charset)
 
-    def open(self, mode: str | None = None):  # noqa: ANN201
+    def open(self, mode: str | None = None) -> NoReturn:
         raise ValueError("An upload over the size limit keeps no content.")
 
-    def chunks(self, chunk_size: int | None = None):  # noqa: ANN201
+    def chunks(self, chunk_size: int | None = None) -> NoReturn:
         raise ValueError("An upload over the size limit keeps no content.")
 
-    def read(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN201
+    def read(self, *args: object, **kwargs: object) -> NoReturn:
         raise ValueError("An upload over the size limit keeps no content.")
 
     def close(self) -> None:
@@ -37,7 +39,7 @@ class UploadSizeLimitHandler(FileUploadHandler):
     """Counts each file; once one passes MAX_UPLOAD_BYTES, the rest of it goes nowhere and it ends as an
     `OversizeUpload`. A file within the limit goes through the next handlers untouched."""
 
-    def new_file(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
+    def new_file(self, *args: Any, **kwargs: Any) -> None:
         super().new_file(*args, **kwargs)
         self.received = 0
         self.oversize = False

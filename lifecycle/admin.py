@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from kbplatform.errors import ApplicationError
@@ -19,7 +20,7 @@ class TenantAdmin(ServiceDeletionAdmin):
     search_fields = ("slug", "name")
     tenant_field = "pk"
 
-    def get_queryset(self, request: HttpRequest):  # noqa: ANN201
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Tenant]:
         queryset = Tenant.objects.all()
         if request.user.is_superuser:
             return queryset
@@ -28,7 +29,7 @@ class TenantAdmin(ServiceDeletionAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return request.user.is_superuser
 
-    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:  # noqa: ANN001
+    def has_delete_permission(self, request: HttpRequest, obj: Tenant | None = None) -> bool:
         return request.user.is_superuser
 
     def deletion_summary(self, obj: Tenant) -> tuple[str, dict[str, int]]:
@@ -51,7 +52,7 @@ class TenantAdmin(ServiceDeletionAdmin):
             return exc.message
         return None
 
-    def get_readonly_fields(self, request: HttpRequest, obj=None):  # noqa: ANN001, ANN201
+    def get_readonly_fields(self, request: HttpRequest, obj: Tenant | None = None) -> tuple[str, ...]:
         return () if request.user.is_superuser else ("slug", "is_active")
 
 

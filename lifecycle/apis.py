@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
+from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
 from rest_framework.response import Response
 
 from lifecycle.services import knowledge_base_delete
@@ -19,7 +21,7 @@ class KnowledgeBaseDetailDeleteApi(KnowledgeBaseDetailApi):
     """GET one knowledge base the key reaches; DELETE it with everything held for it (an admin key of the whole
     tenant: a key limited to one knowledge base is deleted with it and cannot delete it)."""
 
-    def get_permissions(self):  # noqa: ANN201
+    def get_permissions(self) -> list[BasePermission]:
         permissions = super().get_permissions()
         if self.request.method == "DELETE":
             permissions += [IsTenantAdminKey(), IsTenantWideKeyForDeletion()]
@@ -30,7 +32,7 @@ class KnowledgeBaseDetailDeleteApi(KnowledgeBaseDetailApi):
         responses={204: None},
         summary="Delete a knowledge base: its documents, chunks, vectors, files and conversations (audit events stay)",
     )
-    def delete(self, request, knowledge_base_id: int):  # noqa: ANN001, ANN201
+    def delete(self, request: Request, knowledge_base_id: int) -> Response:
         knowledge_base = self.knowledge_base_or_404(knowledge_base_id)
         knowledge_base_delete(tenant=self.tenant, knowledge_base=knowledge_base)
         return Response(status=status.HTTP_204_NO_CONTENT)

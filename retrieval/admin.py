@@ -4,10 +4,12 @@ go through the same services as the API."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import Exists, OuterRef, QuerySet
-from django.http import HttpRequest, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html
 
@@ -15,6 +17,9 @@ from kbplatform.errors import ApplicationError
 from retrieval import embeddings, selectors, services
 from retrieval.models import Chunk, Document, DocumentStatus, KnowledgeBase
 from tenants.admin_scoping import ServiceDeletionAdmin, TenantScopedAdmin
+
+if TYPE_CHECKING:
+    from django.contrib.admin.models import LogEntry
 
 
 def progress_bar(value: float, label: str) -> str:
@@ -155,7 +160,7 @@ class DocumentUploadForm(forms.ModelForm):
         model = Document
         fields = ("knowledge_base", "title", "external_id")
 
-    def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # As over the API: a file without a title takes its file name.
         self.fields["title"].required = False
@@ -203,20 +208,20 @@ class DocumentAdmin(ServiceDeletionAdmin):
         "failed_at",
     )
 
-    def get_form(self, request: HttpRequest, obj=None, **kwargs):  # noqa: ANN001, ANN003, ANN201
+    def get_form(self, request: HttpRequest, obj: Document | None = None, **kwargs: Any) -> type[forms.ModelForm]:
         if obj is None:
             kwargs["form"] = DocumentUploadForm
         return super().get_form(request, obj, **kwargs)
 
-    def get_fields(self, request: HttpRequest, obj=None):  # noqa: ANN001, ANN201
+    def get_fields(self, request: HttpRequest, obj: Document | None = None) -> tuple[str, ...]:
         if obj is None:
             return ("knowledge_base", "title", "external_id", "upload", "text")
         return self.readonly_fields
 
-    def get_readonly_fields(self, request: HttpRequest, obj=None):  # noqa: ANN001, ANN201
+    def get_readonly_fields(self, request: HttpRequest, obj: Document | None = None) -> tuple[str, ...]:
         return () if obj is None else self.readonly_fields
 
-    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:  # noqa: ANN001
+    def has_change_permission(self, request: HttpRequest, obj: Document | None = None) -> bool:
         # A stored document is changed only by re-indexing; its page is read-only.
         return False if obj is not None else super().has_change_permission(request, obj)
 
@@ -251,16 +256,16 @@ class DocumentAdmin(ServiceDeletionAdmin):
         if document.status == DocumentStatus.FAILED:
             self.message_user(request, f"{document.title}: {document.error_message}", level=messages.ERROR)
 
-    def save_related(self, request: HttpRequest, form, formsets, change: bool) -> None:  # noqa: ANN001
+    def save_related(self, request: HttpRequest, form: forms.ModelForm, formsets: list, change: bool) -> None:
         if not getattr(request, "_kb_upload_refused", False):
             super().save_related(request, form, formsets, change)
 
-    def log_addition(self, request: HttpRequest, obj, message):  # noqa: ANN001, ANN201
+    def log_addition(self, request: HttpRequest, obj: Document, message: str | list) -> LogEntry | None:
         if not getattr(request, "_kb_upload_refused", False):
             return super().log_addition(request, obj, message)
         return None
 
-    def response_add(self, request: HttpRequest, obj, post_url_continue=None):  # noqa: ANN001, ANN201
+    def response_add(self, request: HttpRequest, obj: Document, post_url_continue: str | None = None) -> HttpResponse:
         if getattr(request, "_kb_upload_refused", False):
             return HttpResponseRedirect(request.get_full_path())
         return super().response_add(request, obj, post_url_continue)
@@ -317,8 +322,8 @@ class ChunkAdmin(TenantScopedAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:  # noqa: ANN001
+    def has_change_permission(self, request: HttpRequest, obj: Chunk | None = None) -> bool:
         return False
 
-    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:  # noqa: ANN001
+    def has_delete_permission(self, request: HttpRequest, obj: Chunk | None = None) -> bool:
         return False

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_serializer, inline_serializer
 from rest_framework import serializers, status
+from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
 from rest_framework.response import Response
 
 from kbplatform.errors import ApplicationError, NotFoundError
@@ -147,21 +150,21 @@ class KnowledgeBaseListCreateApi(_KeyScopedApi):
         chunk_max_tokens = serializers.IntegerField(required=False, min_value=16, max_value=256)
         chunk_overlap_tokens = serializers.IntegerField(required=False, min_value=0, max_value=128)
 
-    def get_permissions(self):  # noqa: ANN201
+    def get_permissions(self) -> list[BasePermission]:
         permissions = super().get_permissions()
         if self.request.method == "POST":
             permissions.append(IsTenantAdminKey())
         return permissions
 
     @extend_schema(responses=KnowledgeBaseOutputSerializer(many=True), summary="List knowledge bases")
-    def get(self, request):  # noqa: ANN001, ANN201
+    def get(self, request: Request) -> Response:
         knowledge_bases = selectors.knowledge_base_list(tenant=self.tenant, only_id=self.only_knowledge_base_id)
         return Response(KnowledgeBaseOutputSerializer(knowledge_bases, many=True).data)
 
     @extend_schema(
         request=InputSerializer, responses={201: KnowledgeBaseOutputSerializer}, summary="Create a knowledge base"
     )
-    def post(self, request):  # noqa: ANN001, ANN201
+    def post(self, request: Request) -> Response:
         if self.only_knowledge_base_id is not None:
             raise ApplicationError(
                 "This API key is limited to one knowledge base and cannot create others.", status_code=403
@@ -176,7 +179,7 @@ class KnowledgeBaseDetailApi(_KeyScopedApi):
     """GET one knowledge base the key reaches. Deleting one reaches every app: `lifecycle.apis` adds DELETE."""
 
     @extend_schema(responses=KnowledgeBaseOutputSerializer, summary="A knowledge base")
-    def get(self, request, knowledge_base_id: int):  # noqa: ANN001, ANN201
+    def get(self, request: Request, knowledge_base_id: int) -> Response:
         return Response(KnowledgeBaseOutputSerializer(self.knowledge_base_or_404(knowledge_base_id)).data)
 
 
@@ -184,7 +187,7 @@ class KnowledgeBaseReindexApi(_KeyScopedApi):
     extra_permission_classes = [IsTenantAdminKey]
 
     @extend_schema(request=None, responses={202: KnowledgeBaseOutputSerializer}, summary="Rebuild the vectors of a KB")
-    def post(self, request, knowledge_base_id: int):  # noqa: ANN001, ANN201
+    def post(self, request: Request, knowledge_base_id: int) -> Response:
         knowledge_base = self.knowledge_base_or_404(knowledge_base_id)
         knowledge_base = services.knowledge_base_reindex_start(tenant=self.tenant, knowledge_base=knowledge_base)
         return Response(KnowledgeBaseOutputSerializer(knowledge_base).data, status=status.HTTP_202_ACCEPTED)
@@ -195,7 +198,7 @@ class DocumentStatusesField(serializers.MultipleChoiceField):
     OpenAPI's default for an array in a query and what generated clients send). An empty value reads as absent, as
     every optional filter of the API does."""
 
-    def get_value(self, dictionary):  # noqa: ANN001, ANN201
+    def get_value(self, dictionary: Mapping[str, object]) -> object:
         value = super().get_value(dictionary)
         if isinstance(value, list):
             return [item for item in value if item != ""]
@@ -294,7 +297,7 @@ class DocumentListCreateApi(_KeyScopedApi):
         ),
         summary="A knowledge base's documents, newest first, one page (limit/offset), with its count per status",
     )
-    def get(self, request, knowledge_base_id: int):  # noqa: ANN001, ANN201
+    def get(self, request: Request, knowledge_base_id: int) -> Response:
         """Follow a bulk upload in one call: `status_counts` counts every document of the knowledge base by status,
         and the page lists the documents that match the filters, each as `GET /api/v1/documents/{id}/` returns it.
         Unknown or repeated parameters (other than `status`) and a reversed time range are a 400."""
@@ -320,7 +323,7 @@ class DocumentListCreateApi(_KeyScopedApi):
         responses={202: DocumentOutputSerializer},
         summary="Add a document (file, text or pre-chunked) to a knowledge base",
     )
-    def post(self, request, knowledge_base_id: int):  # noqa: ANN001, ANN201
+    def post(self, request: Request, knowledge_base_id: int) -> Response:
         knowledge_base = self.knowledge_base_or_404(knowledge_base_id)
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -332,11 +335,11 @@ class DocumentListCreateApi(_KeyScopedApi):
 
 class DocumentDetailApi(_KeyScopedApi):
     @extend_schema(responses=DocumentOutputSerializer, summary="A document's status, progress, chunk count, error")
-    def get(self, request, document_id: int):  # noqa: ANN001, ANN201
+    def get(self, request: Request, document_id: int) -> Response:
         return Response(DocumentOutputSerializer(self.document_or_404(document_id)).data)
 
     @extend_schema(responses={204: None}, summary="Delete a document, its chunks and its vectors")
-    def delete(self, request, document_id: int):  # noqa: ANN001, ANN201
+    def delete(self, request: Request, document_id: int) -> Response:
         document = self.document_or_404(document_id)
         services.document_delete(tenant=self.tenant, document=document)
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -344,7 +347,7 @@ class DocumentDetailApi(_KeyScopedApi):
 
 class DocumentReindexApi(_KeyScopedApi):
     @extend_schema(request=None, responses={202: DocumentOutputSerializer}, summary="Index a document again")
-    def post(self, request, document_id: int):  # noqa: ANN001, ANN201
+    def post(self, request: Request, document_id: int) -> Response:
         document = services.document_reindex(tenant=self.tenant, document=self.document_or_404(document_id))
         return Response(DocumentOutputSerializer(document).data, status=status.HTTP_202_ACCEPTED)
 
@@ -367,7 +370,7 @@ class KnowledgeBaseSearchApi(_KeyScopedApi):
         responses={200: OutputSerializer, 409: EMBEDDING_MODEL_MISMATCH_RESPONSE},
         summary="Search a knowledge base",
     )
-    def post(self, request, knowledge_base_id: int):  # noqa: ANN001, ANN201
+    def post(self, request: Request, knowledge_base_id: int) -> Response:
         knowledge_base = self.knowledge_base_or_404(knowledge_base_id)
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)

@@ -20,8 +20,12 @@ import hashlib
 from bisect import bisect_left
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from retrieval import embeddings
+
+if TYPE_CHECKING:
+    from semantic_text_splitter import MarkdownSplitter, TextSplitter
 
 SPECIAL_TOKENS = 2  # [CLS] and [SEP] count against the model's maximum sequence length
 
@@ -73,14 +77,14 @@ def chunk_overlap_limit(*, requested: int, max_tokens: int) -> int:
 
 
 @lru_cache(maxsize=16)
-def _splitter(max_tokens: int, overlap: int, markdown: bool):  # noqa: ANN202
+def _splitter(max_tokens: int, overlap: int, markdown: bool) -> TextSplitter | MarkdownSplitter:
     from semantic_text_splitter import MarkdownSplitter, TextSplitter
 
     splitter_class = MarkdownSplitter if markdown else TextSplitter
     return splitter_class.from_huggingface_tokenizer(embeddings.tokenizer(), max_tokens, overlap=overlap)
 
 
-def _pieces_as_read(text: str, splitter) -> list[str]:  # noqa: ANN001
+def _pieces_as_read(text: str, splitter: TextSplitter | MarkdownSplitter) -> list[str]:
     """Slices of `text`, in order, that the splitter makes of it as the model reads it (long runs broken)."""
     breaks = embeddings.long_run_breaks(text)
     bounds = [0, *breaks, len(text)]
@@ -96,7 +100,7 @@ def _pieces_as_read(text: str, splitter) -> list[str]:  # noqa: ANN001
     return pieces
 
 
-def _pieces_that_fit(text: str, splitter, max_tokens: int) -> list[tuple[str, int]]:  # noqa: ANN001
+def _pieces_that_fit(text: str, splitter: TextSplitter | MarkdownSplitter, max_tokens: int) -> list[tuple[str, int]]:
     """(slice, word pieces the model reads of it) for the pieces of `text`, each at most `max_tokens`."""
     pieces = _pieces_as_read(text, splitter)
     fitted = []

@@ -114,7 +114,7 @@ def _model_id_of(identity: str) -> str:
     return hashlib.sha256(identity.encode()).hexdigest()[:MODEL_ID_LENGTH]
 
 
-def embedding_model():  # noqa: ANN201
+def embedding_model():  # noqa: ANN201 - sentence_transformers is imported on first use, not for a hint
     """The process's SentenceTransformer, loaded on first use."""
     global _model
     if _model is None:
@@ -141,7 +141,7 @@ def max_sequence_tokens() -> int:
 
 
 @lru_cache(maxsize=1)
-def tokenizer():  # noqa: ANN201
+def tokenizer():  # noqa: ANN201 - tokenizers is imported on first use, not for a hint
     """The model's own fast tokenizer (a `tokenizers.Tokenizer`), loaded without the model weights."""
     from tokenizers import Tokenizer
 

@@ -11,9 +11,14 @@ import re
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from charset_normalizer import from_bytes
 from charset_normalizer.utils import is_multi_byte_encoding
+
+if TYPE_CHECKING:
+    from docx.oxml.xmlchemy import BaseOxmlElement
+    from docx.types import ProvidesStoryPart
 
 PDF_MAGIC = b"%PDF-"
 ZIP_MAGIC = b"PK\x03\x04"
@@ -190,7 +195,7 @@ def pdf_text(data: bytes) -> str:
             # An owner password alone (print/copy restrictions) opens with the empty user password.
             try:
                 opened = reader.decrypt("")
-            except Exception as exc:  # noqa: BLE001 - pypdf raises several types for unsupported encryption
+            except Exception as exc:  # pypdf raises several types for unsupported encryption
                 raise DocumentParseError(_ENCRYPTED_PDF) from exc
             if not opened:
                 raise DocumentParseError(_ENCRYPTED_PDF)
@@ -199,7 +204,7 @@ def pdf_text(data: bytes) -> str:
         raise
     except FileNotDecryptedError as exc:
         raise DocumentParseError(_ENCRYPTED_PDF) from exc
-    except (PdfReadError, Exception) as exc:  # noqa: BLE001 - a damaged PDF fails anywhere inside pypdf
+    except (PdfReadError, Exception) as exc:  # a damaged PDF fails anywhere inside pypdf
         raise DocumentParseError(f"The PDF is damaged and cannot be read ({type(exc).__name__}).") from exc
     text = "\n\n".join(page.strip() for page in pages if page.strip())
     if not text:
@@ -220,7 +225,7 @@ _DOCX_TRANSPARENT = (f"{_W}sdt", f"{_W}customXml", f"{_W}ins", f"{_W}smartTag")
 _DOCX_HIDDEN = (f"{_W}moveFrom", f"{_W}del", _MC_FALLBACK)
 
 
-def _docx_unwrapped(element) -> Iterator:  # noqa: ANN001
+def _docx_unwrapped(element: BaseOxmlElement) -> Iterator[BaseOxmlElement]:
     """The children of `element` with content controls, custom XML and tracked insertions opened up."""
     for child in element.iterchildren():
         if child.tag == f"{_W}sdt":
@@ -233,7 +238,7 @@ def _docx_unwrapped(element) -> Iterator:  # noqa: ANN001
             yield child
 
 
-def _docx_paragraph_text(paragraph) -> str:  # noqa: ANN001
+def _docx_paragraph_text(paragraph: BaseOxmlElement) -> str:
     """The text Word shows for a paragraph: its runs, also those inside hyperlinks, fields, inline content controls and
     tracked insertions; not tracked deletions, nor paragraphs of text boxes anchored in it."""
     parts = []
@@ -246,7 +251,7 @@ def _docx_paragraph_text(paragraph) -> str:  # noqa: ANN001
     return "".join(parts)
 
 
-def _docx_blocks(container, parent) -> Iterator[str]:  # noqa: ANN001
+def _docx_blocks(container: BaseOxmlElement, parent: ProvidesStoryPart) -> Iterator[str]:
     """The paragraphs and table rows of a body or table cell, in document order, a row as its cells joined by " | "
     (a cell's own tables included)."""
     from docx.table import Table
@@ -271,7 +276,7 @@ def docx_text(data: bytes) -> str:
     try:
         document = docx.Document(io.BytesIO(data))
         blocks = list(_docx_blocks(document.element.body, document._body))
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise DocumentParseError(f"The Word document is damaged and cannot be read ({type(exc).__name__}).") from exc
     return "\n\n".join(block for block in blocks if block)
 

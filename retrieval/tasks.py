@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import random
 
-from celery import shared_task
+from celery import Task, shared_task
 
 from retrieval import embedding_cache, services, vectorstore
 
@@ -22,10 +22,10 @@ MAX_RETRIES = 8
 def retry_countdown(retries: int) -> float:
     """Seconds before retry number `retries + 1`: 5, 10, 20 ... capped at 5 minutes, with jitter so a
     recovered Milvus is not hit by every worker at once."""
-    return min(300.0, 5.0 * 2**retries) * random.uniform(0.8, 1.2)  # noqa: S311 - jitter, not security
+    return min(300.0, 5.0 * 2**retries) * random.uniform(0.8, 1.2)  # jitter, not security
 
 
-def _index(task, document_ids: list[int], tenant_id: int, queue_token: str) -> None:  # noqa: ANN001
+def _index(task: Task, document_ids: list[int], tenant_id: int, queue_token: str) -> None:
     try:
         services.documents_index(tenant_id=tenant_id, document_ids=document_ids)
     except services.TransientIngestError as exc:
@@ -42,18 +42,18 @@ def _index(task, document_ids: list[int], tenant_id: int, queue_token: str) -> N
 
 
 @shared_task(bind=True, name="document_index", acks_late=True, max_retries=MAX_RETRIES)
-def document_index(self, document_id: int, tenant_id: int, queue_token: str = "") -> None:  # noqa: ANN001
+def document_index(self: Task, document_id: int, tenant_id: int, queue_token: str = "") -> None:
     _index(self, [document_id], tenant_id, queue_token)
 
 
 @shared_task(bind=True, name="documents_index_batch", acks_late=True, max_retries=MAX_RETRIES)
-def documents_index_batch(self, document_ids: list[int], tenant_id: int, queue_token: str = "") -> None:  # noqa: ANN001
+def documents_index_batch(self: Task, document_ids: list[int], tenant_id: int, queue_token: str = "") -> None:
     """Many documents in one run, so their chunks are encoded and upserted in large batches."""
     _index(self, document_ids, tenant_id, queue_token)
 
 
 @shared_task(bind=True, name="knowledge_base_reindex", acks_late=True, max_retries=MAX_RETRIES)
-def knowledge_base_reindex(self, knowledge_base_id: int, tenant_id: int) -> None:  # noqa: ANN001
+def knowledge_base_reindex(self: Task, knowledge_base_id: int, tenant_id: int) -> None:
     try:
         services.knowledge_base_reindex(tenant_id=tenant_id, knowledge_base_id=knowledge_base_id)
     except services.TransientIngestError as exc:

@@ -106,7 +106,7 @@ def _tenant_key(tenant_id: int) -> str:
 # --- client ---------------------------------------------------------------------------------------------
 
 
-def _connect():  # noqa: ANN202
+def _connect():  # noqa: ANN202 - pymilvus is imported on first use, not for a hint
     global _client
     if _client is None:
         with _lock:
@@ -117,7 +117,7 @@ def _connect():  # noqa: ANN202
                     _client = MilvusClient(
                         uri=settings.MILVUS_URI, token=settings.MILVUS_TOKEN or "", timeout=settings.MILVUS_TIMEOUT
                     )
-                except Exception as exc:  # noqa: BLE001 - pymilvus raises many types for "cannot connect"
+                except Exception as exc:  # pymilvus raises many types for "cannot connect"
                     raise VectorStoreUnavailable(f"Milvus at {settings.MILVUS_URI} is unreachable: {exc}") from exc
     return _client
 
@@ -128,14 +128,14 @@ def _reset() -> None:
         if _client is not None:
             try:
                 _client.close()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 logger.debug("closing a broken Milvus client failed", exc_info=True)
         _client = None
         _ready_collections.clear()
         _doc_fields.clear()
 
 
-def _call(operation: str, fn, *args, timeout: float | None = None, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+def _call(operation: str, fn, *args, timeout: float | None = None, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202 - any client method
     """fn(*args, **kwargs) with a deadline (`MILVUS_TIMEOUT` unless given): pymilvus waits for a reply forever by
     default, so a Milvus that accepts connections but does not answer would hold a web worker until the web server
     killed it, and a worker's task until its time limit. Any failure, the deadline included, is
@@ -144,7 +144,7 @@ def _call(operation: str, fn, *args, timeout: float | None = None, **kwargs):  #
         return fn(*args, timeout=timeout or settings.MILVUS_TIMEOUT, **kwargs)
     except VectorStoreUnavailable:
         raise
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         _reset()
         raise VectorStoreUnavailable(f"Milvus {operation} failed: {exc}") from exc
 

@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
+from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from tenants.admin_scoping import TenantScopedAdmin
@@ -31,21 +34,23 @@ class MembershipAdmin(TenantScopedAdmin):
     list_filter = ("role",)
     view_roles = (Role.ADMIN,)
 
-    def get_form(self, request: HttpRequest, obj=None, change=False, **kwargs):  # noqa: ANN001, ANN003, ANN201
+    def get_form(
+        self, request: HttpRequest, obj: Membership | None = None, change: bool = False, **kwargs: Any
+    ) -> type[forms.ModelForm]:
         if not request.user.is_superuser and obj is None:
             kwargs["form"] = MembershipByEmailForm
             kwargs["fields"] = ("email", "tenant", "role")
         return super().get_form(request, obj, change=change, **kwargs)
 
-    def get_fieldsets(self, request: HttpRequest, obj=None):  # noqa: ANN001, ANN201
+    def get_fieldsets(self, request: HttpRequest, obj: Membership | None = None) -> list:
         if not request.user.is_superuser and obj is None:
             return [(None, {"fields": ("email", "tenant", "role")})]
         return super().get_fieldsets(request, obj)
 
-    def get_readonly_fields(self, request: HttpRequest, obj=None):  # noqa: ANN001, ANN201
+    def get_readonly_fields(self, request: HttpRequest, obj: Membership | None = None) -> tuple[str, ...]:
         return ("user", "tenant") if obj is not None and not request.user.is_superuser else ()
 
-    def save_model(self, request, obj, form, change):  # noqa: ANN001
+    def save_model(self, request: HttpRequest, obj: Membership, form: forms.ModelForm, change: bool) -> None:
         if "email" in form.cleaned_data:
             user = user_get_or_create_by_email(email=form.cleaned_data["email"])
             saved = membership_set(tenant=obj.tenant, user=user, role=obj.role)
@@ -78,7 +83,7 @@ class ApiKeyAdmin(TenantScopedAdmin):
     view_roles = (Role.ADMIN,)
     actions = ("revoke_keys",)
 
-    def save_model(self, request, obj, form, change):  # noqa: ANN001
+    def save_model(self, request: HttpRequest, obj: ApiKey, form: forms.ModelForm, change: bool) -> None:
         if change:
             super().save_model(request, obj, form, change)
             return
@@ -100,7 +105,7 @@ class ApiKeyAdmin(TenantScopedAdmin):
         )
 
     @admin.action(description="Revoke selected keys")
-    def revoke_keys(self, request, queryset):  # noqa: ANN001
+    def revoke_keys(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
         count = 0
         for api_key in queryset:
             if self.has_change_permission(request, api_key):

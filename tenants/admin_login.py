@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import secrets
 from collections.abc import Callable
+from typing import Any
 
 from django.conf import settings
 from django.contrib.admin.forms import AdminAuthenticationForm
@@ -95,7 +96,7 @@ class ThrottledAdminAuthenticationForm(AdminAuthenticationForm):
         "throttled": "Too many failed sign-ins from this address or for this account. Try again in %(seconds)s s.",
     }
 
-    def clean(self):  # noqa: ANN201
+    def clean(self) -> dict[str, Any]:
         username = self.cleaned_data.get("username") or ""
         address = self.request.META.get("REMOTE_ADDR", "") if self.request is not None else ""
         device = known_device(self.request, username)

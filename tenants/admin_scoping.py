@@ -8,8 +8,10 @@ only thing an operator does to give someone access.
 from __future__ import annotations
 
 from collections import Counter
-from typing import ClassVar
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.actions import delete_selected
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
@@ -22,6 +24,9 @@ from django.http import HttpRequest, HttpResponse
 from tenants.models import Role, Tenant
 from tenants.scoping import TenantOwnedModel
 from tenants.selectors import user_tenant_roles
+
+if TYPE_CHECKING:
+    from django.contrib.admin.views.main import ChangeList
 
 
 def request_tenant_roles(request: HttpRequest) -> dict[int, str]:
@@ -41,7 +46,7 @@ class TenantScopedAdmin(admin.ModelAdmin):
     tenant_field = "tenant"
 
     # --- rows ---------------------------------------------------------------------------------------------
-    def get_queryset(self, request: HttpRequest):  # noqa: ANN201
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
         queryset = super().get_queryset(request) if not self._is_tenant_owned() else self.model.objects.unscoped()
         ordering = self.get_ordering(request)
         if ordering:
@@ -69,7 +74,7 @@ class TenantScopedAdmin(admin.ModelAdmin):
         return {roles[tenant_id]} if tenant_id in roles else set()
 
     # --- query strings: PostgreSQL refuses a NUL character in any text it is sent --------------------------------
-    def get_changelist_instance(self, request: HttpRequest):  # noqa: ANN201
+    def get_changelist_instance(self, request: HttpRequest) -> ChangeList:
         """A filter, ordering or page value holding a NUL is the admin's "incorrect lookup" page: passed on, it
         made PostgreSQL refuse the list's query and the page a server error. This covers every list, its bulk
         actions and exports built on it."""
@@ -77,14 +82,14 @@ class TenantScopedAdmin(admin.ModelAdmin):
             raise IncorrectLookupParameters("A query string value holds a NUL character.")
         return super().get_changelist_instance(request)
 
-    def get_search_results(self, request: HttpRequest, queryset, search_term: str):  # noqa: ANN001, ANN201
+    def get_search_results(self, request: HttpRequest, queryset: QuerySet, search_term: str) -> tuple[QuerySet, bool]:
         """No stored text holds a NUL, so a search term with one matches nothing (the autocomplete asks here
         without the changelist's own check)."""
         if "\x00" in search_term:
             return queryset.none(), False
         return super().get_search_results(request, queryset, search_term)
 
-    def response_action(self, request: HttpRequest, queryset):  # noqa: ANN001, ANN201
+    def response_action(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
         """A bulk action runs only when every selected value is a primary key. Django filters by them as they
         come, so "abc" in `_selected_action` was a server error; now it is a message and nothing changes."""
         try:
@@ -114,7 +119,7 @@ class TenantScopedAdmin(admin.ModelAdmin):
         return request.user.is_superuser or bool(self._role_for(request, obj) & set(self.edit_roles))
 
     # --- forms: the tenant is never chosen from another tenant's list ---------------------------------------
-    def get_readonly_fields(self, request: HttpRequest, obj: models.Model | None = None):  # noqa: ANN201
+    def get_readonly_fields(self, request: HttpRequest, obj: models.Model | None = None) -> tuple[str, ...]:
         """A stored row's tenant is fixed: moved by its change form, a knowledge base would leave its documents,
         chunks and vectors with the old tenant, and an API key would open the new tenant's data."""
         readonly = tuple(super().get_readonly_fields(request, obj))
@@ -122,7 +127,9 @@ class TenantScopedAdmin(admin.ModelAdmin):
             readonly += ("tenant",)
         return readonly
 
-    def formfield_for_foreignkey(self, db_field, request, **kwargs):  # noqa: ANN001, ANN003, ANN201
+    def formfield_for_foreignkey(
+        self, db_field: models.ForeignKey, request: HttpRequest, **kwargs: Any
+    ) -> forms.ModelChoiceField | None:
         related = db_field.related_model
         if related is Tenant and not request.user.is_superuser:
             kwargs["queryset"] = Tenant.objects.filter(pk__in=request_tenant_ids(request, self.edit_roles))
@@ -139,14 +146,16 @@ class ServiceDeletionAdmin(TenantScopedAdmin):
     history records, and the page reports, only what was deleted. Subclasses implement `delete_one`, which deletes
     one row with everything held for it and returns an error message instead when it could not."""
 
-    def delete_one(self, request: HttpRequest, obj) -> str | None:  # noqa: ANN001
+    def delete_one(self, request: HttpRequest, obj: models.Model) -> str | None:
         raise NotImplementedError
 
-    def deletion_summary(self, obj) -> tuple[str, dict[str, int]]:  # noqa: ANN001
+    def deletion_summary(self, obj: models.Model) -> tuple[str, dict[str, int]]:
         """One line saying what goes with `obj`, and those rows counted by kind."""
         raise NotImplementedError
 
-    def get_deleted_objects(self, objs, request: HttpRequest):  # noqa: ANN001, ANN201
+    def get_deleted_objects(
+        self, objs: Iterable[models.Model], request: HttpRequest
+    ) -> tuple[list[str], dict[str, int], set[str], list[str]]:
         """What goes with each row, counted by kind, instead of Django's list of every related row (thousands of
         chunks). Deleting needs only the right to delete the row itself: the service takes the rest with it, which
         Django's own check would refuse (no one may delete a chunk by hand)."""
@@ -158,10 +167,10 @@ class ServiceDeletionAdmin(TenantScopedAdmin):
             totals.update(counts)
         return summary, dict(totals), set(), []
 
-    def log_deletions(self, request: HttpRequest, queryset) -> None:  # noqa: ANN001
+    def log_deletions(self, request: HttpRequest, queryset: Iterable[models.Model]) -> None:
         """Written by `_delete` once a row is really gone, not before as Django does."""
 
-    def _delete(self, request: HttpRequest, obj) -> bool:  # noqa: ANN001
+    def _delete(self, request: HttpRequest, obj: models.Model) -> bool:
         error = self.delete_one(request, obj)
         if error:
             self.message_user(request, f"{obj}: {error}", level=messages.ERROR)
@@ -170,14 +179,14 @@ class ServiceDeletionAdmin(TenantScopedAdmin):
         super().log_deletions(request, [obj])
         return True
 
-    def delete_model(self, request: HttpRequest, obj) -> None:  # noqa: ANN001
+    def delete_model(self, request: HttpRequest, obj: models.Model) -> None:
         self._delete(request, obj)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
         for obj in queryset:
             self._delete(request, obj)
 
-    def response_delete(self, request: HttpRequest, obj_display: str, obj_id) -> HttpResponse:  # noqa: ANN001
+    def response_delete(self, request: HttpRequest, obj_display: str, obj_id: int | str) -> HttpResponse:
         if getattr(request, "_kb_not_deleted", False):  # the error is already on the page; no "deleted" beside it
             return self.response_post_save_change(request, None)
         return super().response_delete(request, obj_display, obj_id)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
+from rest_framework.request import Request
 from rest_framework.response import Response
 
 from kbplatform.errors import NotFoundError
@@ -31,7 +32,7 @@ class WhoAmIApi(TenantApi):
         knowledge_base = serializers.IntegerField(allow_null=True)
 
     @extend_schema(responses=OutputSerializer, summary="The tenant and key behind this request")
-    def get(self, request):  # noqa: ANN001, ANN201
+    def get(self, request: Request) -> Response:
         key = self.api_key
         data = {
             "tenant": self.tenant.slug,
@@ -78,7 +79,7 @@ class _ApiKeyAdminApi(TenantApi):
 
 class ApiKeyListApi(_ApiKeyAdminApi):
     @extend_schema(responses=ApiKeyOutputSerializer(many=True), summary="List the tenant's API keys (admin key)")
-    def get(self, request):  # noqa: ANN001, ANN201
+    def get(self, request: Request) -> Response:
         return Response(ApiKeyOutputSerializer(api_key_list(tenant=self.tenant), many=True).data)
 
 
@@ -97,7 +98,7 @@ class ApiKeyCreateApi(_ApiKeyAdminApi):
             fields = (*ApiKeyOutputSerializer.Meta.fields, "key")
 
     @extend_schema(request=InputSerializer, responses={201: OutputSerializer}, summary="Create an API key")
-    def post(self, request):  # noqa: ANN001, ANN201
+    def post(self, request: Request) -> Response:
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         knowledge_base = None
@@ -123,7 +124,7 @@ class ApiKeyCollectionApi(ApiKeyListApi, ApiKeyCreateApi):
 
 class ApiKeyDetailApi(_ApiKeyAdminApi):
     @extend_schema(responses=ApiKeyOutputSerializer, summary="One API key (admin key)")
-    def get(self, request, api_key_id: int):  # noqa: ANN001, ANN201
+    def get(self, request: Request, api_key_id: int) -> Response:
         return Response(ApiKeyOutputSerializer(self.api_key_or_404(api_key_id)).data)
 
 
@@ -133,6 +134,6 @@ class ApiKeyRevokeApi(_ApiKeyAdminApi):
         responses=ApiKeyOutputSerializer,
         summary="Revoke an API key (idempotent; the tenant's last active admin key cannot be revoked)",
     )
-    def post(self, request, api_key_id: int):  # noqa: ANN001, ANN201
+    def post(self, request: Request, api_key_id: int) -> Response:
         api_key = api_key_revoke(tenant=self.tenant, api_key=self.api_key_or_404(api_key_id), keep_one_admin=True)
         return Response(ApiKeyOutputSerializer(api_key).data)

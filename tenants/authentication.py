@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
@@ -10,6 +11,9 @@ from tenants.models import ApiKey, Tenant
 from tenants.selectors import api_key_get_by_raw
 from tenants.services import api_key_mark_used
 from tenants.throttling import auth_failure_check
+
+if TYPE_CHECKING:
+    from rest_framework.request import Request
 
 KEYWORD = "Api-Key"
 
@@ -31,7 +35,7 @@ class ApiClient:
 class ApiKeyAuthentication(authentication.BaseAuthentication):
     """`Authorization: Api-Key <key>`. Wrong, revoked or malformed keys are 401 with a message saying which."""
 
-    def authenticate(self, request):  # noqa: ANN001, ANN201
+    def authenticate(self, request: Request) -> tuple[ApiClient, ApiKey] | None:
         try:
             return self._authenticate(request)
         except exceptions.AuthenticationFailed as exc:
@@ -47,7 +51,7 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
                 ) from exc
             raise
 
-    def _authenticate(self, request):  # noqa: ANN001, ANN202
+    def _authenticate(self, request: Request) -> tuple[ApiClient, ApiKey] | None:
         header = authentication.get_authorization_header(request)
         if not header:
             return None
@@ -70,7 +74,7 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         api_key_mark_used(api_key=api_key)
         return ApiClient(api_key=api_key), api_key
 
-    def authenticate_header(self, request) -> str:  # noqa: ANN001
+    def authenticate_header(self, request: Request) -> str:
         return KEYWORD
 
 
@@ -78,5 +82,5 @@ class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):
     target_class = "tenants.authentication.ApiKeyAuthentication"
     name = "ApiKey"
 
-    def get_security_definition(self, auto_schema):  # noqa: ANN001, ANN201
+    def get_security_definition(self, auto_schema: object) -> dict[str, str]:
         return {"type": "apiKey", "in": "header", "name": "Authorization", "description": "Api-Key <key>"}

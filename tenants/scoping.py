@@ -13,6 +13,7 @@ Django's own machinery (cascading deletes, FK validation) uses `_base_manager`, 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from django.db import models
@@ -28,7 +29,7 @@ _TENANT_KEYS = ("tenant", "tenant_id", "tenant__in", "tenant_id__in", "tenant__p
 class TenantScopedQuerySet(models.QuerySet):
     _tenant_scoped = False
 
-    def _clone(self):  # type: ignore[override]
+    def _clone(self) -> TenantScopedQuerySet:  # type: ignore[override]
         clone = super()._clone()
         clone._tenant_scoped = self._tenant_scoped
         return clone
@@ -65,7 +66,7 @@ class TenantScopedQuerySet(models.QuerySet):
             self._check_scope()
         super()._fetch_all()
 
-    def iterator(self, *args: Any, **kwargs: Any):  # type: ignore[override]
+    def iterator(self, *args: Any, **kwargs: Any) -> Iterator[Any]:  # type: ignore[override]
         self._check_scope()
         return super().iterator(*args, **kwargs)
 
@@ -87,7 +88,7 @@ class TenantScopedQuerySet(models.QuerySet):
         self._check_scope()
         return super().update(**kwargs)
 
-    def delete(self):  # type: ignore[override]
+    def delete(self) -> tuple[int, dict[str, int]]:  # type: ignore[override]
         self._check_scope()
         return super().delete()
 

@@ -1,7 +1,12 @@
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tenants.keys import key_matches, key_prefix
 from tenants.models import ApiKey, Membership, Role, Tenant
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
 
 def api_key_get_by_raw(*, raw_key: str) -> ApiKey | None:
@@ -15,7 +20,7 @@ def api_key_get_by_raw(*, raw_key: str) -> ApiKey | None:
     return api_key
 
 
-def user_tenant_roles(*, user) -> dict[int, str]:  # noqa: ANN001
+def user_tenant_roles(*, user: AbstractBaseUser | AnonymousUser | None) -> dict[int, str]:
     """tenant id -> role for a user's memberships in active tenants."""
     if user is None or not user.is_authenticated:
         return {}
@@ -23,7 +28,9 @@ def user_tenant_roles(*, user) -> dict[int, str]:  # noqa: ANN001
     return dict(rows)
 
 
-def user_tenants_with_role(*, user, roles: tuple[str, ...] = tuple(Role.values)) -> list[int]:  # noqa: ANN001
+def user_tenants_with_role(
+    *, user: AbstractBaseUser | AnonymousUser | None, roles: tuple[str, ...] = tuple(Role.values)
+) -> list[int]:
     return [tenant_id for tenant_id, role in user_tenant_roles(user=user).items() if role in roles]
 
 

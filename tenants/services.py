@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
@@ -11,10 +12,15 @@ from kbplatform.errors import ApplicationError, ConflictError
 from tenants.keys import key_generate, key_hash
 from tenants.models import ApiKey, ApiKeyRole, Membership, Role, Tenant
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser, AbstractUser
+
+    from retrieval.models import KnowledgeBase
+
 LAST_USED_RESOLUTION = timedelta(seconds=60)
 
 
-def membership_set(*, tenant: Tenant, user, role: str) -> Membership:  # noqa: ANN001
+def membership_set(*, tenant: Tenant, user: AbstractUser, role: str) -> Membership:
     if role not in Role.values:
         raise ApplicationError(f"Unknown role {role!r}; use one of {', '.join(Role.values)}.")
     membership, _ = Membership.objects.update_or_create(user=user, tenant=tenant, defaults={"role": role})
@@ -24,7 +30,7 @@ def membership_set(*, tenant: Tenant, user, role: str) -> Membership:  # noqa: A
     return membership
 
 
-def user_get_or_create_by_email(*, email: str):  # noqa: ANN201
+def user_get_or_create_by_email(*, email: str) -> AbstractUser:
     """The staff user whose username is `email` (created without a usable password: set by reset or admin)."""
     user_model = get_user_model()
     user, created = user_model.objects.get_or_create(username=email, defaults={"email": email, "is_staff": True})
@@ -34,7 +40,7 @@ def user_get_or_create_by_email(*, email: str):  # noqa: ANN201
     return user
 
 
-def tenant_admin_user_ensure(*, tenant: Tenant, email: str, password: str | None = None):  # noqa: ANN201
+def tenant_admin_user_ensure(*, tenant: Tenant, email: str, password: str | None = None) -> AbstractUser:
     """Find or create the user for `email`, make them an admin of `tenant`; set `password` when given."""
     user_model = get_user_model()
     user, _ = user_model.objects.get_or_create(username=email, defaults={"email": email, "is_staff": True})
@@ -50,8 +56,8 @@ def api_key_create(
     tenant: Tenant,
     name: str,
     role: str = ApiKeyRole.STANDARD,
-    knowledge_base=None,  # noqa: ANN001
-    created_by=None,  # noqa: ANN001
+    knowledge_base: KnowledgeBase | None = None,
+    created_by: AbstractBaseUser | None = None,
 ) -> tuple[ApiKey, str]:
     """Create a key; the whole key is returned once here and never stored."""
     if knowledge_base is not None and knowledge_base.tenant_id != tenant.pk:

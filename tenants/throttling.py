@@ -22,11 +22,18 @@ import re
 import threading
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from rest_framework.throttling import BaseThrottle
 
 from kbplatform.redis_client import RedisUnavailable, redis_connection
+
+if TYPE_CHECKING:
+    from rest_framework.request import Request
+    from rest_framework.views import APIView
+
+    from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
 
@@ -147,7 +154,7 @@ def tenant_rate(*, tenant_slug: str) -> Rate | None:
     return rate_parse(text, burst=settings.RATE_LIMIT_BURST)
 
 
-def tenant_limit_check(*, tenant, rate: Rate) -> tuple[bool, float]:  # noqa: ANN001
+def tenant_limit_check(*, tenant: Tenant, rate: Rate) -> tuple[bool, float]:
     """(allowed, seconds to wait) for one more request of `tenant`; never raises."""
     # The creation time makes the key unique to this tenant row even where ids are reused (SQLite after a
     # delete or a rolled-back test), so a new tenant never inherits an old one's spent budget.
@@ -170,7 +177,7 @@ class TenantRateThrottle(BaseThrottle):
     """DRF throttle for every API view: requests with a tenant's API key count against that tenant's limit;
     requests without one (health, schema, refused logins) are not counted here."""
 
-    def allow_request(self, request, view) -> bool:  # noqa: ANN001
+    def allow_request(self, request: Request, view: APIView) -> bool:
         self._wait = 0.0
         api_key = getattr(request, "auth", None)
         tenant = getattr(api_key, "tenant", None)

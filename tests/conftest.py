@@ -14,7 +14,18 @@ from tenants.services import api_key_create
 from tests.services import CeleryWorker, MilvusServer, service_missing
 
 SQLITE_IDS_PER_TEST = 100_000
+
+# Fixtures that start or reach a real service (Milvus Lite, a Celery worker, Redis). A test that uses one, directly
+# or through another fixture, is an integration test whatever its own marks say, so `make test-unit`
+# (`-m "not integration and not browser"`) never starts or waits on one.
+SERVICE_FIXTURES = frozenset({"milvus_server", "celery_worker_process", "redis_available"})
 _sqlite_id_blocks = itertools.count(1)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if SERVICE_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.integration)
 
 
 @pytest.fixture(autouse=True)

@@ -50,7 +50,7 @@ class MilvusServer:
         self.data_dir = Path(tempfile.mkdtemp(prefix="kbtest-milvus-"))
         self.uri = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen | None = None
-        self.log = open(self.data_dir / "server.log", "ab")  # noqa: SIM115
+        self.log = open(self.data_dir / "server.log", "ab")
 
     def start(self) -> None:
         binary = BIN / "milvus-lite"
@@ -105,7 +105,7 @@ class CeleryWorker:
     def start(self, timeout: float = 90) -> None:
         from kbplatform.celery import app
 
-        log = open(self.log_path, "ab")  # noqa: SIM115
+        log = open(self.log_path, "ab")
         name = f"kbtest-{os.getpid()}-{time.monotonic_ns()}@%h"
         self.process = subprocess.Popen(
             [

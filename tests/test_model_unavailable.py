@@ -31,7 +31,7 @@ def unmount_model(settings, tmp_path, monkeypatch):
     embeddings.tokenizer.cache_clear()
 
 
-def assert_model_unavailable(response, path: str) -> None:  # noqa: ANN001
+def assert_model_unavailable(response, path: str) -> None:
     assert response.status_code == 503, response.content
     body = response.json()
     assert body["extra"]["code"] == "embedding_model_unavailable"

@@ -89,7 +89,7 @@ def _records_deleted_outside_database(*, tenant_id: int, conversation_ids: list[
 
         try:
             question_vectors_delete_task.delay(tenant_id, turn_ids)
-        except Exception:  # noqa: BLE001 - the broker down too: the deletion stands, the vectors stay (logged)
+        except Exception:  # the broker down too: the deletion stands, the vectors stay (logged)
             logger.exception("could not queue the deletion of %s question vectors", len(turn_ids))
 
 

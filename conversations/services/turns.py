@@ -65,7 +65,9 @@ ANSWER_MAX_CHARS = 100_000
 # --- conversations -------------------------------------------------------------------------------------------------
 
 
-def knowledge_base_for(*, tenant: Tenant, knowledge_base_id: int, allowed_knowledge_base_id: int | None = None):  # noqa: ANN201
+def knowledge_base_for(
+    *, tenant: Tenant, knowledge_base_id: int, allowed_knowledge_base_id: int | None = None
+) -> KnowledgeBase:
     """The tenant's knowledge base, or 404 (another tenant's, or one the API key does not reach)."""
     if allowed_knowledge_base_id is not None and int(knowledge_base_id) != allowed_knowledge_base_id:
         raise NotFoundError("Knowledge base not found.")

@@ -6,7 +6,7 @@ would use them and the purge would keep them for as long as a chunk has their te
 from django.db import migrations
 
 
-def name_keyed_entries_delete(apps, schema_editor):  # noqa: ANN001, ANN201
+def name_keyed_entries_delete(apps, schema_editor):
     entry_model = apps.get_model("retrieval", "EmbeddingCacheEntry")
     entry_model.objects.exclude(model_name__contains="@").delete()
 

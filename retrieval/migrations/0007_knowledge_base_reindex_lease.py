@@ -9,7 +9,7 @@ from django.db import migrations, models
 from django.db.models import F
 
 
-def running_reindexes_lease(apps, schema_editor):  # noqa: ANN001, ANN201
+def running_reindexes_lease(apps, schema_editor):
     knowledge_base_model = apps.get_model("retrieval", "KnowledgeBase")
     knowledge_base_model.objects.filter(reindex_status="running").update(
         reindex_lease_expires_at=F("updated_at") + timedelta(seconds=settings.INGEST_LEASE_SECONDS)

@@ -13,7 +13,7 @@ from django.db import migrations, models
 UNRECORDED = "unrecorded"  # retrieval.models.REINDEX_FROM_UNRECORDED, as of this migration
 
 
-def unfinished_reindexes_mark(apps, schema_editor):  # noqa: ANN001, ANN201
+def unfinished_reindexes_mark(apps, schema_editor):
     knowledge_base_model = apps.get_model("retrieval", "KnowledgeBase")
     knowledge_base_model.objects.filter(reindex_status__in=["failed", "running"]).update(
         reindex_from_model_identity=UNRECORDED

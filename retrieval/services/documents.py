@@ -10,6 +10,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.core.exceptions import SuspiciousFileOperation
@@ -26,6 +27,9 @@ from retrieval.models import Document, DocumentStatus, KnowledgeBase, SourceKind
 from retrieval.parsing import DocumentParseError, file_size_check, text_storable
 from retrieval.services.indexing import IN_PROGRESS
 from tenants.models import Tenant
+
+if TYPE_CHECKING:
+    from django.core.files.storage import Storage
 
 logger = logging.getLogger(__name__)
 
@@ -152,7 +156,7 @@ def document_create(
     return document
 
 
-def _stored_file_discard(*, storage, name: str) -> None:  # noqa: ANN001
+def _stored_file_discard(*, storage: Storage, name: str) -> None:
     try:
         storage.delete(name)
     except OSError:

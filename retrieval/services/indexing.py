@@ -18,6 +18,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
@@ -80,7 +81,7 @@ def _claimable(now: datetime) -> Q:
     return Q(status=DocumentStatus.QUEUED) | Q(status__in=IN_PROGRESS, lease_expires_at__lt=now)
 
 
-def _run_update(*, tenant_id: int, token: str, document_ids: Iterable[int], **fields) -> int:  # noqa: ANN003
+def _run_update(*, tenant_id: int, token: str, document_ids: Iterable[int], **fields: Any) -> int:
     """A write of this run only: documents another run has taken over are left alone. Renews the lease."""
     now = timezone.now()
     values = {"lease_expires_at": lease_end(now), "updated_at": now, **fields}
@@ -441,7 +442,7 @@ def _documents_parse(
             raise  # the model's fault, not the file's: the run waits and retries
         except OSError as exc:
             failures[document.pk] = f"The stored file could not be read ({exc.strerror or type(exc).__name__})."
-        except Exception as exc:  # noqa: BLE001 - a parser's own bug fails its document, not the whole batch
+        except Exception as exc:  # a parser's own bug fails its document, not the whole batch
             logger.exception("document %s could not be parsed", document.pk)
             failures[document.pk] = (
                 f"The file could not be read ({type(exc).__name__}); the error was logged. "

@@ -7,6 +7,7 @@ import logging
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
@@ -96,7 +97,7 @@ def _reindex_claim(*, tenant_id: int, knowledge_base_id: int, token: str) -> boo
     )
 
 
-def _reindex_update(*, tenant_id: int, knowledge_base_id: int, token: str, **fields) -> int:  # noqa: ANN003
+def _reindex_update(*, tenant_id: int, knowledge_base_id: int, token: str, **fields: Any) -> int:
     """A write of this run only, renewing its lease; 0 when another run took the re-index over (or it is gone)."""
     now = timezone.now()
     values = {"reindex_lease_expires_at": lease_end(now), "updated_at": now, **fields}

@@ -33,7 +33,7 @@ def tenant_b(db):
     return tenant
 
 
-def user_with_role(tenant, role: str, username: str | None = None):  # noqa: ANN201
+def user_with_role(tenant, role: str, username: str | None = None):
     user = UserFactory(**({"username": username} if username else {}))
     MembershipFactory(user=user, tenant=tenant, role=role)
     return user
@@ -54,7 +54,7 @@ def admin_b(tenant_b):
     return user_with_role(tenant_b, Role.ADMIN, "admin-b@example.com")
 
 
-def served_event(tenant, *, question: str, matched_question: str, similarity: float, **fields):  # noqa: ANN001, ANN003, ANN201
+def served_event(tenant, *, question: str, matched_question: str, similarity: float, **fields):
     """A served_cached event with its turn and the earlier turn it matched, in one conversation."""
     matched = TurnFactory(tenant=tenant, question=matched_question, answer=f"Stored answer to: {matched_question}")
     turn = TurnFactory(

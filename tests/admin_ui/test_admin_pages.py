@@ -29,7 +29,7 @@ def _event_url(event: DedupEvent) -> str:
     return reverse("admin:conversations_dedupevent_change", args=[event.pk])
 
 
-def settings_post_data(response, **overrides) -> dict:  # noqa: ANN001, ANN003
+def settings_post_data(response, **overrides) -> dict:
     """The settings form as the page renders it, with `overrides` applied (policy fields by name, intent rows
     as intents-<i>-<field>)."""
     form = response.context["form"]
@@ -306,7 +306,7 @@ def event_b(tenant_b):
     )
 
 
-def _listed(response) -> set[int]:  # noqa: ANN001
+def _listed(response) -> set[int]:
     return {event.pk for event in response.context["cl"].result_list}
 
 

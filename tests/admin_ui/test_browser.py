@@ -64,7 +64,7 @@ def screenshot_dir(tmp_path) -> Path:
     return tmp_path
 
 
-def login(page, user) -> None:  # noqa: ANN001
+def login(page, user) -> None:
     page.goto(reverse("admin:login"))
     page.fill("#id_username", user.username)
     page.fill("#id_password", PASSWORD)

@@ -289,10 +289,10 @@ def test_figures_from_database_groups_equal_the_figures_of_every_event(tenant, o
         date(2026, 3, 3),
     }
 
-    def plain(totals):  # noqa: ANN001, ANN202
+    def plain(totals):
         return {**totals.__dict__, "ms_saved": pytest.approx(totals.ms_saved)}
 
-    def assert_same(grouped, expected) -> None:  # noqa: ANN001
+    def assert_same(grouped, expected) -> None:
         assert plain(grouped.totals) == plain(expected.totals)
         assert [(d.day, plain(d.totals)) for d in grouped.days] == [(d.day, plain(d.totals)) for d in expected.days]
         assert grouped.histogram == expected.histogram

@@ -48,7 +48,7 @@ class FakeUpstream:
         upstream = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
+            def do_POST(self):
                 length = int(self.headers["Content-Length"])
                 upstream.requests.append(
                     (self.path, self.headers.get("Authorization"), json.loads(self.rfile.read(length)))

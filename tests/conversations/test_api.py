@@ -315,7 +315,8 @@ def test_retrieve_mode_then_client_answer_serves_later_duplicates(api_client, te
     retrieved = ask(api_client, conversation_id, "How much does the Team plan cost?", mode="retrieve")
     assert retrieved["answer"] is None and retrieved["sources"]
     unanswered = ask(api_client, conversation_id, "What does the Team plan cost?")
-    assert unanswered["dedup"]["action"] != "served_cached"
+    assert unanswered["dedup"]["action"] == "bypassed", unanswered["dedup"]
+    assert unanswered["dedup"]["reason"] == "no stored answer", unanswered["dedup"]
     response = api_client.put(
         f"/api/v1/turns/{retrieved['turn_id']}/answer/", {"answer": "12 dollars per user per month."}, format="json"
     )
@@ -466,7 +467,19 @@ def test_followup_in_another_context_is_not_served(api_client, tenant, kb):
     ask(api_client, conversation_id, "and for admins?")
     ask(api_client, conversation_id, "How do I export reports as PDF?")
     again = ask(api_client, conversation_id, "and for admins?")
-    assert again["dedup"]["action"] != "served_cached"
+    assert again["dedup"]["action"] == "bypassed", again["dedup"]
+    assert again["dedup"]["reason"] == "follow-up in another context", again["dedup"]
+
+
+def test_followup_in_the_same_context_is_served(api_client, tenant, kb):
+    """The control of the test above: the same follow-up after the same question is served its stored answer."""
+    conversation_id = start(api_client, kb)
+    ask(api_client, conversation_id, "How much does the Team plan cost?")
+    first = ask(api_client, conversation_id, "and for admins?")
+    ask(api_client, conversation_id, "How much does the Team plan cost?")
+    again = ask(api_client, conversation_id, "and for admins?")
+    assert again["dedup"]["action"] == "served_cached", again["dedup"]
+    assert again["dedup"]["matched_turn_id"] == first["turn_id"]
 
 
 def test_followup_after_thanks_is_not_served_the_answer_given_in_another_context(api_client, tenant, kb):

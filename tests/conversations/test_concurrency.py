@@ -79,7 +79,7 @@ def test_a_hit_whose_pair_is_purged_before_the_commit_still_lands(redis_availabl
     real_write = turn_write._turn_write
     purges: list[int] = []
 
-    def purge_then_write(**kwargs):  # noqa: ANN003, ANN202
+    def purge_then_write(**kwargs):
         if not purges:
 
             def purge() -> None:

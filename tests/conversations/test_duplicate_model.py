@@ -75,7 +75,7 @@ def test_pair_features_are_symmetric(first, second):
     assert forward[6] == pytest.approx(float(u @ v))
 
 
-def _model(*, dimension: int, weights=None, bias: float = 0.0, cut: float = 0.5) -> PairModel:  # noqa: ANN001
+def _model(*, dimension: int, weights=None, bias: float = 0.0, cut: float = 0.5) -> PairModel:
     count = d.pair_feature_count(dimension)
     return PairModel(
         weights=np.zeros(count) if weights is None else np.asarray(weights, dtype=float),
@@ -134,7 +134,7 @@ def test_weights_of_another_feature_set_are_refused():
 # --- the decision with a head -------------------------------------------------------------------------------------
 
 
-def _stored(turn_id, question, vector, previous=None):  # noqa: ANN001
+def _stored(turn_id, question, vector, previous=None):
     return d.StoredQuestion(
         turn_id=turn_id, question=question, vector=vector, conversation_id=1, previous_vector=previous
     )
@@ -217,7 +217,7 @@ def test_a_head_for_another_vector_size_is_not_used():
     assert decision.hit and decision.probability is None
 
 
-def _model_of(embedding_model: str, **kwargs) -> PairModel:  # noqa: ANN003
+def _model_of(embedding_model: str, **kwargs) -> PairModel:
     model = _model(**kwargs)
     return PairModel(**{**model.__dict__, "meta": {"embedding_model": embedding_model}})
 
@@ -250,7 +250,7 @@ def embed():
     return lambda *texts: embed_texts(list(texts))
 
 
-def _decide_real(embed, question: str, stored: str) -> d.DuplicateDecision:  # noqa: ANN001
+def _decide_real(embed, question: str, stored: str) -> d.DuplicateDecision:
     vectors = embed(question, stored)
     return d.duplicate_decide(
         question=question,

@@ -22,7 +22,7 @@ def test_served_turns_get_the_first_answer_as_their_origin(tenant):
         )
         turn_model = apps.get_model("conversations", "Turn")
 
-        def turn(number: int, decision: str, matched=None):  # noqa: ANN001, ANN202
+        def turn(number: int, decision: str, matched=None):
             return turn_model.objects.create(
                 tenant_id=tenant.pk, conversation=conversation, knowledge_base_id=kb.pk, number=number, question="q",
                 question_vector=b"\\x00" * 4, decision=decision, answer="a", matched_turn=matched,

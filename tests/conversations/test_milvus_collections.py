@@ -25,7 +25,7 @@ from tests.services import ROOT, free_port
 DIMENSION = 384
 
 
-def _questions_indexed(tenant, *, model: str, count: int) -> str:  # noqa: ANN001
+def _questions_indexed(tenant, *, model: str, count: int) -> str:
     """`count` question vectors in the collection of `model`, as tenant-scope dedup indexes them; its name."""
     rows = [
         vectorstore.QuestionVector(
@@ -41,7 +41,7 @@ def _questions_indexed(tenant, *, model: str, count: int) -> str:  # noqa: ANN00
     return vectorstore.question_collection_name(model=model)
 
 
-def _turn(tenant, *, model: str, expires_in: timedelta):  # noqa: ANN001, ANN202
+def _turn(tenant, *, model: str, expires_in: timedelta):
     conversation = ConversationFactory(tenant=tenant, expires_at=timezone.now() + expires_in)
     return TurnFactory(tenant=tenant, conversation=conversation, question_vector_model=model)
 
@@ -165,7 +165,7 @@ def test_milvus_down_is_a_message_and_exit_status_1_not_a_traceback():
     assert "Traceback" not in result.stderr, result.stderr
 
 
-def _collection(**fields) -> DeploymentCollection:  # noqa: ANN003
+def _collection(**fields) -> DeploymentCollection:
     values = {
         "name": "kb_questions_01d0000000a1",
         "entities": 5,

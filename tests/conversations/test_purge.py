@@ -128,9 +128,9 @@ def test_a_conversation_a_turn_revives_during_the_purge_keeps_its_question_vecto
     class TurnLandsMeanwhile:
         """The purge's read of the batch's turns, with a turn committing on `revived` just after it."""
 
-        class objects:  # noqa: N801
+        class objects:
             @staticmethod
-            def unscoped():  # noqa: ANN205
+            def unscoped():
                 later = timezone.now() + timedelta(hours=1)
                 Conversation.objects.for_tenant(tenant).filter(pk=revived.pk).update(expires_at=later)
                 return real_turn_model.objects.unscoped()
@@ -209,7 +209,7 @@ def test_milvus_down_during_the_purge_keeps_the_conversations_for_the_next_run(
     )
     real_delete = vectorstore.question_vectors_delete
 
-    def unavailable_for_tenant(*, tenant_id, **kwargs) -> None:  # noqa: ANN001, ANN003
+    def unavailable_for_tenant(*, tenant_id, **kwargs) -> None:
         if tenant_id == tenant.pk:
             raise vectorstore.VectorStoreUnavailable("Milvus is down")
         real_delete(tenant_id=tenant_id, **kwargs)
@@ -278,7 +278,7 @@ def test_milvus_down_while_an_admin_deletes_a_turn_leaves_its_question_vector_to
         tasks.question_vectors_delete_task, "delay", lambda *args, **kwargs: queued.append((args, kwargs))
     )
 
-    def down(**kwargs) -> None:  # noqa: ANN003
+    def down(**kwargs) -> None:
         raise vectorstore.VectorStoreUnavailable("Milvus is down")
 
     with monkeypatch.context() as patch:

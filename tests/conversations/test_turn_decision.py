@@ -106,7 +106,7 @@ CASES = [
     [case[1:] for case in CASES],
     ids=[case[0] for case in CASES],
 )
-def test_turn_decide(facts_, kind, action, audit_action, reason, excluded, applied, audit_shadow, served) -> None:  # noqa: ANN001
+def test_turn_decide(facts_, kind, action, audit_action, reason, excluded, applied, audit_shadow, served) -> None:
     decision = turn_decide(facts_)
     assert decision.kind == kind
     assert decision.action == action
@@ -151,7 +151,7 @@ def test_small_talk_gets_its_own_reply_or_the_default() -> None:
         ("smalltalk", [True, True], None),
     ],
 )
-def test_search_topic_is_the_last_question_that_names_one(behaviour, names_topic, expected) -> None:  # noqa: ANN001
+def test_search_topic_is_the_last_question_that_names_one(behaviour, names_topic, expected) -> None:
     topic = search_topic(behaviour=behaviour, recent_turns=RECENT, names_topic=names_topic)
     assert topic is (RECENT[expected] if expected is not None else None)
     if behaviour in ("repeat", "elaborate"):

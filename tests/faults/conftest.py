@@ -29,7 +29,7 @@ HANDBOOK = {
 }
 
 
-def handbook_index(tenant, name: str = "handbook") -> KnowledgeBase:  # noqa: ANN001
+def handbook_index(tenant, name: str = "handbook") -> KnowledgeBase:
     """A knowledge base indexed through the real pipeline (parse, chunk, embed, Milvus)."""
     knowledge_base = knowledge_base_create(tenant=tenant, name=name)
     ids = [
@@ -52,7 +52,7 @@ def handbook_index(tenant, name: str = "handbook") -> KnowledgeBase:  # noqa: AN
 
 
 @pytest.fixture
-def own_redis(settings):  # noqa: ANN001
+def own_redis(settings):
     """This test's own Redis, as cache, hot state and rate-limit store (the broker stays on the shared one)."""
     from tenants import throttling
 

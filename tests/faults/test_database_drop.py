@@ -30,7 +30,7 @@ class BackendKiller:
         self.table = table
         self.fired = False
 
-    def __call__(self, execute, sql, params, many, context):  # noqa: ANN001, ANN204
+    def __call__(self, execute, sql, params, many, context):
         if not self.fired and f'"{self.table}"' in sql:
             self.fired = True
             pid = connection.connection.info.backend_pid

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.integration
 
 
 @contextlib.contextmanager
-def milvus_stopped(milvus_server):  # noqa: ANN001, ANN201
+def milvus_stopped(milvus_server):
     milvus_server.stop()
     try:
         yield
@@ -120,7 +120,7 @@ def test_upload_during_outage_waits_queued_and_is_indexed_when_milvus_returns(
 
 
 @contextlib.contextmanager
-def milvus_stalled(milvus_server):  # noqa: ANN001, ANN201
+def milvus_stalled(milvus_server):
     """The server process frozen (SIGSTOP): its port still accepts connections but nothing answers, as with a
     Milvus node stuck in a long pause or a network path that drops packets instead of refusing them."""
     os.killpg(milvus_server.process.pid, signal.SIGSTOP)

@@ -22,7 +22,7 @@ from tests.faults.helpers import wait_for
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 
-def _kill_when(worker, tenant, document_id: int, min_progress: float) -> Document:  # noqa: ANN001
+def _kill_when(worker, tenant, document_id: int, min_progress: float) -> Document:
     def mid_run() -> Document | None:
         document = Document.objects.for_tenant(tenant).get(pk=document_id)
         assert document.status != DocumentStatus.FAILED, document.error_message
@@ -34,14 +34,14 @@ def _kill_when(worker, tenant, document_id: int, min_progress: float) -> Documen
     return Document.objects.for_tenant(tenant).get(pk=document_id)
 
 
-def _recover(tenant, document_id: int) -> None:  # noqa: ANN001
+def _recover(tenant, document_id: int) -> None:
     """What beat does once the lease of the dead run has run out (the clock is moved, not waited for)."""
     assert documents_recover_stalled() == 0, "a live lease must not be taken over"
     Document.objects.for_tenant(tenant).filter(pk=document_id).update(lease_expires_at=timezone.now())
     assert documents_recover_stalled() == 1
 
 
-def _many_chunk_upload(api_client, tenant, name: str) -> tuple[KnowledgeBase, int]:  # noqa: ANN001
+def _many_chunk_upload(api_client, tenant, name: str) -> tuple[KnowledgeBase, int]:
     """A knowledge base of 16-piece chunks and one document of INGEST_EMBED_BATCH x 4 paragraphs uploaded to it (so
     its indexing, or its re-index, takes several batches to kill a worker in); returns both."""
     knowledge_base = knowledge_base_create(

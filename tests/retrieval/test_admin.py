@@ -84,7 +84,7 @@ def test_an_upload_the_service_refuses_after_the_form_checks_is_a_message_not_a_
 
     kb = kb_make(tenant)
 
-    def taken(**kwargs):  # noqa: ANN003, ANN202
+    def taken(**kwargs):
         raise ConflictError("A document with external id 'hb' is already in this knowledge base.")
 
     monkeypatch.setattr(services, "document_create", taken)

@@ -149,7 +149,7 @@ def test_an_upload_over_the_limit_is_not_written_to_disk_on_its_way_in(api_clien
     spooled = []
     spool = TemporaryFileUploadHandler.receive_data_chunk
 
-    def counted(self, raw_data, start):  # noqa: ANN001, ANN202
+    def counted(self, raw_data, start):
         spooled.append(len(raw_data))
         return spool(self, raw_data, start)
 
@@ -244,7 +244,7 @@ def test_a_create_that_loses_a_race_for_the_name_is_409_and_another_integrity_er
 
     real_full_clean = KnowledgeBase.full_clean
 
-    def raced(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+    def raced(self, *args, **kwargs):
         # Another request creates the same name between the service's check and its insert (outside its savepoint).
         real_full_clean(self, *args, **kwargs)
         KnowledgeBase.objects.bulk_create([KnowledgeBase(tenant=self.tenant, name=self.name)])
@@ -253,7 +253,7 @@ def test_a_create_that_loses_a_race_for_the_name_is_409_and_another_integrity_er
     with pytest.raises(ConflictError, match="already exists"):
         knowledge_base_create(tenant=tenant, name="raced")
 
-    def refused(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+    def refused(self, *args, **kwargs):
         raise IntegrityError('null value in column "reindex_from_model_identity" violates not-null constraint')
 
     monkeypatch.setattr(KnowledgeBase, "full_clean", real_full_clean)

@@ -19,12 +19,12 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def media(settings, tmp_path):  # noqa: ANN001, ANN201
+def media(settings, tmp_path):
     settings.MEDIA_ROOT = tmp_path / "media"
     return settings.MEDIA_ROOT
 
 
-def _stored_files(media) -> list:  # noqa: ANN001
+def _stored_files(media) -> list:
     return [path for path in media.rglob("*") if path.is_file()] if media.exists() else []
 
 
@@ -47,7 +47,7 @@ def test_files_of_an_import_that_could_not_be_stored_are_removed(tenant, media, 
     kb = kb_make(tenant, name="racing-imports")
     bulk_create = Document.objects.bulk_create
 
-    def another_import_got_there_first(documents, **kwargs):  # noqa: ANN001, ANN003, ANN202
+    def another_import_got_there_first(documents, **kwargs):
         Document.objects.create(tenant=tenant, knowledge_base=kb, title="b", external_id="b.txt")
         return bulk_create(documents, **kwargs)
 
@@ -85,7 +85,7 @@ def test_a_file_over_the_limit_is_recorded_failed_without_being_read(tenant, tmp
     (folder / "video.mp4").write_bytes(b"\x00" * 5000)  # a 20 GB recording left in the folder, in miniature
     read_bytes = type(folder).read_bytes
 
-    def read_within_memory(path):  # noqa: ANN001, ANN202
+    def read_within_memory(path):
         if path.stat().st_size > settings.MAX_UPLOAD_BYTES:
             raise MemoryError(f"{path.name} read whole")
         return read_bytes(path)
@@ -179,7 +179,7 @@ def test_a_file_that_cannot_be_read_is_reported_and_the_rest_are_imported(tenant
         (folder / name).write_text(f"Notes in {name}.")
     read_bytes = type(folder).read_bytes
 
-    def locked_out(path):  # noqa: ANN001, ANN202 (the tests run as root, whom a chmod does not stop)
+    def locked_out(path):  # the tests run as root, whom a chmod does not stop
         if path.name == "locked.txt":
             raise PermissionError(13, "Permission denied", str(path))
         return read_bytes(path)

@@ -14,7 +14,7 @@ from tests.retrieval.factories import kb_make
 pytestmark = pytest.mark.django_db
 
 
-def _document(tenant, **fields) -> Document:  # noqa: ANN001
+def _document(tenant, **fields) -> Document:
     kb = kb_make(tenant, name=f"kb-{Document.objects.unscoped().count()}")
     return Document.objects.create(tenant=tenant, knowledge_base=kb, title="t", source_text="text", **fields)
 

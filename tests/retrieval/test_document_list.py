@@ -21,11 +21,11 @@ pytestmark = pytest.mark.django_db
 ALL_STATUSES_ZERO = {status: 0 for status in DocumentStatus.values}
 
 
-def _url(kb) -> str:  # noqa: ANN001
+def _url(kb) -> str:
     return f"/api/v1/knowledge-bases/{kb.pk}/documents/"
 
 
-def _documents(tenant, kb, statuses: list[str], *, start=None, prefix: str = "ext-") -> list[Document]:  # noqa: ANN001
+def _documents(tenant, kb, statuses: list[str], *, start=None, prefix: str = "ext-") -> list[Document]:
     """Documents created one minute apart, oldest first, in the given statuses, with external ids prefix0, prefix1..."""
     start = start or timezone.now() - timedelta(days=1)
     documents = []
@@ -36,12 +36,12 @@ def _documents(tenant, kb, statuses: list[str], *, start=None, prefix: str = "ex
     return documents
 
 
-def _ids(response) -> list[int]:  # noqa: ANN001
+def _ids(response) -> list[int]:
     assert response.status_code == 200, response.content[:500]
     return [document["id"] for document in response.json()["results"]]
 
 
-def refused_fields(response) -> dict:  # noqa: ANN001
+def refused_fields(response) -> dict:
     assert response.status_code == 400, response.content[:500]
     body = response.json()
     assert set(body) == {"message", "extra"}
@@ -264,7 +264,7 @@ def test_the_selectors_show_nothing_of_a_knowledge_base_to_another_tenant(tenant
 # --- the cost of a page: constant in the number of documents, statuses and pages --------------------------------
 
 
-def _document_queries(api_client, url: str) -> tuple[int, list[str]]:  # noqa: ANN001
+def _document_queries(api_client, url: str) -> tuple[int, list[str]]:
     with CaptureQueriesContext(connection) as captured:
         response = api_client.get(url)
     assert response.status_code == 200, response.content[:300]

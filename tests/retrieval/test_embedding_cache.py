@@ -26,7 +26,7 @@ def _hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _chunk(tenant, text: str) -> Chunk:  # noqa: ANN001
+def _chunk(tenant, text: str) -> Chunk:
     kb = KnowledgeBase.objects.for_tenant(tenant).first() or KnowledgeBase.objects.create(tenant=tenant, name="kb")
     document = Document.objects.create(tenant=tenant, knowledge_base=kb, title=text[:20])
     return Chunk.objects.create(
@@ -34,7 +34,7 @@ def _chunk(tenant, text: str) -> Chunk:  # noqa: ANN001
     )
 
 
-def _entry(tenant, text: str, *, age: timedelta = timedelta(days=1)) -> EmbeddingCacheEntry:  # noqa: ANN001
+def _entry(tenant, text: str, *, age: timedelta = timedelta(days=1)) -> EmbeddingCacheEntry:
     entry = EmbeddingCacheEntry.objects.create(
         tenant=tenant, model_name=MODEL, text_hash=_hash(text), vector=np.ones(4, dtype=np.float32).tobytes()
     )
@@ -42,7 +42,7 @@ def _entry(tenant, text: str, *, age: timedelta = timedelta(days=1)) -> Embeddin
     return entry
 
 
-def _hashes(tenant) -> set[str]:  # noqa: ANN001
+def _hashes(tenant) -> set[str]:
     return set(EmbeddingCacheEntry.objects.for_tenant(tenant).values_list("text_hash", flat=True))
 
 
@@ -135,7 +135,7 @@ def test_migration_gives_each_shared_entry_to_the_tenants_that_hold_its_text(ten
         assert bytes(entry.vector) == vectors[text]
 
 
-def _process_restart(monkeypatch) -> None:  # noqa: ANN001
+def _process_restart(monkeypatch) -> None:
     """Forget the model the process loaded, as a new worker process would."""
     monkeypatch.setattr(embeddings, "_model", None)
     embeddings.tokenizer.cache_clear()
@@ -143,7 +143,7 @@ def _process_restart(monkeypatch) -> None:  # noqa: ANN001
 
 
 @pytest.fixture
-def model_copy(tmp_path, settings, monkeypatch):  # noqa: ANN001, ANN201
+def model_copy(tmp_path, settings, monkeypatch):
     """A directory named like the bundled model, holding links to its files except the pooling configuration (a
     copy, so a test can change the model in place); the process uses it for the test, then the bundled model again."""
     bundled = embeddings.model_path()

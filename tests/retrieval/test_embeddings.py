@@ -21,7 +21,7 @@ from retrieval.embeddings import encode_batches
         ([2, 1], 0, [[0], [1]]),  # a batch size below 1 is read as 1
     ],
 )
-def test_encode_batches_are_longest_first_and_at_most_the_batch_size(lengths, batch_size, expected):  # noqa: ANN001
+def test_encode_batches_are_longest_first_and_at_most_the_batch_size(lengths, batch_size, expected):
     assert encode_batches(lengths, batch_size) == expected
 
 
@@ -47,7 +47,7 @@ def test_texts_are_batched_by_token_length_not_characters_and_come_back_in_order
     padding: list[int] = []
     preprocess = model.preprocess
 
-    def counting_preprocess(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    def counting_preprocess(*args, **kwargs):
         features = preprocess(*args, **kwargs)
         mask = features["attention_mask"]
         padding.append(int(mask.numel() - mask.sum()))

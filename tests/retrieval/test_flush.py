@@ -22,7 +22,7 @@ from tests.retrieval.test_ingestion_integration import post_json, search, wait_f
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def flushed_ids(server, collection: str, primary: str) -> set[int]:  # noqa: ANN001
+def flushed_ids(server, collection: str, primary: str) -> set[int]:
     """Primary keys in the flushed data files of one collection of a `milvus-lite server`."""
     found: set[int] = set()
     for path in server.data_dir.rglob("data_*.parquet"):
@@ -31,7 +31,7 @@ def flushed_ids(server, collection: str, primary: str) -> set[int]:  # noqa: ANN
     return found
 
 
-def queued_document(tenant, kb, text: str) -> Document:  # noqa: ANN001
+def queued_document(tenant, kb, text: str) -> Document:
     return Document.objects.create(
         tenant=tenant,
         knowledge_base=kb,
@@ -102,7 +102,7 @@ def test_a_flush_milvus_refuses_is_logged_and_loses_nothing(tenant, milvus_serve
     kb = kb_make(tenant, name=f"flush-refused-{uuid.uuid4().hex[:6]}")
     client = vectorstore._connect()
 
-    def refuse(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    def refuse(*args, **kwargs):
         raise RuntimeError("flush rate exceeded")
 
     monkeypatch.setattr(client, "flush", refuse)

@@ -32,7 +32,7 @@ TEXTS = {
 }
 
 
-def _queued(tenant, kb: KnowledgeBase, key: str, text: str | None = None) -> Document:  # noqa: ANN001
+def _queued(tenant, kb: KnowledgeBase, key: str, text: str | None = None) -> Document:
     text = TEXTS[key] if text is None else text
     return Document.objects.create(
         tenant=tenant,
@@ -49,7 +49,7 @@ def _vector_count(kb: KnowledgeBase) -> int:
     return vectorstore.vectors_count(tenant_id=kb.tenant_id, knowledge_base_id=kb.pk, dimension=kb.embedding_dimension)
 
 
-def _statuses(tenant, ids) -> dict[int, str]:  # noqa: ANN001
+def _statuses(tenant, ids) -> dict[int, str]:
     return dict(Document.objects.for_tenant(tenant).filter(pk__in=list(ids)).values_list("pk", "status"))
 
 
@@ -60,7 +60,7 @@ def test_a_document_deleted_mid_run_fails_no_other_document_of_the_batch(milvus_
     doomed = documents["glacier"]
     parse = indexing._document_drafts
 
-    def parse_then_delete(document, **kwargs):  # noqa: ANN001, ANN003, ANN202
+    def parse_then_delete(document, **kwargs):
         drafts = parse(document, **kwargs)
         if document.pk == doomed.pk:  # deleted (API, admin, its knowledge base) while the run parses the batch
             services.document_delete(tenant=tenant, document=doomed)
@@ -77,7 +77,7 @@ def test_a_document_deleted_mid_run_fails_no_other_document_of_the_batch(milvus_
     assert _vector_count(kb) == Chunk.objects.for_tenant(tenant).filter(knowledge_base=kb).count() == 2
 
 
-def _deleter(deleted: str, *, tenant, document, kb, errors: list, finally_set=None) -> threading.Thread:  # noqa: ANN001
+def _deleter(deleted: str, *, tenant, document, kb, errors: list, finally_set=None) -> threading.Thread:
     """A thread that deletes the document, or its whole knowledge base, on its own connection; what it raises goes
     to `errors`, and `finally_set` (an Event) is set when it ends, whatever happened."""
 
@@ -105,7 +105,7 @@ def test_a_delete_while_a_run_writes_the_chunk_rows_waits_and_takes_them(milvus_
     writing, resume = threading.Event(), threading.Event()
     bulk_create = Chunk.objects.bulk_create
 
-    def slow_bulk_create(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    def slow_bulk_create(*args, **kwargs):
         writing.set()
         resume.wait(10)
         return bulk_create(*args, **kwargs)
@@ -203,7 +203,7 @@ def test_a_run_that_parses_a_slow_batch_keeps_its_lease(milvus_server, tenant, s
     parse = indexing._document_drafts
     requeued_while_alive: list[int] = []
 
-    def slow_parse(document, **kwargs):  # noqa: ANN001, ANN003, ANN202
+    def slow_parse(document, **kwargs):
         clock["offset"] += timedelta(seconds=40)  # large PDFs: the batch takes twice the lease to parse
         if clock["offset"] == timedelta(seconds=40 * len(documents)):
             # The housekeeping task runs every minute: it must not hand this live run's documents to another.
@@ -246,7 +246,7 @@ def test_vectors_a_failure_could_not_delete_go_with_the_next_successful_run(milv
     services.document_reindex(tenant=tenant, document=document)
     with monkeypatch.context() as patched:
 
-        def milvus_down(**kwargs):  # noqa: ANN003, ANN202
+        def milvus_down(**kwargs):
             raise vectorstore.VectorStoreUnavailable("Milvus is down")
 
         patched.setattr(vectorstore, "vectors_delete", milvus_down)
@@ -263,13 +263,13 @@ def test_vectors_a_failure_could_not_delete_go_with_the_next_successful_run(milv
     assert _vector_count(kb) == 1
 
 
-def _reindexed_while_milvus_refuses_writes(tenant, kb: KnowledgeBase, document: Document, monkeypatch) -> None:  # noqa: ANN001
+def _reindexed_while_milvus_refuses_writes(tenant, kb: KnowledgeBase, document: Document, monkeypatch) -> None:
     """The document's text changes and it is re-indexed while Milvus refuses every upsert, until the task's retries
     run out: each run stored the new chunk rows before its upsert failed."""
     Document.objects.for_tenant(tenant).filter(pk=document.pk).update(source_text=TEXTS["tides"])
     services.document_reindex(tenant=tenant, document=document)
 
-    def milvus_refuses(**kwargs):  # noqa: ANN003, ANN202
+    def milvus_refuses(**kwargs):
         raise vectorstore.VectorStoreUnavailable("Milvus refuses writes")
 
     monkeypatch.setattr(vectorstore, "vectors_upsert", milvus_refuses)
@@ -279,7 +279,7 @@ def _reindexed_while_milvus_refuses_writes(tenant, kb: KnowledgeBase, document: 
     monkeypatch.undo()
 
 
-def _volcano_indexed(tenant, name: str) -> tuple[KnowledgeBase, Document]:  # noqa: ANN001
+def _volcano_indexed(tenant, name: str) -> tuple[KnowledgeBase, Document]:
     """A knowledge base `name` whose one document (the volcano text) has been indexed."""
     kb = kb_make(tenant, name=name)
     document = _queued(tenant, kb, "volcano")
@@ -287,7 +287,7 @@ def _volcano_indexed(tenant, name: str) -> tuple[KnowledgeBase, Document]:  # no
     return kb, document
 
 
-def _search(tenant, kb: KnowledgeBase, text: str) -> list[int]:  # noqa: ANN001
+def _search(tenant, kb: KnowledgeBase, text: str) -> list[int]:
     query = embeddings.embed_query(text)
     hits = chunk_search(
         tenant=tenant,
@@ -323,7 +323,7 @@ def test_vectors_of_a_document_that_failed_after_retries_go_with_its_next_succes
     kb, document = _volcano_indexed(tenant, "gave-up-milvus-down")
 
     # Milvus cannot delete either when the task gives up: the vector stays, but searches drop it.
-    def milvus_down(**kwargs):  # noqa: ANN003, ANN202
+    def milvus_down(**kwargs):
         raise vectorstore.VectorStoreUnavailable("Milvus is down")
 
     monkeypatch.setattr(vectorstore, "vectors_delete", milvus_down)
@@ -345,7 +345,7 @@ def test_vectors_a_run_writes_while_a_delete_runs_do_not_outlive_the_rows(milvus
     vectors_gone, resume = threading.Event(), threading.Event()
     vectors_delete = vectorstore.vectors_delete
 
-    def delete_then_pause(**kwargs):  # noqa: ANN003, ANN202
+    def delete_then_pause(**kwargs):
         vectors_delete(**kwargs)
         if threading.current_thread() is deleter:  # the delete has cleared Milvus and is about to delete rows
             vectors_gone.set()
@@ -367,13 +367,13 @@ def test_vectors_a_run_writes_while_a_delete_runs_do_not_outlive_the_rows(milvus
     assert _vector_count(kb) == 0
 
 
-def _reindex_while(tenant, kb: KnowledgeBase, monkeypatch, meanwhile) -> None:  # noqa: ANN001
+def _reindex_while(tenant, kb: KnowledgeBase, monkeypatch, meanwhile) -> None:
     """Re-index the knowledge base, calling `meanwhile()` once while its first batch is being encoded."""
     services.knowledge_base_reindex_start(tenant=tenant, knowledge_base=kb)
     embed = embedding_cache.embeddings_cached
     pending = [meanwhile]
 
-    def embed_then_act(**kwargs):  # noqa: ANN003, ANN202
+    def embed_then_act(**kwargs):
         result = embed(**kwargs)
         while pending:
             pending.pop()()
@@ -396,7 +396,7 @@ def test_a_document_deleted_during_a_knowledge_base_reindex_leaves_no_vectors(mi
     assert _vector_count(kb) == Chunk.objects.for_tenant(tenant).filter(knowledge_base=kb).count() == 1
 
 
-def _indexed_in_several_chunks(tenant, name: str) -> tuple[KnowledgeBase, Document]:  # noqa: ANN001
+def _indexed_in_several_chunks(tenant, name: str) -> tuple[KnowledgeBase, Document]:
     """A knowledge base of 16-piece chunks and one indexed document of six sentences there (several chunks)."""
     kb = kb_make(tenant, name=name, chunk_max_tokens=16, chunk_overlap_tokens=0)
     sentences = [f"Fact {i}: the aurora glows green because of oxygen at altitude {i}." for i in range(6)]
@@ -441,7 +441,7 @@ def test_knowledge_base_reindex_progress_never_passes_one(milvus_server, tenant,
     embed = embedding_cache.embeddings_cached
     seen: list[float] = []
 
-    def embed_and_watch(**kwargs):  # noqa: ANN003, ANN202
+    def embed_and_watch(**kwargs):
         if kwargs["tenant_id"] == tenant.pk and not seen:  # uploads finish indexing while the re-index runs
             seen.append(0.0)
             later = [_queued(tenant, kb, "tides"), _queued(tenant, kb, "later", "Comets grow tails near the sun.")]
@@ -474,7 +474,7 @@ def test_a_run_that_stalled_past_its_lease_leaves_the_takeover_run_s_vectors_alo
     embed = embedding_cache.embeddings_cached
     stalled: list[bool] = []
 
-    def stall_past_the_lease(**kwargs):  # noqa: ANN003, ANN202
+    def stall_past_the_lease(**kwargs):
         if not stalled:
             stalled.append(True)
             # The run freezes (a paused VM, a hung call) until its lease is over. The document looks stuck, so its
@@ -506,12 +506,12 @@ def test_a_run_that_stalled_past_its_lease_leaves_the_takeover_run_s_vectors_alo
     assert [hit.document_id for hit in hits] == [document.pk]
 
 
-def _time_limit_once(monkeypatch, *, on_call: int = 1, before_each=None) -> None:  # noqa: ANN001
+def _time_limit_once(monkeypatch, *, on_call: int = 1, before_each=None) -> None:
     """The worker's soft time limit fires during the `on_call`-th encode, as it does in a task that runs too long."""
     embed = embedding_cache.embeddings_cached
     calls: list[int] = []
 
-    def embed_until_the_limit(**kwargs):  # noqa: ANN003, ANN202
+    def embed_until_the_limit(**kwargs):
         calls.append(1)
         if before_each is not None:
             before_each()
@@ -583,7 +583,7 @@ def test_a_model_mismatch_says_the_failed_document_needs_its_own_reindex_and_tha
 class _Clock:
     """Django's clock, moved forward by the test (timezone.now is what every lease is written and read with)."""
 
-    def __init__(self, monkeypatch) -> None:  # noqa: ANN001
+    def __init__(self, monkeypatch) -> None:
         self.offset = timedelta()
         real_now = timezone.now
         monkeypatch.setattr(timezone, "now", lambda: real_now() + self.offset)
@@ -592,7 +592,7 @@ class _Clock:
         self.offset += timedelta(seconds=seconds)
 
 
-def _requeued(monkeypatch) -> list[tuple]:  # noqa: ANN001
+def _requeued(monkeypatch) -> list[tuple]:
     """The re-index tasks queued from now on (recorded instead of sent to the broker)."""
     sent: list[tuple] = []
     monkeypatch.setattr(tasks.knowledge_base_reindex, "delay", lambda *args: sent.append(args))
@@ -653,7 +653,7 @@ def test_a_slow_knowledge_base_reindex_that_keeps_moving_is_left_alone(
 
     nested: list[bool] = []
 
-    def slow_batch(**kwargs):  # noqa: ANN003, ANN202
+    def slow_batch(**kwargs):
         if nested:  # inside a duplicate run (there should be none)
             return embed(**kwargs)
         # Each batch takes most of a lease: three of them outlast it, but the run says it is alive after each.
@@ -688,7 +688,7 @@ def test_a_knowledge_base_reindex_that_keeps_killing_its_worker_ends_failed_with
     with django_capture_on_commit_callbacks(execute=False):
         services.knowledge_base_reindex_start(tenant=tenant, knowledge_base=kb)
 
-    def killed(**kwargs):  # noqa: ANN003, ANN202
+    def killed(**kwargs):
         raise _WorkerKilled()
 
     monkeypatch.setattr(embedding_cache, "embeddings_cached", killed)
@@ -720,7 +720,7 @@ def test_migration_gives_a_reindex_running_at_the_upgrade_a_lease_from_its_last_
     assert leases == {"running": moved + timedelta(seconds=settings.INGEST_LEASE_SECONDS), "idle": None}
 
 
-def _requeued_while_the_first_task_waits_for_its_last_retry(tenant, document: Document, monkeypatch, capture, batch):  # noqa: ANN001, ANN202
+def _requeued_while_the_first_task_waits_for_its_last_retry(tenant, document: Document, monkeypatch, capture, batch):
     """The first task meets a Milvus that refuses writes on every try; while it waits for its last retry, the user
     re-indexes the document (a second task, held back: it runs when the test says). Returns that second task's run."""
     queued_again: list = []
@@ -730,10 +730,10 @@ def _requeued_while_the_first_task_waits_for_its_last_retry(tenant, document: Do
             services.document_reindex(tenant=tenant, document=document)
         return 0.0
 
-    def refuses(**kwargs):  # noqa: ANN003, ANN202
+    def refuses(**kwargs):
         raise vectorstore.VectorStoreUnavailable("Milvus refuses writes")
 
-    def queued(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    def queued(*args, **kwargs):
         queued_again.append((args, kwargs))
 
     with monkeypatch.context() as patched:
@@ -772,13 +772,13 @@ def test_a_reindex_queued_while_an_older_task_waits_to_retry_outlives_that_task_
     assert _search(tenant, kb, TEXTS["volcano"]) == [Chunk.objects.for_tenant(tenant).get(document=document).pk]
 
 
-def _reindex_task_with_milvus_failing_after(monkeypatch, tenant, kb: KnowledgeBase, batches: int) -> None:  # noqa: ANN001
+def _reindex_task_with_milvus_failing_after(monkeypatch, tenant, kb: KnowledgeBase, batches: int) -> None:
     """Run the knowledge-base re-index task while Milvus takes `batches` upserts and refuses every later one, until
     the task's retries run out."""
     upsert = vectorstore.vectors_upsert
     taken: list[int] = []
 
-    def upsert_then_refuse(**kwargs):  # noqa: ANN003, ANN202
+    def upsert_then_refuse(**kwargs):
         if len(taken) >= batches:
             raise vectorstore.VectorStoreUnavailable("Milvus refuses writes")
         taken.append(1)
@@ -851,13 +851,13 @@ def test_a_reindex_task_giving_up_leaves_alone_a_reindex_another_run_took_up_mea
     release = reindex._reindex_release
     releases: list[int] = []
 
-    def release_then_taken_up(**kwargs):  # noqa: ANN003, ANN202
+    def release_then_taken_up(**kwargs):
         release(**kwargs)
         releases.append(1)
         if len(releases) == tasks.MAX_RETRIES + 1:  # the last try: another run (the sweep's) takes the re-index up
             assert reindex._reindex_claim(tenant_id=tenant.pk, knowledge_base_id=kb.pk, token="other-run")
 
-    def refuses(**kwargs):  # noqa: ANN003, ANN202
+    def refuses(**kwargs):
         raise vectorstore.VectorStoreUnavailable("Milvus refuses writes")
 
     with monkeypatch.context() as patched:

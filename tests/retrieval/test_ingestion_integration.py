@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 FINAL = (DocumentStatus.INDEXED, DocumentStatus.FAILED)
 
 
-def wait_for(predicate, *, timeout: float = 90, interval: float = 0.1, worker=None):  # noqa: ANN001, ANN201
+def wait_for(predicate, *, timeout: float = 90, interval: float = 0.1, worker=None):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
@@ -32,7 +32,7 @@ def wait_for(predicate, *, timeout: float = 90, interval: float = 0.1, worker=No
     raise AssertionError(f"condition not met within {timeout}s\n{tail}")
 
 
-def wait_final(tenant, ids, worker) -> dict[int, Document]:  # noqa: ANN001
+def wait_final(tenant, ids, worker) -> dict[int, Document]:
     def done():
         rows = {d.pk: d for d in Document.objects.for_tenant(tenant).filter(pk__in=ids)}
         return rows if len(rows) == len(ids) and all(d.status in FINAL for d in rows.values()) else None
@@ -40,7 +40,7 @@ def wait_final(tenant, ids, worker) -> dict[int, Document]:  # noqa: ANN001
     return wait_for(done, worker=worker)
 
 
-def upload(client, kb, name: str, data: bytes, content_type: str = "application/octet-stream") -> int:  # noqa: ANN001
+def upload(client, kb, name: str, data: bytes, content_type: str = "application/octet-stream") -> int:
     response = client.post(
         f"/api/v1/knowledge-bases/{kb.pk}/documents/",
         {"file": SimpleUploadedFile(name, data, content_type=content_type)},
@@ -50,13 +50,13 @@ def upload(client, kb, name: str, data: bytes, content_type: str = "application/
     return response.json()["id"]
 
 
-def post_json(client, kb, payload: dict) -> int:  # noqa: ANN001
+def post_json(client, kb, payload: dict) -> int:
     response = client.post(f"/api/v1/knowledge-bases/{kb.pk}/documents/", payload, format="json")
     assert response.status_code == 202, response.json()
     return response.json()["id"]
 
 
-def search(client, kb, query: str, limit: int = 5) -> list[dict]:  # noqa: ANN001
+def search(client, kb, query: str, limit: int = 5) -> list[dict]:
     response = client.post(f"/api/v1/knowledge-bases/{kb.pk}/search/", {"query": query, "limit": limit}, format="json")
     assert response.status_code == 200, response.json()
     return response.json()["results"]

@@ -57,7 +57,7 @@ def _question_vectors(kb: KnowledgeBase) -> list:
     return vectorstore._connect().query(collection_name=name, filter=expression, output_fields=["turn_id"])
 
 
-def _populated(tenant, name: str) -> tuple[KnowledgeBase, Document, Conversation]:  # noqa: ANN001
+def _populated(tenant, name: str) -> tuple[KnowledgeBase, Document, Conversation]:
     """A knowledge base with indexed chunks, a stored file, and a conversation whose question is in the tenant-wide
     question index and whose hot copy is in Redis."""
     kb = indexed_kb(tenant, name=name)
@@ -111,7 +111,7 @@ def test_with_milvus_down_nothing_is_deleted_and_the_api_says_503(services, tena
     kb, upload, conversation = _populated(tenant, "kept")
     api = _client_for(tenant)
 
-    def down(**kwargs):  # noqa: ANN003, ANN202
+    def down(**kwargs):
         raise vectorstore.VectorStoreUnavailable("Milvus is down")
 
     monkeypatch.setattr(vectorstore, "vectors_delete", down)
@@ -180,7 +180,7 @@ def test_the_admin_keeps_a_knowledge_base_milvus_cannot_clear_and_does_not_say_d
     kb = indexed_kb(tenant, name="admin-kept")
     client.force_login(user_with_role(tenant, Role.ADMIN, "kb-admin2@example.com"))
 
-    def down(**kwargs):  # noqa: ANN003, ANN202
+    def down(**kwargs):
         raise vectorstore.VectorStoreUnavailable("Milvus is down")
 
     monkeypatch.setattr(vectorstore, "vectors_delete", down)

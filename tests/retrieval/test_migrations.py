@@ -18,7 +18,7 @@ INDEX = "chunk_tenant_model_input_hash"
 COLUMN_ADDED = [("retrieval", "0009_chunk_model_input_hash")]
 
 
-def _migrate(targets) -> None:  # noqa: ANN001
+def _migrate(targets) -> None:
     MigrationExecutor(connection).migrate(targets)
 
 
@@ -41,7 +41,7 @@ def test_the_model_input_hash_index_is_built_concurrently_outside_any_transactio
     _migrate([("retrieval", "0008_knowledge_base_model_identity")])
     statements: list[tuple[str, bool]] = []
 
-    def record(execute, sql, params, many, context):  # noqa: ANN001, ANN202
+    def record(execute, sql, params, many, context):
         statements.append((sql, connection.in_atomic_block))
         return execute(sql, params, many, context)
 
@@ -60,7 +60,7 @@ def test_the_model_input_hash_index_is_built_concurrently_outside_any_transactio
     assert _index_state() == (True, True if connection.vendor == "postgresql" else None)
 
 
-def _two_chunks_of_one_tenant(tenant) -> None:  # noqa: ANN001
+def _two_chunks_of_one_tenant(tenant) -> None:
     """Written through the models as of COLUMN_ADDED: today's have columns that schema does not have yet."""
     models = MigrationExecutor(connection).loader.project_state(COLUMN_ADDED).apps
     kb = models.get_model("retrieval", "KnowledgeBase").objects.create(tenant_id=tenant.pk, name="kb")

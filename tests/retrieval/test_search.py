@@ -101,7 +101,7 @@ def _kb(
         (_kb("", name="x" * 200), "x" * 180 + "@0123456789abcdef", IndexStatus.CURRENT, None),
     ],
 )
-def test_index_state(knowledge_base, query, status, progress):  # noqa: ANN001
+def test_index_state(knowledge_base, query, status, progress):
     state = index_state(knowledge_base=knowledge_base, query_model_identity=query)
     assert (state.status, state.reindex_progress) == (status, progress)
     assert state.knowledge_base_model == (knowledge_base.embedding_model_identity or knowledge_base.embedding_model)
@@ -145,7 +145,7 @@ def test_the_refusal_of_a_failed_model_change_says_which_models_are_mixed_and_to
     assert "stopped part way" in error.message and "not recorded" in error.message
 
 
-def _kb_holding(tenant, name: str, identity: str, *, model: str = "all-MiniLM-L6-v2", chunk: bool = True):  # noqa: ANN001
+def _kb_holding(tenant, name: str, identity: str, *, model: str = "all-MiniLM-L6-v2", chunk: bool = True):
     knowledge_base = KnowledgeBase.objects.create(
         tenant=tenant, name=name, embedding_model=model, embedding_model_identity=identity
     )
@@ -192,7 +192,7 @@ def test_the_knowledge_bases_awaiting_a_reindex_are_those_a_search_refuses(tenan
     assert selectors_awaiting(KnowledgeBase.objects.unscoped(), current) == awaiting | {theirs.pk}
 
 
-def selectors_awaiting(knowledge_bases, identity: str) -> set[int]:  # noqa: ANN001
+def selectors_awaiting(knowledge_bases, identity: str) -> set[int]:
     return set(
         knowledge_bases_awaiting_reindex(knowledge_bases=knowledge_bases, query_model_identity=identity).values_list(
             "pk", flat=True

@@ -36,7 +36,7 @@ DOCUMENT = (
 )
 
 
-def _indexed_upload(api_client, kb, name: str, data: bytes) -> Document:  # noqa: ANN001
+def _indexed_upload(api_client, kb, name: str, data: bytes) -> Document:
     response = api_client.post(
         f"/api/v1/knowledge-bases/{kb.pk}/documents/",
         {"file": SimpleUploadedFile(name, data, content_type="text/plain")},
@@ -49,7 +49,7 @@ def _indexed_upload(api_client, kb, name: str, data: bytes) -> Document:  # noqa
     return document
 
 
-def _search(api_client, kb, query: str) -> list[dict]:  # noqa: ANN001
+def _search(api_client, kb, query: str) -> list[dict]:
     response = api_client.post(
         f"/api/v1/knowledge-bases/{kb.pk}/search/", {"query": query, "group_by_document": False}, format="json"
     )

@@ -37,7 +37,7 @@ def _exercise(collection: str) -> None:
     )
     query = np.mean([v for _, v in chunks.values()], axis=0)
 
-    def search(**kwargs) -> list[vectorstore.SearchHit]:  # noqa: ANN003
+    def search(**kwargs) -> list[vectorstore.SearchHit]:
         return vectorstore.vectors_search(
             tenant_id=TENANT, knowledge_base_id=5, query_vector=query, limit=5, dimension=DIMENSION,
             collection=collection, **kwargs,

@@ -27,7 +27,7 @@ SCOPED_ADMINS = [
 ]
 
 
-def _changelist(model) -> str:  # noqa: ANN001
+def _changelist(model) -> str:
     return reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
 
 
@@ -40,7 +40,7 @@ def tenant_admin(client):
     return tenant
 
 
-def _filter_parameters(client, model) -> list[str]:  # noqa: ANN001
+def _filter_parameters(client, model) -> list[str]:
     """The query parameters the changelist's sidebar filters read."""
     response = client.get(_changelist(model))
     assert response.status_code == 200

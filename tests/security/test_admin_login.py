@@ -31,7 +31,7 @@ def _address() -> str:
     return f"10.{uuid.uuid4().int % 250}.{uuid.uuid4().int % 250}.{uuid.uuid4().int % 250}"
 
 
-def _sign_in(username: str, password: str, address: str):  # noqa: ANN202
+def _sign_in(username: str, password: str, address: str):
     client = Client(REMOTE_ADDR=address)
     response = client.post(LOGIN_URL, {"username": username, "password": password, "next": "/admin/"})
     return client, response

@@ -29,7 +29,7 @@ pytestmark = pytest.mark.django_db
 KEYS_URL = "/api/v1/api-keys/"
 
 
-def _post_raw(client, url: str, body: bytes, content_type: str = "application/json"):  # noqa: ANN001, ANN202
+def _post_raw(client, url: str, body: bytes, content_type: str = "application/json"):
     return client.generic("POST", url, body, content_type=content_type)
 
 

@@ -90,7 +90,7 @@ def _wsgi_call(*, path: str, query: str, content_type: str) -> tuple[str, dict, 
     }
     started = {}
 
-    def start_response(status: str, headers: list[tuple[str, str]], exc_info=None) -> None:  # noqa: ANN001
+    def start_response(status: str, headers: list[tuple[str, str]], exc_info=None) -> None:
         started.update(status=status, headers=dict(headers))
 
     body = b"".join(application(environ, start_response))

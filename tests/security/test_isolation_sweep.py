@@ -65,7 +65,7 @@ def api_routes() -> list[tuple[str, type, list[str]]]:
     """(route, view class, URL parameter names) for every pattern under /api/v1/."""
     found = []
 
-    def walk(patterns, prefix: str) -> None:  # noqa: ANN001
+    def walk(patterns, prefix: str) -> None:
         for pattern in patterns:
             if isinstance(pattern, URLResolver):
                 walk(pattern.url_patterns, prefix + str(pattern.pattern))
@@ -97,7 +97,7 @@ def _input_serializer(view: type, method: str) -> type | None:
     return getattr(view, "InputSerializer", None) if method in ("post", "put", "patch") else None
 
 
-def _sample(field: serializers.Field, reference_id: int | None):  # noqa: ANN202
+def _sample(field: serializers.Field, reference_id: int | None):
     """A valid value for a required field; `reference_id` for fields that name an object."""
     if isinstance(field, serializers.BooleanField):
         return False
@@ -158,7 +158,7 @@ def test_every_url_parameter_is_known_to_the_sweep(route):
     assert not unknown, f"teach URL_OBJECTS which object {unknown} names in {route}"
 
 
-def _references(world, keys: dict[str, str] | None = None) -> dict[str, int]:  # noqa: ANN001
+def _references(world, keys: dict[str, str] | None = None) -> dict[str, int]:
     mapping = keys or BODY_REFERENCES
     return {name: world.id_of(obj) for name, obj in mapping.items()}
 
@@ -224,7 +224,7 @@ def test_other_tenants_ids_in_a_body_are_refused(worlds, route, view, method):
     _assert_no_row_points_across(acme, globex)
 
 
-def _assert_no_row_points_across(acme, globex) -> None:  # noqa: ANN001
+def _assert_no_row_points_across(acme, globex) -> None:
     """No row of A has a foreign key to a row of B."""
     from django.apps import apps
 
@@ -260,7 +260,7 @@ def test_lists_and_their_filters_show_nothing_of_other_tenants(worlds, route, vi
 # --- the admin: pages without ids (dashboards, exports, settings) and changelist filters -------------------------
 
 
-def _content(response) -> str:  # noqa: ANN001
+def _content(response) -> str:
     if getattr(response, "streaming", False):
         return b"".join(response.streaming_content).decode(errors="replace")
     return response.content.decode(errors="replace")

@@ -83,8 +83,8 @@ class RecordingClient:
     def __init__(self) -> None:
         self.filters: list[str] = []
 
-    def __getattr__(self, name: str):  # noqa: ANN204
-        def call(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    def __getattr__(self, name: str):
+        def call(*args, **kwargs):
             if "filter" in kwargs:
                 self.filters.append(kwargs["filter"])
             if name == "search":

@@ -16,7 +16,7 @@ SCOPED_MODELS = [
 ]
 
 
-def _url(model, action: str, *args) -> str:  # noqa: ANN001
+def _url(model, action: str, *args) -> str:
     return reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_{action}", args=args)
 
 
@@ -25,7 +25,7 @@ def two_tenants():
     return TenantFactory(slug="tenant-a"), TenantFactory(slug="tenant-b")
 
 
-def _login(client, tenant, role):  # noqa: ANN001, ANN202
+def _login(client, tenant, role):
     user = UserFactory()
     MembershipFactory(user=user, tenant=tenant, role=role)
     client.force_login(user)

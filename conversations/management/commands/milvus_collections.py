@@ -7,6 +7,8 @@ Run it with the settings of the web and worker hosts: "the model in use" is the 
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError
@@ -59,7 +61,7 @@ class Command(BaseCommand):
         )
         parser.add_argument("--dry-run", action="store_true", help="with --drop-unused or --drop: only say what goes")
 
-    def handle(self, *args, **options) -> None:  # noqa: ANN002, ANN003
+    def handle(self, *args: Any, **options: Any) -> None:
         drop_unused, named, dry_run = options["drop_unused"], options["drop"], options["dry_run"]
         if drop_unused and named:
             raise CommandError("Give either --drop-unused or --drop NAME, not both.")

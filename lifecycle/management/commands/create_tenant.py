@@ -1,8 +1,9 @@
 from __future__ import annotations
 
 import secrets
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.core.validators import ValidationError
 from django.db import transaction
 
@@ -14,7 +15,7 @@ from tenants.services import api_key_create, tenant_admin_user_ensure
 class Command(BaseCommand):
     help = "Create (or find) a tenant, optionally its admin user, and print a new API key alone on the last line."
 
-    def add_arguments(self, parser) -> None:  # noqa: ANN001
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("slug")
         parser.add_argument("--name", default=None)
         parser.add_argument("--admin-email", default=None, help="Create or find this user and make them tenant admin.")
@@ -23,7 +24,7 @@ class Command(BaseCommand):
         parser.add_argument("--key-role", choices=ApiKeyRole.values, default=ApiKeyRole.ADMIN)
         parser.add_argument("--no-key", action="store_true", help="Do not create an API key.")
 
-    def handle(self, *args, **options) -> None:  # noqa: ANN002, ANN003
+    def handle(self, *args: Any, **options: Any) -> None:
         slug = options["slug"]
         try:
             slug_validator(slug)

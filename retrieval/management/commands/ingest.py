@@ -10,6 +10,7 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -19,6 +20,9 @@ from kbplatform.errors import ApplicationError
 from retrieval.models import Document, DocumentStatus, KnowledgeBase
 from retrieval.services import BulkDocument, documents_create_bulk, knowledge_base_create
 from tenants.selectors import tenant_get_by_slug
+
+if TYPE_CHECKING:
+    from tenants.models import Tenant
 
 FILE_GROUP = 64  # files read into memory at once
 JSONL_GROUP = 1000
@@ -34,7 +38,7 @@ class Command(BaseCommand):
         parser.add_argument("--no-wait", action="store_true", help="queue the documents and return")
         parser.add_argument("--timeout", type=float, default=24 * 3600, help="seconds to wait for indexing")
 
-    def handle(self, *args, **options) -> None:  # noqa: ANN002, ANN003
+    def handle(self, *args: Any, **options: Any) -> None:
         path: Path = options["path"]
         if not path.exists():
             raise CommandError(f"{path} does not exist.")
@@ -146,7 +150,7 @@ class Command(BaseCommand):
                 )
             yield group
 
-    def _wait(self, tenant, document_ids: list[int], timeout: float) -> None:  # noqa: ANN001
+    def _wait(self, tenant: Tenant, document_ids: list[int], timeout: float) -> None:
         from tqdm import tqdm
 
         deadline = time.monotonic() + timeout
