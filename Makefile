@@ -30,6 +30,7 @@ test: $(STAMP) $(CHROMIUM)
 # test using a service fixture `integration`, so this stays true as tests are added.
 test-unit: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 	$(BIN)/pytest -m "not integration and not browser"
 
 lint: $(STAMP)
