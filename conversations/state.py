@@ -277,7 +277,12 @@ def _answers_trimmed(turns: list[RecentTurn]) -> list[RecentTurn]:
 
 
 def state_load(*, conversation: Conversation) -> ConversationState:
-    """The conversation's state: Redis when its copy is current, else the database."""
+    """The conversation's state: Redis when its copy is current, else the database. A conversation without a turn
+    has none to read from either: its state is empty (its rows say so: turns are counted on the row)."""
+    if conversation.turn_count == 0:
+        return ConversationState(
+            conversation_id=conversation.pk, turn_count=0, source="database", revision=conversation.state_revision
+        )
     key = state_key(tenant_id=conversation.tenant_id, conversation_id=conversation.pk)
     connection = redis_connection()
     if connection is not None:

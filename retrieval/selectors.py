@@ -293,29 +293,42 @@ def chunk_search(
     )
     if not hits:
         return []
+    # The columns a hit shows, and no more: a document row holds its whole source text.
     rows = {
-        chunk.pk: chunk
-        for chunk in Chunk.objects.for_tenant(tenant)
+        row[0]: row
+        for row in Chunk.objects.for_tenant(tenant)
         .filter(pk__in=[hit.chunk_id for hit in hits])
-        .select_related("document")
+        .values_list(
+            "pk",
+            "knowledge_base_id",
+            "document_id",
+            "text",
+            "position",
+            "token_count",
+            "content_hash",
+            "external_id",
+            "document__external_id",
+            "document__title",
+        )
     }
     results = []
     for hit in hits:
-        chunk = rows.get(hit.chunk_id)
-        if chunk is None or (chunk.knowledge_base_id, chunk.document_id) != (knowledge_base.pk, hit.document_id):
+        row = rows.get(hit.chunk_id)
+        if row is None or (row[1], row[2]) != (knowledge_base.pk, hit.document_id):
             continue
+        _, _, document_id, text, position, token_count, content_hash, external_id, document_external_id, title = row
         results.append(
             ChunkHit(
-                chunk_id=chunk.pk,
-                document_id=chunk.document_id,
+                chunk_id=hit.chunk_id,
+                document_id=document_id,
                 score=hit.score,
-                text=chunk.text,
-                position=chunk.position,
-                token_count=chunk.token_count,
-                content_hash=chunk.content_hash,
-                external_id=chunk.external_id,
-                document_external_id=chunk.document.external_id,
-                document_title=chunk.document.title,
+                text=text,
+                position=position,
+                token_count=token_count,
+                content_hash=content_hash,
+                external_id=external_id,
+                document_external_id=document_external_id,
+                document_title=title,
             )
         )
     return hits_of_distinct_content(results, shown_content_hashes=exclude_content_hashes)[:limit]
