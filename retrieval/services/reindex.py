@@ -76,8 +76,9 @@ def knowledge_base_reindex_start(*, tenant: Tenant, knowledge_base: KnowledgeBas
         )
         if not updated:
             raise ConflictError("This knowledge base is already being re-indexed.")
+        # Read as started, before the commit sends the task: a worker may finish it before this returns.
+        knowledge_base.refresh_from_db()
         transaction.on_commit(lambda: reindex_task.delay(knowledge_base.pk, tenant.pk), robust=True)
-    knowledge_base.refresh_from_db()
     return knowledge_base
 
 

@@ -868,3 +868,20 @@ def test_a_reindex_task_giving_up_leaves_alone_a_reindex_another_run_took_up_mea
 
     kb.refresh_from_db()
     assert (kb.reindex_status, kb.reindex_claim_token) == ("running", "other-run"), kb.reindex_error
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_reindex_start_answers_running_even_when_its_task_ends_first(milvus_server, tenant, monkeypatch):
+    """The 202 of a re-index says what was started: a worker that finishes the task before the request has answered
+    (a small knowledge base, an idle worker) must not turn it into "done" the client never saw start."""
+    kb = kb_make(tenant, name="quick-reindex")
+    documents = [_queued(tenant, kb, key) for key in TEXTS]
+    services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk for document in documents])
+
+    def run_at_once(knowledge_base_id: int, tenant_id: int) -> None:
+        services.knowledge_base_reindex(tenant_id=tenant_id, knowledge_base_id=knowledge_base_id)
+
+    monkeypatch.setattr(tasks.knowledge_base_reindex, "delay", run_at_once)
+    started = services.knowledge_base_reindex_start(tenant=tenant, knowledge_base=kb)
+    assert started.reindex_status == "running"
+    assert KnowledgeBase.objects.for_tenant(tenant).get(pk=kb.pk).reindex_status == "done"
