@@ -20,6 +20,7 @@ import logging
 import os
 import re
 import tempfile
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -106,9 +107,13 @@ def onnx_encoder(*, root: Path, path: Path, tokenizer, max_seq_length: int) -> O
         try:  # another process may have made it while this one waited for the lock
             return _encoder_of(path, tokenizer, max_seq_length)
         except OnnxFileUnavailable as unreadable:
+            reason = unreadable
             if path.exists():
-                logger.warning("The ONNX file %s does not load (%s); making it again", path, unreadable)
-        onnx_export(root=root, destination=path, tokenizer=tokenizer, max_seq_length=max_seq_length)
+                logger.warning("%s; making it again", unreadable)
+        try:
+            onnx_export(root=root, destination=path, tokenizer=tokenizer, max_seq_length=max_seq_length)
+        except OnnxFileUnavailable as exc:
+            raise OnnxFileUnavailable(f"{reason}, and it cannot be made: {exc}") from exc
         return _encoder_of(path, tokenizer, max_seq_length)
 
 
@@ -123,7 +128,7 @@ def onnx_export(*, root: Path, destination: Path, tokenizer, max_seq_length: int
         model = SentenceTransformer(str(root), device="cpu", model_kwargs={"attn_implementation": "eager"})
         model.eval()
     except (ImportError, OSError, ValueError) as exc:
-        raise OnnxFileUnavailable(f"the model at {root} cannot be loaded to make it ({exc})") from exc
+        raise OnnxFileUnavailable(f"the model at {root} cannot be loaded for the export ({exc})") from exc
     sample = model.preprocess(["a probe", "a longer probe of the model's inputs"])
     names = [name for name, value in sample.items() if isinstance(value, torch.Tensor)]
 
@@ -140,10 +145,12 @@ def onnx_export(*, root: Path, destination: Path, tokenizer, max_seq_length: int
         handle, temporary = tempfile.mkstemp(dir=destination.parent, prefix=f".{destination.name}.", suffix=".tmp")
         os.close(handle)
     except OSError as exc:
-        raise OnnxFileUnavailable(f"it cannot be written in {destination.parent} ({exc})") from exc
+        raise OnnxFileUnavailable(f"{destination.parent} cannot be written ({exc})") from exc
     try:
         axes = {name: {0: "batch", 1: "sequence"} for name in names}
-        with torch.no_grad():
+        with torch.no_grad(), warnings.catch_warnings():
+            # The tracer's warnings (shapes read as constants, the legacy exporter) are answered by the check below.
+            warnings.simplefilter("ignore")
             torch.onnx.export(
                 SentenceEmbedding().eval(),
                 tuple(sample[name] for name in names),
@@ -170,7 +177,7 @@ def onnx_export(*, root: Path, destination: Path, tokenizer, max_seq_length: int
     except OnnxFileUnavailable:
         raise
     except Exception as exc:  # the exporter's failures have no common type; each is this file not being made
-        raise OnnxFileUnavailable(f"it could not be made from {root} ({type(exc).__name__}: {exc})") from exc
+        raise OnnxFileUnavailable(f"the export failed ({type(exc).__name__}: {exc})") from exc
     finally:
         Path(temporary).unlink(missing_ok=True)
 
@@ -179,7 +186,7 @@ def _encoder_of(path: Path, tokenizer, max_seq_length: int) -> OnnxEncoder:  # n
     import onnxruntime
 
     if not path.is_file():
-        raise OnnxFileUnavailable(f"there is no file at {path}")
+        raise OnnxFileUnavailable(f"there is no {path}")
     options = onnxruntime.SessionOptions()
     options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
     try:
@@ -199,7 +206,7 @@ def _exclusive(path: Path) -> Iterator[None]:
         path.parent.mkdir(parents=True, exist_ok=True)
         lock = open(path.with_name(path.name + ".lock"), "a")  # noqa: SIM115 - held for the whole block
     except OSError as exc:
-        raise OnnxFileUnavailable(f"it cannot be made in {path.parent} ({exc})") from exc
+        raise OnnxFileUnavailable(f"{path.parent} cannot be written ({exc})") from exc
     with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:

@@ -171,8 +171,7 @@ def _onnx_encoder(root: Path, identity: str):  # noqa: ANN202
     try:
         return onnx_encoder(root=root, path=path, tokenizer=tokenizer, max_seq_length=length)
     except OnnxFileUnavailable as exc:
-        detail = f"its ONNX file {path.name} is unavailable: {exc}"
-        raise EmbeddingModelUnavailable(root, detail, remedy=ONNX_REMEDY) from exc
+        raise EmbeddingModelUnavailable(path, str(exc), remedy=ONNX_REMEDY) from exc
 
 
 def embedding_dimension() -> int:
