@@ -163,6 +163,13 @@ def onnx_file() -> Path:
     return onnx_file_path(directory=settings.EMBEDDING_ONNX_DIR, identity=model_identity())
 
 
+def onnx_file_make() -> Path:
+    """Make the onnx backend's file of the model in use unless it is there and loads (whatever EMBEDDING_BACKEND
+    says, so it can be made ahead of time); returns its path. Raises EmbeddingModelUnavailable when it cannot."""
+    _onnx_encoder(model_path(), model_identity())
+    return onnx_file()
+
+
 def _onnx_encoder(root: Path, identity: str):  # noqa: ANN202
     from retrieval.embedding_onnx import OnnxFileUnavailable, onnx_encoder, onnx_file_path
 
