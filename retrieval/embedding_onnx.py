@@ -189,6 +189,9 @@ def _encoder_of(path: Path, tokenizer, max_seq_length: int) -> OnnxEncoder:  # n
         raise OnnxFileUnavailable(f"there is no {path}")
     options = onnxruntime.SessionOptions()
     options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+    # Threads that spin between runs hold cores that the processes beside this one (Milvus, the database, a web or
+    # worker process) need; without spinning they sleep until the next batch.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     try:
         session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # ONNX Runtime's load errors (bad protobuf, bad graph) share no useful base class
