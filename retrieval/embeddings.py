@@ -235,13 +235,17 @@ def tokenizer():  # noqa: ANN201
     return loaded
 
 
-@lru_cache(maxsize=1)
 def _encoder_tokenizer():  # noqa: ANN202
     """The model's tokenizer as sentence-transformers applies it before the model: special tokens added, cut to
     `max_sequence_tokens`, padded to the longest text of each batch with the model's padding token."""
+    return _encoder_tokenizer_of(str(model_path()))
+
+
+@lru_cache(maxsize=8)
+def _encoder_tokenizer_of(root_path: str):  # noqa: ANN202
     from tokenizers import Tokenizer
 
-    path = model_path() / "tokenizer.json"
+    path = Path(root_path) / "tokenizer.json"
     if not path.is_file():
         raise EmbeddingModelUnavailable(path.parent, "it holds no tokenizer.json")
     loaded = Tokenizer.from_file(str(path))

@@ -251,7 +251,8 @@ def _assert_onnx_unavailable(response) -> None:  # noqa: ANN001
     assert response.status_code == 503, response.content
     body = response.json()
     assert body["extra"]["code"] == "embedding_model_unavailable"
-    assert "ONNX file" in body["message"] and "read-only" in body["message"]
+    assert body["message"].startswith("The embedding model cannot be read at ")
+    assert ".onnx: there is no " in body["message"] and "cannot be written (read-only)" in body["message"]
     assert "manage.py embedding_model_export" in body["message"]
 
 
