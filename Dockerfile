@@ -15,11 +15,12 @@ COPY requirements.txt .
 RUN pip install --extra-index-url https://download.pytorch.org/whl/cpu -r requirements.txt
 
 COPY . .
+# The onnx embedding backend's file is made here, once, so no container makes it on its first query.
 RUN useradd --system --create-home --uid 1000 kb \
     && mkdir -p /var/lib/kbplatform/media /var/lib/kbplatform/static /var/lib/kbplatform/beat \
     && DJANGO_SECRET_KEY=build DJANGO_ALLOWED_HOSTS=x DATABASE_URL=sqlite:////tmp/build.sqlite3 \
        REDIS_URL=redis://unused:6379/0 MILVUS_URI=http://unused:19530 \
-       python manage.py collectstatic --noinput \
+       sh -c "python manage.py collectstatic --noinput && python manage.py embedding_model_export" \
     && chown -R kb:kb /var/lib/kbplatform
 USER kb
 EXPOSE 8000

@@ -42,14 +42,17 @@ def _worker() -> tuple[str, str]:
 
 
 def _embedding_model() -> tuple[str, str]:
-    """The model this process embeds queries with, and how many knowledge bases hold another model's vectors (their
-    searches are refused until re-indexed). Those are the operator's to-do, not an outage: reported as
-    `reindex_needed`, which leaves the overall status alone. A count across tenants, never which ones."""
+    """The model this process embeds queries with and what runs it (EMBEDDING_BACKEND), and how many knowledge bases
+    hold another model's vectors (their searches are refused until re-indexed). Those are the operator's to-do, not
+    an outage: reported as `reindex_needed`, which leaves the overall status alone. A count across tenants, never
+    which ones. An ONNX file not made yet is said, not made here: the first query makes it."""
     from retrieval import embeddings
     from retrieval.models import KnowledgeBase
     from retrieval.selectors import knowledge_bases_awaiting_reindex
 
-    identity = embeddings.model_identity()
+    identity = f"{embeddings.model_identity()} on {embeddings.backend()}"
+    if embeddings.backend() == "onnx" and embeddings._model is None and not embeddings.onnx_file().is_file():
+        identity += " (its ONNX file is made on first use)"
     awaiting = knowledge_bases_awaiting_reindex(
         knowledge_bases=KnowledgeBase.objects.unscoped(), query_model_identity=identity
     ).count()

@@ -9,11 +9,18 @@ a long URL token, kana or Hangul without spaces) gets a space every so often, so
 break happens here, in `embed_texts` and `token_count(s)`, the one way into the model for chunks, queries, questions
 and intent examples alike: stored text is never altered, a query with a long run is read as the chunk holding it
 is, and every count is what the model reads.
+
+`EMBEDDING_BACKEND` says what runs the model: `onnx` (ONNX Runtime on a local export of it, `embedding_onnx`) or
+`torch` (sentence-transformers on PyTorch). The onnx backend's vectors are PyTorch's to a cosine of 0.9999 or better
+(checked when its file is made), so both share one model identity and one set of stored vectors; a process on the
+onnx backend imports torch only to make that file. The model's dimension and input length are read from its
+configuration files, so neither needs the model loaded.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import threading
@@ -42,12 +49,20 @@ class EmbeddingModelUnavailable(ServiceUnavailableError):
     it empty): an operator's to-fix, so the API answers 503 and ingestion waits and retries, where a 500 or a
     document failed for its file would point at the wrong thing."""
 
-    def __init__(self, root: Path, detail: str):
+    def __init__(self, root: Path, detail: str, *, remedy: str = ""):
+        remedy = remedy or (
+            "Check EMBEDDING_MODEL_PATH (empty for the bundled model) and that the directory is mounted, then retry."
+        )
         super().__init__(
-            f"The embedding model cannot be read at {root}: {detail}. Check EMBEDDING_MODEL_PATH (empty for the "
-            "bundled model) and that the directory is mounted, then retry.",
+            f"The embedding model cannot be read at {root}: {detail}. {remedy}",
             extra={"code": EMBEDDING_MODEL_UNAVAILABLE},
         )
+
+
+ONNX_REMEDY = (
+    "Make it with `manage.py embedding_model_export` where EMBEDDING_ONNX_DIR can be written (a broken file there is "
+    "replaced), or set EMBEDDING_BACKEND=torch, then retry."
+)
 
 
 def model_path() -> Path:
@@ -114,30 +129,96 @@ def _model_id_of(identity: str) -> str:
     return hashlib.sha256(identity.encode()).hexdigest()[:MODEL_ID_LENGTH]
 
 
+def backend() -> str:
+    """What runs the model in this process: "onnx" or "torch" (EMBEDDING_BACKEND, checked at settings load)."""
+    return settings.EMBEDDING_BACKEND
+
+
 def embedding_model():  # noqa: ANN201 - sentence_transformers is imported on first use, not for a hint
-    """The process's SentenceTransformer, loaded on first use."""
+    """The process's encoder, loaded on first use: a SentenceTransformer (torch), or an `embedding_onnx.OnnxEncoder`
+    (onnx), which takes the same `encode` arguments and gives the same vectors."""
     global _model
     if _model is None:
         with _lock:
             if _model is None:
-                from sentence_transformers import SentenceTransformer
-
                 root = model_path()
-                model_identity()  # no file at all: say so, before sentence-transformers looks for it on a model hub
-                try:
-                    _model = SentenceTransformer(str(root), device=settings.EMBEDDING_DEVICE)
-                except (OSError, ValueError) as exc:
-                    raise EmbeddingModelUnavailable(root, f"it does not load as a model ({exc})") from exc
+                identity = model_identity()  # no file at all: say so, before anything looks for it on a model hub
+                _model = _onnx_encoder(root, identity) if backend() == "onnx" else _torch_model(root)
     return _model
 
 
+def _torch_model(root: Path):  # noqa: ANN202
+    from sentence_transformers import SentenceTransformer
+
+    try:
+        return SentenceTransformer(str(root), device=settings.EMBEDDING_DEVICE)
+    except (OSError, ValueError) as exc:
+        raise EmbeddingModelUnavailable(root, f"it does not load as a model ({exc})") from exc
+
+
+def onnx_file() -> Path:
+    """Where the onnx backend's export of the model in use lives (it may not exist yet)."""
+    from retrieval.embedding_onnx import onnx_file_path
+
+    return onnx_file_path(directory=settings.EMBEDDING_ONNX_DIR, identity=model_identity())
+
+
+def onnx_file_make() -> Path:
+    """Make the onnx backend's file of the model in use unless it is there and loads (whatever EMBEDDING_BACKEND
+    says, so it can be made ahead of time); returns its path. Raises EmbeddingModelUnavailable when it cannot."""
+    _onnx_encoder(model_path(), model_identity())
+    return onnx_file()
+
+
+def _onnx_encoder(root: Path, identity: str):  # noqa: ANN202
+    from retrieval.embedding_onnx import OnnxFileUnavailable, onnx_encoder, onnx_file_path
+
+    path = onnx_file_path(directory=settings.EMBEDDING_ONNX_DIR, identity=identity)
+    tokenizer, length = _encoder_tokenizer(), max_sequence_tokens()
+    try:
+        return onnx_encoder(root=root, path=path, tokenizer=tokenizer, max_seq_length=length)
+    except OnnxFileUnavailable as exc:
+        raise EmbeddingModelUnavailable(path, str(exc), remedy=ONNX_REMEDY) from exc
+
+
 def embedding_dimension() -> int:
-    return int(embedding_model().get_embedding_dimension())
+    """Size of the model's vectors, from its configuration files when they say it (no model loaded)."""
+    dimension, _ = _geometry_of(str(model_path()))
+    return dimension if dimension is not None else int(embedding_model().get_embedding_dimension())
 
 
 def max_sequence_tokens() -> int:
-    """Word pieces the model reads (special tokens included); anything beyond is silently cut off."""
-    return int(embedding_model().max_seq_length)
+    """Word pieces the model reads (special tokens included); anything beyond is silently cut off. From the model's
+    sentence_bert_config.json when it says, as sentence-transformers reads it (no model loaded)."""
+    _, length = _geometry_of(str(model_path()))
+    return length if length is not None else int(embedding_model().max_seq_length)
+
+
+# Modules whose output has the transformer's width: a model made only of them embeds in its hidden size.
+_WIDTH_KEEPING_MODULES = {"Transformer", "Pooling", "Normalize"}
+
+
+@lru_cache(maxsize=8)
+def _geometry_of(root_path: str) -> tuple[int | None, int | None]:
+    """(dimension, max_seq_length) as the model's files state them; None for what they leave to the loaded model
+    (a Dense layer, several pooling modes, no max_seq_length)."""
+    root = Path(root_path)
+
+    def read(name: str) -> dict:
+        try:
+            return json.loads((root / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+
+    length = read("sentence_bert_config.json").get("max_seq_length")
+    modules = read("modules.json")
+    kinds = {str(module.get("type", "")).rpartition(".")[2] for module in modules} if isinstance(modules, list) else {}
+    pooling = read("1_Pooling/config.json")
+    modes = [key for key, value in pooling.items() if key.startswith("pooling_mode_") and value is True]
+    dimension = read("config.json").get("hidden_size")
+    if not kinds or not kinds <= _WIDTH_KEEPING_MODULES or len(modes) > 1:
+        dimension = None
+    return (int(dimension) if dimension else None, int(length) if length else None)
 
 
 @lru_cache(maxsize=1)
@@ -151,6 +232,28 @@ def tokenizer():  # noqa: ANN201 - tokenizers is imported on first use, not for 
     loaded = Tokenizer.from_file(str(path))
     loaded.no_padding()  # tokenizer.json ships with padding to 128 and truncation on: counts must be real
     loaded.no_truncation()
+    return loaded
+
+
+def _encoder_tokenizer():  # noqa: ANN202
+    """The model's tokenizer as sentence-transformers applies it before the model: special tokens added, cut to
+    `max_sequence_tokens`, padded to the longest text of each batch with the model's padding token."""
+    return _encoder_tokenizer_of(str(model_path()))
+
+
+@lru_cache(maxsize=8)
+def _encoder_tokenizer_of(root_path: str):  # noqa: ANN202
+    from tokenizers import Tokenizer
+
+    path = Path(root_path) / "tokenizer.json"
+    if not path.is_file():
+        raise EmbeddingModelUnavailable(path.parent, "it holds no tokenizer.json")
+    loaded = Tokenizer.from_file(str(path))
+    padding = loaded.padding or {}  # tokenizer.json may pad to a fixed length: only its token is kept
+    pad_token = padding.get("pad_token") or "[PAD]"
+    pad_id = padding.get("pad_id", loaded.token_to_id(pad_token) or 0)
+    loaded.enable_truncation(max_length=max_sequence_tokens())
+    loaded.enable_padding(pad_id=pad_id, pad_token=pad_token, pad_type_id=padding.get("pad_type_id", 0))
     return loaded
 
 

@@ -49,7 +49,7 @@ def test_knowledge_bases_awaiting_a_reindex_are_counted_but_degrade_nothing(clie
     body = client.get("/api/health/").json()
     assert body["components"]["embedding_model"] == {
         "status": "ok",
-        "detail": embeddings.model_identity(),
+        "detail": f"{embeddings.model_identity()} on {embeddings.backend()}",
         "ms": body["components"]["embedding_model"]["ms"],
     }
     for owner in (tenant, other_tenant):

@@ -224,6 +224,31 @@ EMBEDDING_MODEL_PATH = env.str("EMBEDDING_MODEL_PATH", default="")
 # ingestion's chunks about a quarter faster than 64, whose batches mixed lengths more (BENCHMARKS.md).
 EMBEDDING_BATCH_SIZE = env.int("EMBEDDING_BATCH_SIZE", default=16)
 EMBEDDING_DEVICE = env.str("EMBEDDING_DEVICE", default="cpu")
+# What runs the model: "onnx" (ONNX Runtime on a local export of the model, made on first use; its vectors are
+# PyTorch's to a cosine of 0.9999 or better, so it shares PyTorch's model identity) or "torch" (sentence-transformers
+# on PyTorch, which EMBEDDING_DEVICE applies to). Refused at start for anything else, so a typo is not a silent
+# fallback. `retrieval.embeddings.REFUSED_BACKENDS` says why a backend that was tried is not offered.
+EMBEDDING_BACKENDS = ("onnx", "torch")
+_REFUSED_EMBEDDING_BACKENDS = {
+    "onnx-int8": "dynamic int8 quantisation moves the model's vectors too far from PyTorch's to be offered "
+    '(docs/operations.md, "Embedding backend"); use onnx',
+}
+
+
+def _embedding_backend() -> str:
+    text = env.str("EMBEDDING_BACKEND", default="onnx").strip()
+    if text in _REFUSED_EMBEDDING_BACKENDS:
+        raise ImproperlyConfigured(f"EMBEDDING_BACKEND: {text!r} is not offered: {_REFUSED_EMBEDDING_BACKENDS[text]}")
+    if text not in EMBEDDING_BACKENDS:
+        raise ImproperlyConfigured(f"EMBEDDING_BACKEND: {text!r} is none of {', '.join(EMBEDDING_BACKENDS)}")
+    return text
+
+
+EMBEDDING_BACKEND = _embedding_backend()
+# Where the onnx backend keeps its export of the model, one file per model identity. Web and worker processes may
+# share it (it is written whole or not at all); a read-only directory needs the file made ahead of time
+# (`manage.py embedding_model_export`).
+EMBEDDING_ONNX_DIR = Path(env.str("EMBEDDING_ONNX_DIR", default=str(VAR_DIR / "models")))
 
 # --- Ingestion --------------------------------------------------------------------------------------------
 # Chunks per encode call and per Milvus upsert; progress is written once per batch, never per chunk.

@@ -1,6 +1,7 @@
 import base64
 import hashlib
 import re
+from functools import lru_cache
 
 import numpy as np
 import pytest
@@ -96,9 +97,18 @@ LONG_RUNS = {
 }
 
 
+@lru_cache(maxsize=1)
+def _model_tokenizer():
+    """The tokenizer sentence-transformers gives the model (transformers' own loading of its files): the reference,
+    whichever backend runs the model."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(embeddings.model_path()))
+
+
 def _model_reads(text: str) -> list[int]:
     """Word-piece ids the embedding model itself reads for `text` (its own tokenizer is the reference)."""
-    return embeddings.embedding_model().tokenizer(text, add_special_tokens=False)["input_ids"]
+    return _model_tokenizer()(text, add_special_tokens=False)["input_ids"]
 
 
 def _visible(text: str) -> str:
@@ -121,7 +131,7 @@ def _exact_slices(text: str, pieces: list[str]) -> bool:
 def test_a_long_run_is_stored_as_written_and_reaches_the_model_whole_and_counted_truly(name, max_tokens):
     text = f"Before the run comes a sentence. {LONG_RUNS[name]} After the run comes another one."
     drafts = text_chunk(text=text, max_tokens=max_tokens, overlap_tokens=0)
-    unknown = embeddings.embedding_model().tokenizer.unk_token_id
+    unknown = _model_tokenizer().unk_token_id
     for draft in drafts:
         read = _model_reads(embeddings.long_runs_break(draft.text))
         assert unknown not in read, draft.text
@@ -171,7 +181,7 @@ def test_a_client_chunk_is_stored_as_sent_and_its_long_run_reaches_the_model_who
     (draft,) = prechunked_drafts(chunks=[{"text": sent, "external_id": "k"}], max_tokens=254)
     assert draft.text == sent and draft.content_hash == text_hash(sent)
     read = _model_reads(embeddings.long_runs_break(sent))
-    assert embeddings.embedding_model().tokenizer.unk_token_id not in read
+    assert _model_tokenizer().unk_token_id not in read
     assert draft.token_count == len(read)
 
 
@@ -189,7 +199,7 @@ def test_the_model_reads_a_long_run_broken_wherever_the_text_comes_from(name):
     broken = embeddings.long_runs_break(run)
     assert broken != run and _visible(broken) == _visible(run)
     assert embeddings.long_runs_break(broken) == broken  # breaking twice changes nothing more
-    assert embeddings.embedding_model().tokenizer.unk_token_id not in _model_reads(broken)
+    assert _model_tokenizer().unk_token_id not in _model_reads(broken)
     # Counts and vectors are of what the model reads, whether it is given the text as written or already broken.
     assert embeddings.token_count(run) == embeddings.token_count(broken) == len(_model_reads(broken))
     assert embeddings.token_counts([run, broken]) == [len(_model_reads(broken))] * 2

@@ -34,7 +34,7 @@ def test_every_text_is_in_exactly_one_batch():
     assert longest_first == sorted(lengths, reverse=True)
 
 
-def test_texts_are_batched_by_token_length_not_characters_and_come_back_in_order(monkeypatch):
+def test_texts_are_batched_by_token_length_not_characters_and_come_back_in_order(monkeypatch, embedding_backend):
     # Sorted by characters (sentence-transformers' own order), each batch of two would pair a 100-token text with a
     # 40-token one and encode 60 padding tokens; sorted by tokens, no batch needs padding.
     long_spaced, long_dense = ". " * 100, "." * 100
@@ -45,15 +45,16 @@ def test_texts_are_batched_by_token_length_not_characters_and_come_back_in_order
     model = embeddings.embedding_model()
     alone = np.vstack([embeddings.embed_texts([text]) for text in texts])
     padding: list[int] = []
-    preprocess = model.preprocess
+    hook = "features" if embedding_backend == "onnx" else "preprocess"  # where each backend makes the model's input
+    make_input = getattr(model, hook)
 
-    def counting_preprocess(*args, **kwargs):
-        features = preprocess(*args, **kwargs)
-        mask = features["attention_mask"]
-        padding.append(int(mask.numel() - mask.sum()))
+    def counting(*args, **kwargs):
+        features = make_input(*args, **kwargs)
+        mask = np.asarray(features["attention_mask"])
+        padding.append(int(mask.size - mask.sum()))
         return features
 
-    monkeypatch.setattr(model, "preprocess", counting_preprocess)
+    monkeypatch.setattr(model, hook, counting)
     vectors = embeddings.embed_texts(texts, batch_size=2)
 
     assert padding == [0, 0]

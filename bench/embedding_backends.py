@@ -1,0 +1,235 @@
+"""Embedding backends side by side, in one process: query latency, batch throughput and how close each backend's
+vectors are to PyTorch's (sentence-transformers, the same-run baseline).
+
+    .venv/bin/python bench/embedding_backends.py [--limit N] [--queries N] [--no-candidates]
+
+- query embedding: p50 and p95 over real questions (MTRAG turns and SciFact claims), one at a time, the backends
+  interleaved question by question so machine load falls on all alike; target: onnx p50 at least 3x faster than
+  torch's with a cosine of at least 0.9999.
+- batch throughput: SciFact abstracts through `embeddings.embed_texts` (long runs broken, batches of similar token
+  lengths, EMBEDDING_BATCH_SIZE), in blocks of KB_INGEST_EMBED_BATCH texts, the backends interleaved block by block.
+- vectors: min and mean cosine to torch's over the same abstracts, and dense retrieval of the SciFact claims over
+  them (recall@10, nDCG@10, brute force), so a backend whose vectors move is judged by what it costs in retrieval.
+
+Besides the offered backends (torch, onnx) it measures candidates that are not offered, to show why
+(--no-candidates to skip them): onnx-int8 (`quantize_dynamic` as documented, every supported operator),
+onnx-int8-pc (MatMul weights only, per channel) and onnx-fused (`onnxruntime.transformers.optimizer` applied to the
+export). Their files are made in a temporary directory from the onnx backend's file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT.parent / "shared" / "data"
+sys.path.insert(0, str(ROOT))
+os.chdir(ROOT)
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kbplatform.settings.base")
+os.environ.setdefault("LOG_LEVEL", "WARNING")
+
+QUERY_TARGET = 3.0
+COSINE_TARGET = 0.9999
+
+
+def _questions(limit: int) -> list[str]:
+    """MTRAG users' questions, then SciFact claims, up to `limit`."""
+    questions = []
+    with (DATA / "mtrag" / "conversations.jsonl").open(encoding="utf-8") as handle:
+        for line in handle:
+            conversation = json.loads(line)
+            questions += [turn["question"] for turn in conversation.get("turns", []) if turn.get("question")]
+    questions += [query["text"] for query in _scifact_queries()]
+    return questions[:limit]
+
+
+def _scifact_queries() -> list[dict]:
+    with (DATA / "scifact" / "queries.jsonl").open(encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def _abstracts(limit: int | None) -> tuple[list[str], list[str]]:
+    ids, texts = [], []
+    with (DATA / "scifact" / "corpus.jsonl").open(encoding="utf-8") as handle:
+        for line in handle:
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            title, text = (row.get("title") or "").strip(), (row.get("text") or "").strip()
+            ids.append(str(row["_id"]))
+            texts.append(f"{title}\n\n{text}" if title else text)
+            if limit is not None and len(texts) >= limit:
+                break
+    return ids, texts
+
+
+def _candidates(onnx_file: Path, directory: Path, model_root: Path) -> dict[str, Path]:
+    """Files of the backends tried and not offered, made from the onnx backend's file."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from onnxruntime.transformers import optimizer
+
+    files = {"onnx-int8": directory / "int8.onnx", "onnx-int8-pc": directory / "int8-pc.onnx"}
+    quantize_dynamic(str(onnx_file), str(files["onnx-int8"]), weight_type=QuantType.QInt8)
+    quantize_dynamic(
+        str(onnx_file),
+        str(files["onnx-int8-pc"]),
+        weight_type=QuantType.QInt8,
+        op_types_to_quantize=["MatMul"],
+        per_channel=True,
+    )
+    config = json.loads((model_root / "config.json").read_text(encoding="utf-8"))
+    fused = optimizer.optimize_model(
+        str(onnx_file),
+        model_type="bert",
+        num_heads=config["num_attention_heads"],
+        hidden_size=config["hidden_size"],
+        opt_level=1,
+    )
+    files["onnx-fused"] = directory / "fused.onnx"
+    fused.save_model_to_file(str(files["onnx-fused"]))
+    return files
+
+
+@contextmanager
+def _running(encoder: object) -> Iterator[None]:
+    """Makes `encoder` the process's model for the block, as EMBEDDING_BACKEND would."""
+    from retrieval import embeddings
+
+    previous, embeddings._model = embeddings._model, encoder
+    try:
+        yield
+    finally:
+        embeddings._model = previous
+
+
+def _percentile(values: list[float], share: float) -> float:
+    return float(np.percentile(np.asarray(values), share * 100))
+
+
+def _retrieval(
+    vectors: np.ndarray, ids: list[str], query_vectors: np.ndarray, queries: list[dict]
+) -> tuple[float, float]:
+    """(recall@10, nDCG@10) of the SciFact claims whose relevant abstracts are among `ids`."""
+    index = {doc_id: position for position, doc_id in enumerate(ids)}
+    recalls, gains = [], []
+    for query, query_vector in zip(queries, query_vectors, strict=True):
+        relevant = {index[doc_id] for doc_id in map(str, query["relevant_doc_ids"]) if doc_id in index}
+        if not relevant:
+            continue
+        top = np.argsort(-(vectors @ query_vector))[:10]
+        recalls.append(len(relevant & set(top.tolist())) / len(relevant))
+        dcg = sum(1 / math.log2(rank + 2) for rank, position in enumerate(top) if position in relevant)
+        ideal = sum(1 / math.log2(rank + 2) for rank in range(min(len(relevant), 10)))
+        gains.append(dcg / ideal)
+    return float(np.mean(recalls)), float(np.mean(gains))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--limit", type=int, default=None, help="only the first N SciFact abstracts (all: 5,183)")
+    parser.add_argument("--queries", type=int, default=400, help="questions timed one at a time")
+    parser.add_argument("--no-candidates", action="store_true", help="only the offered backends")
+    args = parser.parse_args()
+
+    import django
+
+    django.setup()
+    from django.conf import settings
+
+    from retrieval import embeddings
+    from retrieval.embedding_onnx import OnnxEncoder, _encoder_of
+
+    root, identity = embeddings.model_path(), embeddings.model_identity()
+    encoders: dict[str, object] = {
+        "torch": embeddings._torch_model(root),
+        "onnx": embeddings._onnx_encoder(root, identity),
+    }
+    scratch = tempfile.TemporaryDirectory(prefix="embedding-backends-")
+    if not args.no_candidates:
+        for name, path in _candidates(embeddings.onnx_file(), Path(scratch.name), root).items():
+            encoders[name] = _encoder_of(path, embeddings._encoder_tokenizer(), embeddings.max_sequence_tokens())
+    names = list(encoders)
+    assert all(isinstance(encoders[name], OnnxEncoder) for name in names[1:])
+
+    def embedded(name: str, call: Callable[[], np.ndarray]) -> tuple[np.ndarray, float]:
+        with _running(encoders[name]):
+            started = time.perf_counter()
+            result = call()
+            return result, time.perf_counter() - started
+
+    questions = _questions(args.queries)
+    for name in names:  # first calls (allocations, thread pools) untimed
+        embedded(name, lambda: embeddings.embed_texts(questions[:16]))
+    latencies: dict[str, list[float]] = {name: [] for name in names}
+    question_vectors: dict[str, list[np.ndarray]] = {name: [] for name in names}
+    for number, question in enumerate(questions):
+        for name in names[number % len(names) :] + names[: number % len(names)]:
+            vector, seconds = embedded(name, lambda question=question: embeddings.embed_query(question))
+            latencies[name].append(seconds)
+            question_vectors[name].append(vector)
+
+    ids, texts = _abstracts(args.limit)
+    block = settings.INGEST_EMBED_BATCH
+    corpus: dict[str, list[np.ndarray]] = {name: [] for name in names}
+    seconds_of = dict.fromkeys(names, 0.0)
+    for number, start in enumerate(range(0, len(texts), block)):
+        part = texts[start : start + block]
+        for name in names[number % len(names) :] + names[: number % len(names)]:
+            vectors, seconds = embedded(name, lambda part=part: embeddings.embed_texts(part))
+            corpus[name].append(vectors)
+            seconds_of[name] += seconds
+        print(f"\r  abstracts {start + len(part)}/{len(texts)}", end="", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
+
+    queries = _scifact_queries()
+    baseline_corpus = np.vstack(corpus["torch"])
+    baseline_questions = np.vstack(question_vectors["torch"])
+    torch_p50 = _percentile(latencies["torch"], 0.5)
+    torch_rate = len(texts) / seconds_of["torch"]
+    print(
+        f"model {identity}, {len(questions)} questions, {len(texts)} abstracts, encoder batch "
+        f"{settings.EMBEDDING_BATCH_SIZE}, blocks of {block}; {os.cpu_count()} CPUs"
+    )
+    print(
+        f"{'backend':13} {'p50 ms':>7} {'p95 ms':>7} {'p50 x':>6} {'chunks/s':>9} {'x':>6} "
+        f"{'min cos':>9} {'mean cos':>9} {'q min cos':>9} {'R@10':>6} {'nDCG@10':>7}"
+    )
+    for name in names:
+        vectors = np.vstack(corpus[name])
+        cosines = np.sum(vectors * baseline_corpus, axis=1)
+        question_cosines = np.sum(np.vstack(question_vectors[name]) * baseline_questions, axis=1)
+        with _running(encoders[name]):
+            claim_vectors = embeddings.embed_texts([query["text"] for query in queries])
+        recall, ndcg = _retrieval(vectors, ids, claim_vectors, queries)
+        p50, p95 = _percentile(latencies[name], 0.5), _percentile(latencies[name], 0.95)
+        rate = len(texts) / seconds_of[name]
+        print(
+            f"{name:13} {p50 * 1000:7.2f} {p95 * 1000:7.2f} {torch_p50 / p50:6.2f} "
+            f"{rate:9.1f} {rate / torch_rate:6.2f} "
+            f"{cosines.min():9.6f} {cosines.mean():9.6f} {question_cosines.min():9.6f} {recall:6.3f} {ndcg:7.3f}"
+        )
+        if name == "onnx":
+            onnx_verdict = (torch_p50 / p50, float(min(cosines.min(), question_cosines.min())))
+    speedup, worst = onnx_verdict
+    met = speedup >= QUERY_TARGET and worst >= COSINE_TARGET
+    print(
+        f"onnx query p50 {speedup:.2f}x torch's, lowest cosine {worst:.7f} "
+        f"(target >= {QUERY_TARGET}x at >= {COSINE_TARGET}: {'met' if met else 'NOT met'})"
+    )
+    print(f"load average at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    scratch.cleanup()
+
+
+if __name__ == "__main__":
+    main()
