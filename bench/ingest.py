@@ -2,25 +2,27 @@
 broker, Celery worker: parse, chunk, embed, Milvus upsert, status updates) against the raw encoder on the very
 same chunks, in the same run; for each embedding backend asked for, in one run.
 
-    .venv/bin/python bench/ingest.py [--limit N] [--backends torch,onnx]
+    .venv/bin/python bench/ingest.py [--limit N] [--backends torch,onnx] [--against REF]
 
 For each backend (default: EMBEDDING_BACKEND's) a worker is started with that EMBEDDING_BACKEND and ingests the corpus
 into a knowledge base of its own; the raw encoder then runs the same backend in this process on the same chunks.
 Prints chunks per second for both and their ratio (target: at least 0.85), and, with torch among the backends, each
 backend's platform rate against torch's (the onnx backend's target: at least 1.3). The embedding cache is emptied
 before each backend's run, so the platform encodes every chunk (a warm cache would flatter it; torch and onnx share
-one model identity, so one backend's run would otherwise serve the next).
+one model identity, so one backend's run would otherwise serve the next). With `--against REF` the same benchmark of
+build REF (a git revision: the build before a change) runs first, and each backend's rate is also given against it.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import time
 import uuid
 
 import common
-from common import platform, process_tree_cpu_seconds, scifact_ingest, wait_indexed, worker
+from common import platform, process_tree_cpu_seconds, run_build, scifact_ingest, wait_indexed, worker
 
 TARGET_RATIO = 0.85
 TARGET_OVER_TORCH = 1.3
@@ -77,7 +79,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=int, default=None, help="only the first N corpus documents")
     parser.add_argument("--backends", default="", help="comma-separated EMBEDDING_BACKENDs (default: the configured)")
+    parser.add_argument("--against", metavar="REF", help="also run this benchmark of git revision REF, first")
     args = parser.parse_args()
+    earlier_rate = None
+    if args.against:
+        printed = run_build(args.against, "ingest.py", [f"--limit={args.limit}"] if args.limit else [])
+        found = re.search(r"^platform end to end\s+[\d.]+ s\s+([\d.]+) chunks/s", printed, re.M)
+        if not found:
+            raise SystemExit(f"no platform rate in the output of {args.against}:\n{printed[-2000:]}")
+        earlier_rate = float(found.group(1))
+        print(f"--- {args.against} (run first): platform {earlier_rate:.1f} chunks/s")
     run = uuid.uuid4().hex[:8]
     with platform(name=f"ingest_{run}") as env:
         from django.conf import settings
@@ -95,6 +106,9 @@ def main() -> None:
     torch_rate = next((r["chunks"] / r["platform_seconds"] for r in results if r["backend"] == "torch"), None)
     for result in results:
         _report(result, torch_rate=torch_rate)
+        if earlier_rate:
+            rate = result["chunks"] / result["platform_seconds"]
+            print(f"ratio platform/{args.against[:10]:<10} {rate / earlier_rate:8.3f}  (target >= {TARGET_OVER_TORCH})")
     print(f"load average at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
 
 
