@@ -104,6 +104,10 @@ def build_of(ref: str) -> Path:
     if not (tree / "manage.py").exists():
         tree.parent.mkdir(parents=True, exist_ok=True)
         subprocess.run(["git", "worktree", "add", "--detach", "--force", str(tree), sha], cwd=ROOT, check=True)
+    # A build's benchmarks read the data beside their checkout (`../shared/data`), as this one's do.
+    beside = tree.parent / DATA.parent.name
+    if not beside.exists():
+        beside.symlink_to(DATA.parent)
     return tree
 
 
