@@ -5,7 +5,8 @@ For each threshold it prints precision, recall and hit rate of
   - the platform's decision, `conversations.decisions.duplicate_decide` (cosine at or above the threshold AND no
     conflict on numbers or negation AND the duplicate head's probability at or above its cut AND the follow-up
     guard), run pair by pair exactly as a turn runs it against one stored question,
-on the HELD-OUT split (30% of the pairs by a hash of pair_id, bench/qqp.py), which the duplicate head never saw,
+on the HELD-OUT split (30% of the pairs by a hash of pair_id, conversations/labelled_pairs.py), which the duplicate
+head never saw,
 then the figures at the default threshold (conversations.models.DEFAULT_THRESHOLD) on the held-out split and,
 labelled as such, on all pairs (70% of which are the head's training data, so those figures are optimistic).
 
@@ -34,10 +35,10 @@ import django  # noqa: E402
 django.setup()
 
 import numpy as np  # noqa: E402
-from qqp import PAIRS, pairs_embed, pairs_load, precision_recall_hit  # noqa: E402
 
 from conversations import decisions  # noqa: E402
 from conversations.duplicate_model import pair_model_default  # noqa: E402
+from conversations.labelled_pairs import PAIRS, pairs_embed, pairs_load, precision_recall_hit  # noqa: E402
 from conversations.models import DEFAULT_THRESHOLD  # noqa: E402
 
 THRESHOLDS = [0.70, 0.74, 0.76, 0.78, 0.80, 0.84, 0.88, 0.90, 0.92, 0.94, 0.96]
