@@ -186,8 +186,8 @@ def names_topic(
         if np.shape(vector) != (dimension,) or (comparable is not None and not comparable[index]):
             continue
         # One matrix-vector product per question, not one matrix product for all: OpenBLAS runs a matrix product
-        # on a thread per core that then spins beside the database (26-40 ms of CPU per cache hit on two cores,
-        # BENCHMARKS.md), where the vector products stay on the calling thread.
+        # on a thread per core that then spins beside the database, where the vector products stay on the calling
+        # thread.
         scores = examples @ vector
         example = int(np.argmax(scores))
         flags[index] = not (scores[example] >= floor and topicless[example])

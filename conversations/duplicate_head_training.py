@@ -141,6 +141,8 @@ def _gate_and_cut_choose(
             continue
         choices.append((precision, gate, cut))
         say(f"  gate {gate:.2f}: precision {precision:.3f} at cut {cut:.3f}")
+    if not choices:
+        raise ValueError(f"recall {RECALL_FLOOR} is out of reach at every gate: too few or too unlike duplicates")
     oof_precision, gate, cut = max(choices, key=lambda c: (round(c[0], 3), c[1]))  # ties: the higher gate
     oof_figures = precision_recall_hit((cosine >= gate) & passes_checks & (oof >= cut), labels)
     say(f"chosen gate {gate:.2f}, cut {cut:.3f}: out-of-fold P={oof_figures[0]:.3f} R={oof_figures[1]:.3f}")

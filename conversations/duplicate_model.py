@@ -1,9 +1,10 @@
 """The duplicate head's weights: read once per process from `duplicate_model.json` beside this module.
 
-The file is written by `manage.py duplicate_head_train` (`conversations.duplicate_head_training`: logistic regression on pair features of the bundled
-all-MiniLM-L6-v2 vectors, trained on the train split of ../shared/data/qqp). It carries what it was trained on and
-the held-out figures, so a reader of the file knows what its cut promises. Everything that uses the weights is a
-pure function in `conversations.decisions`; this module is the only one that reads the file.
+The file is written by `manage.py duplicate_head_train` (`conversations.duplicate_head_training`: logistic
+regression on pair features of the bundled all-MiniLM-L6-v2 vectors, trained on the train split of
+../shared/data/qqp). It carries what it was trained on and the held-out figures, so a reader of the file knows what
+its cut promises. Everything that uses the weights is a pure function in `conversations.decisions`; this module is
+the only one that reads the file.
 """
 
 from __future__ import annotations
