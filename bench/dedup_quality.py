@@ -36,7 +36,7 @@ django.setup()
 
 import numpy as np  # noqa: E402
 
-from conversations import decisions  # noqa: E402
+from conversations import decisions, question_pairs  # noqa: E402
 from conversations.duplicate_model import pair_model_default  # noqa: E402
 from conversations.labelled_pairs import PAIRS, pairs_embed, pairs_load, precision_recall_hit  # noqa: E402
 from conversations.models import DEFAULT_THRESHOLD  # noqa: E402
@@ -74,9 +74,9 @@ def main() -> None:
     started = time.perf_counter()
     probability = np.array(
         [
-            decisions.pair_probability(
+            question_pairs.pair_probability(
                 model=model,
-                features=decisions.pair_features(
+                features=question_pairs.pair_features(
                     first=r["question1"], second=r["question2"], first_vector=first[i], second_vector=second[i]
                 ),
             )
@@ -84,7 +84,7 @@ def main() -> None:
         ]
     )
     head_us = (time.perf_counter() - started) * 1e6 / len(rows)
-    no_conflict = np.array([not decisions.questions_conflict(r["question1"], r["question2"]) for r in rows])
+    no_conflict = np.array([not question_pairs.questions_conflict(r["question1"], r["question2"]) for r in rows])
     followup_ok = np.array(
         [
             decisions.followup_context_matches(

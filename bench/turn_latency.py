@@ -253,7 +253,7 @@ def main() -> None:
         for line in (MTRAG / "conversations.jsonl").open(encoding="utf-8"):
             questions.extend(turn["question"] for turn in json.loads(line)["turns"])
         # Standalone questions only: asking a follow-up twice is, by design, not a duplicate (follow-up guard).
-        from conversations.decisions import question_is_context_dependent
+        from conversations.question_pairs import question_is_context_dependent
 
         questions = list(dict.fromkeys(q for q in questions if not question_is_context_dependent(q)))
 

@@ -1,6 +1,6 @@
 """Training the duplicate head (conversations/duplicate_model.json) on the train split of labelled pairs (QQP's).
 
-What it fits: logistic regression with an L2 penalty on `conversations.decisions.pair_features` (u*v, |u-v|, cosine
+What it fits: logistic regression with an L2 penalty on `conversations.question_pairs.pair_features` (u*v, |u-v|, cosine
 of the bundled all-MiniLM-L6-v2 vectors, and cheap lexical features), standardised, by Newton's method in numpy.
 
 How it chooses, on the train split only (70% of the pairs by a hash of pair_id, conversations/labelled_pairs.py):
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from conversations import decisions
+from conversations import decisions, question_pairs
 from conversations.duplicate_model import FEATURE_VERSION
 from conversations.labelled_pairs import INNER_FOLDS, PAIRS, inner_fold, pairs_embed, pairs_load, precision_recall_hit
 from retrieval.embeddings import model_name
@@ -183,7 +183,7 @@ def head_train(*, pairs_path: Path, out: Path, say: Callable[[str], None]) -> di
     rows = pairs.rows
     features = np.stack(
         [
-            decisions.pair_features(
+            question_pairs.pair_features(
                 first=r["question1"], second=r["question2"], first_vector=first[i], second_vector=second[i]
             )
             for i, r in enumerate(rows)
@@ -193,8 +193,8 @@ def head_train(*, pairs_path: Path, out: Path, say: Callable[[str], None]) -> di
     cosine = (first * second).sum(axis=1)
     agree = np.array(
         [
-            decisions.numbers_in(r["question1"]) == decisions.numbers_in(r["question2"])
-            and decisions.is_negated(r["question1"]) == decisions.is_negated(r["question2"])
+            question_pairs.numbers_in(r["question1"]) == question_pairs.numbers_in(r["question2"])
+            and question_pairs.is_negated(r["question1"]) == question_pairs.is_negated(r["question2"])
             for r in rows
         ]
     )
@@ -244,7 +244,7 @@ def head_train(*, pairs_path: Path, out: Path, say: Callable[[str], None]) -> di
 
     payload = {
         "feature_version": FEATURE_VERSION,
-        "lexical_features": list(decisions.LEXICAL_FEATURES),
+        "lexical_features": list(question_pairs.LEXICAL_FEATURES),
         "embedding_model": model_name(),
         "dimension": int(first.shape[1]),
         "trained": datetime.datetime.now(tz=datetime.UTC).date().isoformat(),

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 MODEL_PATH = Path(__file__).resolve().parent / "duplicate_model.json"
-# The feature set `decisions.pair_features` computes. A file of another version is refused, never misread.
+# The feature set `question_pairs.pair_features` computes. A file of another version is refused, never misread.
 FEATURE_VERSION = "pair-v1"
 
 
