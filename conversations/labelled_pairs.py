@@ -65,7 +65,7 @@ def pairs_embed(pairs: Pairs) -> tuple[np.ndarray, np.ndarray]:
     """Unit vectors of question1 and question2 of every pair, by the platform's embedding module (cached)."""
     from retrieval.embeddings import embed_texts, model_id
 
-    cache = Path(settings.KB_VAR_DIR) / "pairs" / f"{pairs.data_sha256[:16]}-{len(pairs.rows)}-{model_id()}.npz"
+    cache = Path(settings.VAR_DIR) / "pairs" / f"{pairs.data_sha256[:16]}-{len(pairs.rows)}-{model_id()}.npz"
     if cache.exists():
         stored = np.load(cache)
         return stored["first"], stored["second"]
