@@ -38,7 +38,13 @@ import numpy as np  # noqa: E402
 
 from conversations import decisions, question_pairs  # noqa: E402
 from conversations.duplicate_model import pair_model_default  # noqa: E402
-from conversations.labelled_pairs import PAIRS, pairs_embed, pairs_load, precision_recall_hit  # noqa: E402
+from conversations.labelled_pairs import (  # noqa: E402
+    PAIRS,
+    followup_guard_passes,
+    pairs_embed,
+    pairs_load,
+    precision_recall_hit,
+)
 from conversations.models import DEFAULT_THRESHOLD  # noqa: E402
 
 THRESHOLDS = [0.70, 0.74, 0.76, 0.78, 0.80, 0.84, 0.88, 0.90, 0.92, 0.94, 0.96]
@@ -85,17 +91,7 @@ def main() -> None:
     )
     head_us = (time.perf_counter() - started) * 1e6 / len(rows)
     no_conflict = np.array([not question_pairs.questions_conflict(r["question1"], r["question2"]) for r in rows])
-    followup_ok = np.array(
-        [
-            decisions.followup_context_matches(
-                question=r["question1"],
-                previous_vector=None,
-                candidate=decisions.StoredQuestion(0, r["question2"], second[i], 0, None),
-                threshold=1.0,
-            )
-            for i, r in enumerate(rows)
-        ]
-    )
+    followup_ok = followup_guard_passes(rows=rows, second=second)
     print(f"duplicate head: {head_us:.0f} us per pair (features and probability)")
 
     def decide(threshold: float, *, use_head: bool = True) -> np.ndarray:

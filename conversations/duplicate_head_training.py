@@ -25,9 +25,17 @@ from pathlib import Path
 
 import numpy as np
 
-from conversations import decisions, question_pairs
+from conversations import question_pairs
 from conversations.duplicate_model import FEATURE_VERSION
-from conversations.labelled_pairs import INNER_FOLDS, PAIRS, inner_fold, pairs_embed, pairs_load, precision_recall_hit
+from conversations.labelled_pairs import (
+    INNER_FOLDS,
+    PAIRS,
+    followup_guard_passes,
+    inner_fold,
+    pairs_embed,
+    pairs_load,
+    precision_recall_hit,
+)
 from retrieval.embeddings import model_name
 
 # The decision's target (BENCHMARKS.md) is precision >= 0.90 at recall >= 0.40 on the held-out pairs. Choices on the
@@ -198,17 +206,7 @@ def head_train(*, pairs_path: Path, out: Path, say: Callable[[str], None]) -> di
             for r in rows
         ]
     )
-    followup_ok = np.array(
-        [
-            decisions.followup_context_matches(
-                question=r["question1"],
-                previous_vector=None,
-                candidate=decisions.StoredQuestion(0, r["question2"], second[i], 0, None),
-                threshold=1.0,
-            )
-            for i, r in enumerate(rows)
-        ]
-    )
+    followup_ok = followup_guard_passes(rows=rows, second=second)
 
     # 1. penalty, by inner cross-validation on the train split
     folds = np.array([inner_fold(r["pair_id"]) for r in rows])[train]

@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 from django.conf import settings
 
+from conversations import decisions
+
 # The public QQP pairs beside this checkout (../shared/data); the evaluation data, not something the platform ships.
 PAIRS = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "qqp" / "pairs.jsonl"
 HELD_OUT_PERCENT = 30
@@ -82,3 +84,20 @@ def precision_recall_hit(predicted: np.ndarray, labels: np.ndarray) -> tuple[flo
     precision = true_positive / hits if hits else float("nan")
     recall = true_positive / max(int((labels == 1).sum()), 1)
     return precision, recall, hits / max(len(labels), 1)
+
+
+def followup_guard_passes(*, rows: list[dict], second: np.ndarray) -> np.ndarray:
+    """Per pair: whether the follow-up guard lets question2's stored answer serve question1 asked first in its
+    conversation (no context), as `decisions.duplicate_decide` would."""
+
+    return np.array(
+        [
+            decisions.followup_context_matches(
+                question=r["question1"],
+                previous_vector=None,
+                candidate=decisions.StoredQuestion(0, r["question2"], second[i], 0, None),
+                threshold=1.0,
+            )
+            for i, r in enumerate(rows)
+        ]
+    )
