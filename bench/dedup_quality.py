@@ -5,7 +5,8 @@ For each threshold it prints precision, recall and hit rate of
   - the platform's decision, `conversations.decisions.duplicate_decide` (cosine at or above the threshold AND no
     conflict on numbers or negation AND the duplicate head's probability at or above its cut AND the follow-up
     guard), run pair by pair exactly as a turn runs it against one stored question,
-on the HELD-OUT split (30% of the pairs by a hash of pair_id, bench/qqp.py), which the duplicate head never saw,
+on the HELD-OUT split (30% of the pairs by a hash of pair_id, conversations/labelled_pairs.py), which the duplicate
+head never saw,
 then the figures at the default threshold (conversations.models.DEFAULT_THRESHOLD) on the held-out split and,
 labelled as such, on all pairs (70% of which are the head's training data, so those figures are optimistic).
 
@@ -34,10 +35,16 @@ import django  # noqa: E402
 django.setup()
 
 import numpy as np  # noqa: E402
-from qqp import PAIRS, pairs_embed, pairs_load, precision_recall_hit  # noqa: E402
 
-from conversations import decisions  # noqa: E402
+from conversations import decisions, question_pairs  # noqa: E402
 from conversations.duplicate_model import pair_model_default  # noqa: E402
+from conversations.labelled_pairs import (  # noqa: E402
+    PAIRS,
+    followup_guard_passes,
+    pairs_embed,
+    pairs_load,
+    precision_recall_hit,
+)
 from conversations.models import DEFAULT_THRESHOLD  # noqa: E402
 
 THRESHOLDS = [0.70, 0.74, 0.76, 0.78, 0.80, 0.84, 0.88, 0.90, 0.92, 0.94, 0.96]
@@ -73,9 +80,9 @@ def main() -> None:
     started = time.perf_counter()
     probability = np.array(
         [
-            decisions.pair_probability(
+            question_pairs.pair_probability(
                 model=model,
-                features=decisions.pair_features(
+                features=question_pairs.pair_features(
                     first=r["question1"], second=r["question2"], first_vector=first[i], second_vector=second[i]
                 ),
             )
@@ -83,18 +90,8 @@ def main() -> None:
         ]
     )
     head_us = (time.perf_counter() - started) * 1e6 / len(rows)
-    no_conflict = np.array([not decisions.questions_conflict(r["question1"], r["question2"]) for r in rows])
-    followup_ok = np.array(
-        [
-            decisions.followup_context_matches(
-                question=r["question1"],
-                previous_vector=None,
-                candidate=decisions.StoredQuestion(0, r["question2"], second[i], 0, None),
-                threshold=1.0,
-            )
-            for i, r in enumerate(rows)
-        ]
-    )
+    no_conflict = np.array([not question_pairs.questions_conflict(r["question1"], r["question2"]) for r in rows])
+    followup_ok = followup_guard_passes(rows=rows, second=second)
     print(f"duplicate head: {head_us:.0f} us per pair (features and probability)")
 
     def decide(threshold: float, *, use_head: bool = True) -> np.ndarray:

@@ -102,6 +102,19 @@ def load_chunks(*, tenant, knowledge_base, size: int, texts: list[str], vectors)
         chunk_vectors_upsert(chunks=chunks, vectors=base, dimension=knowledge_base.embedding_dimension)
 
 
+def raw_search(*, tenant, knowledge_base, vector) -> None:  # noqa: ANN001
+    """The one grouped, tenant-filtered top-5 search every retrieving turn makes: raw's search."""
+    from retrieval import vectorstore
+
+    vectorstore.vectors_search(
+        tenant_id=tenant.pk,
+        knowledge_base_id=knowledge_base.pk,
+        query_vector=vector,
+        limit=5,
+        dimension=knowledge_base.embedding_dimension,
+    )
+
+
 def index_ready(*, tenant, knowledge_base, vector, timeout: float = 300) -> float:  # noqa: ANN001
     """Flush the chunk collection (as an indexing run does) and search until the index Milvus builds afterwards
     serves: the median of 10 searches stops falling. Returns the seconds it took."""
@@ -114,13 +127,7 @@ def index_ready(*, tenant, knowledge_base, vector, timeout: float = 300) -> floa
         timings = []
         for _ in range(10):
             begun = time.perf_counter()
-            vectorstore.vectors_search(
-                tenant_id=tenant.pk,
-                knowledge_base_id=knowledge_base.pk,
-                query_vector=vector,
-                limit=5,
-                dimension=knowledge_base.embedding_dimension,
-            )
+            raw_search(tenant=tenant, knowledge_base=knowledge_base, vector=vector)
             timings.append((time.perf_counter() - begun) * 1000)
         return statistics.median(timings)
 
@@ -138,7 +145,6 @@ def measure(client, tenant, knowledge_base, questions: list[str], samples: int) 
     from django.test import override_settings
 
     from conversations.services import dedup_policy_update
-    from retrieval import vectorstore
     from retrieval.embeddings import embed_query
 
     def post(conversation_id: int, question: str) -> tuple[float, dict]:
@@ -164,17 +170,10 @@ def measure(client, tenant, knowledge_base, questions: list[str], samples: int) 
     for question in questions[:samples]:
         started = time.perf_counter()
         vector = embed_query(question)
-        vectorstore.vectors_search(
-            tenant_id=tenant.pk,
-            knowledge_base_id=knowledge_base.pk,
-            query_vector=vector,
-            limit=5,
-            dimension=knowledge_base.embedding_dimension,
-        )
+        raw_search(tenant=tenant, knowledge_base=knowledge_base, vector=vector)
         raw.append((time.perf_counter() - started) * 1000)
         # The same settling pause as before the hit below: run straight after raw's search, the miss's own search
-        # waited on milvus-lite's after-search work (2026-11-30: 1.51x raw without the pause, 1.22x with it; the
-        # build before this session's changes gave 1.45x without it), which measured Milvus, not the turn.
+        # waits on milvus-lite's after-search work, which would measure Milvus, not the turn.
         time.sleep(0.05)
 
         conversation_id = new_conversation()
@@ -253,7 +252,7 @@ def main() -> None:
         for line in (MTRAG / "conversations.jsonl").open(encoding="utf-8"):
             questions.extend(turn["question"] for turn in json.loads(line)["turns"])
         # Standalone questions only: asking a follow-up twice is, by design, not a duplicate (follow-up guard).
-        from conversations.decisions import question_is_context_dependent
+        from conversations.question_pairs import question_is_context_dependent
 
         questions = list(dict.fromkeys(q for q in questions if not question_is_context_dependent(q)))
 

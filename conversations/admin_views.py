@@ -29,13 +29,12 @@ from conversations.admin_services import (
 )
 from conversations.dashboard import (
     MAX_PERIOD_DAYS,
-    dashboard_get,
     duration_display,
     histogram_first_shown,
     percent_display,
-    settings_changes_in_period,
     threshold_display,
 )
+from conversations.dashboard_selectors import dashboard_get, settings_changes_in_period
 from conversations.decisions import POLICY_FIELDS, cosine_gate, cosine_gate_floor
 from conversations.models import INTENT_OTHER, DedupPolicy, Intent, IntentBehaviour, SettingsChange
 from retrieval.embeddings import model_name as embedding_model_name

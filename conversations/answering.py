@@ -26,7 +26,7 @@ import requests
 import urllib3
 from django.conf import settings
 
-from conversations.decisions import content_words
+from conversations.question_pairs import content_words
 from kbplatform.errors import UpstreamError, UpstreamTimeoutError
 from retrieval.embeddings import token_count, token_counts
 

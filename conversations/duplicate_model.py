@@ -1,9 +1,10 @@
 """The duplicate head's weights: read once per process from `duplicate_model.json` beside this module.
 
-The file is written by `bench/train_duplicate_model.py` (logistic regression on pair features of the bundled
-all-MiniLM-L6-v2 vectors, trained on the train split of ../shared/data/qqp). It carries what it was trained on and
-the held-out figures, so a reader of the file knows what its cut promises. Everything that uses the weights is a
-pure function in `conversations.decisions`; this module is the only one that reads the file.
+The file is written by `manage.py duplicate_head_train` (`conversations.duplicate_head_training`: logistic
+regression on pair features of the bundled all-MiniLM-L6-v2 vectors, trained on the train split of
+../shared/data/qqp). It carries what it was trained on and the held-out figures, so a reader of the file knows what
+its cut promises. Everything that uses the weights is a pure function in `conversations.decisions`; this module is
+the only one that reads the file.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 MODEL_PATH = Path(__file__).resolve().parent / "duplicate_model.json"
-# The feature set `decisions.pair_features` computes. A file of another version is refused, never misread.
+# The feature set `question_pairs.pair_features` computes. A file of another version is refused, never misread.
 FEATURE_VERSION = "pair-v1"
 
 

@@ -13,7 +13,7 @@ from django.db import models
 from tenants.scoping import TenantOwnedModel
 
 # The cosine gate in front of the duplicate head, chosen with it on the train split of ../shared/data/qqp by
-# bench/train_duplicate_model.py (it is the "threshold" in conversations/duplicate_model.json): see
+# `manage.py duplicate_head_train` (it is the "threshold" in conversations/duplicate_model.json): see
 # docs/conversations.md ("Threshold choice").
 DEFAULT_THRESHOLD = 0.76
 DEFAULT_QUESTION_WINDOW = 10

@@ -25,9 +25,8 @@ from kbplatform.redis_client import redis_connection
 
 logger = logging.getLogger(__name__)
 
-# 5: a stored answer names the pair it was copied from (origin_turn_id); 6: each turn names the embedding model of
-# its vector (a copy of version 5 does not, so it is rebuilt from the rows, which do); 7: each turn says whether it
-# was answered from a partial index (a copy of version 6 does not, so it is rebuilt from the rows).
+# The layout of the copy. A copy of another version is never read: the state is rebuilt from the rows, which hold
+# everything, so a change of layout changes this number and needs nothing else.
 STATE_VERSION = 7
 # Enough history for the largest windows a policy allows (question and exclusion windows are at most 100).
 MAX_WINDOW = 100
@@ -109,8 +108,8 @@ def vector_from_bytes(raw: bytes | memoryview) -> np.ndarray:
 
 # The copy is bytes: MAGIC, the length of a JSON header (4 bytes, little-endian), the header (everything but the
 # vectors), then every turn's question vector as float32, oldest turn first, as `dims` in the header says. The raw
-# floats are sliced out without parsing or decoding: at 100 turns, encoding plus decoding takes half the CPU of the
-# JSON document with a base64 string per vector it replaced (0.46x-0.49x, BENCHMARKS.md, bench/state_codec.py).
+# floats are sliced out without parsing or decoding, which a JSON document with a base64 string per vector cannot be
+# (bench/state_codec.py measures the two).
 MAGIC = b"KBS" + bytes([STATE_VERSION])
 _HEADER_LENGTH = struct.Struct("<I")
 

@@ -339,8 +339,8 @@ def encode_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
 def embed_texts(texts: Sequence[str], *, batch_size: int | None = None) -> np.ndarray:
     """Normalised embeddings of what the model reads of each text (`long_runs_break`), shape (len(texts),
     dimension), float32, in the order of `texts`. More texts than one batch are batched by their token counts
-    (`encode_batches`): sentence-transformers sorts by characters, which left a quarter of the tokens encoded for
-    ingestion padding (BENCHMARKS.md, "Ingestion throughput")."""
+    (`encode_batches`): sorting by characters, as sentence-transformers does, mixes token lengths in a batch, and
+    every text is padded to its batch's longest."""
     if not texts:
         return np.zeros((0, embedding_dimension()), dtype=np.float32)
     model_inputs = [long_runs_break(text) for text in texts]

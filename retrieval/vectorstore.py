@@ -28,7 +28,7 @@ logger = logging.getLogger(__name__)
 
 VARCHAR_ID_MAX = 64
 DOC_FIELD = "doc_id"
-LEGACY_DOC_FIELD = "document_id"  # chunk collections created before 2026-11-30
+LEGACY_DOC_FIELD = "document_id"  # what chunk collections of earlier releases call it
 _lock = threading.Lock()
 _client = None
 _ready_collections: set[str] = set()

@@ -8,7 +8,8 @@ from datetime import date, datetime, timedelta
 from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
-from conversations.dashboard import MAX_PERIOD_DAYS, day_figures_compute
+from conversations.dashboard import MAX_PERIOD_DAYS
+from conversations.dashboard_selectors import day_figures_compute
 from conversations.models import (
     DedupDayFigures,
     DedupEvent,

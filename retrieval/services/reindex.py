@@ -133,6 +133,46 @@ def _model_input_hashes_refresh(*, tenant_id: int, rows: Sequence[tuple[int, str
             Chunk.objects.filter(tenant_id=tenant_id, pk=pk).update(model_input_hash=current)
 
 
+def _reindex_batch(
+    *, tenant_id: int, knowledge_base_id: int, batch: list[tuple[int, int, str, str]], model_identity: str
+) -> None:
+    """Embed one batch of (chunk id, document id, text, recorded input hash) rows and upsert their vectors; a chunk
+    deleted meanwhile gets none."""
+    vectors, _ = embedding_cache.embeddings_cached(
+        tenant_id=tenant_id,
+        texts=[row[2] for row in batch],
+        model_identity=model_identity,
+    )
+    _model_input_hashes_refresh(tenant_id=tenant_id, rows=[(pk, text, recorded) for pk, _, text, recorded in batch])
+    vectorstore.vectors_upsert(
+        rows=[
+            vectorstore.ChunkVector(
+                chunk_id=pk,
+                tenant_id=tenant_id,
+                knowledge_base_id=knowledge_base_id,
+                document_id=doc_id,
+                vector=vector,
+            )
+            for (pk, doc_id, _, _), vector in zip(batch, vectors, strict=True)
+        ],
+        dimension=int(vectors.shape[1]),
+    )
+    # A chunk deleted since the batch was read (its document deleted, or re-indexed into new chunks) must
+    # not keep the vector just written for it: the run or delete that removed it has already cleaned up.
+    alive = set(
+        Chunk.objects.filter(tenant_id=tenant_id, pk__in=[row[0] for row in batch]).values_list("pk", flat=True)
+    )
+    vanished = {doc_id for pk, doc_id, _, _ in batch if pk not in alive}
+    if vanished:
+        kept = Chunk.objects.filter(tenant_id=tenant_id, document_id__in=vanished).values_list("pk", flat=True)
+        vectorstore.vectors_delete_stale(
+            tenant_id=tenant_id,
+            dimension=int(vectors.shape[1]),
+            document_ids=vanished,
+            keep_chunk_ids=list(kept),
+        )
+
+
 def knowledge_base_reindex(*, tenant_id: int, knowledge_base_id: int) -> int:
     """Re-embed every chunk of the knowledge base's indexed documents with the workers' model and upsert the
     vectors by chunk id (so it is safe to run twice). Returns the chunks indexed: 0 when the re-index is not running
@@ -178,41 +218,9 @@ def knowledge_base_reindex(*, tenant_id: int, knowledge_base_id: int) -> int:
             )
             if not batch:
                 break
-            vectors, _ = embedding_cache.embeddings_cached(
-                tenant_id=tenant_id,
-                texts=[row[2] for row in batch],
-                model_identity=model_identity,
+            _reindex_batch(
+                tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, batch=batch, model_identity=model_identity
             )
-            _model_input_hashes_refresh(
-                tenant_id=tenant_id, rows=[(pk, text, recorded) for pk, _, text, recorded in batch]
-            )
-            vectorstore.vectors_upsert(
-                rows=[
-                    vectorstore.ChunkVector(
-                        chunk_id=pk,
-                        tenant_id=tenant_id,
-                        knowledge_base_id=knowledge_base_id,
-                        document_id=doc_id,
-                        vector=vector,
-                    )
-                    for (pk, doc_id, _, _), vector in zip(batch, vectors, strict=True)
-                ],
-                dimension=int(vectors.shape[1]),
-            )
-            # A chunk deleted since the batch was read (its document deleted, or re-indexed into new chunks) must
-            # not keep the vector just written for it: the run or delete that removed it has already cleaned up.
-            alive = set(
-                Chunk.objects.filter(tenant_id=tenant_id, pk__in=[row[0] for row in batch]).values_list("pk", flat=True)
-            )
-            vanished = {doc_id for pk, doc_id, _, _ in batch if pk not in alive}
-            if vanished:
-                kept = Chunk.objects.filter(tenant_id=tenant_id, document_id__in=vanished).values_list("pk", flat=True)
-                vectorstore.vectors_delete_stale(
-                    tenant_id=tenant_id,
-                    dimension=int(vectors.shape[1]),
-                    document_ids=vanished,
-                    keep_chunk_ids=list(kept),
-                )
             done += len(batch)
             last_pk = batch[-1][0]
             # The heartbeat: progress and a renewed lease once per batch.

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from conversations import decisions as d
+from conversations import question_pairs as qp
 from retrieval.vectorstore import filter_build, question_collection_name, question_filter_build
 
 
@@ -183,8 +184,8 @@ def test_names_topic_follows_the_intent_and_its_behaviour():
     ],
 )
 def test_questions_conflict(first, second, reason):
-    assert d.questions_conflict(first, second) == reason
-    assert d.questions_conflict(second, first) == reason
+    assert qp.questions_conflict(first, second) == reason
+    assert qp.questions_conflict(second, first) == reason
 
 
 @pytest.mark.parametrize(
@@ -198,7 +199,7 @@ def test_questions_conflict(first, second, reason):
     ],
 )
 def test_numbers_are_quantities_not_digits_inside_words(text, numbers):
-    assert d.numbers_in(text) == numbers
+    assert qp.numbers_in(text) == numbers
 
 
 @pytest.mark.parametrize(
@@ -214,7 +215,7 @@ def test_numbers_are_quantities_not_digits_inside_words(text, numbers):
     ],
 )
 def test_context_dependent_questions(question, dependent):
-    assert d.question_is_context_dependent(question) is dependent
+    assert qp.question_is_context_dependent(question) is dependent
 
 
 def _stored(turn_id, question, vector, previous=None, answerable=True, conversation_id=1, partial_index=False):

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from conversations import decisions as d
+from conversations import question_pairs as qp
 from conversations.duplicate_model import (
     FEATURE_VERSION,
     MODEL_PATH,
@@ -23,7 +24,7 @@ def unit(*values: float) -> np.ndarray:
 
 
 def lexical(first: str, second: str) -> dict[str, float]:
-    return dict(zip(d.LEXICAL_FEATURES, d.pair_lexical_features(first, second), strict=True))
+    return dict(zip(qp.LEXICAL_FEATURES, qp.pair_lexical_features(first, second), strict=True))
 
 
 # --- features -------------------------------------------------------------------------------------------------
@@ -66,9 +67,9 @@ def test_lexical_features_see_what_embeddings_blur():
 )
 def test_pair_features_are_symmetric(first, second):
     u, v = unit(1, 2, 3), unit(3, -1, 0.5)
-    forward = d.pair_features(first=first, second=second, first_vector=u, second_vector=v)
-    backward = d.pair_features(first=second, second=first, first_vector=v, second_vector=u)
-    assert forward.shape == (d.pair_feature_count(3),)
+    forward = qp.pair_features(first=first, second=second, first_vector=u, second_vector=v)
+    backward = qp.pair_features(first=second, second=first, first_vector=v, second_vector=u)
+    assert forward.shape == (qp.pair_feature_count(3),)
     np.testing.assert_allclose(forward, backward, atol=1e-6)
     np.testing.assert_allclose(forward[:3], u * v, atol=1e-6)
     np.testing.assert_allclose(forward[3:6], np.abs(u - v), atol=1e-6)
@@ -76,7 +77,7 @@ def test_pair_features_are_symmetric(first, second):
 
 
 def _model(*, dimension: int, weights=None, bias: float = 0.0, cut: float = 0.5) -> PairModel:
-    count = d.pair_feature_count(dimension)
+    count = qp.pair_feature_count(dimension)
     return PairModel(
         weights=np.zeros(count) if weights is None else np.asarray(weights, dtype=float),
         bias=bias,
@@ -88,7 +89,7 @@ def _model(*, dimension: int, weights=None, bias: float = 0.0, cut: float = 0.5)
 
 
 def test_pair_probability_is_the_logistic_of_the_standardised_score():
-    count = d.pair_feature_count(2)
+    count = qp.pair_feature_count(2)
     weights = np.zeros(count)
     weights[4] = 2.0  # the cosine
     model = PairModel(
@@ -96,9 +97,9 @@ def test_pair_probability_is_the_logistic_of_the_standardised_score():
     )
     features = np.zeros(count)
     features[4] = 1.0
-    assert d.pair_probability(model=model, features=features) == pytest.approx(1 / (1 + np.exp(-(2.0 * 2.0 - 1.0))))
-    assert d.pair_probability(model=_model(dimension=2, bias=-800.0), features=features) == 0.0
-    assert d.pair_probability(model=_model(dimension=2, bias=800.0), features=features) == 1.0
+    assert qp.pair_probability(model=model, features=features) == pytest.approx(1 / (1 + np.exp(-(2.0 * 2.0 - 1.0))))
+    assert qp.pair_probability(model=_model(dimension=2, bias=-800.0), features=features) == 0.0
+    assert qp.pair_probability(model=_model(dimension=2, bias=800.0), features=features) == 1.0
 
 
 # --- the shipped weights ------------------------------------------------------------------------------------------
@@ -108,9 +109,9 @@ def test_shipped_weights_load_with_the_expected_shape_and_provenance():
     model = pair_model_default()
     assert model is pair_model_default()  # read once per process
     assert model.meta["feature_version"] == FEATURE_VERSION
-    assert model.meta["lexical_features"] == list(d.LEXICAL_FEATURES)
+    assert model.meta["lexical_features"] == list(qp.LEXICAL_FEATURES)
     assert model.meta["embedding_model"] == "all-MiniLM-L6-v2" and model.dimension == 384
-    assert model.weights.shape == (d.pair_feature_count(384),)
+    assert model.weights.shape == (qp.pair_feature_count(384),)
     assert np.isfinite(model.weights).all() and (model.scale > 0).all()
     assert 0.0 < model.cut < 1.0
     assert len(model.meta["data_sha256"]) == 64 and model.meta["trained"]

@@ -1,9 +1,10 @@
-"""The QQP pairs of ../shared/data/qqp/pairs.jsonl, their fixed train / held-out split and their embeddings, shared by
-bench/train_duplicate_model.py and bench/dedup_quality.py so both see the same split.
+"""Labelled question pairs (a JSONL file of `pair_id`, `question1`, `question2`, `is_duplicate`, as
+../shared/data/qqp/pairs.jsonl is), their fixed train / held-out split and their embeddings: what the duplicate
+head is trained on (`manage.py duplicate_head_train`) and evaluated on (bench/dedup_quality.py), so both see the
+same split.
 
-The split is a hash of `pair_id` (30% held out), so it does not depend on file order, run or machine. Embeddings
-are cached under var/bench/ by the data's hash and the model's name: embedding the 23,530 questions takes about
-four minutes on two cores, and both scripts need them.
+The split is a hash of `pair_id` (30% held out), so it does not depend on file order, run or machine. Embeddings are
+cached under KB_VAR_DIR by the data's hash and the embedding model's identity, since both need them.
 """
 
 from __future__ import annotations
@@ -14,9 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from django.conf import settings
 
-ROOT = Path(__file__).resolve().parent.parent
-PAIRS = ROOT.parent / "shared" / "data" / "qqp" / "pairs.jsonl"
+from conversations import decisions
+
+# The public QQP pairs beside this checkout (../shared/data); the evaluation data, not something the platform ships.
+PAIRS = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "qqp" / "pairs.jsonl"
 HELD_OUT_PERCENT = 30
 INNER_FOLDS = 5
 
@@ -61,9 +65,9 @@ def pairs_load(path: Path = PAIRS, *, limit: int = 0) -> Pairs:
 
 def pairs_embed(pairs: Pairs) -> tuple[np.ndarray, np.ndarray]:
     """Unit vectors of question1 and question2 of every pair, by the platform's embedding module (cached)."""
-    from retrieval.embeddings import embed_texts, model_name
+    from retrieval.embeddings import embed_texts, model_id
 
-    cache = ROOT / "var" / "bench" / f"qqp-{pairs.data_sha256[:16]}-{len(pairs.rows)}-{model_name()}.npz"
+    cache = Path(settings.VAR_DIR) / "pairs" / f"{pairs.data_sha256[:16]}-{len(pairs.rows)}-{model_id()}.npz"
     if cache.exists():
         stored = np.load(cache)
         return stored["first"], stored["second"]
@@ -80,3 +84,20 @@ def precision_recall_hit(predicted: np.ndarray, labels: np.ndarray) -> tuple[flo
     precision = true_positive / hits if hits else float("nan")
     recall = true_positive / max(int((labels == 1).sum()), 1)
     return precision, recall, hits / max(len(labels), 1)
+
+
+def followup_guard_passes(*, rows: list[dict], second: np.ndarray) -> np.ndarray:
+    """Per pair: whether the follow-up guard lets question2's stored answer serve question1 asked first in its
+    conversation (no context), as `decisions.duplicate_decide` would."""
+
+    return np.array(
+        [
+            decisions.followup_context_matches(
+                question=r["question1"],
+                previous_vector=None,
+                candidate=decisions.StoredQuestion(0, r["question2"], second[i], 0, None),
+                threshold=1.0,
+            )
+            for i, r in enumerate(rows)
+        ]
+    )

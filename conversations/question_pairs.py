@@ -1,0 +1,211 @@
+"""What two questions say beyond their vectors' cosine: their words, numbers and negations, whether they conflict,
+whether one depends on its context, and the features and probability of the duplicate head for a pair. Pure
+functions, no I/O: `decisions.duplicate_decide` runs them on every candidate.
+"""
+
+from __future__ import annotations
+
+import re
+from difflib import SequenceMatcher
+from functools import lru_cache
+
+import numpy as np
+
+from conversations.duplicate_model import PairModel
+
+# --- question agreement (beyond cosine) -------------------------------------------------------------------------
+
+_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+# A quantity: digits (with thousands or decimal separators) that stand alone or carry a unit or ordinal suffix
+# ("5GB", "24h", "3rd"). Digits glued to other letters name a thing, not a quantity ("2FA", "mp3", "h264", "v2",
+# "iPhone6"): they are words, so "turn on 2FA" and "enable 2FA" do not differ on numbers.
+_NUMBER = re.compile(r"(?<![A-Za-z0-9.,])(\d+(?:[.,]\d+)*)([A-Za-z]*)")
+_NUMBER_SUFFIXES = frozenset(
+    """st nd rd th s k m bn mm cm km kg g lb lbs mg ml kb mb gb tb pb hz khz mhz ghz ms sec secs min mins h hr hrs
+    am pm x px pt""".split()
+)
+_NEGATIONS = frozenset({"not", "no", "never", "without", "nor", "cannot", "none", "nothing"})
+STOPWORDS = frozenset(
+    """a an the and or but if then than so to of in on at by for with from into onto about as is are was were be been
+    being am do does did doing done have has had having i me my mine we us our you your yours he him his she her hers
+    it its they them their theirs this that these those there here what which who whom whose when where why how can
+    could would should will shall may might must just also very really any some all each every more most much many
+    such own same other others only even ever get got getting one ones s t don doesn didn isn aren wasn weren haven
+    hasn hadn won wouldn shouldn couldn ll ve re d m o y best good way ways make makes thing things someone something
+    anyone anything people person use used using""".split()
+)
+# Words that point back at an earlier turn: a question built on them means something only with its context.
+_ANAPHORA = frozenset(
+    """it its it's this that these those they them their theirs he him his she her hers there then such same one ones
+    former latter above previous aforementioned""".split()
+)
+_FOLLOWUP_OPENERS = (
+    "and ",
+    "what about",
+    "how about",
+    "what if",
+    "also",
+    "but ",
+    "so ",
+    "then ",
+    "or ",
+    "same ",
+    "why not",
+    "is that",
+    "does that",
+    "do they",
+    "are they",
+    "is it",
+    "does it",
+    "can it",
+    "can they",
+)
+FOLLOWUP_MAX_CONTENT_WORDS = 1
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.lower().replace("\u2019", "'"))
+
+
+@lru_cache(maxsize=1 << 16)
+def _stem(word: str) -> str:
+    """A light suffix strip, enough to match plural/verb forms ("prices" ~ "price", "running" ~ "run")."""
+    for suffix in ("ies", "ing", "ed", "es", "s"):
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            return word[: -len(suffix)] + ("y" if suffix == "ies" else "")
+    return word
+
+
+def content_words(text: str) -> set[str]:
+    return {_stem(w) for w in _words(text) if w not in STOPWORDS and w not in _NEGATIONS and not w.isdigit()}
+
+
+def numbers_in(text: str) -> set[str]:
+    """The quantities a question names ("2,016" and "2016" are one), leaving out digits that are part of a word."""
+    return {
+        number.replace(",", "")
+        for number, suffix in _NUMBER.findall(text)
+        if not suffix or suffix.lower() in _NUMBER_SUFFIXES
+    }
+
+
+def is_negated(text: str) -> bool:
+    words = _words(text)
+    return any(w in _NEGATIONS or w.endswith("n't") for w in words)
+
+
+def questions_conflict(first: str, second: str) -> str:
+    """Why two questions the embedding calls close cannot be the same question, or "" when nothing says so: other
+    numbers ("...in 2016" vs "...in 2017") or the opposite polarity ("can" vs "can't"). Embeddings of short
+    questions blur exactly these, a wrong stored answer costs more than a fresh one, and a learned model gives no
+    guarantee on them, so they refuse outright."""
+    if numbers_in(first) != numbers_in(second):
+        return "numbers differ"
+    if is_negated(first) != is_negated(second):
+        return "negation differs"
+    return ""
+
+
+def question_is_context_dependent(text: str) -> bool:
+    """A follow-up whose meaning leans on earlier turns: it opens like a follow-up ("and for admins?",
+    "what about..."), it points back with a pronoun ("how do I change it?"), or it names too little to stand
+    alone (a single content word: "pricing?")."""
+    lowered = " ".join(_words(text))
+    if any(lowered.startswith(opener) for opener in _FOLLOWUP_OPENERS):
+        return True
+    words = _words(text)
+    if any(w in _ANAPHORA for w in words):
+        return True
+    return len(content_words(text)) <= FOLLOWUP_MAX_CONTENT_WORDS
+
+
+# --- pair features and the duplicate head -------------------------------------------------------------------------
+
+_QUESTION_WORDS = ("what", "why", "how", "when", "where", "who", "which")
+# Names of the lexical features, in the order `pair_lexical_features` returns them (the weights file lists them too).
+LEXICAL_FEATURES = (
+    "content_jaccard",
+    "content_overlap",
+    "numbers_differ",
+    "negation_differs",
+    "question_words_differ",
+    "length_ratio",
+    "log_words_on_one_side",
+    "log_length_difference",
+    "shared_word_order",
+    "character_ratio",
+    "sorted_word_ratio",
+    "same_first_word",
+    "same_last_word",
+)
+
+
+def _shared_word_order(first: list[str], second: list[str]) -> float:
+    """Share of pairs of shared content words that come in the same order in both questions (1.0 with fewer than
+    two shared words): "France beat Germany" vs "Germany beat France" scores 0."""
+    common = set(first) & set(second)
+    ordered_first = [w for w in dict.fromkeys(first) if w in common]
+    if len(ordered_first) < 2:
+        return 1.0
+    position = {w: i for i, w in enumerate(w for w in dict.fromkeys(second) if w in common)}
+    sequence = [position[w] for w in ordered_first]
+    n = len(sequence)
+    same = sum(1 for i in range(n) for j in range(i + 1, n) if sequence[i] < sequence[j])
+    return same / (n * (n - 1) / 2)
+
+
+def pair_lexical_features(first: str, second: str) -> np.ndarray:
+    """Cheap text features of a question pair, symmetric in the two questions (see LEXICAL_FEATURES): what the
+    embedding blurs (numbers, negation, the question word, word order, the words only one side has)."""
+    words_a, words_b = _words(first), _words(second)
+    content_a, content_b = content_words(first), content_words(second)
+    shared = len(content_a & content_b)
+    union = len(content_a | content_b)
+    jaccard = shared / union if union else 1.0
+    if content_a and content_b:
+        overlap = shared / min(len(content_a), len(content_b))
+    else:
+        overlap = float(content_a == content_b)
+    question_words_a = {w for w in words_a if w in _QUESTION_WORDS}
+    question_words_b = {w for w in words_b if w in _QUESTION_WORDS}
+    length_a, length_b = len(words_a), len(words_b)
+    stems_a = [_stem(w) for w in words_a if w not in STOPWORDS]
+    stems_b = [_stem(w) for w in words_b if w not in STOPWORDS]
+    # SequenceMatcher's ratio depends on argument order; a fixed order keeps the features symmetric.
+    low, high = sorted((first.lower(), second.lower()))
+    sorted_low, sorted_high = sorted((" ".join(sorted(words_a)), " ".join(sorted(words_b))))
+    return np.array(
+        [
+            jaccard,
+            overlap,
+            float(numbers_in(first) != numbers_in(second)),
+            float(is_negated(first) != is_negated(second)),
+            float(question_words_a != question_words_b),
+            min(length_a, length_b) / max(length_a, length_b, 1),
+            np.log1p(len(content_a ^ content_b)),
+            np.log1p(abs(length_a - length_b)),
+            _shared_word_order(stems_a, stems_b),
+            SequenceMatcher(None, low, high, autojunk=False).ratio(),
+            SequenceMatcher(None, sorted_low, sorted_high, autojunk=False).ratio(),
+            float(bool(words_a) and bool(words_b) and words_a[0] == words_b[0]),
+            float(bool(words_a) and bool(words_b) and words_a[-1] == words_b[-1]),
+        ]
+    )
+
+
+def pair_features(*, first: str, second: str, first_vector: np.ndarray, second_vector: np.ndarray) -> np.ndarray:
+    """Features of a question pair for the duplicate head, in the spirit of SBERT's classification objective:
+    u*v and |u-v| of the unit vectors, their cosine, then `pair_lexical_features`. Symmetric in the pair."""
+    u = np.asarray(first_vector, dtype=np.float64)
+    v = np.asarray(second_vector, dtype=np.float64)
+    return np.concatenate([u * v, np.abs(u - v), [float(u @ v)], pair_lexical_features(first, second)])
+
+
+def pair_feature_count(dimension: int) -> int:
+    return 2 * dimension + 1 + len(LEXICAL_FEATURES)
+
+
+def pair_probability(*, model: PairModel, features: np.ndarray) -> float:
+    """Probability that the pair is a duplicate, by the duplicate head."""
+    z = float(((features - model.mean) / model.scale) @ model.weights) + model.bias
+    return float(1.0 / (1.0 + np.exp(-z))) if z >= 0 else float(np.exp(z) / (1.0 + np.exp(z)))
