@@ -13,13 +13,16 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 IN_CI = bool(os.environ.get("CI"))
+T = TypeVar("T")
 
 
 def service_missing(name: str, why: str) -> None:
@@ -159,3 +162,23 @@ class CeleryWorker:
 
     def log_tail(self, chars: int = 3000) -> str:
         return self.log_path.read_text(errors="replace")[-chars:]
+
+
+def wait_for(
+    predicate: Callable[[], T],
+    *,
+    timeout: float = 90,
+    interval: float = 0.1,
+    what: str = "condition",
+    worker: CeleryWorker | None = None,
+) -> T:
+    """predicate()'s first true value, asked every `interval` seconds; a failure naming `what` (and the tail of
+    `worker`'s log, when given) once `timeout` seconds have passed."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    tail = f"\n{worker.log_tail()}" if worker is not None else ""
+    raise AssertionError(f"{what} not met within {timeout}s{tail}")

@@ -6,8 +6,8 @@ from django.test import override_settings
 from conversations.services import dedup_policy_update
 from retrieval.models import Document, DocumentStatus, KnowledgeBase
 from retrieval.services import document_create, documents_index, knowledge_base_create
-from tests.faults.helpers import wait_for
 from tests.faults.processes import RedisServer
+from tests.services import wait_for
 
 # Eight short documents on distinct topics: enough that a turn's exclusions never empty the search.
 HANDBOOK = {

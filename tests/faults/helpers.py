@@ -18,16 +18,6 @@ def ask(client: APIClient, conversation_id: int, question: str, expect: int = 20
     return response.json()
 
 
-def wait_for(predicate, *, timeout: float, interval: float = 0.2, what: str = "condition"):  # noqa: ANN001, ANN201
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"{what} not met within {timeout}s")
-
-
 def returns_within(seconds: float, call):  # noqa: ANN001, ANN201
     """call() on a thread: its result (or its exception), or a failure saying it was still waiting after `seconds`,
     so a test of a service that stopped answering fails instead of hanging the run. Returns (value, seconds taken)."""

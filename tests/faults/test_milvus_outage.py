@@ -17,7 +17,8 @@ import pytest
 from conversations.models import Conversation, Turn
 from retrieval.models import Document, DocumentStatus
 from tests.faults.conftest import handbook_index
-from tests.faults.helpers import ask, conversation_start, returns_within, wait_for
+from tests.faults.helpers import ask, conversation_start, returns_within
+from tests.services import wait_for
 
 pytestmark = pytest.mark.integration
 

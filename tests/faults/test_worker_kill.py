@@ -17,7 +17,7 @@ from django.utils import timezone
 from retrieval import vectorstore
 from retrieval.models import Chunk, Document, DocumentStatus, EmbeddingCacheEntry, KnowledgeBase, ReindexStatus
 from retrieval.services import documents_recover_stalled, knowledge_base_create, knowledge_base_reindexes_recover
-from tests.faults.helpers import wait_for
+from tests.services import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

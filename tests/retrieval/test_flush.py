@@ -17,7 +17,8 @@ from django.test import override_settings
 from retrieval import services, tasks, vectorstore
 from retrieval.models import Chunk, Document, DocumentStatus, SourceKind
 from tests.retrieval.factories import kb_make
-from tests.retrieval.test_ingestion_integration import post_json, search, wait_final, wait_for
+from tests.retrieval.test_ingestion_integration import post_json, search, wait_final
+from tests.services import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

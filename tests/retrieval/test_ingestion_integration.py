@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 
 import pytest
@@ -15,21 +14,11 @@ from retrieval.models import Chunk, Document, DocumentStatus, KnowledgeBase
 from retrieval.services import documents_recover_stalled
 from tests.retrieval import files
 from tests.retrieval.factories import kb_make
+from tests.services import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 FINAL = (DocumentStatus.INDEXED, DocumentStatus.FAILED)
-
-
-def wait_for(predicate, *, timeout: float = 90, interval: float = 0.1, worker=None):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    tail = worker.log_tail() if worker is not None else ""
-    raise AssertionError(f"condition not met within {timeout}s\n{tail}")
 
 
 def wait_final(tenant, ids, worker) -> dict[int, Document]:
