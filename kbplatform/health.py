@@ -50,11 +50,12 @@ def _embedding_model() -> tuple[str, str]:
     from retrieval.models import KnowledgeBase
     from retrieval.selectors import knowledge_bases_awaiting_reindex
 
-    identity = f"{embeddings.model_identity()} on {embeddings.backend()}"
+    model_identity = embeddings.model_identity()
+    identity = f"{model_identity} on {embeddings.backend()}"
     if embeddings.backend() == "onnx" and embeddings._model is None and not embeddings.onnx_file().is_file():
         identity += " (its ONNX file is made on first use)"
     awaiting = knowledge_bases_awaiting_reindex(
-        knowledge_bases=KnowledgeBase.objects.unscoped(), query_model_identity=identity
+        knowledge_bases=KnowledgeBase.objects.unscoped(), query_model_identity=model_identity
     ).count()
     if not awaiting:
         return "ok", identity

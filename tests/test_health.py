@@ -52,6 +52,18 @@ def test_knowledge_bases_awaiting_a_reindex_are_counted_but_degrade_nothing(clie
         "detail": f"{embeddings.model_identity()} on {embeddings.backend()}",
         "ms": body["components"]["embedding_model"]["ms"],
     }
+    # A knowledge base of the model in use, holding a chunk, is no re-index to do (a control the counts below need).
+    current = KnowledgeBase.objects.create(
+        tenant=tenant,
+        name="current",
+        embedding_model=embeddings.model_name(),
+        embedding_model_identity=embeddings.model_identity(),
+    )
+    current_document = Document.objects.create(tenant=tenant, knowledge_base=current, title="d")
+    Chunk.objects.create(
+        tenant=tenant, document=current_document, knowledge_base=current, position=0, text="x", content_hash="h"
+    )
+    assert client.get("/api/health/").json()["components"]["embedding_model"]["status"] == "ok"
     for owner in (tenant, other_tenant):
         kb = KnowledgeBase.objects.create(
             tenant=owner, name="stale", embedding_model="e5-small", embedding_model_identity="e5-small@0123456789abcdef"
