@@ -283,8 +283,6 @@ def documents_index(*, tenant_id: int, document_ids: Sequence[int]) -> IndexRun:
         return run
     try:
         _documents_run(run=run, tenant_id=tenant_id, token=token, documents=documents)
-        if run.chunks:
-            vectorstore.vectors_flush()
     except TRANSIENT_ERRORS as exc:
         logger.warning("indexing of %s documents interrupted, will retry: %s", len(documents), exc)
         try:
@@ -537,6 +535,9 @@ def _documents_finish(
             document_ids=[document.pk for document in cleanup],
             keep_chunk_ids=[pk for document in cleanup for pk, _, _ in stored[document.pk]],
         )
+    # Into an indexed segment before the status says indexed: from then on a search reads them through the index, and
+    # a count or search never meets the flush of this run's own writes half done.
+    vectorstore.vectors_flush()
     finished = timezone.now()
     _run_update(
         tenant_id=tenant_id,
