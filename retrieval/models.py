@@ -190,3 +190,17 @@ class EmbeddingCacheEntry(TenantOwnedModel):
 
     def __str__(self) -> str:
         return f"{self.model_name}:{self.text_hash[:12]}"
+
+
+class IngestQueueMarker(models.Model):
+    """The platform's one marker of how far the workers have read the ingestion queue: `sent_at` is when the stalled
+    sweep last sent a marker task into the queue, `seen_at_sent` the send time of the newest marker a worker has
+    taken off it. The queue hands out its messages in order, so once a marker sent at T was taken, every indexing
+    message sent before T has been taken too: a document still queued since before T lost its message, and only such
+    a document is worth queueing again. Not tenant data (it names no tenant); one row, pk 1."""
+
+    sent_at = models.DateTimeField(null=True, blank=True)
+    seen_at_sent = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"queue marker sent {self.sent_at}, seen up to {self.seen_at_sent}"

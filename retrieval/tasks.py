@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import random
+from datetime import datetime
 
 from celery import Task, shared_task
 
@@ -70,6 +71,13 @@ def documents_recover_stalled() -> int:
     """The minute's housekeeping of ingestion: documents and knowledge-base re-indexes whose run was lost are queued
     again (one beat entry for both, so a deployment's schedule needs nothing new)."""
     return services.documents_recover_stalled() + services.knowledge_base_reindexes_recover()
+
+
+@shared_task(name="ingest_queue_marker", acks_late=True)
+def ingest_queue_marker(sent_at: str) -> None:
+    """The stalled sweep's marker (services.recovery): taken off the queue, it shows every message sent before it was
+    taken too. Expires never: a marker dropped unread would only delay the recovery it exists for."""
+    services.ingest_queue_marker_seen(sent_at=datetime.fromisoformat(sent_at))
 
 
 @shared_task(name="embedding_cache_purge", acks_late=True)

@@ -1,8 +1,8 @@
 """Writes of the ingestion side, one concern a module; this package names the app's public write API.
 
 - `knowledge_bases`: creating one;
-- `documents`: creating (one or many), deleting and re-indexing documents, queueing their indexing, and queueing
-  again those whose run or task was lost;
+- `documents`: creating (one or many), deleting and re-indexing documents, and queueing their indexing;
+- `recovery`: queueing again the documents whose run or task was lost, without flooding the broker in a backlog;
 - `indexing`: the pipeline a worker runs on a batch of documents (`documents_index`), safe to run twice;
 - `reindex`: re-indexing a whole knowledge base from its stored chunks.
 """
@@ -15,7 +15,6 @@ from retrieval.services.documents import (
     document_reindex,
     documents_create_bulk,
     documents_enqueue,
-    documents_recover_stalled,
     stored_file_name,
 )
 from retrieval.services.indexing import (
@@ -27,6 +26,7 @@ from retrieval.services.indexing import (
     documents_index,
 )
 from retrieval.services.knowledge_bases import knowledge_base_create
+from retrieval.services.recovery import documents_recover_stalled, ingest_queue_marker_seen
 from retrieval.services.reindex import (
     knowledge_base_reindex,
     knowledge_base_reindex_fail,
@@ -50,6 +50,7 @@ __all__ = [
     "documents_fail_after_retries",
     "documents_index",
     "documents_recover_stalled",
+    "ingest_queue_marker_seen",
     "knowledge_base_create",
     "knowledge_base_reindex",
     "knowledge_base_reindex_fail",
