@@ -38,7 +38,7 @@ from conversations.state import (
 )
 from conversations.turn_decision import MatchFacts, TurnDecision, TurnFacts, TurnKind, turn_decide
 from kbplatform.errors import ApplicationError, ConflictError, NotFoundError
-from kbplatform.text import control_character_problem, has_visible_character
+from kbplatform.text import control_character_problem, has_visible_character, user_id_canonical
 from retrieval import vectorstore
 from retrieval.embeddings import embed_query, token_count
 from retrieval.embeddings import model_id as embedding_model_id
@@ -83,6 +83,11 @@ def conversation_create(
     problem = control_character_problem(user_id or "")
     if problem is not None:
         raise ApplicationError(f"The user id is not valid: {problem}", extra={"fields": {"user_id": [problem]}})
+    user_id = user_id_canonical(user_id or "")
+    longest = Conversation._meta.get_field("user_id").max_length
+    if len(user_id) > longest:
+        message = f"Is {len(user_id)} characters in Unicode NFC; send at most {longest}."
+        raise ApplicationError(f"The user id is not valid: {message}", extra={"fields": {"user_id": [message]}})
     knowledge_base = knowledge_base_for(
         tenant=tenant, knowledge_base_id=knowledge_base_id, allowed_knowledge_base_id=allowed_knowledge_base_id
     )
@@ -91,7 +96,7 @@ def conversation_create(
     return Conversation.objects.create(
         tenant=tenant,
         knowledge_base=knowledge_base,
-        user_id=user_id or "",
+        user_id=user_id,
         last_active_at=now,
         expires_at=now + timedelta(seconds=policy.ttl_seconds),
     )
