@@ -197,7 +197,17 @@ class TurnAnswerApi(TenantApi):
     class InputSerializer(StrictInputSerializer):
         answer = serializers.CharField(max_length=services.ANSWER_MAX_CHARS)
 
-    @extend_schema(request=InputSerializer, responses=TurnSerializer, summary="Store the client's answer to a turn")
+    @extend_schema(
+        request=InputSerializer,
+        responses={
+            200: TurnSerializer,
+            409: OpenApiResponse(description="The turn was asked in answer mode, or is small talk: no answer."),
+            410: OpenApiResponse(
+                description="The turn's conversation has expired: it takes no answer. `extra.conversation` is its id."
+            ),
+        },
+        summary="Store the client's answer to a turn",
+    )
     def put(self, request: Request, turn_id: int) -> Response:
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)

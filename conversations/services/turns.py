@@ -519,6 +519,17 @@ def turn_answer_set(*, tenant: Tenant, turn_id: int, answer: str, allowed_knowle
             # Small talk retrieves nothing and already has its reply: an answer stored on it would be a QA pair that
             # no search stands behind.
             raise ConflictError("A small-talk turn (greeting, thanks) retrieves nothing and takes no client answer.")
+        expires_at = Conversation.objects.for_tenant(tenant).filter(pk=turn.conversation_id).values_list(
+            "expires_at", flat=True
+        )[0]
+        if expires_at <= timezone.now():
+            # As a question is refused there: an expired conversation serves nothing again, so an answer stored on
+            # it now would be kept until the purge for no one, and the client learns it should start a new one.
+            raise ApplicationError(
+                "This conversation has expired; its turns take no answer. Start a new conversation.",
+                status_code=410,
+                extra={"conversation": turn.conversation_id},
+            )
         turn.answer = answer
         turn.answer_tokens = token_count(answer)
         # A retrieve-mode turn that was served a stored answer names the pair it came from, and later duplicates of
