@@ -80,6 +80,11 @@ def ingest_queue_marker(sent_at: str) -> None:
     services.ingest_queue_marker_seen(sent_at=datetime.fromisoformat(sent_at))
 
 
+@shared_task(name="stored_files_orphaned_delete", acks_late=True)
+def stored_files_orphaned_delete() -> int:
+    return services.stored_files_orphaned_delete()
+
+
 @shared_task(name="embedding_cache_purge", acks_late=True)
 def embedding_cache_purge() -> int:
     return embedding_cache.embedding_cache_purge()

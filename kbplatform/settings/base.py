@@ -210,6 +210,8 @@ CELERY_BEAT_SCHEDULE: dict = {
     "conversations-purge-expired": {"task": "conversations.purge_expired", "schedule": 300.0},
     # Embedding-cache entries whose text no chunk of their tenant has any more (deleted documents) are deleted.
     "embedding-cache-purge": {"task": "embedding_cache_purge", "schedule": 3600.0},
+    # Uploaded files that no document holds (a process died between writing one and committing its row).
+    "stored-files-orphaned-delete": {"task": "stored_files_orphaned_delete", "schedule": 3600.0},
     # The dedup dashboard's figures of each day that is over, one row per tenant and day (DedupDayFigures).
     "dedup-figures-rollup": {"task": "conversations.dedup_figures_rollup", "schedule": 900.0},
 }
@@ -281,6 +283,9 @@ INGEST_LEASE_SECONDS = _whole_number("KB_INGEST_LEASE_SECONDS", default=600)
 INGEST_MAX_ATTEMPTS = _whole_number("KB_INGEST_MAX_ATTEMPTS", default=5)
 # A document still queued after this long (its task was lost, e.g. broker down at upload) is enqueued again.
 INGEST_QUEUED_STALE_SECONDS = _whole_number("KB_INGEST_QUEUED_STALE_SECONDS", default=900)
+# An uploaded file that no document holds is deleted once older than this (services/stored_files.py): far longer than
+# any upload's transaction stays open, so no file of an upload still committing is taken.
+STORED_FILE_ORPHAN_SECONDS = _whole_number("KB_STORED_FILE_ORPHAN_SECONDS", default=3600)
 
 # --- Conversations ----------------------------------------------------------------------------------------
 # Every turn is committed before its answer goes out. True lets a turn that serves a stored answer commit on

@@ -3,6 +3,7 @@
 - `knowledge_bases`: creating one;
 - `documents`: creating (one or many), deleting and re-indexing documents, and queueing their indexing;
 - `recovery`: queueing again the documents whose run or task was lost, without flooding the broker in a backlog;
+- `stored_files`: deleting uploaded files that no document holds (left by a process that died mid-upload);
 - `indexing`: the pipeline a worker runs on a batch of documents (`documents_index`), safe to run twice;
 - `reindex`: re-indexing a whole knowledge base from its stored chunks.
 """
@@ -34,6 +35,7 @@ from retrieval.services.reindex import (
     knowledge_base_reindex_start,
     knowledge_base_reindexes_recover,
 )
+from retrieval.services.stored_files import stored_files_orphaned_delete
 
 __all__ = [
     "STORED_NAME_MAX_BYTES",
@@ -58,4 +60,5 @@ __all__ = [
     "knowledge_base_reindex_start",
     "knowledge_base_reindexes_recover",
     "stored_file_name",
+    "stored_files_orphaned_delete",
 ]
