@@ -122,6 +122,9 @@ class Document(TenantOwnedModel):
         indexes = [
             models.Index(fields=["tenant", "knowledge_base", "status"]),
             models.Index(fields=["status", "lease_expires_at"], name="document_status_lease"),
+            # The document list's order (selectors.document_list): a page is read off the index, not sorted from
+            # every document of the knowledge base.
+            models.Index(fields=["tenant", "knowledge_base", "-created_at", "-id"], name="document_kb_newest_first"),
         ]
 
     def __str__(self) -> str:
