@@ -4,7 +4,8 @@
 - `documents`: creating (one or many), deleting and re-indexing documents, queueing their indexing, and queueing
   again those whose run or task was lost;
 - `indexing`: the pipeline a worker runs on a batch of documents (`documents_index`), safe to run twice;
-- `reindex`: re-indexing a whole knowledge base from its stored chunks.
+- `reindex`: re-indexing a whole knowledge base from its stored chunks;
+- `text_index`: moving a knowledge base made before full text into the full-text collection.
 """
 
 from retrieval.services.documents import (
@@ -26,13 +27,18 @@ from retrieval.services.indexing import (
     documents_fail_after_retries,
     documents_index,
 )
-from retrieval.services.knowledge_bases import knowledge_base_create
+from retrieval.services.knowledge_bases import knowledge_base_create, knowledge_base_retrieval_set
 from retrieval.services.reindex import (
     knowledge_base_reindex,
     knowledge_base_reindex_fail,
     knowledge_base_reindex_running,
     knowledge_base_reindex_start,
     knowledge_base_reindexes_recover,
+)
+from retrieval.services.text_index import (
+    knowledge_base_text_index,
+    knowledge_base_text_index_fail,
+    knowledge_base_text_index_start,
 )
 
 __all__ = [
@@ -51,6 +57,10 @@ __all__ = [
     "documents_index",
     "documents_recover_stalled",
     "knowledge_base_create",
+    "knowledge_base_retrieval_set",
+    "knowledge_base_text_index",
+    "knowledge_base_text_index_fail",
+    "knowledge_base_text_index_start",
     "knowledge_base_reindex",
     "knowledge_base_reindex_fail",
     "knowledge_base_reindex_running",
