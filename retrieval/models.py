@@ -30,7 +30,7 @@ class TextIndexStatus(models.TextChoices):
     BUILDING = vectorstore.TextIndex.BUILDING
 
 
-# What a new knowledge base searches with: hybrid won on SciFact and MTRAG (BENCHMARKS.md, docs/ingestion.md).
+# What a new knowledge base searches with. Provisional: bench/retrieval_quality.py (every mode in one run) decides it.
 DEFAULT_RETRIEVAL_MODE = RetrievalMode.HYBRID
 
 
