@@ -66,6 +66,20 @@ def knowledge_base_reindex(self: Task, knowledge_base_id: int, tenant_id: int) -
         raise self.retry(exc=exc, countdown=retry_countdown(self.request.retries)) from exc
 
 
+@shared_task(bind=True, name="knowledge_base_text_index", acks_late=True, max_retries=MAX_RETRIES)
+def knowledge_base_text_index(self: Task, knowledge_base_id: int, tenant_id: int) -> None:
+    """Move a knowledge base into the full-text collection (`services.knowledge_base_text_index`)."""
+    try:
+        services.knowledge_base_text_index(tenant_id=tenant_id, knowledge_base_id=knowledge_base_id)
+    except services.TransientIngestError as exc:
+        if self.request.retries >= self.max_retries:
+            services.knowledge_base_text_index_fail(
+                tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, reason=str(exc)
+            )
+            return
+        raise self.retry(exc=exc, countdown=retry_countdown(self.request.retries)) from exc
+
+
 @shared_task(name="documents_recover_stalled", acks_late=True)
 def documents_recover_stalled() -> int:
     """The minute's housekeeping of ingestion: documents and knowledge-base re-indexes whose run was lost are queued

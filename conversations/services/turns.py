@@ -145,6 +145,7 @@ def _search(
     tenant: Tenant,
     conversation: Conversation,
     query_vector: np.ndarray,
+    query_text: str,
     query_model_identity: str,
     excluded: list[int],
     excluded_content: Collection[str],
@@ -155,13 +156,15 @@ def _search(
     showed, whichever document holds them now: empty when `excluded` is); relaxed (novel first, then the best
     already seen) when fewer than `min_results` remain. An empty exclusion list adds no clause. Raises
     EmbeddingModelMismatchError (409) when the knowledge base's vectors are another model's, before anything of the
-    turn is written."""
+    turn is written. Both searches rank in the knowledge base's retrieval mode (`query_text`: what `query_vector`
+    embeds)."""
     exclude_docs = excluded if granularity == Granularity.DOC else None
     exclude_chunks = excluded if granularity == Granularity.CHUNK else None
     hits = chunk_search(
         tenant=tenant,
         knowledge_base=conversation.knowledge_base,
         query_vector=query_vector,
+        query_text=query_text,
         query_model_identity=query_model_identity,
         limit=TOP_K,
         exclude_document_ids=exclude_docs,
@@ -174,6 +177,7 @@ def _search(
         tenant=tenant,
         knowledge_base=conversation.knowledge_base,
         query_vector=query_vector,
+        query_text=query_text,
         query_model_identity=query_model_identity,
         limit=TOP_K,
     )
@@ -353,6 +357,7 @@ def _turn_execute(
         tenant=tenant,
         conversation=conversation,
         query_vector=search_vector,
+        query_text=answer_question,
         query_model_identity=query_model_identity,
         excluded=list(decision.applied_exclusion),
         excluded_content=excluded_content,

@@ -1,11 +1,12 @@
 """Writes of the ingestion side, one concern a module; this package names the app's public write API.
 
-- `knowledge_bases`: creating one;
+- `knowledge_bases`: creating one, and changing how it ranks its chunks;
 - `documents`: creating (one or many), deleting and re-indexing documents, and queueing their indexing;
 - `recovery`: queueing again the documents whose run or task was lost, without flooding the broker in a backlog;
 - `stored_files`: deleting uploaded files that no document holds (left by a process that died mid-upload);
 - `indexing`: the pipeline a worker runs on a batch of documents (`documents_index`), safe to run twice;
-- `reindex`: re-indexing a whole knowledge base from its stored chunks.
+- `reindex`: re-indexing a whole knowledge base from its stored chunks;
+- `text_index`: moving a knowledge base made before full text into the full-text collection.
 """
 
 from retrieval.services.documents import (
@@ -26,7 +27,7 @@ from retrieval.services.indexing import (
     documents_fail_after_retries,
     documents_index,
 )
-from retrieval.services.knowledge_bases import knowledge_base_create
+from retrieval.services.knowledge_bases import knowledge_base_create, knowledge_base_retrieval_set
 from retrieval.services.recovery import documents_recover_stalled, ingest_queue_marker_seen
 from retrieval.services.reindex import (
     knowledge_base_reindex,
@@ -36,6 +37,11 @@ from retrieval.services.reindex import (
     knowledge_base_reindexes_recover,
 )
 from retrieval.services.stored_files import stored_files_orphaned_delete
+from retrieval.services.text_index import (
+    knowledge_base_text_index,
+    knowledge_base_text_index_fail,
+    knowledge_base_text_index_start,
+)
 
 __all__ = [
     "STORED_NAME_MAX_BYTES",
@@ -54,6 +60,10 @@ __all__ = [
     "documents_recover_stalled",
     "ingest_queue_marker_seen",
     "knowledge_base_create",
+    "knowledge_base_retrieval_set",
+    "knowledge_base_text_index",
+    "knowledge_base_text_index_fail",
+    "knowledge_base_text_index_start",
     "knowledge_base_reindex",
     "knowledge_base_reindex_fail",
     "knowledge_base_reindex_running",

@@ -49,9 +49,12 @@ def chunk_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def indexed_kb(tenant: Tenant, documents: dict[str, list[str]] | None = None, name: str = "handbook") -> KnowledgeBase:
+def indexed_kb(
+    tenant: Tenant, documents: dict[str, list[str]] | None = None, name: str = "handbook", **fields: object
+) -> KnowledgeBase:
+    """A knowledge base holding `documents` (external id -> chunk texts), indexed; `fields` are its own settings."""
     documents = documents if documents is not None else HANDBOOK
-    knowledge_base = KnowledgeBase.objects.create(tenant=tenant, name=name)
+    knowledge_base = KnowledgeBase.objects.create(tenant=tenant, name=name, **fields)
     chunks = []
     for external_id, texts in documents.items():
         document = Document.objects.create(
