@@ -302,3 +302,29 @@ def test_form_errors_name_every_field_at_fault():
     message, fields = form_errors_message(form)
     assert set(fields) == {"knowledge_base", "query", "top_k"}
     assert message.startswith("The request is not valid: knowledge_base: Enter a whole number.")
+
+
+# --- links to it --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("role", "links"),
+    [
+        (Role.ADMIN, ["kb-link-playground", "kb-link-dashboard", "kb-link-settings"]),
+        (Role.SUPPORT, ["kb-link-dashboard"]),
+        (Role.VIEWER, []),
+        (None, []),
+    ],
+)
+def test_the_admin_index_links_the_pages_the_users_role_opens(client, tenant, role, links):
+    user = user_with_role(tenant, role) if role else UserFactory()
+    client.force_login(user)
+    page = client.get(reverse("admin:index")).content.decode()
+    shown = [link for link in ("kb-link-playground", "kb-link-dashboard", "kb-link-settings") if f'id="{link}"' in page]
+    assert shown == links
+    assert (f'<a href="{PAGE_URL}" id="kb-link-playground">' in page) is ("kb-link-playground" in links)
+
+
+@pytest.mark.parametrize(("role", "linked"), [(Role.ADMIN, True), (Role.SUPPORT, False)])
+def test_the_dashboard_links_the_playground_for_tenant_admins_only(client, tenant, role, linked):
+    client.force_login(user_with_role(tenant, role))
+    page = client.get(reverse("admin:conversations_dedupevent_dashboard")).content.decode()
+    assert (f'href="{PAGE_URL}?tenant={tenant.pk}"' in page) is linked
