@@ -13,6 +13,7 @@ are the API's `{"message", "extra"}` with the same status, so the page shows the
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable
 from functools import wraps
@@ -36,6 +37,8 @@ from retrieval import embeddings
 from retrieval.models import Document, KnowledgeBase
 from retrieval.selectors import ChunkHit, IndexState, chunk_search, index_state, knowledge_base_list
 from tenants.models import Role, Tenant
+
+logger = logging.getLogger(__name__)
 
 PLAYGROUND_ROLES = (Role.ADMIN,)
 PLAYGROUND_USER_PREFIX = "playground:"
@@ -306,5 +309,16 @@ def playground_search_view(request: HttpRequest) -> JsonResponse:
         group_by_document=form.cleaned_data["group_by_document"],
     )
     took_ms = (time.perf_counter() - started) * 1000
+    # Logged as the search endpoint logs its queries, with the admin in place of the API key.
+    logger.info(
+        "playground search tenant=%s kb=%s user=%s limit=%s hits=%s ms=%.1f query=%r",
+        tenant.slug,
+        knowledge_base.pk,
+        request.user.get_username(),
+        form.cleaned_data["top_k"],
+        len(hits),
+        took_ms,
+        form.cleaned_data["query"][:200],
+    )
     state = index_state(knowledge_base=knowledge_base, query_model_identity=query_model_identity)
     return JsonResponse(search_display(hits=hits, state=state, took_ms=took_ms))
