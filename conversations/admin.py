@@ -18,7 +18,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from conversations import admin_views
+from conversations import admin_playground, admin_views
 
 # Importing the audit log's admin registers it (Django imports only this module of an app).
 from conversations.admin_audit import SUPPORT_ROLES, shows_tenant
@@ -69,6 +69,33 @@ class ConversationAdmin(RecordedByTheSystemMixin, ServiceDeletionAdmin):
     list_filter = (("tenant", admin.RelatedOnlyFieldListFilter),)
     search_fields = ("user_id",)
     view_roles = SUPPORT_ROLES
+
+    def get_urls(self) -> list:
+        """The playground (`conversations.admin_playground`): its page and the JSON endpoints its chat calls."""
+        wrap = self.admin_site.admin_view
+        return [
+            path(
+                "playground/",
+                wrap(partial(admin_playground.playground_view, model_admin=self)),
+                name="conversations_conversation_playground",
+            ),
+            path(
+                "playground/start/",
+                wrap(admin_playground.playground_conversation_create_view),
+                name="conversations_conversation_playground_start",
+            ),
+            path(
+                "playground/<int:conversation_id>/turns/",
+                wrap(admin_playground.playground_turn_view),
+                name="conversations_conversation_playground_turn",
+            ),
+            path(
+                "playground/search/",
+                wrap(admin_playground.playground_search_view),
+                name="conversations_conversation_playground_search",
+            ),
+            *super().get_urls(),
+        ]
 
 
 @admin.register(Turn)

@@ -61,6 +61,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    # Swagger UI's files, served from the platform's own static files: /api/docs/ renders with no internet.
+    "drf_spectacular_sidecar",
     "tenants",
     "retrieval",
     "conversations",
@@ -331,6 +333,9 @@ SPECTACULAR_SETTINGS = {
     "SERVE_AUTHENTICATION": [],
     "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
     "COMPONENT_SPLIT_REQUEST": True,
+    # From drf_spectacular_sidecar's static files, not a CDN: the docs page works offline and behind a firewall.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "kbplatform.schema.error_responses_add"],
 }
 # Per-tenant rate limit shared by all of a tenant's keys (tenants/throttling.py): "<count>/<s|min|hour>", empty
