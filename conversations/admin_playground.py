@@ -304,6 +304,7 @@ def playground_search_view(request: HttpRequest) -> JsonResponse:
         tenant=tenant,
         knowledge_base=knowledge_base,
         query_vector=embeddings.embed_query(form.cleaned_data["query"]),
+        query_text=form.cleaned_data["query"],
         query_model_identity=query_model_identity,
         limit=form.cleaned_data["top_k"],
         group_by_document=form.cleaned_data["group_by_document"],
