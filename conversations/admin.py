@@ -66,7 +66,8 @@ class ConversationAdmin(RecordedByTheSystemMixin, ServiceDeletionAdmin):
 
     def deletion_summary(self, obj: Conversation) -> tuple[str, dict[str, int]]:
         turns = obj.turns.count()
-        return f"conversation {obj.pk}: its {turns} turns and what they showed; its audit events stay", {"turns": turns}
+        summary = f"conversation {obj.pk}: its {turns} turns, what they showed, their feedback; its audit events stay"
+        return summary, {"turns": turns}
 
     list_display = (
         "id",

@@ -9,7 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from conversations.feedback_rules import false_hit_suspicion
-from conversations.models import DedupEvent, Feedback, Turn
+from conversations.models import DedupEvent, Feedback, FeedbackRating, Turn
 from kbplatform.errors import ApplicationError, ConflictError, NotFoundError
 from kbplatform.text import control_character_problem
 from tenants.models import Tenant
@@ -30,6 +30,9 @@ def feedback_set(
     there), and apply what it says about a served stored answer to the turn's audit event
     (`feedback_rules.false_hit_suspicion`) in the same transaction. A turn without an answer (retrieve mode before
     the client stored one) has nothing to rate: 409."""
+    if rating not in FeedbackRating.values:
+        problem = f"Give one of {', '.join(FeedbackRating.values)}."
+        raise ApplicationError(f"The rating is not valid: {problem}", extra={"fields": {"rating": [problem]}})
     comment = (comment or "").strip()
     problem = control_character_problem(comment)
     if problem is not None:
