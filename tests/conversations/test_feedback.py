@@ -90,7 +90,7 @@ def test_feedback_is_given_replaced_read_and_listed(api_client, tenant, served):
         ({"rating": None}, "rating"),
         ({"rating": "up", "comment": "x" * 2001}, "comment"),
         ({"rating": "up", "comment": "a\x1bb"}, "comment"),
-        ({"rating": "up", "comment": "a\x00b"}, None),  # refused for the whole body by the JSON parser, which names the NUL
+        ({"rating": "up", "comment": "a\x00b"}, None),  # the JSON parser refuses the whole body, naming the NUL
         ({"rating": "up", "stars": 5}, "stars"),
     ],
 )
