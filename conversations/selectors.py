@@ -10,6 +10,7 @@ from django.db.models.functions import Substr
 
 from conversations.models import Conversation, DedupAction, DedupEvent, Feedback, Turn
 from kbplatform.errors import NotFoundError
+from kbplatform.text import user_id_canonical
 from tenants.models import Tenant
 
 # A title made from the first question: at most this many characters, cut at a word where there is one.
@@ -83,7 +84,8 @@ def conversation_list(
     if knowledge_base_id is not None:
         conversations = conversations.filter(knowledge_base_id=knowledge_base_id)
     if user_id is not None:
-        conversations = conversations.filter(user_id=user_id)
+        # Stored in NFC (conversation_create): the filter finds a user however the client spells the id.
+        conversations = conversations.filter(user_id=user_id_canonical(user_id))
     conversations = conversations.order_by("-last_active_at", "-id")
     return conversations_with_first_question(tenant=tenant, conversations=conversations)
 

@@ -196,3 +196,9 @@ def test_a_user_id_longer_than_its_column_once_in_nfc_is_refused_not_cut(api_cli
     fields = refused_fields(response)
     assert list(fields) == ["user_id"] and "NFC" in fields["user_id"][0]
     assert not Conversation.objects.for_tenant(tenant).exists()
+
+
+def test_the_conversation_list_finds_a_user_however_the_id_is_spelt(api_client, tenant, kb):
+    api_client.post("/api/v1/conversations/", {"knowledge_base": kb.pk, "user_id": "Jos\u00e9"}, format="json")
+    listed = api_client.get("/api/v1/conversations/", {"user_id": "Jose\u0301"})
+    assert listed.status_code == 200 and listed.json()["count"] == 1, listed.content

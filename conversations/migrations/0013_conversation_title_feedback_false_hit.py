@@ -15,7 +15,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('conversations', '0011_turn_partial_index'),
+        ("conversations", "0012_user_id_nfc"),
         ('tenants', '0002_tenant_settings_version'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
