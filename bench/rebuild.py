@@ -45,6 +45,33 @@ def _top_ten(*, tenant, knowledge_base, queries: list[str]) -> list[list[int]]: 
     ]
 
 
+def _exact_top_ten(*, tenant, knowledge_base, queries: list[str]) -> list[list[int]]:  # noqa: ANN001
+    """The exact ranking (every chunk's cosine, best chunk per document, ties by chunk id) from the embedding cache's
+    vectors: which of two different Milvus answers is the approximate index's miss."""
+
+    from retrieval import embedding_cache, embeddings
+    from retrieval.models import Chunk
+
+    rows = list(
+        Chunk.objects.for_tenant(tenant)
+        .filter(knowledge_base=knowledge_base)
+        .order_by("pk")
+        .values_list("pk", "document_id", "text")
+    )
+    vectors, _ = embedding_cache.embeddings_cached(
+        tenant_id=tenant.pk, texts=[text for _, _, text in rows], model_identity=embeddings.model_identity()
+    )
+    ranked = []
+    for query in queries:
+        scores = vectors @ embeddings.embed_query(query)
+        best: dict[int, tuple[float, int]] = {}
+        for (pk, document_id, _), score in zip(rows, scores, strict=True):
+            if document_id not in best or score > best[document_id][0]:
+                best[document_id] = (float(score), pk)
+        ranked.append([pk for _, pk in sorted(best.values(), key=lambda item: (-item[0], item[1]))[:10]])
+    return ranked
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=int, default=None, help="only the first N corpus documents")
@@ -94,7 +121,12 @@ def main() -> None:
         cpu = process_tree_cpu_seconds(server.process.pid) + time.process_time() - cpu_before
         after = _top_ten(tenant=tenant, knowledge_base=knowledge_base, queries=queries)
 
+        exact = _exact_top_ten(tenant=tenant, knowledge_base=knowledge_base, queries=queries)
+
     same = sum(1 for a, b in zip(before, after, strict=True) if a == b)
+    exact_before = sum(1 for a, b in zip(before, exact, strict=True) if a == b)
+    exact_after = sum(1 for a, b in zip(after, exact, strict=True) if a == b)
+    overlap = sum(len(set(a) & set(b)) for a, b in zip(before, after, strict=True)) / (10 * len(queries))
     print(f"documents                 {documents} ({counts['indexed']} indexed, {counts['failed']} failed)")
     print(f"chunks                    {chunks} (chunk_max_tokens {args.chunk_tokens}, overlap 16)")
     print(f"ingest (fills the cache)  {ingest_seconds:8.1f} s  {chunks / ingest_seconds:8.1f} chunks/s")
@@ -103,6 +135,11 @@ def main() -> None:
     print(f"rebuild per 10,000 chunks {seconds * 10_000 / chunks:8.1f} s")
     print(f"rebuild CPU               {cpu:8.1f} s (this process and Milvus), {chunks / cpu:.1f} chunks per CPU-s")
     print(f"top 10 identical          {same} of {len(queries)} queries (same chunk ids, same order)")
+    print(f"top 10 overlap            {overlap:.1%} of the chunk ids before are in the top 10 after")
+    print(
+        f"exact ranking (numpy)     before: {exact_before} of {len(queries)} identical, after: {exact_after} "
+        f"(the rest are the HNSW index's approximations)"
+    )
     print(f"command said              {out.getvalue().strip().splitlines()[-1]}")
     print(f"load average at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
 
