@@ -12,7 +12,12 @@ from rest_framework.response import Response
 from conversations import admin_services, selectors, services
 from conversations.models import DedupAction, DedupScope, Granularity
 from kbplatform.serializers import MAX_OFFSET, StrictInputSerializer
-from retrieval.apis import EMBEDDING_MODEL_MISMATCH_RESPONSE, IndexStateOutputSerializer, index_state_body
+from retrieval.apis import (
+    EMBEDDING_MODEL_MISMATCH_RESPONSE,
+    IndexStateOutputSerializer,
+    MetadataFilterField,
+    index_state_body,
+)
 from tenants.api import TenantApi
 from tenants.permissions import IsTenantAdminKey, IsTenantWideKey
 
@@ -50,6 +55,7 @@ class ConversationSerializer(serializers.Serializer):
     knowledge_base = serializers.IntegerField(source="knowledge_base_id")
     user_id = serializers.CharField()
     turn_count = serializers.IntegerField()
+    metadata_filter = serializers.JSONField(allow_null=True)
     created_at = serializers.DateTimeField()
     last_active_at = serializers.DateTimeField()
     expires_at = serializers.DateTimeField()
@@ -59,6 +65,9 @@ class ConversationCreateApi(TenantApi):
     class InputSerializer(StrictInputSerializer):
         knowledge_base = serializers.IntegerField(min_value=1)
         user_id = serializers.CharField(max_length=255, required=False, allow_blank=True, default="")
+        metadata_filter = MetadataFilterField(
+            required=False, default=None, help_text="Applied to every turn's search of the conversation."
+        )
 
     @extend_schema(request=InputSerializer, responses={201: ConversationSerializer}, summary="Start a conversation")
     def post(self, request: Request) -> Response:
@@ -68,6 +77,7 @@ class ConversationCreateApi(TenantApi):
             tenant=self.tenant,
             knowledge_base_id=data.validated_data["knowledge_base"],
             user_id=data.validated_data["user_id"],
+            metadata_filter=data.validated_data["metadata_filter"],
             allowed_knowledge_base_id=self.api_key.knowledge_base_id,
         )
         return Response(ConversationSerializer(conversation).data, status=status.HTTP_201_CREATED)

@@ -8,6 +8,12 @@ Milvus Lite ignores `filter_params` templates and real Milvus rejects an empty `
 Collections created before the field was named `doc_id` call it `document_id`; the name is read from the
 collection's schema once per process, so they keep working as they are (docs/operations.md: re-index into a new
 collection to move one over).
+
+Chunk collections carry a nullable JSON field `metadata` (the document's metadata, `retrieval.metadata`) that
+`filter_build` filters on. A collection made before it keeps working without it: Milvus Lite 3.2 does not implement
+`add_collection_field` (UNIMPLEMENTED), so the field cannot be added in place, and a metadata filter on such a
+collection is a 409 telling the operator to re-index into a new collection. What each collection has is read once
+per process, in `_collection_ensure`.
 """
 
 from __future__ import annotations
@@ -16,13 +22,13 @@ import json
 import logging
 import re
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from django.conf import settings
 
-from kbplatform.errors import ServiceUnavailableError
+from kbplatform.errors import ConflictError, ServiceUnavailableError
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +39,11 @@ _lock = threading.Lock()
 _client = None
 _ready_collections: set[str] = set()
 _doc_fields: dict[str, str] = {}  # chunk collection -> the name of its document field
+METADATA_FIELD = "metadata"
+_metadata_collections: set[str] = set()  # chunk collections that have the metadata field
+# A key a metadata filter may name: written into the expression unquoted (`metadata["k"]`), so nothing else passes.
+METADATA_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+METADATA_FILTER_UNSUPPORTED = "metadata_filter_unsupported"
 
 
 VECTOR_STORE_UNAVAILABLE = "vector_store_unavailable"
@@ -46,6 +57,11 @@ class VectorStoreUnavailable(ServiceUnavailableError):
     def __init__(self, detail: str, *, message: str = "The search index is unavailable; retry in a moment.") -> None:
         super().__init__(message, extra={"code": VECTOR_STORE_UNAVAILABLE})
         self.args = (detail,)
+
+
+class MetadataFilterUnsupported(ConflictError):
+    """A metadata filter on a chunk collection without the metadata field (made before it, and Milvus refused to add
+    it): nothing could be filtered, so the search is refused rather than served unfiltered."""
 
 
 @contextmanager
@@ -77,10 +93,16 @@ def filter_build(
     document_ids: Iterable[int] | None = None,
     exclude_document_ids: Iterable[int] | None = None,
     exclude_chunk_ids: Iterable[int] | None = None,
+    chunk_ids: Iterable[int] | None = None,
+    metadata_filter: Mapping[str, object] | None = None,
     doc_field: str = DOC_FIELD,
 ) -> str:
-    """The filter expression for one tenant. The tenant clause is always first and always present; an empty
-    list adds no clause (Milvus rejects `in []`). `doc_field` is the collection's document field."""
+    """The filter expression for one tenant. The tenant clause is always first and always present, and every other
+    clause is joined to it by `and`, so no clause can widen a filter past the tenant; an empty list adds no clause
+    (Milvus rejects `in []`). `doc_field` is the collection's document field. `metadata_filter` adds, per key,
+    `metadata["k"] == v` for a scalar and `(metadata["k"] == a or metadata["k"] == b)` for a list (Milvus Lite 3.2
+    refuses `in` on a JSON path; the parentheses keep the `or` inside its own clause). Keys must match METADATA_KEY and
+    values be strings, integers or booleans, or the build raises ValueError / TypeError."""
     if doc_field not in (DOC_FIELD, LEGACY_DOC_FIELD):
         raise ValueError(f"unknown document field {doc_field!r}")
     if tenant_id is None:
@@ -92,11 +114,32 @@ def filter_build(
         (doc_field, "in", document_ids),
         (doc_field, "not in", exclude_document_ids),
         ("chunk_id", "not in", exclude_chunk_ids),
+        ("chunk_id", "in", chunk_ids),
     ):
         values = sorted({int(i) for i in ids}) if ids is not None else []
         if values:
             clauses.append(f"{field} {op} [{', '.join(filter_quote(v) for v in values)}]")
+    for key, wanted in (metadata_filter or {}).items():
+        if not isinstance(key, str) or not METADATA_KEY.fullmatch(key):
+            raise ValueError(f"not a metadata key: {key!r}")
+        if isinstance(wanted, (list, tuple)):
+            if not wanted:
+                raise ValueError(f"metadata filter {key!r}: empty list of values")
+            path = f'{METADATA_FIELD}["{key}"]'
+            alternatives = [f"{path} == {literal}" for literal in sorted({_metadata_literal(v) for v in wanted})]
+            clauses.append(f"({' or '.join(alternatives)})")
+        else:
+            clauses.append(f'{METADATA_FIELD}["{key}"] == {_metadata_literal(wanted)}')
     return " and ".join(clauses)
+
+
+def _metadata_literal(value: object) -> str:
+    """A metadata filter value as a Milvus literal: booleans as `true` / `false`, the rest by `filter_quote`."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if not isinstance(value, (str, int)):
+        raise TypeError(f"metadata filter values are strings, integers or booleans, not {type(value).__name__}")
+    return filter_quote(value)
 
 
 def _tenant_key(tenant_id: int) -> str:
@@ -133,6 +176,7 @@ def _reset() -> None:
         _client = None
         _ready_collections.clear()
         _doc_fields.clear()
+        _metadata_collections.clear()
 
 
 def _call(operation: str, fn, *args, timeout: float | None = None, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202 - any client method
@@ -163,10 +207,13 @@ def _collection_ensure(*, name: str, primary: str, int_fields: Sequence[str], di
         quick = min(timeout, settings.MILVUS_TIMEOUT)
         from pymilvus import DataType
 
+        chunks = DOC_FIELD in int_fields
         if client.has_collection(name, timeout=quick):
-            if DOC_FIELD in int_fields:
+            if chunks:
                 fields = {field["name"] for field in client.describe_collection(name, timeout=quick)["fields"]}
                 _doc_fields[name] = LEGACY_DOC_FIELD if LEGACY_DOC_FIELD in fields else DOC_FIELD
+                if METADATA_FIELD in fields:
+                    _metadata_collections.add(name)
         else:
             _doc_fields[name] = DOC_FIELD
             schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
@@ -175,6 +222,9 @@ def _collection_ensure(*, name: str, primary: str, int_fields: Sequence[str], di
             for field in int_fields:
                 schema.add_field(field, DataType.INT64)
             schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dimension)
+            if chunks:
+                schema.add_field(METADATA_FIELD, DataType.JSON, nullable=True)
+                _metadata_collections.add(name)
             index_params = client.prepare_index_params()
             index_params.add_index(
                 field_name="vector", index_type="HNSW", metric_type="COSINE", params={"M": 16, "efConstruction": 200}
@@ -209,6 +259,7 @@ class ChunkVector:
     knowledge_base_id: int
     document_id: int
     vector: Sequence[float]
+    metadata: Mapping[str, object] | None = None  # the document's metadata, what metadata filters match
 
 
 @dataclass(frozen=True)
@@ -234,6 +285,9 @@ def vectors_upsert(*, rows: Sequence[ChunkVector], dimension: int, collection: s
         }
         for row in rows
     ]
+    if name in _metadata_collections:
+        for entry, row in zip(data, rows, strict=True):
+            entry[METADATA_FIELD] = dict(row.metadata or {})
     _call("upsert", _connect().upsert, collection_name=name, data=data)
     return len(data)
 
@@ -244,17 +298,23 @@ def vectors_delete(
     dimension: int,
     knowledge_base_id: int | None = None,
     document_ids: Iterable[int] | None = None,
+    chunk_ids: Iterable[int] | None = None,
     collection: str | None = None,
 ) -> None:
-    """Delete a tenant's vectors of the given documents (or of a whole knowledge base)."""
+    """Delete a tenant's vectors of the given documents or chunks (or of a whole knowledge base)."""
     document_ids = list(document_ids) if document_ids is not None else None
-    if document_ids is not None and not document_ids:
+    chunk_ids = list(chunk_ids) if chunk_ids is not None else None
+    if (document_ids is not None and not document_ids) or (chunk_ids is not None and not chunk_ids):
         return
-    if document_ids is None and knowledge_base_id is None:
+    if document_ids is None and chunk_ids is None and knowledge_base_id is None:
         raise ValueError("refusing to delete every vector of a tenant without naming a knowledge base")
     name = collection_ensure(dimension=dimension, collection=collection)
     expression = filter_build(
-        tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, document_ids=document_ids, doc_field=_doc_field(name)
+        tenant_id=tenant_id,
+        knowledge_base_id=knowledge_base_id,
+        document_ids=document_ids,
+        chunk_ids=chunk_ids,
+        doc_field=_doc_field(name),
     )
     _call("delete", _connect().delete, collection_name=name, filter=expression)
 
@@ -289,17 +349,29 @@ def vectors_search(
     exclude_document_ids: Iterable[int] | None = None,
     exclude_chunk_ids: Iterable[int] | None = None,
     group_by_document: bool = True,
+    metadata_filter: Mapping[str, object] | None = None,
     collection: str | None = None,
 ) -> list[SearchHit]:
     """Nearest chunks of one knowledge base of one tenant, best first. With `group_by_document`, at most one
-    chunk per document (its best); `limit` then counts documents."""
+    chunk per document (its best); `limit` then counts documents. A `metadata_filter` narrows the search inside
+    Milvus (so grouping and exclusions apply to what it leaves); on a collection without the metadata field it raises
+    MetadataFilterUnsupported (409)."""
     name = collection_ensure(dimension=dimension, collection=collection)
     doc_field = _doc_field(name)
+    if metadata_filter and name not in _metadata_collections:
+        raise MetadataFilterUnsupported(
+            "The search index was made before documents carried metadata and Milvus would not "
+            "add the field, so a metadata filter cannot be applied. An operator must re-index into a new collection "
+            "(docs/operations.md, 'Re-index after a model change': set a new MILVUS_COLLECTION); search without "
+            "metadata_filter meanwhile.",
+            extra={"code": METADATA_FILTER_UNSUPPORTED},
+        )
     expression = filter_build(
         tenant_id=tenant_id,
         knowledge_base_id=knowledge_base_id,
         exclude_document_ids=exclude_document_ids,
         exclude_chunk_ids=exclude_chunk_ids,
+        metadata_filter=metadata_filter,
         doc_field=doc_field,
     )
     kwargs = {

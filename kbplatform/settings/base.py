@@ -263,6 +263,11 @@ INGEST_LEASE_SECONDS = env.int("KB_INGEST_LEASE_SECONDS", default=600)
 INGEST_MAX_ATTEMPTS = env.int("KB_INGEST_MAX_ATTEMPTS", default=5)
 # A document still queued after this long (its task was lost, e.g. broker down at upload) is enqueued again.
 INGEST_QUEUED_STALE_SECONDS = env.int("KB_INGEST_QUEUED_STALE_SECONDS", default=900)
+# One bulk request (POST /api/v1/knowledge-bases/{id}/documents/bulk/): at most this many documents, and a body (or
+# JSONL file) of at most this many bytes; past either it is refused whole (413, naming the bound). Its documents are
+# indexed by one task.
+BULK_DOCUMENTS_MAX = env.int("KB_BULK_DOCUMENTS_MAX", default=500)
+BULK_BODY_MAX_BYTES = env.int("KB_BULK_BODY_MAX_BYTES", default=10 * 1024 * 1024)
 
 # --- Conversations ----------------------------------------------------------------------------------------
 # Every turn is committed before its answer goes out. True lets a turn that serves a stored answer commit on
