@@ -433,11 +433,6 @@ class DocumentBulkCreateApi(_KeyScopedApi):
             allow_null=True,
         )
 
-    class OutputSerializer(serializers.Serializer):
-        created = serializers.IntegerField()
-        failed = serializers.IntegerField()
-        results = serializers.ListField(child=serializers.DictField())
-
     @staticmethod
     def _too_large(message: str, **extra: int) -> ApplicationError:
         return ApplicationError(message, status_code=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, extra=extra)
