@@ -332,9 +332,11 @@ class DocumentListCreateApi(_KeyScopedApi):
         def validate(self, attrs: dict) -> dict:
             given = [name for name in self.sources if attrs.get(name) is not None]
             if len(given) != 1:
+                wanted = (
+                    '"file" (multipart), "text" or "chunks" (JSON)' if "file" in self.sources else '"text" or "chunks"'
+                )
                 raise serializers.ValidationError(
-                    'Send exactly one of "file" (multipart), "text" or "chunks" (JSON).'
-                    + (f" Got: {', '.join(given)}." if given else "")
+                    f"Send exactly one of {wanted}." + (f" Got: {', '.join(given)}." if given else "")
                 )
             if attrs.get("text") is not None and not attrs["text"].strip():
                 raise serializers.ValidationError({"text": "The text is empty."})

@@ -11,7 +11,7 @@ from retrieval import tasks, vectorstore
 from retrieval.models import Chunk, Document, DocumentStatus
 from retrieval.services import documents_recover_stalled
 from tests.retrieval.factories import kb_make
-from tests.retrieval.test_ingestion_integration import search, vector_count, wait_final
+from tests.retrieval.test_ingestion_integration import vector_count, wait_final
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -30,7 +30,7 @@ def test_a_thousand_documents_in_two_requests_are_all_indexed_by_one_task_each(
     sent: list[int] = []
     real_delay = tasks.documents_index_batch.delay
 
-    def counted(ids, tenant_id, **kwargs):  # noqa: ANN001, ANN003, ANN202
+    def counted(ids, tenant_id, **kwargs):
         sent.append(len(ids))
         return real_delay(ids, tenant_id, **kwargs)
 
@@ -77,7 +77,9 @@ def test_a_bulk_batch_whose_task_was_lost_is_recovered_by_the_stalled_document_s
     assert {row.status for row in rows.values()} == {DocumentStatus.INDEXED}
 
 
-def test_an_oversize_client_chunk_is_split_and_its_pieces_are_found_by_search(api_client, tenant, celery_worker_process):
+def test_an_oversize_client_chunk_is_split_and_its_pieces_are_found_by_search(
+    api_client, tenant, celery_worker_process
+):
     kb = kb_make(tenant, name=f"split-{uuid.uuid4().hex[:6]}", chunk_max_tokens=40)
     sentences = [
         "Mount Etna is an active stratovolcano on the east coast of Sicily.",
@@ -90,7 +92,10 @@ def test_an_oversize_client_chunk_is_split_and_its_pieces_are_found_by_search(ap
         f"/api/v1/knowledge-bases/{kb.pk}/documents/",
         {
             "external_id": "geo",
-            "chunks": [{"text": "A short intro.", "external_id": "intro"}, {"text": " ".join(sentences), "external_id": "abc"}],
+            "chunks": [
+                {"text": "A short intro.", "external_id": "intro"},
+                {"text": " ".join(sentences), "external_id": "abc"},
+            ],
             "split_oversize_chunks": True,
         },
         format="json",
@@ -100,9 +105,10 @@ def test_an_oversize_client_chunk_is_split_and_its_pieces_are_found_by_search(ap
     (row,) = wait_final(tenant, [document_id], celery_worker_process).values()
     assert row.status == DocumentStatus.INDEXED, row.error_message
     external_ids = list(
-        Chunk.objects.for_tenant(tenant).filter(document_id=document_id).order_by("position").values_list(
-            "external_id", flat=True
-        )
+        Chunk.objects.for_tenant(tenant)
+        .filter(document_id=document_id)
+        .order_by("position")
+        .values_list("external_id", flat=True)
     )
     assert external_ids[0] == "intro" and len(external_ids) > 2
     assert external_ids[1:] == [f"abc#{n}" for n in range(1, len(external_ids))]
@@ -260,7 +266,9 @@ def test_a_metadata_filter_on_a_collection_made_before_metadata_is_a_409(api_cli
     schema.add_field("doc_id", DataType.INT64)
     schema.add_field("vector", DataType.FLOAT_VECTOR, dim=384)
     index = client.prepare_index_params()
-    index.add_index(field_name="vector", index_type="HNSW", metric_type="COSINE", params={"M": 16, "efConstruction": 64})
+    index.add_index(
+        field_name="vector", index_type="HNSW", metric_type="COSINE", params={"M": 16, "efConstruction": 64}
+    )
     client.create_collection(collection_name=name, schema=schema, index_params=index)
     settings.MILVUS_COLLECTION = name
     vectorstore._reset()

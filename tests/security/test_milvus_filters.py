@@ -183,7 +183,11 @@ class RecordingClient:
             if name == "list_collections":  # both kinds of question collection, and one of another deployment
                 return [vectorstore.question_collection_name(model=m) for m in ("", "0a1b2c3d4e5f")] + ["other"]
             if name == "describe_collection":
-                return {"fields": [{"name": f} for f in ("chunk_id", "tenant_id", "knowledge_base_id", "doc_id", "metadata")]}
+                return {
+                    "fields": [
+                        {"name": f} for f in ("chunk_id", "tenant_id", "knowledge_base_id", "doc_id", "metadata")
+                    ]
+                }
             return None
 
         return call
