@@ -25,7 +25,7 @@ from retrieval.chunking import (
     model_input_hash,
     text_hash,
 )
-from retrieval.models import Chunk, Document, DocumentStatus, SourceKind
+from retrieval.models import Chunk, Document, DocumentStatus, ReindexStatus, SourceKind
 from retrieval.selectors import knowledge_base_records_model
 from tenants.models import Tenant
 
@@ -102,7 +102,8 @@ def _document_source_from_chunks(*, tenant: Tenant, document: Document) -> None:
 
 def chunk_update(*, tenant: Tenant, chunk: Chunk, text: str | None = None, enabled: bool | None = None) -> Chunk:
     """Edit a chunk's text and/or enable or disable it, in the database and in Milvus together. Only a chunk of an
-    indexed document (409 while it is queued or being indexed, whose run would replace the chunk rows)."""
+    indexed document (409 while it is queued or being indexed, whose run would replace the chunk rows), and not while
+    its knowledge base is re-indexed (409)."""
     if chunk.tenant_id != tenant.pk:
         raise ApplicationError("The chunk belongs to another tenant.")
     with transaction.atomic():
@@ -120,6 +121,12 @@ def chunk_update(*, tenant: Tenant, chunk: Chunk, text: str | None = None, enabl
             raise ConflictError(
                 f"The chunk's document is {document.status}, not indexed: change its chunks once it is indexed.",
                 extra={"document_id": document.pk, "status": document.status},
+            )
+        if document.knowledge_base.reindex_status == ReindexStatus.RUNNING:
+            # The re-index writes every chunk's vector from the rows it read: it could put the old text's back.
+            raise ConflictError(
+                "The knowledge base is being re-indexed: change its chunks once the re-index has finished.",
+                extra={"knowledge_base": document.knowledge_base_id, "reindex_status": ReindexStatus.RUNNING},
             )
         edited = text is not None and text != current.text
         if edited:

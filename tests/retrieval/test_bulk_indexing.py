@@ -213,7 +213,9 @@ def test_metadata_filters_narrow_search_and_conversations_and_follow_a_patch(
             payload["metadata_filter"] = metadata_filter
         response = api_client.post(f"/api/v1/knowledge-bases/{kb.pk}/search/", payload, format="json")
         assert response.status_code == 200, response.content
-        return {hit["document_external_id"] for hit in response.json()["results"]}
+        hits = response.json()["results"]
+        assert {hit["document_id"] for hit in hits} <= set(ids.values())  # never one of the other tenant's
+        return {hit["document_external_id"] for hit in hits}
 
     assert found(None) == set(docs)
     assert found({"lang": "en"}) == {"en-a", "en-b", "en-c"}
