@@ -13,7 +13,12 @@ from conversations import admin_services, selectors, services
 from conversations.models import Conversation, DedupAction, DedupScope, FeedbackRating, Granularity
 from kbplatform.serializers import MAX_OFFSET, StrictInputSerializer
 from kbplatform.text import control_character_problem
-from retrieval.apis import EMBEDDING_MODEL_MISMATCH_RESPONSE, IndexStateOutputSerializer, index_state_body
+from retrieval.apis import (
+    EMBEDDING_MODEL_MISMATCH_RESPONSE,
+    IndexStateOutputSerializer,
+    MetadataFilterField,
+    index_state_body,
+)
 from tenants.api import TenantApi
 from tenants.permissions import IsTenantAdminKey, IsTenantWideKey
 
@@ -58,6 +63,7 @@ class ConversationSerializer(serializers.Serializer):
         help_text="True when `title` was made from the first question (the client gave none)."
     )
     turn_count = serializers.IntegerField()
+    metadata_filter = serializers.JSONField(allow_null=True)
     created_at = serializers.DateTimeField()
     last_active_at = serializers.DateTimeField()
     expires_at = serializers.DateTimeField()
@@ -98,6 +104,9 @@ class ConversationListCreateApi(TenantApi):
     class InputSerializer(StrictInputSerializer):
         knowledge_base = serializers.IntegerField(min_value=1)
         user_id = serializers.CharField(max_length=255, required=False, allow_blank=True, default="")
+        metadata_filter = MetadataFilterField(
+            required=False, default=None, help_text="Applied to every turn's search of the conversation."
+        )
 
     @extend_schema(
         parameters=[FilterSerializer],
@@ -135,6 +144,7 @@ class ConversationListCreateApi(TenantApi):
             tenant=self.tenant,
             knowledge_base_id=data.validated_data["knowledge_base"],
             user_id=data.validated_data["user_id"],
+            metadata_filter=data.validated_data["metadata_filter"],
             allowed_knowledge_base_id=self.api_key.knowledge_base_id,
         )
         return Response(ConversationSerializer(conversation).data, status=status.HTTP_201_CREATED)

@@ -78,6 +78,9 @@ class Conversation(TenantOwnedModel):
     # copy records the revision it was built from and is used only while both it and `turn_count` still match, so
     # a copy that could not be dropped (Redis unreachable at that moment) is never served once Redis is back.
     state_revision = models.PositiveIntegerField(default=0)
+    # Set at creation: every turn's search keeps only chunks of documents whose metadata matches
+    # (`retrieval.metadata.metadata_filter_validate`); null searches the whole knowledge base.
+    metadata_filter = models.JSONField(null=True, blank=True, default=None)
     created_at = models.DateTimeField(auto_now_add=True)
     last_active_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField(db_index=True)

@@ -78,7 +78,12 @@ def knowledge_base_for(
 
 
 def conversation_create(
-    *, tenant: Tenant, knowledge_base_id: int, user_id: str = "", allowed_knowledge_base_id: int | None = None
+    *,
+    tenant: Tenant,
+    knowledge_base_id: int,
+    user_id: str = "",
+    metadata_filter: dict | None = None,
+    allowed_knowledge_base_id: int | None = None,
 ) -> Conversation:
     problem = control_character_problem(user_id or "")
     if problem is not None:
@@ -97,6 +102,7 @@ def conversation_create(
         tenant=tenant,
         knowledge_base=knowledge_base,
         user_id=user_id,
+        metadata_filter=metadata_filter or None,
         last_active_at=now,
         expires_at=now + timedelta(seconds=policy.ttl_seconds),
     )
@@ -170,6 +176,7 @@ def _search(
         exclude_document_ids=exclude_docs,
         exclude_chunk_ids=exclude_chunks,
         exclude_content_hashes=excluded_content,
+        metadata_filter=conversation.metadata_filter,
     )
     if not excluded or not decisions.exclusion_relaxes(result_count=len(hits), min_results=min_results, wanted=TOP_K):
         return hits, False
@@ -180,6 +187,7 @@ def _search(
         query_text=query_text,
         query_model_identity=query_model_identity,
         limit=TOP_K,
+        metadata_filter=conversation.metadata_filter,
     )
     # By document at either granularity: both searches group by document, and so does the merged list (a chunk
     # already there keeps its document's one place; another chunk of it shown before does not take a second one).

@@ -288,6 +288,11 @@ INGEST_QUEUED_STALE_SECONDS = _whole_number("KB_INGEST_QUEUED_STALE_SECONDS", de
 # An uploaded file that no document holds is deleted once older than this (services/stored_files.py): far longer than
 # any upload's transaction stays open, so no file of an upload still committing is taken.
 STORED_FILE_ORPHAN_SECONDS = _whole_number("KB_STORED_FILE_ORPHAN_SECONDS", default=3600)
+# One bulk request (POST /api/v1/knowledge-bases/{id}/documents/bulk/): at most this many documents, and a body (or
+# JSONL file) of at most this many bytes; past either it is refused whole (413, naming the bound). Its documents are
+# indexed by one task.
+BULK_DOCUMENTS_MAX = _whole_number("KB_BULK_DOCUMENTS_MAX", default=500)
+BULK_BODY_MAX_BYTES = _whole_number("KB_BULK_BODY_MAX_BYTES", default=10 * 1024 * 1024)
 
 # --- Conversations ----------------------------------------------------------------------------------------
 # Every turn is committed before its answer goes out. True lets a turn that serves a stored answer commit on

@@ -42,6 +42,7 @@ URL_OBJECTS = {
 URL_OBJECTS_OTHER_KB = {
     "knowledge_base_id": "second_knowledge_base",
     "document_id": "second_document",
+    "chunk_id": "second_chunk",
     "conversation_id": "second_conversation",
     "turn_id": "second_turn",
 }
