@@ -645,8 +645,8 @@ def chunk_vectors_upsert(*, chunks: Sequence[Chunk], vectors: Sequence[Sequence[
             knowledge_base_ids={chunk.knowledge_base_id for chunk in chunks if chunk.tenant_id == tenant_id},
         )
         text_settings.update({(tenant_id, pk): settings_ for pk, settings_ in found.items()})
-    metadata_of = dict(
-        Document.objects.filter(pk__in={chunk.document_id for chunk in chunks}).values_list("pk", "metadata")
+    metadata_of = dict(  # across the chunks' tenants, as the loop above: each chunk names its document
+        Document.objects.unscoped().filter(pk__in={chunk.document_id for chunk in chunks}).values_list("pk", "metadata")
     )
     return vectorstore.vectors_upsert(
         rows=[
