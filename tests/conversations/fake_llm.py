@@ -47,7 +47,6 @@ class FakeLLM:
         self.replies = list(replies or [])
         self.respond = respond or (lambda body: Reply())
         self.requests: list[tuple[str, str | None, dict]] = []
-        self.finished = threading.Event()  # set when a reply has been sent to its end (or broken off)
         upstream = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -60,8 +59,6 @@ class FakeLLM:
                     upstream._send(self, reply)
                 except (BrokenPipeError, ConnectionResetError):
                     pass
-                finally:
-                    upstream.finished.set()
 
             def log_message(self, *args: object) -> None:
                 pass

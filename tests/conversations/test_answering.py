@@ -173,7 +173,8 @@ def test_chat_completion_timeout_is_the_budget_of_every_attempt(upstream):
     with pytest.raises(UpstreamTimeoutError, match="within 1s"):
         generator.generate(question="q", passages=PASSAGES)
     assert time.monotonic() - started < 1.15
-    assert len(upstream.requests) == 3
+    # Retried within the budget: a third attempt when the first two left time for it (they do on an idle machine).
+    assert 2 <= len(upstream.requests) <= 3
 
 
 @pytest.mark.parametrize("upstream", [[Reply(pieces=[])]], indirect=True)

@@ -131,7 +131,6 @@ def test_a_client_that_disconnects_mid_stream_leaves_exactly_one_turn_event_and_
     shown = {s["chunk_id"] for s in seen[1][1]["sources"]}
     consumed = set(ConsumedItem.objects.for_tenant(tenant).filter(kind="chunk").values_list("item_id", flat=True))
     assert consumed == shown == set(turn.source_chunk_ids)
-    assert llm.finished.wait(5)  # the upstream request was closed, not read to its end
     client_disconnects(response)
     assert records(tenant) == (1, 1)
     # The cut answer is never served to a repeat of the question.
