@@ -215,7 +215,7 @@ class ConversationMessageApi(TenantApi):
                 "(Streamed, this is an `error` event.)"
             ),
         },
-        summary="Ask a question in a conversation (JSON, or Server-Sent Events)",
+        summary="Ask a question in a conversation",
     )
     def post(self, request: Request, conversation_id: int) -> Response | StreamingHttpResponse:
         data = self.InputSerializer(data=request.data)

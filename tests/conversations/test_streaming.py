@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import socket
 
 import numpy as np
 import pytest
@@ -15,9 +16,11 @@ from conversations.models import AnswerState, ConsumedItem, Conversation, DedupE
 from conversations.services import dedup_policy_update
 from conversations.state import vector_from_bytes
 from retrieval.embeddings import embed_query
+from tests.conftest import _client_for
 from tests.conversations.fake_llm import FakeLLM, Reply
 from tests.conversations.helpers import indexed_kb
 from tests.conversations.test_api import ask, start
+from tests.services import wait_for
 
 pytestmark = pytest.mark.django_db
 
@@ -286,3 +289,36 @@ def test_the_policy_api_reads_and_changes_the_rewrite_switch(api_client, tenant)
     assert api_client.get("/api/v1/dedup-policy/").json()["rewrite_followups"] is False
     response = api_client.put("/api/v1/dedup-policy/", {"rewrite_followups": True}, format="json")
     assert response.status_code == 200 and response.json()["rewrite_followups"] is True
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_real_client_hanging_up_mid_stream_leaves_one_interrupted_turn(live_server, tenant, kb, llm):
+    """Over a real socket to a WSGI server (the live server; gunicorn's sync workers keep the same contract: on a
+    write to a gone client they stop iterating and close the response)."""
+    llm.replies = [Reply(pieces=["First. ", "Second. ", "Third."], piece_delay=1.0)]
+    client = _client_for(tenant)
+    conversation_id = start(client, kb)
+    host, port = live_server.url.removeprefix("http://").split(":")
+    body = json.dumps({"question": "How do I reset my password?"}).encode()
+    request = (
+        f"POST /api/v1/conversations/{conversation_id}/messages/ HTTP/1.1\r\nHost: {host}\r\n"
+        f"Authorization: Api-Key {client.raw_key}\r\nContent-Type: application/json\r\n"
+        f"Accept: text/event-stream\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+    with socket.create_connection((host, int(port)), timeout=30) as connection:
+        connection.sendall(request)
+        received = b""
+        while received.count(b"\n\n") < 3:  # decision, sources, the first delta (headers end in \r\n\r\n)
+            received += connection.recv(65536)
+        head, _, events = received.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200") and b"text/event-stream" in head
+        assert [name for name, _ in events_of([events])] == ["decision", "sources", "delta"]
+        connection.shutdown(socket.SHUT_RDWR)
+    turn = wait_for(
+        lambda: Turn.objects.for_tenant(tenant).filter(answer_state=AnswerState.INTERRUPTED).first(),
+        timeout=30,
+        what="the interrupted turn recorded",
+    )
+    assert turn.answer == "" and turn.answer_partial.startswith("First. ")
+    assert records(tenant) == (1, 1)
+    assert ConsumedItem.objects.for_tenant(tenant).filter(kind="chunk").count() == len(turn.source_chunk_ids) > 0
