@@ -455,27 +455,33 @@ def _question_rewritten(
     *,
     turn_settings: TurnSettings,
     generator: AnswerGenerator,
+    state: ConversationState,
     question: str,
     question_vector: np.ndarray,
-    history: list[HistoryTurn],
-) -> str:
+) -> tuple[str, list[HistoryTurn] | None]:
     """The standalone rewrite of a follow-up (`turn_history.rewrite_applies`), or "" when the question is taken as
-    asked. A failing answer service does not fail the turn: the question is then taken as asked (logged)."""
+    asked; with the history it was read in when it was loaded (None when it was not needed). A failing answer service
+    does not fail the turn: the question is then taken as asked (logged)."""
+    if not (turn_settings.policy.rewrite_followups and generator.uses_history):
+        return "", None
     _, behaviour, _ = decisions.intent_classify(question_vector=question_vector, intents=turn_settings.intents)
     if not rewrite_applies(
-        enabled=turn_settings.policy.rewrite_followups,
-        generator_rewrites=generator.uses_history,
+        enabled=True,
+        generator_rewrites=True,
         question=question,
         behaviour=behaviour,
-        has_history=bool(history),
+        has_history=any(recent.stored is not None for recent in state.recent_turns),
     ):
-        return ""
+        return "", None
+    history = _history_of(state=state)
+    if not history:
+        return "", history
     try:
         rewritten = generator.rewrite(question=question, history=history)
     except ApplicationError as exc:
         logger.warning("follow-up rewrite failed, question taken as asked: %s", exc.message)
-        return ""
-    return rewritten if rewritten.strip() and rewritten != question else ""
+        return "", history
+    return (rewritten if rewritten.strip() and rewritten != question else ""), history
 
 
 def turn_prepare(
@@ -500,13 +506,12 @@ def turn_prepare(
     model = embedding_model_id()
     generator = generator or answer_generator()
     question_vector = embed_query(question)
-    history = _history_of(state=state) if generator.uses_history else []
-    rewritten = _question_rewritten(
+    rewritten, history = _question_rewritten(
         turn_settings=turn_settings,
         generator=generator,
+        state=state,
         question=question,
         question_vector=question_vector,
-        history=history,
     )
     if rewritten:
         question_vector = embed_query(rewritten)
@@ -522,6 +527,10 @@ def turn_prepare(
         force_refresh=force_refresh,
     )
     decision = turn_decide(judged.facts)
+    if history is None:
+        # Read only for an answer still to be generated, by a generator that reads it: a served turn tokenizes nothing.
+        generates = decision.kind == TurnKind.SEARCH and mode == "answer"
+        history = _history_of(state=state) if generates and generator.uses_history else []
     answer = _turn_execute(
         tenant=tenant,
         conversation=conversation,
