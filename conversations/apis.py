@@ -8,7 +8,6 @@ from collections.abc import Iterator
 
 from django.http import StreamingHttpResponse
 from django.http.response import HttpResponseBase
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.permissions import SAFE_METHODS, BasePermission
@@ -123,6 +122,16 @@ def _sse(event: services.TurnEvent) -> bytes:
     return f"event: {event.name}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
 
 
+# One event of the stream, as an SSE client reads it: its type and its data line (a JSON object, per type below).
+STREAM_EVENT = inline_serializer(
+    "ConversationMessageEvent",
+    {
+        "event": serializers.ChoiceField(choices=services.EVENT_TYPES),
+        "data": serializers.CharField(help_text="A JSON object: its fields per event type are in the description."),
+    },
+)
+
+
 class _EventStream:
     """The SSE bytes of a TurnStream; closing it (the WSGI server does, the client gone or not) closes the turn's
     stream, which records the turn if it was not recorded yet."""
@@ -200,7 +209,7 @@ class ConversationMessageApi(TenantApi):
         request=InputSerializer,
         responses={
             (200, "application/json"): OpenApiResponse(response=OutputSerializer, description=STREAM_DESCRIPTION),
-            (200, "text/event-stream"): OpenApiResponse(response=OpenApiTypes.STR, description=STREAM_DESCRIPTION),
+            (200, "text/event-stream"): OpenApiResponse(response=STREAM_EVENT, description=STREAM_DESCRIPTION),
             409: EMBEDDING_MODEL_MISMATCH_RESPONSE,
             410: OpenApiResponse(
                 description="The conversation has expired (the policy's TTL passed since its last turn): start a new "

@@ -65,6 +65,8 @@ def test_a_question_documents_its_event_stream(schema):
     content = operation["responses"]["200"]["content"]
     assert set(content) == {"application/json", "text/event-stream"}
     assert content["application/json"]["schema"] == {"$ref": "#/components/schemas/ConversationMessageOutput"}
+    event = schema["components"]["schemas"][content["text/event-stream"]["schema"]["$ref"].rsplit("/", 1)[1]]
+    assert set(event["required"]) == {"event", "data"}
     description = operation["responses"]["200"]["description"]
     for event in ("`decision`", "`sources`", "`delta`", "`done`", "`error`"):
         assert event in description
