@@ -314,6 +314,13 @@ LLM_API_KEY = env.str("LLM_API_KEY", default="")
 # The whole answer's budget in seconds, every attempt included (conversations/answering.py); keep it below the web
 # server's request timeout (gunicorn --timeout 60 in the Dockerfile), or the worker is killed before the 504.
 LLM_TIMEOUT = _positive_seconds("LLM_TIMEOUT", default="30")
+# The budget of a follow-up's rewrite into a standalone question (DedupPolicy.rewrite_followups), before the search;
+# a turn that rewrites waits up to LLM_REWRITE_TIMEOUT + LLM_TIMEOUT: keep the sum below the web server's timeout.
+LLM_REWRITE_TIMEOUT = _positive_seconds("LLM_REWRITE_TIMEOUT", default="10")
+# The conversation's recent answered turns an LLM is shown with the question: at most this many, the newest, within
+# this many tokens (the embedding model's word pieces of each question and answer).
+LLM_HISTORY_TURNS = env.int("LLM_HISTORY_TURNS", default=4)
+LLM_HISTORY_TOKENS = env.int("LLM_HISTORY_TOKENS", default=1500)
 
 # --- REST API -----------------------------------------------------------------------------------------------
 REST_FRAMEWORK = {

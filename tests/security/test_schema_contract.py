@@ -58,6 +58,22 @@ def test_a_question_documents_every_status_it_can_answer_with(schema):
         assert responses[code]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Error"}
 
 
+def test_a_question_documents_its_event_stream(schema):
+    """A client generated from the schema must know that the turn can answer as Server-Sent Events, and which events
+    come in which order."""
+    operation = schema["paths"]["/api/v1/conversations/{conversation_id}/messages/"]["post"]
+    content = operation["responses"]["200"]["content"]
+    assert set(content) == {"application/json", "text/event-stream"}
+    assert content["application/json"]["schema"] == {"$ref": "#/components/schemas/ConversationMessageOutput"}
+    event = schema["components"]["schemas"][content["text/event-stream"]["schema"]["$ref"].rsplit("/", 1)[1]]
+    assert set(event["required"]) == {"event", "data"}
+    description = operation["responses"]["200"]["description"]
+    for event in ("`decision`", "`sources`", "`delta`", "`done`", "`error`"):
+        assert event in description
+    body = schema["components"]["schemas"]["ConversationMessageInputRequest"]["properties"]
+    assert body["stream"]["type"] == "boolean"
+
+
 @pytest.mark.parametrize(
     "component",
     [
