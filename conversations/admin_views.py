@@ -45,7 +45,10 @@ SETTINGS_ROLES = (Role.ADMIN,)
 DASHBOARD_ROLES = (Role.ADMIN, Role.SUPPORT)
 HISTORY_ON_PAGE = 25
 SETTINGS_GROUPS = (
-    ("Question dedup", ("scope", "threshold", "question_window", "allowlisted_intents", "shadow_mode")),
+    (
+        "Question dedup",
+        ("scope", "threshold", "question_window", "allowlisted_intents", "shadow_mode", "rewrite_followups"),
+    ),
     (
         "Retrieval exclusion and conversation state",
         ("exclusion_enabled", "exclusion_window", "granularity", "min_results", "ttl_seconds"),
@@ -115,6 +118,7 @@ class DedupSettingsForm(forms.ModelForm):
             "min_results": "Minimum results",
             "ttl_seconds": "Conversation state TTL (seconds)",
             "shadow_mode": "Shadow mode",
+            "rewrite_followups": "Rewrite follow-ups (LLM)",
         }
         help_texts = {
             "scope": "Which earlier questions a new question is compared with.",
@@ -123,6 +127,9 @@ class DedupSettingsForm(forms.ModelForm):
             "min_results": "When exclusion leaves fewer results than this, it is relaxed for the turn (0 to 100).",
             "ttl_seconds": "How long a quiet conversation keeps its hot state.",
             "shadow_mode": "Decide and log duplicates, but always answer afresh: measure before switching on.",
+            "rewrite_followups": "With an LLM configured, a follow-up (\"and for admins?\") is rewritten into a "
+            "standalone question before the duplicate check and the search; the rewrite is kept on the turn and its "
+            "audit event.",
         }
 
     def __init__(self, *args: Any, intent_labels: dict[str, str], **kwargs: Any) -> None:

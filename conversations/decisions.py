@@ -52,6 +52,7 @@ class PolicyView:
     ttl_seconds: int = 86400
     shadow_mode: bool = False
     allowlisted_intents: tuple[str, ...] = (INTENT_OTHER,)
+    rewrite_followups: bool = False
 
 
 # The settings of a tenant's dedup policy (what the API, the admin and `dedup_policy_update` may change).
