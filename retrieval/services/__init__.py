@@ -41,6 +41,7 @@ from retrieval.services.text_index import (
     knowledge_base_text_index,
     knowledge_base_text_index_fail,
     knowledge_base_text_index_start,
+    knowledge_base_text_indexes_recover,
 )
 
 __all__ = [
@@ -64,6 +65,7 @@ __all__ = [
     "knowledge_base_text_index",
     "knowledge_base_text_index_fail",
     "knowledge_base_text_index_start",
+    "knowledge_base_text_indexes_recover",
     "knowledge_base_reindex",
     "knowledge_base_reindex_fail",
     "knowledge_base_reindex_running",
