@@ -5,7 +5,8 @@ Tenant-scope dedup keeps one question collection per embedding model (`<MILVUS_C
 After a model change the old model's collection is never searched again, but its questions are found again if the
 operator switches back while their conversations live; once no unexpired turn carries that model id, nothing can
 ever read it, and it may go. The chunk collections (MILVUS_COLLECTION, and `<MILVUS_COLLECTION>_text` beside it in a
-deployment from before full text) and the question collection of the model in use are never dropped, nor anything that is not named as this deployment's question collections are.
+deployment from before full text) and the question collection of the model in use are never dropped, nor anything
+that is not named as this deployment's question collections are.
 
 Crosses tenants by design: it is the platform's own housekeeping, as the purge of expired conversations is.
 """
