@@ -38,7 +38,7 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
-from common import DATA, platform, wait_indexed, worker  # noqa: E402
+from common import DATA, mode_label, modes_parse, platform, wait_indexed, worker  # noqa: E402
 
 MTRAG = DATA / "mtrag"
 REPEAT_WINDOW = 5
@@ -68,23 +68,6 @@ def policies() -> list[tuple[str, dict]]:
         (f"default policy ({default['granularity']})", default),
         ("default, doc granularity", {**default, "granularity": "doc"}),
     ]
-
-
-def modes_parse(spec: str) -> list[tuple[str, float | None]]:
-    """(retrieval_mode, hybrid_dense_weight) of each comma-separated `mode` or `hybrid:W` of `spec`. Pure."""
-    modes = []
-    for item in (part.strip() for part in spec.split(",")):
-        if not item:
-            continue
-        mode, _, weight = item.partition(":")
-        if mode not in ("semantic", "full_text", "hybrid") or (weight and mode != "hybrid"):
-            raise SystemExit(f"--modes: {item!r} is not semantic, full_text, hybrid or hybrid:W")
-        modes.append((mode, float(weight) if weight else None))
-    return modes
-
-
-def mode_label(mode: str, weight: float | None) -> str:
-    return f"{mode} w={weight:g}" if weight is not None else ("hybrid rrf" if mode == "hybrid" else mode)
 
 
 def load_corpus(client, tenant, knowledge_base_id: int) -> tuple[int, int]:  # noqa: ANN001
