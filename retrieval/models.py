@@ -30,7 +30,7 @@ class TextIndexStatus(models.TextChoices):
     BUILDING = vectorstore.TextIndex.BUILDING
 
 
-# What a new knowledge base searches with. Provisional: bench/retrieval_quality.py (every mode in one run) decides it.
+# What a new knowledge base searches with (rank fusion: `hybrid_dense_weight` null); docs/ingestion.md says why.
 DEFAULT_RETRIEVAL_MODE = RetrievalMode.HYBRID
 
 
