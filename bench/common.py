@@ -134,6 +134,24 @@ def run_build(ref: str, script: str, args: list[str], *, exit_codes: tuple[int, 
     return done.stdout
 
 
+def modes_parse(spec: str) -> list[tuple[str, float | None]]:
+    """(retrieval_mode, hybrid_dense_weight) of each comma-separated `semantic`, `full_text`, `hybrid` (rank fusion) or
+    `hybrid:W` (weighted, W the vector side's share) of a benchmark's `--modes`. Pure."""
+    modes = []
+    for item in (part.strip() for part in spec.split(",")):
+        if not item:
+            continue
+        mode, _, weight = item.partition(":")
+        if mode not in ("semantic", "full_text", "hybrid") or (weight and mode != "hybrid"):
+            raise SystemExit(f"--modes: {item!r} is not semantic, full_text, hybrid or hybrid:W")
+        modes.append((mode, float(weight) if weight else None))
+    return modes
+
+
+def mode_label(mode: str, weight: float | None) -> str:
+    return f"{mode} w={weight:g}" if weight is not None else ("hybrid rrf" if mode == "hybrid" else mode)
+
+
 def beir_corpus(path: Path, limit: int | None = None) -> list[dict]:
     rows = []
     with path.open(encoding="utf-8") as handle:

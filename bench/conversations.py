@@ -18,7 +18,11 @@ Redis and the bench database) under several policies and prints per policy:
 And, offline on the same questions, the follow-up guard's effect: duplicate hits inside each conversation with
 and without it, for a range of thresholds.
 
-Usage: .venv/bin/python bench/conversations.py [--conversations N]
+With `--modes`, the policies (the default policy alone unless `--policies` names others) run once per retrieval mode
+of the knowledge base, set through the API as a client would: `semantic`, `full_text`, `hybrid` (rank fusion) or
+`hybrid:W` (weighted, W the vector side's share), all on the same corpus and Milvus in one run.
+
+Usage: .venv/bin/python bench/conversations.py [--conversations N] [--modes semantic,full_text,hybrid,hybrid:0.5]
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
-from common import DATA, platform, wait_indexed, worker  # noqa: E402
+from common import DATA, mode_label, modes_parse, platform, wait_indexed, worker  # noqa: E402
 
 MTRAG = DATA / "mtrag"
 REPEAT_WINDOW = 5
@@ -263,7 +267,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--conversations", type=int, default=0, help="first N conversations only (0 = all)")
     parser.add_argument("--policies", default="", help="comma-separated names of policies to run (default: all)")
+    parser.add_argument(
+        "--modes",
+        default="",
+        help="comma-separated retrieval modes to run the policies in (semantic, full_text, hybrid, hybrid:W); "
+        "with it, only the default policy unless --policies names others (default: the knowledge base's mode)",
+    )
     args = parser.parse_args()
+    modes = modes_parse(args.modes)
     run = uuid.uuid4().hex[:8]
     os.environ["KB_CACHE_PREFIX"] = f"bench-conv-{run}"
     os.environ["KB_RATE_LIMIT"] = ""  # the corpus upload is thousands of requests a minute by design
@@ -310,19 +321,32 @@ def main() -> None:
         )
         print(header)
         wanted = {name.strip() for name in args.policies.split(",") if name.strip()}
+        chosen = [
+            (name, fields)
+            for name, fields in policies()
+            if (name in wanted if wanted else not modes or name.startswith("default policy"))
+        ]
         texts = passage_texts()
-        for name, fields in policies():
-            if wanted and name not in wanted:
-                continue
-            dedup_policy_update(tenant=tenant, **fields)
-            figures = replay(client, knowledge_base_id, conversations, texts)
-            print(
-                f"{name:<28} {figures['repeated_share']:>8.1%} {figures['repeated_text_share']:>8.1%} "
-                f"{figures['recall@5']:>9.3f} "
-                f"{figures['novel_recall@5']:>8.3f} {figures['context_tokens_per_turn']:>12.0f} "
-                f"{figures['false_hits_per_100']:>14.2f} {figures['ms_per_turn']:>8.0f} "
-                f"{figures['text_recall@5']:>17.3f} {figures['text_novel_recall@5']:>8.3f}"
-            )
+        for mode, weight in modes or [(None, None)]:
+            if mode is not None:
+                patched = client.patch(
+                    f"/api/v1/knowledge-bases/{knowledge_base_id}/",
+                    {"retrieval_mode": mode, "hybrid_dense_weight": weight},
+                    format="json",
+                )
+                if patched.status_code != 200 or patched.json()["effective_retrieval_mode"] != mode:
+                    raise SystemExit(f"mode {mode}: HTTP {patched.status_code} {patched.content[:300]!r}")
+            for name, fields in chosen:
+                label = name if mode is None else f"{name.split(' (')[0]} [{mode_label(mode, weight)}]"
+                dedup_policy_update(tenant=tenant, **fields)
+                figures = replay(client, knowledge_base_id, conversations, texts)
+                print(
+                    f"{label:<28} {figures['repeated_share']:>8.1%} {figures['repeated_text_share']:>8.1%} "
+                    f"{figures['recall@5']:>9.3f} "
+                    f"{figures['novel_recall@5']:>8.3f} {figures['context_tokens_per_turn']:>12.0f} "
+                    f"{figures['false_hits_per_100']:>14.2f} {figures['ms_per_turn']:>8.0f} "
+                    f"{figures['text_recall@5']:>17.3f} {figures['text_novel_recall@5']:>8.3f}"
+                )
 
         print()
         print("follow-up guard, session scope, every turn against the earlier turns of its conversation:")

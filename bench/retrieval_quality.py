@@ -62,6 +62,7 @@ def main() -> None:
         from retrieval import embeddings
         from retrieval.models import Chunk, Document, EmbeddingCacheEntry
         from retrieval.services import knowledge_base_create
+        from tenants.models import ApiKeyRole
         from tenants.services import api_key_create
 
         tenant, _ = tenant_get_or_create(slug="bench", name="Benchmarks")
@@ -72,7 +73,8 @@ def main() -> None:
             f"{counts['failed']} failed)"
         )
 
-        _, raw_key = api_key_create(tenant=tenant, name=f"quality-{run}")
+        # An admin key: each variant sets the knowledge base's `hybrid_dense_weight` through the API (PATCH).
+        _, raw_key = api_key_create(tenant=tenant, name=f"quality-{run}", role=ApiKeyRole.ADMIN)
         client = APIClient()
         client.credentials(HTTP_AUTHORIZATION=f"Api-Key {raw_key}")
         url = f"/api/v1/knowledge-bases/{knowledge_base.pk}/search/"

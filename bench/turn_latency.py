@@ -22,7 +22,14 @@ then flushed, as an indexing run does, and searched until its index is built.
 With `--against REF` the same benchmark of build REF (a git revision, e.g. the main branch before a change) runs
 first, on the same data and machine, and a last table sets each case's p50 beside that build's.
 
+With `--modes semantic,full_text,hybrid,hybrid:0.5` (`hybrid:W`: weighted, W the vector side's share) it measures,
+instead of the cases above, per retrieval mode and side by side for each question (the modes' order rotated from one
+question to the next, so none always goes first): search, the question's embedding and one grouped search of the
+knowledge base in that mode (what raw is for semantic), and miss, a turn of a new question on the knowledge base set to
+that mode; each mode's p50 is also given as a ratio to semantic's of the same run (semantic is always measured).
+
 Usage: .venv/bin/python bench/turn_latency.py [--sizes 5000,100000] [--samples 60] [--against REF]
+       [--modes semantic,full_text,hybrid]
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
-from common import DATA, platform, run_build  # noqa: E402
+from common import DATA, mode_label, modes_parse, platform, run_build  # noqa: E402
 
 MTRAG = DATA / "mtrag"
 
@@ -102,8 +109,16 @@ def load_chunks(*, tenant, knowledge_base, size: int, texts: list[str], vectors)
         chunk_vectors_upsert(chunks=chunks, vectors=base, dimension=knowledge_base.embedding_dimension)
 
 
-def raw_search(*, tenant, knowledge_base, vector) -> None:  # noqa: ANN001
-    """The one grouped, tenant-filtered top-5 search every retrieving turn makes: raw's search."""
+def raw_search(
+    *,
+    tenant,  # noqa: ANN001
+    knowledge_base,  # noqa: ANN001
+    vector,  # noqa: ANN001
+    mode: str = "semantic",
+    query_text: str = "",
+    dense_weight: float | None = None,
+) -> None:
+    """The one grouped, tenant-filtered top-5 search every retrieving turn makes: raw's search (in `mode`)."""
     from retrieval import vectorstore
 
     vectorstore.vectors_search(
@@ -112,6 +127,11 @@ def raw_search(*, tenant, knowledge_base, vector) -> None:  # noqa: ANN001
         query_vector=vector,
         limit=5,
         dimension=knowledge_base.embedding_dimension,
+        mode=mode,
+        query_text=query_text,
+        analyzer=knowledge_base.text_analyzer,
+        full_text=True,
+        dense_weight=dense_weight,
     )
 
 
@@ -217,13 +237,86 @@ def measure(client, tenant, knowledge_base, questions: list[str], samples: int) 
     return {"raw": raw, "embed": embed, "miss": miss, "hit": hit, "hit, async": async_hit, **exclusion}
 
 
+def measure_modes(
+    client,  # noqa: ANN001
+    tenant,  # noqa: ANN001
+    knowledge_base,  # noqa: ANN001
+    questions: list[str],
+    samples: int,
+    modes: list[tuple[str, float | None]],
+) -> dict[str, dict[str, list[float]]]:
+    """Per mode label: `search` (embedding + one search in the mode) and `miss` (a new question's turn on the
+    knowledge base set to the mode), in ms, measured side by side for each question."""
+    from retrieval.embeddings import embed_query
+    from retrieval.models import KnowledgeBase
+
+    def mode_set(mode: str, weight: float | None) -> None:
+        KnowledgeBase.objects.for_tenant(tenant).filter(pk=knowledge_base.pk).update(
+            retrieval_mode=mode, hybrid_dense_weight=weight
+        )
+
+    def turn(question: str) -> float:
+        conversation_id = client.post(
+            "/api/v1/conversations/", {"knowledge_base": knowledge_base.pk}, format="json"
+        ).json()["id"]
+        started = time.perf_counter()
+        response = client.post(
+            f"/api/v1/conversations/{conversation_id}/messages/", {"question": question}, format="json"
+        )
+        elapsed = (time.perf_counter() - started) * 1000
+        if response.status_code != 200:
+            raise SystemExit(f"HTTP {response.status_code}: {response.content[:300]!r}")
+        assert response.json()["dedup"]["action"] in ("answered", "bypassed", "smalltalk"), response.json()["dedup"]
+        return elapsed
+
+    # Warm up every mode: its field's index is built after the flush, and the first searches of it pay for loading.
+    for mode, weight in modes:
+        mode_set(mode, weight)
+        for question in questions[:5]:
+            raw_search(
+                tenant=tenant,
+                knowledge_base=knowledge_base,
+                vector=embed_query(question),
+                mode=mode,
+                query_text=question,
+                dense_weight=weight,
+            )
+            turn(question)
+    figures = {mode_label(mode, weight): {"search": [], "miss": []} for mode, weight in modes}
+    for index, question in enumerate(questions[:samples]):
+        for mode, weight in modes[index % len(modes) :] + modes[: index % len(modes)]:
+            label = mode_label(mode, weight)
+            started = time.perf_counter()
+            raw_search(
+                tenant=tenant,
+                knowledge_base=knowledge_base,
+                vector=embed_query(question),
+                mode=mode,
+                query_text=question,
+                dense_weight=weight,
+            )
+            figures[label]["search"].append((time.perf_counter() - started) * 1000)
+            time.sleep(0.05)  # as in `measure`: let milvus-lite's after-search work settle before the turn's search
+            mode_set(mode, weight)
+            figures[label]["miss"].append(turn(question))
+            time.sleep(0.05)
+    mode_set("semantic", None)
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="5000,100000")
     parser.add_argument("--samples", type=int, default=60)
     parser.add_argument("--base-passages", type=int, default=600, help="MTRAG passages embedded for real")
     parser.add_argument("--against", metavar="REF", help="also run this benchmark of git revision REF, first")
+    parser.add_argument("--modes", default="", help="search and miss per retrieval mode, against semantic (see above)")
     args = parser.parse_args()
+    modes = modes_parse(args.modes)
+    if modes and ("semantic", None) not in modes:
+        modes.insert(0, ("semantic", None))
+    if modes and args.against:
+        raise SystemExit("--modes compares the modes of this build: run it without --against")
     earlier = None
     if args.against:
         own = ["--sizes", args.sizes, "--samples", str(args.samples), "--base-passages", str(args.base_passages)]
@@ -265,7 +358,13 @@ def main() -> None:
 
         print(f"database: {connection.vendor}; cache hits commit asynchronously: {settings.ASYNC_COMMIT_CACHED_TURNS}")
         print()
-        print(f"{'chunks':>7} {'case':<14} {'p50 ms':>8} {'p95 ms':>8}   vs target")
+        if modes:
+            print(
+                f"{'chunks':>7} {'mode':<14} {'search p50':>10} {'p95':>8} {'miss p50':>9} {'p95':>8}   "
+                "p50 vs semantic (search, miss)"
+            )
+        else:
+            print(f"{'chunks':>7} {'case':<14} {'p50 ms':>8} {'p95 ms':>8}   vs target")
         ours: dict[tuple[int, str], float] = {}
         for size in sizes:
             knowledge_base = KnowledgeBase.objects.create(tenant=tenant, name=f"lat-{size}-{run}")
@@ -274,6 +373,18 @@ def main() -> None:
             print(f"{size:>7} loaded in {time.perf_counter() - started:.0f}s", file=sys.stderr)
             waited = index_ready(tenant=tenant, knowledge_base=knowledge_base, vector=vectors[0])
             print(f"{size:>7} flushed and indexed in {waited:.0f}s", file=sys.stderr)
+            if modes:
+                by_mode = measure_modes(client, tenant, knowledge_base, questions, args.samples, modes)
+                semantic_search, _ = summary(by_mode["semantic"]["search"])
+                semantic_miss, _ = summary(by_mode["semantic"]["miss"])
+                for label, cases in by_mode.items():
+                    search50, search95 = summary(cases["search"])
+                    miss50, miss95 = summary(cases["miss"])
+                    print(
+                        f"{size:>7} {label:<14} {search50:>10.1f} {search95:>8.1f} {miss50:>9.1f} {miss95:>8.1f}   "
+                        f"{search50 / semantic_search:.2f}x, {miss50 / semantic_miss:.2f}x"
+                    )
+                continue
             figures = measure(client, tenant, knowledge_base, questions, args.samples)
             raw50, raw95 = summary(figures["raw"])
             embed50, _ = summary(figures["embed"])

@@ -4,8 +4,9 @@ many entities each holds, and which question collections no unexpired conversati
 Tenant-scope dedup keeps one question collection per embedding model (`<MILVUS_COLLECTION>_questions_<model id>`).
 After a model change the old model's collection is never searched again, but its questions are found again if the
 operator switches back while their conversations live; once no unexpired turn carries that model id, nothing can
-ever read it, and it may go. The chunk collection and the question collection of the model in use are never
-dropped, nor anything that is not named as this deployment's question collections are.
+ever read it, and it may go. The chunk collections (MILVUS_COLLECTION, and `<MILVUS_COLLECTION>_text` beside it in a
+deployment from before full text) and the question collection of the model in use are never dropped, nor anything
+that is not named as this deployment's question collections are.
 
 Crosses tenants by design: it is the platform's own housekeeping, as the purge of expired conversations is.
 """
@@ -59,7 +60,10 @@ def collection_drop_refusal(collection: DeploymentCollection) -> str | None:
     """Why `collection` must not be dropped, or None when it may be: only a question collection of this deployment,
     of a model other than the one in use, that no unexpired turn's question vector came from."""
     if collection.kind == CHUNKS:
-        return "it is the chunk collection (MILVUS_COLLECTION): every knowledge base's vectors are there"
+        return (
+            "it is a chunk collection (MILVUS_COLLECTION, or the full-text one beside it, <MILVUS_COLLECTION>_text): "
+            "knowledge bases' vectors are there"
+        )
     if collection.kind != QUESTIONS:
         return (
             f"it is not one of this deployment's question collections (only {settings.MILVUS_COLLECTION}_questions and "
@@ -92,11 +96,12 @@ def deployment_collections(*, now: datetime | None = None) -> list[DeploymentCol
     now = now or timezone.now()
     current_model = embeddings.model_id()
     names = vectorstore.deployment_collection_names()
+    chunk_names = vectorstore.chunk_collection_names()
     live = _live_turns_by_model(now=now)
     collections = []
     for name in names:
         model = vectorstore.question_collection_model(name)
-        if name == settings.MILVUS_COLLECTION:
+        if name in chunk_names:
             kind, in_use = CHUNKS, True
         elif model is not None:
             kind, in_use = QUESTIONS, model == current_model

@@ -30,7 +30,7 @@ class TextIndexStatus(models.TextChoices):
     BUILDING = vectorstore.TextIndex.BUILDING
 
 
-# What a new knowledge base searches with. Provisional: bench/retrieval_quality.py (every mode in one run) decides it.
+# What a new knowledge base searches with (rank fusion: `hybrid_dense_weight` null); docs/ingestion.md says why.
 DEFAULT_RETRIEVAL_MODE = RetrievalMode.HYBRID
 
 
@@ -99,6 +99,12 @@ class KnowledgeBase(TenantOwnedModel):
     )
     text_index_progress = models.FloatField(default=0.0, db_default=0.0)
     text_index_error = models.TextField(blank=True, default="", db_default="")
+    # A move (`text_index` BUILDING) holds a lease, as a re-index does: set when it is queued (covering the wait in the
+    # queue and a retry's countdown), renewed with each batch, cleared when it is done or stopped for a reason a retry
+    # would not change. A moving knowledge base whose lease ran out lost its run and is queued again by
+    # `knowledge_base_text_indexes_recover`; `text_index_attempts` counts those lost runs.
+    text_index_lease_expires_at = models.DateTimeField(null=True, blank=True)
+    text_index_attempts = models.PositiveIntegerField(default=0, db_default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

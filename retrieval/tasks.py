@@ -82,9 +82,13 @@ def knowledge_base_text_index(self: Task, knowledge_base_id: int, tenant_id: int
 
 @shared_task(name="documents_recover_stalled", acks_late=True)
 def documents_recover_stalled() -> int:
-    """The minute's housekeeping of ingestion: documents and knowledge-base re-indexes whose run was lost are queued
-    again (one beat entry for both, so a deployment's schedule needs nothing new)."""
-    return services.documents_recover_stalled() + services.knowledge_base_reindexes_recover()
+    """The minute's housekeeping of ingestion: documents, knowledge-base re-indexes and moves to full text whose run was
+    lost are queued again (one beat entry for all, so a deployment's schedule needs nothing new)."""
+    return (
+        services.documents_recover_stalled()
+        + services.knowledge_base_reindexes_recover()
+        + services.knowledge_base_text_indexes_recover()
+    )
 
 
 @shared_task(name="ingest_queue_marker", acks_late=True)

@@ -351,7 +351,7 @@ def chunk_collection_name(*, full_text: bool) -> str:
         return prefix
     if _text_collection:
         return _text_collection[0]
-    beside = f"{prefix}_text"
+    _, beside = chunk_collection_names()
 
     def _find(*, timeout: float) -> str:
         client = _connect()
@@ -365,6 +365,14 @@ def chunk_collection_name(*, full_text: bool) -> str:
     found = _call("lookup of the full-text collection", _find)
     _text_collection[:] = [found]
     return found
+
+
+def chunk_collection_names() -> tuple[str, str]:
+    """The names a chunk collection of this deployment may have: MILVUS_COLLECTION and the full-text collection beside
+    it (`<MILVUS_COLLECTION>_text`, made when MILVUS_COLLECTION is a collection of vectors only). Nothing else is
+    ever given either name. Pure: read from the settings, whether or not the collections exist."""
+    prefix = settings.MILVUS_COLLECTION
+    return prefix, f"{prefix}_text"
 
 
 def collection_ensure(*, dimension: int, collection: str | None = None, full_text: bool = True) -> str:
@@ -699,7 +707,7 @@ def vectors_flush(*, collection: str | None = None) -> bool:
     """Flush the chunk collections (`collections_flush`), or `collection`: what an indexing run calls once it has
     written its vectors, so a knowledge base is searched through its index as soon as its documents are indexed.
     True when one was flushed."""
-    names = [collection] if collection else [settings.MILVUS_COLLECTION, f"{settings.MILVUS_COLLECTION}_text"]
+    names = [collection] if collection else list(chunk_collection_names())
     return bool(collections_flush(names=names))
 
 

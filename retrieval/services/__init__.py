@@ -46,6 +46,7 @@ from retrieval.services.text_index import (
     knowledge_base_text_index,
     knowledge_base_text_index_fail,
     knowledge_base_text_index_start,
+    knowledge_base_text_indexes_recover,
 )
 
 __all__ = [
@@ -73,6 +74,7 @@ __all__ = [
     "knowledge_base_text_index",
     "knowledge_base_text_index_fail",
     "knowledge_base_text_index_start",
+    "knowledge_base_text_indexes_recover",
     "knowledge_base_reindex",
     "knowledge_base_reindex_fail",
     "knowledge_base_reindex_running",

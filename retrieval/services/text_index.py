@@ -2,22 +2,27 @@
 from its stored chunks: the chunk rows are the truth, their vectors come from the embedding cache (the model only for
 what it lacks). Online: until the move is done the knowledge base is searched where it was (semantic), and every
 chunk written meanwhile goes to both collections (`vectorstore.TextIndex.BUILDING`), so none is missing from either
-when searches switch. Safe to run twice, or two at once: every write is an upsert by chunk id."""
+when searches switch. Safe to run twice, or two at once: every write is an upsert by chunk id, so a move needs no
+claim. It holds a lease (`text_index_lease_expires_at`), renewed with each batch: a move whose run was lost (its worker
+killed, its task never delivered, `manage.py text_index --inline` stopped) lets it run out and is queued again by
+`knowledge_base_text_indexes_recover`, the minute's recovery sweep, as a lost re-index is."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from datetime import datetime
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F, Q
 from django.utils import timezone
 
 from kbplatform.errors import ConflictError
 from retrieval import embedding_cache, embeddings, vectorstore
 from retrieval.models import Chunk, Document, KnowledgeBase, TextIndexStatus
 from retrieval.selectors import knowledge_base_records_model
-from retrieval.services.indexing import TRANSIENT_ERRORS, TransientIngestError
+from retrieval.services.indexing import TRANSIENT_ERRORS, TransientIngestError, lease_end
 from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -30,14 +35,22 @@ def knowledge_base_text_index_start(
 ) -> KnowledgeBase:
     """Mark the knowledge base as moving (from here on its chunks are written to both collections) and, with `queue`,
     queue the copy once that is committed (without, the caller runs `knowledge_base_text_index` itself). One already
-    moving is queued again (a copy lost with its worker resumes this way); one already moved is a ConflictError."""
+    moving is queued again (a copy lost with its worker resumes this way); one already moved is a ConflictError. The
+    lease starts here, so a task that never arrives is noticed when it runs out."""
     from retrieval.tasks import knowledge_base_text_index as text_index_task
 
+    now = timezone.now()
     with transaction.atomic():
         updated = (
             KnowledgeBase.objects.for_tenant(tenant)
             .filter(pk=knowledge_base.pk, text_index__in=MOVABLE)
-            .update(text_index=TextIndexStatus.BUILDING, text_index_error="", updated_at=timezone.now())
+            .update(
+                text_index=TextIndexStatus.BUILDING,
+                text_index_error="",
+                text_index_lease_expires_at=lease_end(now),
+                text_index_attempts=0,
+                updated_at=now,
+            )
         )
         if not updated:
             raise ConflictError("This knowledge base's chunks already carry their text in the search index.")
@@ -94,6 +107,14 @@ def _copy_batch(*, knowledge_base: KnowledgeBase, batch: list[tuple[int, int, st
         )
 
 
+def _text_index_renew(*, tenant_id: int, knowledge_base_id: int, **fields: object) -> int:
+    """Renew the lease of a move still under way (with `fields`); 0 when it is not moving any more."""
+    now = timezone.now()
+    return KnowledgeBase.objects.filter(
+        tenant_id=tenant_id, pk=knowledge_base_id, text_index=TextIndexStatus.BUILDING
+    ).update(text_index_lease_expires_at=lease_end(now), updated_at=now, **fields)
+
+
 def knowledge_base_text_index(
     *, tenant_id: int, knowledge_base_id: int, progress: Callable[[int, int], None] | None = None
 ) -> int:
@@ -108,6 +129,7 @@ def knowledge_base_text_index(
     ).first()
     if knowledge_base is None:
         return 0
+    _text_index_renew(tenant_id=tenant_id, knowledge_base_id=knowledge_base_id)
     try:
         model_identity = embeddings.model_identity()
     except embeddings.EmbeddingModelUnavailable as exc:
@@ -141,7 +163,8 @@ def knowledge_base_text_index(
             done += len(batch)
             last_pk = batch[-1][0]
             share = min(1.0, done / total) if total else 1.0
-            KnowledgeBase.objects.filter(tenant_id=tenant_id, pk=knowledge_base_id).update(text_index_progress=share)
+            # The heartbeat: progress and a renewed lease once per batch.
+            _text_index_renew(tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, text_index_progress=share)
             if progress is not None:
                 progress(done, total)
         legacy = vectorstore.chunk_collection_name(full_text=False)
@@ -149,7 +172,12 @@ def knowledge_base_text_index(
         vectorstore.vectors_flush(collection=target)
         switched = KnowledgeBase.objects.filter(
             tenant_id=tenant_id, pk=knowledge_base_id, text_index=TextIndexStatus.BUILDING
-        ).update(text_index=TextIndexStatus.READY, text_index_progress=1.0, text_index_error="")
+        ).update(
+            text_index=TextIndexStatus.READY,
+            text_index_progress=1.0,
+            text_index_error="",
+            text_index_lease_expires_at=None,
+        )
         if switched and legacy != target:
             vectorstore.vectors_delete(
                 tenant_id=tenant_id,
@@ -158,14 +186,72 @@ def knowledge_base_text_index(
                 collection=legacy,
             )
     except TRANSIENT_ERRORS as exc:
+        # The lease covers the retry's countdown: only a retry that never comes makes the move look lost.
+        try:
+            _text_index_renew(tenant_id=tenant_id, knowledge_base_id=knowledge_base_id)
+        except TRANSIENT_ERRORS:
+            logger.warning("could not renew the lease of the move of knowledge base %s", knowledge_base_id)
         raise TransientIngestError(str(exc)) from exc
     logger.info("knowledge base %s of tenant %s moved to full text: %s chunks", knowledge_base_id, tenant_id, done)
     return done
 
 
 def knowledge_base_text_index_fail(*, tenant_id: int, knowledge_base_id: int, reason: str) -> None:
-    """Record why a move stopped. It stays moving (its chunks written to both collections, searched in the old one,
-    semantic), so running the move again resumes it."""
+    """Record why a move stopped, for good: its lease goes, so the recovery sweep leaves it to the operator. It stays
+    moving (its chunks written to both collections, searched in the old one, semantic), so running the move again
+    resumes it."""
     KnowledgeBase.objects.filter(tenant_id=tenant_id, pk=knowledge_base_id).update(
-        text_index_error=f"The move to full-text search stopped: {reason}."
+        text_index_error=f"The move to full-text search stopped: {reason}.", text_index_lease_expires_at=None
     )
+
+
+def _text_index_lost(now: datetime) -> Q:
+    return Q(text_index=TextIndexStatus.BUILDING, text_index_lease_expires_at__lt=now)
+
+
+def knowledge_base_text_indexes_recover() -> int:
+    """Queue again every move to full text whose run was lost: moving, its lease run out. The error field says so; the
+    new run goes quickly through what is copied (vectors from the embedding cache, upserts by chunk id). After
+    INGEST_MAX_ATTEMPTS lost runs it stops with the reason instead (`knowledge_base_text_index_fail`: still moving,
+    resumed by `manage.py text_index`). Crosses tenants by design, as `documents_recover_stalled` does; each claim is
+    one conditional UPDATE, so two sweeps at once queue a move once. Returns how many were queued again."""
+    from retrieval.tasks import knowledge_base_text_index as text_index_task
+
+    now = timezone.now()
+    stamp = f"{now:%Y-%m-%d %H:%M} UTC"
+    lost = KnowledgeBase.objects.unscoped().filter(_text_index_lost(now))
+    given_up = lost.filter(text_index_attempts__gte=settings.INGEST_MAX_ATTEMPTS).update(
+        text_index_error=(
+            f"The move to full-text search stopped: it was interrupted {settings.INGEST_MAX_ATTEMPTS} times (its "
+            f"worker stopped while running it); given up at {stamp}. Check the workers' logs, then run "
+            "`manage.py text_index` again."
+        ),
+        text_index_lease_expires_at=None,
+        updated_at=now,
+    )
+    if given_up:
+        logger.warning("%s moves to full text given up after repeated interruptions", given_up)
+    requeued = 0
+    for tenant_id, knowledge_base_id in lost.values_list("tenant_id", "pk")[:1000]:
+        with transaction.atomic():
+            if not (
+                KnowledgeBase.objects.filter(tenant_id=tenant_id, pk=knowledge_base_id)
+                .filter(_text_index_lost(now))
+                .update(
+                    text_index_lease_expires_at=lease_end(now),
+                    text_index_attempts=F("text_index_attempts") + 1,
+                    text_index_error=(
+                        "The move to full-text search stopped making progress (its worker stopped or its task was "
+                        f"lost) and was queued again at {stamp}; it goes on from where it was."
+                    ),
+                    updated_at=now,
+                )
+            ):
+                continue
+            transaction.on_commit(
+                lambda pk=knowledge_base_id, tenant=tenant_id: text_index_task.delay(pk, tenant), robust=True
+            )
+            requeued += 1
+    if requeued:
+        logger.info("requeued %s lost moves to full text", requeued)
+    return requeued

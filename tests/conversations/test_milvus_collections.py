@@ -142,6 +142,25 @@ def test_nothing_outside_the_deployment_s_naming_is_dropped(collections):
         vectorstore._ready_collections.discard(outside)
 
 
+def test_the_full_text_collection_beside_a_collection_of_vectors_only_is_a_chunk_collection_never_dropped(
+    collections,
+):
+    beside = f"{settings.MILVUS_COLLECTION}_text"
+    vectorstore._collection_ensure(
+        name=beside, primary="chunk_id", int_fields=("knowledge_base_id", vectorstore.DOC_FIELD), dimension=4
+    )
+    try:
+        line = _line(_run(), beside)
+        assert line.split()[2] == "chunks" and "full text" in line
+        assert f"Dropped {beside}" not in _run("--drop-unused")
+        with pytest.raises(CommandError, match="chunk collection"):
+            _run("--drop", beside)
+        assert _exists(beside)
+    finally:
+        vectorstore._call("drop", vectorstore._connect().drop_collection, beside)
+        vectorstore._reset()  # forget the full-text collection this process may have looked up meanwhile
+
+
 def test_dry_run_alone_is_refused(milvus_server):
     with pytest.raises(CommandError, match="--dry-run"):
         _run("--dry-run")

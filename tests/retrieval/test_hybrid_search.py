@@ -5,8 +5,11 @@ refuses full text with a 409 that says what to do, and is moved over online by `
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.core.management import call_command
+from django.utils import timezone
 
 from retrieval import embeddings, vectorstore
 from retrieval.embeddings import embed_texts
@@ -21,7 +24,12 @@ from retrieval.models import (
     TextIndexStatus,
 )
 from retrieval.selectors import FullTextUnavailableError, chunk_search
-from retrieval.services import chunk_vectors_upsert
+from retrieval.services import (
+    chunk_vectors_upsert,
+    knowledge_base_text_index,
+    knowledge_base_text_index_start,
+    knowledge_base_text_indexes_recover,
+)
 from tests.conversations.helpers import chunk_hash, indexed_kb
 
 ERROR_CODE = "ZX-4471Q"
@@ -235,3 +243,72 @@ def test_a_chunk_written_while_its_knowledge_base_moves_goes_to_both_collections
             tenant_id=tenant.pk, knowledge_base_id=knowledge_base.pk, dimension=384, full_text=full_text
         )
         assert count >= 1, full_text
+
+
+@pytest.mark.django_db
+def test_a_move_whose_run_was_lost_is_queued_again_by_the_sweep_once_its_lease_runs_out_and_finishes(
+    legacy_deployment, tenant, monkeypatch, django_capture_on_commit_callbacks
+):
+    from retrieval import tasks
+
+    knowledge_base = indexed_kb(
+        tenant,
+        {"codes": SUPPORT["codes"], "power": SUPPORT["power"]},
+        name="lost-move",
+        retrieval_mode=RetrievalMode.SEMANTIC,
+        text_index=TextIndexStatus.MISSING,
+    )
+    # Started, and its task never run: what a worker killed mid-move, or a message lost, leaves behind.
+    knowledge_base_text_index_start(tenant=tenant, knowledge_base=knowledge_base, queue=False)
+    knowledge_base.refresh_from_db()
+    assert knowledge_base.text_index == TextIndexStatus.BUILDING
+    assert knowledge_base.text_index_lease_expires_at > timezone.now()
+    queued = []
+    monkeypatch.setattr(tasks.knowledge_base_text_index, "delay", lambda *args: queued.append(args))
+
+    assert knowledge_base_text_indexes_recover() == 0, "a live lease must not be taken over"
+    KnowledgeBase.objects.for_tenant(tenant).filter(pk=knowledge_base.pk).update(
+        text_index_lease_expires_at=timezone.now() - timedelta(seconds=1)  # the clock is moved, not waited for
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        assert knowledge_base_text_indexes_recover() == 1
+    assert knowledge_base_text_indexes_recover() == 0, "queued again once, with a new lease"
+
+    assert queued == [(knowledge_base.pk, tenant.pk)]
+    knowledge_base.refresh_from_db()
+    assert (knowledge_base.text_index_attempts, knowledge_base.text_index) == (1, TextIndexStatus.BUILDING)
+    assert "queued again" in knowledge_base.text_index_error
+    knowledge_base_text_index(tenant_id=tenant.pk, knowledge_base_id=knowledge_base.pk)  # what the queued task runs
+    knowledge_base.refresh_from_db()
+    assert (knowledge_base.text_index, knowledge_base.text_index_error) == (TextIndexStatus.READY, "")
+    assert knowledge_base.text_index_lease_expires_at is None
+    hits = _search(tenant, knowledge_base, ERROR_CODE, retrieval_mode=RetrievalMode.FULL_TEXT)
+    assert _external_ids(hits)[0] == "codes"
+
+
+@pytest.mark.django_db
+def test_a_move_lost_too_often_is_given_up_with_the_reason_and_left_to_the_operator(tenant, settings, monkeypatch):
+    from retrieval import tasks
+
+    expired = timezone.now() - timedelta(seconds=1)
+    lost_often = KnowledgeBase.objects.create(
+        tenant=tenant,
+        name="lost-often",
+        text_index=TextIndexStatus.BUILDING,
+        text_index_lease_expires_at=expired,
+        text_index_attempts=settings.INGEST_MAX_ATTEMPTS,
+    )
+    # Stopped for good (e.g. refused: another model's vectors): no lease, so the sweep leaves it alone.
+    stopped = KnowledgeBase.objects.create(
+        tenant=tenant, name="stopped", text_index=TextIndexStatus.BUILDING, text_index_error="refused"
+    )
+    moved = KnowledgeBase.objects.create(tenant=tenant, name="moved", text_index_lease_expires_at=expired)
+    monkeypatch.setattr(tasks.knowledge_base_text_index, "delay", lambda *args: pytest.fail(f"queued {args}"))
+
+    assert knowledge_base_text_indexes_recover() == 0
+
+    lost_often.refresh_from_db()
+    assert (lost_often.text_index, lost_often.text_index_lease_expires_at) == (TextIndexStatus.BUILDING, None)
+    assert "interrupted" in lost_often.text_index_error and "manage.py text_index" in lost_often.text_index_error
+    assert KnowledgeBase.objects.for_tenant(tenant).get(pk=stopped.pk).text_index_error == "refused"
+    assert KnowledgeBase.objects.for_tenant(tenant).get(pk=moved.pk).text_index == TextIndexStatus.READY

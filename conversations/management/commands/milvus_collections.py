@@ -29,7 +29,9 @@ from retrieval import embeddings, vectorstore
 
 def _role(collection: DeploymentCollection) -> str:
     if collection.kind == CHUNKS:
-        return "chunks (MILVUS_COLLECTION)"
+        if collection.name == settings.MILVUS_COLLECTION:
+            return "chunks (MILVUS_COLLECTION)"
+        return "chunks (full text, beside MILVUS_COLLECTION)"
     if collection.kind != QUESTIONS:
         return "other: not named as this deployment's collections are, never dropped"
     if collection.in_use:
