@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("retrieval", "0015_knowledge_base_retrieval_mode_text_index"),
+        ("retrieval", "0016_document_metadata_chunk_enabled"),
     ]
 
     operations = [
