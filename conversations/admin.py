@@ -14,6 +14,7 @@ from typing import Any
 
 from django.contrib import admin
 from django.contrib.admin.utils import unquote
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.html import format_html
@@ -22,6 +23,7 @@ from conversations import admin_views
 
 # Importing the audit log's admin registers it (Django imports only this module of an app).
 from conversations.admin_audit import SUPPORT_ROLES, shows_tenant
+from conversations.admin_verifiers import verifiers_train_from_reviews
 from conversations.models import (
     ConsumedItem,
     Conversation,
@@ -119,6 +121,11 @@ class DedupPolicyAdmin(SettingsPageMixin, TenantScopedAdmin):
         "settings_link",
     )
     view_roles = (Role.ADMIN,)
+    actions = ("train_from_reviews",)
+
+    @admin.action(description="Train from reviews (a new duplicate verifier version)", permissions=["view"])
+    def train_from_reviews(self, request: HttpRequest, queryset: QuerySet) -> None:
+        verifiers_train_from_reviews(self, request, queryset)
 
     def get_urls(self) -> list:
         view = self.admin_site.admin_view(partial(admin_views.dedup_settings_view, model_admin=self))

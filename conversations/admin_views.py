@@ -45,7 +45,10 @@ SETTINGS_ROLES = (Role.ADMIN,)
 DASHBOARD_ROLES = (Role.ADMIN, Role.SUPPORT)
 HISTORY_ON_PAGE = 25
 SETTINGS_GROUPS = (
-    ("Question dedup", ("scope", "threshold", "question_window", "allowlisted_intents", "shadow_mode")),
+    (
+        "Question dedup",
+        ("scope", "threshold", "question_window", "allowlisted_intents", "shadow_mode", "precision_target"),
+    ),
     (
         "Retrieval exclusion and conversation state",
         ("exclusion_enabled", "exclusion_window", "granularity", "min_results", "ttl_seconds"),

@@ -16,7 +16,7 @@ returns plain values, so every rule is tested directly and read in one place.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -52,6 +52,7 @@ class PolicyView:
     ttl_seconds: int = 86400
     shadow_mode: bool = False
     allowlisted_intents: tuple[str, ...] = (INTENT_OTHER,)
+    precision_target: float = 0.90  # conversations.models.DEFAULT_PRECISION_TARGET
 
 
 # The settings of a tenant's dedup policy (what the API, the admin and `dedup_policy_update` may change).
@@ -251,6 +252,42 @@ class DuplicateDecision:
     # A stored question at or above the gate was found and not served: a check refused it (`refused`), or its
     # answer could not be served once loaded (`turn_decision.match_refusal`).
     close_match_refused: bool = False
+    # The verifier that decided (`Verifier`: version None is the shipped head), and, when a candidate ran in shadow
+    # beside it, what that one decided on the same candidates (never applied).
+    verifier_version_id: int | None = None
+    verifier_label: str = ""
+    shadow: ShadowVerdict | None = None
+
+
+@dataclass(frozen=True)
+class ShadowVerdict:
+    """What a verifier in shadow decided for a turn: hit or not, on which stored question, with what probability."""
+
+    verifier_version_id: int
+    hit: bool
+    turn_id: int | None
+    probability: float | None
+
+
+SHIPPED_VERIFIER_LABEL = "shipped head"
+
+
+@dataclass(frozen=True)
+class Verifier:
+    """A duplicate head with the version that names it in the audit log: `version_id` None and `model` None are the
+    shipped head (conversations/duplicate_model.json)."""
+
+    version_id: int | None = None
+    label: str = SHIPPED_VERIFIER_LABEL
+    model: PairModel | None = None
+
+
+@dataclass(frozen=True)
+class TenantVerifiers:
+    """What decides a tenant's turns: the active verifier (the shipped head when none is), and a candidate in shadow."""
+
+    active: Verifier = field(default_factory=Verifier)
+    shadow: Verifier | None = None
 
 
 def followup_context(
@@ -422,6 +459,28 @@ def duplicate_decide(
         passes_checks=not top_checks[0],
         gate=threshold,
         close_match_refused=bool(refused),
+    )
+
+
+def duplicate_decide_verified(
+    *, verifier: Verifier, shadow: Verifier | None = None, **decide: Any
+) -> DuplicateDecision:
+    """`duplicate_decide` (with `decide`'s arguments) by `verifier`, which the decision then names; with `shadow`, the
+    same decision by that verifier as well, recorded on the result and never applied. A turn without candidates
+    costs the shadow nothing (both return at once)."""
+    decided = duplicate_decide(pair_model=verifier.model, **decide)
+    decided = replace(decided, verifier_version_id=verifier.version_id, verifier_label=verifier.label)
+    if shadow is None or shadow.version_id is None:
+        return decided
+    other = duplicate_decide(pair_model=shadow.model, **decide)
+    return replace(
+        decided,
+        shadow=ShadowVerdict(
+            verifier_version_id=shadow.version_id,
+            hit=other.hit,
+            turn_id=other.turn_id,
+            probability=other.probability,
+        ),
     )
 
 

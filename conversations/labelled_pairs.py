@@ -39,6 +39,19 @@ def inner_fold(pair_id: str) -> int:
 
 
 @dataclass(frozen=True)
+class LabelledQuestionPair:
+    """One labelled pair of a tenant's own traffic (`selectors.duplicate_labels_training`): `question` was asked,
+    `stored_question` is the stored one it was compared with, `source` is the `LabelSource` of the label and
+    `label_id` its `DuplicateLabel` id."""
+
+    question: str
+    stored_question: str
+    is_duplicate: bool
+    source: str
+    label_id: int
+
+
+@dataclass(frozen=True)
 class Pairs:
     rows: list[dict]
     labels: np.ndarray  # 1 = duplicate
@@ -101,3 +114,18 @@ def followup_guard_passes(*, rows: list[dict], second: np.ndarray) -> np.ndarray
             for i, r in enumerate(rows)
         ]
     )
+
+
+def labelled_pairs_read(path: Path) -> list[LabelledQuestionPair]:
+    """The pairs of a labelled pairs file as a tenant's labels (`question1` asked, `question2` stored), each named by
+    its `pair_id`, so a verifier trained on the file holds out the same pairs as the split above."""
+    return [
+        LabelledQuestionPair(
+            question=str(row["question1"]),
+            stored_question=str(row["question2"]),
+            is_duplicate=bool(int(row["is_duplicate"])),
+            source="file",
+            label_id=int(row["pair_id"]) if str(row["pair_id"]).isdigit() else _pair_hash(row["pair_id"]) % 2**62,
+        )
+        for row in pairs_load(path).rows
+    ]

@@ -20,6 +20,9 @@ DEFAULT_QUESTION_WINDOW = 10
 DEFAULT_EXCLUSION_WINDOW = 5
 DEFAULT_MIN_RESULTS = 3
 DEFAULT_TTL_SECONDS = 24 * 3600
+# The precision a tenant's trained duplicate verifier is chosen for, and must reach on its held-out labels to be
+# activated: a wrong stored answer costs more than a fresh one (docs/conversations.md, "Learning from review").
+DEFAULT_PRECISION_TARGET = 0.90
 INTENT_OTHER = "other"
 
 
@@ -173,6 +176,12 @@ class DedupPolicy(TenantOwnedModel):
     ttl_seconds = models.PositiveIntegerField(default=DEFAULT_TTL_SECONDS, validators=[MinValueValidator(1)])
     allowlisted_intents = models.JSONField(default=default_allowlisted_intents)
     shadow_mode = models.BooleanField(default=False, help_text="Decide and log, but do not apply.")
+    precision_target = models.FloatField(
+        default=DEFAULT_PRECISION_TARGET,
+        validators=[MinValueValidator(0.5), MaxValueValidator(0.999)],
+        help_text="Precision a verifier trained from reviews is cut for, and must reach on held-out labels to become "
+        "active (0.5 to 0.999).",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -245,6 +254,17 @@ class DedupEvent(TenantOwnedModel):
     )
     reviewed_at = models.DateTimeField(null=True, blank=True)
     review_note = models.TextField(blank=True, default="", help_text="Why the reviewer judged the decision so.")
+    # The verifier that decided (`DuplicateModelVersion`; none: the shipped head), named also in `verifier_label`,
+    # which outlives the version row. In shadow, a candidate's decision on the same candidates, not applied.
+    verifier = models.ForeignKey(
+        "DuplicateModelVersion", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    verifier_label = models.CharField(max_length=40, blank=True, default="")
+    shadow_verifier = models.ForeignKey(
+        "DuplicateModelVersion", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    shadow_verifier_hit = models.BooleanField(null=True, blank=True)
+    shadow_verifier_probability = models.FloatField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:
@@ -311,3 +331,55 @@ class SettingsChange(TenantOwnedModel):
 
     def __str__(self) -> str:
         return f"{self.subject}.{self.field} changed by {self.changed_by_label or 'unknown'}"
+
+
+class DuplicateModelStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    TRAINING = "training", "Training"
+    CANDIDATE = "candidate", "Candidate (trained, not active)"
+    SHADOW = "shadow", "Shadow (decides beside the active one, never applied)"
+    ACTIVE = "active", "Active (decides the tenant's turns)"
+    RETIRED = "retired", "Retired (was active)"
+    FAILED = "failed", "Failed"
+
+
+class DuplicateModelVersion(TenantOwnedModel):
+    """One trained duplicate verifier of one tenant, from that tenant's own labels only. Its file lives under
+    settings.DUPLICATE_MODEL_DIR at a path derived from the tenant and version (`verifiers.verifier_path`), so no
+    row can point a tenant at another tenant's file. At most one version of a tenant is active and one in shadow;
+    with none active the shipped head decides. Written only by `conversations.services.verifiers`."""
+
+    version = models.PositiveIntegerField()
+    status = models.CharField(max_length=10, choices=DuplicateModelStatus.choices, default=DuplicateModelStatus.QUEUED)
+    progress = models.FloatField(default=0.0, help_text="0 to 1, while training.")
+    stage = models.CharField(max_length=80, blank=True, default="")
+    # Where the labels came from: "reviews" (the tenant's reviewed decisions) or the pairs file a command named.
+    source = models.CharField(max_length=255, default="reviews")
+    label_count = models.PositiveIntegerField(default=0)
+    training_set_sha256 = models.CharField(max_length=64, blank=True, default="")
+    # Held-out figures of this model and of the decision that was active when it was trained, its cut and penalty.
+    figures = models.JSONField(default=dict, blank=True)
+    decision_note = models.CharField(max_length=300, blank=True, default="")
+    error = models.TextField(blank=True, default="")
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    started_by_label = models.CharField(max_length=255, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    activated_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-version"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "version"], name="duplicate_model_unique_version"),
+            models.UniqueConstraint(
+                fields=["tenant"], condition=models.Q(status="active"), name="duplicate_model_one_active"
+            ),
+            models.UniqueConstraint(
+                fields=["tenant"], condition=models.Q(status="shadow"), name="duplicate_model_one_shadow"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"verifier v{self.version} ({self.status})"

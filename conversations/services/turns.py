@@ -255,7 +255,9 @@ def _turn_judge(
         except vectorstore.VectorStoreUnavailable:
             logger.warning("question index unavailable: tenant-scope dedup skipped for this turn")
             candidates = []
-        duplicate = decisions.duplicate_decide(
+        duplicate = decisions.duplicate_decide_verified(
+            verifier=turn_settings.verifiers.active,
+            shadow=turn_settings.verifiers.shadow,
             question=question,
             question_vector=question_vector,
             previous_vector=decisions.followup_context(
