@@ -388,9 +388,18 @@ def dedup_dashboard_view(request: HttpRequest, model_admin: admin.ModelAdmin) ->
                     "precision_display": percent_display(row.precision),
                     "missed_repeats": row.missed_repeats,
                     "is_current": row.is_current,
+                    # One cell per verifier in shadow: what it would have served of the reviewed decisions it saw.
+                    "models": [
+                        {
+                            "hits": model.rows[index].hits,
+                            "precision_display": percent_display(model.rows[index].precision),
+                        }
+                        for model in dashboard.what_if_models
+                    ],
                 }
-                for row in dashboard.what_if
+                for index, row in enumerate(dashboard.what_if)
             ],
+            "what_if_models": [{"label": model.label, "sample": model.sample} for model in dashboard.what_if_models],
         }
     context = {
         **displays,

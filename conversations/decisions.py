@@ -267,6 +267,7 @@ class ShadowVerdict:
     hit: bool
     turn_id: int | None
     probability: float | None
+    passes_checks: bool | None  # as `DuplicateDecision.passes_checks`: every check but the gate, by this verifier
 
 
 SHIPPED_VERIFIER_LABEL = "shipped head"
@@ -480,6 +481,7 @@ def duplicate_decide_verified(
             hit=other.hit,
             turn_id=other.turn_id,
             probability=other.probability,
+            passes_checks=other.passes_checks,
         ),
     )
 

@@ -265,6 +265,7 @@ class DedupEvent(TenantOwnedModel):
     )
     shadow_verifier_hit = models.BooleanField(null=True, blank=True)
     shadow_verifier_probability = models.FloatField(null=True, blank=True)
+    shadow_verifier_passes_checks = models.BooleanField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:

@@ -185,6 +185,7 @@ def _turn_write(
             shadow_verifier_id=decision.shadow.verifier_version_id if decision.shadow else None,
             shadow_verifier_hit=decision.shadow.hit if decision.shadow else None,
             shadow_verifier_probability=decision.shadow.probability if decision.shadow else None,
+            shadow_verifier_passes_checks=decision.shadow.passes_checks if decision.shadow else None,
             **event,
         )
     turn.consumed_refs = consumed

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 
 from conversations import decisions, selectors
+from conversations.dashboard_selectors import dashboard_what_if, dashboard_what_if_models
 from conversations.duplicate_model import MODEL_PATH
 from conversations.labelled_pairs import labelled_pairs_read
 from conversations.models import DedupEvent, DuplicateModelStatus, DuplicateModelVersion
@@ -242,6 +244,18 @@ def test_every_audit_event_names_the_verifier_that_decided_and_the_shadows_verdi
     assert (event.verifier_id, event.verifier_label) == (active.pk, "tenant model v1")
     assert (event.shadow_verifier_id, event.shadow_verifier_hit) == (never.pk, False)
     assert event.shadow_verifier_probability == pytest.approx(event.pair_probability)
+    assert event.shadow_verifier_passes_checks is False
+
+    # The dashboard's what-if table gains the shadow's column: reviewed, the hit counts for the active decision only.
+    DedupEvent.objects.for_tenant(tenant).filter(pk=event.pk).update(review_verdict="correct")
+    today = timezone.localdate()
+    gate = event.threshold
+    (model,) = dashboard_what_if_models(tenant=tenant, start=today, end=today, current=gate)
+    assert model.label == "v2 (shadow)" and model.sample == 1
+    (current,) = [row for row in model.rows if row.is_current]
+    assert current.hits == 0
+    rows, _ = dashboard_what_if(tenant=tenant, start=today, end=today, current=gate)
+    assert [row.hits for row in rows if row.is_current] == [1]
 
 
 def test_a_corrupt_active_model_file_is_no_server_error(api_client, kb, tenant, caplog):
