@@ -39,6 +39,19 @@ def inner_fold(pair_id: str) -> int:
 
 
 @dataclass(frozen=True)
+class LabelledQuestionPair:
+    """One labelled pair of a tenant's own traffic (`selectors.duplicate_labels_training`): `question` was asked,
+    `stored_question` is the stored one it was compared with, `source` is the `LabelSource` of the label and
+    `label_id` its `DuplicateLabel` id."""
+
+    question: str
+    stored_question: str
+    is_duplicate: bool
+    source: str
+    label_id: int
+
+
+@dataclass(frozen=True)
 class Pairs:
     rows: list[dict]
     labels: np.ndarray  # 1 = duplicate

@@ -6,7 +6,9 @@ from datetime import datetime
 
 from django.db.models import QuerySet
 
-from conversations.models import Conversation, DedupAction, DedupEvent, Turn
+from conversations.label_rules import TRAINING_SOURCES, training_labels_pick
+from conversations.labelled_pairs import LabelledQuestionPair
+from conversations.models import Conversation, DedupAction, DedupEvent, DuplicateLabel, Turn
 from kbplatform.errors import NotFoundError
 from tenants.models import Tenant
 
@@ -84,3 +86,26 @@ def knowledge_base_recent_questions(*, tenant: Tenant, knowledge_base_id: int, l
         if len(questions) >= limit:
             break
     return questions
+
+
+def duplicate_labels_training(*, tenant: Tenant) -> list[LabelledQuestionPair]:
+    """The tenant's labelled question pairs a verifier trains on, in label id order
+    (`label_rules.training_labels_pick`): support verdicts and imported labels, one per audit event with support's
+    first. An end user's thumbs-down is a
+    suspicion and is left out until support reviews the event (which writes a support label that then counts)."""
+    labels = (
+        DuplicateLabel.objects.for_tenant(tenant)
+        .filter(source__in=sorted(TRAINING_SOURCES))
+        .only("pk", "dedup_event_id", "source", "question", "stored_question", "is_duplicate")
+        .order_by("pk")
+    )
+    return [
+        LabelledQuestionPair(
+            question=label.question,
+            stored_question=label.stored_question,
+            is_duplicate=label.is_duplicate,
+            source=label.source,
+            label_id=label.pk,
+        )
+        for label in training_labels_pick(labels.iterator(chunk_size=2000))
+    ]
