@@ -64,6 +64,18 @@ def dedup_event_list(
     return events.order_by("-created_at", "-id")
 
 
+def dedup_event_get(*, tenant: Tenant, event_id: int, allowed_knowledge_base_id: int | None = None) -> DedupEvent:
+    """The tenant's audit event, or 404 (another tenant's, or, for a key bound to one knowledge base, an event of
+    another knowledge base's conversation or of a purged one, as `dedup_event_list` leaves them out)."""
+    events = DedupEvent.objects.for_tenant(tenant).filter(pk=event_id)
+    if allowed_knowledge_base_id is not None:
+        events = events.filter(conversation__knowledge_base_id=allowed_knowledge_base_id)
+    event = events.first()
+    if event is None:
+        raise NotFoundError("Audit event not found.")
+    return event
+
+
 def knowledge_base_recent_questions(*, tenant: Tenant, knowledge_base_id: int, limit: int) -> list[str]:
     """The tenant's latest distinct questions asked of one knowledge base, newest first, at most `limit`: the
     questions of its turns that searched or served an answer (small talk searches nothing, so it is left out), each

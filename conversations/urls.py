@@ -2,6 +2,7 @@ from django.urls import path
 
 from conversations.apis import (
     AuditEventListApi,
+    AuditEventReviewApi,
     ConversationCreateApi,
     ConversationDetailApi,
     ConversationMessageApi,
@@ -18,4 +19,5 @@ urlpatterns = [
     path("turns/<int:turn_id>/answer/", TurnAnswerApi.as_view(), name="turn-answer"),
     path("dedup-policy/", DedupPolicyApi.as_view(), name="dedup-policy"),
     path("audit-events/", AuditEventListApi.as_view(), name="audit-events"),
+    path("audit-events/<int:event_id>/review/", AuditEventReviewApi.as_view(), name="audit-event-review"),
 ]
