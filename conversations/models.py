@@ -333,6 +333,48 @@ class Feedback(TenantOwnedModel):
         return f"{self.rating} on turn {self.turn_id}"
 
 
+class LabelSource(models.TextChoices):
+    SUPPORT = "support", "Support's verdict"
+    END_USER = "end_user", "End user's thumbs-down (suspected until support confirms)"
+    IMPORT = "import", "Imported"
+
+
+class DuplicateLabel(TenantOwnedModel):
+    """Whether two questions are duplicates, said by a person, kept with who said it: what a tenant's trained
+    verifier learns from (`selectors.duplicate_labels_training`).
+
+    The two texts are copied when the label is given, so a label outlives the turns (and the audit event) it was
+    taken from. A label of an audit event is one per (event, source), changed when given again; an imported label
+    has no event. Written only by `conversations.services.labels`."""
+
+    dedup_event = models.ForeignKey(
+        DedupEvent, on_delete=models.SET_NULL, null=True, blank=True, related_name="duplicate_labels"
+    )
+    question = models.TextField(help_text="The new question the decision was about.")
+    stored_question = models.TextField(help_text="The stored question it was compared with.")
+    is_duplicate = models.BooleanField()
+    source = models.CharField(max_length=8, choices=LabelSource.choices)
+    # A user name (support), an API key's prefix (support tooling), "thumbs-down" (end user), or an import's name.
+    given_by = models.CharField(max_length=255, blank=True, default="")
+    note = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["dedup_event", "source"],
+                condition=models.Q(dedup_event__isnull=False),
+                name="duplicate_label_one_per_event_source",
+            )
+        ]
+        indexes = [models.Index(fields=["tenant", "source"], name="duplicate_label_tenant_source")]
+
+    def __str__(self) -> str:
+        return f"{'duplicate' if self.is_duplicate else 'not duplicate'} ({self.source})"
+
+
 class DedupDayFigures(TenantOwnedModel):
     """The dashboard's counts and sums of one tenant's audit events for one whole local day (in `time_zone`, the
     site's when written), so the dashboard reads one row per past day instead of every event.

@@ -69,6 +69,7 @@ def test_a_question_documents_every_status_it_can_answer_with(schema):
         "DedupPolicyPolicyRequest",
         "KnowledgeBaseSearchInputRequest",
         "ApiKeyCreateInputRequest",
+        "AuditEventReviewInputRequest",
     ],
 )
 def test_request_bodies_that_refuse_unknown_fields_say_so(schema, component):
