@@ -25,7 +25,6 @@ Usage: .venv/bin/python bench/dedup_learning.py [--traffic 3500] [--held-out 100
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import statistics
@@ -47,17 +46,23 @@ def _pairs_usable(rows: list[dict]) -> list[dict]:
     return [r for r in rows if str(r["question1"]).strip() and str(r["question2"]).strip()]
 
 
-def _conversations_run(client, knowledge_base, rows: list[dict], *, label: str) -> tuple[list[int], list[float]]:  # noqa: ANN001
-    """Each pair as one end user's two conversations (the policy's scope is `user`): the first asks question2, the
-    second, later, asks question1, as a first turn, so no follow-up context comes into it (as in
-    bench/dedup_quality.py). Returns the second conversations' ids and the milliseconds of their turn."""
+def _conversations_run(
+    client,  # noqa: ANN001
+    knowledge_base,  # noqa: ANN001
+    rows: list[dict],
+    *,
+    label: str,
+    users: list[str],
+    asks: tuple[str, ...],
+) -> tuple[list[int], list[float]]:
+    """Each pair as one end user's conversations (the policy's scope is `user`), one conversation per question of
+    `asks` ("question2" the stored one, then "question1" as a first turn, so no follow-up context comes into it, as
+    in bench/dedup_quality.py). Returns the last conversations' ids and the milliseconds of their turn."""
     ids, millis = [], []
-    run = uuid.uuid4().hex[:6]
     for number, row in enumerate(rows):
-        user = f"{label.split()[0]}-{run}-{number}"
-        for question in (row["question2"], row["question1"]):
+        for question in (row[key] for key in asks):
             conversation = client.post(
-                "/api/v1/conversations/", {"knowledge_base": knowledge_base.pk, "user_id": user}, format="json"
+                "/api/v1/conversations/", {"knowledge_base": knowledge_base.pk, "user_id": users[number]}, format="json"
             )
             conversation_id = conversation.json()["id"]
             started = time.perf_counter()
@@ -72,6 +77,16 @@ def _conversations_run(client, knowledge_base, rows: list[dict], *, label: str) 
             print(f"\r  {label}: {number}/{len(rows)} pairs", end="", file=sys.stderr, flush=True)
     print(f"\r  {label}: {len(rows)}/{len(rows)} pairs", file=sys.stderr)
     return ids, millis
+
+
+def _review(client, event, is_duplicate: bool) -> None:  # noqa: ANN001
+    """Support's verdict on one decision through the review API: a served answer is correct when the pair is a
+    duplicate; a refused or missed match is correct when it is not (the rule of conversations.label_rules)."""
+    served = event.action == "served_cached"
+    verdict = "correct" if served == is_duplicate else "incorrect"
+    response = client.post(f"/api/v1/audit-events/{event.pk}/review/", {"verdict": verdict}, format="json")
+    if response.status_code != 200:
+        raise SystemExit(f"review: HTTP {response.status_code}: {response.content[:300]!r}")
 
 
 def _second_turn_events(tenant, conversation_ids: list[int]) -> dict:  # noqa: ANN001
@@ -110,8 +125,9 @@ def _figures(hits: list[bool], labels: list[int]) -> tuple[float, float, float]:
     return precision, true_positive / max(sum(labels), 1), served / max(len(labels), 1)
 
 
-def _train_child(*, slug: str, pairs_file: Path) -> tuple[float, float, str]:
-    """Run the training command as a child process: (seconds, peak resident MiB, what it printed)."""
+def _train_child(*, slug: str) -> tuple[float, float, str]:
+    """Run the training command (from the tenant's reviews) as a child process: (seconds, peak resident MiB, what it
+    printed)."""
     started = time.perf_counter()
     child = subprocess.Popen(
         [
@@ -120,8 +136,6 @@ def _train_child(*, slug: str, pairs_file: Path) -> tuple[float, float, str]:
             "duplicate_model_train",
             "--tenant",
             slug,
-            "--pairs",
-            str(pairs_file),
         ],
         cwd=ROOT,
         env=dict(os.environ),
@@ -157,7 +171,12 @@ def main() -> None:
         from conversations import decisions
         from conversations.labelled_pairs import pairs_load
         from conversations.models import DuplicateModelStatus, DuplicateModelVersion
-        from conversations.services import dedup_policy_get, dedup_policy_update, turn_settings_load
+        from conversations.services import (
+            conversation_records_delete,
+            dedup_policy_get,
+            dedup_policy_update,
+            turn_settings_load,
+        )
         from conversations.services.verifiers import duplicate_model_rollback, duplicate_model_shadow
         from lifecycle.services import tenant_get_or_create
         from retrieval.embeddings import embed_texts
@@ -172,7 +191,7 @@ def main() -> None:
         print(
             f"traffic: {len(train)} train-split pairs ({sum(int(r['is_duplicate']) for r in train)} duplicates); "
             f"held out: {len(held)} pairs ({sum(held_labels)} duplicates); "
-            f"{2 * (len(train) + len(held) * len(reviews))} "
+            f"{2 * len(train) + len(held) * (1 + len(reviews))} "
             "turns through the API"
         )
         slug = f"bench-learn-{run}"
@@ -189,7 +208,10 @@ def main() -> None:
         )
 
         started = time.perf_counter()
-        traffic_ids, _ = _conversations_run(client, knowledge_base, train, label="traffic")
+        traffic_users = [f"traffic-{run}-{i}" for i in range(len(train))]
+        traffic_ids, _ = _conversations_run(
+            client, knowledge_base, train, label="traffic", users=traffic_users, asks=("question2", "question1")
+        )
         print(f"traffic sent in {time.perf_counter() - started:.0f}s")
         events = _second_turn_events(tenant, traffic_ids)
         by_event = [
@@ -201,43 +223,36 @@ def main() -> None:
         by_event.sort(key=lambda pair: (abs(pair[0].similarity - gate), pair[0].pk))
         print(f"decisions with a stored question to review: {len(by_event)}")
 
-        results = []
+        # The held-out pairs' stored questions are asked once; each N then asks question1 in a new conversation of
+        # the same end user, and those conversations are deleted after, so every N meets the same one stored question.
+        held_users = [f"held-{run}-{i}" for i in range(len(held))]
+        _conversations_run(client, knowledge_base, held, label="held-out stored", users=held_users, asks=("question2",))
+        results, reviewed = [], 0
         for n in reviews:
             while DuplicateModelVersion.objects.for_tenant(tenant).filter(status=DuplicateModelStatus.ACTIVE).exists():
                 duplicate_model_rollback(tenant=tenant)
             duplicate_model_shadow(tenant=tenant, version_id=None)
             line = {"n": n, "trained": ""}
             if n:
-                reviewed = by_event[:n]
-                pairs_file = ROOT / "var" / "bench" / f"reviews-{run}-{n}.jsonl"
-                with pairs_file.open("w", encoding="utf-8") as handle:
-                    for event, row in reviewed:
-                        handle.write(
-                            json.dumps(
-                                {
-                                    "pair_id": str(event.pk),
-                                    "question1": row["question1"],
-                                    "question2": row["question2"],
-                                    "is_duplicate": int(row["is_duplicate"]),
-                                }
-                            )
-                            + "\n"
-                        )
-                seconds, peak_mib, printed = _train_child(slug=slug, pairs_file=pairs_file)
+                for event, row in by_event[reviewed:n]:
+                    _review(client, event, bool(int(row["is_duplicate"])))
+                reviewed = n
+                seconds, peak_mib, printed = _train_child(slug=slug)
                 version = DuplicateModelVersion.objects.for_tenant(tenant).order_by("-version").first()
                 line.update(train_seconds=seconds, peak_mib=peak_mib, status=version.status, note=version.decision_note)
                 print(
-                    f"N={n}: trained in {seconds:.0f}s, peak RSS {peak_mib:.0f} MiB: "
+                    f"N={n}: {version.label_count} labels, trained in {seconds:.0f}s, peak RSS {peak_mib:.0f} MiB: "
                     f"v{version.version} {version.status}"
                 )
-                print(f"  {version.decision_note}")
+                print(f"  {version.decision_note or version.error}")
                 if version.status == DuplicateModelStatus.CANDIDATE:
                     duplicate_model_shadow(tenant=tenant, version_id=version.pk)
-                if printed.startswith("FAILED"):
-                    print(f"  {printed[:300]}")
             started = time.perf_counter()
-            held_ids, millis = _conversations_run(client, knowledge_base, held, label=f"held-out N={n}")
+            held_ids, millis = _conversations_run(
+                client, knowledge_base, held, label=f"held-out N={n}", users=held_users, asks=("question1",)
+            )
             events = _second_turn_events(tenant, held_ids)
+            conversation_records_delete(tenant=tenant, conversation_ids=held_ids)
             ordered = [events[cid] for cid in held_ids]
             applied = [e.action == "served_cached" for e in ordered]
             own = [
