@@ -33,6 +33,17 @@ def is_held_out(pair_id: str) -> bool:
     return _pair_hash(pair_id) % 100 < HELD_OUT_PERCENT
 
 
+def label_is_held_out(label_id: int) -> bool:
+    """Whether a tenant's label is held out to judge the verifier trained on the others (30%). Salted, so it does not
+    follow the split above: labels drawn from one side of that split are still split 70/30 here."""
+    return _pair_hash(f"label:{label_id}") % 100 < HELD_OUT_PERCENT
+
+
+def label_inner_fold(label_id: int) -> int:
+    """Fold (0..INNER_FOLDS-1) of a training label for the verifier's cross-validation; independent of the bit above."""
+    return (_pair_hash(f"label:{label_id}") // 100) % INNER_FOLDS
+
+
 def inner_fold(pair_id: str) -> int:
     """Fold (0..INNER_FOLDS-1) of a train pair for the inner cross-validation; independent of the held-out bit."""
     return (_pair_hash(pair_id) // 100) % INNER_FOLDS

@@ -6,7 +6,8 @@ an L2 penalty towards the shipped head's weights rather than towards zero, in th
 A few hundred labels then move the head only where they disagree with it, and no labels leave it as shipped. Why
 this and not a cross-encoder fine-tuned from the bundled MiniLM: docs/conversations.md ("Learning from review").
 
-How it chooses, on the training part of the labels only (70% by a hash of `label_id`, `labelled_pairs.is_held_out`):
+How it chooses, on the training part of the labels only (70% by a salted hash of `label_id`,
+`labelled_pairs.label_is_held_out`):
   1. the penalty, by 5-fold cross-validation: the one whose out-of-fold probabilities, run through the decision rule
      at the tenant's gate, reach the most recall at the tenant's precision target (ties: the stronger penalty);
   2. the cut: the lowest at which those out-of-fold probabilities reach the target plus CUT_MARGIN.
@@ -27,7 +28,7 @@ import numpy as np
 from conversations import decisions, question_pairs
 from conversations.duplicate_head_training import significant
 from conversations.duplicate_model import FEATURE_VERSION, PairModel, pair_model_from_dict
-from conversations.labelled_pairs import INNER_FOLDS, LabelledQuestionPair, inner_fold, is_held_out
+from conversations.labelled_pairs import INNER_FOLDS, LabelledQuestionPair, label_inner_fold, label_is_held_out
 
 # Penalties towards the shipped weights, in units of summed log-loss: the strongest keeps the shipped head almost as
 # it is, the weakest lets a few thousand labels move it well away. Weaker ones than these overfit 3,000 labels.
@@ -58,6 +59,19 @@ def labels_sha256(pairs: Sequence[LabelledQuestionPair]) -> str:
     """A hash of the training set that does not depend on the order the labels came in."""
     lines = sorted(f"{p.label_id}\t{int(p.is_duplicate)}\t{p.question}\t{p.stored_question}" for p in pairs)
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+def labels_check(pairs: Sequence[LabelledQuestionPair]) -> None:
+    """Raise TrainingRefused when `pairs` cannot train and judge a verifier: checked before anything is embedded."""
+    labels = np.array([int(p.is_duplicate) for p in pairs], dtype=int)
+    if len(pairs) < MIN_LABELS or labels.sum() < MIN_DUPLICATES or (len(labels) - labels.sum()) < MIN_DUPLICATES:
+        raise TrainingRefused(
+            f"{len(pairs)} labels ({int(labels.sum())} duplicates): a verifier needs at least {MIN_LABELS}, with at "
+            f"least {MIN_DUPLICATES} of each kind. Review more decisions, then train again."
+        )
+    held_out = np.array([label_is_held_out(p.label_id) for p in pairs], dtype=bool)
+    if labels[~held_out].sum() < MIN_DUPLICATES or labels[held_out].sum() < 2:
+        raise TrainingRefused("Too few duplicates fall in the training or held-out part: review more decisions.")
 
 
 def _rule_eligible(
@@ -154,16 +168,10 @@ def verifier_train(
     """Train on `pairs` (with `first`/`second` the unit vectors of each pair's question and stored question), towards
     `prior` (the shipped head), and judge the result against `active` (the head deciding now) on the held-out part,
     both through the decision rule at the tenant's gate `threshold`. `meta` goes into the payload as it is."""
+    labels_check(pairs)
     labels = np.array([int(p.is_duplicate) for p in pairs])
-    if len(pairs) < MIN_LABELS or labels.sum() < MIN_DUPLICATES or (len(labels) - labels.sum()) < MIN_DUPLICATES:
-        raise TrainingRefused(
-            f"{len(pairs)} labels ({int(labels.sum())} duplicates): a verifier needs at least {MIN_LABELS}, with at "
-            f"least {MIN_DUPLICATES} of each kind. Review more decisions, then train again."
-        )
-    held_out = np.array([is_held_out(str(p.label_id)) for p in pairs])
+    held_out = np.array([label_is_held_out(p.label_id) for p in pairs])
     train = ~held_out
-    if labels[train].sum() < MIN_DUPLICATES or labels[held_out].sum() < 2:
-        raise TrainingRefused("Too few duplicates fall in the training or held-out part: review more decisions.")
     progress(0.55, "features")
     features = np.stack(
         [
@@ -178,7 +186,7 @@ def verifier_train(
     eligible = _rule_eligible(pairs=pairs, cosine=cosine, threshold=threshold, stored=second)
 
     progress(0.65, "choosing the penalty")
-    folds = np.array([inner_fold(str(p.label_id)) for p in pairs])
+    folds = np.array([label_inner_fold(p.label_id) for p in pairs])
     train_index = np.where(train)[0]
     choices = []
     for number, penalty in enumerate(PENALTIES):

@@ -29,7 +29,7 @@ from conversations.duplicate_model import PairModel, pair_model_default, pair_mo
 from conversations.labelled_pairs import LabelledQuestionPair
 from conversations.models import DuplicateModelStatus, DuplicateModelVersion
 from conversations.services.policy import dedup_policy_get
-from conversations.verifier_training import TrainingRefused, labels_sha256, verifier_train
+from conversations.verifier_training import TrainingRefused, labels_check, labels_sha256, verifier_train
 from kbplatform.errors import ApplicationError, ConflictError, NotFoundError
 from retrieval.embeddings import embed_texts
 from retrieval.embeddings import model_name as embedding_model_name
@@ -199,6 +199,7 @@ def duplicate_model_train(
         DuplicateModelVersion.objects.for_tenant(tenant).filter(pk=row.pk).update(
             label_count=len(pairs), training_set_sha256=labels_sha256(pairs)
         )
+        labels_check(pairs)
         policy = dedup_policy_get(tenant=tenant)
         active = tenant_verifiers_load(tenant=tenant).active
         first, second = _pairs_vectors(pairs, progress=report) if pairs else (np.zeros((0, 1)), np.zeros((0, 1)))
