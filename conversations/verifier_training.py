@@ -224,7 +224,10 @@ def verifier_train(
         scores=new_probability[held_out], labels=held_labels, eligible=held_eligible, target=precision_target
     )
     meets = new_figures["precision"] is not None and new_figures["precision"] >= precision_target
-    beats = bool(np.isfinite(cut)) and meets and new_figures["recall"] > active_recall
+    # More duplicates served, counted, not recalls compared: a rounded recall must not beat an equal one.
+    new_true_positives = int((held_eligible & (new_probability[held_out] >= cut) & (held_labels == 1)).sum())
+    active_true_positives = round(active_recall * max(int(held_labels.sum()), 1))
+    beats = bool(np.isfinite(cut)) and meets and new_true_positives > active_true_positives
     if not np.isfinite(cut):
         note = f"no cut reaches precision {precision_target:.2f} on the training labels"
     elif not meets:
