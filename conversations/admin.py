@@ -1,6 +1,6 @@
 """The conversations admin: the per-tenant dedup settings page and the dashboard (see `conversations.admin_views`),
-and read-only views of conversations, turns, consumed items and the settings history. The audit log's review is
-`conversations.admin_audit`.
+and read-only views of conversations, turns, consumed items, the end users' feedback and the settings history. The
+audit log's review is `conversations.admin_audit`.
 
 Scoping comes from `TenantScopedAdmin`: every list, filter choice, detail page, action and export reads
 through `get_queryset`, which holds only the tenants where the user has a role in `view_roles`. Settings change only
@@ -14,18 +14,22 @@ from typing import Any
 
 from django.contrib import admin
 from django.contrib.admin.utils import unquote
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.html import format_html
+from django.utils.text import Truncator
 
-from conversations import admin_views
+from conversations import admin_playground, admin_views
 
 # Importing the audit log's admin registers it (Django imports only this module of an app).
 from conversations.admin_audit import SUPPORT_ROLES, shows_tenant
 from conversations.models import (
     ConsumedItem,
     Conversation,
+    DedupEvent,
     DedupPolicy,
+    Feedback,
     Intent,
     SettingsChange,
     Turn,
@@ -62,13 +66,50 @@ class ConversationAdmin(RecordedByTheSystemMixin, ServiceDeletionAdmin):
 
     def deletion_summary(self, obj: Conversation) -> tuple[str, dict[str, int]]:
         turns = obj.turns.count()
-        return f"conversation {obj.pk}: its {turns} turns and what they showed; its audit events stay", {"turns": turns}
+        summary = f"conversation {obj.pk}: its {turns} turns, what they showed, their feedback; its audit events stay"
+        return summary, {"turns": turns}
 
-    list_display = ("id", "tenant", "knowledge_base", "user_id", "turn_count", "last_active_at", "expires_at")
+    list_display = (
+        "id",
+        "tenant",
+        "knowledge_base",
+        "user_id",
+        "title",
+        "turn_count",
+        "last_active_at",
+        "expires_at",
+    )
     # RelatedOnlyFieldListFilter offers only tenants present in the scoped rows, never the full tenant list.
     list_filter = (("tenant", admin.RelatedOnlyFieldListFilter),)
-    search_fields = ("user_id",)
+    search_fields = ("user_id", "title")
     view_roles = SUPPORT_ROLES
+
+    def get_urls(self) -> list:
+        """The playground (`conversations.admin_playground`): its page and the JSON endpoints its chat calls."""
+        wrap = self.admin_site.admin_view
+        return [
+            path(
+                "playground/",
+                wrap(partial(admin_playground.playground_view, model_admin=self)),
+                name="conversations_conversation_playground",
+            ),
+            path(
+                "playground/start/",
+                wrap(admin_playground.playground_conversation_create_view),
+                name="conversations_conversation_playground_start",
+            ),
+            path(
+                "playground/<int:conversation_id>/turns/",
+                wrap(admin_playground.playground_turn_view),
+                name="conversations_conversation_playground_turn",
+            ),
+            path(
+                "playground/search/",
+                wrap(admin_playground.playground_search_view),
+                name="conversations_conversation_playground_search",
+            ),
+            *super().get_urls(),
+        ]
 
 
 @admin.register(Turn)
@@ -86,6 +127,63 @@ class ConsumedItemAdmin(RecordedByTheSystemMixin, ServiceDeletionAdmin):
     deleted_kind = "consumed_item_ids"
     list_display = ("conversation", "kind", "item_id", "turn_number")
     view_roles = SUPPORT_ROLES
+
+
+@admin.register(Feedback)
+class FeedbackAdmin(TenantScopedAdmin):
+    """The end users' ratings of answers, read-only: written by the API only (`feedback_set`), which also marks a
+    thumbs-down on a served stored answer as a suspected false hit in the audit log, where support reviews it."""
+
+    list_display = ("updated_at", "rating", "comment_excerpt", "turn", "conversation", "audit_event")
+    list_filter = ("rating",)
+    search_fields = ("comment", "turn__question")
+    search_help_text = "Search the comment and the question."
+    list_select_related = ("turn", "conversation", "tenant")
+    exclude = ("turn",)
+    readonly_fields = ("rating", "comment", "conversation", "turn_shown", "created_at", "updated_at", "audit_event")
+    view_roles = SUPPORT_ROLES
+
+    def get_list_display(self, request: HttpRequest) -> tuple:
+        return ("tenant", *self.list_display) if shows_tenant(request, roles=self.view_roles) else self.list_display
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        """Each row with its turn's audit event (one per turn), read in the list's own query."""
+        events = DedupEvent.objects.unscoped().filter(tenant_id=OuterRef("tenant_id"), turn_id=OuterRef("turn_id"))
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                audit_event_id=Subquery(events.values("pk")[:1]),
+                audit_action=Subquery(events.values("action")[:1]),
+                audit_suspected=Subquery(events.values("suspected_false_hit")[:1]),
+            )
+        )
+
+    @admin.display(description="Comment")
+    def comment_excerpt(self, feedback: Feedback) -> str:
+        return Truncator(feedback.comment).chars(90)
+
+    @admin.display(description="Turn")
+    def turn_shown(self, feedback: Feedback) -> str:
+        return f"{feedback.turn}: {Truncator(feedback.turn.question).chars(200)}"
+
+    @admin.display(description="Audit event")
+    def audit_event(self, feedback: Feedback) -> str:
+        """A link to the turn's dedup decision in the audit log, where a suspected false hit is reviewed."""
+        if feedback.audit_event_id is None:
+            return "–"
+        url = reverse("admin:conversations_dedupevent_change", args=[feedback.audit_event_id])
+        label = f"{feedback.audit_action}, suspected false hit" if feedback.audit_suspected else feedback.audit_action
+        return format_html('<a href="{}">{}</a>', url, label)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
 
 
 class SettingsPageMixin:

@@ -230,6 +230,8 @@ EXPORT_COLUMNS = (
     "review_note",
     "reviewed_by",
     "reviewed_at",
+    "suspected_false_hit",
+    "suspected_false_hit_at",
 )
 
 
@@ -277,6 +279,7 @@ class DedupEventAdmin(TenantScopedAdmin):
         CreatedRangeFilter,
         SimilarityRangeFilter,
         ConversationFilter,
+        "suspected_false_hit",
         "shadow",
         "relaxed",
     )
@@ -307,9 +310,12 @@ class DedupEventAdmin(TenantScopedAdmin):
         "matched_turn_ref",
         "reviewed_by",
         "reviewed_at",
+        "suspected_false_hit",
+        "suspected_false_hit_at",
     )
     fieldsets = (
         ("Review", {"fields": ("review_verdict", "review_note", "reviewed_by", "reviewed_at")}),
+        ("End user's feedback", {"fields": ("suspected_false_hit", "suspected_false_hit_at")}),
         (
             "Decision",
             {
@@ -368,6 +374,8 @@ class DedupEventAdmin(TenantScopedAdmin):
     @admin.display(description="Flags")
     def flags(self, event: DedupEvent) -> str:
         shown = []
+        if event.suspected_false_hit:
+            shown.append("suspected false hit")
         if event.shadow:
             shown.append("shadow")
         if event.relaxed:
@@ -506,6 +514,8 @@ class DedupEventAdmin(TenantScopedAdmin):
                     event.review_note,
                     event.reviewed_by.get_username() if event.reviewed_by else "",
                     event.reviewed_at.isoformat() if event.reviewed_at else "",
+                    event.suspected_false_hit,
+                    event.suspected_false_hit_at.isoformat() if event.suspected_false_hit_at else "",
                 ]
                 yield writer.writerow(
                     [csv_safe(value) for value in ([event.tenant.slug] if with_tenant else []) + values]

@@ -405,6 +405,7 @@ def dedup_dashboard_view(request: HttpRequest, model_admin: admin.ModelAdmin) ->
         "policy": policy,
         "can_change_settings": request.user.is_superuser or roles.get(tenant.pk) in SETTINGS_ROLES,
         "settings_url": reverse("admin:conversations_deduppolicy_settings"),
+        "playground_url": reverse("admin:conversations_conversation_playground"),
         # The events the figures are computed from: this tenant's, in this period (the audit log's own filters).
         "events_url": reverse("admin:conversations_dedupevent_changelist")
         + "?"

@@ -3,15 +3,25 @@ knowledge base is a 404; a key bound to one knowledge base reaches only that one
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_serializer, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from conversations import admin_services, selectors, services
-from conversations.models import DedupAction, DedupScope, DuplicateLabel, Granularity, LabelSource, ReviewVerdict
+from conversations.models import (
+    Conversation,
+    DedupAction,
+    DedupScope,
+    DuplicateLabel,
+    FeedbackRating,
+    Granularity,
+    LabelSource,
+    ReviewVerdict,
+)
 from kbplatform.serializers import MAX_OFFSET, StrictInputSerializer
+from kbplatform.text import control_character_problem
 from retrieval.apis import EMBEDDING_MODEL_MISMATCH_RESPONSE, IndexStateOutputSerializer, index_state_body
 from tenants.api import TenantApi
 from tenants.permissions import IsTenantAdminKey, IsTenantWideKey
@@ -49,16 +59,82 @@ class ConversationSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     knowledge_base = serializers.IntegerField(source="knowledge_base_id")
     user_id = serializers.CharField()
+    title = serializers.SerializerMethodField(
+        help_text="The title the client gave (PATCH), else the start of the first question asked (small talk is no "
+        "question), else empty."
+    )
+    title_is_default = serializers.SerializerMethodField(
+        help_text="True when `title` was made from the first question (the client gave none)."
+    )
     turn_count = serializers.IntegerField()
     created_at = serializers.DateTimeField()
     last_active_at = serializers.DateTimeField()
     expires_at = serializers.DateTimeField()
 
+    def get_title(self, conversation: Conversation) -> str:
+        return selectors.conversation_title(conversation)
 
-class ConversationCreateApi(TenantApi):
+    def get_title_is_default(self, conversation: Conversation) -> bool:
+        return not conversation.title
+
+
+class ConversationListCreateApi(TenantApi):
+    """GET lists the conversations the key reaches; POST starts one."""
+
+    class FilterSerializer(StrictInputSerializer):
+        user_id = serializers.CharField(
+            max_length=255,
+            required=False,
+            allow_blank=True,
+            trim_whitespace=False,
+            help_text="Only this end user's conversations (exact match; empty reads as absent).",
+        )
+        knowledge_base = serializers.IntegerField(
+            required=False, min_value=1, help_text="Only conversations over this knowledge base."
+        )
+        limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=100)
+        offset = serializers.IntegerField(required=False, min_value=0, max_value=MAX_OFFSET, default=0)
+
+        def validate_user_id(self, value: str) -> str:
+            problem = control_character_problem(value)
+            if problem is not None:
+                raise serializers.ValidationError(problem)
+            return value
+
+    # Named as it was when the view only started conversations (ConversationCreateApi), so clients generated from the
+    # schema keep the request type.
+    @extend_schema_serializer(component_name="ConversationCreateInput")
     class InputSerializer(StrictInputSerializer):
         knowledge_base = serializers.IntegerField(min_value=1)
         user_id = serializers.CharField(max_length=255, required=False, allow_blank=True, default="")
+
+    @extend_schema(
+        parameters=[FilterSerializer],
+        responses=inline_serializer(
+            "ConversationPage",
+            {
+                "count": serializers.IntegerField(help_text="The conversations that match the filters, on every page."),
+                "results": ConversationSerializer(many=True, help_text="Most recently active first."),
+            },
+        ),
+        summary="The conversations, most recently active first, one page (limit/offset)",
+        operation_id="v1_conversations_list",
+    )
+    def get(self, request: Request) -> Response:
+        """Conversations are listed until purged (expired ones too: `expires_at` says which). A key limited to one
+        knowledge base lists that one's only."""
+        filters = self.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        params = dict(filters.validated_data)
+        limit, offset = params.pop("limit"), params.pop("offset")
+        conversations = selectors.conversation_list(
+            tenant=self.tenant,
+            user_id=params.get("user_id") or None,
+            knowledge_base_id=params.get("knowledge_base"),
+            allowed_knowledge_base_id=self.api_key.knowledge_base_id,
+        )
+        page = list(conversations[offset : offset + limit])
+        return Response({"count": conversations.count(), "results": ConversationSerializer(page, many=True).data})
 
     @extend_schema(request=InputSerializer, responses={201: ConversationSerializer}, summary="Start a conversation")
     def post(self, request: Request) -> Response:
@@ -74,20 +150,101 @@ class ConversationCreateApi(TenantApi):
 
 
 class ConversationDetailApi(TenantApi):
-    class OutputSerializer(ConversationSerializer):
-        turns = TurnSerializer(many=True)
+    """GET reads a conversation with its latest turns; PATCH renames it; DELETE deletes it with everything held for
+    it. Any key that reaches the conversation may do all three."""
 
-    @extend_schema(responses=OutputSerializer, summary="A conversation with its turns")
+    # The turns a conversation's detail holds: the latest ones. Older turns: GET .../turns/?offset=.
+    DETAIL_TURNS = 20
+
+    class InputSerializer(StrictInputSerializer):
+        title = serializers.CharField(
+            max_length=services.TITLE_MAX_CHARS,
+            allow_blank=True,
+            help_text="The conversation's title; empty removes it (the title is then made from the first question).",
+        )
+
+    class OutputSerializer(ConversationSerializer):
+        turns = TurnSerializer(
+            many=True,
+            help_text="The latest stored turns (at most 20), oldest of them first; all of them: GET "
+            "/api/v1/conversations/{id}/turns/.",
+        )
+        turns_total = serializers.IntegerField(
+            help_text="How many turns the conversation holds (`turns` has the latest of them); less than "
+            "`turn_count` when turns were deleted."
+        )
+
+    def _conversation(self, conversation_id: int) -> Conversation:
+        return selectors.conversation_get(
+            tenant=self.tenant,
+            conversation_id=conversation_id,
+            allowed_knowledge_base_id=self.api_key.knowledge_base_id,
+        )
+
+    @extend_schema(responses=OutputSerializer, summary="A conversation with its latest turns")
+    def get(self, request: Request, conversation_id: int) -> Response:
+        conversation = self._conversation(conversation_id)
+        turns = selectors.conversation_latest_turns(
+            tenant=self.tenant, conversation=conversation, limit=self.DETAIL_TURNS
+        )
+        data = ConversationSerializer(conversation).data
+        data["turns"] = TurnSerializer(turns, many=True).data
+        data["turns_total"] = (
+            len(turns)
+            if len(turns) < self.DETAIL_TURNS
+            else selectors.conversation_turns(tenant=self.tenant, conversation=conversation).count()
+        )
+        return Response(data)
+
+    @extend_schema(request=InputSerializer, responses=ConversationSerializer, summary="Rename a conversation")
+    def patch(self, request: Request, conversation_id: int) -> Response:
+        conversation = self._conversation(conversation_id)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        conversation = services.conversation_rename(
+            tenant=self.tenant, conversation=conversation, title=data.validated_data["title"]
+        )
+        return Response(ConversationSerializer(conversation).data)
+
+    @extend_schema(
+        responses={204: None},
+        summary="Delete a conversation: its turns, what they showed, feedback, hot state and question vectors "
+        "(audit events stay)",
+    )
+    def delete(self, request: Request, conversation_id: int) -> Response:
+        services.conversation_delete(tenant=self.tenant, conversation=self._conversation(conversation_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ConversationTurnListApi(TenantApi):
+    class FilterSerializer(StrictInputSerializer):
+        limit = serializers.IntegerField(required=False, min_value=1, max_value=100, default=20)
+        offset = serializers.IntegerField(required=False, min_value=0, max_value=MAX_OFFSET, default=0)
+
+    @extend_schema(
+        parameters=[FilterSerializer],
+        responses=inline_serializer(
+            "TurnPage",
+            {
+                "count": serializers.IntegerField(help_text="The conversation's stored turns, on every page."),
+                "results": TurnSerializer(many=True, help_text="In the order they were taken (turn number)."),
+            },
+        ),
+        summary="A conversation's turns, oldest first, one page (limit/offset)",
+        operation_id="v1_conversations_turns_list",
+    )
     def get(self, request: Request, conversation_id: int) -> Response:
         conversation = selectors.conversation_get(
             tenant=self.tenant,
             conversation_id=conversation_id,
             allowed_knowledge_base_id=self.api_key.knowledge_base_id,
         )
-        conversation.turns_list = list(selectors.conversation_turns(tenant=self.tenant, conversation=conversation))
-        data = ConversationSerializer(conversation).data
-        data["turns"] = TurnSerializer(conversation.turns_list, many=True).data
-        return Response(data)
+        filters = self.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        limit, offset = filters.validated_data["limit"], filters.validated_data["offset"]
+        turns = selectors.conversation_turns(tenant=self.tenant, conversation=conversation)
+        page = list(turns[offset : offset + limit])
+        return Response({"count": turns.count(), "results": TurnSerializer(page, many=True).data})
 
 
 def _float_or_none(value: float | None) -> float | None:
@@ -197,7 +354,17 @@ class TurnAnswerApi(TenantApi):
     class InputSerializer(StrictInputSerializer):
         answer = serializers.CharField(max_length=services.ANSWER_MAX_CHARS)
 
-    @extend_schema(request=InputSerializer, responses=TurnSerializer, summary="Store the client's answer to a turn")
+    @extend_schema(
+        request=InputSerializer,
+        responses={
+            200: TurnSerializer,
+            409: OpenApiResponse(description="The turn was asked in answer mode, or is small talk: no answer."),
+            410: OpenApiResponse(
+                description="The turn's conversation has expired: it takes no answer. `extra.conversation` is its id."
+            ),
+        },
+        summary="Store the client's answer to a turn",
+    )
     def put(self, request: Request, turn_id: int) -> Response:
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -266,6 +433,12 @@ class AuditEventListApi(TenantApi):
         similarity_min = serializers.FloatField(required=False, min_value=-1, max_value=1)
         similarity_max = serializers.FloatField(required=False, min_value=-1, max_value=1)
         # allow_null: a BooleanField missing from a query string is otherwise read as false (HTML checkbox rules).
+        suspected_false_hit = serializers.BooleanField(
+            required=False,
+            allow_null=True,
+            help_text="true: only served stored answers the end user rated thumbs-down (for support to review); "
+            "false: only the others.",
+        )
         shadow = serializers.BooleanField(
             required=False,
             allow_null=True,
@@ -310,6 +483,11 @@ class AuditEventListApi(TenantApi):
         tokens_saved = serializers.IntegerField()
         ms_saved = serializers.FloatField()
         review_verdict = serializers.CharField()
+        suspected_false_hit = serializers.BooleanField(
+            help_text="The end user rated the stored answer this turn served thumbs-down (POST "
+            "/api/v1/turns/{id}/feedback/); cleared by a thumbs-up until the event is reviewed."
+        )
+        suspected_false_hit_at = serializers.DateTimeField(allow_null=True)
 
     @extend_schema(
         parameters=[FilterSerializer],
@@ -382,10 +560,102 @@ class AuditEventReviewApi(TenantApi):
             note=data.validated_data["note"],
         )
         event.refresh_from_db()
-        label = (
+        event.support_label = (
             DuplicateLabel.objects.for_tenant(self.tenant).filter(dedup_event=event, source=LabelSource.SUPPORT).first()
         )
-        body = self.OutputSerializer(event).data | {
-            "label": self.OutputSerializer.LabelSerializer(label).data if label is not None else None
-        }
-        return Response(body)
+        return Response(self.OutputSerializer(event).data)
+
+
+class FeedbackSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    turn = serializers.IntegerField(source="turn_id")
+    conversation = serializers.IntegerField(source="conversation_id")
+    rating = serializers.ChoiceField(choices=FeedbackRating.choices)
+    comment = serializers.CharField(allow_blank=True)
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+class TurnFeedbackApi(TenantApi):
+    """The end user's feedback on a turn's answer, one per turn: POST or PUT gives it or replaces it, GET reads it.
+    A thumbs-down on a turn that was served a stored answer marks its audit event a suspected false hit."""
+
+    class InputSerializer(StrictInputSerializer):
+        rating = serializers.ChoiceField(choices=FeedbackRating.choices)
+        comment = serializers.CharField(
+            max_length=services.COMMENT_MAX_CHARS, required=False, allow_blank=True, default=""
+        )
+
+    @extend_schema(
+        responses={200: FeedbackSerializer, 404: OpenApiResponse(description="No such turn, or no feedback on it.")},
+        summary="The feedback on a turn",
+    )
+    def get(self, request: Request, turn_id: int) -> Response:
+        turn = selectors.turn_get(
+            tenant=self.tenant, turn_id=turn_id, allowed_knowledge_base_id=self.api_key.knowledge_base_id
+        )
+        return Response(FeedbackSerializer(selectors.feedback_get(tenant=self.tenant, turn=turn)).data)
+
+    def _set(self, request: Request, turn_id: int) -> Response:
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        outcome = services.feedback_set(
+            tenant=self.tenant,
+            turn_id=turn_id,
+            rating=data.validated_data["rating"],
+            comment=data.validated_data["comment"],
+            allowed_knowledge_base_id=self.api_key.knowledge_base_id,
+        )
+        return Response(
+            FeedbackSerializer(outcome.feedback).data,
+            status=status.HTTP_201_CREATED if outcome.created else status.HTTP_200_OK,
+        )
+
+    _SET_RESPONSES = {
+        200: OpenApiResponse(FeedbackSerializer, description="The turn's feedback, replaced."),
+        201: OpenApiResponse(FeedbackSerializer, description="The turn's feedback, given for the first time."),
+        409: OpenApiResponse(description="The turn has no answer to rate yet (retrieve mode, no client answer)."),
+    }
+
+    @extend_schema(request=InputSerializer, responses=_SET_RESPONSES, summary="Rate a turn's answer")
+    def post(self, request: Request, turn_id: int) -> Response:
+        return self._set(request, turn_id)
+
+    @extend_schema(request=InputSerializer, responses=_SET_RESPONSES, summary="Rate a turn's answer (replace)")
+    def put(self, request: Request, turn_id: int) -> Response:
+        return self._set(request, turn_id)
+
+
+class FeedbackListApi(TenantApi):
+    class FilterSerializer(StrictInputSerializer):
+        rating = serializers.ChoiceField(choices=FeedbackRating.choices, required=False)
+        conversation = serializers.IntegerField(required=False, min_value=1)
+        limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=100)
+        offset = serializers.IntegerField(required=False, min_value=0, max_value=MAX_OFFSET, default=0)
+
+    @extend_schema(
+        parameters=[FilterSerializer],
+        responses=inline_serializer(
+            "FeedbackPage",
+            {
+                "count": serializers.IntegerField(help_text="The feedback that matches the filters, on every page."),
+                "results": FeedbackSerializer(many=True, help_text="Most recently given or changed first."),
+            },
+        ),
+        summary="Feedback on answers, most recent first, one page (limit/offset)",
+        operation_id="v1_feedback_list",
+    )
+    def get(self, request: Request) -> Response:
+        """A key limited to one knowledge base lists the feedback on that one's conversations only."""
+        filters = self.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        params = dict(filters.validated_data)
+        limit, offset = params.pop("limit"), params.pop("offset")
+        feedback = selectors.feedback_list(
+            tenant=self.tenant,
+            rating=params.get("rating"),
+            conversation_id=params.get("conversation"),
+            allowed_knowledge_base_id=self.api_key.knowledge_base_id,
+        )
+        page = list(feedback[offset : offset + limit])
+        return Response({"count": feedback.count(), "results": FeedbackSerializer(page, many=True).data})

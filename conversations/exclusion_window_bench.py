@@ -216,11 +216,14 @@ def exclusion_window_bench_run(
             vectors.append(embed_query(question))
             bar.update()
 
+    text_of = {id(vector): question for vector, question in zip(vectors, questions, strict=True)}
+
     def search(vector: Sequence[float], excluded: list[int], hashes: set[str]) -> list[ChunkHit]:
         return chunk_search(
             tenant=tenant,
             knowledge_base=knowledge_base,
             query_vector=vector,
+            query_text=text_of[id(vector)],  # the knowledge base's retrieval mode may rank by its words too
             query_model_identity=query_model_identity,
             limit=bench.results_per_turn,
             exclude_document_ids=excluded if bench.granularity == Granularity.DOC else None,

@@ -49,6 +49,11 @@ class IntentBehaviour(models.TextChoices):
     ELABORATE = "elaborate", "Explain again: question dedup off for the turn"
 
 
+class FeedbackRating(models.TextChoices):
+    UP = "up", "Thumbs up"
+    DOWN = "down", "Thumbs down"
+
+
 class ReviewVerdict(models.TextChoices):
     UNREVIEWED = "unreviewed", "Not reviewed"
     CORRECT = "correct", "Correct decision"
@@ -64,6 +69,9 @@ class Conversation(TenantOwnedModel):
         "retrieval.KnowledgeBase", on_delete=models.CASCADE, related_name="conversations"
     )
     user_id = models.CharField(max_length=255, blank=True, default="", help_text="The customer app's end-user id.")
+    # The title the client gave (`conversation_rename`); empty when it gave none, and the API then shows one made
+    # from the first question (`selectors.conversation_title`), so a title never goes stale behind the turns.
+    title = models.CharField(max_length=200, blank=True, default="", db_default="")
     # Turns taken so far: read and incremented under select_for_update, so concurrent turns get distinct numbers.
     turn_count = models.PositiveIntegerField(default=0)
     # Bumped when a stored turn changes outside a turn (a client's answer to a retrieve-mode turn). The Redis hot
@@ -245,11 +253,25 @@ class DedupEvent(TenantOwnedModel):
     )
     reviewed_at = models.DateTimeField(null=True, blank=True)
     review_note = models.TextField(blank=True, default="", help_text="Why the reviewer judged the decision so.")
+    # The end user gave a thumbs-down to the stored answer this turn served (`feedback_set`): a false hit until
+    # support reviews it. Set and cleared only by feedback, by the rule in `feedback_rules.false_hit_suspicion`.
+    suspected_false_hit = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="The end user rated the stored answer this turn served thumbs-down: support should review it.",
+    )
+    suspected_false_hit_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
         indexes = [
+            # The review queue of suspected false hits: a few in a great many, read oldest suspicion first.
+            models.Index(
+                fields=["tenant", "suspected_false_hit_at"],
+                condition=models.Q(suspected_false_hit=True),
+                name="dedupevent_tenant_suspected",
+            ),
             models.Index(fields=["tenant", "action", "created_at"], name="dedupevent_tenant_action"),
             # The dashboard and the day rollup read one tenant's events by time, whatever their action.
             models.Index(fields=["tenant", "created_at"], name="dedupevent_tenant_created"),
@@ -263,6 +285,31 @@ class DedupEvent(TenantOwnedModel):
 
     def __str__(self) -> str:
         return f"{self.action} (conversation {self.conversation_ref})"
+
+
+class Feedback(TenantOwnedModel):
+    """The end user's rating of one turn's answer: one per turn, replaced when given again. Deleted with its turn
+    (it is about that answer); what it said about a served stored answer stays on the audit event
+    (`DedupEvent.suspected_false_hit`), which outlives the conversation."""
+
+    turn = models.OneToOneField(Turn, on_delete=models.CASCADE, related_name="feedback")
+    # The turn's conversation, kept on the row so a conversation's feedback is one indexed filter.
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="feedback")
+    rating = models.CharField(max_length=4, choices=FeedbackRating.choices)
+    comment = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at", "-id"]
+        verbose_name_plural = "feedback"
+        indexes = [
+            models.Index(fields=["tenant", "updated_at"], name="feedback_tenant_updated"),
+            models.Index(fields=["tenant", "rating", "updated_at"], name="feedback_tenant_rating"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.rating} on turn {self.turn_id}"
 
 
 class LabelSource(models.TextChoices):

@@ -2,22 +2,67 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 
-from django.db.models import QuerySet
+from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models.functions import Substr
 
 from conversations.label_rules import TRAINING_SOURCES, training_labels_pick
 from conversations.labelled_pairs import LabelledQuestionPair
-from conversations.models import Conversation, DedupAction, DedupEvent, DuplicateLabel, Turn
+from conversations.models import Conversation, DedupAction, DedupEvent, DuplicateLabel, Feedback, Turn
 from kbplatform.errors import NotFoundError
+from kbplatform.text import user_id_canonical
 from tenants.models import Tenant
+
+# A title made from the first question: at most this many characters, cut at a word where there is one.
+DEFAULT_TITLE_CHARS = 80
+# How much of the first question is read to make it (the title needs no more; a question may hold 4,000).
+_FIRST_QUESTION_READ = 4 * DEFAULT_TITLE_CHARS
+_WHITESPACE = re.compile(r"\s+")
+
+
+def title_from_question(question: str) -> str:
+    """The question on one line, whitespace collapsed, cut to `DEFAULT_TITLE_CHARS` at the last word that fits (or
+    mid-word when a single word is longer) with an ellipsis when something was cut."""
+    line = _WHITESPACE.sub(" ", question).strip()
+    if len(line) <= DEFAULT_TITLE_CHARS:
+        return line
+    cut = line[: DEFAULT_TITLE_CHARS - 1]
+    word_end = cut.rfind(" ")
+    if word_end > DEFAULT_TITLE_CHARS // 2:
+        cut = cut[:word_end]
+    return cut.rstrip() + "\u2026"
+
+
+def conversation_title(conversation: Conversation) -> str:
+    """The title the client gave, else one made from the conversation's first question (small talk is no question),
+    else empty. The first question comes from `conversations_with_first_question`; a conversation loaded without it
+    has none."""
+    if conversation.title:
+        return conversation.title
+    return title_from_question(getattr(conversation, "first_question", None) or "")
+
+
+def conversations_with_first_question(*, tenant: Tenant, conversations: QuerySet[Conversation]) -> QuerySet:
+    """`conversations` with `first_question`: the start of the first question asked in each (the lowest turn number
+    that is not small talk), in the same query."""
+    first = (
+        Turn.objects.for_tenant(tenant)
+        .filter(conversation_id=OuterRef("pk"))
+        .exclude(decision=DedupAction.SMALLTALK)
+        .order_by("number")
+        .values_list(Substr("question", 1, _FIRST_QUESTION_READ))[:1]
+    )
+    return conversations.annotate(first_question=Subquery(first))
 
 
 def conversation_get(
     *, tenant: Tenant, conversation_id: int, allowed_knowledge_base_id: int | None = None
 ) -> Conversation:
     """The tenant's conversation (expired ones included, until purged), or 404."""
-    conversation = Conversation.objects.for_tenant(tenant).filter(pk=conversation_id).first()
+    conversations = Conversation.objects.for_tenant(tenant).filter(pk=conversation_id)
+    conversation = conversations_with_first_question(tenant=tenant, conversations=conversations).first()
     if conversation is None or (
         allowed_knowledge_base_id is not None and conversation.knowledge_base_id != allowed_knowledge_base_id
     ):
@@ -25,8 +70,72 @@ def conversation_get(
     return conversation
 
 
+def conversation_list(
+    *,
+    tenant: Tenant,
+    user_id: str | None = None,
+    knowledge_base_id: int | None = None,
+    allowed_knowledge_base_id: int | None = None,
+) -> QuerySet[Conversation]:
+    """The tenant's conversations (expired ones included, until purged), most recently active first, each with its
+    `first_question`. With `allowed_knowledge_base_id` (a key bound to one knowledge base), only that one's: a filter
+    naming another knowledge base is an empty list, as a filter naming another tenant's is."""
+    conversations = Conversation.objects.for_tenant(tenant)
+    if allowed_knowledge_base_id is not None:
+        conversations = conversations.filter(knowledge_base_id=allowed_knowledge_base_id)
+    if knowledge_base_id is not None:
+        conversations = conversations.filter(knowledge_base_id=knowledge_base_id)
+    if user_id is not None:
+        # Stored in NFC (conversation_create): the filter finds a user however the client spells the id.
+        conversations = conversations.filter(user_id=user_id_canonical(user_id))
+    conversations = conversations.order_by("-last_active_at", "-id")
+    return conversations_with_first_question(tenant=tenant, conversations=conversations)
+
+
 def conversation_turns(*, tenant: Tenant, conversation: Conversation) -> QuerySet[Turn]:
+    """The conversation's stored turns in the order they were taken (turn numbers; a deleted turn leaves a gap)."""
     return Turn.objects.for_tenant(tenant).filter(conversation=conversation).defer("question_vector").order_by("number")
+
+
+def conversation_latest_turns(*, tenant: Tenant, conversation: Conversation, limit: int) -> list[Turn]:
+    """The conversation's last `limit` stored turns, in the order they were taken."""
+    latest = conversation_turns(tenant=tenant, conversation=conversation).order_by("-number")[:limit]
+    return list(reversed(latest))
+
+
+def turn_get(*, tenant: Tenant, turn_id: int, allowed_knowledge_base_id: int | None = None) -> Turn:
+    """The tenant's turn, or 404 (another tenant's, or of a knowledge base the key does not reach)."""
+    turn = Turn.objects.for_tenant(tenant).filter(pk=turn_id).defer("question_vector").first()
+    if turn is None or (allowed_knowledge_base_id is not None and turn.knowledge_base_id != allowed_knowledge_base_id):
+        raise NotFoundError("Turn not found.")
+    return turn
+
+
+def feedback_get(*, tenant: Tenant, turn: Turn) -> Feedback:
+    """The feedback on the tenant's `turn`, or 404 when none was given."""
+    feedback = Feedback.objects.for_tenant(tenant).filter(turn=turn).first()
+    if feedback is None:
+        raise NotFoundError("This turn has no feedback yet.", extra={"turn": turn.pk})
+    return feedback
+
+
+def feedback_list(
+    *,
+    tenant: Tenant,
+    rating: str | None = None,
+    conversation_id: int | None = None,
+    allowed_knowledge_base_id: int | None = None,
+) -> QuerySet[Feedback]:
+    """The tenant's feedback, most recently given or changed first. With `allowed_knowledge_base_id`, only feedback
+    on that knowledge base's conversations."""
+    feedback = Feedback.objects.for_tenant(tenant)
+    if allowed_knowledge_base_id is not None:
+        feedback = feedback.filter(conversation__knowledge_base_id=allowed_knowledge_base_id)
+    if rating:
+        feedback = feedback.filter(rating=rating)
+    if conversation_id is not None:
+        feedback = feedback.filter(conversation_id=conversation_id)
+    return feedback.order_by("-updated_at", "-id")
 
 
 def dedup_event_list(
@@ -39,6 +148,7 @@ def dedup_event_list(
     similarity_min: float | None = None,
     similarity_max: float | None = None,
     shadow: bool | None = None,
+    suspected_false_hit: bool | None = None,
     allowed_knowledge_base_id: int | None = None,
 ) -> QuerySet[DedupEvent]:
     """The tenant's audit events, newest first. With `allowed_knowledge_base_id` (a key bound to one knowledge
@@ -61,6 +171,8 @@ def dedup_event_list(
         events = events.filter(similarity__lte=similarity_max)
     if shadow is not None:
         events = events.filter(shadow=shadow)
+    if suspected_false_hit is not None:
+        events = events.filter(suspected_false_hit=suspected_false_hit)
     return events.order_by("-created_at", "-id")
 
 

@@ -3,20 +3,26 @@ from django.urls import path
 from conversations.apis import (
     AuditEventListApi,
     AuditEventReviewApi,
-    ConversationCreateApi,
     ConversationDetailApi,
+    ConversationListCreateApi,
     ConversationMessageApi,
+    ConversationTurnListApi,
     DedupPolicyApi,
+    FeedbackListApi,
     TurnAnswerApi,
+    TurnFeedbackApi,
 )
 
 urlpatterns = [
-    path("conversations/", ConversationCreateApi.as_view(), name="conversation-create"),
+    path("conversations/", ConversationListCreateApi.as_view(), name="conversation-create"),
     path("conversations/<int:conversation_id>/", ConversationDetailApi.as_view(), name="conversation-detail"),
     path(
         "conversations/<int:conversation_id>/messages/", ConversationMessageApi.as_view(), name="conversation-message"
     ),
+    path("conversations/<int:conversation_id>/turns/", ConversationTurnListApi.as_view(), name="conversation-turns"),
     path("turns/<int:turn_id>/answer/", TurnAnswerApi.as_view(), name="turn-answer"),
+    path("turns/<int:turn_id>/feedback/", TurnFeedbackApi.as_view(), name="turn-feedback"),
+    path("feedback/", FeedbackListApi.as_view(), name="feedback-list"),
     path("dedup-policy/", DedupPolicyApi.as_view(), name="dedup-policy"),
     path("audit-events/", AuditEventListApi.as_view(), name="audit-events"),
     path("audit-events/<int:event_id>/review/", AuditEventReviewApi.as_view(), name="audit-event-review"),

@@ -28,3 +28,9 @@ def control_character_problem(value: str) -> str | None:
 def has_visible_character(value: str) -> bool:
     """Whether `value` holds anything but spaces, control and formatting characters."""
     return any(unicodedata.category(character) not in _INVISIBLE_CATEGORIES for character in value)
+
+
+def user_id_canonical(value: str) -> str:
+    """The one spelling of an end-user id: Unicode NFC, so that "é" typed as one character and as "e" plus a combining
+    accent names one user, whose conversations, user-scope stored answers and audit trail are then one."""
+    return unicodedata.normalize("NFC", value)

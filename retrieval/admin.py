@@ -62,14 +62,36 @@ class AwaitingReindexFilter(admin.SimpleListFilter):
         return selectors.knowledge_bases_awaiting_reindex(knowledge_bases=queryset, query_model_identity=identity)
 
 
+class KnowledgeBaseForm(forms.ModelForm):
+    """The knowledge base's settings; a retrieval mode that needs the chunks' text is refused, with what to do, on a
+    knowledge base whose text is not in the search index yet (as the API refuses it)."""
+
+    class Meta:
+        model = KnowledgeBase
+        fields = "__all__"  # noqa: DJ007 - the admin's fieldsets and read-only fields choose what is shown
+
+    def clean(self) -> dict:
+        cleaned = super().clean()
+        mode = cleaned.get("retrieval_mode")
+        if self.instance.pk and mode and mode != self.instance.retrieval_mode:
+            try:
+                selectors.retrieval_mode_resolve(knowledge_base=self.instance, requested=mode)
+            except selectors.FullTextUnavailableError as exc:
+                self.add_error("retrieval_mode", str(exc))
+        return cleaned
+
+
 class KnowledgeBaseAdminBase(ServiceDeletionAdmin):
     """The knowledge bases' admin but for deleting one, which reaches conversations: `lifecycle.admin` registers
     it with `deletion_summary` and `delete_one`."""
 
+    form = KnowledgeBaseForm
     list_display = (
         "name",
         "tenant",
         "embedding_model",
+        "retrieval_mode",
+        "text_index",
         "search_index",
         "chunk_max_tokens",
         "chunk_overlap_tokens",
@@ -90,9 +112,17 @@ class KnowledgeBaseAdminBase(ServiceDeletionAdmin):
         "reindex_lease_expires_at",
         "reindex_attempts",
         "reindex_from_model_identity",
+        "text_index",
+        "text_index_progress",
+        "text_index_error",
     )
     exclude = ("reindex_claim_token",)  # which run holds the re-index: the workers' business, not the operator's
     actions = ("reindex_knowledge_bases",)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: KnowledgeBase | None = None) -> tuple[str, ...]:
+        # The analyser made the terms of the chunks already indexed: it is chosen once, when the knowledge base is made.
+        fields = tuple(super().get_readonly_fields(request, obj))
+        return (*fields, "text_analyzer") if obj is not None else fields
 
     @admin.display(description="search index")
     def search_index(self, obj: KnowledgeBase) -> str:

@@ -16,7 +16,7 @@ from rest_framework.response import Response
 from kbplatform.errors import ApplicationError, NotFoundError
 from kbplatform.serializers import MAX_OFFSET, StrictInputSerializer
 from retrieval import embeddings, selectors, services
-from retrieval.models import Document, DocumentStatus, KnowledgeBase
+from retrieval.models import Document, DocumentStatus, KnowledgeBase, RetrievalMode, TextAnalyzer
 from tenants.api import TenantApi
 from tenants.permissions import IsTenantAdminKey
 
@@ -39,9 +39,27 @@ class KnowledgeBaseOutputSerializer(serializers.ModelSerializer):
             "reindex_status",
             "reindex_progress",
             "reindex_error",
+            "retrieval_mode",
+            "effective_retrieval_mode",
+            "hybrid_dense_weight",
+            "text_analyzer",
+            "text_index",
+            "text_index_progress",
+            "text_index_error",
             "created_at",
             "updated_at",
         )
+
+    effective_retrieval_mode = serializers.SerializerMethodField(
+        help_text=(
+            'The mode searches and turns run in: retrieval_mode, or "semantic" while the knowledge base\'s chunks '
+            'carry no text in the search index (text_index not "ready": made before full-text search, until an '
+            "operator moves it over with `manage.py text_index`)."
+        )
+    )
+
+    def get_effective_retrieval_mode(self, obj: KnowledgeBase) -> str:
+        return selectors.retrieval_mode_resolve(knowledge_base=obj)
 
 
 class DocumentOutputSerializer(serializers.ModelSerializer):
@@ -115,6 +133,16 @@ EMBEDDING_MODEL_MISMATCH_RESPONSE = OpenApiResponse(
 )
 
 
+FULL_TEXT_UNAVAILABLE_RESPONSE = OpenApiResponse(
+    description=(
+        '`extra.code` `"full_text_unavailable"`: a `full_text` or `hybrid` search (or setting) on a knowledge base '
+        "whose chunks carry no text in the search index yet (made before full-text search): only `semantic` is "
+        "available until an operator moves it over (`manage.py text_index`); `extra` holds `text_index` and "
+        "`text_index_progress`."
+    )
+)
+
+
 def index_state_body(state: selectors.IndexState) -> dict:
     return {"status": str(state.status), "reindex_progress": state.reindex_progress}
 
@@ -149,6 +177,11 @@ class KnowledgeBaseListCreateApi(_KeyScopedApi):
         description = serializers.CharField(required=False, allow_blank=True, default="")
         chunk_max_tokens = serializers.IntegerField(required=False, min_value=16, max_value=256)
         chunk_overlap_tokens = serializers.IntegerField(required=False, min_value=0, max_value=128)
+        retrieval_mode = serializers.ChoiceField(choices=RetrievalMode.choices, required=False)
+        hybrid_dense_weight = serializers.FloatField(required=False, allow_null=True, min_value=0.0, max_value=1.0)
+        text_analyzer = serializers.ChoiceField(
+            choices=TextAnalyzer.choices, required=False, help_text="Fixed once the knowledge base is created."
+        )
 
     def get_permissions(self) -> list[BasePermission]:
         permissions = super().get_permissions()
@@ -176,11 +209,42 @@ class KnowledgeBaseListCreateApi(_KeyScopedApi):
 
 
 class KnowledgeBaseDetailApi(_KeyScopedApi):
-    """GET one knowledge base the key reaches. Deleting one reaches every app: `lifecycle.apis` adds DELETE."""
+    """GET one knowledge base the key reaches; PATCH its retrieval settings (an admin key). Deleting one reaches every
+    app: `lifecycle.apis` adds DELETE."""
+
+    class RetrievalInputSerializer(StrictInputSerializer):
+        retrieval_mode = serializers.ChoiceField(choices=RetrievalMode.choices, required=False)
+        hybrid_dense_weight = serializers.FloatField(
+            required=False,
+            allow_null=True,
+            min_value=0.0,
+            max_value=1.0,
+            help_text="Hybrid only: null fuses by rank (RRF); 0 to 1 weighs the vector side's scores.",
+        )
+
+    def get_permissions(self) -> list[BasePermission]:
+        permissions = super().get_permissions()
+        if self.request.method == "PATCH":
+            permissions.append(IsTenantAdminKey())
+        return permissions
 
     @extend_schema(responses=KnowledgeBaseOutputSerializer, summary="A knowledge base")
     def get(self, request: Request, knowledge_base_id: int) -> Response:
         return Response(KnowledgeBaseOutputSerializer(self.knowledge_base_or_404(knowledge_base_id)).data)
+
+    @extend_schema(
+        request=RetrievalInputSerializer,
+        responses={200: KnowledgeBaseOutputSerializer, 409: FULL_TEXT_UNAVAILABLE_RESPONSE},
+        summary="Change how a knowledge base is searched",
+    )
+    def patch(self, request: Request, knowledge_base_id: int) -> Response:
+        knowledge_base = self.knowledge_base_or_404(knowledge_base_id)
+        serializer = self.RetrievalInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        knowledge_base = services.knowledge_base_retrieval_set(
+            tenant=self.tenant, knowledge_base=knowledge_base, **serializer.validated_data
+        )
+        return Response(KnowledgeBaseOutputSerializer(knowledge_base).data)
 
 
 class KnowledgeBaseReindexApi(_KeyScopedApi):
@@ -359,15 +423,31 @@ class KnowledgeBaseSearchApi(_KeyScopedApi):
         query = serializers.CharField(max_length=4000)
         limit = serializers.IntegerField(required=False, min_value=1, max_value=100, default=10)
         group_by_document = serializers.BooleanField(required=False, default=True)
+        retrieval_mode = serializers.ChoiceField(
+            choices=RetrievalMode.choices,
+            required=False,
+            help_text="This search only; the knowledge base's retrieval_mode when left out.",
+        )
 
     class OutputSerializer(serializers.Serializer):
         results = ChunkHitOutputSerializer(many=True, help_text="Best first.")
         index = IndexStateOutputSerializer()
+        retrieval_mode = serializers.ChoiceField(
+            choices=RetrievalMode.choices,
+            help_text="The mode the search ran in; scores are cosines, BM25 scores or fused scores accordingly.",
+        )
         took_ms = serializers.FloatField()
 
     @extend_schema(
         request=InputSerializer,
-        responses={200: OutputSerializer, 409: EMBEDDING_MODEL_MISMATCH_RESPONSE},
+        responses={
+            200: OutputSerializer,
+            409: OpenApiResponse(
+                description=" ".join(
+                    (EMBEDDING_MODEL_MISMATCH_RESPONSE.description, FULL_TEXT_UNAVAILABLE_RESPONSE.description)
+                )
+            ),
+        },
         summary="Search a knowledge base",
     )
     def post(self, request: Request, knowledge_base_id: int) -> Response:
@@ -377,13 +457,16 @@ class KnowledgeBaseSearchApi(_KeyScopedApi):
         data = serializer.validated_data
         started = time.perf_counter()
         query_model_identity = embeddings.model_identity()
+        mode = selectors.retrieval_mode_resolve(knowledge_base=knowledge_base, requested=data.get("retrieval_mode"))
         hits = selectors.chunk_search(
             tenant=self.tenant,
             knowledge_base=knowledge_base,
             query_vector=embeddings.embed_query(data["query"]),
+            query_text=data["query"],
             query_model_identity=query_model_identity,
             limit=data["limit"],
             group_by_document=data["group_by_document"],
+            retrieval_mode=mode,
         )
         elapsed_ms = (time.perf_counter() - started) * 1000
         logger.info(
@@ -402,6 +485,7 @@ class KnowledgeBaseSearchApi(_KeyScopedApi):
             {
                 "results": ChunkHitOutputSerializer(hits, many=True).data,
                 "index": index_state_body(state),
+                "retrieval_mode": mode,
                 "took_ms": round(elapsed_ms, 1),
             }
         )

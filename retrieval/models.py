@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from retrieval import vectorstore
 from tenants.scoping import TenantOwnedModel
 
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
@@ -10,6 +11,27 @@ DEFAULT_EMBEDDING_DIMENSION = 384
 # `KnowledgeBase.reindex_from_model_identity` of a re-index that failed before the field was recorded (migration 0012):
 # whether it was changing the model is not known, so it counts as one that was.
 REINDEX_FROM_UNRECORDED = "unrecorded"
+
+
+class RetrievalMode(models.TextChoices):
+    SEMANTIC = vectorstore.SEMANTIC, "semantic (vectors)"
+    FULL_TEXT = vectorstore.FULL_TEXT, "full text (BM25)"
+    HYBRID = vectorstore.HYBRID, "hybrid (vectors and BM25, fused)"
+
+
+class TextAnalyzer(models.TextChoices):
+    ENGLISH = vectorstore.ENGLISH, "English"
+    CHINESE = vectorstore.CHINESE, "Chinese (jieba)"
+
+
+class TextIndexStatus(models.TextChoices):
+    READY = vectorstore.TextIndex.READY
+    MISSING = vectorstore.TextIndex.MISSING
+    BUILDING = vectorstore.TextIndex.BUILDING
+
+
+# What a new knowledge base searches with. Provisional: bench/retrieval_quality.py (every mode in one run) decides it.
+DEFAULT_RETRIEVAL_MODE = RetrievalMode.HYBRID
 
 
 class ReindexStatus(models.TextChoices):
@@ -49,6 +71,34 @@ class KnowledgeBase(TenantOwnedModel):
     # re-index did not reach are that model's, mixed with the new one's (`selectors.index_state`: REINDEX_FAILED).
     # Blank when the last re-index kept the model (a rebuild stopped part way leaves every vector the model's).
     reindex_from_model_identity = models.CharField(max_length=200, blank=True, default="", db_default="")
+    # How searches and turns rank the knowledge base's chunks. FULL_TEXT and HYBRID need its chunks' text in Milvus
+    # (`text_index` READY): a knowledge base from before full text is semantic until it is moved over.
+    # The database defaults are for rows that the last release's web and workers insert while `migrate` runs: their
+    # chunks go to the collection of vectors only, so they search as before and have no text in Milvus.
+    retrieval_mode = models.CharField(
+        max_length=10, choices=RetrievalMode.choices, default=DEFAULT_RETRIEVAL_MODE, db_default=RetrievalMode.SEMANTIC
+    )
+    # HYBRID's fusion: reciprocal rank fusion when null, else weighted scores, this share for the vector side.
+    hybrid_dense_weight = models.FloatField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="Hybrid only: blank fuses by rank (RRF); a number from 0 to 1 weighs the vector side's scores.",
+    )
+    # Which analyser splits its chunks' text into BM25 terms; fixed once it holds chunks (their terms were made by it).
+    text_analyzer = models.CharField(
+        max_length=10, choices=TextAnalyzer.choices, default=TextAnalyzer.ENGLISH, db_default=TextAnalyzer.ENGLISH
+    )
+    # Whether its chunks' text is in Milvus (`vectorstore.TextIndex`): READY from the start for a knowledge base made by
+    # this release; MISSING for one from before until `manage.py text_index` has copied its chunks over (BUILDING).
+    text_index = models.CharField(
+        max_length=10,
+        choices=TextIndexStatus.choices,
+        default=TextIndexStatus.READY,
+        db_default=TextIndexStatus.MISSING,
+    )
+    text_index_progress = models.FloatField(default=0.0, db_default=0.0)
+    text_index_error = models.TextField(blank=True, default="", db_default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -122,6 +172,9 @@ class Document(TenantOwnedModel):
         indexes = [
             models.Index(fields=["tenant", "knowledge_base", "status"]),
             models.Index(fields=["status", "lease_expires_at"], name="document_status_lease"),
+            # The document list's order (selectors.document_list): a page is read off the index, not sorted from
+            # every document of the knowledge base.
+            models.Index(fields=["tenant", "knowledge_base", "-created_at", "-id"], name="document_kb_newest_first"),
         ]
 
     def __str__(self) -> str:
@@ -190,3 +243,17 @@ class EmbeddingCacheEntry(TenantOwnedModel):
 
     def __str__(self) -> str:
         return f"{self.model_name}:{self.text_hash[:12]}"
+
+
+class IngestQueueMarker(models.Model):
+    """The platform's one marker of how far the workers have read the ingestion queue: `sent_at` is when the stalled
+    sweep last sent a marker task into the queue, `seen_at_sent` the send time of the newest marker a worker has
+    taken off it. The queue hands out its messages in order, so once a marker sent at T was taken, every indexing
+    message sent before T has been taken too: a document still queued since before T lost its message, and only such
+    a document is worth queueing again. Not tenant data (it names no tenant); one row, pk 1."""
+
+    sent_at = models.DateTimeField(null=True, blank=True)
+    seen_at_sent = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"queue marker sent {self.sent_at}, seen up to {self.seen_at_sent}"

@@ -12,7 +12,15 @@ from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from kbplatform.errors import ConflictError
 from retrieval import vectorstore
 from retrieval.embeddings import IDENTITY_NAME_CHARS, identity_name
-from retrieval.models import REINDEX_FROM_UNRECORDED, Chunk, Document, DocumentStatus, KnowledgeBase, ReindexStatus
+from retrieval.models import (
+    REINDEX_FROM_UNRECORDED,
+    Chunk,
+    Document,
+    DocumentStatus,
+    KnowledgeBase,
+    ReindexStatus,
+    TextIndexStatus,
+)
 from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -214,6 +222,54 @@ class ChunkHit:
     document_title: str
 
 
+FULL_TEXT_UNAVAILABLE = "full_text_unavailable"
+
+
+class FullTextUnavailableError(ConflictError):
+    """A full-text or hybrid search of a knowledge base whose chunks carry no text in Milvus yet (made before full
+    text, not yet moved over by `manage.py text_index`): refused with what to do, rather than served by vectors alone
+    under another mode's name."""
+
+
+def full_text_unavailable(*, knowledge_base: KnowledgeBase, mode: str) -> FullTextUnavailableError:
+    moving = knowledge_base.text_index == TextIndexStatus.BUILDING
+    message = (
+        f"The knowledge base cannot be searched in {mode!r} mode yet: its chunks' text is not in the search index "
+        "(it was indexed before full-text search existed), so only 'semantic' search is available. "
+        + (
+            f"Its move to full text is running ({knowledge_base.text_index_progress:.0%} done); "
+            "ask again once its text_index is 'ready'."
+            if moving
+            else "An operator moves it over with `manage.py text_index` (online: it keeps answering meanwhile)."
+        )
+    )
+    return FullTextUnavailableError(
+        message,
+        extra={
+            "code": FULL_TEXT_UNAVAILABLE,
+            "knowledge_base": knowledge_base.pk,
+            "retrieval_mode": mode,
+            "text_index": knowledge_base.text_index,
+            "text_index_progress": float(knowledge_base.text_index_progress),
+        },
+    )
+
+
+def retrieval_mode_resolve(*, knowledge_base: KnowledgeBase, requested: str | None = None) -> str:
+    """The mode a search of `knowledge_base` runs in: `requested`, else the knowledge base's `retrieval_mode`. A mode
+    that needs the chunks' text, on a knowledge base whose text is not in Milvus yet, is refused when asked for
+    (FullTextUnavailableError, a 409) and is `semantic` when it is only the setting, as its API field says (a setting
+    the services do not accept there; rows the last release inserted during an upgrade may hold it). Pure."""
+    mode = requested or knowledge_base.retrieval_mode
+    if mode not in vectorstore.RETRIEVAL_MODES:
+        raise ValueError(f"unknown retrieval mode {mode!r}")
+    if mode != vectorstore.SEMANTIC and knowledge_base.text_index != TextIndexStatus.READY:
+        if requested:
+            raise full_text_unavailable(knowledge_base=knowledge_base, mode=mode)
+        return vectorstore.SEMANTIC
+    return mode
+
+
 # Hits asked of Milvus beyond `limit`, so a result list still fills up when copies of a passage are dropped from it.
 CONTENT_REPEAT_SLACK = 5
 
@@ -252,6 +308,8 @@ def chunk_search(
     exclude_chunk_ids: Iterable[int] | None = None,
     exclude_content_hashes: Collection[str] = (),
     group_by_document: bool = True,
+    query_text: str = "",
+    retrieval_mode: str | None = None,
 ) -> list[ChunkHit]:
     """Best chunks of one knowledge base for a query vector, best first, at most one per document when
     grouped, and never two of the same text (`hits_of_distinct_content`; nor one of `exclude_content_hashes`).
@@ -262,7 +320,12 @@ def chunk_search(
     model's, all or in part (`index_state` says `OTHER_MODEL`, or `REINDEX_FAILED` after a re-index onto the query's
     model stopped part way), the search raises EmbeddingModelMismatchError (a 409) rather than rank them; a knowledge
     base holding no chunk has no vector to rank and gives no hit. During a re-index to the
-    query's model the search runs: the caller reports `index_state` with the results."""
+    query's model the search runs: the caller reports `index_state` with the results.
+
+    Ranked in `retrieval_mode_resolve`'s mode (`retrieval_mode`, else the knowledge base's): by `query_vector`, by BM25
+    of `query_text` (the text `query_vector` was embedded from), or both fused. Grouping, exclusions and the tenant's
+    filter are the same in every mode: each field search carries the whole filter."""
+    mode = retrieval_mode_resolve(knowledge_base=knowledge_base, requested=retrieval_mode)
     if knowledge_base.tenant_id != tenant.pk:
         raise ValueError("knowledge base of another tenant")
     state = index_state(knowledge_base=knowledge_base, query_model_identity=query_model_identity)
@@ -290,6 +353,11 @@ def chunk_search(
         exclude_document_ids=exclude_document_ids,
         exclude_chunk_ids=exclude_chunk_ids,
         group_by_document=group_by_document,
+        mode=mode,
+        query_text=query_text,
+        analyzer=knowledge_base.text_analyzer,
+        full_text=knowledge_base.text_index == TextIndexStatus.READY,
+        dense_weight=knowledge_base.hybrid_dense_weight,
     )
     if not hits:
         return []
@@ -332,6 +400,23 @@ def chunk_search(
             )
         )
     return hits_of_distinct_content(results, shown_content_hashes=exclude_content_hashes)[:limit]
+
+
+@dataclass(frozen=True)
+class TextSettings:
+    """What a chunk's vector row needs of its knowledge base: the analyser of its text and where it is written."""
+
+    analyzer: str
+    text_index: str
+
+
+def knowledge_base_text_settings(*, tenant_id: int, knowledge_base_ids: Iterable[int]) -> dict[int, TextSettings]:
+    """Knowledge base id -> its `TextSettings` as the database holds them now (one query): a writer asks just before it
+    writes, so a move to the full-text collection that started meanwhile has its chunks written to both."""
+    rows = KnowledgeBase.objects.filter(tenant_id=tenant_id, pk__in=set(knowledge_base_ids)).values_list(
+        "pk", "text_analyzer", "text_index"
+    )
+    return {pk: TextSettings(analyzer=analyzer, text_index=text_index) for pk, analyzer, text_index in rows}
 
 
 def knowledge_base_list(*, tenant: Tenant, only_id: int | None = None) -> list[KnowledgeBase]:

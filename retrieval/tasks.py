@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import random
+from datetime import datetime
 
 from celery import Task, shared_task
 
@@ -65,11 +66,37 @@ def knowledge_base_reindex(self: Task, knowledge_base_id: int, tenant_id: int) -
         raise self.retry(exc=exc, countdown=retry_countdown(self.request.retries)) from exc
 
 
+@shared_task(bind=True, name="knowledge_base_text_index", acks_late=True, max_retries=MAX_RETRIES)
+def knowledge_base_text_index(self: Task, knowledge_base_id: int, tenant_id: int) -> None:
+    """Move a knowledge base into the full-text collection (`services.knowledge_base_text_index`)."""
+    try:
+        services.knowledge_base_text_index(tenant_id=tenant_id, knowledge_base_id=knowledge_base_id)
+    except services.TransientIngestError as exc:
+        if self.request.retries >= self.max_retries:
+            services.knowledge_base_text_index_fail(
+                tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, reason=str(exc)
+            )
+            return
+        raise self.retry(exc=exc, countdown=retry_countdown(self.request.retries)) from exc
+
+
 @shared_task(name="documents_recover_stalled", acks_late=True)
 def documents_recover_stalled() -> int:
     """The minute's housekeeping of ingestion: documents and knowledge-base re-indexes whose run was lost are queued
     again (one beat entry for both, so a deployment's schedule needs nothing new)."""
     return services.documents_recover_stalled() + services.knowledge_base_reindexes_recover()
+
+
+@shared_task(name="ingest_queue_marker", acks_late=True)
+def ingest_queue_marker(sent_at: str) -> None:
+    """The stalled sweep's marker (services.recovery): taken off the queue, it shows every message sent before it was
+    taken too. Expires never: a marker dropped unread would only delay the recovery it exists for."""
+    services.ingest_queue_marker_seen(sent_at=datetime.fromisoformat(sent_at))
+
+
+@shared_task(name="stored_files_orphaned_delete", acks_late=True)
+def stored_files_orphaned_delete() -> int:
+    return services.stored_files_orphaned_delete()
 
 
 @shared_task(name="embedding_cache_purge", acks_late=True)

@@ -8,6 +8,14 @@ Milvus Lite ignores `filter_params` templates and real Milvus rejects an empty `
 Collections created before the field was named `doc_id` call it `document_id`; the name is read from the
 collection's schema once per process, so they keep working as they are (docs/operations.md: re-index into a new
 collection to move one over).
+
+Full text: a chunk collection created by this release also holds each chunk's text, analysed, in one of two text fields
+(`text`, English analyser; `text_zh`, jieba), each turned into a sparse vector by a BM25 function with a sparse inverted
+index; a row fills the field of its knowledge base's analyser and leaves the other empty. Two fields, not one
+multi-analyser field, because multi-analyser fields need Milvus 2.5.11 and the compose file pins 2.5.4, and Milvus Lite
+has none. A collection from before (no text field) cannot gain a BM25 output in place, so full text lives in a
+collection of its own beside it (`chunk_collection_name`) and each knowledge base moves over by a re-index from its
+stored chunks (`retrieval.services.text_index`); until then it is searched by its vectors alone.
 """
 
 from __future__ import annotations
@@ -32,7 +40,18 @@ LEGACY_DOC_FIELD = "document_id"  # what chunk collections of earlier releases c
 _lock = threading.Lock()
 _client = None
 _ready_collections: set[str] = set()
-_doc_fields: dict[str, str] = {}  # chunk collection -> the name of its document field
+_text_collection: list[str] = []  # the full-text chunk collection's name, once `chunk_collection_name` has found it
+
+
+@dataclass(frozen=True)
+class CollectionCapabilities:
+    """What a chunk collection's schema holds, read from it once per process: the one place that knows."""
+
+    doc_field: str = "doc_id"  # the name of its document field (DOC_FIELD, or LEGACY_DOC_FIELD before it was renamed)
+    full_text: bool = False  # whether it holds analysed text with BM25 sparse vectors (TEXT_FIELDS)
+
+
+_capabilities: dict[str, CollectionCapabilities] = {}  # chunk collection -> what its schema holds
 
 
 VECTOR_STORE_UNAVAILABLE = "vector_store_unavailable"
@@ -132,7 +151,8 @@ def _reset() -> None:
                 logger.debug("closing a broken Milvus client failed", exc_info=True)
         _client = None
         _ready_collections.clear()
-        _doc_fields.clear()
+        _capabilities.clear()
+        _text_collection.clear()
 
 
 def _call(operation: str, fn, *args, timeout: float | None = None, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202 - any client method
@@ -149,10 +169,71 @@ def _call(operation: str, fn, *args, timeout: float | None = None, **kwargs):  #
         raise VectorStoreUnavailable(f"Milvus {operation} failed: {exc}") from exc
 
 
-def _collection_ensure(*, name: str, primary: str, int_fields: Sequence[str], dimension: int) -> str:
+# --- chunk text: analysers and modes ------------------------------------------------------------------------------
+
+ENGLISH = "english"
+CHINESE = "chinese"
+# Analyser -> (text field, its BM25 sparse field, analyser parameters). Only the `standard` and `jieba` tokenizers, the
+# `lowercase`, `stemmer` and `stop` filters are used: Milvus 2.5.4 has them all, and Milvus Lite 3.2 knows the two
+# tokenizers (it applies stop words and ignores the stemmer, so English terms are matched unstemmed there). The stop
+# words are listed, not `_english_`, which Milvus Lite would read as one word.
+ENGLISH_STOP_WORDS = (
+    "a an and are as at be but by for if in into is it no not of on or such that the their then there these they "
+    "this to was will with"
+).split()
+TEXT_FIELDS: dict[str, tuple[str, str, dict]] = {
+    ENGLISH: (
+        "text",
+        "sparse",
+        {
+            "tokenizer": "standard",
+            "filter": [
+                "lowercase",
+                {"type": "stemmer", "language": "english"},
+                {"type": "stop", "stop_words": ENGLISH_STOP_WORDS},
+            ],
+        },
+    ),
+    CHINESE: ("text_zh", "sparse_zh", {"tokenizer": "jieba"}),
+}
+# A VARCHAR holds at most 65,535 bytes. A chunk is at most 256 word pieces, far below that; should one be longer, its
+# text is cut for BM25 only (the chunk row keeps it whole and is what a hit shows).
+TEXT_MAX_BYTES = 65_535
+
+SEMANTIC = "semantic"
+FULL_TEXT = "full_text"
+HYBRID = "hybrid"
+RETRIEVAL_MODES = (SEMANTIC, FULL_TEXT, HYBRID)
+RRF_K = 60
+# Hits each sub-request of a hybrid search hands to the fusion, per hit asked for: fusion ranks what either side found,
+# so each side must bring more than the final list (and grouping keeps one chunk per document of them).
+HYBRID_CANDIDATES_PER_HIT = 4
+SEARCH_LIMIT_MAX = 16_384  # what Milvus accepts as a search's limit
+
+
+class TextIndex:
+    """Where a knowledge base's chunks are in Milvus (`KnowledgeBase.text_index`)."""
+
+    READY = "ready"  # in the full-text collection, with their text: every retrieval mode
+    MISSING = "missing"  # in the collection of vectors only (made before full text): semantic search only
+    BUILDING = "building"  # being copied into the full-text collection: written to both, searched in the old one
+
+
+def text_cut(text: str) -> str:
+    """`text` cut to what a text field holds (TEXT_MAX_BYTES of UTF-8), never inside a character."""
+    encoded = text.encode("utf-8")
+    if len(encoded) <= TEXT_MAX_BYTES:
+        return text
+    return encoded[:TEXT_MAX_BYTES].decode("utf-8", errors="ignore")
+
+
+def _collection_ensure(
+    *, name: str, primary: str, int_fields: Sequence[str], dimension: int, full_text: bool = False
+) -> str:
     """Create (once per process) and load a collection keyed by `primary`, partitioned by `tenant_id`, with an
-    HNSW cosine index on `vector`: the one shape shared by the chunk and the question collections. For a chunk
-    collection, records which name its document field has."""
+    HNSW cosine index on `vector`: the one shape shared by the chunk and the question collections; with `full_text`, a
+    new one also gets TEXT_FIELDS with their BM25 functions and sparse indexes. For a chunk collection, records what
+    its schema holds (`CollectionCapabilities`), read from Milvus when it existed already."""
     if name in _ready_collections:
         return name
     client = _connect()
@@ -161,14 +242,18 @@ def _collection_ensure(*, name: str, primary: str, int_fields: Sequence[str], di
         # Looking is quick: MILVUS_TIMEOUT, so a Milvus that does not answer fails a request fast; creating and loading
         # get `timeout` (MILVUS_SETUP_TIMEOUT), as loading a large collection takes its time.
         quick = min(timeout, settings.MILVUS_TIMEOUT)
-        from pymilvus import DataType
+        from pymilvus import DataType, Function, FunctionType
 
         if client.has_collection(name, timeout=quick):
             if DOC_FIELD in int_fields:
                 fields = {field["name"] for field in client.describe_collection(name, timeout=quick)["fields"]}
-                _doc_fields[name] = LEGACY_DOC_FIELD if LEGACY_DOC_FIELD in fields else DOC_FIELD
+                _capabilities[name] = CollectionCapabilities(
+                    doc_field=LEGACY_DOC_FIELD if LEGACY_DOC_FIELD in fields else DOC_FIELD,
+                    full_text=all(text in fields and sparse in fields for text, sparse, _ in TEXT_FIELDS.values()),
+                )
         else:
-            _doc_fields[name] = DOC_FIELD
+            if DOC_FIELD in int_fields:
+                _capabilities[name] = CollectionCapabilities(doc_field=DOC_FIELD, full_text=full_text)
             schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
             schema.add_field(primary, DataType.INT64, is_primary=True)
             schema.add_field("tenant_id", DataType.VARCHAR, max_length=VARCHAR_ID_MAX, is_partition_key=True)
@@ -179,6 +264,25 @@ def _collection_ensure(*, name: str, primary: str, int_fields: Sequence[str], di
             index_params.add_index(
                 field_name="vector", index_type="HNSW", metric_type="COSINE", params={"M": 16, "efConstruction": 200}
             )
+            if full_text:
+                for text, sparse, analyzer_params in TEXT_FIELDS.values():
+                    schema.add_field(
+                        text,
+                        DataType.VARCHAR,
+                        max_length=TEXT_MAX_BYTES,
+                        enable_analyzer=True,
+                        analyzer_params=analyzer_params,
+                    )
+                    schema.add_field(sparse, DataType.SPARSE_FLOAT_VECTOR)
+                    schema.add_function(
+                        Function(
+                            name=f"{sparse}_bm25",
+                            function_type=FunctionType.BM25,
+                            input_field_names=[text],
+                            output_field_names=[sparse],
+                        )
+                    )
+                    index_params.add_index(field_name=sparse, index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
             client.create_collection(collection_name=name, schema=schema, index_params=index_params, timeout=timeout)
         client.load_collection(name, timeout=timeout)
 
@@ -187,19 +291,62 @@ def _collection_ensure(*, name: str, primary: str, int_fields: Sequence[str], di
     return name
 
 
-def collection_ensure(*, dimension: int, collection: str | None = None) -> str:
-    """Create (once) and load the chunk collection; returns its name."""
+def chunk_collection_name(*, full_text: bool) -> str:
+    """The chunk collection a knowledge base's chunks are in: MILVUS_COLLECTION for one searched by vectors only
+    (`TextIndex.MISSING`), the full-text collection for one whose chunks carry their text (`TextIndex.READY`).
+
+    The full-text collection is MILVUS_COLLECTION itself when that has (or will be created with) the text fields, and
+    `<MILVUS_COLLECTION>_text` beside it when MILVUS_COLLECTION is a collection of vectors only from an earlier
+    release, or once `_text` exists (so dropping the emptied old collection changes nothing). Every process reads the
+    same answer from Milvus, once."""
+    prefix = settings.MILVUS_COLLECTION
+    if not full_text:
+        return prefix
+    if _text_collection:
+        return _text_collection[0]
+    beside = f"{prefix}_text"
+
+    def _find(*, timeout: float) -> str:
+        client = _connect()
+        if client.has_collection(beside, timeout=timeout):
+            return beside
+        if not client.has_collection(prefix, timeout=timeout):
+            return prefix
+        fields = {field["name"] for field in client.describe_collection(prefix, timeout=timeout)["fields"]}
+        return prefix if all(text in fields for text, _, _ in TEXT_FIELDS.values()) else beside
+
+    found = _call("lookup of the full-text collection", _find)
+    _text_collection[:] = [found]
+    return found
+
+
+def collection_ensure(*, dimension: int, collection: str | None = None, full_text: bool = True) -> str:
+    """Create (once) and load a chunk collection; returns its name. `collection` names one (the schema it was made with
+    is read); else the one `chunk_collection_name(full_text=...)` names. A chunk collection this release creates always
+    holds the text fields, whatever its name."""
+    name = collection or chunk_collection_name(full_text=full_text)
     return _collection_ensure(
-        name=collection or settings.MILVUS_COLLECTION,
+        name=name,
         primary="chunk_id",
         int_fields=("knowledge_base_id", DOC_FIELD),
         dimension=dimension,
+        full_text=True,
     )
 
 
+def collection_capabilities(name: str) -> CollectionCapabilities:
+    """What the schema of a chunk collection that collection_ensure has set up holds."""
+    return _capabilities.get(name, CollectionCapabilities())
+
+
 def _doc_field(name: str) -> str:
-    """The document field of a chunk collection that collection_ensure has set up."""
-    return _doc_fields.get(name, DOC_FIELD)
+    return collection_capabilities(name).doc_field
+
+
+def _chunk_collections(*, dimension: int) -> list[str]:
+    """Every chunk collection a knowledge base's chunks may be in (one name when the deployment has only one)."""
+    names = [collection_ensure(dimension=dimension, full_text=False), collection_ensure(dimension=dimension)]
+    return list(dict.fromkeys(names))
 
 
 @dataclass(frozen=True)
@@ -209,6 +356,9 @@ class ChunkVector:
     knowledge_base_id: int
     document_id: int
     vector: Sequence[float]
+    text: str  # the chunk's text, for BM25 (in a collection that holds text)
+    analyzer: str = ENGLISH  # its knowledge base's `text_analyzer`: which text field holds it
+    text_index: str = TextIndex.READY  # its knowledge base's `text_index`: which collections it is written to
 
 
 @dataclass(frozen=True)
@@ -219,23 +369,45 @@ class SearchHit:
     score: float
 
 
+def _row_targets(row: ChunkVector, *, dimension: int) -> list[str]:
+    """The collections a chunk is written to: where its knowledge base is searched, and during a move to the full-text
+    collection both, so that no chunk written meanwhile is missing from either."""
+    if row.text_index == TextIndex.READY:
+        return [collection_ensure(dimension=dimension)]
+    if row.text_index == TextIndex.MISSING:
+        return [collection_ensure(dimension=dimension, full_text=False)]
+    return _chunk_collections(dimension=dimension)
+
+
+def _row_data(row: ChunkVector, *, name: str) -> dict:
+    capabilities = collection_capabilities(name)
+    data = {
+        "chunk_id": row.chunk_id,
+        "tenant_id": _tenant_key(row.tenant_id),
+        "knowledge_base_id": row.knowledge_base_id,
+        capabilities.doc_field: row.document_id,
+        "vector": [float(x) for x in row.vector],
+    }
+    if capabilities.full_text:
+        if row.analyzer not in TEXT_FIELDS:
+            raise ValueError(f"unknown text analyser {row.analyzer!r}")
+        for analyzer, (text_field, _, _) in TEXT_FIELDS.items():
+            data[text_field] = text_cut(row.text) if analyzer == row.analyzer else ""
+    return data
+
+
 def vectors_upsert(*, rows: Sequence[ChunkVector], dimension: int, collection: str | None = None) -> int:
+    """Write the rows into the collections of their knowledge bases' `text_index` (or into `collection` alone)."""
     if not rows:
         return 0
-    name = collection_ensure(dimension=dimension, collection=collection)
-    doc_field = _doc_field(name)
-    data = [
-        {
-            "chunk_id": row.chunk_id,
-            "tenant_id": _tenant_key(row.tenant_id),
-            "knowledge_base_id": row.knowledge_base_id,
-            doc_field: row.document_id,
-            "vector": [float(x) for x in row.vector],
-        }
-        for row in rows
-    ]
-    _call("upsert", _connect().upsert, collection_name=name, data=data)
-    return len(data)
+    by_collection: dict[str, list[dict]] = {}
+    for row in rows:
+        names = [collection_ensure(dimension=dimension, collection=collection)] if collection else None
+        for name in names or _row_targets(row, dimension=dimension):
+            by_collection.setdefault(name, []).append(_row_data(row, name=name))
+    for name, data in by_collection.items():
+        _call("upsert", _connect().upsert, collection_name=name, data=data)
+    return len(rows)
 
 
 def vectors_delete(
@@ -246,17 +418,22 @@ def vectors_delete(
     document_ids: Iterable[int] | None = None,
     collection: str | None = None,
 ) -> None:
-    """Delete a tenant's vectors of the given documents (or of a whole knowledge base)."""
+    """Delete a tenant's vectors of the given documents (or of a whole knowledge base), from every chunk collection
+    (or from `collection` alone)."""
     document_ids = list(document_ids) if document_ids is not None else None
     if document_ids is not None and not document_ids:
         return
     if document_ids is None and knowledge_base_id is None:
         raise ValueError("refusing to delete every vector of a tenant without naming a knowledge base")
-    name = collection_ensure(dimension=dimension, collection=collection)
-    expression = filter_build(
-        tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, document_ids=document_ids, doc_field=_doc_field(name)
-    )
-    _call("delete", _connect().delete, collection_name=name, filter=expression)
+    names = [collection_ensure(dimension=dimension, collection=collection)] if collection else None
+    for name in names or _chunk_collections(dimension=dimension):
+        expression = filter_build(
+            tenant_id=tenant_id,
+            knowledge_base_id=knowledge_base_id,
+            document_ids=document_ids,
+            doc_field=_doc_field(name),
+        )
+        _call("delete", _connect().delete, collection_name=name, filter=expression)
 
 
 def vectors_delete_stale(
@@ -268,33 +445,112 @@ def vectors_delete_stale(
     collection: str | None = None,
 ) -> None:
     """Delete the vectors of these documents whose chunk is not in `keep_chunk_ids`: what a re-run or re-index
-    leaves behind when a document's chunks changed. With nothing to keep, every vector of the documents goes."""
+    leaves behind when a document's chunks changed. With nothing to keep, every vector of the documents goes. From
+    every chunk collection (or from `collection` alone)."""
     document_ids = list(document_ids)
     if not document_ids:
         return
-    name = collection_ensure(dimension=dimension, collection=collection)
-    expression = filter_build(
-        tenant_id=tenant_id, document_ids=document_ids, exclude_chunk_ids=keep_chunk_ids, doc_field=_doc_field(name)
-    )
-    _call("delete", _connect().delete, collection_name=name, filter=expression)
+    keep_chunk_ids = list(keep_chunk_ids)
+    names = [collection_ensure(dimension=dimension, collection=collection)] if collection else None
+    for name in names or _chunk_collections(dimension=dimension):
+        expression = filter_build(
+            tenant_id=tenant_id, document_ids=document_ids, exclude_chunk_ids=keep_chunk_ids, doc_field=_doc_field(name)
+        )
+        _call("delete", _connect().delete, collection_name=name, filter=expression)
+
+
+# --- search: the requests are built by a pure function, so every one of them is seen to carry the tenant's filter ---
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """One search of one field: what `search` (alone) or a sub-request of `hybrid_search` is given."""
+
+    anns_field: str
+    data: list
+    param: dict
+    limit: int
+    expr: str
+
+
+def search_requests_build(
+    *,
+    mode: str,
+    expression: str,
+    limit: int,
+    query_vector: Sequence[float] | None,
+    query_text: str,
+    analyzer: str = ENGLISH,
+) -> list[SearchRequest]:
+    """The field searches of a search in `mode`: the dense vector (SEMANTIC), the BM25 field of `analyzer`
+    (FULL_TEXT), or both (HYBRID, each bringing HYBRID_CANDIDATES_PER_HIT hits per hit asked for). Every one carries
+    `expression`, the whole filter (tenant, knowledge base, exclusions): a sub-request without it would let fusion
+    rank another tenant's chunks or an excluded one. Pure."""
+    if mode not in RETRIEVAL_MODES:
+        raise ValueError(f"unknown retrieval mode {mode!r}")
+    if not expression.startswith("tenant_id == "):
+        raise ValueError("every Milvus filter must name the tenant first")
+    sub_limit = min(SEARCH_LIMIT_MAX, limit * HYBRID_CANDIDATES_PER_HIT) if mode == HYBRID else limit
+    requests = []
+    if mode in (SEMANTIC, HYBRID):
+        if query_vector is None:
+            raise ValueError(f"a {mode} search needs a query vector")
+        requests.append(
+            SearchRequest(
+                anns_field="vector",
+                data=[[float(x) for x in query_vector]],
+                param={"metric_type": "COSINE", "params": {"ef": max(64, sub_limit * 4)}},
+                limit=sub_limit,
+                expr=expression,
+            )
+        )
+    if mode in (FULL_TEXT, HYBRID):
+        if not query_text.strip():
+            raise ValueError(f"a {mode} search needs the query's text")
+        if analyzer not in TEXT_FIELDS:
+            raise ValueError(f"unknown text analyser {analyzer!r}")
+        requests.append(
+            SearchRequest(
+                anns_field=TEXT_FIELDS[analyzer][1],
+                data=[text_cut(query_text)],
+                param={"metric_type": "BM25"},
+                limit=sub_limit,
+                expr=expression,
+            )
+        )
+    return requests
 
 
 def vectors_search(
     *,
     tenant_id: int,
     knowledge_base_id: int,
-    query_vector: Sequence[float],
+    query_vector: Sequence[float] | None,
     limit: int,
     dimension: int,
     exclude_document_ids: Iterable[int] | None = None,
     exclude_chunk_ids: Iterable[int] | None = None,
     group_by_document: bool = True,
     collection: str | None = None,
+    mode: str = SEMANTIC,
+    query_text: str = "",
+    analyzer: str = ENGLISH,
+    full_text: bool = False,
+    dense_weight: float | None = None,
 ) -> list[SearchHit]:
-    """Nearest chunks of one knowledge base of one tenant, best first. With `group_by_document`, at most one
-    chunk per document (its best); `limit` then counts documents."""
-    name = collection_ensure(dimension=dimension, collection=collection)
-    doc_field = _doc_field(name)
+    """Best chunks of one knowledge base of one tenant, best first: nearest by vector (SEMANTIC), by BM25 of
+    `query_text` in the field of `analyzer` (FULL_TEXT), or both fused (HYBRID: reciprocal rank fusion, or weighted
+    scores with `dense_weight` for the vector side and the rest for BM25). With `group_by_document`, at most one chunk
+    per document (its best); `limit` then counts documents. `full_text` says the knowledge base's chunks are in the
+    full-text collection (`TextIndex.READY`); FULL_TEXT and HYBRID need it. A hit's score is the cosine (SEMANTIC),
+    the BM25 score (FULL_TEXT) or the fused score (HYBRID), higher is better in each."""
+    if mode != SEMANTIC and not full_text and collection is None:
+        raise ValueError(f"a {mode} search needs the knowledge base's chunks in the full-text collection")
+    name = collection_ensure(dimension=dimension, collection=collection, full_text=full_text)
+    capabilities = collection_capabilities(name)
+    if mode != SEMANTIC and not capabilities.full_text:
+        raise ValueError(f"collection {name} holds no text: a {mode} search cannot run on it")
+    doc_field = capabilities.doc_field
     expression = filter_build(
         tenant_id=tenant_id,
         knowledge_base_id=knowledge_base_id,
@@ -302,27 +558,50 @@ def vectors_search(
         exclude_chunk_ids=exclude_chunk_ids,
         doc_field=doc_field,
     )
-    kwargs = {
-        "collection_name": name,
-        "data": [[float(x) for x in query_vector]],
-        "filter": expression,
-        "limit": limit,
-        "output_fields": [doc_field, "knowledge_base_id"],
-        "search_params": {"metric_type": "COSINE", "params": {"ef": max(64, limit * 4)}},
-        "anns_field": "vector",
-    }
+    requests = search_requests_build(
+        mode=mode,
+        expression=expression,
+        limit=limit,
+        query_vector=query_vector,
+        query_text=query_text,
+        analyzer=analyzer,
+    )
+    common = {"collection_name": name, "limit": limit, "output_fields": [doc_field, "knowledge_base_id"]}
     if group_by_document:
-        kwargs["group_by_field"] = doc_field
-    results = _call("search", _connect().search, **kwargs)
+        common["group_by_field"] = doc_field
+    if mode == HYBRID:
+        from pymilvus import AnnSearchRequest, RRFRanker, WeightedRanker
+
+        ranker = (
+            RRFRanker(RRF_K) if dense_weight is None else WeightedRanker(float(dense_weight), 1.0 - float(dense_weight))
+        )
+        sub_requests = [
+            AnnSearchRequest(data=r.data, anns_field=r.anns_field, param=r.param, limit=r.limit, expr=r.expr)
+            for r in requests
+        ]
+        results = _call("hybrid search", _connect().hybrid_search, reqs=sub_requests, ranker=ranker, **common)
+    else:
+        (request,) = requests
+        results = _call(
+            "search",
+            _connect().search,
+            data=request.data,
+            filter=request.expr,
+            search_params=request.param,
+            anns_field=request.anns_field,
+            **common,
+        )
     hits = []
     for hit in results[0] if results else []:
         entity = hit.get("entity", {})
+        distance = float(hit["distance"])
         hits.append(
             SearchHit(
                 chunk_id=int(hit.get("id", hit.get("chunk_id"))),
                 document_id=int(entity[doc_field]),
                 knowledge_base_id=int(entity["knowledge_base_id"]),
-                score=float(hit["distance"]),
+                # BM25 scores are never negative; Milvus Lite reports them negated (in the right order).
+                score=abs(distance) if mode == FULL_TEXT else distance,
             )
         )
     return hits
@@ -352,14 +631,18 @@ def collections_flush(*, names: Sequence[str] | None = None) -> list[str]:
 
 
 def vectors_flush(*, collection: str | None = None) -> bool:
-    """Flush the chunk collection (`collections_flush`): what an indexing run calls once it has written its vectors,
-    so a knowledge base is searched through its index as soon as its documents are indexed."""
-    name = collection or settings.MILVUS_COLLECTION
-    return name in collections_flush(names=[name])
+    """Flush the chunk collections (`collections_flush`), or `collection`: what an indexing run calls once it has
+    written its vectors, so a knowledge base is searched through its index as soon as its documents are indexed.
+    True when one was flushed."""
+    names = [collection] if collection else [settings.MILVUS_COLLECTION, f"{settings.MILVUS_COLLECTION}_text"]
+    return bool(collections_flush(names=names))
 
 
-def vectors_count(*, tenant_id: int, knowledge_base_id: int, dimension: int, collection: str | None = None) -> int:
-    name = collection_ensure(dimension=dimension, collection=collection)
+def vectors_count(
+    *, tenant_id: int, knowledge_base_id: int, dimension: int, collection: str | None = None, full_text: bool = True
+) -> int:
+    """The knowledge base's chunks in `collection`, else in the chunk collection `chunk_collection_name` names."""
+    name = collection_ensure(dimension=dimension, collection=collection, full_text=full_text)
     expression = filter_build(tenant_id=tenant_id, knowledge_base_id=knowledge_base_id)
     rows = _call("count", _connect().query, collection_name=name, filter=expression, output_fields=["count(*)"])
     return int(rows[0]["count(*)"]) if rows else 0

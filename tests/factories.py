@@ -15,6 +15,8 @@ from conversations.models import (
     DedupAction,
     DedupEvent,
     DedupPolicy,
+    Feedback,
+    FeedbackRating,
     Granularity,
     Intent,
     SettingsChange,
@@ -153,6 +155,16 @@ class DedupEventFactory(factory.django.DjangoModelFactory):
     granularity = Granularity.DOC
 
 
+class FeedbackFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Feedback
+
+    turn = factory.LazyAttribute(lambda o: TurnFactory(tenant=o.tenant))
+    conversation = factory.LazyAttribute(lambda o: o.turn.conversation)
+    rating = FeedbackRating.DOWN
+    comment = "Not what I asked."
+
+
 class SettingsChangeFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = SettingsChange
@@ -176,5 +188,6 @@ ADMIN_FACTORIES = {
     DedupPolicy: DedupPolicyFactory,
     Intent: IntentFactory,
     DedupEvent: DedupEventFactory,
+    Feedback: FeedbackFactory,
     SettingsChange: SettingsChangeFactory,
 }

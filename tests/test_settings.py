@@ -71,6 +71,25 @@ def test_an_answer_timeout_that_cannot_be_met_stops_the_process_at_start(value):
     assert "ImproperlyConfigured" in result.stderr and "LLM_TIMEOUT" in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("KB_RATE_LIMIT_BURST", "abc"),
+        ("KB_INGEST_LEASE_SECONDS", "-1"),
+        ("KB_INGEST_EMBED_BATCH", "0"),
+        ("KB_INGEST_QUEUED_STALE_SECONDS", "15m"),
+        ("KB_MAX_UPLOAD_BYTES", "50MB"),
+        ("DATABASE_CONN_MAX_AGE", "-1"),
+        ("KB_HEALTH_WORKER_TIMEOUT", "soon"),
+        ("CELERY_TASK_SOFT_TIME_LIMIT", "9999"),
+    ],
+)
+def test_a_count_or_duration_that_does_not_parse_or_cannot_work_stops_the_process_at_start(variable, value):
+    result = _load_production({**_production_env(), variable: value})
+    assert result.returncode != 0
+    assert "ImproperlyConfigured" in result.stderr and variable in result.stderr
+
+
 def test_valid_rate_limits_start():
     env = {**_production_env(), "KB_RATE_LIMIT": "", "KB_RATE_LIMIT_TENANTS": "acme=6000/min,globex=60/hour"}
     result = _load_production(env)

@@ -3,11 +3,15 @@
 - `policy`: a tenant's set-up here, its dedup policy and intents, the settings a turn reads;
 - `turns`: conversations and the turn pipeline (`turn_ask`), with `candidates` (the stored questions a question is
   compared with), `sources` (what a turn shows of a passage) and `turn_write` (the turn's one transaction);
+- `conversations`: renaming and deleting a conversation (a client's, outside a turn);
+- `feedback`: the end user's rating of an answer, and the suspected false hit it marks;
 - `question_index`: the tenant-scope question index in Milvus;
 - `retention`: deleting conversation records by hand and the purge of expired conversations;
 - `rollups`: the dashboard's daily figures.
 """
 
+from conversations.services.conversations import TITLE_MAX_CHARS, conversation_delete, conversation_rename
+from conversations.services.feedback import COMMENT_MAX_CHARS, FeedbackOutcome, feedback_set
 from conversations.services.policy import (
     POLICY_FIELDS,
     TurnSettings,
@@ -37,19 +41,25 @@ from conversations.services.turns import (
 
 __all__ = [
     "ANSWER_MAX_CHARS",
+    "COMMENT_MAX_CHARS",
     "POLICY_FIELDS",
     "QUESTION_MAX_CHARS",
+    "TITLE_MAX_CHARS",
     "TOP_K",
+    "FeedbackOutcome",
     "SourceView",
     "TurnOutcome",
     "TurnSettings",
     "conversation_create",
+    "conversation_delete",
     "conversation_for",
     "conversation_records_delete",
+    "conversation_rename",
     "conversations_purge_expired",
     "dedup_figures_rollup",
     "dedup_policy_get",
     "dedup_policy_update",
+    "feedback_set",
     "intent_set",
     "intents_load",
     "knowledge_base_for",

@@ -38,7 +38,7 @@ from conversations.state import (
 )
 from conversations.turn_decision import MatchFacts, TurnDecision, TurnFacts, TurnKind, turn_decide
 from kbplatform.errors import ApplicationError, ConflictError, NotFoundError
-from kbplatform.text import control_character_problem, has_visible_character
+from kbplatform.text import control_character_problem, has_visible_character, user_id_canonical
 from retrieval import vectorstore
 from retrieval.embeddings import embed_query, token_count
 from retrieval.embeddings import model_id as embedding_model_id
@@ -83,6 +83,11 @@ def conversation_create(
     problem = control_character_problem(user_id or "")
     if problem is not None:
         raise ApplicationError(f"The user id is not valid: {problem}", extra={"fields": {"user_id": [problem]}})
+    user_id = user_id_canonical(user_id or "")
+    longest = Conversation._meta.get_field("user_id").max_length
+    if len(user_id) > longest:
+        message = f"Is {len(user_id)} characters in Unicode NFC; send at most {longest}."
+        raise ApplicationError(f"The user id is not valid: {message}", extra={"fields": {"user_id": [message]}})
     knowledge_base = knowledge_base_for(
         tenant=tenant, knowledge_base_id=knowledge_base_id, allowed_knowledge_base_id=allowed_knowledge_base_id
     )
@@ -91,7 +96,7 @@ def conversation_create(
     return Conversation.objects.create(
         tenant=tenant,
         knowledge_base=knowledge_base,
-        user_id=user_id or "",
+        user_id=user_id,
         last_active_at=now,
         expires_at=now + timedelta(seconds=policy.ttl_seconds),
     )
@@ -140,6 +145,7 @@ def _search(
     tenant: Tenant,
     conversation: Conversation,
     query_vector: np.ndarray,
+    query_text: str,
     query_model_identity: str,
     excluded: list[int],
     excluded_content: Collection[str],
@@ -150,13 +156,15 @@ def _search(
     showed, whichever document holds them now: empty when `excluded` is); relaxed (novel first, then the best
     already seen) when fewer than `min_results` remain. An empty exclusion list adds no clause. Raises
     EmbeddingModelMismatchError (409) when the knowledge base's vectors are another model's, before anything of the
-    turn is written."""
+    turn is written. Both searches rank in the knowledge base's retrieval mode (`query_text`: what `query_vector`
+    embeds)."""
     exclude_docs = excluded if granularity == Granularity.DOC else None
     exclude_chunks = excluded if granularity == Granularity.CHUNK else None
     hits = chunk_search(
         tenant=tenant,
         knowledge_base=conversation.knowledge_base,
         query_vector=query_vector,
+        query_text=query_text,
         query_model_identity=query_model_identity,
         limit=TOP_K,
         exclude_document_ids=exclude_docs,
@@ -169,6 +177,7 @@ def _search(
         tenant=tenant,
         knowledge_base=conversation.knowledge_base,
         query_vector=query_vector,
+        query_text=query_text,
         query_model_identity=query_model_identity,
         limit=TOP_K,
     )
@@ -348,6 +357,7 @@ def _turn_execute(
         tenant=tenant,
         conversation=conversation,
         query_vector=search_vector,
+        query_text=answer_question,
         query_model_identity=query_model_identity,
         excluded=list(decision.applied_exclusion),
         excluded_content=excluded_content,
@@ -514,6 +524,19 @@ def turn_answer_set(*, tenant: Tenant, turn_id: int, answer: str, allowed_knowle
             # Small talk retrieves nothing and already has its reply: an answer stored on it would be a QA pair that
             # no search stands behind.
             raise ConflictError("A small-talk turn (greeting, thanks) retrieves nothing and takes no client answer.")
+        expires_at = (
+            Conversation.objects.for_tenant(tenant)
+            .filter(pk=turn.conversation_id)
+            .values_list("expires_at", flat=True)[0]
+        )
+        if expires_at <= timezone.now():
+            # As a question is refused there: an expired conversation serves nothing again, so an answer stored on
+            # it now would be kept until the purge for no one, and the client learns it should start a new one.
+            raise ApplicationError(
+                "This conversation has expired; its turns take no answer. Start a new conversation.",
+                status_code=410,
+                extra={"conversation": turn.conversation_id},
+            )
         turn.answer = answer
         turn.answer_tokens = token_count(answer)
         # A retrieve-mode turn that was served a stored answer names the pair it came from, and later duplicates of

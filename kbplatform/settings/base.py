@@ -29,6 +29,19 @@ def _positive_seconds(name: str, *, default: str, zero_means: str = "") -> float
     return value
 
 
+def _whole_number(name: str, *, default: int, minimum: int = 1) -> int:
+    """A count or size setting, refused at start unless a whole number of at least `minimum`: a typo or a negative
+    value (a lease of -1 s, a batch of 0) would otherwise start a platform that fails, or loops, at its first use."""
+    text = env.str(name, default=str(default)).strip()
+    try:
+        value = int(text.replace("_", ""))
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}: {text!r} is not a whole number") from None
+    if value < minimum:
+        raise ImproperlyConfigured(f"{name}: must be at least {minimum}, not {text!r}")
+    return value
+
+
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False) if (BASE_DIR / ".env").exists() else None
 
 VAR_DIR = Path(env.str("KB_VAR_DIR", default=str(BASE_DIR / "var")))
@@ -48,6 +61,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    # Swagger UI's files, served from the platform's own static files: /api/docs/ renders with no internet.
+    "drf_spectacular_sidecar",
     "tenants",
     "retrieval",
     "conversations",
@@ -89,7 +104,7 @@ TEMPLATES = [
 
 DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}")}
 DATABASES["default"]["ATOMIC_REQUESTS"] = False
-DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=0)
+DATABASES["default"]["CONN_MAX_AGE"] = _whole_number("DATABASE_CONN_MAX_AGE", default=0, minimum=0)
 if DATABASES["default"]["ENGINE"].endswith("postgresql"):
     # libpq waits for the kernel (minutes) on a host that takes the connection and never answers: every request and
     # task would hang with it. A `connect_timeout` in DATABASE_URL's query string wins over this default.
@@ -129,8 +144,8 @@ MEDIA_ROOT = Path(env.str("DJANGO_MEDIA_ROOT", default=str(VAR_DIR / "media")))
 MEDIA_URL = "media/"
 
 # Request bodies: uploads up to the document limit; everything else stays small.
-MAX_UPLOAD_BYTES = env.int("KB_MAX_UPLOAD_BYTES", default=50 * 1024 * 1024)
-DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("KB_MAX_JSON_BODY_BYTES", default=20 * 1024 * 1024)
+MAX_UPLOAD_BYTES = _whole_number("KB_MAX_UPLOAD_BYTES", default=50 * 1024 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = _whole_number("KB_MAX_JSON_BODY_BYTES", default=20 * 1024 * 1024)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 # A file past MAX_UPLOAD_BYTES is counted, not spooled to memory or disk (kbplatform/uploads.py).
 FILE_UPLOAD_HANDLERS = [
@@ -170,11 +185,16 @@ CELERY_RESULT_SERIALIZER = "json"
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=30 * 60)
-CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=35 * 60)
+CELERY_TASK_SOFT_TIME_LIMIT = _whole_number("CELERY_TASK_SOFT_TIME_LIMIT", default=30 * 60)
+CELERY_TASK_TIME_LIMIT = _whole_number("CELERY_TASK_TIME_LIMIT", default=35 * 60)
+if CELERY_TASK_SOFT_TIME_LIMIT >= CELERY_TASK_TIME_LIMIT:
+    raise ImproperlyConfigured(
+        f"CELERY_TASK_SOFT_TIME_LIMIT ({CELERY_TASK_SOFT_TIME_LIMIT}) must be below CELERY_TASK_TIME_LIMIT "
+        f"({CELERY_TASK_TIME_LIMIT}): the soft limit is what lets a task record why it stopped before it is killed."
+    )
 CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_TASK_DEFAULT_QUEUE", default="kbplatform")
 # A task not acknowledged within this many seconds is redelivered (Redis transport): longer than any task.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=3600)}
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": _whole_number("CELERY_VISIBILITY_TIMEOUT", default=3600)}
 if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     # kombu waits on a Redis socket forever by default: a broker that keeps the connection but stops answering would
     # hold every upload's after-commit enqueue (and its web worker). Past this, the publish fails; the document stays
@@ -192,6 +212,8 @@ CELERY_BEAT_SCHEDULE: dict = {
     "conversations-purge-expired": {"task": "conversations.purge_expired", "schedule": 300.0},
     # Embedding-cache entries whose text no chunk of their tenant has any more (deleted documents) are deleted.
     "embedding-cache-purge": {"task": "embedding_cache_purge", "schedule": 3600.0},
+    # Uploaded files that no document holds (a process died between writing one and committing its row).
+    "stored-files-orphaned-delete": {"task": "stored_files_orphaned_delete", "schedule": 3600.0},
     # The dedup dashboard's figures of each day that is over, one row per tenant and day (DedupDayFigures).
     "dedup-figures-rollup": {"task": "conversations.dedup_figures_rollup", "schedule": 900.0},
 }
@@ -222,7 +244,7 @@ if MILVUS_FLUSH_INTERVAL:
 EMBEDDING_MODEL_PATH = env.str("EMBEDDING_MODEL_PATH", default="")
 # Texts per forward pass. Batches are of similar token lengths (`embeddings.encode_batches`); on CPU, small batches
 # keep lengths alike and padding low (a GPU wants more).
-EMBEDDING_BATCH_SIZE = env.int("EMBEDDING_BATCH_SIZE", default=16)
+EMBEDDING_BATCH_SIZE = _whole_number("EMBEDDING_BATCH_SIZE", default=16)
 EMBEDDING_DEVICE = env.str("EMBEDDING_DEVICE", default="cpu")
 # What runs the model: "onnx" (ONNX Runtime on a local export of the model, made on first use; its vectors are
 # PyTorch's to a cosine of 0.9999 or better, so it shares PyTorch's model identity) or "torch" (sentence-transformers
@@ -252,17 +274,20 @@ EMBEDDING_ONNX_DIR = Path(env.str("EMBEDDING_ONNX_DIR", default=str(VAR_DIR / "m
 
 # --- Ingestion --------------------------------------------------------------------------------------------
 # Chunks per encode call and per Milvus upsert; progress is written once per batch, never per chunk.
-INGEST_EMBED_BATCH = env.int("KB_INGEST_EMBED_BATCH", default=512)
+INGEST_EMBED_BATCH = _whole_number("KB_INGEST_EMBED_BATCH", default=512)
 # Documents per indexing task when many arrive at once (ingest command, bulk JSON): larger encode batches.
-INGEST_DOCUMENTS_PER_TASK = env.int("KB_INGEST_DOCUMENTS_PER_TASK", default=128)
+INGEST_DOCUMENTS_PER_TASK = _whole_number("KB_INGEST_DOCUMENTS_PER_TASK", default=128)
 # A worker holds a document, or a knowledge-base re-index, for this long without a heartbeat before another run may
 # take it over; a re-index silent for this long is noticed as lost and queued again (within a minute more).
-INGEST_LEASE_SECONDS = env.int("KB_INGEST_LEASE_SECONDS", default=600)
+INGEST_LEASE_SECONDS = _whole_number("KB_INGEST_LEASE_SECONDS", default=600)
 # Runs interrupted this many times (worker killed, e.g. out of memory on this file) end the document (or the
 # knowledge-base re-index) as failed.
-INGEST_MAX_ATTEMPTS = env.int("KB_INGEST_MAX_ATTEMPTS", default=5)
+INGEST_MAX_ATTEMPTS = _whole_number("KB_INGEST_MAX_ATTEMPTS", default=5)
 # A document still queued after this long (its task was lost, e.g. broker down at upload) is enqueued again.
-INGEST_QUEUED_STALE_SECONDS = env.int("KB_INGEST_QUEUED_STALE_SECONDS", default=900)
+INGEST_QUEUED_STALE_SECONDS = _whole_number("KB_INGEST_QUEUED_STALE_SECONDS", default=900)
+# An uploaded file that no document holds is deleted once older than this (services/stored_files.py): far longer than
+# any upload's transaction stays open, so no file of an upload still committing is taken.
+STORED_FILE_ORPHAN_SECONDS = _whole_number("KB_STORED_FILE_ORPHAN_SECONDS", default=3600)
 
 # --- Conversations ----------------------------------------------------------------------------------------
 # Every turn is committed before its answer goes out. True lets a turn that serves a stored answer commit on
@@ -308,26 +333,29 @@ SPECTACULAR_SETTINGS = {
     "SERVE_AUTHENTICATION": [],
     "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
     "COMPONENT_SPLIT_REQUEST": True,
+    # From drf_spectacular_sidecar's static files, not a CDN: the docs page works offline and behind a firewall.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "kbplatform.schema.error_responses_add"],
 }
 # Per-tenant rate limit shared by all of a tenant's keys (tenants/throttling.py): "<count>/<s|min|hour>", empty
 # for none; KB_RATE_LIMIT_TENANTS overrides it per tenant slug ("acme=6000/min,globex=60/min").
 RATE_LIMIT_DEFAULT = env.str("KB_RATE_LIMIT", default="1200/min")
-RATE_LIMIT_BURST = env.int("KB_RATE_LIMIT_BURST", default=200)
+RATE_LIMIT_BURST = _whole_number("KB_RATE_LIMIT_BURST", default=200)
 RATE_LIMIT_TENANTS = env.dict("KB_RATE_LIMIT_TENANTS", default={})
-RATE_LIMIT_REDIS_RETRY_SECONDS = env.float("KB_RATE_LIMIT_REDIS_RETRY_SECONDS", default=5.0)
+RATE_LIMIT_REDIS_RETRY_SECONDS = _positive_seconds("KB_RATE_LIMIT_REDIS_RETRY_SECONDS", default="5.0")
 # Failed API authentications per client address (REMOTE_ADDR; behind a proxy that is the proxy, so all callers share
 # it): past the budget, refusals are 429 with Retry-After instead of 401. Valid keys are never counted or held back.
 AUTH_FAILURE_RATE = env.str("KB_AUTH_FAILURE_RATE", default="30/min")
-AUTH_FAILURE_BURST = env.int("KB_AUTH_FAILURE_BURST", default=10)
+AUTH_FAILURE_BURST = _whole_number("KB_AUTH_FAILURE_BURST", default=10)
 # Failed admin sign-ins, per client address and per account (tenants/admin_login.py): past either budget the sign-in
 # form refuses before checking the password, until the budget refills. Correct sign-ins are never counted.
 ADMIN_LOGIN_FAILURE_RATE = env.str("KB_ADMIN_LOGIN_FAILURE_RATE", default="30/hour")
-ADMIN_LOGIN_FAILURE_BURST = env.int("KB_ADMIN_LOGIN_FAILURE_BURST", default=10)
+ADMIN_LOGIN_FAILURE_BURST = _whole_number("KB_ADMIN_LOGIN_FAILURE_BURST", default=10)
 # A browser that signed in to an account before answers to its own budget for that account, not the account's
 # (so strangers spending the account's budget do not keep its admin out); 0 = no device cookies.
-ADMIN_DEVICE_COOKIE_DAYS = env.int("KB_ADMIN_DEVICE_COOKIE_DAYS", default=90)
-HEALTH_WORKER_TIMEOUT = env.float("KB_HEALTH_WORKER_TIMEOUT", default=1.5)
+ADMIN_DEVICE_COOKIE_DAYS = _whole_number("KB_ADMIN_DEVICE_COOKIE_DAYS", default=90)
+HEALTH_WORKER_TIMEOUT = _positive_seconds("KB_HEALTH_WORKER_TIMEOUT", default="1.5")
 
 LOGGING = {
     "version": 1,

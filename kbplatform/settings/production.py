@@ -1,13 +1,13 @@
 """Production settings: everything secret or site-specific must come from the environment (no defaults)."""
 
 from kbplatform.settings.base import *  # noqa: F403
-from kbplatform.settings.base import env
+from kbplatform.settings.base import _whole_number, env
 
 SECRET_KEY = env.str("DJANGO_SECRET_KEY")
 DEBUG = False
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS")
 DATABASES = {"default": env.db("DATABASE_URL")}
-DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=60)
+DATABASES["default"]["CONN_MAX_AGE"] = _whole_number("DATABASE_CONN_MAX_AGE", default=60, minimum=0)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True  # a connection the server dropped is replaced, not an error
 REDIS_URL = env.str("REDIS_URL")
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL)

@@ -1,10 +1,12 @@
 """Writes of the ingestion side, one concern a module; this package names the app's public write API.
 
-- `knowledge_bases`: creating one;
-- `documents`: creating (one or many), deleting and re-indexing documents, queueing their indexing, and queueing
-  again those whose run or task was lost;
+- `knowledge_bases`: creating one, and changing how it ranks its chunks;
+- `documents`: creating (one or many), deleting and re-indexing documents, and queueing their indexing;
+- `recovery`: queueing again the documents whose run or task was lost, without flooding the broker in a backlog;
+- `stored_files`: deleting uploaded files that no document holds (left by a process that died mid-upload);
 - `indexing`: the pipeline a worker runs on a batch of documents (`documents_index`), safe to run twice;
-- `reindex`: re-indexing a whole knowledge base from its stored chunks.
+- `reindex`: re-indexing a whole knowledge base from its stored chunks;
+- `text_index`: moving a knowledge base made before full text into the full-text collection.
 """
 
 from retrieval.services.documents import (
@@ -15,7 +17,6 @@ from retrieval.services.documents import (
     document_reindex,
     documents_create_bulk,
     documents_enqueue,
-    documents_recover_stalled,
     stored_file_name,
 )
 from retrieval.services.indexing import (
@@ -26,13 +27,20 @@ from retrieval.services.indexing import (
     documents_fail_after_retries,
     documents_index,
 )
-from retrieval.services.knowledge_bases import knowledge_base_create
+from retrieval.services.knowledge_bases import knowledge_base_create, knowledge_base_retrieval_set
+from retrieval.services.recovery import documents_recover_stalled, ingest_queue_marker_seen
 from retrieval.services.reindex import (
     knowledge_base_reindex,
     knowledge_base_reindex_fail,
     knowledge_base_reindex_running,
     knowledge_base_reindex_start,
     knowledge_base_reindexes_recover,
+)
+from retrieval.services.stored_files import stored_files_orphaned_delete
+from retrieval.services.text_index import (
+    knowledge_base_text_index,
+    knowledge_base_text_index_fail,
+    knowledge_base_text_index_start,
 )
 
 __all__ = [
@@ -50,11 +58,17 @@ __all__ = [
     "documents_fail_after_retries",
     "documents_index",
     "documents_recover_stalled",
+    "ingest_queue_marker_seen",
     "knowledge_base_create",
+    "knowledge_base_retrieval_set",
+    "knowledge_base_text_index",
+    "knowledge_base_text_index_fail",
+    "knowledge_base_text_index_start",
     "knowledge_base_reindex",
     "knowledge_base_reindex_fail",
     "knowledge_base_reindex_running",
     "knowledge_base_reindex_start",
     "knowledge_base_reindexes_recover",
     "stored_file_name",
+    "stored_files_orphaned_delete",
 ]

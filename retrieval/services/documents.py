@@ -6,10 +6,8 @@ import hashlib
 import logging
 import os
 import uuid
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from django.conf import settings
@@ -350,35 +348,3 @@ def document_reindex(*, tenant: Tenant, document: Document) -> Document:
         documents_enqueue(tenant_id=tenant.pk, document_ids=[document.pk])
     document.refresh_from_db()
     return document
-
-
-# --- recovery ---------------------------------------------------------------------------------------------
-
-
-def documents_recover_stalled() -> int:
-    """Queue again every document whose run died (lease expired) or whose task was lost (queued for longer
-    than INGEST_QUEUED_STALE_SECONDS). Crosses tenants by design: it is the platform's own housekeeping, and
-    each document is requeued under its own tenant. Claiming makes a duplicate queueing harmless."""
-    now = timezone.now()
-    stale_queued = now - timedelta(seconds=settings.INGEST_QUEUED_STALE_SECONDS)
-    rows = (
-        Document.objects.unscoped()
-        .filter(
-            Q(status__in=IN_PROGRESS, lease_expires_at__lt=now)
-            | Q(status=DocumentStatus.QUEUED, updated_at__lt=stale_queued)
-        )
-        .values_list("tenant_id", "pk")[:10000]
-    )
-    by_tenant: dict[int, list[int]] = defaultdict(list)
-    for tenant_id, pk in rows:
-        by_tenant[tenant_id].append(pk)
-    with transaction.atomic():
-        for tenant_id, ids in by_tenant.items():
-            Document.objects.filter(tenant_id=tenant_id, pk__in=ids, status=DocumentStatus.QUEUED).update(
-                updated_at=now
-            )
-            documents_enqueue(tenant_id=tenant_id, document_ids=ids)
-    count = sum(len(ids) for ids in by_tenant.values())
-    if count:
-        logger.info("requeued %s stalled documents", count)
-    return count

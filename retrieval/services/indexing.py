@@ -36,6 +36,7 @@ from retrieval.chunking import (
 )
 from retrieval.models import Chunk, Document, DocumentStatus, KnowledgeBase, ReindexStatus, SourceKind
 from retrieval.parsing import DocumentParseError, document_parse
+from retrieval.selectors import TextSettings, knowledge_base_text_settings
 
 logger = logging.getLogger(__name__)
 
@@ -476,6 +477,9 @@ def _chunks_embed(
         dimension = int(vectors.shape[1])
         # Asked after encoding, the slow part: a document deleted or taken over meanwhile gets no vectors from here.
         held = _documents_held(tenant_id=tenant_id, token=token, document_ids=totals)
+        text_settings = knowledge_base_text_settings(
+            tenant_id=tenant_id, knowledge_base_ids={kb_of[doc_id].pk for doc_id, *_ in batch}
+        )
         vectorstore.vectors_upsert(
             rows=[
                 vectorstore.ChunkVector(
@@ -484,9 +488,12 @@ def _chunks_embed(
                     knowledge_base_id=kb_of[doc_id].pk,
                     document_id=doc_id,
                     vector=vector,
+                    text=text,
+                    analyzer=text_settings[kb_of[doc_id].pk].analyzer,
+                    text_index=text_settings[kb_of[doc_id].pk].text_index,
                 )
-                for (doc_id, pk, _, _), vector in zip(batch, vectors, strict=True)
-                if doc_id in held
+                for (doc_id, pk, text, _), vector in zip(batch, vectors, strict=True)
+                if doc_id in held and kb_of[doc_id].pk in text_settings
             ],
             dimension=dimension,
         )
@@ -593,6 +600,13 @@ def documents_fail_after_retries(*, tenant_id: int, document_ids: Sequence[int],
 def chunk_vectors_upsert(*, chunks: Sequence[Chunk], vectors: Sequence[Sequence[float]], dimension: int) -> int:
     """Write the vectors of stored chunk rows to Milvus, each under its own tenant, knowledge base and document
     (for loaders that create chunk rows themselves: evaluation benches and tests)."""
+    text_settings: dict[tuple[int, int], TextSettings] = {}
+    for tenant_id in {chunk.tenant_id for chunk in chunks}:
+        found = knowledge_base_text_settings(
+            tenant_id=tenant_id,
+            knowledge_base_ids={chunk.knowledge_base_id for chunk in chunks if chunk.tenant_id == tenant_id},
+        )
+        text_settings.update({(tenant_id, pk): settings_ for pk, settings_ in found.items()})
     return vectorstore.vectors_upsert(
         rows=[
             vectorstore.ChunkVector(
@@ -601,6 +615,9 @@ def chunk_vectors_upsert(*, chunks: Sequence[Chunk], vectors: Sequence[Sequence[
                 knowledge_base_id=chunk.knowledge_base_id,
                 document_id=chunk.document_id,
                 vector=vector,
+                text=chunk.text,
+                analyzer=text_settings[(chunk.tenant_id, chunk.knowledge_base_id)].analyzer,
+                text_index=text_settings[(chunk.tenant_id, chunk.knowledge_base_id)].text_index,
             )
             for chunk, vector in zip(chunks, vectors, strict=True)
         ],

@@ -8,6 +8,7 @@ from django.db import IntegrityError, transaction
 
 from kbplatform.errors import ConflictError
 from retrieval.models import KnowledgeBase
+from retrieval.selectors import retrieval_mode_resolve
 from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -22,7 +23,12 @@ def knowledge_base_create(
     description: str = "",
     chunk_max_tokens: int | None = None,
     chunk_overlap_tokens: int | None = None,
+    retrieval_mode: str | None = None,
+    hybrid_dense_weight: float | None = None,
+    text_analyzer: str | None = None,
 ) -> KnowledgeBase:
+    """A new knowledge base: its chunks carry their text in Milvus from the first (`text_index` READY), so every
+    retrieval mode is open to it; `text_analyzer` is fixed from here on (its chunks' terms are made by it)."""
     if KnowledgeBase.objects.for_tenant(tenant).filter(name=name).exists():
         raise ConflictError(f"A knowledge base named {name!r} already exists.", extra={"name": name})
     fields: dict = {"tenant": tenant, "name": name, "description": description}
@@ -30,6 +36,13 @@ def knowledge_base_create(
         fields["chunk_max_tokens"] = chunk_max_tokens
     if chunk_overlap_tokens is not None:
         fields["chunk_overlap_tokens"] = chunk_overlap_tokens
+    for name_, value in (
+        ("retrieval_mode", retrieval_mode),
+        ("hybrid_dense_weight", hybrid_dense_weight),
+        ("text_analyzer", text_analyzer),
+    ):
+        if value is not None:
+            fields[name_] = value
     knowledge_base = KnowledgeBase(**fields)
     knowledge_base.full_clean()
     try:
@@ -41,4 +54,33 @@ def knowledge_base_create(
         if not KnowledgeBase.objects.for_tenant(tenant).filter(name=name).exists():
             raise
         raise ConflictError(f"A knowledge base named {name!r} already exists.", extra={"name": name}) from exc
+    return knowledge_base
+
+
+_UNSET = object()
+
+
+def knowledge_base_retrieval_set(
+    *,
+    tenant: Tenant,
+    knowledge_base: KnowledgeBase,
+    retrieval_mode: str | None = None,
+    hybrid_dense_weight: float | None | object = _UNSET,
+) -> KnowledgeBase:
+    """Change how the knowledge base's searches and turns rank its chunks. A mode that needs the chunks' text, on a
+    knowledge base whose text is not in Milvus yet, is refused (FullTextUnavailableError, 409) and nothing changes.
+    `hybrid_dense_weight`: None for rank fusion, a number in [0, 1] for weighted scores; kept when not given."""
+    if knowledge_base.tenant_id != tenant.pk:
+        raise ValueError("knowledge base of another tenant")
+    fields = []
+    if retrieval_mode is not None:
+        retrieval_mode_resolve(knowledge_base=knowledge_base, requested=retrieval_mode)
+        knowledge_base.retrieval_mode = retrieval_mode
+        fields.append("retrieval_mode")
+    if hybrid_dense_weight is not _UNSET:
+        knowledge_base.hybrid_dense_weight = hybrid_dense_weight
+        fields.append("hybrid_dense_weight")
+    if fields:
+        knowledge_base.full_clean()
+        knowledge_base.save(update_fields=[*fields, "updated_at"])
     return knowledge_base

@@ -22,7 +22,7 @@ from retrieval.chunking import (
     model_input_hash,
 )
 from retrieval.models import Chunk, DocumentStatus, KnowledgeBase, ReindexStatus
-from retrieval.selectors import knowledge_base_records_model
+from retrieval.selectors import knowledge_base_records_model, knowledge_base_text_settings
 from retrieval.services.indexing import TRANSIENT_ERRORS, TransientIngestError, lease_end
 from tenants.models import Tenant
 
@@ -144,6 +144,11 @@ def _reindex_batch(
         model_identity=model_identity,
     )
     _model_input_hashes_refresh(tenant_id=tenant_id, rows=[(pk, text, recorded) for pk, _, text, recorded in batch])
+    text_settings = knowledge_base_text_settings(tenant_id=tenant_id, knowledge_base_ids=[knowledge_base_id]).get(
+        knowledge_base_id
+    )
+    if text_settings is None:  # deleted meanwhile: its vectors went with it
+        return
     vectorstore.vectors_upsert(
         rows=[
             vectorstore.ChunkVector(
@@ -152,8 +157,11 @@ def _reindex_batch(
                 knowledge_base_id=knowledge_base_id,
                 document_id=doc_id,
                 vector=vector,
+                text=text,
+                analyzer=text_settings.analyzer,
+                text_index=text_settings.text_index,
             )
-            for (pk, doc_id, _, _), vector in zip(batch, vectors, strict=True)
+            for (pk, doc_id, text, _), vector in zip(batch, vectors, strict=True)
         ],
         dimension=int(vectors.shape[1]),
     )

@@ -7,69 +7,17 @@ Screenshots are written under a temporary directory, or under docs/screenshots/ 
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 
 import pytest
 from django.urls import reverse
 
 from conversations.models import DEFAULT_THRESHOLD, DedupEvent, DedupPolicy, ReviewVerdict, SettingsChange
-from tests.admin_ui.conftest import PASSWORD, served_event
+from tests.admin_ui.conftest import login, served_event
 from tests.admin_ui.seed import seed_audit_month
 from tests.factories import DedupEventFactory
-from tests.services import ROOT, service_missing
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-CHROMIUM = Path("/usr/bin/chromium")
-SCREENSHOTS = ROOT / "docs" / "screenshots"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not CHROMIUM.exists():
-        service_missing("Chromium", f"{CHROMIUM} is missing (make test installs Debian's chromium package)")
-    from playwright.sync_api import sync_playwright
-
-    # Playwright's sync API keeps an event loop running in this thread while the browser is open; the ORM
-    # calls the tests (and the database teardown) make around it are plain synchronous ones, so Django's
-    # guard against ORM use inside async code does not apply to them.
-    with pytest.MonkeyPatch.context() as patch, sync_playwright() as playwright:
-        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-        chromium = playwright.chromium.launch(
-            executable_path=str(CHROMIUM),
-            headless=True,
-            args=["--no-sandbox", "--disable-background-networking", "--disable-gpu"],
-        )
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture
-def page(browser, live_server):
-    context = browser.new_context(viewport={"width": 1400, "height": 900}, base_url=live_server.url)
-    # Nothing may be fetched from outside the test server (no CDN): any other host fails the request.
-    context.route(re.compile(r"^(?!" + re.escape(live_server.url) + ").*"), lambda route: route.abort())
-    tab = context.new_page()
-    yield tab
-    context.close()
-
-
-@pytest.fixture
-def screenshot_dir(tmp_path) -> Path:
-    if os.environ.get("KB_SAVE_SCREENSHOTS"):
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        return SCREENSHOTS
-    return tmp_path
-
-
-def login(page, user) -> None:
-    page.goto(reverse("admin:login"))
-    page.fill("#id_username", user.username)
-    page.fill("#id_password", PASSWORD)
-    page.click("input[type=submit]")
-    page.wait_for_url(re.compile(r"/admin/$"))
 
 
 def test_admin_changes_threshold_and_allowlist_and_sees_the_history(page, admin_a, tenant_a, screenshot_dir):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 
 from retrieval import vectorstore
-from retrieval.embeddings import embed_texts, token_counts
+from retrieval.embeddings import embed_texts, model_id, token_counts
 from retrieval.models import Chunk, Document, DocumentStatus, KnowledgeBase, SourceKind
 from retrieval.services import chunk_vectors_upsert
 from tenants.models import Tenant
@@ -49,9 +49,12 @@ def chunk_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def indexed_kb(tenant: Tenant, documents: dict[str, list[str]] | None = None, name: str = "handbook") -> KnowledgeBase:
+def indexed_kb(
+    tenant: Tenant, documents: dict[str, list[str]] | None = None, name: str = "handbook", **fields: object
+) -> KnowledgeBase:
+    """A knowledge base holding `documents` (external id -> chunk texts), indexed; `fields` are its own settings."""
     documents = documents if documents is not None else HANDBOOK
-    knowledge_base = KnowledgeBase.objects.create(tenant=tenant, name=name)
+    knowledge_base = KnowledgeBase.objects.create(tenant=tenant, name=name, **fields)
     chunks = []
     for external_id, texts in documents.items():
         document = Document.objects.create(
@@ -85,3 +88,14 @@ def indexed_kb(tenant: Tenant, documents: dict[str, list[str]] | None = None, na
     vectors = embed_texts([c.text for c in chunks])
     chunk_vectors_upsert(chunks=chunks, vectors=vectors, dimension=knowledge_base.embedding_dimension)
     return knowledge_base
+
+
+def indexed_question_turn_ids(tenant: Tenant, kb: KnowledgeBase) -> set[int]:
+    """The turn ids whose question vectors the tenant-scope question index holds for `kb` (model in use)."""
+    client = vectorstore._connect()
+    rows = client.query(
+        collection_name=vectorstore.question_collection_ensure(model=model_id(), dimension=kb.embedding_dimension),
+        filter=vectorstore.question_filter_build(tenant_id=tenant.pk, knowledge_base_id=kb.pk),
+        output_fields=["turn_id"],
+    )
+    return {row["turn_id"] for row in rows}

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 from django.conf import settings
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from conversations.models import (
     ConsumedItem,
+    Conversation,
     DedupAction,
     DedupEvent,
     DedupPolicy,
@@ -326,6 +328,18 @@ def test_retrieve_mode_then_client_answer_serves_later_duplicates(api_client, te
     later = ask(api_client, conversation_id, "How much do we pay for the Team plan?")
     assert later["dedup"]["action"] == "served_cached"
     assert later["answer"] == "12 dollars per user per month."
+
+
+def test_a_client_answer_to_a_turn_of_an_expired_conversation_is_gone_not_stored(api_client, tenant, kb):
+    conversation_id = start(api_client, kb)
+    retrieved = ask(api_client, conversation_id, "How much does the Team plan cost?", mode="retrieve")
+    Conversation.objects.for_tenant(tenant).filter(pk=conversation_id).update(expires_at=timezone.now())
+    response = api_client.put(
+        f"/api/v1/turns/{retrieved['turn_id']}/answer/", {"answer": "12 dollars per user per month."}, format="json"
+    )
+    assert response.status_code == 410, response.content
+    assert response.json()["extra"] == {"conversation": conversation_id}
+    assert Turn.objects.for_tenant(tenant).get(pk=retrieved["turn_id"]).answer == ""
 
 
 def test_client_answer_changed_while_redis_unreachable_is_never_served_stale(api_client, tenant, kb, monkeypatch):

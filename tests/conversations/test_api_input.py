@@ -175,3 +175,30 @@ def test_a_list_field_of_a_form_body_may_repeat(api_client):
     )
     assert response.status_code == 200, response.content
     assert response.json()["allowlisted_intents"] == ["greeting", "other"]
+
+
+def test_two_spellings_of_one_user_id_are_one_user(api_client, tenant, kb):
+    composed, decomposed = "Jos\u00e9", "Jose\u0301"
+    for user_id in (composed, decomposed):
+        response = api_client.post(
+            "/api/v1/conversations/", {"knowledge_base": kb.pk, "user_id": user_id}, format="json"
+        )
+        assert response.status_code == 201, response.content
+        assert response.json()["user_id"] == composed
+    assert set(Conversation.objects.for_tenant(tenant).values_list("user_id", flat=True)) == {composed}
+
+
+def test_a_user_id_longer_than_its_column_once_in_nfc_is_refused_not_cut(api_client, tenant, kb):
+    # U+0958 is one character in any form but NFC, which writes it as two (a composition exclusion).
+    response = api_client.post(
+        "/api/v1/conversations/", {"knowledge_base": kb.pk, "user_id": "\u0958" * 200}, format="json"
+    )
+    fields = refused_fields(response)
+    assert list(fields) == ["user_id"] and "NFC" in fields["user_id"][0]
+    assert not Conversation.objects.for_tenant(tenant).exists()
+
+
+def test_the_conversation_list_finds_a_user_however_the_id_is_spelt(api_client, tenant, kb):
+    api_client.post("/api/v1/conversations/", {"knowledge_base": kb.pk, "user_id": "Jos\u00e9"}, format="json")
+    listed = api_client.get("/api/v1/conversations/", {"user_id": "Jose\u0301"})
+    assert listed.status_code == 200 and listed.json()["count"] == 1, listed.content

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
-from conversations.models import Turn
+from conversations.models import Conversation, Turn
 from retrieval.models import KnowledgeBase
 from tests.migrations import migrations_crossed
 
@@ -35,3 +35,27 @@ def test_served_turns_get_the_first_answer_as_their_origin(tenant):
 
     origins = dict(Turn.objects.for_tenant(tenant).values_list("pk", "answer_origin_id"))
     assert origins == {first.pk: None, copy.pk: first.pk, copy_of_copy.pk: first.pk, shadow.pk: None}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_end_user_ids_stored_in_another_normal_form_become_nfc(tenant):
+    decomposed, composed = "Jose\u0301", "Jos\u00e9"
+    before = [("conversations", "0011_turn_partial_index")]
+    after = [("conversations", "0012_user_id_nfc")]
+    with migrations_crossed(before, after) as apps:
+        kb = KnowledgeBase.objects.create(tenant=tenant, name="kb")
+        conversation_model = apps.get_model("conversations", "Conversation")
+        old = conversation_model.objects.create(
+            tenant_id=tenant.pk, knowledge_base_id=kb.pk, expires_at=timezone.now(), user_id=decomposed
+        )
+        plain = conversation_model.objects.create(
+            tenant_id=tenant.pk, knowledge_base_id=kb.pk, expires_at=timezone.now(), user_id="alice"
+        )
+        turn = apps.get_model("conversations", "Turn").objects.create(
+            tenant_id=tenant.pk, conversation=old, knowledge_base_id=kb.pk, number=1, question="q",
+            question_vector=b"\\x00" * 4, decision="answered", answer="a", user_id=decomposed,
+        )  # fmt: skip
+
+    assert Conversation.objects.for_tenant(tenant).get(pk=old.pk).user_id == composed
+    assert Conversation.objects.for_tenant(tenant).get(pk=plain.pk).user_id == "alice"
+    assert Turn.objects.for_tenant(tenant).get(pk=turn.pk).user_id == composed

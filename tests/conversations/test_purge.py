@@ -12,6 +12,7 @@ from conversations.services import conversations_purge_expired
 from conversations.tasks import conversations_purge_expired_task
 from retrieval.embeddings import model_id
 from retrieval.models import KnowledgeBase
+from tests.conversations.helpers import indexed_question_turn_ids
 
 pytestmark = pytest.mark.django_db
 
@@ -161,18 +162,6 @@ def _indexed_question(tenant, kb, conversation: Conversation) -> int:
     return turn.pk
 
 
-def _indexed_turn_ids(tenant, kb) -> set[int]:
-    from retrieval import vectorstore
-
-    client = vectorstore._connect()
-    rows = client.query(
-        collection_name=vectorstore.question_collection_ensure(model=model_id(), dimension=kb.embedding_dimension),
-        filter=vectorstore.question_filter_build(tenant_id=tenant.pk, knowledge_base_id=kb.pk),
-        output_fields=["turn_id"],
-    )
-    return {row["turn_id"] for row in rows}
-
-
 def test_the_purge_deletes_question_vectors_indexed_under_a_scope_the_tenant_left(milvus_server, tenant):
     """Questions indexed while the tenant used tenant scope stay in Milvus after it moves to session scope: the purge
     skipped their vectors then, and they took candidate slots of every later tenant-scope search for good."""
@@ -187,8 +176,8 @@ def test_the_purge_deletes_question_vectors_indexed_under_a_scope_the_tenant_lef
     DedupPolicy.objects.for_tenant(tenant).update(scope="session")
 
     assert conversations_purge_expired() == 1
-    assert _indexed_turn_ids(tenant, kb) == {live_turn}
-    assert expired_turn not in _indexed_turn_ids(tenant, kb)
+    assert indexed_question_turn_ids(tenant, kb) == {live_turn}
+    assert expired_turn not in indexed_question_turn_ids(tenant, kb)
 
 
 def test_milvus_down_during_the_purge_keeps_the_conversations_for_the_next_run(
@@ -223,7 +212,7 @@ def test_milvus_down_during_the_purge_keeps_the_conversations_for_the_next_run(
 
     assert conversations_purge_expired() == 1
     assert not Conversation.objects.for_tenant(tenant).filter(pk=expired.pk).exists()
-    assert expired_turn not in _indexed_turn_ids(tenant, kb)
+    assert expired_turn not in indexed_question_turn_ids(tenant, kb)
 
 
 def _tenant_scope_turn(tenant) -> tuple[KnowledgeBase, int]:
@@ -254,12 +243,12 @@ def test_an_admin_deletion_rolled_back_keeps_its_turns_question_vector(
         conversation_records_delete(tenant=tenant, turn_ids=[turn_id])
         raise AdminFailed
     assert Turn.objects.for_tenant(tenant).filter(pk=turn_id).exists()
-    assert turn_id in _indexed_turn_ids(tenant, kb)
+    assert turn_id in indexed_question_turn_ids(tenant, kb)
 
     with django_capture_on_commit_callbacks(execute=True):
         conversation_records_delete(tenant=tenant, turn_ids=[turn_id])
     assert not Turn.objects.for_tenant(tenant).filter(pk=turn_id).exists()
-    assert turn_id not in _indexed_turn_ids(tenant, kb)
+    assert turn_id not in indexed_question_turn_ids(tenant, kb)
 
 
 def test_milvus_down_while_an_admin_deletes_a_turn_leaves_its_question_vector_to_a_worker(
@@ -286,9 +275,9 @@ def test_milvus_down_while_an_admin_deletes_a_turn_leaves_its_question_vector_to
         with django_capture_on_commit_callbacks(execute=True):
             conversation_records_delete(tenant=tenant, turn_ids=[turn_id])
     assert not Turn.objects.for_tenant(tenant).filter(pk=turn_id).exists()
-    assert turn_id in _indexed_turn_ids(tenant, kb)
+    assert turn_id in indexed_question_turn_ids(tenant, kb)
     assert len(queued) == 1
 
     args, kwargs = queued[0]
     tasks.question_vectors_delete_task.apply(args=args, kwargs=kwargs).get()
-    assert turn_id not in _indexed_turn_ids(tenant, kb)
+    assert turn_id not in indexed_question_turn_ids(tenant, kb)

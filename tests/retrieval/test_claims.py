@@ -8,7 +8,12 @@ import pytest
 from django.utils import timezone
 
 from retrieval.models import Document, DocumentStatus
-from retrieval.services import documents_fail_after_retries, documents_index, documents_recover_stalled
+from retrieval.services import (
+    documents_fail_after_retries,
+    documents_index,
+    documents_recover_stalled,
+    ingest_queue_marker_seen,
+)
 from tests.retrieval.factories import kb_make
 
 pytestmark = pytest.mark.django_db
@@ -69,7 +74,11 @@ def test_recovery_requeues_only_stalled_documents(tenant, settings, django_captu
     )
     _document(tenant, status=DocumentStatus.INDEXED)
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        assert documents_recover_stalled() == 2
+        assert documents_recover_stalled() == 1  # the dead run; the lost task may still wait in the broker
+    assert len(callbacks) == 2  # the dead run's task, and the queue marker that tells whether the other is lost
+    ingest_queue_marker_seen(sent_at=timezone.now())  # a worker took the marker: every earlier message is taken
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        assert documents_recover_stalled() == 2  # the lost one, and the dead one again (it stays until claimed)
     assert len(callbacks) == 1  # one task for both documents of the tenant
     with django_capture_on_commit_callbacks(execute=False):
         assert documents_recover_stalled() == 1  # the lost one was stamped; the dead one stays until claimed
@@ -105,6 +114,7 @@ def test_recovery_queues_stalled_documents_afresh_so_an_older_task_cannot_fail_t
     Document.objects.for_tenant(tenant).filter(pk=lost.pk).update(
         updated_at=timezone.now() - timedelta(seconds=settings.INGEST_QUEUED_STALE_SECONDS + 1)
     )
+    ingest_queue_marker_seen(sent_at=timezone.now())
     with django_capture_on_commit_callbacks(execute=False):
         assert documents_recover_stalled() == 1
     lost.refresh_from_db()

@@ -7,6 +7,7 @@ through the index" is observed as "in a flushed data file" of the server's data 
 from __future__ import annotations
 
 import hashlib
+import time
 import uuid
 
 import pyarrow.parquet as pq
@@ -23,12 +24,20 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def flushed_ids(server, collection: str, primary: str) -> set[int]:
-    """Primary keys in the flushed data files of one collection of a `milvus-lite server`."""
-    found: set[int] = set()
-    for path in server.data_dir.rglob("data_*.parquet"):
-        if collection in path.parts:
-            found.update(pq.read_table(path, columns=[primary]).column(primary).to_pylist())
-    return found
+    """Primary keys in the flushed data files of one collection of a `milvus-lite server`. Milvus Lite compacts small
+    files into larger ones as it goes: a file listed here may be gone when it is read, its rows in the file that
+    replaced it, so the listing is read again until one is read whole."""
+    for _ in range(20):
+        found: set[int] = set()
+        try:
+            for path in server.data_dir.rglob("data_*.parquet"):
+                if collection in path.parts:
+                    found.update(pq.read_table(path, columns=[primary]).column(primary).to_pylist())
+        except FileNotFoundError:
+            time.sleep(0.1)
+            continue
+        return found
+    raise AssertionError("Milvus Lite's data files kept changing under every read")
 
 
 def queued_document(tenant, kb, text: str) -> Document:

@@ -293,6 +293,7 @@ def _search(tenant, kb: KnowledgeBase, text: str) -> list[int]:
         tenant=tenant,
         knowledge_base=kb,
         query_vector=query,
+        query_text=text,
         query_model_identity=embeddings.model_identity(),
         limit=5,
     )
@@ -424,6 +425,7 @@ def test_a_document_rechunked_during_a_knowledge_base_reindex_stays_findable(mil
         tenant=tenant,
         knowledge_base=kb,
         query_vector=query,
+        query_text=first[0],
         query_model_identity=embeddings.model_identity(),
         limit=5,
         group_by_document=True,
@@ -499,6 +501,7 @@ def test_a_run_that_stalled_past_its_lease_leaves_the_takeover_run_s_vectors_alo
         tenant=tenant,
         knowledge_base=kb,
         query_vector=query,
+        query_text=first_texts[0],
         query_model_identity=embeddings.model_identity(),
         limit=5,
         group_by_document=True,

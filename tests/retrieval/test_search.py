@@ -33,6 +33,7 @@ def test_a_vector_whose_chunk_id_now_names_another_knowledge_bases_chunk_is_not_
                 knowledge_base_id=handbook.pk,
                 document_id=handbook_document.pk,
                 vector=embeddings.embed_query("How much does the CEO earn?"),
+                text="How much does the CEO earn?",
             )
         ],
         dimension=handbook.embedding_dimension,
@@ -43,6 +44,7 @@ def test_a_vector_whose_chunk_id_now_names_another_knowledge_bases_chunk_is_not_
             tenant=tenant,
             knowledge_base=handbook,
             query_vector=embeddings.embed_query("How much does the CEO earn?"),
+            query_text="How much does the CEO earn?",
             query_model_identity=embeddings.model_identity(),
             limit=5,
             group_by_document=grouped,

@@ -29,7 +29,7 @@ def _exercise(collection: str) -> None:
     chunks = _vectors()
     vectorstore.vectors_upsert(
         rows=[
-            vectorstore.ChunkVector(chunk_id=c, tenant_id=TENANT, knowledge_base_id=5, document_id=d, vector=v)
+            vectorstore.ChunkVector(chunk_id=c, tenant_id=TENANT, knowledge_base_id=5, document_id=d, vector=v, text="")
             for c, (d, v) in chunks.items()
         ],
         dimension=DIMENSION,

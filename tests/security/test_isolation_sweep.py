@@ -148,6 +148,11 @@ def _client(raw_key: str) -> APIClient:
 def test_the_sweep_sees_the_api():
     names = {route for route, _, _ in ROUTES}
     assert "api/v1/api-keys/<int:api_key_id>/" in names and "api/v1/whoami/" in names
+    assert {
+        "api/v1/conversations/<int:conversation_id>/turns/",
+        "api/v1/turns/<int:turn_id>/feedback/",
+        "api/v1/feedback/",
+    } <= names
     assert len(OBJECT_ROUTES) >= 3
 
 

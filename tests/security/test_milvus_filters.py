@@ -82,12 +82,16 @@ class RecordingClient:
 
     def __init__(self) -> None:
         self.filters: list[str] = []
+        self.hybrid_requests: list[list[str]] = []  # per hybrid search, the filter of each of its sub-requests
 
     def __getattr__(self, name: str):
         def call(*args, **kwargs):
             if "filter" in kwargs:
                 self.filters.append(kwargs["filter"])
-            if name == "search":
+            if name == "hybrid_search":
+                self.hybrid_requests.append([request.expr for request in kwargs["reqs"]])
+                self.filters.extend(self.hybrid_requests[-1])
+            if name in ("search", "hybrid_search"):
                 return [[]]
             if name == "query":
                 return [{"count(*)": 0}]
@@ -96,7 +100,17 @@ class RecordingClient:
             if name == "list_collections":  # both kinds of question collection, and one of another deployment
                 return [vectorstore.question_collection_name(model=m) for m in ("", "0a1b2c3d4e5f")] + ["other"]
             if name == "describe_collection":
-                return {"fields": [{"name": f} for f in ("chunk_id", "tenant_id", "knowledge_base_id", "doc_id")]}
+                names = (
+                    "chunk_id",
+                    "tenant_id",
+                    "knowledge_base_id",
+                    "doc_id",
+                    "text",
+                    "sparse",
+                    "text_zh",
+                    "sparse_zh",
+                )
+                return {"fields": [{"name": f} for f in names]}
             return None
 
         return call
@@ -130,6 +144,11 @@ ARGUMENTS = {
     "created_after": st.one_of(st.none(), ids),
     "group_by_document": st.booleans(),
     "model": st.sampled_from(["", "0a1b2c3d4e5f"]),
+    "mode": st.sampled_from(vectorstore.RETRIEVAL_MODES),
+    "query_text": st.one_of(hostile.filter(str.strip), st.just('tenant_id == "t2"')),
+    "analyzer": st.sampled_from(sorted(vectorstore.TEXT_FIELDS)),
+    "full_text": st.just(True),
+    "dense_weight": st.one_of(st.none(), st.floats(min_value=0.0, max_value=1.0)),
 }
 
 
@@ -166,6 +185,71 @@ def test_every_filter_sent_to_milvus_names_the_tenant(name, data):
             return  # refused before building anything (e.g. a delete naming no knowledge base)
     for expression in client.filters:
         assert_names_tenant(expression, kwargs["tenant_id"])
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    tenant_id=tenant_ids,
+    exclude_document_ids=id_lists,
+    exclude_chunk_ids=id_lists,
+    group_by_document=st.booleans(),
+    dense_weight=st.one_of(st.none(), st.floats(min_value=0.0, max_value=1.0)),
+    query_text=hostile.filter(str.strip),
+)
+def test_every_sub_request_of_a_hybrid_search_carries_the_whole_filter(
+    tenant_id, exclude_document_ids, exclude_chunk_ids, group_by_document, dense_weight, query_text
+):
+    """Fusion ranks whatever either side brings: a sub-request without the tenant's clause (or without the exclusions)
+    would let another tenant's chunk, or an excluded one, into the results."""
+    client = RecordingClient()
+    with (
+        mock.patch.object(vectorstore, "_connect", return_value=client),
+        mock.patch.object(vectorstore, "_ready_collections", set()),
+    ):
+        vectorstore.vectors_search(
+            tenant_id=tenant_id,
+            knowledge_base_id=7,
+            query_vector=[0.5, 0.5, 0.5, 0.5],
+            limit=5,
+            dimension=4,
+            exclude_document_ids=exclude_document_ids,
+            exclude_chunk_ids=exclude_chunk_ids,
+            group_by_document=group_by_document,
+            collection="kb_property_test",
+            mode=vectorstore.HYBRID,
+            query_text=query_text,
+            dense_weight=dense_weight,
+        )
+    (sub_filters,) = client.hybrid_requests
+    expected = vectorstore.filter_build(
+        tenant_id=tenant_id,
+        knowledge_base_id=7,
+        exclude_document_ids=exclude_document_ids,
+        exclude_chunk_ids=exclude_chunk_ids,
+    )
+    assert len(sub_filters) == 2
+    for expression in sub_filters:
+        assert expression == expected
+        assert_names_tenant(expression, tenant_id)
+
+
+@given(
+    mode=st.sampled_from(vectorstore.RETRIEVAL_MODES),
+    tenant_id=tenant_ids,
+    limit=st.integers(min_value=1, max_value=5000),
+    query_text=hostile.filter(str.strip),
+)
+def test_search_requests_build_puts_the_filter_on_every_field_search(mode, tenant_id, limit, query_text):
+    expression = vectorstore.filter_build(tenant_id=tenant_id, knowledge_base_id=1, exclude_document_ids=[3])
+    requests = vectorstore.search_requests_build(
+        mode=mode, expression=expression, limit=limit, query_vector=[0.0, 1.0], query_text=query_text
+    )
+    assert len(requests) == (2 if mode == vectorstore.HYBRID else 1)
+    assert all(request.expr == expression for request in requests)
+    with pytest.raises(ValueError, match="name the tenant"):
+        vectorstore.search_requests_build(
+            mode=mode, expression="knowledge_base_id == 1", limit=limit, query_vector=[0.0], query_text=query_text
+        )
 
 
 def test_only_vectorstore_talks_to_milvus():

@@ -64,6 +64,8 @@ def test_a_question_documents_every_status_it_can_answer_with(schema):
         "ConversationCreateInputRequest",
         "ConversationMessageInputRequest",
         "TurnAnswerInputRequest",
+        "PatchedConversationDetailInputRequest",
+        "TurnFeedbackInputRequest",
         "DedupPolicyPolicyRequest",
         "KnowledgeBaseSearchInputRequest",
         "ApiKeyCreateInputRequest",
@@ -124,3 +126,36 @@ def test_the_document_list_describes_its_filters_page_and_status_counts(schema):
     # Listing moved the upload into a view of both methods; the upload's request type kept its name.
     upload = documents["post"]["requestBody"]["content"]["application/json"]["schema"]
     assert upload == {"$ref": "#/components/schemas/DocumentCreateInputRequest"}
+
+
+@pytest.mark.parametrize(
+    ("path", "filters", "item"),
+    [
+        ("/api/v1/conversations/", {"user_id", "knowledge_base", "limit", "offset"}, "Conversation"),
+        ("/api/v1/conversations/{conversation_id}/turns/", {"conversation_id", "limit", "offset"}, "Turn"),
+        ("/api/v1/feedback/", {"rating", "conversation", "limit", "offset"}, "Feedback"),
+    ],
+)
+def test_the_conversation_and_feedback_lists_describe_their_filters_and_page(schema, path, filters, item):
+    listing = schema["paths"][path]["get"]
+    assert {parameter["name"] for parameter in listing["parameters"]} == filters
+    assert listing["operationId"].endswith("_list")
+    page_ref = listing["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
+    page = schema["components"]["schemas"][page_ref.rsplit("/", 1)[1]]
+    assert sorted(page["required"]) == ["count", "results"]
+    assert page["properties"]["results"]["items"] == {"$ref": f"#/components/schemas/{item}"}
+
+
+def test_conversation_rename_delete_and_feedback_document_what_they_answer(schema):
+    detail = schema["paths"]["/api/v1/conversations/{conversation_id}/"]
+    assert {"get", "patch", "delete"} <= set(detail)
+    assert "204" in detail["delete"]["responses"]
+    assert {"title", "title_is_default"} <= set(schema["components"]["schemas"]["Conversation"]["properties"])
+    assert {"turns", "turns_total"} <= set(schema["components"]["schemas"]["ConversationDetailOutput"]["properties"])
+    feedback = schema["paths"]["/api/v1/turns/{turn_id}/feedback/"]
+    for method in ("post", "put"):
+        assert {"200", "201", "409"} <= set(feedback[method]["responses"]), method
+    rating = schema["components"]["schemas"]["TurnFeedbackInputRequest"]["properties"]["rating"]["$ref"]
+    assert schema["components"]["schemas"][rating.rsplit("/", 1)[1]]["enum"] == ["up", "down"]
+    audit = schema["paths"]["/api/v1/audit-events/"]["get"]
+    assert "suspected_false_hit" in {parameter["name"] for parameter in audit["parameters"]}

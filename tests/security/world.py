@@ -12,7 +12,17 @@ from datetime import timedelta
 from django.apps import apps
 from django.utils import timezone
 
-from conversations.models import ConsumedItem, Conversation, DedupAction, DedupEvent, DedupScope, Granularity, Turn
+from conversations.models import (
+    ConsumedItem,
+    Conversation,
+    DedupAction,
+    DedupEvent,
+    DedupScope,
+    Feedback,
+    FeedbackRating,
+    Granularity,
+    Turn,
+)
 from retrieval.models import Chunk, Document, KnowledgeBase
 from tenants.models import ApiKey, ApiKeyRole, Tenant
 from tenants.scoping import TenantOwnedModel
@@ -34,8 +44,9 @@ class TenantWorld:
 
 
 def world_build(*, tenant: Tenant, marker: str) -> TenantWorld:
-    """One knowledge base (and a second one, for knowledge-base keys), a document with a chunk, a conversation
-    with a turn, a consumed item and an audit event, and admin / standard / knowledge-base-limited keys."""
+    """One knowledge base (and a second one, for knowledge-base keys), a document with a chunk, a titled conversation
+    with a turn, a consumed item, feedback on the turn and an audit event, and admin / standard /
+    knowledge-base-limited keys."""
     world = TenantWorld(tenant=tenant)
     knowledge_base = KnowledgeBase.objects.create(tenant=tenant, name=f"{marker} kb", description=marker)
     second_kb = KnowledgeBase.objects.create(tenant=tenant, name=f"{marker} second kb", description=marker)
@@ -57,6 +68,7 @@ def world_build(*, tenant: Tenant, marker: str) -> TenantWorld:
         tenant=tenant,
         knowledge_base=knowledge_base,
         user_id=f"{marker}-user",
+        title=f"{marker} conversation title",
         turn_count=1,
         expires_at=timezone.now() + timedelta(days=1),
     )
@@ -92,6 +104,9 @@ def world_build(*, tenant: Tenant, marker: str) -> TenantWorld:
     consumed = ConsumedItem.objects.create(
         tenant=tenant, conversation=conversation, item_id=document.pk, kind=Granularity.DOC, turn_number=1
     )
+    feedback = Feedback.objects.create(
+        tenant=tenant, turn=turn, conversation=conversation, rating=FeedbackRating.DOWN, comment=f"{marker} comment"
+    )
     event = DedupEvent.objects.create(
         tenant=tenant,
         conversation=conversation,
@@ -122,6 +137,7 @@ def world_build(*, tenant: Tenant, marker: str) -> TenantWorld:
         turn=turn,
         second_turn=second_turn,
         consumed_item=consumed,
+        feedback=feedback,
         dedup_event=event,
         api_key=standard_key,
         admin_key=admin_key,

@@ -1,0 +1,143 @@
+"""The playground in headless Chromium against the live server, on real Redis and Milvus Lite, with every request to
+another host aborted: a tenant admin opens it from the admin index, picks a knowledge base, asks, sees the answer with
+its sources and the dedup decision, asks again in other words and is served the stored answer (the default policy),
+forces a fresh answer, starts a new conversation, and runs the retrieval test.
+
+`KB_SAVE_SCREENSHOTS=1` writes docs/screenshots/playground.png and playground-retrieval.png."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.urls import reverse
+
+from conversations.models import Conversation, DedupEvent, DedupPolicy, Turn
+from retrieval.models import KnowledgeBase
+from tenants.models import Role
+from tests.admin_ui.conftest import login, user_with_role
+from tests.conversations.helpers import indexed_kb
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def handbook(redis_available, milvus_server, tenant):
+    KnowledgeBase.objects.create(tenant=tenant, name="Archive (empty)")
+    return indexed_kb(tenant, name="Product handbook")
+
+
+def ask(page, question: str, *, force_refresh: bool = False):
+    """Ask in the chat and wait for the turn to be drawn; the turn's element."""
+    turns = page.locator("#kb-turns > li[data-turn-id]")
+    before = turns.count()
+    page.fill("#kb-question", question)
+    page.set_checked("#kb-force-refresh", force_refresh)
+    page.click("#kb-ask-button")
+    page.wait_for_function(
+        "(n) => document.querySelectorAll('#kb-turns > li[data-turn-id]').length > n", arg=before, timeout=60_000
+    )
+    return turns.nth(before)
+
+
+def decision(turn) -> dict[str, str]:
+    rows = turn.locator(".kb-decision-table tr")
+    return {rows.nth(i).locator("th").inner_text(): rows.nth(i).locator("td").inner_text() for i in range(rows.count())}
+
+
+def test_an_admin_chats_with_a_knowledge_base_and_tests_its_retrieval(page, tenant, handbook, screenshot_dir):
+    admin = user_with_role(tenant, Role.ADMIN, "admin@acme.example")
+    login(page, admin)
+    page.click("#kb-link-playground")
+    page.wait_for_url(re.compile(r"/playground/"))
+    page.select_option("#kb-playground-kb", label="Product handbook")
+    page.click("#kb-playground-pick button[type=submit]")
+    page.wait_for_load_state()
+    assert page.locator("h1").inner_text() == "Playground of Acme"
+    assert page.locator("#kb-panel-chat h2").inner_text() == "Chat with Product handbook"
+
+    first = ask(page, "How do I reset my password?")
+    assert "reset link" in first.locator("[data-role=answer]").inner_text()
+    sources = first.locator(".kb-sources tbody tr")
+    assert sources.count() >= 1
+    top = sources.nth(0).locator("td")
+    assert top.nth(2).inner_text() == "password (password)"
+    assert "Reset password" in top.nth(3).inner_text()
+    assert re.fullmatch(r"0\.\d{3}", top.nth(1).inner_text())
+    assert page.locator("#kb-ask-error").is_hidden()
+    first_decision = decision(first)
+    assert first_decision["Action"] == "answered"
+    assert first_decision["Matched turn"] == "–"
+    assert first_decision["Relaxed"] == "no"
+    label = page.locator("#kb-conversation")
+    conversation_id = int(label.get_attribute("data-conversation"))
+    assert label.inner_text() == f"Conversation #{conversation_id} (playground:admin@acme.example)"
+
+    # The same question in other words: the default policy serves the stored answer, and says which turn it matched.
+    second = ask(page, "How can I reset my password?")
+    second_decision = decision(second)
+    assert second_decision["Action"] == "served_cached", second_decision
+    first_id = int(first.get_attribute("data-turn-id"))
+    assert second_decision["Matched turn"] == f"turn 1 (#{first_id})"
+    threshold = DedupPolicy.objects.for_tenant(tenant).get().threshold
+    assert float(second_decision["Similarity"]) >= threshold - 0.0005
+    assert second.locator("[data-role=answer]").inner_text() == first.locator("[data-role=answer]").inner_text()
+    assert second.locator(".kb-sources tbody tr").count() == sources.count()
+
+    # Force refresh: a fresh answer, never the stored one.
+    forced = ask(page, "How can I reset my password?", force_refresh=True)
+    forced_decision = decision(forced)
+    assert forced_decision["Action"] == "bypassed", forced_decision
+    assert "force_refresh" in forced_decision["Reason"], forced_decision
+    page.screenshot(path=str(screenshot_dir / "playground.png"), full_page=True)
+
+    conversation = Conversation.objects.for_tenant(tenant).get(pk=conversation_id)
+    assert (conversation.knowledge_base_id, conversation.user_id) == (handbook.pk, "playground:admin@acme.example")
+    assert Turn.objects.for_tenant(tenant).filter(conversation=conversation).count() == 3
+    assert DedupEvent.objects.for_tenant(tenant).filter(conversation=conversation).count() == 3
+    # each turn links its audit event
+    second.locator(".kb-audit-link a").click()
+    page.wait_for_load_state()
+    assert "How can I reset my password?" in page.locator("#kb-new-question").inner_text()
+    page.go_back()
+    page.wait_for_load_state()
+
+    # A new conversation starts from nothing: the first question of it is answered afresh.
+    page.click("#kb-new-conversation")
+    assert page.locator("#kb-turns > li").count() == 0
+    fresh = ask(page, "How much does the Team plan cost?")
+    assert decision(fresh)["Action"] == "answered"
+    assert int(page.locator("#kb-conversation").get_attribute("data-conversation")) != conversation_id
+
+    # A bad question is the service's message on the page, and no turn.
+    page.fill("#kb-question", "a\u0007b")
+    page.click("#kb-ask-button")
+    page.wait_for_selector("#kb-ask-error:not([hidden])")
+    assert page.locator("#kb-ask-error").inner_text().startswith("The question is not valid:")
+    assert page.locator("#kb-turns > li").count() == 1
+
+    page.click("#kb-tab-search")
+    assert page.locator("#kb-panel-chat").is_hidden()
+    page.fill("#kb-query", "export reports as CSV")
+    page.fill("#kb-top-k", "3")
+    page.click("#kb-search-button")
+    page.wait_for_selector("#kb-hits:not([hidden])")
+    assert page.locator("#kb-search-error").is_hidden()
+    hits = page.locator("#kb-hits tbody tr")
+    assert hits.count() == 3
+    assert hits.nth(0).locator("td").nth(2).inner_text() == "export (export)"
+    scores = [float(hits.nth(i).locator("td").nth(1).inner_text()) for i in range(hits.count())]
+    assert scores == sorted(scores, reverse=True)
+    assert re.fullmatch(r"3 passages in [\d.]+ ms\.", page.locator("#kb-search-summary").inner_text())
+    page.screenshot(path=str(screenshot_dir / "playground-retrieval.png"), full_page=True)
+
+    assert page.aborted == []
+
+
+def test_an_admin_cannot_open_another_tenants_knowledge_base(page, tenant, other_tenant, handbook):
+    theirs = KnowledgeBase.objects.create(tenant=other_tenant, name="Globex secrets")
+    login(page, user_with_role(tenant, Role.ADMIN, "admin@acme.example"))
+    url = reverse("admin:conversations_conversation_playground")
+    assert page.goto(f"{url}?knowledge_base={theirs.pk}").status == 404
+    assert page.goto(f"{url}?tenant={other_tenant.pk}").status == 404
+    assert "Globex secrets" not in page.content()

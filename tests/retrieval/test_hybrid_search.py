@@ -1,0 +1,237 @@
+"""Full-text and hybrid retrieval on the real services (`milvus-lite server`, PostgreSQL under CI): an exact term the
+embedding model does not know is found by its words; grouping by document and exclusions hold in every mode; a Chinese
+knowledge base is found by a Chinese keyword (jieba); a knowledge base made before full text is searched semantic,
+refuses full text with a 409 that says what to do, and is moved over online by `manage.py text_index`."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+
+from retrieval import embeddings, vectorstore
+from retrieval.embeddings import embed_texts
+from retrieval.models import (
+    Chunk,
+    Document,
+    DocumentStatus,
+    KnowledgeBase,
+    RetrievalMode,
+    SourceKind,
+    TextAnalyzer,
+    TextIndexStatus,
+)
+from retrieval.selectors import FullTextUnavailableError, chunk_search
+from retrieval.services import chunk_vectors_upsert
+from tests.conversations.helpers import chunk_hash, indexed_kb
+
+ERROR_CODE = "ZX-4471Q"
+SUPPORT = {
+    "network": [
+        "When the gateway cannot reach the upstream server the request fails and is retried with backoff.",
+        "Connection problems are usually caused by a firewall rule or a wrong proxy setting.",
+    ],
+    "codes": [
+        f"The device reports {ERROR_CODE} when its battery calibration table is corrupt; reflash the table.",
+        "Firmware updates are signed; an unsigned image is refused at boot.",
+    ],
+    "printing": [
+        "If the printer does not respond, check that it is switched on and has paper.",
+        "Printing stops when the queue holds a job that cannot be rendered.",
+    ],
+    "power": [
+        "The battery charges fully in two hours with the supplied adapter.",
+        "A battery that does not charge may need a new cable or adapter.",
+    ],
+}
+
+
+def _search(tenant, knowledge_base: KnowledgeBase, text: str, **kwargs: object) -> list:
+    return chunk_search(
+        tenant=tenant,
+        knowledge_base=knowledge_base,
+        query_vector=embeddings.embed_query(text),
+        query_text=text,
+        query_model_identity=embeddings.model_identity(),
+        limit=kwargs.pop("limit", 5),
+        **kwargs,
+    )
+
+
+def _external_ids(hits: list) -> list[str]:
+    return [hit.document_external_id for hit in hits]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("mode", [RetrievalMode.FULL_TEXT, RetrievalMode.HYBRID])
+def test_an_error_code_in_one_chunk_is_found_by_its_words(milvus_server, tenant, mode):
+    knowledge_base = indexed_kb(tenant, SUPPORT, name=f"support-{mode}")
+
+    hits = _search(tenant, knowledge_base, f"what does {ERROR_CODE} mean", retrieval_mode=mode)
+
+    assert _external_ids(hits)[0] == "codes"
+    assert ERROR_CODE in hits[0].text
+
+
+@pytest.mark.django_db
+def test_full_text_finds_nothing_for_words_no_chunk_holds(milvus_server, tenant):
+    knowledge_base = indexed_kb(tenant, SUPPORT, name="support-nothing")
+
+    assert _search(tenant, knowledge_base, "zeppelin xylophone", retrieval_mode=RetrievalMode.FULL_TEXT) == []
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("mode", list(RetrievalMode))
+@pytest.mark.parametrize("dense_weight", [None, 0.6])
+def test_every_mode_keeps_one_chunk_per_document_and_never_returns_an_excluded_one(
+    milvus_server, tenant, mode, dense_weight
+):
+    knowledge_base = indexed_kb(
+        tenant, SUPPORT, name=f"support-{mode}-{dense_weight}", hybrid_dense_weight=dense_weight
+    )
+    question = "the battery does not charge"  # words of both chunks of "power", and of one of "codes"
+
+    grouped = _search(tenant, knowledge_base, question, retrieval_mode=mode, limit=10)
+    ungrouped = _search(tenant, knowledge_base, question, retrieval_mode=mode, limit=10, group_by_document=False)
+    power = Chunk.objects.for_tenant(tenant).filter(knowledge_base=knowledge_base, document__external_id="power")
+    excluded = _search(
+        tenant,
+        knowledge_base,
+        question,
+        retrieval_mode=mode,
+        limit=10,
+        exclude_document_ids=[power.first().document_id],
+    )
+    excluded_chunk = _search(
+        tenant, knowledge_base, question, retrieval_mode=mode, limit=10, exclude_chunk_ids=[grouped[0].chunk_id]
+    )
+
+    assert len(set(_external_ids(grouped))) == len(grouped)
+    assert "power" in _external_ids(grouped)
+    assert _external_ids(ungrouped).count("power") == 2  # both of its chunks match: grouping is what keeps one
+    assert "power" not in _external_ids(excluded) and excluded
+    assert grouped[0].chunk_id not in {hit.chunk_id for hit in excluded_chunk}
+
+
+@pytest.mark.django_db
+def test_a_chinese_knowledge_base_is_found_by_a_chinese_keyword(milvus_server, tenant):
+    knowledge_base = indexed_kb(
+        tenant,
+        {
+            "ml": ["机器学习是人工智能的一个分支，它让计算机从数据中学习。"],
+            "weather": ["今天天气很好，我们下午去公园散步。"],
+            "tea": ["绿茶在中国有悠久的历史，龙井是最有名的一种。"],
+        },
+        name="chinese",
+        text_analyzer=TextAnalyzer.CHINESE,
+    )
+
+    for keyword, expected in (("人工智能", "ml"), ("公园", "weather"), ("龙井", "tea")):
+        hits = _search(tenant, knowledge_base, keyword, retrieval_mode=RetrievalMode.FULL_TEXT)
+        assert _external_ids(hits)[:1] == [expected], keyword
+
+
+@pytest.mark.django_db
+def test_the_tenant_filter_holds_in_full_text_and_hybrid(milvus_server, tenant, other_tenant):
+    mine = indexed_kb(tenant, {"printing": SUPPORT["printing"]}, name="mine")
+    indexed_kb(other_tenant, SUPPORT, name="theirs")
+
+    for mode in (RetrievalMode.FULL_TEXT, RetrievalMode.HYBRID):
+        hits = _search(tenant, mine, f"what does {ERROR_CODE} mean", retrieval_mode=mode)
+        assert {hit.document_external_id for hit in hits} <= {"printing"}
+
+
+@pytest.fixture
+def legacy_deployment(milvus_server, settings):
+    """A deployment whose MILVUS_COLLECTION is a collection of vectors only, as an earlier release made it."""
+    name = f"{settings.MILVUS_COLLECTION}_legacy"
+    settings.MILVUS_COLLECTION = name
+    vectorstore._reset()
+    vectorstore._collection_ensure(
+        name=name, primary="chunk_id", int_fields=("knowledge_base_id", vectorstore.DOC_FIELD), dimension=384
+    )
+    vectorstore._reset()
+    yield name
+    for collection in (name, f"{name}_text"):
+        vectorstore._connect().drop_collection(collection)
+    vectorstore._reset()
+
+
+@pytest.mark.django_db
+def test_a_knowledge_base_from_before_full_text_is_semantic_until_moved_online(legacy_deployment, tenant, api_client):
+    knowledge_base = KnowledgeBase.objects.create(
+        tenant=tenant, name="old", retrieval_mode=RetrievalMode.SEMANTIC, text_index=TextIndexStatus.MISSING
+    )
+    chunks = []
+    for external_id, texts in SUPPORT.items():
+        document = Document.objects.create(
+            tenant=tenant,
+            knowledge_base=knowledge_base,
+            title=external_id,
+            external_id=external_id,
+            source_kind=SourceKind.CHUNKS,
+            status=DocumentStatus.INDEXED,
+            chunk_count=len(texts),
+        )
+        chunks += [
+            Chunk.objects.create(
+                tenant=tenant,
+                document=document,
+                knowledge_base=knowledge_base,
+                position=position,
+                text=text,
+                token_count=10,
+                content_hash=chunk_hash(text),
+            )
+            for position, text in enumerate(texts)
+        ]
+    chunk_vectors_upsert(chunks=chunks, vectors=embed_texts([c.text for c in chunks]), dimension=384)
+    assert vectorstore.chunk_collection_name(full_text=True) == f"{legacy_deployment}_text"
+    assert vectorstore.vectors_count(
+        tenant_id=tenant.pk, knowledge_base_id=knowledge_base.pk, dimension=384, full_text=False
+    ) == len(chunks)
+
+    url = f"/api/v1/knowledge-bases/{knowledge_base.pk}/"
+    body = api_client.get(url).json()
+    assert (body["text_index"], body["effective_retrieval_mode"]) == ("missing", "semantic")
+    refused = api_client.post(f"{url}search/", {"query": ERROR_CODE, "retrieval_mode": "full_text"}, format="json")
+    assert refused.status_code == 409
+    assert refused.json()["extra"]["code"] == "full_text_unavailable"
+    assert "manage.py text_index" in refused.json()["message"]
+    assert api_client.patch(url, {"retrieval_mode": "hybrid"}, format="json").status_code == 409
+    with pytest.raises(FullTextUnavailableError):
+        _search(tenant, knowledge_base, ERROR_CODE, retrieval_mode=RetrievalMode.HYBRID)
+    assert _search(tenant, knowledge_base, "the battery does not charge")  # semantic, as before
+
+    call_command("text_index", "--inline", "--tenant", tenant.slug)
+
+    knowledge_base.refresh_from_db()
+    assert (knowledge_base.text_index, knowledge_base.text_index_progress) == (TextIndexStatus.READY, 1.0)
+    assert (
+        vectorstore.vectors_count(
+            tenant_id=tenant.pk, knowledge_base_id=knowledge_base.pk, dimension=384, full_text=False
+        )
+        == 0
+    )
+    assert vectorstore.vectors_count(tenant_id=tenant.pk, knowledge_base_id=knowledge_base.pk, dimension=384) == len(
+        chunks
+    )
+    hits = _search(tenant, knowledge_base, f"what does {ERROR_CODE} mean", retrieval_mode=RetrievalMode.FULL_TEXT)
+    assert _external_ids(hits)[0] == "codes"
+    assert api_client.patch(url, {"retrieval_mode": "hybrid"}, format="json").json()["effective_retrieval_mode"] == (
+        "hybrid"
+    )
+
+
+@pytest.mark.django_db
+def test_a_chunk_written_while_its_knowledge_base_moves_goes_to_both_collections(legacy_deployment, tenant):
+    knowledge_base = indexed_kb(tenant, {"printing": SUPPORT["printing"]}, name="moving")
+    KnowledgeBase.objects.for_tenant(tenant).filter(pk=knowledge_base.pk).update(text_index=TextIndexStatus.BUILDING)
+    chunk = Chunk.objects.for_tenant(tenant).filter(knowledge_base=knowledge_base).first()
+
+    chunk_vectors_upsert(chunks=[chunk], vectors=embed_texts([chunk.text]), dimension=384)
+
+    for full_text in (False, True):
+        count = vectorstore.vectors_count(
+            tenant_id=tenant.pk, knowledge_base_id=knowledge_base.pk, dimension=384, full_text=full_text
+        )
+        assert count >= 1, full_text
