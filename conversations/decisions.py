@@ -233,6 +233,9 @@ class StoredQuestion:
     # The embedding model that made `vector` (`retrieval.embeddings.model_id`; "" when not recorded). Read only when
     # `duplicate_decide` is told the question's model (`vector_model`); None, not said, then counts as another model.
     vector_model: str | None = None
+    # It is the question asked just before the new one, in the new one's conversation: the new question's own
+    # context (`followup_context_matches`).
+    asked_just_before: bool = False
 
 
 @dataclass(frozen=True)
@@ -322,8 +325,13 @@ def followup_context_matches(
     """A context-dependent question (or stored question) matches only when both were asked right after
     questions whose vectors are at least `threshold` alike (the decision passes its gate, never below
     FOLLOWUP_CONTEXT_FLOOR): "and for admins?" after "pricing?" is not "and for admins?" after "API limits?". A
-    first turn has no context, so it matches only another first turn."""
+    first turn has no context, so it matches only another first turn. A candidate asked just before the question, in
+    its conversation (`asked_just_before`), is the question's own context, whatever context it had itself: "I forgot
+    my password, what now?" right after "How do I reset my password?" is read about that very question, so the guard
+    has nothing to refuse and the pair is judged on its own (gate, conflicts, head)."""
     if not (question_is_context_dependent(question) or question_is_context_dependent(candidate.question)):
+        return True
+    if candidate.asked_just_before:
         return True
     if previous_vector is None or candidate.previous_vector is None:
         return previous_vector is None and candidate.previous_vector is None

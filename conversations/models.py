@@ -375,6 +375,26 @@ class DuplicateLabel(TenantOwnedModel):
         return f"{'duplicate' if self.is_duplicate else 'not duplicate'} ({self.source})"
 
 
+class ReviewPick(TenantOwnedModel):
+    """A decision the review queue picked for one tenant's day (`conversations.review_queue`): written once, when
+    the day's queue is first opened, so reloading the page shows the same picks and the day's quota is not drawn
+    again. An event is picked once ever."""
+
+    day = models.DateField()
+    dedup_event = models.ForeignKey(DedupEvent, on_delete=models.CASCADE, related_name="review_picks")
+    reason = models.CharField(max_length=16)
+    rank = models.PositiveIntegerField()
+    picked_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["day", "rank"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "dedup_event"], name="review_pick_once_per_event")]
+        indexes = [models.Index(fields=["tenant", "day", "rank"], name="review_pick_tenant_day")]
+
+    def __str__(self) -> str:
+        return f"{self.day} #{self.rank} ({self.reason})"
+
+
 class DedupDayFigures(TenantOwnedModel):
     """The dashboard's counts and sums of one tenant's audit events for one whole local day (in `time_zone`, the
     site's when written), so the dashboard reads one row per past day instead of every event.

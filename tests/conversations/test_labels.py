@@ -14,7 +14,10 @@ from conversations.models import DedupAction, DuplicateLabel, LabelSource
 from conversations.selectors import duplicate_labels_training
 from conversations.services.labels import duplicate_label_of_thumbs_down
 from conversations.turn_decision import MatchRefusal
+from tests.conversations.test_feedback import event_of, kb, rate, served, services
 from tests.factories import DedupEventFactory, TurnFactory, UserFactory
+
+__all__ = ["kb", "served", "services"]  # fixtures shared with test_api and test_feedback
 
 # --- what a verdict says (pure) ------------------------------------------------------------------------------------
 
@@ -137,3 +140,32 @@ def test_training_selector_reads_one_tenant_and_leaves_suspicions_out(tenant, ot
     assert DuplicateLabel.objects.for_tenant(tenant).filter(dedup_event=suspected, source=LabelSource.END_USER).exists()
     duplicate_label_of_thumbs_down(tenant=tenant, event=suspected, suspected=False)
     assert not DuplicateLabel.objects.for_tenant(tenant).filter(dedup_event=suspected).exists()
+
+
+# --- the end user's thumbs-down, through the API --------------------------------------------------------------------
+
+
+def test_a_thumbs_down_on_a_served_answer_is_a_suspected_label_until_support_confirms(
+    api_client, other_api_client, tenant, served
+):
+    _, fresh, repeat = served
+    rate(api_client, fresh, "down", expect=201)  # a fresh answer: nothing said of a duplicate decision
+    assert not DuplicateLabel.objects.for_tenant(tenant).exists()
+    rate(other_api_client, repeat, "down", expect=404)
+    assert not DuplicateLabel.objects.for_tenant(tenant).exists()
+
+    rate(api_client, repeat, "down", expect=201)
+    label = DuplicateLabel.objects.for_tenant(tenant).get()
+    assert (label.source, label.is_duplicate, label.given_by) == (LabelSource.END_USER, False, "thumbs-down")
+    assert (label.question, label.stored_question) == ("How can I reset my password?", "How do I reset my password?")
+    assert duplicate_labels_training(tenant=tenant) == []  # a suspicion only
+    rate(api_client, repeat, "up")  # withdrawn before review
+    assert not DuplicateLabel.objects.for_tenant(tenant).exists()
+
+    rate(api_client, repeat, "down")
+    event = event_of(tenant, repeat)
+    response = api_client.post(f"/api/v1/audit-events/{event.pk}/review/", {"verdict": "correct"}, format="json")
+    assert response.status_code == 200, response.content
+    assert [(p.is_duplicate, p.source) for p in duplicate_labels_training(tenant=tenant)] == [
+        (True, LabelSource.SUPPORT)
+    ]

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('conversations', '0011_turn_partial_index'),
+        ('conversations', '0013_conversation_title_feedback_false_hit'),
         ('tenants', '0002_tenant_settings_version'),
     ]
 

@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('conversations', '0013_conversation_title_feedback_false_hit'),
+        ('conversations', '0015_review_pick'),
         ('tenants', '0002_tenant_settings_version'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
