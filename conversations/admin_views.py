@@ -49,7 +49,15 @@ HISTORY_ON_PAGE = 25
 SETTINGS_GROUPS = (
     (
         "Question dedup",
-        ("scope", "threshold", "question_window", "allowlisted_intents", "shadow_mode", "precision_target"),
+        (
+            "scope",
+            "threshold",
+            "question_window",
+            "allowlisted_intents",
+            "shadow_mode",
+            "rewrite_followups",
+            "precision_target",
+        ),
     ),
     (
         "Retrieval exclusion and conversation state",
@@ -120,6 +128,7 @@ class DedupSettingsForm(forms.ModelForm):
             "min_results": "Minimum results",
             "ttl_seconds": "Conversation state TTL (seconds)",
             "shadow_mode": "Shadow mode",
+            "rewrite_followups": "Rewrite follow-ups (LLM)",
         }
         help_texts = {
             "scope": "Which earlier questions a new question is compared with.",
@@ -128,6 +137,9 @@ class DedupSettingsForm(forms.ModelForm):
             "min_results": "When exclusion leaves fewer results than this, it is relaxed for the turn (0 to 100).",
             "ttl_seconds": "How long a quiet conversation keeps its hot state.",
             "shadow_mode": "Decide and log duplicates, but always answer afresh: measure before switching on.",
+            "rewrite_followups": 'With an LLM configured, a follow-up ("and for admins?") is rewritten into a '
+            "standalone question before the duplicate check and the search; the rewrite is kept on the turn and its "
+            "audit event.",
         }
 
     def __init__(self, *args: Any, intent_labels: dict[str, str], **kwargs: Any) -> None:

@@ -3,9 +3,15 @@ knowledge base is a 404; a key bound to one knowledge base reaches only that one
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
+
+from django.http import StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_serializer, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.permissions import SAFE_METHODS, BasePermission
+from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -22,7 +28,12 @@ from conversations.models import (
 )
 from kbplatform.serializers import MAX_OFFSET, StrictInputSerializer
 from kbplatform.text import control_character_problem
-from retrieval.apis import EMBEDDING_MODEL_MISMATCH_RESPONSE, IndexStateOutputSerializer, index_state_body
+from retrieval.apis import (
+    EMBEDDING_MODEL_MISMATCH_RESPONSE,
+    IndexStateOutputSerializer,
+    MetadataFilterField,
+    index_state_body,
+)
 from tenants.api import TenantApi
 from tenants.permissions import IsTenantAdminKey, IsTenantWideKey
 
@@ -67,6 +78,7 @@ class ConversationSerializer(serializers.Serializer):
         help_text="True when `title` was made from the first question (the client gave none)."
     )
     turn_count = serializers.IntegerField()
+    metadata_filter = serializers.JSONField(allow_null=True)
     created_at = serializers.DateTimeField()
     last_active_at = serializers.DateTimeField()
     expires_at = serializers.DateTimeField()
@@ -107,6 +119,9 @@ class ConversationListCreateApi(TenantApi):
     class InputSerializer(StrictInputSerializer):
         knowledge_base = serializers.IntegerField(min_value=1)
         user_id = serializers.CharField(max_length=255, required=False, allow_blank=True, default="")
+        metadata_filter = MetadataFilterField(
+            required=False, default=None, help_text="Applied to every turn's search of the conversation."
+        )
 
     @extend_schema(
         parameters=[FilterSerializer],
@@ -144,6 +159,7 @@ class ConversationListCreateApi(TenantApi):
             tenant=self.tenant,
             knowledge_base_id=data.validated_data["knowledge_base"],
             user_id=data.validated_data["user_id"],
+            metadata_filter=data.validated_data["metadata_filter"],
             allowed_knowledge_base_id=self.api_key.knowledge_base_id,
         )
         return Response(ConversationSerializer(conversation).data, status=status.HTTP_201_CREATED)
@@ -247,15 +263,83 @@ class ConversationTurnListApi(TenantApi):
         return Response({"count": turns.count(), "results": TurnSerializer(page, many=True).data})
 
 
-def _float_or_none(value: float | None) -> float | None:
-    return None if value is None else float(value)
+class EventStreamRenderer(BaseRenderer):
+    """Lets a client that accepts only `text/event-stream` through content negotiation; the events themselves are
+    written by the view (a StreamingHttpResponse), and a JSON error is rendered as JSON (`finalize_response`)."""
+
+    media_type = "text/event-stream"
+    format = "sse"
+    charset = "utf-8"
+
+    def render(
+        self, data: object, accepted_media_type: str | None = None, renderer_context: dict | None = None
+    ) -> bytes:
+        return json.dumps(data).encode()
+
+
+def _wants_events(request: Request, stream: bool) -> bool:
+    return stream or "text/event-stream" in request.headers.get("Accept", "")
+
+
+def _sse(event: services.TurnEvent) -> bytes:
+    data = event.data
+    if event.name == "sources":
+        index = data["index"]
+        data = {**data, "index": index_state_body(index) if index is not None else None}
+    return f"event: {event.name}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+
+
+# One event of the stream, as an SSE client reads it: its type and its data line (a JSON object, per type below).
+STREAM_EVENT = inline_serializer(
+    "ConversationMessageEvent",
+    {
+        "event": serializers.ChoiceField(choices=services.EVENT_TYPES),
+        "data": serializers.CharField(help_text="A JSON object: its fields per event type are in the description."),
+    },
+)
+
+
+class _EventStream:
+    """The SSE bytes of a TurnStream; closing it (the WSGI server does, the client gone or not) closes the turn's
+    stream, which records the turn if it was not recorded yet."""
+
+    def __init__(self, turn_stream: services.TurnStream) -> None:
+        self.turn_stream = turn_stream
+
+    def __iter__(self) -> Iterator[bytes]:
+        for event in self.turn_stream:
+            yield _sse(event)
+
+    def close(self) -> None:
+        self.turn_stream.close()
+
+
+STREAM_DESCRIPTION = (
+    "The turn as JSON; or as Server-Sent Events (text/event-stream), sent when the request has "
+    '`Accept: text/event-stream` or `"stream": true`. Each event is '
+    "`event: <type>` and `data: <JSON>`, in this order: `decision` (`dedup` as in the JSON response; `answer` is the "
+    "whole answer of a served stored answer or small talk, else null; `rewritten_question`), `sources` (`sources`, "
+    "`index`), zero or more `delta` (`text`: the next piece of a generated answer), then `done` (`turn_id`, "
+    "`answer`, `answer_tokens`, `context_tokens`, `rewritten_question`) or `error` (`message`, `extra`, `status` "
+    "502/504/500, `turn_id`: the answer service failed mid-stream and the turn is recorded as failed). A client that "
+    "disconnects leaves exactly one turn, recorded `interrupted` with no answer to serve again. Refusals before the "
+    "first event (400, 404, 410, 409) are JSON errors."
+)
 
 
 class ConversationMessageApi(TenantApi):
+    renderer_classes = [JSONRenderer, EventStreamRenderer]
+
     class InputSerializer(StrictInputSerializer):
         question = serializers.CharField(max_length=services.QUESTION_MAX_CHARS, trim_whitespace=True)
         force_refresh = serializers.BooleanField(required=False, default=False)
         mode = serializers.ChoiceField(choices=["answer", "retrieve"], required=False, default="answer")
+        stream = serializers.BooleanField(
+            required=False,
+            default=False,
+            help_text="Answer as Server-Sent Events (as `Accept: text/event-stream` does); see the 200 "
+            "text/event-stream response.",
+        )
 
     class OutputSerializer(serializers.Serializer):
         class SourceSerializer(serializers.Serializer):
@@ -291,7 +375,8 @@ class ConversationMessageApi(TenantApi):
     @extend_schema(
         request=InputSerializer,
         responses={
-            200: OutputSerializer,
+            (200, "application/json"): OpenApiResponse(response=OutputSerializer, description=STREAM_DESCRIPTION),
+            (200, "text/event-stream"): OpenApiResponse(response=STREAM_EVENT, description=STREAM_DESCRIPTION),
             409: EMBEDDING_MODEL_MISMATCH_RESPONSE,
             410: OpenApiResponse(
                 description="The conversation has expired (the policy's TTL passed since its last turn): start a new "
@@ -299,55 +384,65 @@ class ConversationMessageApi(TenantApi):
             ),
             502: OpenApiResponse(
                 description="The answer service (LLM_BASE_URL) failed or sent a reply that is not an answer; nothing "
-                "was written. Retry, or ask in `retrieve` mode."
+                "was written. Retry, or ask in `retrieve` mode. (Streamed, this is an `error` event.)"
             ),
             504: OpenApiResponse(
-                description="The answer service did not reply within LLM_TIMEOUT; nothing was written. Retry later."
+                description="The answer service did not reply within LLM_TIMEOUT; nothing was written. Retry later. "
+                "(Streamed, this is an `error` event.)"
             ),
         },
         summary="Ask a question in a conversation",
     )
-    def post(self, request: Request, conversation_id: int) -> Response:
+    def post(self, request: Request, conversation_id: int) -> Response | StreamingHttpResponse:
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        outcome = services.turn_ask(
-            tenant=self.tenant,
-            conversation_id=conversation_id,
-            question=data.validated_data["question"],
-            force_refresh=data.validated_data["force_refresh"],
-            mode=data.validated_data["mode"],
-            allowed_knowledge_base_id=self.api_key.knowledge_base_id,
-        )
+        turn = {
+            "tenant": self.tenant,
+            "conversation_id": conversation_id,
+            "question": data.validated_data["question"],
+            "force_refresh": data.validated_data["force_refresh"],
+            "mode": data.validated_data["mode"],
+            "allowed_knowledge_base_id": self.api_key.knowledge_base_id,
+        }
+        if _wants_events(request, data.validated_data["stream"]):
+            # Refusals raise here, before the response starts: they are JSON errors like any other.
+            events = _EventStream(services.turn_stream(**turn))
+            response = StreamingHttpResponse(events, content_type="text/event-stream; charset=utf-8")
+            # Proxies (nginx) must pass each event on as it comes, and nothing may cache a turn.
+            response["Cache-Control"] = "no-cache"
+            response["X-Accel-Buffering"] = "no"
+            return response
+        outcome = services.turn_ask(**turn)
         # Built with plain types rather than through OutputSerializer (which documents it, and which a test holds it
         # to): serializing the turn's few fields through DRF took about 0.6 ms of CPU, on a cache hit's budget of
         # a few milliseconds.
         body = {
             "turn_id": outcome.turn.pk,
             "answer": outcome.answer,
-            "sources": [
-                {
-                    "chunk_id": int(source.chunk_id),
-                    "document_id": int(source.document_id),
-                    "external_id": source.external_id,
-                    "document_external_id": source.document_external_id,
-                    "score": _float_or_none(source.score),
-                    "text": source.text,
-                }
-                for source in outcome.sources
-            ],
+            "sources": services.turn_sources_body(outcome.sources),
             "index": index_state_body(outcome.index) if outcome.index is not None else None,
-            "dedup": {
-                "action": outcome.action,
-                "intent": outcome.intent,
-                "similarity": _float_or_none(outcome.similarity),
-                "matched_turn_id": outcome.matched_turn_id,
-                "excluded_count": int(outcome.excluded_count),
-                "relaxed": bool(outcome.relaxed),
-                "shadow_action": outcome.shadow_action,
-                "reason": outcome.reason,
-            },
+            "dedup": services.turn_dedup_body(
+                action=outcome.action,
+                intent=outcome.intent,
+                similarity=outcome.similarity,
+                matched_turn_id=outcome.matched_turn_id,
+                excluded_count=outcome.excluded_count,
+                relaxed=outcome.relaxed,
+                shadow_action=outcome.shadow_action,
+                reason=outcome.reason,
+            ),
         }
         return Response(body)
+
+    def finalize_response(
+        self, request: Request, response: HttpResponseBase, *args: object, **kwargs: object
+    ) -> HttpResponseBase:
+        # A JSON body (an error before the first event) is rendered as JSON whatever the client accepted.
+        if isinstance(response, Response) and isinstance(
+            getattr(request, "accepted_renderer", None), EventStreamRenderer
+        ):
+            request.accepted_renderer, request.accepted_media_type = JSONRenderer(), JSONRenderer.media_type
+        return super().finalize_response(request, response, *args, **kwargs)
 
 
 class TurnAnswerApi(TenantApi):
@@ -400,6 +495,10 @@ class DedupPolicyApi(TenantApi):
         ttl_seconds = serializers.IntegerField()
         allowlisted_intents = serializers.ListField(child=serializers.CharField(max_length=64), allow_empty=True)
         shadow_mode = serializers.BooleanField()
+        rewrite_followups = serializers.BooleanField(
+            help_text="With an LLM configured, rewrite a follow-up into a standalone question before the duplicate "
+            "check and the search (recorded on the turn and its audit event)."
+        )
 
     @extend_schema(responses=PolicySerializer, summary="The tenant's dedup policy (admin keys)")
     def get(self, request: Request) -> Response:

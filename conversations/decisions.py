@@ -53,6 +53,7 @@ class PolicyView:
     shadow_mode: bool = False
     allowlisted_intents: tuple[str, ...] = (INTENT_OTHER,)
     precision_target: float = 0.90  # conversations.models.DEFAULT_PRECISION_TARGET
+    rewrite_followups: bool = False
 
 
 # The settings of a tenant's dedup policy (what the API, the admin and `dedup_policy_update` may change).

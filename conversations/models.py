@@ -57,6 +57,12 @@ class FeedbackRating(models.TextChoices):
     DOWN = "down", "Thumbs down"
 
 
+class AnswerState(models.TextChoices):
+    COMPLETE = "complete", "Complete"
+    INTERRUPTED = "interrupted", "Stream cut: the client went away before the answer was complete"
+    FAILED = "failed", "The answer service failed while the answer was streamed"
+
+
 class ReviewVerdict(models.TextChoices):
     UNREVIEWED = "unreviewed", "Not reviewed"
     CORRECT = "correct", "Correct decision"
@@ -81,6 +87,9 @@ class Conversation(TenantOwnedModel):
     # copy records the revision it was built from and is used only while both it and `turn_count` still match, so
     # a copy that could not be dropped (Redis unreachable at that moment) is never served once Redis is back.
     state_revision = models.PositiveIntegerField(default=0)
+    # Set at creation: every turn's search keeps only chunks of documents whose metadata matches
+    # (`retrieval.metadata.metadata_filter_validate`); null searches the whole knowledge base.
+    metadata_filter = models.JSONField(null=True, blank=True, default=None)
     created_at = models.DateTimeField(auto_now_add=True)
     last_active_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField(db_index=True)
@@ -113,6 +122,16 @@ class Turn(TenantOwnedModel):
     mode = models.CharField(max_length=10, default="answer")
     answer = models.TextField(blank=True, default="")
     answer_tokens = models.PositiveIntegerField(default=0)
+    # A streamed answer that did not complete (`answer_state` interrupted or failed) keeps what was streamed in
+    # `answer_partial` and leaves `answer` empty, so the pair never answers a later duplicate.
+    answer_state = models.CharField(
+        max_length=12, choices=AnswerState.choices, default=AnswerState.COMPLETE, db_default=AnswerState.COMPLETE
+    )
+    answer_partial = models.TextField(blank=True, default="", db_default="")
+    answer_error = models.CharField(max_length=300, blank=True, default="", db_default="")
+    # The standalone question a follow-up was rewritten into (DedupPolicy.rewrite_followups, with an LLM); the turn's
+    # vector, search and duplicate check are that question's. Empty when the question was taken as asked.
+    rewritten_question = models.TextField(blank=True, default="", db_default="")
     # The turn searched a knowledge base whose index was partial (`IndexState.partial`: a re-index running, vectors
     # not yet rebuilt ranking at random): its sources, and any answer made from them, may miss what that search could
     # not find, so the pair never answers a later duplicate (the duplicate is answered afresh). False for a turn that
@@ -190,6 +209,12 @@ class DedupPolicy(TenantOwnedModel):
         help_text="Precision a verifier trained from reviews is cut for, and must reach on held-out labels to become "
         "active (0.5 to 0.999).",
     )
+    rewrite_followups = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="With an LLM configured: rewrite a follow-up into a standalone question before the duplicate check "
+        "and the search.",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -256,6 +281,9 @@ class DedupEvent(TenantOwnedModel):
     shadow = models.BooleanField(default=False, help_text="Shadow mode: `action` was decided but not applied.")
     tokens_saved = models.PositiveIntegerField(default=0)
     ms_saved = models.FloatField(default=0.0)
+    rewritten_question = models.TextField(
+        blank=True, default="", db_default="", help_text="The standalone question the follow-up was rewritten into."
+    )
     review_verdict = models.CharField(max_length=10, choices=ReviewVerdict.choices, default=ReviewVerdict.UNREVIEWED)
     reviewed_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"

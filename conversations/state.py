@@ -65,6 +65,12 @@ class StoredAnswer:
         )
 
 
+def decided_question(turn: Turn) -> str:
+    """The question a turn was decided and searched with, which its vector embeds: the standalone rewrite of a
+    follow-up when it has one, else the question as asked."""
+    return turn.rewritten_question or turn.question
+
+
 @dataclass
 class RecentTurn:
     turn_id: int
@@ -210,6 +216,7 @@ TURN_FIELDS_KEPT = (
     "conversation_id",
     "number",
     "question",
+    "rewritten_question",
     "question_vector",
     "question_vector_model",
     "partial_index",
@@ -246,7 +253,7 @@ def state_from_database(*, conversation: Conversation) -> ConversationState:
                 RecentTurn(
                     turn.pk,
                     turn.number,
-                    turn.question,
+                    decided_question(turn),
                     vector_from_bytes(turn.question_vector),
                     bool(turn.answer),
                     StoredAnswer.of_turn(turn) if turn.answer else None,

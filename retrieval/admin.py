@@ -328,11 +328,14 @@ class DocumentAdmin(ServiceDeletionAdmin):
 
 @admin.register(Chunk)
 class ChunkAdmin(TenantScopedAdmin):
-    """Read-only: chunks change only when their document is indexed again."""
+    """Read-only but for the disable and enable actions, which go through the chunk service (Milvus with the row);
+    a chunk's text is edited over the API (`PATCH /api/v1/chunks/{id}/`) or by indexing its document again."""
 
-    list_display = ("document", "position", "token_count", "preview", "external_id")
+    list_display = ("document", "position", "token_count", "preview", "external_id", "enabled")
+    list_filter = ("enabled",)
     list_select_related = ("document",)
     search_fields = ("text", "external_id")
+    actions = ("chunks_disable", "chunks_enable")
     readonly_fields = (
         "tenant",
         "knowledge_base",
@@ -343,7 +346,28 @@ class ChunkAdmin(TenantScopedAdmin):
         "model_input_hash",
         "external_id",
         "text",
+        "enabled",
     )
+
+    def _chunks_set_enabled(self, request: HttpRequest, queryset: QuerySet, *, enabled: bool) -> None:
+        changed = 0
+        for chunk in queryset.select_related("tenant"):
+            if not super().has_change_permission(request, chunk):
+                continue
+            try:
+                services.chunk_update(tenant=chunk.tenant, chunk=chunk, enabled=enabled)
+                changed += 1
+            except ApplicationError as exc:
+                self.message_user(request, f"{chunk}: {exc.message}", level=messages.WARNING)
+        self.message_user(request, f"{'Enabled' if enabled else 'Disabled'} {changed} chunk(s).")
+
+    @admin.action(description="Disable selected chunks (left out of search)")
+    def chunks_disable(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._chunks_set_enabled(request, queryset, enabled=False)
+
+    @admin.action(description="Enable selected chunks")
+    def chunks_enable(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._chunks_set_enabled(request, queryset, enabled=True)
 
     @admin.display(description="text")
     def preview(self, obj: Chunk) -> str:

@@ -3,11 +3,21 @@ else: another knowledge base, like another tenant's, is a 404."""
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Mapping
+from typing import Any
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_serializer, inline_serializer
+from django.conf import settings
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+    extend_schema_serializer,
+    inline_serializer,
+)
 from rest_framework import serializers, status
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
@@ -16,13 +26,54 @@ from rest_framework.response import Response
 from kbplatform.errors import ApplicationError, NotFoundError
 from kbplatform.serializers import MAX_OFFSET, StrictInputSerializer
 from retrieval import embeddings, selectors, services
-from retrieval.models import Document, DocumentStatus, KnowledgeBase, RetrievalMode, TextAnalyzer
+from retrieval.metadata import MetadataError, metadata_filter_validate, metadata_validate
+from retrieval.models import Chunk, Document, DocumentStatus, KnowledgeBase, RetrievalMode, TextAnalyzer
 from tenants.api import TenantApi
 from tenants.permissions import IsTenantAdminKey
 
 logger = logging.getLogger(__name__)
 
 MAX_CHUNKS_PER_DOCUMENT = 20000
+
+
+@extend_schema_field(OpenApiTypes.OBJECT)
+class MetadataField(serializers.Field):
+    """A document's metadata: a JSON object, or (in a multipart form) a string holding one (`retrieval.metadata`)."""
+
+    validate_metadata = staticmethod(metadata_validate)
+
+    def to_internal_value(self, data: Any) -> dict:
+        if isinstance(data, str):
+            try:
+                data = json.loads(data)
+            except ValueError as exc:
+                raise serializers.ValidationError(f"Not JSON: {exc}.") from exc
+        try:
+            return self.validate_metadata(data)
+        except MetadataError as exc:
+            raise serializers.ValidationError(str(exc)) from exc
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+@extend_schema_field(
+    {
+        "type": "object",
+        "additionalProperties": {
+            "oneOf": [
+                {"type": "string"},
+                {"type": "integer"},
+                {"type": "boolean"},
+                {"type": "array", "items": {"oneOf": [{"type": "string"}, {"type": "integer"}, {"type": "boolean"}]}},
+            ]
+        },
+        "description": 'Only chunks of documents whose metadata matches: `{"lang": "en"}` (equal), `{"product": ["a", '
+        '"b"]}` (any of), every key at once.',
+    }
+)
+class MetadataFilterField(MetadataField):
+    validate_metadata = staticmethod(metadata_filter_validate)
 
 
 class KnowledgeBaseOutputSerializer(serializers.ModelSerializer):
@@ -70,6 +121,8 @@ class DocumentOutputSerializer(serializers.ModelSerializer):
             "knowledge_base",
             "title",
             "external_id",
+            "metadata",
+            "split_oversize_chunks",
             "source_kind",
             "source_filename",
             "content_hash",
@@ -172,7 +225,7 @@ class _KeyScopedApi(TenantApi):
 class KnowledgeBaseListCreateApi(_KeyScopedApi):
     """GET lists the knowledge bases the key reaches; POST creates one and needs an admin key of the tenant."""
 
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(StrictInputSerializer):
         name = serializers.CharField(max_length=200)
         description = serializers.CharField(required=False, allow_blank=True, default="")
         chunk_max_tokens = serializers.IntegerField(required=False, min_value=16, max_value=256)
@@ -320,19 +373,34 @@ class DocumentListCreateApi(_KeyScopedApi):
     # Named as it was when the view only uploaded (DocumentCreateApi), so clients generated from the schema keep the
     # upload's request type.
     @extend_schema_serializer(component_name="DocumentCreateInput")
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(StrictInputSerializer):
         title = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
         external_id = serializers.CharField(max_length=255, required=False, allow_null=True, default=None)
         file = serializers.FileField(required=False, allow_empty_file=True)
         text = serializers.CharField(required=False, trim_whitespace=False, allow_blank=True)
         chunks = serializers.ListField(required=False, max_length=MAX_CHUNKS_PER_DOCUMENT, min_length=1)
+        metadata = MetadataField(
+            required=False,
+            help_text="A JSON object describing the document (in a multipart form: a string holding one); search "
+            "and conversations filter by it (metadata_filter).",
+        )
+        split_oversize_chunks = serializers.BooleanField(
+            required=False,
+            default=False,
+            help_text='With "chunks": split a chunk longer than the knowledge base\'s chunk size at sentence '
+            'boundaries (its external_id gets "#1", "#2", ...) instead of refusing the document.',
+        )
+
+        sources = ("file", "text", "chunks")
 
         def validate(self, attrs: dict) -> dict:
-            given = [name for name in ("file", "text", "chunks") if attrs.get(name) is not None]
+            given = [name for name in self.sources if attrs.get(name) is not None]
             if len(given) != 1:
+                wanted = (
+                    '"file" (multipart), "text" or "chunks" (JSON)' if "file" in self.sources else '"text" or "chunks"'
+                )
                 raise serializers.ValidationError(
-                    'Send exactly one of "file" (multipart), "text" or "chunks" (JSON).'
-                    + (f" Got: {', '.join(given)}." if given else "")
+                    f"Send exactly one of {wanted}." + (f" Got: {', '.join(given)}." if given else "")
                 )
             if attrs.get("text") is not None and not attrs["text"].strip():
                 raise serializers.ValidationError({"text": "The text is empty."})
@@ -397,10 +465,176 @@ class DocumentListCreateApi(_KeyScopedApi):
         return Response(DocumentOutputSerializer(document).data, status=status.HTTP_202_ACCEPTED)
 
 
+def _error_body(error: ApplicationError) -> dict:
+    return {"message": error.message, "extra": error.extra}
+
+
+class DocumentBulkCreateApi(_KeyScopedApi):
+    """Many documents in one request, answered per document; one rate-limit charge and one indexing task for all.
+    Any key that reaches the knowledge base may use it."""
+
+    @extend_schema_serializer(component_name="DocumentBulkItemInput")
+    class ItemSerializer(DocumentListCreateApi.InputSerializer):
+        file = None
+        sources = ("text", "chunks")
+
+    class InputSerializer(StrictInputSerializer):
+        documents = serializers.ListField(
+            child=serializers.DictField(),
+            help_text="Each as POST .../documents/ takes it in JSON (text or chunks; title, external_id, metadata, "
+            "split_oversize_chunks). At most KB_BULK_DOCUMENTS_MAX (500 by default). Or send a multipart form whose "
+            '"file" is JSON Lines: one such object a line.',
+        )
+
+    class ResultSerializer(serializers.Serializer):
+        index = serializers.IntegerField(help_text="The document's place in the request (its line, from 0, in JSONL).")
+        status = serializers.IntegerField(
+            help_text="202 queued for indexing; otherwise what POST .../documents/ "
+            "would have answered for it alone (400, 409)."
+        )
+        document = DocumentOutputSerializer(allow_null=True)
+        error = inline_serializer(
+            "DocumentBulkItemError",
+            {"message": serializers.CharField(), "extra": serializers.DictField()},
+            allow_null=True,
+        )
+
+    @staticmethod
+    def _too_large(message: str, **extra: int) -> ApplicationError:
+        return ApplicationError(message, status_code=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, extra=extra)
+
+    def _items_read(self, request: Request) -> list[Any]:
+        """The request's documents, unvalidated: from `documents` (JSON) or a JSONL `file` (a line that is not JSON
+        is that line's error, not the request's). Past a bound: 413 naming it."""
+        max_bytes, max_documents = settings.BULK_BODY_MAX_BYTES, settings.BULK_DOCUMENTS_MAX
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+        if length > max_bytes:
+            raise self._too_large(
+                f"The request is {length} bytes; a bulk request is at most {max_bytes} bytes (KB_BULK_BODY_MAX_BYTES). "
+                "Send the documents in several requests.",
+                max_bytes=max_bytes,
+            )
+        upload = request.FILES.get("file") if hasattr(request, "FILES") else None
+        if upload is not None:
+            unknown = sorted(set(request.data) - {"file"})
+            if unknown:
+                raise ApplicationError(
+                    f'Unknown field: {", ".join(unknown)}. A JSONL bulk upload sends only "file".',
+                    extra={"fields": {name: ["Unknown field."] for name in unknown}},
+                )
+            items: list[Any] = []
+            for number, line in enumerate(upload.read().decode("utf-8", "replace").splitlines()):
+                if not line.strip():
+                    continue
+                try:
+                    items.append(json.loads(line))
+                except ValueError as exc:
+                    items.append(ApplicationError(f"Line {number + 1} is not JSON: {exc}."))
+        else:
+            body = self.InputSerializer(data=request.data)
+            body.is_valid(raise_exception=True)
+            items = list(body.validated_data["documents"])
+        if not items:
+            raise ApplicationError("Send at least one document.")
+        if len(items) > max_documents:
+            raise self._too_large(
+                f"The request holds {len(items)} documents; a bulk request holds at most {max_documents} "
+                "(KB_BULK_DOCUMENTS_MAX). Send them in several requests.",
+                max_documents=max_documents,
+            )
+        return items
+
+    @extend_schema(
+        request={
+            "application/json": InputSerializer,
+            "multipart/form-data": inline_serializer(
+                "DocumentBulkUpload", {"file": serializers.FileField(help_text="JSON Lines: one document a line.")}
+            ),
+        },
+        responses={
+            202: inline_serializer(
+                "DocumentBulkResult",
+                {
+                    "created": serializers.IntegerField(help_text="Documents queued for indexing."),
+                    "failed": serializers.IntegerField(help_text="Documents refused (see their results)."),
+                    "results": ResultSerializer(many=True, help_text="One per document, in the request's order."),
+                },
+            ),
+            413: OpenApiResponse(
+                description="More documents or bytes than one bulk request takes; the message names the bound."
+            ),
+        },
+        summary="Add many documents (JSON array or JSONL file) to a knowledge base",
+    )
+    def post(self, request: Request, knowledge_base_id: int) -> Response:
+        knowledge_base = self.knowledge_base_or_404(knowledge_base_id)
+        items = self._items_read(request)
+        inputs: list[services.DocumentInput] = []
+        places: list[int] = []
+        results: list[dict | None] = [None] * len(items)
+        for index, item in enumerate(items):
+            if isinstance(item, ApplicationError):
+                results[index] = {"index": index, "status": 400, "document": None, "error": _error_body(item)}
+                continue
+            serializer = self.ItemSerializer(data=item)
+            if not serializer.is_valid():
+                error = ApplicationError("Validation error", extra={"fields": serializer.errors})
+                results[index] = {"index": index, "status": 400, "document": None, "error": _error_body(error)}
+                continue
+            inputs.append(services.DocumentInput(**serializer.validated_data))
+            places.append(index)
+        outcomes = services.documents_create_each(tenant=self.tenant, knowledge_base=knowledge_base, documents=inputs)
+        for index, outcome in zip(places, outcomes, strict=True):
+            if isinstance(outcome, ApplicationError):
+                results[index] = {
+                    "index": index,
+                    "status": outcome.status_code,
+                    "document": None,
+                    "error": _error_body(outcome),
+                }
+            else:
+                results[index] = {
+                    "index": index,
+                    "status": 202,
+                    "document": DocumentOutputSerializer(outcome).data,
+                    "error": None,
+                }
+        created = sum(1 for result in results if result["status"] == 202)
+        return Response(
+            {"created": created, "failed": len(results) - created, "results": results},
+            status=status.HTTP_202_ACCEPTED,
+        )
+
+
 class DocumentDetailApi(_KeyScopedApi):
+    class InputSerializer(StrictInputSerializer):
+        title = serializers.CharField(max_length=500, required=False)
+        metadata = MetadataField(
+            required=False, help_text="Replaces the document's metadata; its vectors take it on when it is re-indexed."
+        )
+
+        def validate(self, attrs: dict) -> dict:
+            if not attrs:
+                raise serializers.ValidationError('Send "title" or "metadata" (or both).')
+            return attrs
+
     @extend_schema(responses=DocumentOutputSerializer, summary="A document's status, progress, chunk count, error")
     def get(self, request: Request, document_id: int) -> Response:
         return Response(DocumentOutputSerializer(self.document_or_404(document_id)).data)
+
+    @extend_schema(
+        request=InputSerializer,
+        responses={200: DocumentOutputSerializer},
+        summary="Change a document's title or metadata (new metadata re-indexes it)",
+    )
+    def patch(self, request: Request, document_id: int) -> Response:
+        """New metadata is stored at once and reaches the document's vectors by indexing it again (unchanged chunks
+        are not re-embedded): until then searches filter by the old metadata. A 409 while it is being indexed."""
+        document = self.document_or_404(document_id)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        document = services.document_update(tenant=self.tenant, document=document, **serializer.validated_data)
+        return Response(DocumentOutputSerializer(document).data)
 
     @extend_schema(responses={204: None}, summary="Delete a document, its chunks and its vectors")
     def delete(self, request: Request, document_id: int) -> Response:
@@ -416,6 +650,92 @@ class DocumentReindexApi(_KeyScopedApi):
         return Response(DocumentOutputSerializer(document).data, status=status.HTTP_202_ACCEPTED)
 
 
+class ChunkOutputSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Chunk
+        fields = (
+            "id",
+            "document",
+            "knowledge_base",
+            "position",
+            "external_id",
+            "text",
+            "token_count",
+            "content_hash",
+            "enabled",
+            "created_at",
+        )
+
+
+class DocumentChunkListApi(_KeyScopedApi):
+    class FilterSerializer(StrictInputSerializer):
+        limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=100)
+        offset = serializers.IntegerField(required=False, min_value=0, max_value=MAX_OFFSET, default=0)
+
+    @extend_schema(
+        parameters=[FilterSerializer],
+        responses=inline_serializer(
+            "ChunkPage",
+            {
+                "count": serializers.IntegerField(help_text="The document's chunks, disabled ones included."),
+                "results": ChunkOutputSerializer(many=True, help_text="In reading order."),
+            },
+        ),
+        summary="A document's chunks in reading order, one page (limit/offset)",
+    )
+    def get(self, request: Request, document_id: int) -> Response:
+        document = self.document_or_404(document_id)
+        filters = self.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        limit, offset = filters.validated_data["limit"], filters.validated_data["offset"]
+        chunks = selectors.chunk_list(tenant=self.tenant, document=document)
+        return Response(
+            {"count": chunks.count(), "results": ChunkOutputSerializer(chunks[offset : offset + limit], many=True).data}
+        )
+
+
+class ChunkDetailApi(_KeyScopedApi):
+    class InputSerializer(StrictInputSerializer):
+        text = serializers.CharField(
+            required=False, trim_whitespace=False, help_text="The chunk's new text: re-embedded at once."
+        )
+        enabled = serializers.BooleanField(
+            required=False, help_text="false: left out of search and never a source; true: searchable again."
+        )
+
+        def validate(self, attrs: dict) -> dict:
+            if not attrs:
+                raise serializers.ValidationError('Send "text" or "enabled" (or both).')
+            return attrs
+
+    def chunk_or_404(self, chunk_id: int) -> Chunk:
+        chunk = selectors.chunk_get(
+            tenant=self.tenant, chunk_id=chunk_id, only_knowledge_base_id=self.only_knowledge_base_id
+        )
+        if chunk is None:
+            raise NotFoundError("Chunk not found.")
+        return chunk
+
+    @extend_schema(responses=ChunkOutputSerializer, summary="A chunk")
+    def get(self, request: Request, chunk_id: int) -> Response:
+        return Response(ChunkOutputSerializer(self.chunk_or_404(chunk_id)).data)
+
+    @extend_schema(
+        request=InputSerializer,
+        responses={200: ChunkOutputSerializer},
+        summary="Edit a chunk's text, or disable / enable it",
+    )
+    def patch(self, request: Request, chunk_id: int) -> Response:
+        """An edited text is re-embedded and searchable at once; a stored answer citing the chunk as it was is never
+        served again. A disabled chunk is left out of search and of stored answers' sources until it is enabled. A
+        409 while its document is queued or being indexed."""
+        chunk = self.chunk_or_404(chunk_id)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        chunk = services.chunk_update(tenant=self.tenant, chunk=chunk, **serializer.validated_data)
+        return Response(ChunkOutputSerializer(chunk).data)
+
+
 class KnowledgeBaseSearchApi(_KeyScopedApi):
     """A stateless retrieval test: no conversation, no exclusions. Each query is logged."""
 
@@ -428,6 +748,7 @@ class KnowledgeBaseSearchApi(_KeyScopedApi):
             required=False,
             help_text="This search only; the knowledge base's retrieval_mode when left out.",
         )
+        metadata_filter = MetadataFilterField(required=False, default=None)
 
     class OutputSerializer(serializers.Serializer):
         results = ChunkHitOutputSerializer(many=True, help_text="Best first.")
@@ -467,6 +788,7 @@ class KnowledgeBaseSearchApi(_KeyScopedApi):
             limit=data["limit"],
             group_by_document=data["group_by_document"],
             retrieval_mode=mode,
+            metadata_filter=data["metadata_filter"],
         )
         elapsed_ms = (time.perf_counter() - started) * 1000
         logger.info(

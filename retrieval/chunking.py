@@ -134,32 +134,83 @@ def text_chunk(*, text: str, max_tokens: int, overlap_tokens: int, markdown: boo
     ]
 
 
-def prechunked_drafts(*, chunks: list[dict], max_tokens: int) -> list[ChunkDraft]:
+def chunk_too_long_message(
+    *, position: int, external_id: str | None, count: int, max_tokens: int, model_max_tokens: int
+) -> str:
+    """What a client is told of a chunk longer than the knowledge base's chunks may be: the real limit and its unit
+    (the knowledge base's chunk size, in the embedding model's word pieces), the model's own limit, and the two ways
+    out."""
+    return (
+        f"Chunk {position} ({external_id or 'no external_id'}) has {count} word pieces of the embedding model; this "
+        f"knowledge base's chunks are at most {max_tokens} word pieces (its chunk_max_tokens, which the model's own "
+        f"limit of {model_max_tokens} word pieces, {SPECIAL_TOKENS} of them its markers, caps). Split the chunk, or "
+        'send the document with "split_oversize_chunks": true to have it split at sentence boundaries into chunks '
+        'whose external ids end in "#1", "#2", ...'
+    )
+
+
+SPLIT_SUFFIX = "#"
+
+
+def prechunked_drafts(
+    *, chunks: list[dict], max_tokens: int, model_max_tokens: int = 256, split_oversize: bool = False
+) -> list[ChunkDraft]:
     """A client's own chunks, stored exactly as sent. A chunk the model could not read whole (counted as the model
     reads it, long runs broken) is refused rather than silently half-embedded, and so is one the model reads nothing of
-    (zero-width, control or soft-hyphen characters only): its vector would be [CLS][SEP] alone, near every query."""
+    (zero-width, control or soft-hyphen characters only): its vector would be [CLS][SEP] alone, near every query.
+
+    With `split_oversize`, a chunk longer than `max_tokens` is split instead (`text_chunk`: paragraphs, then
+    sentences, no overlap) into pieces that are exact slices of it, each keeping the chunk's external id with
+    "#1", "#2", ... appended, so a search hit on a piece still names the client's chunk."""
     texts = [str(chunk["text"]) for chunk in chunks]
     counts = embeddings.token_counts(texts)
-    drafts = []
-    for position, (chunk, text, count) in enumerate(zip(chunks, texts, counts, strict=True)):
+    drafts: list[ChunkDraft] = []
+    for index, (chunk, text, count) in enumerate(zip(chunks, texts, counts, strict=True)):
+        external_id = chunk.get("external_id") or None
         if count == 0:
             raise ChunkWithoutTextError(
-                f"Chunk {position} ({chunk.get('external_id') or 'no external_id'}) has no text the embedding model "
+                f"Chunk {index} ({external_id or 'no external_id'}) has no text the embedding model "
                 "reads (only invisible, control or formatting characters). Remove it or give it text, and send the "
                 "document again."
             )
-        if count > max_tokens:
+        if count > max_tokens and not split_oversize:
             raise ChunkTooLongError(
-                f"Chunk {position} ({chunk.get('external_id') or 'no external_id'}) has {count} word pieces; "
-                f"the embedding model reads at most {max_tokens}. Split it and send the document again."
+                chunk_too_long_message(
+                    position=index,
+                    external_id=external_id,
+                    count=count,
+                    max_tokens=max_tokens,
+                    model_max_tokens=model_max_tokens,
+                )
             )
+        if count > max_tokens:
+            pieces = text_chunk(text=text, max_tokens=max_tokens, overlap_tokens=0)
+            longest = 255 - len(f"{SPLIT_SUFFIX}{len(pieces)}")
+            if external_id is not None and len(external_id) > longest:
+                raise ChunkTooLongError(
+                    f"Chunk {index} ({external_id[:40]}...) is split into {len(pieces)} pieces, whose external ids "
+                    f"are its own with {SPLIT_SUFFIX}1 to {SPLIT_SUFFIX}{len(pieces)} appended: shorten its "
+                    f"external_id to at most {longest} characters, and send the document again."
+                )
+            for number, piece in enumerate(pieces, start=1):
+                drafts.append(
+                    ChunkDraft(
+                        position=len(drafts),
+                        text=piece.text,
+                        token_count=piece.token_count,
+                        content_hash=piece.content_hash,
+                        external_id=None if external_id is None else f"{external_id}{SPLIT_SUFFIX}{number}",
+                        model_input_hash=piece.model_input_hash,
+                    )
+                )
+            continue
         drafts.append(
             ChunkDraft(
-                position=position,
+                position=len(drafts),
                 text=text,
                 token_count=count,
                 content_hash=text_hash(text),
-                external_id=chunk.get("external_id") or None,
+                external_id=external_id,
                 model_input_hash=model_input_hash(text),
             )
         )

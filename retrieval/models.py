@@ -135,6 +135,12 @@ class Document(TenantOwnedModel):
     source_filename = models.CharField(max_length=255, blank=True, default="")
     source_text = models.TextField(blank=True, default="")
     source_chunks = models.JSONField(null=True, blank=True)
+    # The client's own description of the document (`retrieval.metadata`: bounded size and depth, safe keys), copied
+    # onto every vector of the document so a search filters by it inside Milvus, together with the tenant.
+    metadata = models.JSONField(default=dict, blank=True, db_default={})
+    # A pre-chunked document whose chunks may be split at sentence boundaries when longer than the knowledge base's
+    # chunk size (`chunking.prechunked_drafts`), instead of being refused.
+    split_oversize_chunks = models.BooleanField(default=False, db_default=False)
     content_type = models.CharField(max_length=100, blank=True, default="")
     content_hash = models.CharField(max_length=64, blank=True, default="")
     size_bytes = models.BigIntegerField(default=0)
@@ -195,6 +201,9 @@ class Chunk(TenantOwnedModel):
     # what the model reads, so its purge keeps an entry a chunk's `content_hash` or `model_input_hash` names.
     model_input_hash = models.CharField(max_length=64, blank=True, default="", db_default="")
     external_id = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
+    # A disabled chunk has no vector in Milvus and is never a search hit nor a stored answer's source; a re-run of its
+    # document that keeps its text keeps it disabled.
+    enabled = models.BooleanField(default=True, db_default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -310,11 +310,15 @@ def chunk_search(
     group_by_document: bool = True,
     query_text: str = "",
     retrieval_mode: str | None = None,
+    metadata_filter: Mapping[str, object] | None = None,
 ) -> list[ChunkHit]:
     """Best chunks of one knowledge base for a query vector, best first, at most one per document when
     grouped, and never two of the same text (`hits_of_distinct_content`; nor one of `exclude_content_hashes`).
     Hits whose chunk row no longer exists (deleted since indexing), or is not the chunk the vector was written for
-    (its id handed out again, e.g. after restoring an older database), are dropped.
+    (its id handed out again, e.g. after restoring an older database), are dropped, and so are disabled chunks
+    (their vectors are deleted when they are disabled; this holds even where that delete has not reached Milvus).
+    `metadata_filter` (`retrieval.metadata.metadata_filter_validate`) keeps only chunks of documents whose metadata
+    matches, applied inside Milvus with the tenant clause, before grouping and exclusion.
 
     `query_model_identity` names the model that made `query_vector`: when the knowledge base's vectors are another
     model's, all or in part (`index_state` says `OTHER_MODEL`, or `REINDEX_FAILED` after a re-index onto the query's
@@ -358,6 +362,7 @@ def chunk_search(
         analyzer=knowledge_base.text_analyzer,
         full_text=knowledge_base.text_index == TextIndexStatus.READY,
         dense_weight=knowledge_base.hybrid_dense_weight,
+        metadata_filter=metadata_filter,
     )
     if not hits:
         return []
@@ -365,7 +370,7 @@ def chunk_search(
     rows = {
         row[0]: row
         for row in Chunk.objects.for_tenant(tenant)
-        .filter(pk__in=[hit.chunk_id for hit in hits])
+        .filter(pk__in=[hit.chunk_id for hit in hits], enabled=True)
         .values_list(
             "pk",
             "knowledge_base_id",
@@ -467,6 +472,20 @@ def document_list(
     if created_to is not None:
         documents = documents.filter(created_at__lt=created_to)
     return documents.order_by("-created_at", "-id")
+
+
+def chunk_list(*, tenant: Tenant, document: Document) -> QuerySet[Chunk]:
+    """The document's chunks in reading order, disabled ones included. A document of another tenant has none."""
+    return Chunk.objects.for_tenant(tenant).filter(document=document).order_by("position")
+
+
+def chunk_get(*, tenant: Tenant, chunk_id: int, only_knowledge_base_id: int | None = None) -> Chunk | None:
+    """The tenant's chunk (of the key's one knowledge base, for a limited key); None otherwise, so another tenant's
+    chunk and a forbidden one look the same: not found."""
+    queryset = Chunk.objects.for_tenant(tenant).filter(pk=chunk_id)
+    if only_knowledge_base_id is not None:
+        queryset = queryset.filter(knowledge_base_id=only_knowledge_base_id)
+    return queryset.first()
 
 
 def document_status_counts(*, tenant: Tenant, knowledge_base: KnowledgeBase) -> dict[str, int]:

@@ -1,6 +1,9 @@
 from django.urls import path
 
 from retrieval.apis import (
+    ChunkDetailApi,
+    DocumentBulkCreateApi,
+    DocumentChunkListApi,
     DocumentDetailApi,
     DocumentListCreateApi,
     DocumentReindexApi,
@@ -17,6 +20,11 @@ urlpatterns = [
         name="knowledge-base-documents",
     ),
     path(
+        "knowledge-bases/<int:knowledge_base_id>/documents/bulk/",
+        DocumentBulkCreateApi.as_view(),
+        name="knowledge-base-documents-bulk",
+    ),
+    path(
         "knowledge-bases/<int:knowledge_base_id>/search/",
         KnowledgeBaseSearchApi.as_view(),
         name="knowledge-base-search",
@@ -28,4 +36,6 @@ urlpatterns = [
     ),
     path("documents/<int:document_id>/", DocumentDetailApi.as_view(), name="document-detail"),
     path("documents/<int:document_id>/reindex/", DocumentReindexApi.as_view(), name="document-reindex"),
+    path("documents/<int:document_id>/chunks/", DocumentChunkListApi.as_view(), name="document-chunks"),
+    path("chunks/<int:chunk_id>/", ChunkDetailApi.as_view(), name="chunk-detail"),
 ]

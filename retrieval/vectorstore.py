@@ -16,6 +16,12 @@ multi-analyser field, because multi-analyser fields need Milvus 2.5.11 and the c
 has none. A collection from before (no text field) cannot gain a BM25 output in place, so full text lives in a
 collection of its own beside it (`chunk_collection_name`) and each knowledge base moves over by a re-index from its
 stored chunks (`retrieval.services.text_index`); until then it is searched by its vectors alone.
+
+Chunk collections carry a nullable JSON field `metadata` (the document's metadata, `retrieval.metadata`) that
+`filter_build` filters on. A collection made before it keeps working without it: Milvus Lite 3.2 does not implement
+`add_collection_field` (UNIMPLEMENTED), so the field cannot be added in place, and a metadata filter on such a
+collection is a 409 until the knowledge base has moved to the full-text collection (which has the field). What each
+collection has is read once per process, in `_collection_ensure` (`CollectionCapabilities`).
 """
 
 from __future__ import annotations
@@ -24,13 +30,13 @@ import json
 import logging
 import re
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from django.conf import settings
 
-from kbplatform.errors import ServiceUnavailableError
+from kbplatform.errors import ConflictError, ServiceUnavailableError
 
 logger = logging.getLogger(__name__)
 
@@ -49,9 +55,14 @@ class CollectionCapabilities:
 
     doc_field: str = "doc_id"  # the name of its document field (DOC_FIELD, or LEGACY_DOC_FIELD before it was renamed)
     full_text: bool = False  # whether it holds analysed text with BM25 sparse vectors (TEXT_FIELDS)
+    metadata: bool = False  # whether it has the METADATA_FIELD that metadata filters match
 
 
 _capabilities: dict[str, CollectionCapabilities] = {}  # chunk collection -> what its schema holds
+METADATA_FIELD = "metadata"
+# A key a metadata filter may name: written into the expression unquoted (`metadata["k"]`), so nothing else passes.
+METADATA_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+METADATA_FILTER_UNSUPPORTED = "metadata_filter_unsupported"
 
 
 VECTOR_STORE_UNAVAILABLE = "vector_store_unavailable"
@@ -65,6 +76,11 @@ class VectorStoreUnavailable(ServiceUnavailableError):
     def __init__(self, detail: str, *, message: str = "The search index is unavailable; retry in a moment.") -> None:
         super().__init__(message, extra={"code": VECTOR_STORE_UNAVAILABLE})
         self.args = (detail,)
+
+
+class MetadataFilterUnsupported(ConflictError):
+    """A metadata filter on a chunk collection without the metadata field (made before it, and Milvus refused to add
+    it): nothing could be filtered, so the search is refused rather than served unfiltered."""
 
 
 @contextmanager
@@ -96,10 +112,16 @@ def filter_build(
     document_ids: Iterable[int] | None = None,
     exclude_document_ids: Iterable[int] | None = None,
     exclude_chunk_ids: Iterable[int] | None = None,
+    chunk_ids: Iterable[int] | None = None,
+    metadata_filter: Mapping[str, object] | None = None,
     doc_field: str = DOC_FIELD,
 ) -> str:
-    """The filter expression for one tenant. The tenant clause is always first and always present; an empty
-    list adds no clause (Milvus rejects `in []`). `doc_field` is the collection's document field."""
+    """The filter expression for one tenant. The tenant clause is always first and always present, and every other
+    clause is joined to it by `and`, so no clause can widen a filter past the tenant; an empty list adds no clause
+    (Milvus rejects `in []`). `doc_field` is the collection's document field. `metadata_filter` adds, per key,
+    `metadata["k"] == v` for a scalar and `(metadata["k"] == a or metadata["k"] == b)` for a list (Milvus Lite 3.2
+    refuses `in` on a JSON path; the parentheses keep the `or` inside its own clause). Keys must match METADATA_KEY and
+    values be strings, integers or booleans, or the build raises ValueError / TypeError."""
     if doc_field not in (DOC_FIELD, LEGACY_DOC_FIELD):
         raise ValueError(f"unknown document field {doc_field!r}")
     if tenant_id is None:
@@ -111,11 +133,32 @@ def filter_build(
         (doc_field, "in", document_ids),
         (doc_field, "not in", exclude_document_ids),
         ("chunk_id", "not in", exclude_chunk_ids),
+        ("chunk_id", "in", chunk_ids),
     ):
         values = sorted({int(i) for i in ids}) if ids is not None else []
         if values:
             clauses.append(f"{field} {op} [{', '.join(filter_quote(v) for v in values)}]")
+    for key, wanted in (metadata_filter or {}).items():
+        if not isinstance(key, str) or not METADATA_KEY.fullmatch(key):
+            raise ValueError(f"not a metadata key: {key!r}")
+        if isinstance(wanted, (list, tuple)):
+            if not wanted:
+                raise ValueError(f"metadata filter {key!r}: empty list of values")
+            path = f'{METADATA_FIELD}["{key}"]'
+            alternatives = [f"{path} == {literal}" for literal in sorted({_metadata_literal(v) for v in wanted})]
+            clauses.append(f"({' or '.join(alternatives)})")
+        else:
+            clauses.append(f'{METADATA_FIELD}["{key}"] == {_metadata_literal(wanted)}')
     return " and ".join(clauses)
+
+
+def _metadata_literal(value: object) -> str:
+    """A metadata filter value as a Milvus literal: booleans as `true` / `false`, the rest by `filter_quote`."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if not isinstance(value, (str, int)):
+        raise TypeError(f"metadata filter values are strings, integers or booleans, not {type(value).__name__}")
+    return filter_quote(value)
 
 
 def _tenant_key(tenant_id: int) -> str:
@@ -244,22 +287,26 @@ def _collection_ensure(
         quick = min(timeout, settings.MILVUS_TIMEOUT)
         from pymilvus import DataType, Function, FunctionType
 
+        chunks = DOC_FIELD in int_fields
         if client.has_collection(name, timeout=quick):
-            if DOC_FIELD in int_fields:
+            if chunks:
                 fields = {field["name"] for field in client.describe_collection(name, timeout=quick)["fields"]}
                 _capabilities[name] = CollectionCapabilities(
                     doc_field=LEGACY_DOC_FIELD if LEGACY_DOC_FIELD in fields else DOC_FIELD,
                     full_text=all(text in fields and sparse in fields for text, sparse, _ in TEXT_FIELDS.values()),
+                    metadata=METADATA_FIELD in fields,
                 )
         else:
             if DOC_FIELD in int_fields:
-                _capabilities[name] = CollectionCapabilities(doc_field=DOC_FIELD, full_text=full_text)
+                _capabilities[name] = CollectionCapabilities(doc_field=DOC_FIELD, full_text=full_text, metadata=True)
             schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
             schema.add_field(primary, DataType.INT64, is_primary=True)
             schema.add_field("tenant_id", DataType.VARCHAR, max_length=VARCHAR_ID_MAX, is_partition_key=True)
             for field in int_fields:
                 schema.add_field(field, DataType.INT64)
             schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dimension)
+            if chunks:
+                schema.add_field(METADATA_FIELD, DataType.JSON, nullable=True)
             index_params = client.prepare_index_params()
             index_params.add_index(
                 field_name="vector", index_type="HNSW", metric_type="COSINE", params={"M": 16, "efConstruction": 200}
@@ -359,6 +406,7 @@ class ChunkVector:
     text: str  # the chunk's text, for BM25 (in a collection that holds text)
     analyzer: str = ENGLISH  # its knowledge base's `text_analyzer`: which text field holds it
     text_index: str = TextIndex.READY  # its knowledge base's `text_index`: which collections it is written to
+    metadata: Mapping[str, object] | None = None  # the document's metadata, what metadata filters match
 
 
 @dataclass(frozen=True)
@@ -388,6 +436,8 @@ def _row_data(row: ChunkVector, *, name: str) -> dict:
         capabilities.doc_field: row.document_id,
         "vector": [float(x) for x in row.vector],
     }
+    if capabilities.metadata:
+        data[METADATA_FIELD] = dict(row.metadata or {})
     if capabilities.full_text:
         if row.analyzer not in TEXT_FIELDS:
             raise ValueError(f"unknown text analyser {row.analyzer!r}")
@@ -416,14 +466,16 @@ def vectors_delete(
     dimension: int,
     knowledge_base_id: int | None = None,
     document_ids: Iterable[int] | None = None,
+    chunk_ids: Iterable[int] | None = None,
     collection: str | None = None,
 ) -> None:
-    """Delete a tenant's vectors of the given documents (or of a whole knowledge base), from every chunk collection
-    (or from `collection` alone)."""
+    """Delete a tenant's vectors of the given documents or chunks (or of a whole knowledge base), from every chunk
+    collection (or from `collection` alone)."""
     document_ids = list(document_ids) if document_ids is not None else None
-    if document_ids is not None and not document_ids:
+    chunk_ids = list(chunk_ids) if chunk_ids is not None else None
+    if (document_ids is not None and not document_ids) or (chunk_ids is not None and not chunk_ids):
         return
-    if document_ids is None and knowledge_base_id is None:
+    if document_ids is None and chunk_ids is None and knowledge_base_id is None:
         raise ValueError("refusing to delete every vector of a tenant without naming a knowledge base")
     names = [collection_ensure(dimension=dimension, collection=collection)] if collection else None
     for name in names or _chunk_collections(dimension=dimension):
@@ -431,6 +483,7 @@ def vectors_delete(
             tenant_id=tenant_id,
             knowledge_base_id=knowledge_base_id,
             document_ids=document_ids,
+            chunk_ids=chunk_ids,
             doc_field=_doc_field(name),
         )
         _call("delete", _connect().delete, collection_name=name, filter=expression)
@@ -531,6 +584,7 @@ def vectors_search(
     exclude_document_ids: Iterable[int] | None = None,
     exclude_chunk_ids: Iterable[int] | None = None,
     group_by_document: bool = True,
+    metadata_filter: Mapping[str, object] | None = None,
     collection: str | None = None,
     mode: str = SEMANTIC,
     query_text: str = "",
@@ -541,7 +595,9 @@ def vectors_search(
     """Best chunks of one knowledge base of one tenant, best first: nearest by vector (SEMANTIC), by BM25 of
     `query_text` in the field of `analyzer` (FULL_TEXT), or both fused (HYBRID: reciprocal rank fusion, or weighted
     scores with `dense_weight` for the vector side and the rest for BM25). With `group_by_document`, at most one chunk
-    per document (its best); `limit` then counts documents. `full_text` says the knowledge base's chunks are in the
+    per document (its best); `limit` then counts documents. A `metadata_filter` narrows every
+    sub-search inside Milvus (so grouping and exclusions apply to what it leaves); on a collection without the metadata
+    field it raises MetadataFilterUnsupported (409). `full_text` says the knowledge base's chunks are in the
     full-text collection (`TextIndex.READY`); FULL_TEXT and HYBRID need it. A hit's score is the cosine (SEMANTIC),
     the BM25 score (FULL_TEXT) or the fused score (HYBRID), higher is better in each."""
     if mode != SEMANTIC and not full_text and collection is None:
@@ -551,11 +607,20 @@ def vectors_search(
     if mode != SEMANTIC and not capabilities.full_text:
         raise ValueError(f"collection {name} holds no text: a {mode} search cannot run on it")
     doc_field = capabilities.doc_field
+    if metadata_filter and not capabilities.metadata:
+        raise MetadataFilterUnsupported(
+            "This knowledge base's vectors are in a search index made before documents carried metadata, and Milvus "
+            "cannot add the field in place, so a metadata filter cannot be applied. An operator moves the knowledge "
+            "base to the full-text collection, which has the field (`manage.py text_index`, docs/operations.md); "
+            "search without metadata_filter meanwhile.",
+            extra={"code": METADATA_FILTER_UNSUPPORTED},
+        )
     expression = filter_build(
         tenant_id=tenant_id,
         knowledge_base_id=knowledge_base_id,
         exclude_document_ids=exclude_document_ids,
         exclude_chunk_ids=exclude_chunk_ids,
+        metadata_filter=metadata_filter,
         doc_field=doc_field,
     )
     requests = search_requests_build(

@@ -10,6 +10,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('conversations', '0015_review_pick'),
+        ('conversations', '0015_answer_state_rewrite_followups'),
         ('tenants', '0002_tenant_settings_version'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

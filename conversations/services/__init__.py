@@ -1,8 +1,9 @@
 """Writes of the conversations app, one concern a module; this package names the app's public write API.
 
 - `policy`: a tenant's set-up here, its dedup policy and intents, the settings a turn reads;
-- `turns`: conversations and the turn pipeline (`turn_ask`), with `candidates` (the stored questions a question is
-  compared with), `sources` (what a turn shows of a passage) and `turn_write` (the turn's one transaction);
+- `turns`: conversations and the turn pipeline (`turn_ask`), with `turn_stream` (the same turn as events),
+  `candidates` (the stored questions a question is compared with), `sources` (what a turn shows of a passage) and
+  `turn_write` (the turn's one transaction);
 - `conversations`: renaming and deleting a conversation (a client's, outside a turn);
 - `feedback`: the end user's rating of an answer, and the suspected false hit it marks;
 - `question_index`: the tenant-scope question index in Milvus;
@@ -27,6 +28,14 @@ from conversations.services.question_index import question_index_backfill
 from conversations.services.retention import conversation_records_delete, conversations_purge_expired
 from conversations.services.rollups import dedup_figures_rollup
 from conversations.services.sources import SourceView
+from conversations.services.turn_stream import (
+    EVENT_TYPES,
+    TurnEvent,
+    TurnStream,
+    turn_dedup_body,
+    turn_sources_body,
+    turn_stream,
+)
 from conversations.services.turns import (
     ANSWER_MAX_CHARS,
     QUESTION_MAX_CHARS,
@@ -42,14 +51,17 @@ from conversations.services.turns import (
 __all__ = [
     "ANSWER_MAX_CHARS",
     "COMMENT_MAX_CHARS",
+    "EVENT_TYPES",
     "POLICY_FIELDS",
     "QUESTION_MAX_CHARS",
     "TITLE_MAX_CHARS",
     "TOP_K",
     "FeedbackOutcome",
     "SourceView",
+    "TurnEvent",
     "TurnOutcome",
     "TurnSettings",
+    "TurnStream",
     "conversation_create",
     "conversation_delete",
     "conversation_for",
@@ -68,5 +80,8 @@ __all__ = [
     "tenant_conversations_setup",
     "turn_answer_set",
     "turn_ask",
+    "turn_dedup_body",
     "turn_settings_load",
+    "turn_sources_body",
+    "turn_stream",
 ]

@@ -45,6 +45,7 @@ STORED_QUESTION_FIELDS = (
     "number",
     "answer",
     "partial_index",
+    "rewritten_question",
 )
 
 
@@ -77,7 +78,7 @@ def _stored_from_rows(
     model in use (the previous questions of another model are an unknown context); `just_before` is (conversation
     id, number) of the question asked just before the new one, if any."""
     previous = _previous_vectors(
-        tenant=tenant, turns=[(conversation_id, number) for _, _, _, _, conversation_id, number, _, _ in rows]
+        tenant=tenant, turns=[(conversation_id, number) for _, _, _, _, conversation_id, number, *_ in rows]
     )
     comparable = {
         key: decisions.vectors_comparable(stored_model=vector_model, current_model=model)
@@ -95,12 +96,13 @@ def _stored_from_rows(
         )
     )
     stored = []
-    for pk, question, vector, vector_model, conversation_id, number, answer, partial_index in rows:
+    for pk, question, vector, vector_model, conversation_id, number, answer, partial_index, rewritten in rows:
         key = (conversation_id, number)
         stored.append(
             decisions.StoredQuestion(
                 turn_id=pk,
-                question=question,
+                # The question its vector embeds (a follow-up's standalone rewrite): the checks read that one.
+                question=rewritten or question,
                 vector=vector_from_bytes(vector),
                 conversation_id=conversation_id,
                 previous_vector=decisions.followup_context(

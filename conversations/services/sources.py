@@ -28,13 +28,13 @@ class SourceView:
 
 
 def stored_sources(*, tenant: Tenant, stored: StoredAnswer) -> list[SourceView] | None:
-    """The sources a stored answer cites, in its order, or None when any of them changed since (deleted, or
-    re-indexed with another content hash): such an answer is never served again. One query does both."""
+    """The sources a stored answer cites, in its order, or None when any of them changed since (deleted, disabled,
+    or re-indexed or edited to another content hash): such an answer is never served again. One query does both."""
     ids = stored.source_chunk_ids
     rows = {
         row[0]: row
         for row in Chunk.objects.for_tenant(tenant)
-        .filter(pk__in=ids)
+        .filter(pk__in=ids, enabled=True)
         .values_list("pk", "document_id", "external_id", "document__external_id", "text", "content_hash")
     }
     views = []

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from conversations import decisions
 from conversations.models import (
+    AnswerState,
     ConsumedItem,
     Conversation,
     DedupAction,
@@ -27,6 +28,7 @@ from conversations.state import (
     ConversationState,
     RecentTurn,
     StoredAnswer,
+    decided_question,
     state_after_turn,
     state_forget,
     state_store,
@@ -108,6 +110,10 @@ def _turn_write(
     elapsed_ms: float,
     event: dict,
     recheck_references: set[int] | None = None,
+    answer_state: str = AnswerState.COMPLETE,
+    answer_partial: str = "",
+    answer_error: str = "",
+    rewritten_question: str = "",
 ) -> Turn:
     """One transaction: lock the conversation row (so concurrent turns queue here and get distinct numbers), write
     the QA pair, mark what it showed as consumed by this turn, move the expiry, write the audit event.
@@ -146,6 +152,10 @@ def _turn_write(
             mode=mode,
             answer=answer,
             answer_tokens=answer_tokens,
+            answer_state=answer_state,
+            answer_partial=answer_partial,
+            answer_error=answer_error[:300],
+            rewritten_question=rewritten_question,
             source_chunks=source_chunks,
             source_chunk_ids=[s.chunk_id for s in sources],
             context_tokens=context_tokens,
@@ -186,6 +196,7 @@ def _turn_write(
             shadow_verifier_hit=decision.shadow.hit if decision.shadow else None,
             shadow_verifier_probability=decision.shadow.probability if decision.shadow else None,
             shadow_verifier_passes_checks=decision.shadow.passes_checks if decision.shadow else None,
+            rewritten_question=rewritten_question,
             **event,
         )
     turn.consumed_refs = consumed
@@ -218,7 +229,7 @@ def turn_after_commit(
             turn=RecentTurn(
                 turn.pk,
                 turn.number,
-                turn.question,
+                decided_question(turn),
                 question_vector,
                 bool(turn.answer),
                 StoredAnswer.of_turn(turn) if turn.answer else None,

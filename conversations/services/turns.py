@@ -19,8 +19,16 @@ from django.db.models import F
 from django.utils import timezone
 
 from conversations import decisions
-from conversations.answering import AnswerGenerator, SourcePassage, answer_generator, context_tokens_of
+from conversations.answering import (
+    AnswerGenerator,
+    GeneratedAnswer,
+    HistoryTurn,
+    SourcePassage,
+    answer_generator,
+    context_tokens_of,
+)
 from conversations.models import (
+    AnswerState,
     Conversation,
     DedupAction,
     Granularity,
@@ -37,10 +45,11 @@ from conversations.state import (
     state_load,
 )
 from conversations.turn_decision import MatchFacts, TurnDecision, TurnFacts, TurnKind, turn_decide
+from conversations.turn_history import history_select, rewrite_applies
 from kbplatform.errors import ApplicationError, ConflictError, NotFoundError
 from kbplatform.text import control_character_problem, has_visible_character, user_id_canonical
 from retrieval import vectorstore
-from retrieval.embeddings import embed_query, token_count
+from retrieval.embeddings import embed_query, token_count, token_counts
 from retrieval.embeddings import model_id as embedding_model_id
 from retrieval.embeddings import model_identity as embedding_model_identity
 from retrieval.embeddings import model_name as embedding_model_name
@@ -78,7 +87,12 @@ def knowledge_base_for(
 
 
 def conversation_create(
-    *, tenant: Tenant, knowledge_base_id: int, user_id: str = "", allowed_knowledge_base_id: int | None = None
+    *,
+    tenant: Tenant,
+    knowledge_base_id: int,
+    user_id: str = "",
+    metadata_filter: dict | None = None,
+    allowed_knowledge_base_id: int | None = None,
 ) -> Conversation:
     problem = control_character_problem(user_id or "")
     if problem is not None:
@@ -97,6 +111,7 @@ def conversation_create(
         tenant=tenant,
         knowledge_base=knowledge_base,
         user_id=user_id,
+        metadata_filter=metadata_filter or None,
         last_active_at=now,
         expires_at=now + timedelta(seconds=policy.ttl_seconds),
     )
@@ -138,6 +153,8 @@ class TurnOutcome:
     # How the knowledge base's vectors stood against the query when the turn searched them (a re-index running, or
     # failed part way, is said here); None for a turn that searched nothing (a stored answer, small talk).
     index: IndexState | None = None
+    # The standalone question a follow-up was rewritten into and decided with ("" when taken as asked).
+    rewritten_question: str = ""
 
 
 def _search(
@@ -170,6 +187,7 @@ def _search(
         exclude_document_ids=exclude_docs,
         exclude_chunk_ids=exclude_chunks,
         exclude_content_hashes=excluded_content,
+        metadata_filter=conversation.metadata_filter,
     )
     if not excluded or not decisions.exclusion_relaxes(result_count=len(hits), min_results=min_results, wanted=TOP_K):
         return hits, False
@@ -180,6 +198,7 @@ def _search(
         query_text=query_text,
         query_model_identity=query_model_identity,
         limit=TOP_K,
+        metadata_filter=conversation.metadata_filter,
     )
     # By document at either granularity: both searches group by document, and so does the merged list (a chunk
     # already there keeps its document's one place; another chunk of it shown before does not take a second one).
@@ -314,6 +333,9 @@ class _TurnAnswer:
     source_chunks: dict[str, dict] = field(default_factory=dict)
     relaxed: bool = False
     searched_index: IndexState | None = None
+    # A search in answer mode: the passages and the question the answer is still to be generated from.
+    passages: list[SourcePassage] = field(default_factory=list)
+    answer_question: str = ""
 
 
 def _turn_execute(
@@ -326,9 +348,9 @@ def _turn_execute(
     question_vector: np.ndarray,
     model: str,
     mode: str,
-    generator: AnswerGenerator | None,
 ) -> _TurnAnswer:
-    """Carry the decision out: the stored answer, the small-talk reply, or a search and (in `answer` mode) an answer."""
+    """Carry the decision out: the stored answer, the small-talk reply, or a search (whose answer, in `answer` mode, the
+    caller generates: all at once, or streamed)."""
     if decision.kind == TurnKind.STORED:
         matched = decision.matched
         return _TurnAnswer(
@@ -377,16 +399,10 @@ def _turn_execute(
             for hit in hits
         },
     )
-    passages = [SourcePassage(chunk_id=h.chunk_id, text=h.text, token_count=h.token_count) for h in hits]
-    if mode == "answer":
-        generated = (generator or answer_generator()).generate(question=answer_question, passages=passages)
-        result.text, result.answer_tokens, result.context_tokens = (
-            generated.text,
-            generated.answer_tokens,
-            generated.context_tokens,
-        )
-    else:
-        result.context_tokens = context_tokens_of(passages)
+    result.passages = [SourcePassage(chunk_id=h.chunk_id, text=h.text, token_count=h.token_count) for h in hits]
+    result.answer_question = answer_question
+    if mode != "answer":
+        result.context_tokens = context_tokens_of(result.passages)
     return result
 
 
@@ -411,6 +427,235 @@ def _audit_event(*, decision: TurnDecision, facts: TurnFacts, answer: _TurnAnswe
     }
 
 
+@dataclass
+class TurnPrepared:
+    """A turn loaded, decided and executed up to its answer: what is left is generating the answer (when
+    `answer_pending`) and recording the turn (`turn_record`). Everything that can refuse the turn with a 4xx has run."""
+
+    started: float
+    tenant: Tenant
+    conversation: Conversation
+    turn_settings: TurnSettings
+    state: ConversationState
+    model: str
+    question: str  # as asked
+    rewritten_question: str  # the standalone rewrite of a follow-up ("" when taken as asked)
+    question_vector: np.ndarray  # of the question decided with: the rewrite when there is one
+    mode: str
+    judged: _Judged
+    decision: TurnDecision
+    answer: _TurnAnswer
+    generator: AnswerGenerator
+    history: list[HistoryTurn]
+
+    @property
+    def answer_pending(self) -> bool:
+        return self.decision.kind == TurnKind.SEARCH and self.mode == "answer"
+
+
+def _history_of(*, state: ConversationState) -> list[HistoryTurn]:
+    """The conversation's recent answered exchanges the model is shown (`turn_history.history_select`: at most
+    LLM_HISTORY_TURNS of them within LLM_HISTORY_TOKENS), oldest first."""
+    exchanges = [(recent.question, recent.stored.answer) for recent in state.recent_turns if recent.stored is not None][
+        -max(0, settings.LLM_HISTORY_TURNS) :
+    ]
+    if not exchanges or settings.LLM_HISTORY_TURNS <= 0:
+        return []
+    counts = token_counts([f"{question}\n{answer}" for question, answer in exchanges])
+    chosen = history_select(
+        exchanges=exchanges,
+        token_counts=counts,
+        max_turns=settings.LLM_HISTORY_TURNS,
+        max_tokens=settings.LLM_HISTORY_TOKENS,
+    )
+    return [HistoryTurn(question=exchanges[i][0], answer=exchanges[i][1]) for i in chosen]
+
+
+def _question_rewritten(
+    *,
+    turn_settings: TurnSettings,
+    generator: AnswerGenerator,
+    state: ConversationState,
+    question: str,
+    question_vector: np.ndarray,
+) -> tuple[str, list[HistoryTurn] | None]:
+    """The standalone rewrite of a follow-up (`turn_history.rewrite_applies`), or "" when the question is taken as
+    asked; with the history it was read in when it was loaded (None when it was not needed). A failing answer service
+    does not fail the turn: the question is then taken as asked (logged)."""
+    if not (turn_settings.policy.rewrite_followups and generator.uses_history):
+        return "", None
+    _, behaviour, _ = decisions.intent_classify(question_vector=question_vector, intents=turn_settings.intents)
+    if not rewrite_applies(
+        enabled=True,
+        generator_rewrites=True,
+        question=question,
+        behaviour=behaviour,
+        has_history=any(recent.stored is not None for recent in state.recent_turns),
+    ):
+        return "", None
+    history = _history_of(state=state)
+    if not history:
+        return "", history
+    try:
+        rewritten = generator.rewrite(question=question, history=history)
+    except ApplicationError as exc:
+        logger.warning("follow-up rewrite failed, question taken as asked: %s", exc.message)
+        return "", history
+    return (rewritten if rewritten.strip() and rewritten != question else ""), history
+
+
+def turn_prepare(
+    *,
+    tenant: Tenant,
+    conversation_id: int,
+    question: str,
+    force_refresh: bool = False,
+    mode: str = "answer",
+    generator: AnswerGenerator | None = None,
+    allowed_knowledge_base_id: int | None = None,
+) -> TurnPrepared:
+    """Load, embed, (rewrite a follow-up,) judge, decide (`turn_decide`) and execute a turn up to its answer. Every
+    refusal (400, 404, 410, 409) is raised here, before anything is written or streamed."""
+    started = time.perf_counter()
+    question = _question_checked(question=question, mode=mode)
+    conversation = conversation_for(
+        tenant=tenant, conversation_id=conversation_id, allowed_knowledge_base_id=allowed_knowledge_base_id
+    )
+    turn_settings = turn_settings_load(tenant=tenant)
+    state = state_load(conversation=conversation)
+    model = embedding_model_id()
+    generator = generator or answer_generator()
+    question_vector = embed_query(question)
+    rewritten, history = _question_rewritten(
+        turn_settings=turn_settings,
+        generator=generator,
+        state=state,
+        question=question,
+        question_vector=question_vector,
+    )
+    if rewritten:
+        question_vector = embed_query(rewritten)
+    decided = rewritten or question
+    judged = _turn_judge(
+        tenant=tenant,
+        conversation=conversation,
+        turn_settings=turn_settings,
+        state=state,
+        question=decided,
+        question_vector=question_vector,
+        model=model,
+        force_refresh=force_refresh,
+    )
+    decision = turn_decide(judged.facts)
+    if history is None:
+        # Read only for an answer still to be generated, by a generator that reads it: a served turn tokenizes nothing.
+        generates = decision.kind == TurnKind.SEARCH and mode == "answer"
+        history = _history_of(state=state) if generates and generator.uses_history else []
+    answer = _turn_execute(
+        tenant=tenant,
+        conversation=conversation,
+        decision=decision,
+        judged=judged,
+        question=decided,
+        question_vector=question_vector,
+        model=model,
+        mode=mode,
+    )
+    return TurnPrepared(
+        started=started,
+        tenant=tenant,
+        conversation=conversation,
+        turn_settings=turn_settings,
+        state=state,
+        model=model,
+        question=question,
+        rewritten_question=rewritten,
+        question_vector=question_vector,
+        mode=mode,
+        judged=judged,
+        decision=decision,
+        answer=answer,
+        generator=generator,
+        history=history,
+    )
+
+
+def turn_answer_apply(*, prepared: TurnPrepared, generated: GeneratedAnswer) -> None:
+    """Take the generated answer into the turn about to be recorded."""
+    prepared.answer.text = generated.text
+    prepared.answer.answer_tokens = generated.answer_tokens
+    prepared.answer.context_tokens = generated.context_tokens
+
+
+def turn_record(
+    *,
+    prepared: TurnPrepared,
+    answer_state: str = AnswerState.COMPLETE,
+    answer_partial: str = "",
+    answer_error: str = "",
+) -> TurnOutcome:
+    """Persist the turn (QA pair, consumed items and audit event in one transaction), refresh the hot copy, and say
+    what the client is answered. A turn whose answer did not complete (`answer_state`) is recorded with no answer,
+    what was streamed of it in `answer_partial`: it never serves a later duplicate."""
+    tenant, conversation, decision, answer = prepared.tenant, prepared.conversation, prepared.decision, prepared.answer
+    policy, facts, mode = prepared.turn_settings.policy, prepared.judged.facts, prepared.mode
+    if answer_state != AnswerState.COMPLETE:
+        answer.text, answer.answer_tokens = "", 0
+        if not answer.context_tokens:
+            answer.context_tokens = context_tokens_of(answer.passages)
+    elapsed_ms = (time.perf_counter() - prepared.started) * 1000
+    duplicate, matched = decision.duplicate, decision.matched
+    turn = turn_persist(
+        tenant=tenant,
+        conversation=conversation,
+        ttl_seconds=policy.ttl_seconds,
+        question=prepared.question,
+        question_vector=prepared.question_vector,
+        question_vector_model=prepared.model,
+        partial_index=answer.searched_index is not None and answer.searched_index.partial,
+        intent=facts.intent,
+        mode=mode,
+        answer=answer.text,
+        answer_tokens=answer.answer_tokens,
+        sources=answer.sources,
+        source_chunks=answer.source_chunks,
+        context_tokens=answer.context_tokens,
+        action=decision.action,
+        decision=duplicate,
+        matched=matched,
+        elapsed_ms=elapsed_ms,
+        event=_audit_event(decision=decision, facts=facts, answer=answer, elapsed_ms=elapsed_ms),
+        answer_state=answer_state,
+        answer_partial=answer_partial,
+        answer_error=answer_error,
+        rewritten_question=prepared.rewritten_question,
+    )
+    turn_after_commit(
+        tenant=tenant,
+        conversation=conversation,
+        state=prepared.state,
+        turn=turn,
+        policy=policy,
+        question_vector=prepared.question_vector,
+    )
+    served = decision.kind != TurnKind.SEARCH
+    return TurnOutcome(
+        turn=turn,
+        answer=answer.text if (mode == "answer" or served) else None,
+        sources=answer.sources,
+        action=decision.action,
+        intent=facts.intent,
+        similarity=duplicate.similarity,
+        matched_turn_id=duplicate.turn_id if duplicate.hit else None,
+        excluded_count=len(decision.excluded),
+        relaxed=answer.relaxed,
+        shadow_action=decision.shadow_action,
+        reason=decision.reason,
+        index=answer.searched_index,
+        rewritten_question=prepared.rewritten_question,
+    )
+
+
 def turn_ask(
     *,
     tenant: Tenant,
@@ -423,81 +668,25 @@ def turn_ask(
 ) -> TurnOutcome:
     """Take one turn of a conversation: load, embed, judge, decide (`turn_decide`), execute, persist. A stored answer
     to a repeated question, or a fresh search (minus what the last turns showed) and answer. The QA pair, consumed
-    items and audit event are written atomically, before the answer goes out."""
-    started = time.perf_counter()
-    question = _question_checked(question=question, mode=mode)
-    conversation = conversation_for(
-        tenant=tenant, conversation_id=conversation_id, allowed_knowledge_base_id=allowed_knowledge_base_id
-    )
-    turn_settings = turn_settings_load(tenant=tenant)
-    policy = turn_settings.policy
-    state = state_load(conversation=conversation)
-    model = embedding_model_id()
-    question_vector = embed_query(question)
-    judged = _turn_judge(
+    items and audit event are written atomically, before the answer goes out; an answer service that fails is a 502
+    or 504 with nothing written. `turn_stream` is the same turn streamed as it is made."""
+    prepared = turn_prepare(
         tenant=tenant,
-        conversation=conversation,
-        turn_settings=turn_settings,
-        state=state,
+        conversation_id=conversation_id,
         question=question,
-        question_vector=question_vector,
-        model=model,
         force_refresh=force_refresh,
-    )
-    decision = turn_decide(judged.facts)
-    answer = _turn_execute(
-        tenant=tenant,
-        conversation=conversation,
-        decision=decision,
-        judged=judged,
-        question=question,
-        question_vector=question_vector,
-        model=model,
         mode=mode,
         generator=generator,
+        allowed_knowledge_base_id=allowed_knowledge_base_id,
     )
-
-    elapsed_ms = (time.perf_counter() - started) * 1000
-    duplicate, matched = decision.duplicate, decision.matched
-    turn = turn_persist(
-        tenant=tenant,
-        conversation=conversation,
-        ttl_seconds=policy.ttl_seconds,
-        question=question,
-        question_vector=question_vector,
-        question_vector_model=model,
-        partial_index=answer.searched_index is not None and answer.searched_index.partial,
-        intent=judged.facts.intent,
-        mode=mode,
-        answer=answer.text,
-        answer_tokens=answer.answer_tokens,
-        sources=answer.sources,
-        source_chunks=answer.source_chunks,
-        context_tokens=answer.context_tokens,
-        action=decision.action,
-        decision=duplicate,
-        matched=matched,
-        elapsed_ms=elapsed_ms,
-        event=_audit_event(decision=decision, facts=judged.facts, answer=answer, elapsed_ms=elapsed_ms),
-    )
-    turn_after_commit(
-        tenant=tenant, conversation=conversation, state=state, turn=turn, policy=policy, question_vector=question_vector
-    )
-    served = decision.kind != TurnKind.SEARCH
-    return TurnOutcome(
-        turn=turn,
-        answer=answer.text if (mode == "answer" or served) else None,
-        sources=answer.sources,
-        action=decision.action,
-        intent=judged.facts.intent,
-        similarity=duplicate.similarity,
-        matched_turn_id=duplicate.turn_id if duplicate.hit else None,
-        excluded_count=len(decision.excluded),
-        relaxed=answer.relaxed,
-        shadow_action=decision.shadow_action,
-        reason=decision.reason,
-        index=answer.searched_index,
-    )
+    if prepared.answer_pending:
+        turn_answer_apply(
+            prepared=prepared,
+            generated=prepared.generator.generate(
+                question=prepared.answer.answer_question, passages=prepared.answer.passages, history=prepared.history
+            ),
+        )
+    return turn_record(prepared=prepared)
 
 
 # --- answers supplied by the client (retrieve mode) -----------------------------------------------------------------

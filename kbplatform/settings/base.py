@@ -288,6 +288,11 @@ INGEST_QUEUED_STALE_SECONDS = _whole_number("KB_INGEST_QUEUED_STALE_SECONDS", de
 # An uploaded file that no document holds is deleted once older than this (services/stored_files.py): far longer than
 # any upload's transaction stays open, so no file of an upload still committing is taken.
 STORED_FILE_ORPHAN_SECONDS = _whole_number("KB_STORED_FILE_ORPHAN_SECONDS", default=3600)
+# One bulk request (POST /api/v1/knowledge-bases/{id}/documents/bulk/): at most this many documents, and a body (or
+# JSONL file) of at most this many bytes; past either it is refused whole (413, naming the bound). Its documents are
+# indexed by one task.
+BULK_DOCUMENTS_MAX = _whole_number("KB_BULK_DOCUMENTS_MAX", default=500)
+BULK_BODY_MAX_BYTES = _whole_number("KB_BULK_BODY_MAX_BYTES", default=10 * 1024 * 1024)
 
 # --- Conversations ----------------------------------------------------------------------------------------
 # Every turn is committed before its answer goes out. True lets a turn that serves a stored answer commit on
@@ -314,6 +319,13 @@ LLM_API_KEY = env.str("LLM_API_KEY", default="")
 # The whole answer's budget in seconds, every attempt included (conversations/answering.py); keep it below the web
 # server's request timeout (gunicorn --timeout 60 in the Dockerfile), or the worker is killed before the 504.
 LLM_TIMEOUT = _positive_seconds("LLM_TIMEOUT", default="30")
+# The budget of a follow-up's rewrite into a standalone question (DedupPolicy.rewrite_followups), before the search;
+# a turn that rewrites waits up to LLM_REWRITE_TIMEOUT + LLM_TIMEOUT: keep the sum below the web server's timeout.
+LLM_REWRITE_TIMEOUT = _positive_seconds("LLM_REWRITE_TIMEOUT", default="10")
+# The conversation's recent answered turns an LLM is shown with the question: at most this many, the newest, within
+# this many tokens (the embedding model's word pieces of each question and answer).
+LLM_HISTORY_TURNS = env.int("LLM_HISTORY_TURNS", default=4)
+LLM_HISTORY_TOKENS = env.int("LLM_HISTORY_TOKENS", default=1500)
 
 # --- REST API -----------------------------------------------------------------------------------------------
 REST_FRAMEWORK = {

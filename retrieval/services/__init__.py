@@ -7,15 +7,20 @@
 - `indexing`: the pipeline a worker runs on a batch of documents (`documents_index`), safe to run twice;
 - `reindex`: re-indexing a whole knowledge base from its stored chunks;
 - `text_index`: moving a knowledge base made before full text into the full-text collection.
+- `chunks`: a chunk edited, disabled or enabled by hand.
 """
 
+from retrieval.services.chunks import chunk_update
 from retrieval.services.documents import (
     STORED_NAME_MAX_BYTES,
     BulkDocument,
+    DocumentInput,
     document_create,
     document_delete,
     document_reindex,
+    document_update,
     documents_create_bulk,
+    documents_create_each,
     documents_enqueue,
     stored_file_name,
 )
@@ -47,13 +52,17 @@ __all__ = [
     "STORED_NAME_MAX_BYTES",
     "TRANSIENT_ERRORS",
     "BulkDocument",
+    "DocumentInput",
     "IndexRun",
     "TransientIngestError",
+    "chunk_update",
     "chunk_vectors_upsert",
     "document_create",
     "document_delete",
     "document_reindex",
+    "document_update",
     "documents_create_bulk",
+    "documents_create_each",
     "documents_enqueue",
     "documents_fail_after_retries",
     "documents_index",

@@ -19,8 +19,10 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.text import get_valid_filename
 
-from kbplatform.errors import ApplicationError, ConflictError
-from retrieval import vectorstore
+from kbplatform.errors import ApplicationError, ConflictError, NotFoundError
+from retrieval import embeddings, vectorstore
+from retrieval.chunking import ChunkRefusedError, chunk_token_limit, prechunked_drafts
+from retrieval.metadata import MetadataError, metadata_validate
 from retrieval.models import Document, DocumentStatus, KnowledgeBase, SourceKind
 from retrieval.parsing import DocumentParseError, file_size_check, text_storable
 from retrieval.services.indexing import IN_PROGRESS
@@ -76,6 +78,32 @@ def stored_file_name(client_name: str) -> str:
     return f"{stem or 'upload'}{extension}"
 
 
+def metadata_checked(metadata: object) -> dict:
+    """A document's metadata as stored (`retrieval.metadata.metadata_validate`), or a 400 saying what is wrong."""
+    try:
+        return metadata_validate(metadata)
+    except MetadataError as exc:
+        raise ApplicationError(str(exc), extra={"fields": {"metadata": [str(exc)]}}) from exc
+
+
+def _chunks_upload_check(*, knowledge_base: KnowledgeBase, chunks: Sequence[dict], split_oversize: bool) -> None:
+    """Refuse at upload (400) a client's chunk that indexing would refuse (longer than the knowledge base's chunk
+    size, or with nothing the model reads), counted as indexing counts it. When the model's tokenizer cannot be read
+    here, the count is left to indexing, which records the same message on the document."""
+    try:
+        model_max_tokens = embeddings.max_sequence_tokens()
+        prechunked_drafts(
+            chunks=list(chunks),
+            max_tokens=chunk_token_limit(requested=knowledge_base.chunk_max_tokens, model_max_tokens=model_max_tokens),
+            model_max_tokens=model_max_tokens,
+            split_oversize=split_oversize,
+        )
+    except embeddings.EmbeddingModelUnavailable:
+        logger.warning("chunks not counted at upload: the embedding model is unavailable", exc_info=True)
+    except ChunkRefusedError as exc:
+        raise ApplicationError(str(exc), extra={"code": "chunk_refused", "fields": {"chunks": [str(exc)]}}) from exc
+
+
 def document_create(
     *,
     tenant: Tenant,
@@ -85,16 +113,56 @@ def document_create(
     file: UploadedFile | None = None,
     text: str | None = None,
     chunks: Sequence[dict] | None = None,
+    metadata: dict | None = None,
+    split_oversize_chunks: bool = False,
 ) -> Document:
     """Store a document (uploaded file, text, or the client's own chunks) and queue it for indexing once the
     transaction commits. A file over the size limit is recorded as failed with the reason, without storing
-    its bytes."""
+    its bytes. A client's chunk that indexing would refuse is refused here (400), before anything is stored."""
+    return _document_store(
+        tenant=tenant,
+        knowledge_base=knowledge_base,
+        title=title,
+        external_id=external_id,
+        file=file,
+        text=text,
+        chunks=chunks,
+        metadata=metadata,
+        split_oversize_chunks=split_oversize_chunks,
+        enqueue=True,
+    )
+
+
+def _document_store(
+    *,
+    tenant: Tenant,
+    knowledge_base: KnowledgeBase,
+    title: str,
+    external_id: str | None,
+    file: UploadedFile | None,
+    text: str | None,
+    chunks: Sequence[dict] | None,
+    metadata: dict | None,
+    split_oversize_chunks: bool,
+    enqueue: bool,
+) -> Document:
+    """`document_create`'s work; with `enqueue` false the caller queues the document (one task for a batch)."""
     if knowledge_base.tenant_id != tenant.pk:
         raise ApplicationError("The knowledge base belongs to another tenant.")
     if sum(source is not None for source in (file, text, chunks)) != 1:
         raise ApplicationError('Send exactly one of "file", "text" or "chunks".')
+    metadata = metadata_checked(metadata if metadata is not None else {})
+    if chunks is not None:
+        _chunks_upload_check(knowledge_base=knowledge_base, chunks=chunks, split_oversize=split_oversize_chunks)
     _external_id_check(tenant=tenant, knowledge_base=knowledge_base, external_id=external_id)
-    document = Document(tenant=tenant, knowledge_base=knowledge_base, title=title[:500], external_id=external_id)
+    document = Document(
+        tenant=tenant,
+        knowledge_base=knowledge_base,
+        title=title[:500],
+        external_id=external_id,
+        metadata=metadata,
+        split_oversize_chunks=split_oversize_chunks,
+    )
     failure = ""
     if file is not None:
         document.source_kind = SourceKind.FILE
@@ -140,7 +208,7 @@ def document_create(
                 document.source_file.save(stored_file_name(document.source_filename), file, save=False)
                 stored_name = document.source_file.name
             document.save()
-            if not failure:
+            if not failure and enqueue:
                 documents_enqueue(tenant_id=tenant.pk, document_ids=[document.pk])
     except BaseException as exc:
         # The row was rolled back: the file written for it belongs to nothing now (the storage is not
@@ -269,20 +337,109 @@ def _bulk_document_storable(item: BulkDocument) -> BulkDocument:
     )
 
 
-def documents_enqueue(*, tenant_id: int, document_ids: Sequence[int]) -> None:
+@dataclass(frozen=True)
+class DocumentInput:
+    """One document of a bulk request, as the single-document endpoint takes it."""
+
+    title: str = ""
+    external_id: str | None = None
+    text: str | None = None
+    chunks: Sequence[dict] | None = None
+    metadata: dict | None = None
+    split_oversize_chunks: bool = False
+
+
+def documents_create_each(
+    *, tenant: Tenant, knowledge_base: KnowledgeBase, documents: Sequence[DocumentInput]
+) -> list[Document | ApplicationError]:
+    """Store each document as `document_create` would, answering per document: the stored document, or the error
+    that document alone met (a duplicate external_id is the same 409, an oversize chunk the same 400), so one bad
+    document does not sink the others. The stored ones are queued in ONE indexing task once the transaction commits
+    (the task's run claims and indexes them, each with its own status; a lost task or a killed worker leaves them to
+    `documents_recover_stalled`, as any queued document)."""
+    if knowledge_base.tenant_id != tenant.pk:
+        raise ApplicationError("The knowledge base belongs to another tenant.")
+    outcomes: list[Document | ApplicationError] = []
+    with transaction.atomic():
+        for item in documents:
+            try:
+                outcomes.append(
+                    _document_store(
+                        tenant=tenant,
+                        knowledge_base=knowledge_base,
+                        title=item.title,
+                        external_id=item.external_id,
+                        file=None,
+                        text=item.text,
+                        chunks=item.chunks,
+                        metadata=item.metadata,
+                        split_oversize_chunks=item.split_oversize_chunks,
+                        enqueue=False,
+                    )
+                )
+            except ApplicationError as exc:
+                outcomes.append(exc)
+        queued = [o.pk for o in outcomes if isinstance(o, Document) and o.status == DocumentStatus.QUEUED]
+        documents_enqueue(tenant_id=tenant.pk, document_ids=queued, per_task=max(1, len(queued)))
+    return outcomes
+
+
+def document_update(
+    *, tenant: Tenant, document: Document, title: str | None = None, metadata: dict | None = None
+) -> Document:
+    """Change a document's title or metadata. New metadata reaches its vectors by indexing it again (its chunks and
+    cached vectors are kept, so nothing is re-embedded); until that run finishes, searches filter by the old
+    metadata. Refused (409) while a run is indexing it, whose vectors would carry the old metadata."""
+    if document.tenant_id != tenant.pk:
+        raise ApplicationError("The document belongs to another tenant.")
+    fields: dict = {}
+    if title is not None:
+        fields["title"] = title[:500]
+    if metadata is not None:
+        fields["metadata"] = metadata_checked(metadata)
+    now = timezone.now()
+    with transaction.atomic():
+        rows = Document.objects.for_tenant(tenant).select_for_update().filter(pk=document.pk)
+        current = rows.values("status", "lease_expires_at", "metadata").first()
+        if current is None:
+            raise NotFoundError("Document not found.")
+        metadata_changed = "metadata" in fields and fields["metadata"] != current["metadata"]
+        running = current["status"] in IN_PROGRESS and (
+            current["lease_expires_at"] is not None and current["lease_expires_at"] >= now
+        )
+        if metadata_changed and running:
+            raise ConflictError("The document is being indexed right now; change its metadata when it has finished.")
+        if fields:
+            rows.update(**fields, updated_at=now)
+        if metadata_changed and current["status"] == DocumentStatus.INDEXED:
+            rows.update(
+                status=DocumentStatus.QUEUED,
+                progress=0.0,
+                attempts=0,
+                error_message="",
+                claim_token="",
+                lease_expires_at=None,
+            )
+            documents_enqueue(tenant_id=tenant.pk, document_ids=[document.pk])
+    document.refresh_from_db()
+    return document
+
+
+def documents_enqueue(*, tenant_id: int, document_ids: Sequence[int], per_task: int | None = None) -> None:
     """Queue indexing after the surrounding transaction commits (the worker must see the rows). A broker that
     is down loses nothing: the documents stay queued and `documents_recover_stalled` queues them again.
 
     The documents are stamped with a new `queue_token`, which their tasks carry: from here on only these tasks may
     fail them when their retries run out (`documents_fail_after_retries`), not a task of an earlier queueing still
-    waiting to retry."""
+    waiting to retry. `per_task` documents go in one task (INGEST_DOCUMENTS_PER_TASK unless given: a bulk request
+    sends its batch as one)."""
     from retrieval.tasks import document_index, documents_index_batch
 
     ids = list(document_ids)
     queue_token = uuid.uuid4().hex
     for start in range(0, len(ids), 500):
         Document.objects.filter(tenant_id=tenant_id, pk__in=ids[start : start + 500]).update(queue_token=queue_token)
-    size = max(1, settings.INGEST_DOCUMENTS_PER_TASK)
+    size = max(1, per_task or settings.INGEST_DOCUMENTS_PER_TASK)
     for start in range(0, len(ids), size):
         group = ids[start : start + size]
         if len(group) == 1:

@@ -155,14 +155,19 @@ def _failed_documents_vectors_delete(*, tenant_id: int, document_ids: Sequence[i
         logger.warning("could not delete the vectors of failed documents %s", list(document_ids), exc_info=True)
 
 
-def _document_drafts(document: Document, *, max_tokens: int) -> list[ChunkDraft]:
+def _document_drafts(document: Document, *, max_tokens: int, model_max_tokens: int) -> list[ChunkDraft]:
     """Parse and chunk one document. Raises DocumentParseError / ChunkRefusedError for the person's mistakes."""
     knowledge_base = document.knowledge_base
     if document.source_kind == SourceKind.CHUNKS:
         chunks = document.source_chunks or []
         if not chunks:
             raise DocumentParseError("The document has no chunks.")
-        return prechunked_drafts(chunks=chunks, max_tokens=max_tokens)
+        return prechunked_drafts(
+            chunks=chunks,
+            max_tokens=max_tokens,
+            model_max_tokens=model_max_tokens,
+            split_oversize=document.split_oversize_chunks,
+        )
     if document.source_kind == SourceKind.FILE:
         if not document.source_file:
             raise DocumentParseError("The uploaded file was not stored; upload it again.")
@@ -218,6 +223,12 @@ def _chunks_store(
             .values_list("pk", flat=True)
         )
         to_replace = [document for document in to_replace if document.pk in held]
+        # A chunk the client disabled stays disabled when its document's chunks are rebuilt with its text unchanged.
+        disabled = set(
+            Chunk.objects.filter(
+                tenant_id=tenant_id, document_id__in=[d.pk for d in to_replace], enabled=False
+            ).values_list("document_id", "content_hash")
+        )
         if to_replace:
             Chunk.objects.filter(tenant_id=tenant_id, document_id__in=[d.pk for d in to_replace]).delete()
             Chunk.objects.bulk_create(
@@ -232,6 +243,7 @@ def _chunks_store(
                         content_hash=draft.content_hash,
                         model_input_hash=draft.model_input_hash,
                         external_id=draft.external_id,
+                        enabled=(document.pk, draft.content_hash) not in disabled,
                     )
                     for document in to_replace
                     for draft in drafts[document.pk]
@@ -390,10 +402,31 @@ def _documents_run(*, run: IndexRun, tenant_id: int, token: str, documents: list
             output_field=IntegerField(),
         ),
     )
-    _chunks_embed(
-        run=run, tenant_id=tenant_id, token=token, documents=documents, stored=stored, model_identity=model_identity
+    # Disabled chunks get no vector, and the clean-up takes any they had out of Milvus.
+    disabled_rows = list(
+        Chunk.objects.filter(tenant_id=tenant_id, document_id__in=list(stored), enabled=False).values_list(
+            "document_id", "pk"
+        )
     )
-    _documents_finish(run=run, tenant_id=tenant_id, token=token, documents=documents, stored=stored, had_rows=had_rows)
+    disabled = {pk for _, pk in disabled_rows}
+    _chunks_embed(
+        run=run,
+        tenant_id=tenant_id,
+        token=token,
+        documents=documents,
+        stored=stored,
+        model_identity=model_identity,
+        disabled=disabled,
+    )
+    _documents_finish(
+        run=run,
+        tenant_id=tenant_id,
+        token=token,
+        documents=documents,
+        stored=stored,
+        had_rows=had_rows | {document_id for document_id, _ in disabled_rows},
+        disabled=disabled,
+    )
 
 
 def _documents_parse(
@@ -434,7 +467,7 @@ def _documents_parse(
             continue
         max_tokens = chunk_token_limit(requested=knowledge_base.chunk_max_tokens, model_max_tokens=model_max_tokens)
         try:
-            drafts[document.pk] = _document_drafts(document, max_tokens=max_tokens)
+            drafts[document.pk] = _document_drafts(document, max_tokens=max_tokens, model_max_tokens=model_max_tokens)
         except (DocumentParseError, ChunkRefusedError) as exc:
             failures[document.pk] = str(exc)
         except embeddings.EmbeddingModelUnavailable:
@@ -458,13 +491,16 @@ def _chunks_embed(
     documents: list[Document],
     stored: dict[int, list[tuple[int, str, str]]],
     model_identity: str,
+    disabled: set[int],
 ) -> None:
     """Embed the stored chunks (through the cache) and upsert their vectors, batch by batch; progress once per
-    batch. A document deleted or taken over meanwhile gets no vectors from here."""
+    batch. A document deleted or taken over meanwhile gets no vectors from here, nor does a disabled chunk. Each
+    vector carries its document's metadata."""
     flat = [(doc_id, pk, text, content_hash) for doc_id, rows in stored.items() for pk, text, content_hash in rows]
     totals = {doc_id: len(rows) for doc_id, rows in stored.items()}
     done: dict[int, int] = defaultdict(int)
     kb_of = {document.pk: document.knowledge_base for document in documents}
+    metadata_of = {document.pk: document.metadata for document in documents}
     batch_size = max(1, settings.INGEST_EMBED_BATCH)
     for start in range(0, len(flat), batch_size):
         batch = flat[start : start + batch_size]
@@ -491,9 +527,10 @@ def _chunks_embed(
                     text=text,
                     analyzer=text_settings[kb_of[doc_id].pk].analyzer,
                     text_index=text_settings[kb_of[doc_id].pk].text_index,
+                    metadata=metadata_of[doc_id],
                 )
                 for (doc_id, pk, text, _), vector in zip(batch, vectors, strict=True)
-                if doc_id in held and kb_of[doc_id].pk in text_settings
+                if doc_id in held and kb_of[doc_id].pk in text_settings and pk not in disabled
             ],
             dimension=dimension,
         )
@@ -521,6 +558,7 @@ def _documents_finish(
     documents: list[Document],
     stored: dict[int, list[tuple[int, str, str]]],
     had_rows: set[int],
+    disabled: set[int],
 ) -> None:
     """Delete the vectors of chunks that no longer exist, mark the documents still held indexed, and take the
     vectors of any deleted meanwhile back out."""
@@ -540,7 +578,7 @@ def _documents_finish(
             tenant_id=tenant_id,
             dimension=cleanup[0].knowledge_base.embedding_dimension,
             document_ids=[document.pk for document in cleanup],
-            keep_chunk_ids=[pk for document in cleanup for pk, _, _ in stored[document.pk]],
+            keep_chunk_ids=[pk for document in cleanup for pk, _, _ in stored[document.pk] if pk not in disabled],
         )
     # Into an indexed segment before the status says indexed: from then on a search reads them through the index, and
     # a count or search never meets the flush of this run's own writes half done.
@@ -607,6 +645,9 @@ def chunk_vectors_upsert(*, chunks: Sequence[Chunk], vectors: Sequence[Sequence[
             knowledge_base_ids={chunk.knowledge_base_id for chunk in chunks if chunk.tenant_id == tenant_id},
         )
         text_settings.update({(tenant_id, pk): settings_ for pk, settings_ in found.items()})
+    metadata_of = dict(  # across the chunks' tenants, as the loop above: each chunk names its document
+        Document.objects.unscoped().filter(pk__in={chunk.document_id for chunk in chunks}).values_list("pk", "metadata")
+    )
     return vectorstore.vectors_upsert(
         rows=[
             vectorstore.ChunkVector(
@@ -618,6 +659,7 @@ def chunk_vectors_upsert(*, chunks: Sequence[Chunk], vectors: Sequence[Sequence[
                 text=chunk.text,
                 analyzer=text_settings[(chunk.tenant_id, chunk.knowledge_base_id)].analyzer,
                 text_index=text_settings[(chunk.tenant_id, chunk.knowledge_base_id)].text_index,
+                metadata=metadata_of.get(chunk.document_id),
             )
             for chunk, vector in zip(chunks, vectors, strict=True)
         ],

@@ -21,7 +21,7 @@ from retrieval import embedding_cache, embeddings, vectorstore
 from retrieval.chunking import (
     model_input_hash,
 )
-from retrieval.models import Chunk, DocumentStatus, KnowledgeBase, ReindexStatus
+from retrieval.models import Chunk, Document, DocumentStatus, KnowledgeBase, ReindexStatus
 from retrieval.selectors import knowledge_base_records_model, knowledge_base_text_settings
 from retrieval.services.indexing import TRANSIENT_ERRORS, TransientIngestError, lease_end
 from tenants.models import Tenant
@@ -149,6 +149,10 @@ def _reindex_batch(
     )
     if text_settings is None:  # deleted meanwhile: its vectors went with it
         return
+    # Each vector carries its document's metadata, what metadata filters match.
+    metadata_of = dict(
+        Document.objects.filter(tenant_id=tenant_id, pk__in={row[1] for row in batch}).values_list("pk", "metadata")
+    )
     vectorstore.vectors_upsert(
         rows=[
             vectorstore.ChunkVector(
@@ -160,6 +164,7 @@ def _reindex_batch(
                 text=text,
                 analyzer=text_settings.analyzer,
                 text_index=text_settings.text_index,
+                metadata=metadata_of.get(doc_id),
             )
             for (pk, doc_id, text, _), vector in zip(batch, vectors, strict=True)
         ],
@@ -210,8 +215,9 @@ def knowledge_base_reindex(*, tenant_id: int, knowledge_base_id: int) -> int:
         embedding_dimension=embeddings.embedding_dimension(),
         reindex_from_model_identity=moved_from,
     )
+    # A disabled chunk has no vector, and a re-index gives it none.
     chunks = Chunk.objects.filter(
-        tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, document__status=DocumentStatus.INDEXED
+        tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, document__status=DocumentStatus.INDEXED, enabled=True
     )
     total = chunks.count()
     done = 0

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from kbplatform.errors import ConflictError
 from retrieval import embedding_cache, embeddings, vectorstore
-from retrieval.models import Chunk, KnowledgeBase, TextIndexStatus
+from retrieval.models import Chunk, Document, KnowledgeBase, TextIndexStatus
 from retrieval.selectors import knowledge_base_records_model
 from retrieval.services.indexing import TRANSIENT_ERRORS, TransientIngestError
 from tenants.models import Tenant
@@ -56,6 +56,12 @@ def _copy_batch(*, knowledge_base: KnowledgeBase, batch: list[tuple[int, int, st
     )
     dimension = int(vectors.shape[1])
     target = vectorstore.collection_ensure(dimension=dimension)
+    # The full-text collection has the metadata field: the moved vectors carry their documents' metadata.
+    metadata_of = dict(
+        Document.objects.filter(tenant_id=tenant_id, pk__in={doc_id for _, doc_id, _ in batch}).values_list(
+            "pk", "metadata"
+        )
+    )
     vectorstore.vectors_upsert(
         rows=[
             vectorstore.ChunkVector(
@@ -66,6 +72,7 @@ def _copy_batch(*, knowledge_base: KnowledgeBase, batch: list[tuple[int, int, st
                 vector=vector,
                 text=text,
                 analyzer=knowledge_base.text_analyzer,
+                metadata=metadata_of.get(doc_id),
             )
             for (pk, doc_id, text), vector in zip(batch, vectors, strict=True)
         ],

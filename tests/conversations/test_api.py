@@ -256,6 +256,30 @@ def test_stored_answer_is_not_served_once_its_sources_changed(api_client, tenant
     assert event.match_passes_checks is False
 
 
+@pytest.mark.parametrize(
+    "change", [{"text": "To reset a password, ask an administrator to send you a new link."}, {"enabled": False}]
+)
+def test_a_stored_answer_is_not_served_once_a_chunk_it_cites_is_edited_or_disabled(api_client, tenant, kb, change):
+    """An edit through the chunk API changes the chunk's content hash, which the stored answer is checked against;
+    a disabled chunk is no source at all. Either way the duplicate question is answered afresh."""
+    conversation_id = start(api_client, kb)
+    first = ask(api_client, conversation_id, "How do I reset my password?")
+    cited = first["sources"][0]["chunk_id"]
+    response = api_client.patch(f"/api/v1/chunks/{cited}/", change, format="json")
+    assert response.status_code == 200, response.content
+    second = ask(api_client, conversation_id, "How can I reset my password?")
+    assert second["dedup"]["action"] == "bypassed"
+    assert second["dedup"]["reason"] == "sources changed"
+    hits = api_client.post(
+        f"/api/v1/knowledge-bases/{kb.pk}/search/", {"query": "reset password link", "limit": 8}, format="json"
+    ).json()["results"]
+    shown = {hit["chunk_id"]: hit["text"] for hit in hits}
+    if "text" in change:
+        assert shown[cited] == change["text"]
+    else:
+        assert cited not in shown
+
+
 def test_an_answer_that_found_nothing_is_not_served_once_the_knowledge_base_has_the_answer(
     api_client, tenant, services
 ):

@@ -71,8 +71,36 @@ def test_prechunked_are_kept_as_sent_with_their_ids():
 
 
 def test_prechunked_chunk_longer_than_the_model_reads_is_refused():
-    with pytest.raises(ChunkTooLongError, match=r"Chunk 1 \(long\) has \d+ word pieces; the embedding model reads at"):
+    with pytest.raises(ChunkTooLongError, match=r"Chunk 1 \(long\) has 400 word pieces of the embedding model"):
         prechunked_drafts(chunks=[{"text": "ok"}, {"text": "word " * 400, "external_id": "long"}], max_tokens=254)
+
+
+def test_an_oversize_chunk_is_refused_naming_the_knowledge_bases_chunk_size_and_the_models_limit():
+    """The limit told is the one that refused it (the knowledge base's chunk size), in its unit, beside the model's."""
+    with pytest.raises(ChunkTooLongError) as refused:
+        prechunked_drafts(chunks=[{"text": "word " * 262, "external_id": "abc"}], max_tokens=200, model_max_tokens=256)
+    message = str(refused.value)
+    assert "Chunk 0 (abc) has 262 word pieces" in message
+    assert "chunks are at most 200 word pieces (its chunk_max_tokens" in message
+    assert "own limit of 256 word pieces" in message
+    assert "split_oversize_chunks" in message
+
+
+def test_an_oversize_chunk_is_split_at_sentences_keeping_its_external_id_with_a_suffix():
+    long_text = " ".join(SENTENCES[:30])
+    drafts = prechunked_drafts(
+        chunks=[{"text": "first", "external_id": "a"}, {"text": long_text, "external_id": "abc"}, {"text": "last"}],
+        max_tokens=60,
+        split_oversize=True,
+    )
+    pieces = drafts[1:-1]
+    assert len(pieces) > 2
+    assert [d.external_id for d in pieces] == [f"abc#{n}" for n in range(1, len(pieces) + 1)]
+    assert [d.position for d in drafts] == list(range(len(drafts)))
+    assert (drafts[0].external_id, drafts[-1].text) == ("a", "last")
+    assert all(d.token_count <= 60 for d in pieces)
+    assert all(d.text.endswith(".") for d in pieces)  # cut between sentences, not inside one
+    assert " ".join(d.text for d in pieces) == long_text
 
 
 @pytest.mark.parametrize("text", ["\u200b\u200b\u200b", "\ufeff\u200d", "\x01\x02\x03\x7f", "\u00ad" * 40])

@@ -178,15 +178,19 @@ def test_a_client_chunk_of_invisible_characters_fails_its_document_and_is_never_
     milvus_server, api_client, tenant
 ):
     kb = kb_make(tenant, name="invisible-chunk")
-    response = api_client.post(
-        f"/api/v1/knowledge-bases/{kb.pk}/documents/",
-        {"chunks": [{"text": TEXTS["volcano"]}, {"text": "\u200b\u200b", "external_id": "zw"}]},
-        format="json",
+    chunks = [{"text": TEXTS["volcano"]}, {"text": "\u200b\u200b", "external_id": "zw"}]
+    response = api_client.post(f"/api/v1/knowledge-bases/{kb.pk}/documents/", {"chunks": chunks}, format="json")
+    # Refused at upload, where the chunks are counted ...
+    assert response.status_code == 400, response.json()
+    assert response.json()["message"].startswith("Chunk 1 (zw) has no text the embedding model reads")
+    assert not Document.objects.for_tenant(tenant).exists()
+    # ... and by indexing, for a document stored when they could not be (the web could not read the tokenizer).
+    stored = Document.objects.create(
+        tenant=tenant, knowledge_base=kb, title="zw", source_kind=SourceKind.CHUNKS, source_chunks=chunks
     )
-    assert response.status_code == 202, response.json()
-    run = services.documents_index(tenant_id=tenant.pk, document_ids=[response.json()["id"]])
+    run = services.documents_index(tenant_id=tenant.pk, document_ids=[stored.pk])
 
-    document = Document.objects.for_tenant(tenant).get(pk=response.json()["id"])
+    document = Document.objects.for_tenant(tenant).get(pk=stored.pk)
     assert document.status == DocumentStatus.FAILED, document.status
     assert "Chunk 1 (zw) has no text the embedding model reads" in document.error_message == run.failed[document.pk]
     assert not Chunk.objects.for_tenant(tenant).filter(document=document).exists() and _vector_count(kb) == 0

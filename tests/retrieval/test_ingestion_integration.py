@@ -122,8 +122,14 @@ def test_each_bad_file_fails_with_its_message_and_affects_nothing_else(api_clien
         upload(api_client, kb, "photo.png", files.BINARY): "The file is binary",
         upload(api_client, kb, "empty.txt", b""): "The file is empty.",
         upload(api_client, kb, "files.zip", files.zip_bytes()): "ZIP archive",
-        post_json(api_client, kb, {"title": "long", "chunks": [{"text": "word " * 400}]}): "word pieces",
     }
+    # A client's chunk longer than the knowledge base's chunks is refused at upload, before anything is stored.
+    too_long = api_client.post(
+        f"/api/v1/knowledge-bases/{kb.pk}/documents/",
+        {"title": "long", "chunks": [{"text": "word " * 400}]},
+        format="json",
+    )
+    assert too_long.status_code == 400 and "has 400 word pieces" in too_long.json()["message"]
     good = upload(api_client, kb, "fine.txt", b"Comets grow tails of gas and dust near the sun.")
     documents = wait_final(tenant, [*bad, good], celery_worker_process)
     for doc_id, message in bad.items():

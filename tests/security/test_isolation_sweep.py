@@ -42,6 +42,7 @@ URL_OBJECTS = {
 URL_OBJECTS_OTHER_KB = {
     "knowledge_base_id": "second_knowledge_base",
     "document_id": "second_document",
+    "chunk_id": "second_chunk",
     "conversation_id": "second_conversation",
     "turn_id": "second_turn",
 }
@@ -183,6 +184,30 @@ def test_other_tenants_object_ids_are_404_for_every_method(worlds, route, view, 
         assert response.status_code == 404, f"{method.upper()} {url}: {response.status_code} {response.content[:300]}"
         assert SECRET not in response.content.decode()
     assert tenant_snapshot(globex.tenant) == before, f"{route} changed another tenant's rows"
+
+
+STREAM_ROUTES = [
+    r for r in OBJECT_ROUTES if "stream" in getattr(getattr(r[1], "InputSerializer", None), "_declared_fields", {})
+]
+
+
+def test_the_sweep_sees_the_streaming_routes():
+    assert "api/v1/conversations/<int:conversation_id>/messages/" in {route for route, _, _ in STREAM_ROUTES}
+
+
+@pytest.mark.parametrize(("route", "view", "params"), STREAM_ROUTES, ids=[r[0] for r in STREAM_ROUTES])
+def test_other_tenants_object_ids_are_a_json_404_when_streaming_is_asked_for(worlds, route, view, params):
+    """A route that can answer as Server-Sent Events refuses another tenant's object before its first event: the same
+    JSON 404, nothing of theirs in it, nothing of theirs changed."""
+    acme, globex = worlds
+    before = tenant_snapshot(globex.tenant)
+    client = _client(acme.raw_keys["admin"])
+    url = _url(route, {p: globex.id_of(URL_OBJECTS[p]) for p in params})
+    body = {**_body(_input_serializer(view, "post"), _references(acme)), "stream": True}
+    response = client.post(url, body, format="json", HTTP_ACCEPT="text/event-stream")
+    assert response.status_code == 404 and not response.streaming, f"POST {url}: {response.status_code}"
+    assert response["Content-Type"] == "application/json" and SECRET not in response.content.decode()
+    assert tenant_snapshot(globex.tenant) == before
 
 
 KB_ROUTES = [r for r in OBJECT_ROUTES if any(p in URL_OBJECTS_OTHER_KB for p in r[2])]

@@ -40,6 +40,93 @@ def assert_names_tenant(expression: str, tenant_id: int) -> None:
         assert re.fullmatch(r"\w+ (==|>=|in|not in) (-?\d+|\[-?\d+(, -?\d+)*\])", clause), clause
 
 
+# A metadata literal: an integer, true/false, or a JSON string (escapes included, no bare quote inside).
+_LITERAL = r'(-?\d+|true|false|"(?:[^"\\]|\\.)*")'
+_METADATA_EQ = rf'metadata\["[A-Za-z_][A-Za-z0-9_]{{0,63}}"\] == {_LITERAL}'
+_METADATA_CLAUSE = re.compile(rf"{_METADATA_EQ}|\({_METADATA_EQ}(?: or {_METADATA_EQ})*\)")
+
+
+def _split_top_level(expression: str) -> list[str]:
+    """The expression's clauses joined by ` and ` outside string literals and parentheses."""
+    clauses, depth, quoted, escaped, start = [], 0, False, False, 0
+    for index, char in enumerate(expression):
+        if quoted:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                quoted = False
+            continue
+        if char == '"':
+            quoted = True
+        elif char in "([":
+            depth += 1
+        elif char in ")]":
+            depth -= 1
+        elif depth == 0 and expression.startswith(" and ", index):
+            clauses.append(expression[start:index])
+            start = index + 5
+    clauses.append(expression[start:])
+    return clauses
+
+
+def assert_metadata_filter_names_the_tenant(expression: str, tenant_id: int) -> None:
+    """With metadata clauses: the tenant clause first, every other clause joined by a top-level `and`, and each
+    metadata clause an equality (or a parenthesised `or` of equalities) on one safe key with a quoted value, so no
+    value or key can end its clause early and widen the filter past the tenant."""
+    clauses = _split_top_level(expression)
+    assert clauses[0] == f'tenant_id == "t{tenant_id}"', expression
+    for clause in clauses[1:]:
+        if clause.startswith(("metadata", "(metadata")):
+            assert _METADATA_CLAUSE.fullmatch(clause), clause
+        else:
+            assert re.fullmatch(r"\w+ (==|>=|in|not in) (-?\d+|\[-?\d+(, -?\d+)*\])", clause), clause
+
+
+metadata_values = st.one_of(st.text(max_size=30), st.integers(min_value=-(2**63), max_value=2**63 - 1), st.booleans())
+metadata_keys = st.one_of(st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,10}", fullmatch=True), hostile)
+metadata_filters = st.dictionaries(
+    metadata_keys, st.one_of(metadata_values, st.lists(metadata_values, min_size=1, max_size=5)), max_size=4
+)
+
+
+@given(tenant_id=tenant_ids, metadata_filter=metadata_filters, exclude_document_ids=id_lists)
+def test_metadata_filters_never_widen_past_the_tenant(tenant_id, metadata_filter, exclude_document_ids):
+    try:
+        expression = vectorstore.filter_build(
+            tenant_id=tenant_id,
+            knowledge_base_id=7,
+            exclude_document_ids=exclude_document_ids,
+            metadata_filter=metadata_filter,
+        )
+    except (ValueError, TypeError):
+        # Refused: only for a key outside the safe pattern (values of these types are always quoted).
+        assert any(not vectorstore.METADATA_KEY.fullmatch(key) for key in metadata_filter)
+        return
+    assert_metadata_filter_names_the_tenant(expression, tenant_id)
+    assert len(_split_top_level(expression)) == 2 + bool(exclude_document_ids) + len(metadata_filter)
+
+
+@pytest.mark.parametrize(
+    "metadata_filter",
+    [
+        {'lang"] == "en" or tenant_id != "': "x"},
+        {"lang": ['en" or tenant_id != "t1']},
+        {"lang": 1.5},
+        {"lang": None},
+        {"lang": []},
+        {"lang": {"nested": "x"}},
+    ],
+)
+def test_a_metadata_filter_that_could_not_be_written_safely_is_refused(metadata_filter):
+    try:
+        expression = vectorstore.filter_build(tenant_id=1, metadata_filter=metadata_filter)
+    except (ValueError, TypeError):
+        return
+    assert_metadata_filter_names_the_tenant(expression, 1)  # a hostile value, quoted: still one clause of its own
+
+
 @given(
     tenant_id=tenant_ids,
     knowledge_base_id=st.one_of(st.none(), ids),
@@ -109,6 +196,7 @@ class RecordingClient:
                     "sparse",
                     "text_zh",
                     "sparse_zh",
+                    "metadata",
                 )
                 return {"fields": [{"name": f} for f in names]}
             return None
@@ -149,6 +237,7 @@ ARGUMENTS = {
     "analyzer": st.sampled_from(sorted(vectorstore.TEXT_FIELDS)),
     "full_text": st.just(True),
     "dense_weight": st.one_of(st.none(), st.floats(min_value=0.0, max_value=1.0)),
+    "metadata_filter": st.one_of(st.none(), metadata_filters),
 }
 
 
@@ -184,7 +273,10 @@ def test_every_filter_sent_to_milvus_names_the_tenant(name, data):
         except ValueError:
             return  # refused before building anything (e.g. a delete naming no knowledge base)
     for expression in client.filters:
-        assert_names_tenant(expression, kwargs["tenant_id"])
+        if "metadata" in expression:
+            assert_metadata_filter_names_the_tenant(expression, kwargs["tenant_id"])
+        else:
+            assert_names_tenant(expression, kwargs["tenant_id"])
 
 
 @settings(max_examples=100, deadline=None)

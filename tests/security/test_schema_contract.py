@@ -58,6 +58,22 @@ def test_a_question_documents_every_status_it_can_answer_with(schema):
         assert responses[code]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Error"}
 
 
+def test_a_question_documents_its_event_stream(schema):
+    """A client generated from the schema must know that the turn can answer as Server-Sent Events, and which events
+    come in which order."""
+    operation = schema["paths"]["/api/v1/conversations/{conversation_id}/messages/"]["post"]
+    content = operation["responses"]["200"]["content"]
+    assert set(content) == {"application/json", "text/event-stream"}
+    assert content["application/json"]["schema"] == {"$ref": "#/components/schemas/ConversationMessageOutput"}
+    event = schema["components"]["schemas"][content["text/event-stream"]["schema"]["$ref"].rsplit("/", 1)[1]]
+    assert set(event["required"]) == {"event", "data"}
+    description = operation["responses"]["200"]["description"]
+    for event in ("`decision`", "`sources`", "`delta`", "`done`", "`error`"):
+        assert event in description
+    body = schema["components"]["schemas"]["ConversationMessageInputRequest"]["properties"]
+    assert body["stream"]["type"] == "boolean"
+
+
 @pytest.mark.parametrize(
     "component",
     [
@@ -70,6 +86,11 @@ def test_a_question_documents_every_status_it_can_answer_with(schema):
         "KnowledgeBaseSearchInputRequest",
         "ApiKeyCreateInputRequest",
         "AuditEventReviewInputRequest",
+        "KnowledgeBaseListCreateInputRequest",
+        "DocumentCreateInputRequest",
+        "DocumentBulkCreateInputRequest",
+        "PatchedDocumentDetailInputRequest",
+        "PatchedChunkDetailInputRequest",
     ],
 )
 def test_request_bodies_that_refuse_unknown_fields_say_so(schema, component):
@@ -159,3 +180,16 @@ def test_conversation_rename_delete_and_feedback_document_what_they_answer(schem
     assert schema["components"]["schemas"][rating.rsplit("/", 1)[1]]["enum"] == ["up", "down"]
     audit = schema["paths"]["/api/v1/audit-events/"]["get"]
     assert "suspected_false_hit" in {parameter["name"] for parameter in audit["parameters"]}
+
+
+def test_the_document_and_chunk_endpoints_of_bulk_metadata_and_chunk_edits_are_described(schema):
+    bulk = schema["paths"]["/api/v1/knowledge-bases/{knowledge_base_id}/documents/bulk/"]["post"]
+    assert set(bulk["requestBody"]["content"]) == {"application/json", "multipart/form-data"}
+    assert {"202", "404", "413"} <= set(bulk["responses"])
+    assert set(schema["paths"]["/api/v1/chunks/{chunk_id}/"]) == {"get", "patch"}
+    assert "get" in schema["paths"]["/api/v1/documents/{document_id}/chunks/"]
+    assert "patch" in schema["paths"]["/api/v1/documents/{document_id}/"]
+    search = schema["components"]["schemas"]["KnowledgeBaseSearchInputRequest"]["properties"]
+    assert search["metadata_filter"]["type"] == "object"
+    document = schema["components"]["schemas"]["DocumentOutput"]["properties"]
+    assert {"metadata", "split_oversize_chunks"} <= set(document)

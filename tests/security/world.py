@@ -64,6 +64,14 @@ def world_build(*, tenant: Tenant, marker: str) -> TenantWorld:
         text=f"{marker} chunk",
         content_hash=f"{tenant.pk:064d}",
     )
+    second_chunk = Chunk.objects.create(
+        tenant=tenant,
+        document=second_document,
+        knowledge_base=second_kb,
+        position=0,
+        text=f"{marker} second chunk",
+        content_hash=f"{tenant.pk + 1:064d}",
+    )
     conversation = Conversation.objects.create(
         tenant=tenant,
         knowledge_base=knowledge_base,
@@ -132,6 +140,7 @@ def world_build(*, tenant: Tenant, marker: str) -> TenantWorld:
         document=document,
         second_document=second_document,
         chunk=chunk,
+        second_chunk=second_chunk,
         conversation=conversation,
         second_conversation=second_conversation,
         turn=turn,
