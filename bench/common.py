@@ -26,6 +26,7 @@ os.chdir(ROOT)
 
 
 milvus_process_id: int | None = None  # the running benchmark's milvus-lite server, for CPU accounting
+milvus_server = None  # the running benchmark's tests.services.MilvusServer, for drills that stop and start it
 
 
 def process_tree_cpu_seconds(pid: int) -> float:
@@ -53,10 +54,11 @@ def platform(*, name: str) -> Iterator[dict]:
 
     var_dir = ROOT / "var" / "bench"
     var_dir.mkdir(parents=True, exist_ok=True)
-    global milvus_process_id
+    global milvus_process_id, milvus_server
     server = MilvusServer()
     server.start()
     milvus_process_id = server.process.pid
+    milvus_server = server
     env = {
         "DJANGO_SETTINGS_MODULE": "kbplatform.settings.base",
         "KB_VAR_DIR": str(var_dir),

@@ -156,6 +156,11 @@ class Customer(threading.Thread):
                     self.results.acked.append(acked)
                     action = body["dedup"]["action"]
                     self.results.actions[action] = self.results.actions.get(action, 0) + 1
+                self.turn_acknowledged(acked)
+
+    def turn_acknowledged(self, acked: AckedTurn) -> None:
+        """Called after each acknowledged turn, on this customer's thread: what a customer that does more than ask
+        (bench/soak.py's, which also rates answers) does next."""
 
 
 def run_customers(
@@ -298,15 +303,16 @@ def mtrag_scripts() -> list[list[str]]:
     return scripts
 
 
-def index_corpus(*, tenant):  # noqa: ANN001, ANN201
-    """The MTRAG corpus (one document per passage) through the real pipeline, run eagerly in this process."""
+def index_corpus(*, tenant, limit: int | None = None):  # noqa: ANN001, ANN201
+    """The MTRAG corpus (one document per passage; its first `limit` passages, when given) through the real
+    pipeline, run eagerly in this process."""
     from kbplatform.celery import app
     from retrieval.models import Document, DocumentStatus
     from retrieval.services import BulkDocument, documents_create_bulk, knowledge_base_create
 
     app.conf.task_always_eager = True
     knowledge_base = knowledge_base_create(tenant=tenant, name="mtrag")
-    rows = [json.loads(line) for line in (MTRAG / "corpus.jsonl").open(encoding="utf-8") if line.strip()]
+    rows = [json.loads(line) for line in (MTRAG / "corpus.jsonl").open(encoding="utf-8") if line.strip()][:limit]
     started = time.perf_counter()
     documents_create_bulk(
         tenant=tenant,

@@ -365,6 +365,7 @@ def chunk_search(
         metadata_filter=metadata_filter,
     )
     if not hits:
+        vectors_lost_check(tenant=tenant, knowledge_base=knowledge_base)
         return []
     # The columns a hit shows, and no more: a document row holds its whole source text.
     rows = {
@@ -405,6 +406,38 @@ def chunk_search(
             )
         )
     return hits_of_distinct_content(results, shown_content_hashes=exclude_content_hashes)[:limit]
+
+
+VECTORS_LOST_MESSAGE = (
+    "This knowledge base's search index is being rebuilt (the vector store lost its data); retry in a moment."
+)
+
+
+def vectors_lost_check(*, tenant: Tenant, knowledge_base: KnowledgeBase) -> None:
+    """After a search that found nothing: raise VectorStoreUnavailable (a 503, so a turn writes nothing) when Milvus
+    holds no vector of a knowledge base whose documents the database says are indexed. That is a Milvus that lost
+    its data (the collection is made again, empty, on the next call), not a query that matched nothing: an answer
+    from it would be one with no sources, recorded as if the knowledge base had none. It lasts until
+    `manage.py milvus_rebuild` has written the knowledge base's vectors again. One count, on an empty search only."""
+    indexed = (
+        Chunk.objects.for_tenant(tenant)
+        .filter(knowledge_base=knowledge_base, document__status=DocumentStatus.INDEXED)
+        .exists()
+    )
+    if not indexed:
+        return
+    count = vectorstore.vectors_count(
+        tenant_id=tenant.pk,
+        knowledge_base_id=knowledge_base.pk,
+        dimension=knowledge_base.embedding_dimension,
+        full_text=knowledge_base.text_index == TextIndexStatus.READY,
+    )
+    if count == 0:
+        raise vectorstore.VectorStoreUnavailable(
+            f"no vector of knowledge base {knowledge_base.pk} of tenant {tenant.pk} in Milvus, though the database "
+            "holds its indexed chunks: run `manage.py milvus_rebuild`",
+            message=VECTORS_LOST_MESSAGE,
+        )
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import timedelta
 
 from django.utils import timezone
@@ -26,13 +27,18 @@ QUESTION_BACKFILL_BATCH = 500
 
 
 def question_index_backfill(
-    *, tenant_id: int, turn_ids: list[int] | None = None, batch_size: int = QUESTION_BACKFILL_BATCH
+    *,
+    tenant_id: int,
+    turn_ids: list[int] | None = None,
+    batch_size: int = QUESTION_BACKFILL_BATCH,
+    progress: Callable[[int], None] | None = None,
 ) -> int:
     """Index the tenant's questions asked within its policy's TTL (only those of `turn_ids`, when given) for
     tenant-scope dedup; returns how many. Only questions the embedding model in use embedded are indexed: no other
     can be compared with a new question; nor are pairs answered from a partial index, which are never served. Safe
     to run twice (an upsert by turn id) and a no-op when the tenant no longer uses tenant scope. Raises
-    VectorStoreUnavailable for the task to retry."""
+    VectorStoreUnavailable for the task to retry. `progress(count)` is told the questions of each batch indexed. The
+    vectors are the turns' own (`Turn.question_vector`): nothing is embedded again."""
     tenant = Tenant.objects.filter(pk=tenant_id).first()
     if tenant is None:
         return 0
@@ -68,5 +74,8 @@ def question_index_backfill(
             )
             for pk, knowledge_base_id, created_at, vector in batch
         ]
-        indexed += vectorstore.question_vectors_upsert(rows=rows, model=model)
+        written = vectorstore.question_vectors_upsert(rows=rows, model=model)
+        indexed += written
         last_pk = batch[-1][0]
+        if progress is not None:
+            progress(written)

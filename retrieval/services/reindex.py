@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -51,9 +51,11 @@ def _reindex_lost(now: datetime) -> Q:
     return Q(reindex_status=ReindexStatus.RUNNING, reindex_lease_expires_at__lt=now)
 
 
-def knowledge_base_reindex_start(*, tenant: Tenant, knowledge_base: KnowledgeBase) -> KnowledgeBase:
-    """Queue a rebuild of the knowledge base's vectors from its stored chunks (e.g. after a model change). The lease
-    covers the task's wait in the queue: a task that never arrives is noticed when it runs out."""
+def knowledge_base_reindex_start(*, tenant: Tenant, knowledge_base: KnowledgeBase, queue: bool = True) -> KnowledgeBase:
+    """Queue a rebuild of the knowledge base's vectors from its stored chunks (e.g. after a model change, or Milvus
+    lost its data). The lease covers the task's wait in the queue: a task that never arrives is noticed when it runs
+    out. Without `queue`, the caller runs `knowledge_base_reindex` itself (within the lease, so a lost caller's
+    re-index is recovered by the sweep as a lost task's is)."""
     from retrieval.tasks import knowledge_base_reindex as reindex_task
 
     now = timezone.now()
@@ -78,7 +80,8 @@ def knowledge_base_reindex_start(*, tenant: Tenant, knowledge_base: KnowledgeBas
             raise ConflictError("This knowledge base is already being re-indexed.")
         # Read as started, before the commit sends the task: a worker may finish it before this returns.
         knowledge_base.refresh_from_db()
-        transaction.on_commit(lambda: reindex_task.delay(knowledge_base.pk, tenant.pk), robust=True)
+        if queue:
+            transaction.on_commit(lambda: reindex_task.delay(knowledge_base.pk, tenant.pk), robust=True)
     return knowledge_base
 
 
@@ -186,10 +189,13 @@ def _reindex_batch(
         )
 
 
-def knowledge_base_reindex(*, tenant_id: int, knowledge_base_id: int) -> int:
+def knowledge_base_reindex(
+    *, tenant_id: int, knowledge_base_id: int, progress: Callable[[int, int], None] | None = None
+) -> int:
     """Re-embed every chunk of the knowledge base's indexed documents with the workers' model and upsert the
-    vectors by chunk id (so it is safe to run twice). Returns the chunks indexed: 0 when the re-index is not running
-    or another live run holds it."""
+    vectors by chunk id (so it is safe to run twice); a vector the embedding cache holds is not encoded again.
+    Returns the chunks indexed: 0 when the re-index is not running or another live run holds it.
+    `progress(done, total)` is told after each batch, as `reindex_progress` is."""
     token = uuid.uuid4().hex
     if not _reindex_claim(tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, token=token):
         return 0
@@ -248,6 +254,8 @@ def knowledge_base_reindex(*, tenant_id: int, knowledge_base_id: int) -> int:
             )
             if not moved:  # taken over after this run stalled past its lease, or deleted: the other party finishes
                 return done
+            if progress is not None:
+                progress(done, total)
     except TRANSIENT_ERRORS as exc:
         _reindex_release(tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, token=token)
         raise TransientIngestError(str(exc)) from exc
