@@ -24,6 +24,7 @@ from conversations import admin_playground, admin_views
 
 # Importing the audit log's admin registers it (Django imports only this module of an app).
 from conversations.admin_audit import SUPPORT_ROLES, shows_tenant
+from conversations.admin_verifiers import verifiers_train_from_reviews
 from conversations.models import (
     ConsumedItem,
     Conversation,
@@ -217,6 +218,11 @@ class DedupPolicyAdmin(SettingsPageMixin, TenantScopedAdmin):
         "settings_link",
     )
     view_roles = (Role.ADMIN,)
+    actions = ("train_from_reviews",)
+
+    @admin.action(description="Train from reviews (a new duplicate verifier version)", permissions=["view"])
+    def train_from_reviews(self, request: HttpRequest, queryset: QuerySet) -> None:
+        verifiers_train_from_reviews(self, request, queryset)
 
     def get_urls(self) -> list:
         view = self.admin_site.admin_view(partial(admin_views.dedup_settings_view, model_admin=self))

@@ -467,7 +467,9 @@ class DedupEventAdmin(TenantScopedAdmin):
     def get_urls(self) -> list:
         dashboard = self.admin_site.admin_view(partial(admin_views.dedup_dashboard_view, model_admin=self))
         export = self.admin_site.admin_view(self.export_view)
+        queue = self.admin_site.admin_view(partial(admin_views.review_queue_view, model_admin=self))
         return [
+            path("review-queue/", queue, name="conversations_dedupevent_review_queue"),
             path("dashboard/", dashboard, name="conversations_dedupevent_dashboard"),
             path("export/", export, name="conversations_dedupevent_export"),
             *super().get_urls(),

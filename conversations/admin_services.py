@@ -17,6 +17,7 @@ from django.utils import timezone
 from conversations import services
 from conversations.decisions import POLICY_FIELDS
 from conversations.models import INTENT_OTHER, DedupEvent, DedupPolicy, Intent, ReviewVerdict, SettingsChange
+from conversations.services.labels import duplicate_labels_of_review
 from kbplatform.errors import ApplicationError, NotFoundError
 from tenants.models import Tenant
 from tenants.services import tenant_settings_changed
@@ -207,8 +208,9 @@ def intent_delete(*, tenant: Tenant, user: Any, intent: Intent) -> SettingsChang
     return _record(tenant=tenant, user=user, subject=f"intent:{intent.name}", field="deleted", old=snapshot, new=None)
 
 
+@transaction.atomic
 def dedup_events_review(
-    *, tenant: Tenant, event_ids: Iterable[int], user: Any, verdict: str, note: str | None = None
+    *, tenant: Tenant, event_ids: Iterable[int], user: Any, verdict: str, note: str | None = None, actor: str = ""
 ) -> int:
     """Set the review verdict and note of the tenant's events among `event_ids`; returns how many changed.
 
@@ -216,9 +218,12 @@ def dedup_events_review(
     alter what was decided, nor reach another tenant's event. `note=None` leaves each event's note as it is (a bulk
     review without a note must not wipe the reasons written one by one); a string, even empty, replaces it.
     `unreviewed` clears the note, the reviewer and the time, as there is no verdict left for them to explain.
+    In the same transaction, each event's support label is written, changed or removed as the verdict says
+    (`services.labels.duplicate_labels_of_review`), given by `actor` or else the user's name.
     """
     if verdict not in ReviewVerdict.values:
         raise ApplicationError(f"Unknown verdict {verdict!r}; use one of {', '.join(ReviewVerdict.values)}.")
+    event_ids = list(event_ids)
     reviewed = verdict != ReviewVerdict.UNREVIEWED
     fields: dict[str, Any] = {
         "review_verdict": verdict,
@@ -229,4 +234,12 @@ def dedup_events_review(
         fields["review_note"] = ""
     elif note is not None:
         fields["review_note"] = note.strip()
-    return DedupEvent.objects.for_tenant(tenant).filter(pk__in=list(event_ids)).update(**fields)
+    changed = DedupEvent.objects.for_tenant(tenant).filter(pk__in=event_ids).update(**fields)
+    duplicate_labels_of_review(
+        tenant=tenant,
+        event_ids=event_ids,
+        verdict=verdict,
+        given_by=actor or _user_label(user),
+        note=note if reviewed else None,
+    )
+    return changed

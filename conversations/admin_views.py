@@ -21,6 +21,7 @@ from django.utils import timezone
 from django.utils.http import urlencode
 
 from conversations.admin_services import (
+    dedup_events_review,
     dedup_policy_change,
     dedup_policy_get_or_create,
     intent_allowlist_choices,
@@ -36,7 +37,8 @@ from conversations.dashboard import (
 )
 from conversations.dashboard_selectors import dashboard_get, settings_changes_in_period
 from conversations.decisions import POLICY_FIELDS, cosine_gate, cosine_gate_floor
-from conversations.models import INTENT_OTHER, DedupPolicy, Intent, IntentBehaviour, SettingsChange
+from conversations.models import INTENT_OTHER, DedupPolicy, Intent, IntentBehaviour, ReviewVerdict, SettingsChange
+from conversations.services.review_queue import review_queue_of_day
 from retrieval.embeddings import model_name as embedding_model_name
 from tenants.admin_scoping import request_tenant_roles
 from tenants.models import Role, Tenant
@@ -47,7 +49,15 @@ HISTORY_ON_PAGE = 25
 SETTINGS_GROUPS = (
     (
         "Question dedup",
-        ("scope", "threshold", "question_window", "allowlisted_intents", "shadow_mode", "rewrite_followups"),
+        (
+            "scope",
+            "threshold",
+            "question_window",
+            "allowlisted_intents",
+            "shadow_mode",
+            "rewrite_followups",
+            "precision_target",
+        ),
     ),
     (
         "Retrieval exclusion and conversation state",
@@ -127,7 +137,7 @@ class DedupSettingsForm(forms.ModelForm):
             "min_results": "When exclusion leaves fewer results than this, it is relaxed for the turn (0 to 100).",
             "ttl_seconds": "How long a quiet conversation keeps its hot state.",
             "shadow_mode": "Decide and log duplicates, but always answer afresh: measure before switching on.",
-            "rewrite_followups": "With an LLM configured, a follow-up (\"and for admins?\") is rewritten into a "
+            "rewrite_followups": 'With an LLM configured, a follow-up ("and for admins?") is rewritten into a '
             "standalone question before the duplicate check and the search; the rewrite is kept on the turn and its "
             "audit event.",
         }
@@ -392,9 +402,18 @@ def dedup_dashboard_view(request: HttpRequest, model_admin: admin.ModelAdmin) ->
                     "precision_display": percent_display(row.precision),
                     "missed_repeats": row.missed_repeats,
                     "is_current": row.is_current,
+                    # One cell per verifier in shadow: what it would have served of the reviewed decisions it saw.
+                    "models": [
+                        {
+                            "hits": model.rows[index].hits,
+                            "precision_display": percent_display(model.rows[index].precision),
+                        }
+                        for model in dashboard.what_if_models
+                    ],
                 }
-                for row in dashboard.what_if
+                for index, row in enumerate(dashboard.what_if)
             ],
+            "what_if_models": [{"label": model.label, "sample": model.sample} for model in dashboard.what_if_models],
         }
     context = {
         **displays,
@@ -420,3 +439,57 @@ def dedup_dashboard_view(request: HttpRequest, model_admin: admin.ModelAdmin) ->
         "opts": model_admin.model._meta,
     }
     return TemplateResponse(request, "admin/conversations/dedup_dashboard.html", context)
+
+
+REVIEW_REASONS = {
+    "flagged": "flagged by a user (thumbs-down)",
+    "disagreement": "duplicate head and cosine disagree",
+    "near_gate": "near the gate",
+}
+
+
+def review_queue_view(request: HttpRequest, model_admin: admin.ModelAdmin) -> HttpResponse:
+    """Today's review queue of one tenant (support and tenant admins): the picks drawn once for the day
+    (`services.review_queue.review_queue_of_day`), each with verdict buttons that review the event as the audit log
+    does (`dedup_events_review`, which writes its label). A verdict is taken only for an event of this day's queue."""
+    tenant = admin_tenant_resolve(request, roles=DASHBOARD_ROLES)
+    today = timezone.localdate()
+    picks = review_queue_of_day(tenant=tenant, day=today)
+    if request.method == "POST":
+        verdict = request.POST.get("verdict", "")
+        note = request.POST.get("note", "")
+        picked = {pick.dedup_event_id for pick in picks}
+        try:
+            event_id = int(request.POST.get("event", ""))
+        except ValueError:
+            event_id = None
+        if event_id not in picked or verdict not in (ReviewVerdict.CORRECT, ReviewVerdict.INCORRECT):
+            messages.error(request, "Choose a verdict for a decision of today's queue.")
+        elif "\x00" in note:
+            messages.error(request, "The note may not contain NUL characters. Nothing was changed.")
+        else:
+            dedup_events_review(tenant=tenant, event_ids=[event_id], user=request.user, verdict=verdict, note=note)
+            messages.success(request, f"Decision {event_id} marked {ReviewVerdict(verdict).label.lower()}.")
+        return HttpResponseRedirect(f"{request.path}?{urlencode({'tenant': tenant.pk})}")
+    rows = [
+        {
+            "pick": pick,
+            "event": pick.dedup_event,
+            "reason": REVIEW_REASONS.get(pick.reason, pick.reason),
+            "question": pick.dedup_event.turn.question if pick.dedup_event.turn else "(purged)",
+            "stored_question": pick.dedup_event.matched_turn.question if pick.dedup_event.matched_turn else "(purged)",
+        }
+        for pick in picks
+    ]
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "title": "Review queue",
+        "tenant": tenant,
+        "tenants": tenants_for(request, roles=DASHBOARD_ROLES),
+        "day": today,
+        "rows": rows,
+        "reviewed": sum(row["event"].review_verdict != ReviewVerdict.UNREVIEWED for row in rows),
+        "quota": settings.REVIEW_QUEUE_DAILY_QUOTA,
+        "opts": model_admin.model._meta,
+    }
+    return TemplateResponse(request, "admin/conversations/review_queue.html", context)

@@ -16,7 +16,16 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from conversations import admin_services, selectors, services
-from conversations.models import Conversation, DedupAction, DedupScope, FeedbackRating, Granularity
+from conversations.models import (
+    Conversation,
+    DedupAction,
+    DedupScope,
+    DuplicateLabel,
+    FeedbackRating,
+    Granularity,
+    LabelSource,
+    ReviewVerdict,
+)
 from kbplatform.serializers import MAX_OFFSET, StrictInputSerializer
 from kbplatform.text import control_character_problem
 from retrieval.apis import (
@@ -601,6 +610,59 @@ class AuditEventListApi(TenantApi):
         return Response(
             {"count": events.count(), "results": self.OutputSerializer(page, many=True).data},
         )
+
+
+class AuditEventReviewApi(TenantApi):
+    """Support tooling's verdict on one dedup decision (admin keys), as the admin's review gives it: the event's
+    verdict and note, and the support label the verdict says (docs/conversations.md, "Labels"): on a served stored
+    answer, `correct` means the questions are duplicates; on a refused or missed match, `incorrect` means they are.
+    A verdict that says nothing of the two questions (no stored question compared, or a match refused for its
+    answer's sake) is recorded with no label (`label` null). Given again, the verdict and label are changed."""
+
+    extra_permission_classes = [IsTenantAdminKey]
+
+    class InputSerializer(StrictInputSerializer):
+        verdict = serializers.ChoiceField(choices=[ReviewVerdict.CORRECT, ReviewVerdict.INCORRECT])
+        note = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
+
+    class OutputSerializer(serializers.Serializer):
+        class LabelSerializer(serializers.Serializer):
+            id = serializers.IntegerField()
+            is_duplicate = serializers.BooleanField()
+            source = serializers.ChoiceField(choices=LabelSource.choices)
+            given_by = serializers.CharField()
+
+        id = serializers.IntegerField()
+        action = serializers.CharField()
+        review_verdict = serializers.CharField()
+        review_note = serializers.CharField(allow_blank=True)
+        reviewed_at = serializers.DateTimeField(allow_null=True)
+        label = LabelSerializer(source="support_label", allow_null=True)
+
+    @extend_schema(
+        request=InputSerializer,
+        responses=OutputSerializer,
+        summary="Review a dedup decision (admin keys): the verdict, and the duplicate label it says",
+    )
+    def post(self, request: Request, event_id: int) -> Response:
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        event = selectors.dedup_event_get(
+            tenant=self.tenant, event_id=event_id, allowed_knowledge_base_id=self.api_key.knowledge_base_id
+        )
+        admin_services.dedup_events_review(
+            tenant=self.tenant,
+            event_ids=[event.pk],
+            user=None,
+            actor=f"API key {self.api_key.prefix}",
+            verdict=data.validated_data["verdict"],
+            note=data.validated_data["note"],
+        )
+        event.refresh_from_db()
+        event.support_label = (
+            DuplicateLabel.objects.for_tenant(self.tenant).filter(dedup_event=event, source=LabelSource.SUPPORT).first()
+        )
+        return Response(self.OutputSerializer(event).data)
 
 
 class FeedbackSerializer(serializers.Serializer):

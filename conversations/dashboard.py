@@ -122,6 +122,16 @@ class WhatIfRow:
 
 
 @dataclass(frozen=True)
+class ModelWhatIf:
+    """The what-if table's rows as a verifier that ran in shadow would have decided the same reviewed decisions
+    (only those it ran beside), one column of the table per such verifier."""
+
+    label: str
+    rows: list[WhatIfRow]
+    sample: int
+
+
+@dataclass(frozen=True)
 class Dashboard:
     start: date
     end: date
@@ -133,6 +143,8 @@ class Dashboard:
     what_if_sample: int = 0
     # The lowest gate the decisions can apply (without the duplicate head); None: any threshold.
     lowest_threshold: float | None = None
+    # Per verifier that ran in shadow in the period: what it would have served, by the same rows.
+    what_if_models: list[ModelWhatIf] = field(default_factory=list)
 
 
 # --- pure figures ------------------------------------------------------------------------------------------
@@ -347,6 +359,7 @@ def dashboard_compute(
     reviewed: Sequence[EventFacts] | None = None,
     what_if: tuple[list[WhatIfRow], int] | None = None,
     lowest_threshold: float | None = None,
+    what_if_models: Sequence[ModelWhatIf] = (),
 ) -> Dashboard:
     """All figures from `events`; the histogram from `histogram_events`, the review figures from `reviewed` (reviewed
     events, single or grouped) and the what-if table from `what_if` (else from `reviewed`), when they are given (the
@@ -364,6 +377,7 @@ def dashboard_compute(
         what_if=what_if,
         what_if_sample=sample,
         lowest_threshold=lowest_threshold,
+        what_if_models=list(what_if_models),
     )
 
 

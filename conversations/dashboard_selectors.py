@@ -17,6 +17,7 @@ from conversations.dashboard import (
     HISTOGRAM_BINS,
     Dashboard,
     EventFacts,
+    ModelWhatIf,
     WhatIfCounts,
     WhatIfRow,
     dashboard_compute,
@@ -204,6 +205,46 @@ def dashboard_what_if(
     return what_if_from_counts(counts, candidates=candidates, current=current)
 
 
+def dashboard_what_if_models(
+    *, tenant: Tenant, start: date, end: date, current: float | None, lowest: float | None = None
+) -> list[ModelWhatIf]:
+    """The what-if table as each verifier that ran in shadow in the period would have decided the reviewed decisions
+    it ran beside: the same rule, with its own verdict on the other checks (`shadow_verifier_passes_checks`)."""
+    candidates = what_if_candidates(current=current, lowest=lowest)
+    served_at = {
+        f"hits_{index}": Count(
+            "id", filter=Q(similarity__gte=threshold - 1e-9) & ~Q(shadow_verifier_passes_checks=False)
+        )
+        for index, threshold in enumerate(candidates)
+    }
+    rows = (
+        _reviewed_events(tenant=tenant, start=start, end=end)
+        .filter(
+            similarity__isnull=False,
+            shadow_verifier__isnull=False,
+            action__in=[DedupAction.SERVED_CACHED, DedupAction.ANSWERED],
+        )
+        .values("shadow_verifier", "shadow_verifier__version", "action", "review_verdict")
+        .annotate(total=Count("id"), **served_at)
+        .order_by("shadow_verifier__version")
+    )
+    by_model: dict[int, list[WhatIfCounts]] = {}
+    for row in rows:
+        by_model.setdefault(row["shadow_verifier__version"], []).append(
+            WhatIfCounts(
+                action=row["action"],
+                review_verdict=row["review_verdict"],
+                total=row["total"],
+                hits=tuple(row[f"hits_{index}"] for index in range(len(candidates))),
+            )
+        )
+    models = []
+    for version, counts in sorted(by_model.items()):
+        table, sample = what_if_from_counts(counts, candidates=candidates, current=current)
+        models.append(ModelWhatIf(label=f"v{version} (shadow)", rows=table, sample=sample))
+    return models
+
+
 def day_figures_compute(*, tenant: Tenant, day: date) -> tuple[list[list], list[list], int]:
     """What a `DedupDayFigures` row holds for one whole local day: (groups, histogram, events)."""
     since, until = period_bounds(start=day, end=day)
@@ -242,4 +283,7 @@ def dashboard_get(
         reviewed=dashboard_reviewed(tenant=tenant, start=start, end=end),
         what_if=dashboard_what_if(tenant=tenant, start=start, end=end, current=threshold, lowest=lowest_threshold),
         lowest_threshold=lowest_threshold,
+        what_if_models=dashboard_what_if_models(
+            tenant=tenant, start=start, end=end, current=threshold, lowest=lowest_threshold
+        ),
     )

@@ -16,7 +16,7 @@ returns plain values, so every rule is tested directly and read in one place.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -52,6 +52,7 @@ class PolicyView:
     ttl_seconds: int = 86400
     shadow_mode: bool = False
     allowlisted_intents: tuple[str, ...] = (INTENT_OTHER,)
+    precision_target: float = 0.90  # conversations.models.DEFAULT_PRECISION_TARGET
     rewrite_followups: bool = False
 
 
@@ -233,6 +234,9 @@ class StoredQuestion:
     # The embedding model that made `vector` (`retrieval.embeddings.model_id`; "" when not recorded). Read only when
     # `duplicate_decide` is told the question's model (`vector_model`); None, not said, then counts as another model.
     vector_model: str | None = None
+    # It is the question asked just before the new one, in the new one's conversation: the new question's own
+    # context (`followup_context_matches`).
+    asked_just_before: bool = False
 
 
 @dataclass(frozen=True)
@@ -252,6 +256,43 @@ class DuplicateDecision:
     # A stored question at or above the gate was found and not served: a check refused it (`refused`), or its
     # answer could not be served once loaded (`turn_decision.match_refusal`).
     close_match_refused: bool = False
+    # The verifier that decided (`Verifier`: version None is the shipped head), and, when a candidate ran in shadow
+    # beside it, what that one decided on the same candidates (never applied).
+    verifier_version_id: int | None = None
+    verifier_label: str = ""
+    shadow: ShadowVerdict | None = None
+
+
+@dataclass(frozen=True)
+class ShadowVerdict:
+    """What a verifier in shadow decided for a turn: hit or not, on which stored question, with what probability."""
+
+    verifier_version_id: int
+    hit: bool
+    turn_id: int | None
+    probability: float | None
+    passes_checks: bool | None  # as `DuplicateDecision.passes_checks`: every check but the gate, by this verifier
+
+
+SHIPPED_VERIFIER_LABEL = "shipped head"
+
+
+@dataclass(frozen=True)
+class Verifier:
+    """A duplicate head with the version that names it in the audit log: `version_id` None and `model` None are the
+    shipped head (conversations/duplicate_model.json)."""
+
+    version_id: int | None = None
+    label: str = SHIPPED_VERIFIER_LABEL
+    model: PairModel | None = None
+
+
+@dataclass(frozen=True)
+class TenantVerifiers:
+    """What decides a tenant's turns: the active verifier (the shipped head when none is), and a candidate in shadow."""
+
+    active: Verifier = field(default_factory=Verifier)
+    shadow: Verifier | None = None
 
 
 def followup_context(
@@ -285,8 +326,13 @@ def followup_context_matches(
     """A context-dependent question (or stored question) matches only when both were asked right after
     questions whose vectors are at least `threshold` alike (the decision passes its gate, never below
     FOLLOWUP_CONTEXT_FLOOR): "and for admins?" after "pricing?" is not "and for admins?" after "API limits?". A
-    first turn has no context, so it matches only another first turn."""
+    first turn has no context, so it matches only another first turn. A candidate asked just before the question, in
+    its conversation (`asked_just_before`), is the question's own context, whatever context it had itself: "I forgot
+    my password, what now?" right after "How do I reset my password?" is read about that very question, so the guard
+    has nothing to refuse and the pair is judged on its own (gate, conflicts, head)."""
     if not (question_is_context_dependent(question) or question_is_context_dependent(candidate.question)):
+        return True
+    if candidate.asked_just_before:
         return True
     if previous_vector is None or candidate.previous_vector is None:
         return previous_vector is None and candidate.previous_vector is None
@@ -423,6 +469,29 @@ def duplicate_decide(
         passes_checks=not top_checks[0],
         gate=threshold,
         close_match_refused=bool(refused),
+    )
+
+
+def duplicate_decide_verified(
+    *, verifier: Verifier, shadow: Verifier | None = None, **decide: Any
+) -> DuplicateDecision:
+    """`duplicate_decide` (with `decide`'s arguments) by `verifier`, which the decision then names; with `shadow`, the
+    same decision by that verifier as well, recorded on the result and never applied. A turn without candidates
+    costs the shadow nothing (both return at once)."""
+    decided = duplicate_decide(pair_model=verifier.model, **decide)
+    decided = replace(decided, verifier_version_id=verifier.version_id, verifier_label=verifier.label)
+    if shadow is None or shadow.version_id is None:
+        return decided
+    other = duplicate_decide(pair_model=shadow.model, **decide)
+    return replace(
+        decided,
+        shadow=ShadowVerdict(
+            verifier_version_id=shadow.version_id,
+            hit=other.hit,
+            turn_id=other.turn_id,
+            probability=other.probability,
+            passes_checks=other.passes_checks,
+        ),
     )
 
 

@@ -33,9 +33,33 @@ def is_held_out(pair_id: str) -> bool:
     return _pair_hash(pair_id) % 100 < HELD_OUT_PERCENT
 
 
+def label_is_held_out(label_id: int) -> bool:
+    """Whether a tenant's label is held out to judge the verifier trained on the others (30%). Salted, so it does not
+    follow the split above: labels drawn from one side of that split are still split 70/30 here."""
+    return _pair_hash(f"label:{label_id}") % 100 < HELD_OUT_PERCENT
+
+
+def label_inner_fold(label_id: int) -> int:
+    """Fold (0..INNER_FOLDS-1) of a training label for the verifier's cross-validation; independent of the bit above."""
+    return (_pair_hash(f"label:{label_id}") // 100) % INNER_FOLDS
+
+
 def inner_fold(pair_id: str) -> int:
     """Fold (0..INNER_FOLDS-1) of a train pair for the inner cross-validation; independent of the held-out bit."""
     return (_pair_hash(pair_id) // 100) % INNER_FOLDS
+
+
+@dataclass(frozen=True)
+class LabelledQuestionPair:
+    """One labelled pair of a tenant's own traffic (`selectors.duplicate_labels_training`): `question` was asked,
+    `stored_question` is the stored one it was compared with, `source` is the `LabelSource` of the label and
+    `label_id` its `DuplicateLabel` id."""
+
+    question: str
+    stored_question: str
+    is_duplicate: bool
+    source: str
+    label_id: int
 
 
 @dataclass(frozen=True)
@@ -101,3 +125,18 @@ def followup_guard_passes(*, rows: list[dict], second: np.ndarray) -> np.ndarray
             for i, r in enumerate(rows)
         ]
     )
+
+
+def labelled_pairs_read(path: Path) -> list[LabelledQuestionPair]:
+    """The pairs of a labelled pairs file as a tenant's labels (`question1` asked, `question2` stored), each named by
+    its `pair_id`, so a verifier trained on the file holds out the same pairs as the split above."""
+    return [
+        LabelledQuestionPair(
+            question=str(row["question1"]),
+            stored_question=str(row["question2"]),
+            is_duplicate=bool(int(row["is_duplicate"])),
+            source="file",
+            label_id=int(row["pair_id"]) if str(row["pair_id"]).isdigit() else _pair_hash(row["pair_id"]) % 2**62,
+        )
+        for row in pairs_load(path).rows
+    ]

@@ -20,6 +20,9 @@ DEFAULT_QUESTION_WINDOW = 10
 DEFAULT_EXCLUSION_WINDOW = 5
 DEFAULT_MIN_RESULTS = 3
 DEFAULT_TTL_SECONDS = 24 * 3600
+# The precision a tenant's trained duplicate verifier is chosen for, and must reach on its held-out labels to be
+# activated: a wrong stored answer costs more than a fresh one (docs/conversations.md, "Learning from review").
+DEFAULT_PRECISION_TARGET = 0.90
 INTENT_OTHER = "other"
 
 
@@ -200,6 +203,12 @@ class DedupPolicy(TenantOwnedModel):
     ttl_seconds = models.PositiveIntegerField(default=DEFAULT_TTL_SECONDS, validators=[MinValueValidator(1)])
     allowlisted_intents = models.JSONField(default=default_allowlisted_intents)
     shadow_mode = models.BooleanField(default=False, help_text="Decide and log, but do not apply.")
+    precision_target = models.FloatField(
+        default=DEFAULT_PRECISION_TARGET,
+        validators=[MinValueValidator(0.5), MaxValueValidator(0.999)],
+        help_text="Precision a verifier trained from reviews is cut for, and must reach on held-out labels to become "
+        "active (0.5 to 0.999).",
+    )
     rewrite_followups = models.BooleanField(
         default=False,
         db_default=False,
@@ -281,6 +290,18 @@ class DedupEvent(TenantOwnedModel):
     )
     reviewed_at = models.DateTimeField(null=True, blank=True)
     review_note = models.TextField(blank=True, default="", help_text="Why the reviewer judged the decision so.")
+    # The verifier that decided (`DuplicateModelVersion`; none: the shipped head), named also in `verifier_label`,
+    # which outlives the version row. In shadow, a candidate's decision on the same candidates, not applied.
+    verifier = models.ForeignKey(
+        "DuplicateModelVersion", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    verifier_label = models.CharField(max_length=40, blank=True, default="")
+    shadow_verifier = models.ForeignKey(
+        "DuplicateModelVersion", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    shadow_verifier_hit = models.BooleanField(null=True, blank=True)
+    shadow_verifier_probability = models.FloatField(null=True, blank=True)
+    shadow_verifier_passes_checks = models.BooleanField(null=True, blank=True)
     # The end user gave a thumbs-down to the stored answer this turn served (`feedback_set`): a false hit until
     # support reviews it. Set and cleared only by feedback, by the rule in `feedback_rules.false_hit_suspicion`.
     suspected_false_hit = models.BooleanField(
@@ -340,6 +361,68 @@ class Feedback(TenantOwnedModel):
         return f"{self.rating} on turn {self.turn_id}"
 
 
+class LabelSource(models.TextChoices):
+    SUPPORT = "support", "Support's verdict"
+    END_USER = "end_user", "End user's thumbs-down (suspected until support confirms)"
+    IMPORT = "import", "Imported"
+
+
+class DuplicateLabel(TenantOwnedModel):
+    """Whether two questions are duplicates, said by a person, kept with who said it: what a tenant's trained
+    verifier learns from (`selectors.duplicate_labels_training`).
+
+    The two texts are copied when the label is given, so a label outlives the turns (and the audit event) it was
+    taken from. A label of an audit event is one per (event, source), changed when given again; an imported label
+    has no event. Written only by `conversations.services.labels`."""
+
+    dedup_event = models.ForeignKey(
+        DedupEvent, on_delete=models.SET_NULL, null=True, blank=True, related_name="duplicate_labels"
+    )
+    question = models.TextField(help_text="The new question the decision was about.")
+    stored_question = models.TextField(help_text="The stored question it was compared with.")
+    is_duplicate = models.BooleanField()
+    source = models.CharField(max_length=8, choices=LabelSource.choices)
+    # A user name (support), an API key's prefix (support tooling), "thumbs-down" (end user), or an import's name.
+    given_by = models.CharField(max_length=255, blank=True, default="")
+    note = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["dedup_event", "source"],
+                condition=models.Q(dedup_event__isnull=False),
+                name="duplicate_label_one_per_event_source",
+            )
+        ]
+        indexes = [models.Index(fields=["tenant", "source"], name="duplicate_label_tenant_source")]
+
+    def __str__(self) -> str:
+        return f"{'duplicate' if self.is_duplicate else 'not duplicate'} ({self.source})"
+
+
+class ReviewPick(TenantOwnedModel):
+    """A decision the review queue picked for one tenant's day (`conversations.review_queue`): written once, when
+    the day's queue is first opened, so reloading the page shows the same picks and the day's quota is not drawn
+    again. An event is picked once ever."""
+
+    day = models.DateField()
+    dedup_event = models.ForeignKey(DedupEvent, on_delete=models.CASCADE, related_name="review_picks")
+    reason = models.CharField(max_length=16)
+    rank = models.PositiveIntegerField()
+    picked_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["day", "rank"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "dedup_event"], name="review_pick_once_per_event")]
+        indexes = [models.Index(fields=["tenant", "day", "rank"], name="review_pick_tenant_day")]
+
+    def __str__(self) -> str:
+        return f"{self.day} #{self.rank} ({self.reason})"
+
+
 class DedupDayFigures(TenantOwnedModel):
     """The dashboard's counts and sums of one tenant's audit events for one whole local day (in `time_zone`, the
     site's when written), so the dashboard reads one row per past day instead of every event.
@@ -386,3 +469,55 @@ class SettingsChange(TenantOwnedModel):
 
     def __str__(self) -> str:
         return f"{self.subject}.{self.field} changed by {self.changed_by_label or 'unknown'}"
+
+
+class DuplicateModelStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    TRAINING = "training", "Training"
+    CANDIDATE = "candidate", "Candidate (trained, not active)"
+    SHADOW = "shadow", "Shadow (decides beside the active one, never applied)"
+    ACTIVE = "active", "Active (decides the tenant's turns)"
+    RETIRED = "retired", "Retired (was active)"
+    FAILED = "failed", "Failed"
+
+
+class DuplicateModelVersion(TenantOwnedModel):
+    """One trained duplicate verifier of one tenant, from that tenant's own labels only. Its file lives under
+    settings.DUPLICATE_MODEL_DIR at a path derived from the tenant and version (`verifiers.verifier_path`), so no
+    row can point a tenant at another tenant's file. At most one version of a tenant is active and one in shadow;
+    with none active the shipped head decides. Written only by `conversations.services.verifiers`."""
+
+    version = models.PositiveIntegerField()
+    status = models.CharField(max_length=10, choices=DuplicateModelStatus.choices, default=DuplicateModelStatus.QUEUED)
+    progress = models.FloatField(default=0.0, help_text="0 to 1, while training.")
+    stage = models.CharField(max_length=80, blank=True, default="")
+    # Where the labels came from: "reviews" (the tenant's reviewed decisions) or the pairs file a command named.
+    source = models.CharField(max_length=255, default="reviews")
+    label_count = models.PositiveIntegerField(default=0)
+    training_set_sha256 = models.CharField(max_length=64, blank=True, default="")
+    # Held-out figures of this model and of the decision that was active when it was trained, its cut and penalty.
+    figures = models.JSONField(default=dict, blank=True)
+    decision_note = models.CharField(max_length=300, blank=True, default="")
+    error = models.TextField(blank=True, default="")
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    started_by_label = models.CharField(max_length=255, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    activated_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-version"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "version"], name="duplicate_model_unique_version"),
+            models.UniqueConstraint(
+                fields=["tenant"], condition=models.Q(status="active"), name="duplicate_model_one_active"
+            ),
+            models.UniqueConstraint(
+                fields=["tenant"], condition=models.Q(status="shadow"), name="duplicate_model_one_shadow"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"verifier v{self.version} ({self.status})"

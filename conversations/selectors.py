@@ -8,7 +8,9 @@ from datetime import datetime
 from django.db.models import OuterRef, QuerySet, Subquery
 from django.db.models.functions import Substr
 
-from conversations.models import Conversation, DedupAction, DedupEvent, Feedback, Turn
+from conversations.label_rules import TRAINING_SOURCES, training_labels_pick
+from conversations.labelled_pairs import LabelledQuestionPair
+from conversations.models import Conversation, DedupAction, DedupEvent, DuplicateLabel, Feedback, Turn
 from kbplatform.errors import NotFoundError
 from kbplatform.text import user_id_canonical
 from tenants.models import Tenant
@@ -174,6 +176,18 @@ def dedup_event_list(
     return events.order_by("-created_at", "-id")
 
 
+def dedup_event_get(*, tenant: Tenant, event_id: int, allowed_knowledge_base_id: int | None = None) -> DedupEvent:
+    """The tenant's audit event, or 404 (another tenant's, or, for a key bound to one knowledge base, an event of
+    another knowledge base's conversation or of a purged one, as `dedup_event_list` leaves them out)."""
+    events = DedupEvent.objects.for_tenant(tenant).filter(pk=event_id)
+    if allowed_knowledge_base_id is not None:
+        events = events.filter(conversation__knowledge_base_id=allowed_knowledge_base_id)
+    event = events.first()
+    if event is None:
+        raise NotFoundError("Audit event not found.")
+    return event
+
+
 def knowledge_base_recent_questions(*, tenant: Tenant, knowledge_base_id: int, limit: int) -> list[str]:
     """The tenant's latest distinct questions asked of one knowledge base, newest first, at most `limit`: the
     questions of its turns that searched or served an answer (small talk searches nothing, so it is left out), each
@@ -196,3 +210,26 @@ def knowledge_base_recent_questions(*, tenant: Tenant, knowledge_base_id: int, l
         if len(questions) >= limit:
             break
     return questions
+
+
+def duplicate_labels_training(*, tenant: Tenant) -> list[LabelledQuestionPair]:
+    """The tenant's labelled question pairs a verifier trains on, in label id order
+    (`label_rules.training_labels_pick`): support verdicts and imported labels, one per audit event with support's
+    first. An end user's thumbs-down is a
+    suspicion and is left out until support reviews the event (which writes a support label that then counts)."""
+    labels = (
+        DuplicateLabel.objects.for_tenant(tenant)
+        .filter(source__in=sorted(TRAINING_SOURCES))
+        .only("pk", "dedup_event_id", "source", "question", "stored_question", "is_duplicate")
+        .order_by("pk")
+    )
+    return [
+        LabelledQuestionPair(
+            question=label.question,
+            stored_question=label.stored_question,
+            is_duplicate=label.is_duplicate,
+            source=label.source,
+            label_id=label.pk,
+        )
+        for label in training_labels_pick(labels.iterator(chunk_size=2000))
+    ]

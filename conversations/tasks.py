@@ -5,9 +5,11 @@ from __future__ import annotations
 from celery import Task, shared_task
 
 from conversations.services import conversations_purge_expired, dedup_figures_rollup, question_index_backfill
+from conversations.services.verifiers import duplicate_model_train
 from retrieval import vectorstore
 from retrieval.tasks import MAX_RETRIES, retry_countdown
 from retrieval.vectorstore import VectorStoreUnavailable
+from tenants.models import Tenant
 
 
 @shared_task(name="conversations.purge_expired", acks_late=True)
@@ -40,3 +42,14 @@ def question_vectors_delete_task(self: Task, tenant_id: int, turn_ids: list[int]
 def dedup_figures_rollup_task() -> int:
     """Roll up the dashboard's figures of the days that are over; running twice writes nothing more."""
     return dedup_figures_rollup()
+
+
+@shared_task(name="conversations.duplicate_model_train", acks_late=True, soft_time_limit=3300, time_limit=3600)
+def duplicate_model_train_task(tenant_id: int, version_id: int) -> str | None:
+    """Train a queued verifier version from the tenant's reviews; a second run of one version does nothing, and a
+    tenant that is gone is no error."""
+    tenant = Tenant.objects.filter(pk=tenant_id).first()
+    if tenant is None:
+        return None
+    row = duplicate_model_train(tenant=tenant, version_id=version_id)
+    return row.status if row is not None else None

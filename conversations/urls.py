@@ -2,6 +2,7 @@ from django.urls import path
 
 from conversations.apis import (
     AuditEventListApi,
+    AuditEventReviewApi,
     ConversationDetailApi,
     ConversationListCreateApi,
     ConversationMessageApi,
@@ -24,4 +25,5 @@ urlpatterns = [
     path("feedback/", FeedbackListApi.as_view(), name="feedback-list"),
     path("dedup-policy/", DedupPolicyApi.as_view(), name="dedup-policy"),
     path("audit-events/", AuditEventListApi.as_view(), name="audit-events"),
+    path("audit-events/<int:event_id>/review/", AuditEventReviewApi.as_view(), name="audit-event-review"),
 ]

@@ -67,10 +67,16 @@ def _previous_vectors(*, tenant: Tenant, turns: list[tuple[int, int]]) -> dict[t
 
 
 def _stored_from_rows(
-    *, tenant: Tenant, rows: list[tuple], intents: list[decisions.IntentExamples], model: str
+    *,
+    tenant: Tenant,
+    rows: list[tuple],
+    intents: list[decisions.IntentExamples],
+    model: str,
+    just_before: tuple[int, int] | None,
 ) -> list[decisions.StoredQuestion]:
     """The QA pairs of `rows` (STORED_QUESTION_FIELDS) with the context each was asked in; `model` is the embedding
-    model in use (the previous questions of another model are an unknown context)."""
+    model in use (the previous questions of another model are an unknown context); `just_before` is (conversation
+    id, number) of the question asked just before the new one, if any."""
     previous = _previous_vectors(
         tenant=tenant, turns=[(conversation_id, number) for _, _, _, _, conversation_id, number, *_ in rows]
     )
@@ -107,6 +113,7 @@ def _stored_from_rows(
                 answerable=bool(answer),
                 vector_model=vector_model,
                 partial_index=partial_index,
+                asked_just_before=key == just_before,
             )
         )
     return stored
@@ -155,11 +162,13 @@ def duplicate_candidates(
                     answerable=turn.answerable,
                     vector_model=turn.vector_model,
                     partial_index=turn.partial_index,
+                    asked_just_before=offset + index == len(state.recent_turns) - 1,
                 )
             )
         return stored
     since = timezone.now() - timedelta(seconds=policy.ttl_seconds)
     fields = STORED_QUESTION_FIELDS
+    just_before = (conversation.pk, state.turn_count) if state.turn_count else None
     if policy.scope == DedupScope.USER:
         # The newest pairs of this model only: another model's would take places among the newest and never match.
         rows = list(
@@ -173,7 +182,7 @@ def duplicate_candidates(
             .order_by("-created_at")
             .values_list(*fields)[:USER_SCOPE_MAX_PAIRS]
         )
-        return _stored_from_rows(tenant=tenant, rows=rows, intents=intents, model=model)
+        return _stored_from_rows(tenant=tenant, rows=rows, intents=intents, model=model, just_before=just_before)
     hits = vectorstore.question_vectors_search(
         tenant_id=tenant.pk,
         knowledge_base_id=conversation.knowledge_base_id,
@@ -189,7 +198,7 @@ def duplicate_candidates(
         .filter(pk__in=[hit.turn_id for hit in hits], created_at__gte=since)
         .values_list(*fields)
     )
-    return _stored_from_rows(tenant=tenant, rows=rows, intents=intents, model=model)
+    return _stored_from_rows(tenant=tenant, rows=rows, intents=intents, model=model, just_before=just_before)
 
 
 def stored_answer_of(*, tenant: Tenant, state: ConversationState, turn_id: int) -> StoredAnswer | None:

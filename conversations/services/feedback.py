@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from conversations.feedback_rules import false_hit_suspicion
 from conversations.models import DedupEvent, Feedback, FeedbackRating, Turn
+from conversations.services.labels import duplicate_label_of_thumbs_down
 from kbplatform.errors import ApplicationError, ConflictError, NotFoundError
 from kbplatform.text import control_character_problem
 from tenants.models import Tenant
@@ -92,3 +93,6 @@ def _false_hit_suspicion_apply(*, tenant: Tenant, turn: Turn, rating: str, now: 
         DedupEvent.objects.for_tenant(tenant).filter(pk=event.pk).update(
             suspected_false_hit=after.suspected, suspected_false_hit_at=after.since
         )
+    if after.suspected != event.suspected_false_hit:
+        # The suspicion is an end user's label of the pair (not a duplicate), trained on once support confirms it.
+        duplicate_label_of_thumbs_down(tenant=tenant, event=event, suspected=after.suspected)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -151,10 +151,12 @@ def intents_load(*, tenant: Tenant) -> list[decisions.IntentExamples]:
 
 @dataclass(frozen=True)
 class TurnSettings:
-    """What a turn needs of the tenant's configuration: its policy and its intents with their example vectors."""
+    """What a turn needs of the tenant's configuration: its policy, its intents with their example vectors, and the
+    duplicate verifiers that decide (`services.verifiers.TenantVerifiers`: the shipped head when none is trained)."""
 
     policy: decisions.PolicyView
     intents: list[decisions.IntentExamples]
+    verifiers: decisions.TenantVerifiers = field(default_factory=decisions.TenantVerifiers)
 
 
 # tenant id -> (tenant.settings_version, settings), per process. The version comes with the tenant row that every
@@ -172,7 +174,14 @@ def turn_settings_load(*, tenant: Tenant) -> TurnSettings:
     cached = _turn_settings.get(tenant.pk)
     if cached is not None and cached[0] == version:
         return cached[1]
-    loaded = TurnSettings(policy=policy_view(dedup_policy_get(tenant=tenant)), intents=intents_load(tenant=tenant))
+    # Activating, rolling back or shadowing a verifier bumps the settings version, so its models are loaded here too.
+    from conversations.services.verifiers import tenant_verifiers_load
+
+    loaded = TurnSettings(
+        policy=policy_view(dedup_policy_get(tenant=tenant)),
+        intents=intents_load(tenant=tenant),
+        verifiers=tenant_verifiers_load(tenant=tenant),
+    )
     _turn_settings[tenant.pk] = (version, loaded)
     return loaded
 

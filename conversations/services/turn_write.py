@@ -189,6 +189,13 @@ def _turn_write(
             matched_turn_ref=decision.turn_id,
             pair_probability=decision.probability,
             match_passes_checks=decision.passes_checks,
+            # Version rows are never deleted but with their tenant, so the ids the decision named are still there.
+            verifier_id=decision.verifier_version_id,
+            verifier_label=decision.verifier_label or decisions.SHIPPED_VERIFIER_LABEL,
+            shadow_verifier_id=decision.shadow.verifier_version_id if decision.shadow else None,
+            shadow_verifier_hit=decision.shadow.hit if decision.shadow else None,
+            shadow_verifier_probability=decision.shadow.probability if decision.shadow else None,
+            shadow_verifier_passes_checks=decision.shadow.passes_checks if decision.shadow else None,
             rewritten_question=rewritten_question,
             **event,
         )

@@ -283,7 +283,9 @@ def _turn_judge(
         except vectorstore.VectorStoreUnavailable:
             logger.warning("question index unavailable: tenant-scope dedup skipped for this turn")
             candidates = []
-        duplicate = decisions.duplicate_decide(
+        duplicate = decisions.duplicate_decide_verified(
+            verifier=turn_settings.verifiers.active,
+            shadow=turn_settings.verifiers.shadow,
             question=question,
             question_vector=question_vector,
             previous_vector=decisions.followup_context(
@@ -713,9 +715,11 @@ def turn_answer_set(*, tenant: Tenant, turn_id: int, answer: str, allowed_knowle
             # Small talk retrieves nothing and already has its reply: an answer stored on it would be a QA pair that
             # no search stands behind.
             raise ConflictError("A small-talk turn (greeting, thanks) retrieves nothing and takes no client answer.")
-        expires_at = Conversation.objects.for_tenant(tenant).filter(pk=turn.conversation_id).values_list(
-            "expires_at", flat=True
-        )[0]
+        expires_at = (
+            Conversation.objects.for_tenant(tenant)
+            .filter(pk=turn.conversation_id)
+            .values_list("expires_at", flat=True)[0]
+        )
         if expires_at <= timezone.now():
             # As a question is refused there: an expired conversation serves nothing again, so an answer stored on
             # it now would be kept until the purge for no one, and the client learns it should start a new one.

@@ -306,6 +306,11 @@ ASYNC_COMMIT_CACHED_TURNS = env.bool("KB_ASYNC_COMMIT_CACHED_TURNS", default=Fal
 # without it (cosine gate raised to at least 0.90, numbers, negation and follow-up checks), as for an embedding model
 # the head was not trained on.
 DUPLICATE_HEAD = env.bool("KB_DUPLICATE_HEAD", default=True)
+# Where tenants' trained duplicate verifiers are kept (`conversations.services.verifiers`): one directory per tenant
+# under it. Shared storage when web and workers run on several machines: workers write, web reads.
+DUPLICATE_MODEL_DIR = Path(env.str("KB_DUPLICATE_MODEL_DIR", default=str(VAR_DIR / "duplicate_models")))
+# Decisions the admin's review queue picks per tenant per day (conversations.review_queue).
+REVIEW_QUEUE_DAILY_QUOTA = env.int("KB_REVIEW_QUEUE_DAILY_QUOTA", default=20)
 
 # --- Answer generation --------------------------------------------------------------------------------------
 LLM_BASE_URL = env.str("LLM_BASE_URL", default="")

@@ -564,6 +564,7 @@ def test_dashboard_period_and_false_hit_rate_follow_reviews(client, support_a, e
             "precision_display": "50.0%",
             "missed_repeats": 0,
             "is_current": True,
+            "models": [],  # no verifier ran in shadow
         }
     ]
 

@@ -520,6 +520,27 @@ def test_followup_in_the_same_context_is_served(api_client, tenant, kb):
     assert again["dedup"]["matched_turn_id"] == first["turn_id"]
 
 
+@pytest.mark.parametrize("scope", ["session", "user", "tenant"])
+def test_a_rephrasing_right_after_the_first_question_is_served_its_answer(api_client, tenant, kb, scope):
+    """The first question of a conversation has no context of its own, and the follow-up guard refused a
+    context-dependent rephrasing asked right after it ("follow-up in another context"): the question asked just
+    before is the new one's own context. Asked after another question, the same rephrasing is still refused."""
+    set_policy(tenant, scope=scope)
+    conversation_id = start(api_client, kb, user_id="u1")
+    first = ask(api_client, conversation_id, "How do I reset my password?")
+    again = ask(api_client, conversation_id, "How can I reset my password then?")
+    assert again["dedup"]["action"] == "served_cached", again["dedup"]
+    assert again["dedup"]["matched_turn_id"] == first["turn_id"]
+    assert again["answer"] == first["answer"]
+    if scope == "session":
+        later = start(api_client, kb, user_id="u1")
+        ask(api_client, later, "How do I reset my password?")
+        ask(api_client, later, "How much does the Team plan cost?")
+        refused = ask(api_client, later, "How can I reset my password then?")
+        assert refused["dedup"]["action"] == "bypassed", refused["dedup"]
+        assert refused["dedup"]["reason"] == "follow-up in another context"
+
+
 def test_followup_after_thanks_is_not_served_the_answer_given_in_another_context(api_client, tenant, kb):
     """The follow-up guard compares the questions asked just before; "thanks" before both "and for admins?" made the
     contexts look alike (the same words), so the second was served the first's answer, given about pricing, although

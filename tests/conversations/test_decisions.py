@@ -421,6 +421,40 @@ def test_followup_guard_needs_the_same_context():
     assert not first_turn_vs_followup.hit
 
 
+@pytest.mark.parametrize(
+    ("question", "stored_question", "previous", "stored_previous", "just_before", "matches"),
+    [
+        # A rephrasing right after the question itself, the first of its conversation: its own context.
+        ("I forgot it, what now?", "How do I reset my password?", "pricing", None, True, True),
+        ("How do I change it?", "How do I change my password?", "pricing", "admins", True, True),
+        ("and for admins?", "and for admins?", "zero", "pricing", True, True),
+        # The same stored question not asked just before: the guard compares the contexts as ever.
+        ("I forgot it, what now?", "How do I reset my password?", "pricing", None, False, False),
+        ("and for admins?", "and for admins?", "pricing", "admins", False, False),
+        ("and for admins?", "and for admins?", "pricing", "pricing", False, True),
+        ("and for admins?", "and for admins?", None, None, False, True),
+        # Standalone questions never need a context.
+        ("How do I reset my password?", "How do I reset the password?", "pricing", None, False, True),
+    ],
+)
+def test_followup_context_matches(question, stored_question, previous, stored_previous, just_before, matches):
+    vectors = {"pricing": unit(0, 1, 0), "admins": unit(0, 0, 1), "zero": np.zeros(3, dtype=np.float32), None: None}
+    candidate = d.StoredQuestion(
+        turn_id=1,
+        question=stored_question,
+        vector=unit(1, 0, 0),
+        conversation_id=1,
+        previous_vector=vectors[stored_previous],
+        asked_just_before=just_before,
+    )
+    assert (
+        d.followup_context_matches(
+            question=question, previous_vector=vectors[previous], candidate=candidate, threshold=0.9
+        )
+        is matches
+    )
+
+
 def test_followup_guard_refuses_a_context_embedded_by_another_model():
     """A conversation that spans a model change: the stored follow-up's previous question has another vector size.
     The contexts cannot be compared, so the pair is refused (it used to raise, a 500 on every such turn)."""

@@ -142,8 +142,10 @@ def test_with_a_real_worker_a_lost_message_is_recovered_through_the_marker(
     with django_capture_on_commit_callbacks(execute=True):
         assert services.documents_recover_stalled() == 3
     wait_for(
-        lambda: set(Document.objects.for_tenant(tenant).filter(pk__in=ids).values_list("status", flat=True))
-        == {DocumentStatus.INDEXED},
+        lambda: (
+            set(Document.objects.for_tenant(tenant).filter(pk__in=ids).values_list("status", flat=True))
+            == {DocumentStatus.INDEXED}
+        ),
         timeout=120,
         what="the recovered documents to be indexed",
         worker=celery_worker_process,

@@ -85,6 +85,7 @@ def test_a_question_documents_its_event_stream(schema):
         "DedupPolicyPolicyRequest",
         "KnowledgeBaseSearchInputRequest",
         "ApiKeyCreateInputRequest",
+        "AuditEventReviewInputRequest",
         "KnowledgeBaseListCreateInputRequest",
         "DocumentCreateInputRequest",
         "DocumentBulkCreateInputRequest",

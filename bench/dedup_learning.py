@@ -1,0 +1,360 @@
+"""Learning from review: a tenant's duplicate verifier trained from N reviewed decisions of its own traffic, measured
+through the API on pairs it never saw.
+
+The tenant's traffic is QQP pairs of the train split (conversations/labelled_pairs.py): each pair is one end user's
+two conversations (dedup scope `user`), the first asking question2, the second question1, through
+POST /api/v1/conversations/{id}/messages/ (the DRF client in-process, the whole turn_ask path). A script acting as
+support staff then reviews N of the resulting decisions with the pairs' QQP labels: the decisions whose similarity
+lies nearest the tenant's gate, a nested set, so N = 300 holds the N = 100 labels. (These picks are the script's own
+until the review queue of branch `labels` chooses them.) The tenant trains (`manage.py duplicate_model_train
+--tenant SLUG --pairs FILE`, in a child process, whose time and peak memory are printed), which activates the new
+version only if it beats the shipped head on its held-out labels; otherwise it runs in shadow. Then the held-out
+split is sent through the API the same way, and for each N this prints precision, recall and hit rate of the
+decision applied and of the tenant's model (active or in shadow), and the recall each reaches at precision 0.90
+(the best cut over the probabilities the audit log records, among turns every other check let through). Each N is
+judged against the shipped head (the versions of the smaller N are rolled back first).
+
+Latency: the p50 of the turns that had a candidate above the gate, shipped head (N = 0) against the tenant's model
+with a shadow beside it, and the decision alone (`duplicate_decide_verified`) timed on the same candidates in-process.
+
+QQP is in all-MiniLM-L6-v2's own training data (../shared/data/README.md).
+
+Usage: .venv/bin/python bench/dedup_learning.py [--traffic 3500] [--held-out 1000] [--reviews 0,100,300,1000,3000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+
+from common import ROOT, platform  # noqa: E402
+
+TARGET_PRECISION = 0.90
+
+
+def _pairs_usable(rows: list[dict]) -> list[dict]:
+    return [r for r in rows if str(r["question1"]).strip() and str(r["question2"]).strip()]
+
+
+def _conversations_run(
+    client,  # noqa: ANN001
+    knowledge_base,  # noqa: ANN001
+    rows: list[dict],
+    *,
+    label: str,
+    users: list[str],
+    asks: tuple[str, ...],
+) -> tuple[list[int], list[float]]:
+    """Each pair as one end user's conversations (the policy's scope is `user`), one conversation per question of
+    `asks` ("question2" the stored one, then "question1" as a first turn, so no follow-up context comes into it, as
+    in bench/dedup_quality.py). Returns the last conversations' ids and the milliseconds of their turn."""
+    ids, millis = [], []
+    for number, row in enumerate(rows):
+        for question in (row[key] for key in asks):
+            conversation = client.post(
+                "/api/v1/conversations/", {"knowledge_base": knowledge_base.pk, "user_id": users[number]}, format="json"
+            )
+            conversation_id = conversation.json()["id"]
+            started = time.perf_counter()
+            response = client.post(
+                f"/api/v1/conversations/{conversation_id}/messages/", {"question": question}, format="json"
+            )
+            if response.status_code != 200:
+                raise SystemExit(f"HTTP {response.status_code}: {response.content[:300]!r}")
+        millis.append((time.perf_counter() - started) * 1000)
+        ids.append(conversation_id)
+        if number % 100 == 0:
+            print(f"\r  {label}: {number}/{len(rows)} pairs", end="", file=sys.stderr, flush=True)
+    print(f"\r  {label}: {len(rows)}/{len(rows)} pairs", file=sys.stderr)
+    return ids, millis
+
+
+def _review(client, event, is_duplicate: bool) -> None:  # noqa: ANN001
+    """Support's verdict on one decision through the review API: a served answer is correct when the pair is a
+    duplicate; a refused or missed match is correct when it is not (the rule of conversations.label_rules)."""
+    served = event.action == "served_cached"
+    verdict = "correct" if served == is_duplicate else "incorrect"
+    response = client.post(f"/api/v1/audit-events/{event.pk}/review/", {"verdict": verdict}, format="json")
+    if response.status_code != 200:
+        raise SystemExit(f"review: HTTP {response.status_code}: {response.content[:300]!r}")
+
+
+def _second_turn_events(tenant, conversation_ids: list[int]) -> dict:  # noqa: ANN001
+    from conversations.models import DedupEvent
+
+    last = {}
+    for event in DedupEvent.objects.for_tenant(tenant).filter(conversation_ref__in=conversation_ids).order_by("id"):
+        last[event.conversation_ref] = event
+    return last
+
+
+def _eligible(event) -> bool:  # noqa: ANN001
+    """Every check but the head let the pair through at the gate: only the head's probability decided it."""
+    return (
+        event.similarity is not None
+        and event.similarity >= event.threshold - 1e-9
+        and (event.action == "served_cached" or event.reason.startswith("pair model says different"))
+    )
+
+
+def _recall_at_precision(scored: list[tuple[float, int]], duplicates: int, target: float) -> float:
+    best, true_positive = 0.0, 0
+    ordered = sorted(scored, key=lambda s: -s[0])
+    for index, (score, label) in enumerate(ordered):
+        true_positive += label
+        last_of_tie = index + 1 == len(ordered) or ordered[index + 1][0] != score
+        if last_of_tie and true_positive / (index + 1) >= target:
+            best = max(best, true_positive / max(duplicates, 1))
+    return best
+
+
+def _figures(hits: list[bool], labels: list[int]) -> tuple[float, float, float]:
+    served = sum(hits)
+    true_positive = sum(1 for h, y in zip(hits, labels, strict=True) if h and y)
+    precision = true_positive / served if served else float("nan")
+    return precision, true_positive / max(sum(labels), 1), served / max(len(labels), 1)
+
+
+def _train_child(*, slug: str) -> tuple[float, float, str]:
+    """Run the training command (from the tenant's reviews) as a child process: (seconds, peak resident MiB, what it
+    printed)."""
+    started = time.perf_counter()
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "manage.py"),
+            "duplicate_model_train",
+            "--tenant",
+            slug,
+        ],
+        cwd=ROOT,
+        env=dict(os.environ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    output = child.stdout.read()
+    _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    return (
+        time.perf_counter() - started,
+        usage.ru_maxrss / 1024,
+        output if child.returncode == 0 else f"FAILED {output}",
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--traffic", type=int, default=3500, help="train-split pairs sent as the tenant's traffic")
+    parser.add_argument("--held-out", type=int, default=1000, help="held-out pairs sent after each training")
+    parser.add_argument("--reviews", default="0,100,300,1000,3000")
+    args = parser.parse_args()
+    reviews = [int(n) for n in args.reviews.split(",")]
+    run = uuid.uuid4().hex[:8]
+    os.environ["KB_CACHE_PREFIX"] = f"bench-learn-{run}"
+    os.environ["KB_RATE_LIMIT"] = ""
+    os.environ.setdefault("KB_DUPLICATE_MODEL_DIR", str(ROOT / "var" / "bench" / f"duplicate_models-{run}"))
+
+    with platform(name=f"learn_{run}"):
+        from rest_framework.test import APIClient
+
+        from conversations import decisions
+        from conversations.labelled_pairs import pairs_load
+        from conversations.models import DuplicateModelStatus, DuplicateModelVersion
+        from conversations.services import (
+            conversation_records_delete,
+            dedup_policy_get,
+            dedup_policy_update,
+            turn_settings_load,
+        )
+        from conversations.services.verifiers import duplicate_model_rollback, duplicate_model_shadow
+        from lifecycle.services import tenant_get_or_create
+        from retrieval.embeddings import embed_texts
+        from tenants.models import ApiKeyRole
+        from tenants.services import api_key_create
+        from tests.conversations.helpers import indexed_kb
+
+        pairs = pairs_load()
+        train = _pairs_usable([r for r, h in zip(pairs.rows, pairs.held_out, strict=True) if not h])[: args.traffic]
+        held = _pairs_usable([r for r, h in zip(pairs.rows, pairs.held_out, strict=True) if h])[: args.held_out]
+        held_labels = [int(r["is_duplicate"]) for r in held]
+        print(
+            f"traffic: {len(train)} train-split pairs ({sum(int(r['is_duplicate']) for r in train)} duplicates); "
+            f"held out: {len(held)} pairs ({sum(held_labels)} duplicates); "
+            f"{2 * len(train) + len(held) * (1 + len(reviews))} "
+            "turns through the API"
+        )
+        slug = f"bench-learn-{run}"
+        tenant, _ = tenant_get_or_create(slug=slug, name="Learning from review")
+        _, raw_key = api_key_create(tenant=tenant, name="bench", role=ApiKeyRole.ADMIN)
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Api-Key {raw_key}")
+        knowledge_base = indexed_kb(tenant)
+        dedup_policy_update(tenant=tenant, scope="user")
+        gate = dedup_policy_get(tenant=tenant).threshold
+        print(
+            f"gate (the policy's threshold) {gate:.2f}; "
+            f"precision target {dedup_policy_get(tenant=tenant).precision_target:.2f}"
+        )
+
+        started = time.perf_counter()
+        traffic_users = [f"traffic-{run}-{i}" for i in range(len(train))]
+        traffic_ids, _ = _conversations_run(
+            client, knowledge_base, train, label="traffic", users=traffic_users, asks=("question2", "question1")
+        )
+        print(f"traffic sent in {time.perf_counter() - started:.0f}s")
+        events = _second_turn_events(tenant, traffic_ids)
+        by_event = [
+            (events[cid], row)
+            for cid, row in zip(traffic_ids, train, strict=True)
+            if events[cid].similarity is not None
+        ]
+        # Support reviews the decisions nearest the gate first: where the head's call is closest and a label tells most.
+        by_event.sort(key=lambda pair: (abs(pair[0].similarity - gate), pair[0].pk))
+        print(f"decisions with a stored question to review: {len(by_event)}")
+
+        # The held-out pairs' stored questions are asked once; each N then asks question1 in a new conversation of
+        # the same end user, and those conversations are deleted after, so every N meets the same one stored question.
+        held_users = [f"held-{run}-{i}" for i in range(len(held))]
+        _conversations_run(client, knowledge_base, held, label="held-out stored", users=held_users, asks=("question2",))
+        results, reviewed = [], 0
+        for n in reviews:
+            while DuplicateModelVersion.objects.for_tenant(tenant).filter(status=DuplicateModelStatus.ACTIVE).exists():
+                duplicate_model_rollback(tenant=tenant)
+            duplicate_model_shadow(tenant=tenant, version_id=None)
+            line = {"n": n, "trained": ""}
+            if n:
+                for event, row in by_event[reviewed:n]:
+                    _review(client, event, bool(int(row["is_duplicate"])))
+                reviewed = n
+                seconds, peak_mib, printed = _train_child(slug=slug)
+                version = DuplicateModelVersion.objects.for_tenant(tenant).order_by("-version").first()
+                line.update(train_seconds=seconds, peak_mib=peak_mib, status=version.status, note=version.decision_note)
+                print(
+                    f"N={n}: {version.label_count} labels, trained in {seconds:.0f}s, peak RSS {peak_mib:.0f} MiB: "
+                    f"v{version.version} {version.status}"
+                )
+                print(f"  {version.decision_note or version.error}")
+                if version.status == DuplicateModelStatus.CANDIDATE:
+                    duplicate_model_shadow(tenant=tenant, version_id=version.pk)
+            started = time.perf_counter()
+            held_ids, millis = _conversations_run(
+                client, knowledge_base, held, label=f"held-out N={n}", users=held_users, asks=("question1",)
+            )
+            events = _second_turn_events(tenant, held_ids)
+            conversation_records_delete(tenant=tenant, conversation_ids=held_ids)
+            ordered = [events[cid] for cid in held_ids]
+            applied = [e.action == "served_cached" for e in ordered]
+            own = [
+                (e.action == "served_cached") if e.shadow_verifier_id is None else bool(e.shadow_verifier_hit)
+                for e in ordered
+            ]
+            scored_applied = [
+                (e.pair_probability, y) for e, y in zip(ordered, held_labels, strict=True) if _eligible(e)
+            ]
+            scored_own = [
+                (e.pair_probability if e.shadow_verifier_id is None else e.shadow_verifier_probability, y)
+                for e, y in zip(ordered, held_labels, strict=True)
+                if _eligible(e)
+            ]
+            above_gate = [
+                m for m, e in zip(millis, ordered, strict=True) if e.similarity is not None and e.similarity >= gate
+            ]
+            line.update(
+                applied=_figures(applied, held_labels),
+                own=_figures(own, held_labels),
+                applied_r90=_recall_at_precision(scored_applied, sum(held_labels), TARGET_PRECISION),
+                own_r90=_recall_at_precision(scored_own, sum(held_labels), TARGET_PRECISION),
+                p50_above_gate=statistics.median(above_gate) if above_gate else float("nan"),
+                seconds=time.perf_counter() - started,
+                verifier=ordered[-1].verifier_label,
+            )
+            results.append(line)
+
+        # The decision alone, on the held-out candidates, shipped head against the last tenant model with a shadow.
+        settings_now = turn_settings_load(tenant=tenant)
+        tenant_verifier = (
+            settings_now.verifiers.active if settings_now.verifiers.active.version_id else settings_now.verifiers.shadow
+        )
+        sample = held[:300]
+        first = embed_texts([r["question1"] for r in sample])
+        second = embed_texts([r["question2"] for r in sample])
+
+        def decide_ms(verifier, shadow) -> float:  # noqa: ANN001
+            times = []
+            for i, row in enumerate(sample):
+                if float(first[i] @ second[i]) < gate:
+                    continue
+                candidate = decisions.StoredQuestion(1, row["question2"], second[i], 0, None)
+                begun = time.perf_counter()
+                decisions.duplicate_decide_verified(
+                    verifier=verifier,
+                    shadow=shadow,
+                    question=row["question1"],
+                    question_vector=first[i],
+                    previous_vector=second[i],
+                    candidates=[candidate],
+                    threshold=gate,
+                )
+                times.append((time.perf_counter() - begun) * 1000)
+            return statistics.median(times)
+
+        shipped_ms = decide_ms(decisions.Verifier(), None)
+        tenant_ms = decide_ms(tenant_verifier, tenant_verifier) if tenant_verifier else float("nan")
+
+        print()
+        print(f"HELD-OUT through the API ({len(held)} pairs, {sum(held_labels)} duplicates); P, R, hit of the decision")
+        print(
+            f"applied and of the tenant's model (active, or in shadow); "
+            f"R@P{TARGET_PRECISION:.2f}: the best cut's recall"
+        )
+        print(
+            f"{'N':>5} | {'applied P':>9} {'R':>6} {'hit':>6} {'R@.90':>6} | "
+            f"{'model P':>8} {'R':>6} {'hit':>6} {'R@.90':>6} | status"
+        )
+        for line in results:
+            ap, ar, ah = line["applied"]
+            op, orr, oh = line["own"]
+            print(
+                f"{line['n']:>5} | {ap:>9.3f} {ar:>6.3f} {ah:>6.3f} {line['applied_r90']:>6.3f} | "
+                f"{op:>8.3f} {orr:>6.3f} {oh:>6.3f} {line['own_r90']:>6.3f} | {line.get('status', 'shipped head')}"
+            )
+        print()
+        for line in results:
+            if line["n"]:
+                print(
+                    f"N={line['n']}: training {line['train_seconds']:.0f}s, "
+                    f"peak RSS {line['peak_mib']:.0f} MiB (the command's process)"
+                )
+        print(
+            "turn p50 with a candidate above the gate: "
+            + ", ".join(f"N={line['n']} {line['p50_above_gate']:.1f} ms" for line in results)
+        )
+        print(
+            f"decision alone p50: shipped head {shipped_ms:.3f} ms; tenant model + itself in shadow {tenant_ms:.3f} ms"
+        )
+        print(f"bench process peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+        zero = next((line for line in results if line["n"] == 0), None)
+        top = results[-1]
+        if zero:
+            met = zero["applied"][0] >= 0.85 and zero["applied"][1] >= 0.40
+            print(f"target N=0 (P >= 0.85 at R >= 0.40): {'met' if met else 'NOT met'}")
+        met = top["own"][0] >= 0.90 and top["own"][1] >= 0.35
+        print(
+            f"target N={top['n']} (R >= 0.35 at P >= 0.90, the model at its cut): {'met' if met else 'NOT met'}; "
+            f"its R@P.90 {top['own_r90']:.3f}"
+        )
+
+
+if __name__ == "__main__":
+    main()

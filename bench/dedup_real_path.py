@@ -1,0 +1,146 @@
+"""Duplicate-question decision quality through the real path: labelled QQP pairs sent through the REST API, one fresh
+conversation per pair, with the offline decision (`decisions.duplicate_decide` on the pair alone, as
+bench/dedup_quality.py runs it) beside it as a diagnostic.
+
+Per held-out pair (conversations.labelled_pairs' split: never used to train or tune the duplicate head): start a
+conversation on a small indexed knowledge base, ask question1, then question2, and read the second turn's
+`dedup.action`; served_cached is a hit. Everything of the turn runs: intents, the follow-up guard with the
+conversation's own context, conflicts, the duplicate head, the stored answer's sources check. The offline decision
+takes the same pair the same way round (question2 new, question1 stored) with no context of either.
+
+Prints precision, recall and hit rate of both, how often they disagree, and the audit reasons of the true
+duplicates the API did not serve (and of the false hits it served), so a gap between the two says where it comes
+from. Target (issue 19): precision >= 0.85 at recall >= 0.40 through the API with no labels; exits 1 when missed.
+
+Usage: .venv/bin/python bench/dedup_real_path.py [--limit N (held-out pairs; 0 = all)] [--pairs PATH]
+The database is SQLite under var/bench unless DATABASE_URL is set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+from common import platform  # noqa: E402
+
+TARGET_PRECISION, TARGET_RECALL = 0.85, 0.40
+
+
+def offline_decide(*, rows: list[dict], first, second) -> list[bool]:  # noqa: ANN001
+    """`duplicate_decide` on each pair alone: question2 new, question1 its one stored question, no context."""
+    from conversations import decisions
+    from conversations.models import DEFAULT_THRESHOLD
+
+    return [
+        decisions.duplicate_decide(
+            question=row["question2"],
+            question_vector=second[i],
+            previous_vector=None,
+            candidates=[decisions.StoredQuestion(1, row["question1"], first[i], 0, None)],
+            threshold=DEFAULT_THRESHOLD,
+        ).hit
+        for i, row in enumerate(rows)
+    ]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--limit", type=int, default=0, help="the first N held-out pairs only (0 = all)")
+    parser.add_argument("--pairs", default="")
+    args = parser.parse_args()
+    run = uuid.uuid4().hex[:8]
+    os.environ["KB_CACHE_PREFIX"] = f"bench-dup-{run}"
+    os.environ["KB_RATE_LIMIT"] = ""
+
+    with platform(name=f"dup_{run}"):
+        import numpy as np
+        from django.db import connection
+        from rest_framework.test import APIClient
+
+        from conversations.labelled_pairs import PAIRS, pairs_embed, pairs_load, precision_recall_hit
+        from lifecycle.services import tenant_get_or_create
+        from tenants.models import ApiKeyRole
+        from tenants.services import api_key_create
+        from tests.conversations.helpers import indexed_kb
+
+        pairs = pairs_load(Path(args.pairs) if args.pairs else PAIRS)
+        first_all, second_all = pairs_embed(pairs)
+        held = np.where(pairs.held_out)[0]
+        if args.limit:
+            held = held[: args.limit]
+        rows = [pairs.rows[i] for i in held]
+        labels = pairs.labels[held]
+        first, second = first_all[held], second_all[held]
+        print(
+            f"held-out QQP pairs: {len(rows)} ({int(labels.sum())} duplicates) of {int(pairs.held_out.sum())}; "
+            f"database: {connection.vendor}"
+        )
+
+        tenant, _ = tenant_get_or_create(slug=f"bench-dup-{run}", name="Duplicate decision benchmark")
+        knowledge_base = indexed_kb(tenant)
+        _, raw_key = api_key_create(tenant=tenant, name="bench", role=ApiKeyRole.ADMIN)
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Api-Key {raw_key}")
+
+        def ask(conversation_id: int, question: str) -> dict:
+            response = client.post(
+                f"/api/v1/conversations/{conversation_id}/messages/", {"question": question}, format="json"
+            )
+            if response.status_code != 200:
+                raise SystemExit(f"turn refused ({response.status_code}): {response.content[:300]!r}")
+            return response.json()["dedup"]
+
+        actions, reasons = [], []
+        started = time.perf_counter()
+        for index, row in enumerate(rows):
+            conversation = client.post("/api/v1/conversations/", {"knowledge_base": knowledge_base.pk}, format="json")
+            conversation_id = conversation.json()["id"]
+            ask(conversation_id, row["question1"])
+            dedup = ask(conversation_id, row["question2"])
+            actions.append(dedup["action"])
+            reasons.append(dedup["reason"] or "(none)")
+            if (index + 1) % 200 == 0:
+                print(f"\r  {index + 1}/{len(rows)} pairs", end="", file=sys.stderr, flush=True)
+        print(file=sys.stderr)
+        elapsed = time.perf_counter() - started
+        print(f"{len(rows)} conversations of two turns in {elapsed:.0f}s")
+
+        served = np.array([action == "served_cached" for action in actions])
+        offline = np.array(offline_decide(rows=rows, first=first, second=second))
+        print()
+        print(f"{'decision':<32} {'P':>6} {'R':>6} {'hit':>6}")
+        for name, predicted in (("through the API", served), ("offline (diagnostic)", offline)):
+            precision, recall, hit = precision_recall_hit(predicted, labels)
+            print(f"{name:<32} {precision:>6.3f} {recall:>6.3f} {hit:>6.3f}")
+        only_offline, only_api = int((offline & ~served).sum()), int((served & ~offline).sum())
+        print(f"disagree on {only_offline + only_api} pairs: offline hit, API not {only_offline}; reverse {only_api}")
+
+        def histogram(title: str, mask: np.ndarray) -> None:
+            counts = Counter(f"{actions[i]}: {reasons[i].split(' (p=')[0]}" for i in np.where(mask)[0])
+            print()
+            print(f"{title} ({int(mask.sum())})")
+            for reason, count in counts.most_common(12):
+                print(f"  {count:>5}  {reason}")
+
+        histogram("true duplicates not served, by action and audit reason", (labels == 1) & ~served)
+        histogram("  of which offline served", (labels == 1) & ~served & offline)
+        histogram("false hits served (not duplicates)", (labels == 0) & served)
+        precision, recall, _ = precision_recall_hit(served, labels)
+        met = precision >= TARGET_PRECISION and recall >= TARGET_RECALL
+        print()
+        print(
+            f"target (P >= {TARGET_PRECISION:.2f} at R >= {TARGET_RECALL:.2f}) through the API: "
+            f"{'met' if met else 'NOT met'}"
+        )
+        return 0 if met else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

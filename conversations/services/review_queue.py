@@ -1,0 +1,84 @@
+"""The admin's review queue of one tenant's day: drawn once (`review_queue.review_picks` over the recent unreviewed
+decisions whose pair a verdict can label), recorded as ReviewPick rows, and read back as they were drawn."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from conversations.duplicate_model import pair_model_default
+from conversations.label_rules import ANSWER_REFUSALS
+from conversations.models import DedupAction, DedupEvent, DedupPolicy, ReviewPick, ReviewVerdict
+from conversations.review_queue import ReviewCandidate, review_picks
+from conversations.services.policy import dedup_policy_get
+from tenants.models import Tenant
+
+# Decisions older than this are not drawn: the queue is about the traffic of the days before.
+LOOKBACK_DAYS = 7
+CANDIDATES_READ = 2000  # the newest ones read per draw
+CANDIDATE_FIELDS = (
+    "pk",
+    "similarity",
+    "threshold",
+    "pair_probability",
+    "suspected_false_hit",
+    "suspected_false_hit_at",
+)
+
+
+def review_queue_of_day(*, tenant: Tenant, day: date, quota: int | None = None) -> list[ReviewPick]:
+    """The tenant's review picks of `day`, drawing them first when that day has none yet. The draw takes the
+    policy row's lock, so two reviewers opening the queue at once get one draw, not two. `quota` defaults to
+    KB_REVIEW_QUEUE_DAILY_QUOTA."""
+    quota = settings.REVIEW_QUEUE_DAILY_QUOTA if quota is None else quota
+    dedup_policy_get(tenant=tenant)
+    with transaction.atomic():
+        DedupPolicy.objects.for_tenant(tenant).select_for_update().get()
+        if not ReviewPick.objects.for_tenant(tenant).filter(day=day).exists():
+            _draw(tenant=tenant, day=day, quota=quota)
+    return list(
+        ReviewPick.objects.for_tenant(tenant)
+        .filter(day=day)
+        .select_related("dedup_event__turn", "dedup_event__matched_turn")
+        .order_by("rank")
+    )
+
+
+def _draw(*, tenant: Tenant, day: date, quota: int) -> None:
+    since = timezone.now() - timedelta(days=LOOKBACK_DAYS)
+    events = (
+        DedupEvent.objects.for_tenant(tenant)
+        .filter(
+            created_at__gte=since,
+            review_verdict=ReviewVerdict.UNREVIEWED,
+            action__in=[DedupAction.SERVED_CACHED, DedupAction.BYPASSED, DedupAction.ANSWERED],
+            turn__isnull=False,
+            matched_turn__isnull=False,
+        )
+        .exclude(reason__in=sorted(ANSWER_REFUSALS))
+        .exclude(pk__in=ReviewPick.objects.for_tenant(tenant).values("dedup_event_id"))
+        .order_by("-created_at", "-id")
+        .values_list(
+            "pk", "similarity", "threshold", "pair_probability", "suspected_false_hit", "suspected_false_hit_at"
+        )
+    )[:CANDIDATES_READ]
+    rows = sorted(events, key=lambda row: (row[5] is None, row[5] or timezone.now(), row[0]))
+    cut = pair_model_default().cut
+    picks = review_picks(
+        candidates=[
+            ReviewCandidate(
+                event_id=pk, similarity=similarity, gate=threshold, probability=probability, cut=cut, flagged=flagged
+            )
+            for pk, similarity, threshold, probability, flagged, _ in rows
+        ],
+        quota=quota,
+    )
+    ReviewPick.objects.bulk_create(
+        [
+            ReviewPick(tenant=tenant, day=day, dedup_event_id=event_id, reason=str(reason), rank=rank)
+            for rank, (event_id, reason) in enumerate(picks, start=1)
+        ]
+    )

@@ -1,0 +1,71 @@
+"""The verifier admin: "Train from reviews" queues a version for the admin's own tenants only; activate and roll back
+are one action each, and another tenant's versions are neither listed nor changed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.urls import reverse
+
+from conversations.duplicate_model import MODEL_PATH
+from conversations.models import DedupPolicy, DuplicateModelStatus, DuplicateModelVersion
+from conversations.services import verifiers
+from conversations.services.verifiers import duplicate_model_version_create, verifier_path
+
+pytestmark = pytest.mark.django_db
+
+POLICIES_URL = reverse("admin:conversations_deduppolicy_changelist")
+VERSIONS_URL = reverse("admin:conversations_duplicatemodelversion_changelist")
+
+
+@pytest.fixture(autouse=True)
+def model_dir(settings, tmp_path):
+    settings.DUPLICATE_MODEL_DIR = tmp_path / "models"
+    verifiers._models.clear()
+
+
+def _trained(tenant) -> DuplicateModelVersion:
+    row = duplicate_model_version_create(tenant=tenant, source="test")
+    path = verifier_path(tenant=tenant, version=row.version)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({**json.loads(MODEL_PATH.read_text()), "tenant_id": tenant.pk, "version": row.version}))
+    DuplicateModelVersion.objects.for_tenant(tenant).filter(pk=row.pk).update(status=DuplicateModelStatus.CANDIDATE)
+    return row
+
+
+def test_train_from_reviews_queues_a_version_of_the_admins_tenant_only(
+    client, admin_a, tenant_a, tenant_b, django_capture_on_commit_callbacks, monkeypatch
+):
+    from conversations import tasks
+
+    queued = []
+    monkeypatch.setattr(tasks.duplicate_model_train_task, "delay", lambda *ids: queued.append(ids))
+    client.force_login(admin_a)
+    policies = DedupPolicy.objects.unscoped().filter(tenant__in=[tenant_a, tenant_b])
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(
+            POLICIES_URL, {"action": "train_from_reviews", "_selected_action": [p.pk for p in policies]}
+        )
+    assert response.status_code == 302
+    (row,) = DuplicateModelVersion.objects.unscoped().all()
+    assert (row.tenant_id, row.status, row.started_by_label) == (tenant_a.pk, "queued", admin_a.username)
+    assert queued == [(tenant_a.pk, row.pk)]
+    # a second start while one is queued is a message, not a second version
+    client.post(POLICIES_URL, {"action": "train_from_reviews", "_selected_action": [policies.get(tenant=tenant_a).pk]})
+    assert DuplicateModelVersion.objects.unscoped().count() == 1
+
+
+def test_activate_and_roll_back_are_one_action_each_and_stay_in_the_tenant(client, admin_a, tenant_a, tenant_b):
+    mine, theirs = _trained(tenant_a), _trained(tenant_b)
+    client.force_login(admin_a)
+    listed = client.get(VERSIONS_URL)
+    assert listed.status_code == 200 and "tenant-b" not in listed.content.decode()
+    client.post(VERSIONS_URL, {"action": "activate", "_selected_action": [mine.pk, theirs.pk]})
+    assert DuplicateModelVersion.objects.unscoped().get(pk=mine.pk).status == DuplicateModelStatus.ACTIVE
+    assert DuplicateModelVersion.objects.unscoped().get(pk=theirs.pk).status == DuplicateModelStatus.CANDIDATE
+    client.post(VERSIONS_URL, {"action": "roll_back", "_selected_action": [mine.pk]})
+    assert DuplicateModelVersion.objects.unscoped().get(pk=mine.pk).status == DuplicateModelStatus.RETIRED
+    # nothing left to roll back: a message, never a server error
+    response = client.post(VERSIONS_URL, {"action": "roll_back", "_selected_action": [mine.pk]}, follow=True)
+    assert response.status_code == 200 and "already decides" in response.content.decode()

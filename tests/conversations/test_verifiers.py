@@ -1,0 +1,272 @@
+"""A tenant's trained duplicate verifier: trained from its own labels (command and task), active only when it beats
+the decision in use on held-out labels, rolled back in one step, never loaded for another tenant, and replaced by the
+shipped head (with a logged error, never a failed turn) when its file is missing or corrupt."""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from pathlib import Path
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.utils import timezone
+
+from conversations import decisions, selectors
+from conversations.dashboard_selectors import dashboard_what_if, dashboard_what_if_models
+from conversations.duplicate_model import MODEL_PATH
+from conversations.labelled_pairs import labelled_pairs_read
+from conversations.models import DedupEvent, DuplicateModelStatus, DuplicateModelVersion
+from conversations.services import verifiers
+from conversations.services.verifiers import (
+    duplicate_model_activate,
+    duplicate_model_rollback,
+    duplicate_model_shadow,
+    duplicate_model_train,
+    duplicate_model_version_create,
+    tenant_verifiers_load,
+    verifier_load,
+    verifier_path,
+)
+from conversations.tasks import duplicate_model_train_task
+from tests.conversations.helpers import indexed_kb
+from tests.conversations.test_api import ask, start
+
+pytestmark = pytest.mark.django_db
+
+SUPPORT_PAIRS = Path(__file__).parent / "data" / "support_pairs.jsonl"
+
+
+@pytest.fixture(autouse=True)
+def model_dir(settings, tmp_path: Path) -> Path:
+    settings.DUPLICATE_MODEL_DIR = tmp_path / "models"
+    verifiers._models.clear()
+    return settings.DUPLICATE_MODEL_DIR
+
+
+def _pairs_file(tmp_path: Path, *, labels: str = "true") -> Path:
+    """The support-desk pairs four times over (each copy its own pair ids). `labels`: "true", "flipped" (every pair
+    labelled wrongly) or "noise" (each copy of a pair labelled at random, so no model can learn them)."""
+    rows = [json.loads(line) for line in SUPPORT_PAIRS.read_text().splitlines() if line.strip()]
+    path = tmp_path / f"{labels}.jsonl"
+    noise = random.Random(7)
+    with path.open("w") as handle:
+        for copy in range(4):
+            for index, row in enumerate(rows):
+                label = {
+                    "true": int(row["is_duplicate"]),
+                    "flipped": 1 - int(row["is_duplicate"]),
+                    "noise": noise.randint(0, 1),
+                }[labels]
+                handle.write(json.dumps({**row, "is_duplicate": label, "pair_id": f"{copy}-{index}"}) + "\n")
+    return path
+
+
+def _version_with_file(tenant, *, cut: float | None = None) -> DuplicateModelVersion:
+    """A trained version whose file is the shipped head's weights (with another cut when given), as training writes."""
+    row = duplicate_model_version_create(tenant=tenant, source="test")
+    payload = json.loads(MODEL_PATH.read_text())
+    payload.update(tenant_id=tenant.pk, version=row.version, cut=cut if cut is not None else payload["cut"])
+    path = verifier_path(tenant=tenant, version=row.version)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload))
+    DuplicateModelVersion.objects.for_tenant(tenant).filter(pk=row.pk).update(status=DuplicateModelStatus.CANDIDATE)
+    return DuplicateModelVersion.objects.for_tenant(tenant).get(pk=row.pk)
+
+
+def _train_file(tenant, path: Path) -> DuplicateModelVersion:
+    row = duplicate_model_version_create(tenant=tenant, source=str(path))
+    return duplicate_model_train(tenant=tenant, version_id=row.pk, pairs=labelled_pairs_read(path))
+
+
+# --- training and activation ---------------------------------------------------------------------------------------
+
+
+def test_the_command_trains_on_a_pairs_file_and_prints_its_figures(tenant, tmp_path, capsys):
+    call_command("duplicate_model_train", tenant=tenant.slug, pairs=str(_pairs_file(tmp_path)))
+    printed = capsys.readouterr().out
+    row = DuplicateModelVersion.objects.for_tenant(tenant).get()
+    assert row.status in (DuplicateModelStatus.ACTIVE, DuplicateModelStatus.CANDIDATE)
+    assert f"v1: {row.status} (220 labels)" in printed and '"held_out"' in printed
+    assert row.label_count == 220 and len(row.training_set_sha256) == 64
+    assert row.figures["held_out_labels"] + row.figures["train_labels"] == 220
+    payload = json.loads(verifier_path(tenant=tenant, version=1).read_text())
+    assert payload["tenant_id"] == tenant.pk and payload["version"] == 1
+    assert verifier_load(tenant=tenant, row=row).model.cut == payload["cut"]
+
+
+def test_the_command_refuses_bad_input_with_a_message(tenant, tmp_path):
+    with pytest.raises(CommandError, match="No tenant"):
+        call_command("duplicate_model_train", tenant="nobody", pairs=str(_pairs_file(tmp_path)))
+    with pytest.raises(CommandError, match="No labelled pairs"):
+        call_command("duplicate_model_train", tenant=tenant.slug, pairs=str(tmp_path / "nowhere.jsonl"))
+    few = tmp_path / "few.jsonl"
+    few.write_text(SUPPORT_PAIRS.read_text().splitlines()[0].replace("{", '{"pair_id": "1", ', 1) + "\n")
+    with pytest.raises(CommandError, match="not trained: 1 labels"):
+        call_command("duplicate_model_train", tenant=tenant.slug, pairs=str(few))
+    assert DuplicateModelVersion.objects.for_tenant(tenant).get().status == DuplicateModelStatus.FAILED
+
+
+def test_a_model_that_does_not_beat_the_active_decision_stays_a_candidate(tenant, tmp_path):
+    row = _train_file(tenant, _pairs_file(tmp_path, labels="noise"))
+    assert row.status == DuplicateModelStatus.CANDIDATE
+    assert row.decision_note.startswith("kept as a candidate")
+    assert tenant_verifiers_load(tenant=tenant).active.version_id is None  # the shipped head still decides
+
+
+def test_a_model_that_beats_the_active_decision_becomes_active(tenant, tmp_path):
+    bad = _train_file(tenant, _pairs_file(tmp_path, labels="flipped"))
+    duplicate_model_activate(tenant=tenant, version_id=bad.pk)
+    good = _train_file(tenant, _pairs_file(tmp_path))
+    assert good.status == DuplicateModelStatus.ACTIVE, good.decision_note
+    assert good.figures["compared_with"] == "tenant model v1"
+    assert good.figures["held_out"]["recall"] > good.figures["active_held_out_recall_at_target"]
+    bad.refresh_from_db()
+    assert bad.status == DuplicateModelStatus.RETIRED
+    assert tenant_verifiers_load(tenant=tenant).active.version_id == good.pk
+
+
+def test_the_task_trains_from_the_tenants_own_labels_and_runs_once(tenant, other_tenant, tmp_path, monkeypatch):
+    asked_for = []
+    own = labelled_pairs_read(_pairs_file(tmp_path))
+
+    def labels(*, tenant):
+        asked_for.append(tenant.pk)
+        return own
+
+    monkeypatch.setattr(selectors, "duplicate_labels_training", labels, raising=False)
+    row = duplicate_model_version_create(tenant=tenant)
+    assert duplicate_model_train_task(tenant.pk, row.pk) in (
+        DuplicateModelStatus.ACTIVE,
+        DuplicateModelStatus.CANDIDATE,
+    )
+    assert asked_for == [tenant.pk]
+    duplicate_model_train_task(tenant.pk, row.pk)  # a second run of the same version does nothing
+    assert asked_for == [tenant.pk]
+    # another tenant's id with this version's id is no version of that tenant
+    assert duplicate_model_train_task(other_tenant.pk, row.pk) is None
+    assert duplicate_model_train_task(10**9, row.pk) is None
+
+
+# --- which version decides -----------------------------------------------------------------------------------------
+
+
+def test_rollback_goes_back_one_version_then_to_the_shipped_head(tenant):
+    first, second = _version_with_file(tenant), _version_with_file(tenant)
+    duplicate_model_activate(tenant=tenant, version_id=first.pk)
+    duplicate_model_activate(tenant=tenant, version_id=second.pk)
+    assert tenant_verifiers_load(tenant=tenant).active.version_id == second.pk
+    assert duplicate_model_rollback(tenant=tenant).pk == first.pk
+    assert tenant_verifiers_load(tenant=tenant).active.version_id == first.pk
+    assert duplicate_model_rollback(tenant=tenant) is None
+    assert tenant_verifiers_load(tenant=tenant).active == decisions.Verifier()
+    statuses = set(DuplicateModelVersion.objects.for_tenant(tenant).values_list("status", flat=True))
+    assert statuses == {DuplicateModelStatus.RETIRED}
+
+
+def test_a_tenants_model_never_decides_for_another_and_its_files_are_never_read(tenant, other_tenant, monkeypatch):
+    mine = _version_with_file(tenant)
+    duplicate_model_activate(tenant=tenant, version_id=mine.pk)
+    theirs = _version_with_file(other_tenant)
+    # a file in the other tenant's place that claims to be this tenant's is refused too
+    verifier_path(tenant=other_tenant, version=theirs.version).write_text(
+        verifier_path(tenant=tenant, version=mine.version).read_text()
+    )
+    duplicate_model_activate(tenant=other_tenant, version_id=theirs.pk)
+    verifiers._models.clear()
+    read = []
+    real_read = Path.read_text
+
+    def recording(self, *args, **kwargs):
+        read.append(self)
+        return real_read(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", recording)
+    loaded = tenant_verifiers_load(tenant=other_tenant)
+    assert loaded.active.version_id is None  # refused: the file names another tenant; the shipped head decides
+    assert read and all(
+        f"tenant-{other_tenant.pk}" in str(path) for path in read if "duplicate_model.json" not in str(path)
+    )
+    with pytest.raises(ValueError, match="not tenant"):
+        verifier_load(tenant=other_tenant, row=mine)
+    assert tenant_verifiers_load(tenant=tenant).active.version_id == mine.pk
+
+
+@pytest.mark.parametrize("damage", ["missing", "corrupt", "wrong version"])
+def test_a_missing_or_corrupt_model_file_falls_back_to_the_shipped_head_with_an_error(tenant, caplog, damage):
+    row = _version_with_file(tenant)
+    duplicate_model_activate(tenant=tenant, version_id=row.pk)
+    path = verifier_path(tenant=tenant, version=row.version)
+    if damage == "missing":
+        path.unlink()
+    elif damage == "corrupt":
+        path.write_text('{"feature_version": "pair-v1", "weights": [1, 2')
+    else:
+        path.write_text(json.dumps({**json.loads(path.read_text()), "version": row.version + 1}))
+    verifiers._models.clear()
+    with caplog.at_level(logging.ERROR, logger="conversations.services.verifiers"):
+        loaded = tenant_verifiers_load(tenant=tenant)
+    assert loaded.active == decisions.Verifier()
+    assert any("cannot be loaded" in r.getMessage() and r.levelno == logging.ERROR for r in caplog.records)
+
+
+def test_shadow_needs_a_trained_inactive_version(tenant):
+    row = _version_with_file(tenant)
+    duplicate_model_activate(tenant=tenant, version_id=row.pk)
+    with pytest.raises(Exception, match="only a trained, inactive one"):
+        duplicate_model_shadow(tenant=tenant, version_id=row.pk)
+
+
+# --- through the API -------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def kb(redis_available, milvus_server, tenant):
+    return indexed_kb(tenant)
+
+
+def test_every_audit_event_names_the_verifier_that_decided_and_the_shadows_verdict(api_client, kb, tenant):
+    conversation_id = start(api_client, kb)
+    ask(api_client, conversation_id, "How do I reset my password?")
+    ask(api_client, conversation_id, "How can I reset my password?")
+    shipped = DedupEvent.objects.for_tenant(tenant).order_by("id").last()
+    assert shipped.verifier_id is None and shipped.verifier_label == decisions.SHIPPED_VERIFIER_LABEL
+    assert shipped.shadow_verifier_id is None
+
+    active = _version_with_file(tenant)
+    duplicate_model_activate(tenant=tenant, version_id=active.pk)
+    never = _version_with_file(tenant, cut=1.0)  # would serve nothing
+    duplicate_model_shadow(tenant=tenant, version_id=never.pk)
+    body = ask(api_client, conversation_id, "How could I reset my password?")
+    assert body["dedup"]["action"] == "served_cached"
+    event = DedupEvent.objects.for_tenant(tenant).order_by("id").last()
+    assert (event.verifier_id, event.verifier_label) == (active.pk, "tenant model v1")
+    assert (event.shadow_verifier_id, event.shadow_verifier_hit) == (never.pk, False)
+    assert event.shadow_verifier_probability == pytest.approx(event.pair_probability)
+    assert event.shadow_verifier_passes_checks is False
+
+    # The dashboard's what-if table gains the shadow's column: reviewed, the hit counts for the active decision only.
+    DedupEvent.objects.for_tenant(tenant).filter(pk=event.pk).update(review_verdict="correct")
+    today = timezone.localdate()
+    gate = event.threshold
+    (model,) = dashboard_what_if_models(tenant=tenant, start=today, end=today, current=gate)
+    assert model.label == "v2 (shadow)" and model.sample == 1
+    (current,) = [row for row in model.rows if row.is_current]
+    assert current.hits == 0
+    rows, _ = dashboard_what_if(tenant=tenant, start=today, end=today, current=gate)
+    assert [row.hits for row in rows if row.is_current] == [1]
+
+
+def test_a_corrupt_active_model_file_is_no_server_error(api_client, kb, tenant, caplog):
+    row = _version_with_file(tenant)
+    duplicate_model_activate(tenant=tenant, version_id=row.pk)
+    verifier_path(tenant=tenant, version=row.version).write_text("not json")
+    verifiers._models.clear()
+    conversation_id = start(api_client, kb)
+    ask(api_client, conversation_id, "How do I reset my password?")
+    with caplog.at_level(logging.ERROR):
+        body = ask(api_client, conversation_id, "How do I reset my password?")
+    assert body["dedup"]["action"] == "served_cached"
+    event = DedupEvent.objects.for_tenant(tenant).order_by("id").last()
+    assert event.verifier_id is None and event.verifier_label == decisions.SHIPPED_VERIFIER_LABEL
