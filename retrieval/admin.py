@@ -115,6 +115,8 @@ class KnowledgeBaseAdminBase(ServiceDeletionAdmin):
         "text_index",
         "text_index_progress",
         "text_index_error",
+        "text_index_lease_expires_at",
+        "text_index_attempts",
     )
     exclude = ("reindex_claim_token",)  # which run holds the re-index: the workers' business, not the operator's
     actions = ("reindex_knowledge_bases",)

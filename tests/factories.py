@@ -15,6 +15,8 @@ from conversations.models import (
     DedupAction,
     DedupEvent,
     DedupPolicy,
+    DuplicateModelStatus,
+    DuplicateModelVersion,
     Feedback,
     FeedbackRating,
     Granularity,
@@ -176,6 +178,15 @@ class SettingsChangeFactory(factory.django.DjangoModelFactory):
     new_value = 0.85
 
 
+class DuplicateModelVersionFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = DuplicateModelVersion
+
+    version = factory.Sequence(lambda n: n + 1)
+    status = DuplicateModelStatus.CANDIDATE
+    label_count = 300
+
+
 ADMIN_FACTORIES = {
     ApiKey: ApiKeyFactory,
     KnowledgeBase: KnowledgeBaseFactory,
@@ -190,4 +201,5 @@ ADMIN_FACTORIES = {
     DedupEvent: DedupEventFactory,
     Feedback: FeedbackFactory,
     SettingsChange: SettingsChangeFactory,
+    DuplicateModelVersion: DuplicateModelVersionFactory,
 }

@@ -172,7 +172,13 @@ def test_a_knowledge_base_posted_with_another_tenant_stays_with_its_own(client, 
     Document.objects.create(tenant=acme, knowledge_base=knowledge_base, title="t", source_text="x")
     response = client.post(
         reverse("admin:retrieval_knowledgebase_change", args=[knowledge_base.pk]),
-        {"tenant": globex.pk, "name": "handbook", "chunk_max_tokens": 200, "chunk_overlap_tokens": 0},
+        {
+            "tenant": globex.pk,
+            "name": "handbook",
+            "chunk_max_tokens": 200,
+            "chunk_overlap_tokens": 0,
+            "retrieval_mode": knowledge_base.retrieval_mode,
+        },
     )
     assert response.status_code == 302
     knowledge_base.refresh_from_db()
