@@ -25,9 +25,10 @@ from common import SCIFACT, _beir_text, beir_corpus, platform, wait_indexed, wor
 def _client(tenant):  # noqa: ANN001, ANN202
     from rest_framework.test import APIClient
 
+    from tenants.scopes import Scope
     from tenants.services import api_key_create
 
-    _, raw_key = api_key_create(tenant=tenant, name=f"bench-{uuid.uuid4().hex[:6]}")
+    _, raw_key = api_key_create(tenant=tenant, name=f"bench-{uuid.uuid4().hex[:6]}", scopes=[Scope.INGEST])
     client = APIClient(HTTP_HOST="localhost")
     client.credentials(HTTP_AUTHORIZATION=f"Api-Key {raw_key}")
     return client

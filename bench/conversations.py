@@ -288,11 +288,11 @@ def main() -> None:
         from conversations.services import dedup_policy_update
         from lifecycle.services import tenant_get_or_create
         from retrieval.models import KnowledgeBase
-        from tenants.models import ApiKeyRole
+        from tenants.scopes import SCOPE_ORDER
         from tenants.services import api_key_create
 
         tenant, _ = tenant_get_or_create(slug=f"bench-conv-{run}", name="Conversation benchmark")
-        _, raw_key = api_key_create(tenant=tenant, name="bench", role=ApiKeyRole.ADMIN)
+        _, raw_key = api_key_create(tenant=tenant, name="bench", scopes=SCOPE_ORDER)
         client = APIClient()
         client.credentials(HTTP_AUTHORIZATION=f"Api-Key {raw_key}")
 

@@ -180,7 +180,7 @@ def main() -> None:
         from conversations.services.verifiers import duplicate_model_rollback, duplicate_model_shadow
         from lifecycle.services import tenant_get_or_create
         from retrieval.embeddings import embed_texts
-        from tenants.models import ApiKeyRole
+        from tenants.scopes import SCOPE_ORDER
         from tenants.services import api_key_create
         from tests.conversations.helpers import indexed_kb
 
@@ -196,7 +196,7 @@ def main() -> None:
         )
         slug = f"bench-learn-{run}"
         tenant, _ = tenant_get_or_create(slug=slug, name="Learning from review")
-        _, raw_key = api_key_create(tenant=tenant, name="bench", role=ApiKeyRole.ADMIN)
+        _, raw_key = api_key_create(tenant=tenant, name="bench", scopes=SCOPE_ORDER)
         client = APIClient()
         client.credentials(HTTP_AUTHORIZATION=f"Api-Key {raw_key}")
         knowledge_base = indexed_kb(tenant)

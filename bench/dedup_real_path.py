@@ -66,7 +66,7 @@ def main() -> int:
 
         from conversations.labelled_pairs import PAIRS, pairs_embed, pairs_load, precision_recall_hit
         from lifecycle.services import tenant_get_or_create
-        from tenants.models import ApiKeyRole
+        from tenants.scopes import SCOPE_ORDER
         from tenants.services import api_key_create
         from tests.conversations.helpers import indexed_kb
 
@@ -85,7 +85,7 @@ def main() -> int:
 
         tenant, _ = tenant_get_or_create(slug=f"bench-dup-{run}", name="Duplicate decision benchmark")
         knowledge_base = indexed_kb(tenant)
-        _, raw_key = api_key_create(tenant=tenant, name="bench", role=ApiKeyRole.ADMIN)
+        _, raw_key = api_key_create(tenant=tenant, name="bench", scopes=SCOPE_ORDER)
         client = APIClient()
         client.credentials(HTTP_AUTHORIZATION=f"Api-Key {raw_key}")
 

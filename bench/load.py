@@ -397,12 +397,12 @@ def main() -> int:
         from django.db import connection
 
         from lifecycle.services import tenant_get_or_create
-        from tenants.models import ApiKeyRole
+        from tenants.scopes import Scope
         from tenants.services import api_key_create
 
         tenant = tenant_get_or_create(slug=f"load-{run_id}", name="Load test")[0]
         knowledge_base = index_corpus(tenant=tenant)
-        raw_keys = [api_key_create(tenant=tenant, name=f"load {i}", role=ApiKeyRole.STANDARD)[1] for i in range(4)]
+        raw_keys = [api_key_create(tenant=tenant, name=f"load {i}", scopes=[Scope.CHAT])[1] for i in range(4)]
         scripts = mtrag_scripts()
 
         server_env = {

@@ -62,7 +62,7 @@ def main() -> None:
         from retrieval import embeddings
         from retrieval.models import Chunk, Document, EmbeddingCacheEntry
         from retrieval.services import knowledge_base_create
-        from tenants.models import ApiKeyRole
+        from tenants.scopes import SCOPE_ORDER
         from tenants.services import api_key_create
 
         tenant, _ = tenant_get_or_create(slug="bench", name="Benchmarks")
@@ -74,7 +74,7 @@ def main() -> None:
         )
 
         # An admin key: each variant sets the knowledge base's `hybrid_dense_weight` through the API (PATCH).
-        _, raw_key = api_key_create(tenant=tenant, name=f"quality-{run}", role=ApiKeyRole.ADMIN)
+        _, raw_key = api_key_create(tenant=tenant, name=f"quality-{run}", scopes=SCOPE_ORDER)
         client = APIClient()
         client.credentials(HTTP_AUTHORIZATION=f"Api-Key {raw_key}")
         url = f"/api/v1/knowledge-bases/{knowledge_base.pk}/search/"

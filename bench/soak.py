@@ -270,13 +270,13 @@ def main() -> int:
     run_id = uuid.uuid4().hex[:8]
     with platform(name=f"soak_{run_id}") as env:
         from lifecycle.services import tenant_get_or_create
-        from tenants.models import ApiKeyRole
+        from tenants.scopes import SCOPE_ORDER, Scope
         from tenants.services import api_key_create
 
         tenant = tenant_get_or_create(slug=f"soak-{run_id}", name="Soak")[0]
         knowledge_base = index_corpus(tenant=tenant, limit=args.corpus_limit)
-        keys = [api_key_create(tenant=tenant, name=f"soak {i}", role=ApiKeyRole.STANDARD)[1] for i in range(4)]
-        admin_key = api_key_create(tenant=tenant, name="soak uploads", role=ApiKeyRole.ADMIN)[1]
+        keys = [api_key_create(tenant=tenant, name=f"soak {i}", scopes=[Scope.CHAT])[1] for i in range(4)]
+        admin_key = api_key_create(tenant=tenant, name="soak uploads", scopes=SCOPE_ORDER)[1]
         scripts = mtrag_scripts()
         abstracts = beir_corpus(SCIFACT / "corpus.jsonl", 2000)
         random.Random(args.seed).shuffle(abstracts)

@@ -54,7 +54,7 @@ def main() -> None:
         from lifecycle.services import tenant_get_or_create
         from retrieval.embeddings import embed_texts
         from retrieval.models import KnowledgeBase
-        from tenants.models import ApiKeyRole
+        from tenants.scopes import SCOPE_ORDER
         from tenants.services import api_key_create
         from tests.conversations.fake_llm import FakeLLM, Reply
 
@@ -68,7 +68,7 @@ def main() -> None:
         questions = list(dict.fromkeys(q for q in questions if not question_is_context_dependent(q)))
 
         tenant, _ = tenant_get_or_create(slug=f"bench-stream-{run}", name="Streaming benchmark")
-        _, raw_key = api_key_create(tenant=tenant, name="bench", role=ApiKeyRole.ADMIN)
+        _, raw_key = api_key_create(tenant=tenant, name="bench", scopes=SCOPE_ORDER)
         client = APIClient()
         client.credentials(HTTP_AUTHORIZATION=f"Api-Key {raw_key}")
         knowledge_base = KnowledgeBase.objects.create(tenant=tenant, name=f"stream-{run}")

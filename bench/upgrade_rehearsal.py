@@ -209,14 +209,14 @@ def phase_old(state_path: Path) -> None:
     from kbplatform.celery import app
     from retrieval import services
     from retrieval.models import Chunk, DocumentStatus, KnowledgeBase
-    from tenants.models import ApiKeyRole
+    from tenants.scopes import SCOPE_ORDER
     from tenants.services import api_key_create, tenant_get_or_create
 
     out: dict = {"tenants": {}}
     for slug, scope in (("session-scope", DedupScope.SESSION), ("tenant-scope", DedupScope.TENANT)):
         tenant = tenant_get_or_create(slug=slug, name=slug)[0]
         dedup_policy_update(tenant=tenant, scope=scope)
-        raw_key = api_key_create(tenant=tenant, name="rehearsal", role=ApiKeyRole.ADMIN)[1]
+        raw_key = api_key_create(tenant=tenant, name="rehearsal", scopes=SCOPE_ORDER)[1]
         kb = services.knowledge_base_create(tenant=tenant, name="notes", chunk_max_tokens=200, chunk_overlap_tokens=0)
         documents = [
             services.document_create(tenant=tenant, knowledge_base=kb, title="release notes", text=DOCUMENT),

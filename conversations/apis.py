@@ -10,7 +10,6 @@ from django.http import StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_serializer, inline_serializer
 from rest_framework import serializers, status
-from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -35,7 +34,8 @@ from retrieval.apis import (
     index_state_body,
 )
 from tenants.api import TenantApi
-from tenants.permissions import IsTenantAdminKey, IsTenantWideKey
+from tenants.permissions import IsTenantWideKeyForMethods
+from tenants.scopes import Scope
 
 
 class StrictFloatField(serializers.FloatField):
@@ -47,7 +47,8 @@ class StrictFloatField(serializers.FloatField):
         return super().to_internal_value(data)
 
 
-class IsTenantWideKeyForPolicy(IsTenantWideKey):
+class IsTenantWideKeyForPolicy(IsTenantWideKeyForMethods):
+    methods = frozenset({"PUT"})
     message = "This API key is limited to one knowledge base and cannot change the tenant's dedup policy."
 
 
@@ -92,6 +93,8 @@ class ConversationSerializer(serializers.Serializer):
 
 class ConversationListCreateApi(TenantApi):
     """GET lists the conversations the key reaches; POST starts one."""
+
+    required_scope = Scope.CHAT
 
     class FilterSerializer(StrictInputSerializer):
         user_id = serializers.CharField(
@@ -169,6 +172,8 @@ class ConversationDetailApi(TenantApi):
     """GET reads a conversation with its latest turns; PATCH renames it; DELETE deletes it with everything held for
     it. Any key that reaches the conversation may do all three."""
 
+    required_scope = Scope.CHAT
+
     # The turns a conversation's detail holds: the latest ones. Older turns: GET .../turns/?offset=.
     DETAIL_TURNS = 20
 
@@ -233,6 +238,8 @@ class ConversationDetailApi(TenantApi):
 
 
 class ConversationTurnListApi(TenantApi):
+    required_scope = Scope.CHAT
+
     class FilterSerializer(StrictInputSerializer):
         limit = serializers.IntegerField(required=False, min_value=1, max_value=100, default=20)
         offset = serializers.IntegerField(required=False, min_value=0, max_value=MAX_OFFSET, default=0)
@@ -328,6 +335,8 @@ STREAM_DESCRIPTION = (
 
 
 class ConversationMessageApi(TenantApi):
+    required_scope = Scope.CHAT
+
     renderer_classes = [JSONRenderer, EventStreamRenderer]
 
     class InputSerializer(StrictInputSerializer):
@@ -446,6 +455,8 @@ class ConversationMessageApi(TenantApi):
 
 
 class TurnAnswerApi(TenantApi):
+    required_scope = Scope.CHAT
+
     class InputSerializer(StrictInputSerializer):
         answer = serializers.CharField(max_length=services.ANSWER_MAX_CHARS)
 
@@ -473,16 +484,11 @@ class TurnAnswerApi(TenantApi):
 
 
 class DedupPolicyApi(TenantApi):
-    """The tenant's policy: admin keys read it; changing it, which applies to every knowledge base of the tenant,
-    needs an admin key of the whole tenant (a key limited to one knowledge base is a 403)."""
+    """The tenant's policy: keys with the admin scope read it; changing it, which applies to every knowledge base of
+    the tenant, needs such a key of the whole tenant (a key limited to one knowledge base is a 403)."""
 
-    extra_permission_classes = [IsTenantAdminKey]
-
-    def get_permissions(self) -> list[BasePermission]:
-        permissions = super().get_permissions()
-        if self.request.method not in SAFE_METHODS:
-            permissions.append(IsTenantWideKeyForPolicy())
-        return permissions
+    required_scope = Scope.ADMIN
+    extra_permission_classes = [IsTenantWideKeyForPolicy]
 
     class PolicySerializer(StrictInputSerializer):
         scope = serializers.ChoiceField(choices=DedupScope.choices)
@@ -500,14 +506,15 @@ class DedupPolicyApi(TenantApi):
             "check and the search (recorded on the turn and its audit event)."
         )
 
-    @extend_schema(responses=PolicySerializer, summary="The tenant's dedup policy (admin keys)")
+    @extend_schema(responses=PolicySerializer, summary="The tenant's dedup policy (admin scope)")
     def get(self, request: Request) -> Response:
         return Response(self.PolicySerializer(services.dedup_policy_get(tenant=self.tenant)).data)
 
     @extend_schema(
         request=PolicySerializer,
         responses=PolicySerializer,
-        summary="Change the dedup policy (admin keys of the whole tenant; send the fields to change, each is recorded)",
+        summary="Change the dedup policy (admin scope, a key of the whole tenant; send the fields to change, each is "
+        "recorded)",
     )
     def put(self, request: Request) -> Response:
         data = self.PolicySerializer(data=request.data, partial=True)
@@ -521,7 +528,18 @@ class DedupPolicyApi(TenantApi):
         return Response(self.PolicySerializer(services.dedup_policy_get(tenant=self.tenant)).data)
 
 
+_POLICY_FIELD_HELP = (
+    "Only for a key with the admin scope (left out for others): the policy's setting the decision was made under."
+)
+
+
 class AuditEventListApi(TenantApi):
+    """The dedup audit log, for any key with the chat scope. The policy's settings each decision was made under
+    (`scope`, `threshold`, `question_window`, `exclusion_window`, `granularity`) are in it only for a key with the
+    admin scope: a chat key is the one a customer app embeds, and the tenant's tuning is not the app's to read."""
+
+    required_scope = Scope.CHAT
+
     MAX_LIMIT = 500
 
     class FilterSerializer(StrictInputSerializer):
@@ -571,11 +589,6 @@ class AuditEventListApi(TenantApi):
         matched_turn = serializers.IntegerField(source="matched_turn_ref", allow_null=True)
         pair_probability = serializers.FloatField(allow_null=True)
         match_passes_checks = serializers.BooleanField(allow_null=True)
-        scope = serializers.CharField()
-        threshold = serializers.FloatField()
-        question_window = serializers.IntegerField()
-        exclusion_window = serializers.IntegerField()
-        granularity = serializers.CharField()
         excluded_count = serializers.IntegerField()
         relaxed = serializers.BooleanField()
         shadow = serializers.BooleanField()
@@ -588,10 +601,22 @@ class AuditEventListApi(TenantApi):
         )
         suspected_false_hit_at = serializers.DateTimeField(allow_null=True)
 
+    class PolicyOutputSerializer(OutputSerializer):
+        """An event with the policy's settings it was decided under: what a key with the admin scope reads. The
+        thresholds, windows and scope are the tenant's tuning, which a key embedded in a customer app (chat) has no
+        need of; what the event says of the decision itself (action, similarity, reason) it already had in the
+        turn's response."""
+
+        scope = serializers.CharField(required=False, help_text=_POLICY_FIELD_HELP)
+        threshold = serializers.FloatField(required=False, help_text=_POLICY_FIELD_HELP)
+        question_window = serializers.IntegerField(required=False, help_text=_POLICY_FIELD_HELP)
+        exclusion_window = serializers.IntegerField(required=False, help_text=_POLICY_FIELD_HELP)
+        granularity = serializers.CharField(required=False, help_text=_POLICY_FIELD_HELP)
+
     @extend_schema(
         parameters=[FilterSerializer],
         responses=inline_serializer(
-            "AuditEventPage", {"count": serializers.IntegerField(), "results": OutputSerializer(many=True)}
+            "AuditEventPage", {"count": serializers.IntegerField(), "results": PolicyOutputSerializer(many=True)}
         ),
         summary="The dedup audit log, newest first, one page (limit/offset)",
     )
@@ -607,19 +632,18 @@ class AuditEventListApi(TenantApi):
             **params,
         )
         page = list(events[offset : offset + limit])
-        return Response(
-            {"count": events.count(), "results": self.OutputSerializer(page, many=True).data},
-        )
+        serializer = self.PolicyOutputSerializer if Scope.ADMIN in self.api_key.scopes else self.OutputSerializer
+        return Response({"count": events.count(), "results": serializer(page, many=True).data})
 
 
 class AuditEventReviewApi(TenantApi):
-    """Support tooling's verdict on one dedup decision (admin keys), as the admin's review gives it: the event's
+    """Support tooling's verdict on one dedup decision (admin scope), as the admin's review gives it: the event's
     verdict and note, and the support label the verdict says (docs/conversations.md, "Labels"): on a served stored
     answer, `correct` means the questions are duplicates; on a refused or missed match, `incorrect` means they are.
     A verdict that says nothing of the two questions (no stored question compared, or a match refused for its
     answer's sake) is recorded with no label (`label` null). Given again, the verdict and label are changed."""
 
-    extra_permission_classes = [IsTenantAdminKey]
+    required_scope = Scope.ADMIN
 
     class InputSerializer(StrictInputSerializer):
         verdict = serializers.ChoiceField(choices=[ReviewVerdict.CORRECT, ReviewVerdict.INCORRECT])
@@ -642,7 +666,7 @@ class AuditEventReviewApi(TenantApi):
     @extend_schema(
         request=InputSerializer,
         responses=OutputSerializer,
-        summary="Review a dedup decision (admin keys): the verdict, and the duplicate label it says",
+        summary="Review a dedup decision (admin scope): the verdict, and the duplicate label it says",
     )
     def post(self, request: Request, event_id: int) -> Response:
         data = self.InputSerializer(data=request.data)
@@ -678,6 +702,8 @@ class FeedbackSerializer(serializers.Serializer):
 class TurnFeedbackApi(TenantApi):
     """The end user's feedback on a turn's answer, one per turn: POST or PUT gives it or replaces it, GET reads it.
     A thumbs-down on a turn that was served a stored answer marks its audit event a suspected false hit."""
+
+    required_scope = Scope.CHAT
 
     class InputSerializer(StrictInputSerializer):
         rating = serializers.ChoiceField(choices=FeedbackRating.choices)
@@ -726,6 +752,8 @@ class TurnFeedbackApi(TenantApi):
 
 
 class FeedbackListApi(TenantApi):
+    required_scope = Scope.CHAT
+
     class FilterSerializer(StrictInputSerializer):
         rating = serializers.ChoiceField(choices=FeedbackRating.choices, required=False)
         conversation = serializers.IntegerField(required=False, min_value=1)

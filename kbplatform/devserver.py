@@ -1,7 +1,7 @@
 """`make run`: the whole platform on embedded defaults, in one terminal, with no questions asked.
 
 Starts (or reuses) Milvus Lite and Redis, migrates, ensures the `demo` tenant with an admin login and an API
-key, then runs a Celery worker, beat and the web server until Ctrl-C, which stops them all. Running it again
+key of every scope, then runs a Celery worker, beat and the web server until Ctrl-C, which stops them all. Running it again
 reuses the data under `var/`, the admin password and the API key.
 """
 
@@ -137,7 +137,9 @@ def manage(env: dict[str, str], *args: str, capture: bool = False) -> str:
 
 
 def demo_credentials(env: dict[str, str]) -> tuple[str, str, str]:
-    """(admin email, password, API key), reused across runs from var/demo.env."""
+    """(admin email, password, API key), reused across runs from var/demo.env. The key holds every scope, so the
+    README's session (create a knowledge base, upload, converse) runs with it; a saved key that no longer does (its
+    scopes edited in the admin, or revoked) is replaced."""
     path = VAR / "demo.env"
     saved = dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line) if path.exists() else {}
     email, password = "admin@demo.local", saved.get("password")
@@ -147,7 +149,8 @@ def demo_credentials(env: dict[str, str]) -> tuple[str, str, str]:
         password = secrets.token_urlsafe(9)
     key = saved.get("api_key", "")
     args = ["create_tenant", "demo", "--name", "Demo", "--admin-email", email, "--admin-password", password]
-    if key and manage(env, "check_api_key", key, capture=True).strip() == "valid":
+    every_scope = ("--scope", "chat", "--scope", "ingest", "--scope", "admin")
+    if key and manage(env, "check_api_key", key, *every_scope, capture=True).strip() == "valid":
         manage(env, *args, "--no-key")
     else:
         key = manage(env, *args, capture=True).strip().splitlines()[-1]

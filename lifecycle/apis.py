@@ -4,28 +4,26 @@ from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
-from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from lifecycle.services import knowledge_base_delete
 from retrieval.apis import KnowledgeBaseDetailApi
-from tenants.permissions import IsTenantAdminKey, IsTenantWideKey
+from tenants.permissions import IsTenantWideKeyForMethods
+from tenants.scopes import Scope
 
 
-class IsTenantWideKeyForDeletion(IsTenantWideKey):
+class IsTenantWideKeyForDeletion(IsTenantWideKeyForMethods):
+    methods = frozenset({"DELETE"})
     message = "This API key is limited to one knowledge base and cannot delete it."
 
 
 class KnowledgeBaseDetailDeleteApi(KnowledgeBaseDetailApi):
-    """GET one knowledge base the key reaches; DELETE it with everything held for it (an admin key of the whole
-    tenant: a key limited to one knowledge base is deleted with it and cannot delete it)."""
+    """GET one knowledge base the key reaches; DELETE it with everything held for it (the admin scope and a key of the
+    whole tenant: a key limited to one knowledge base is deleted with it and cannot delete it)."""
 
-    def get_permissions(self) -> list[BasePermission]:
-        permissions = super().get_permissions()
-        if self.request.method == "DELETE":
-            permissions += [IsTenantAdminKey(), IsTenantWideKeyForDeletion()]
-        return permissions
+    required_scope = {**KnowledgeBaseDetailApi.required_scope, "DELETE": Scope.ADMIN}
+    extra_permission_classes = [*KnowledgeBaseDetailApi.extra_permission_classes, IsTenantWideKeyForDeletion]
 
     @extend_schema(
         request=None,

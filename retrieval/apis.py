@@ -19,7 +19,6 @@ from drf_spectacular.utils import (
     inline_serializer,
 )
 from rest_framework import serializers, status
-from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -29,7 +28,7 @@ from retrieval import embeddings, selectors, services
 from retrieval.metadata import MetadataError, metadata_filter_validate, metadata_validate
 from retrieval.models import Chunk, Document, DocumentStatus, KnowledgeBase, RetrievalMode, TextAnalyzer
 from tenants.api import TenantApi
-from tenants.permissions import IsTenantAdminKey
+from tenants.scopes import Scope
 
 logger = logging.getLogger(__name__)
 
@@ -223,7 +222,9 @@ class _KeyScopedApi(TenantApi):
 
 
 class KnowledgeBaseListCreateApi(_KeyScopedApi):
-    """GET lists the knowledge bases the key reaches; POST creates one and needs an admin key of the tenant."""
+    """GET lists the knowledge bases the key reaches; POST creates one (the admin scope, a key of the whole tenant)."""
+
+    required_scope = {"GET": Scope.CHAT, "POST": Scope.ADMIN}
 
     class InputSerializer(StrictInputSerializer):
         name = serializers.CharField(max_length=200)
@@ -235,12 +236,6 @@ class KnowledgeBaseListCreateApi(_KeyScopedApi):
         text_analyzer = serializers.ChoiceField(
             choices=TextAnalyzer.choices, required=False, help_text="Fixed once the knowledge base is created."
         )
-
-    def get_permissions(self) -> list[BasePermission]:
-        permissions = super().get_permissions()
-        if self.request.method == "POST":
-            permissions.append(IsTenantAdminKey())
-        return permissions
 
     @extend_schema(responses=KnowledgeBaseOutputSerializer(many=True), summary="List knowledge bases")
     def get(self, request: Request) -> Response:
@@ -262,8 +257,10 @@ class KnowledgeBaseListCreateApi(_KeyScopedApi):
 
 
 class KnowledgeBaseDetailApi(_KeyScopedApi):
-    """GET one knowledge base the key reaches; PATCH its retrieval settings (an admin key). Deleting one reaches every
-    app: `lifecycle.apis` adds DELETE."""
+    """GET one knowledge base the key reaches; PATCH its retrieval settings (the admin scope). Deleting one reaches
+    every app: `lifecycle.apis` adds DELETE."""
+
+    required_scope = {"GET": Scope.CHAT, "PATCH": Scope.ADMIN}
 
     class RetrievalInputSerializer(StrictInputSerializer):
         retrieval_mode = serializers.ChoiceField(choices=RetrievalMode.choices, required=False)
@@ -274,12 +271,6 @@ class KnowledgeBaseDetailApi(_KeyScopedApi):
             max_value=1.0,
             help_text="Hybrid only: null fuses by rank (RRF); 0 to 1 weighs the vector side's scores.",
         )
-
-    def get_permissions(self) -> list[BasePermission]:
-        permissions = super().get_permissions()
-        if self.request.method == "PATCH":
-            permissions.append(IsTenantAdminKey())
-        return permissions
 
     @extend_schema(responses=KnowledgeBaseOutputSerializer, summary="A knowledge base")
     def get(self, request: Request, knowledge_base_id: int) -> Response:
@@ -301,7 +292,7 @@ class KnowledgeBaseDetailApi(_KeyScopedApi):
 
 
 class KnowledgeBaseReindexApi(_KeyScopedApi):
-    extra_permission_classes = [IsTenantAdminKey]
+    required_scope = Scope.ADMIN
 
     @extend_schema(request=None, responses={202: KnowledgeBaseOutputSerializer}, summary="Rebuild the vectors of a KB")
     def post(self, request: Request, knowledge_base_id: int) -> Response:
@@ -326,7 +317,10 @@ _STATUS_NAMES = ", ".join(DocumentStatus.values)
 
 
 class DocumentListCreateApi(_KeyScopedApi):
-    """GET lists a knowledge base's documents; POST adds one. Any key that reaches the knowledge base may do both."""
+    """GET lists a knowledge base's documents; POST adds one. Any key with the ingest scope that reaches the knowledge
+    base may do both."""
+
+    required_scope = Scope.INGEST
 
     class FilterSerializer(StrictInputSerializer):
         status = DocumentStatusesField(
@@ -471,7 +465,9 @@ def _error_body(error: ApplicationError) -> dict:
 
 class DocumentBulkCreateApi(_KeyScopedApi):
     """Many documents in one request, answered per document; one rate-limit charge and one indexing task for all.
-    Any key that reaches the knowledge base may use it."""
+    Any key with the ingest scope that reaches the knowledge base may use it."""
+
+    required_scope = Scope.INGEST
 
     @extend_schema_serializer(component_name="DocumentBulkItemInput")
     class ItemSerializer(DocumentListCreateApi.InputSerializer):
@@ -607,6 +603,8 @@ class DocumentBulkCreateApi(_KeyScopedApi):
 
 
 class DocumentDetailApi(_KeyScopedApi):
+    required_scope = Scope.INGEST
+
     class InputSerializer(StrictInputSerializer):
         title = serializers.CharField(max_length=500, required=False)
         metadata = MetadataField(
@@ -644,6 +642,8 @@ class DocumentDetailApi(_KeyScopedApi):
 
 
 class DocumentReindexApi(_KeyScopedApi):
+    required_scope = Scope.INGEST
+
     @extend_schema(request=None, responses={202: DocumentOutputSerializer}, summary="Index a document again")
     def post(self, request: Request, document_id: int) -> Response:
         document = services.document_reindex(tenant=self.tenant, document=self.document_or_404(document_id))
@@ -668,6 +668,8 @@ class ChunkOutputSerializer(serializers.ModelSerializer):
 
 
 class DocumentChunkListApi(_KeyScopedApi):
+    required_scope = Scope.INGEST
+
     class FilterSerializer(StrictInputSerializer):
         limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=100)
         offset = serializers.IntegerField(required=False, min_value=0, max_value=MAX_OFFSET, default=0)
@@ -695,6 +697,8 @@ class DocumentChunkListApi(_KeyScopedApi):
 
 
 class ChunkDetailApi(_KeyScopedApi):
+    required_scope = Scope.INGEST
+
     class InputSerializer(StrictInputSerializer):
         text = serializers.CharField(
             required=False, trim_whitespace=False, help_text="The chunk's new text: re-embedded at once."
@@ -738,6 +742,8 @@ class ChunkDetailApi(_KeyScopedApi):
 
 class KnowledgeBaseSearchApi(_KeyScopedApi):
     """A stateless retrieval test: no conversation, no exclusions. Each query is logged."""
+
+    required_scope = Scope.CHAT
 
     class InputSerializer(StrictInputSerializer):
         query = serializers.CharField(max_length=4000)

@@ -9,7 +9,8 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from tenants.admin_scoping import TenantScopedAdmin
-from tenants.models import ApiKey, Membership, Role
+from tenants.models import SCOPE_FIELDS, ApiKey, Membership, Role
+from tenants.scopes import DEFAULT_SCOPES, scopes_sorted
 from tenants.services import api_key_create, api_key_revoke, membership_set, user_get_or_create_by_email
 
 
@@ -61,10 +62,14 @@ class MembershipAdmin(TenantScopedAdmin):
 
 class ApiKeyForm(forms.ModelForm):
     """A key limited to a knowledge base must belong to that knowledge base's tenant (the rule
-    `api_key_create` enforces): the form offers the knowledge bases of every tenant the user administers."""
+    `api_key_create` enforces): the form offers the knowledge bases of every tenant the user administers. A key with
+    no scope ticked gets `chat` alone, as one created through the API with none named does."""
 
     def clean(self) -> dict:
         cleaned = super().clean()
+        if not any(cleaned.get(field_name) for field_name in SCOPE_FIELDS.values()):
+            for scope in DEFAULT_SCOPES:
+                cleaned[SCOPE_FIELDS[scope]] = True
         knowledge_base = cleaned.get("knowledge_base")
         tenant_id = cleaned["tenant"].pk if cleaned.get("tenant") else self.instance.tenant_id
         if knowledge_base is not None and tenant_id is not None and knowledge_base.tenant_id != tenant_id:
@@ -75,13 +80,35 @@ class ApiKeyForm(forms.ModelForm):
 @admin.register(ApiKey)
 class ApiKeyAdmin(TenantScopedAdmin):
     form = ApiKeyForm
-    list_display = ("prefix", "name", "tenant", "role", "knowledge_base", "created_at", "last_used_at", "revoked_at")
-    list_filter = ("role",)
+    list_display = (
+        "prefix",
+        "name",
+        "tenant",
+        "scopes_display",
+        "knowledge_base",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+    )
+    list_filter = tuple(SCOPE_FIELDS.values())
     search_fields = ("prefix", "name")
-    fields = ("tenant", "name", "role", "knowledge_base", "prefix", "created_at", "last_used_at", "revoked_at")
+    fields = (
+        "tenant",
+        "name",
+        tuple(SCOPE_FIELDS.values()),
+        "knowledge_base",
+        "prefix",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+    )
     readonly_fields = ("prefix", "created_at", "last_used_at", "revoked_at")
     view_roles = (Role.ADMIN,)
     actions = ("revoke_keys",)
+
+    @admin.display(description="scopes")
+    def scopes_display(self, obj: ApiKey) -> str:
+        return ", ".join(scopes_sorted(obj.scopes))
 
     def save_model(self, request: HttpRequest, obj: ApiKey, form: forms.ModelForm, change: bool) -> None:
         if change:
@@ -90,7 +117,7 @@ class ApiKeyAdmin(TenantScopedAdmin):
         api_key, raw_key = api_key_create(
             tenant=obj.tenant,
             name=obj.name,
-            role=obj.role,
+            scopes=obj.scopes,
             knowledge_base=obj.knowledge_base,
             created_by=request.user,
         )

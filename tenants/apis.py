@@ -1,7 +1,7 @@
 """Tenant endpoints: who am I, and API key management.
 
-Key management is for the tenant's admin keys only (`IsTenantAdminKey`), and only for keys that reach the whole
-tenant: a key limited to one knowledge base could otherwise mint itself an unlimited key. The whole key is in the
+Key management needs the `admin` scope, and a key that reaches the whole tenant: a key limited to one knowledge base
+could otherwise mint itself an unlimited key. The whole key is in the
 create response and nowhere else, ever; lists and details show the prefix only. Another tenant's key id is a 404.
 """
 
@@ -16,19 +16,36 @@ from kbplatform.errors import NotFoundError
 from kbplatform.serializers import StrictInputSerializer
 from retrieval.selectors import knowledge_base_get
 from tenants.api import TenantApi
-from tenants.models import ApiKey, ApiKeyRole
-from tenants.permissions import IsTenantAdminKey, IsTenantWideKey
+from tenants.models import ApiKey
+from tenants.permissions import IsTenantWideKey
+from tenants.scopes import ANY_SCOPE, Scope, scopes_sorted
 from tenants.selectors import api_key_get, api_key_list
 from tenants.services import api_key_create, api_key_revoke
 
+_SCOPES_HELP = (
+    "What the key may do: chat (conversations, messages, feedback, search, reading knowledge bases), ingest "
+    "(documents and chunks), admin (everything: keys, policy, knowledge bases, the audit log's policy fields)."
+)
+
+
+class ScopesField(serializers.ListField):
+    child = serializers.ChoiceField(choices=Scope.choices)
+
+    def to_representation(self, data: object) -> list[str]:
+        return scopes_sorted(data)
+
 
 class WhoAmIApi(TenantApi):
+    """Any key may ask who it is, whatever its scopes."""
+
+    required_scope = ANY_SCOPE
+
     class OutputSerializer(serializers.Serializer):
         tenant = serializers.CharField(help_text="The tenant's slug.")
         tenant_name = serializers.CharField()
         key_prefix = serializers.CharField()
         key_name = serializers.CharField()
-        key_role = serializers.CharField()
+        key_scopes = ScopesField(help_text=_SCOPES_HELP)
         knowledge_base = serializers.IntegerField(allow_null=True)
 
     @extend_schema(responses=OutputSerializer, summary="The tenant and key behind this request")
@@ -39,7 +56,7 @@ class WhoAmIApi(TenantApi):
             "tenant_name": self.tenant.name,
             "key_prefix": key.prefix,
             "key_name": key.name,
-            "key_role": key.role,
+            "key_scopes": key.scopes,
             "knowledge_base": key.knowledge_base_id,
         }
         return Response(self.OutputSerializer(data).data)
@@ -51,6 +68,7 @@ class IsTenantWideKeyForKeys(IsTenantWideKey):
 
 class ApiKeyOutputSerializer(serializers.ModelSerializer):
     is_active = serializers.BooleanField(read_only=True)
+    scopes = ScopesField(read_only=True, help_text=_SCOPES_HELP)
 
     class Meta:
         model = ApiKey
@@ -58,7 +76,7 @@ class ApiKeyOutputSerializer(serializers.ModelSerializer):
             "id",
             "name",
             "prefix",
-            "role",
+            "scopes",
             "knowledge_base",
             "is_active",
             "created_at",
@@ -68,7 +86,8 @@ class ApiKeyOutputSerializer(serializers.ModelSerializer):
 
 
 class _ApiKeyAdminApi(TenantApi):
-    extra_permission_classes = [IsTenantAdminKey, IsTenantWideKeyForKeys]
+    required_scope = Scope.ADMIN
+    extra_permission_classes = [IsTenantWideKeyForKeys]
 
     def api_key_or_404(self, api_key_id: int) -> ApiKey:
         api_key = api_key_get(tenant=self.tenant, api_key_id=api_key_id)
@@ -86,7 +105,14 @@ class ApiKeyListApi(_ApiKeyAdminApi):
 class ApiKeyCreateApi(_ApiKeyAdminApi):
     class InputSerializer(StrictInputSerializer):
         name = serializers.CharField(max_length=100)
-        role = serializers.ChoiceField(choices=ApiKeyRole.choices, default=ApiKeyRole.STANDARD)
+        scopes = serializers.ListField(
+            child=serializers.ChoiceField(choices=Scope.choices),
+            required=False,
+            allow_empty=True,
+            max_length=len(Scope.values),
+            help_text=f'{_SCOPES_HELP} Combine them freely. None named (left out, or []) makes a key of ["chat"] '
+            "alone, the least a key can do.",
+        )
         knowledge_base = serializers.IntegerField(
             required=False, allow_null=True, min_value=1, help_text="Limit the key to this knowledge base."
         )
@@ -111,7 +137,7 @@ class ApiKeyCreateApi(_ApiKeyAdminApi):
         api_key, raw_key = api_key_create(
             tenant=self.tenant,
             name=serializer.validated_data["name"],
-            role=serializer.validated_data["role"],
+            scopes=serializer.validated_data.get("scopes"),
             knowledge_base=knowledge_base,
         )
         api_key.key = raw_key

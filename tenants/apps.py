@@ -10,6 +10,7 @@ class TenantsConfig(AppConfig):
         rate_limits_validate()
         from django.contrib import admin
 
+        from tenants import checks  # noqa: F401  (registers the scope declaration check)
         from tenants.admin_login import ThrottledAdminAuthenticationForm
 
         admin.site.login_form = ThrottledAdminAuthenticationForm

@@ -1,10 +1,12 @@
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
+from rest_framework import status
 from rest_framework.permissions import BasePermission
 
-from tenants.models import ApiKeyRole
+from kbplatform.errors import ApplicationError
+from tenants.scopes import scope_missing, scope_required, scopes_sorted
 
 if TYPE_CHECKING:
     from rest_framework.request import Request
@@ -20,11 +22,32 @@ class HasTenantApiKey(BasePermission):
         return request.auth is not None
 
 
-class IsTenantAdminKey(HasTenantApiKey):
-    message = "This endpoint needs an admin API key of the tenant."
+class ScopeMissingError(ApplicationError):
+    status_code = status.HTTP_403_FORBIDDEN
+
+
+class HasRequiredScope(BasePermission):
+    """The key holds the scope the view declares for the request's method (`TenantApi.required_scope`). A method
+    the view declares nothing for is refused whatever the key holds: an endpoint is closed until it says what it
+    needs. The refusal names the scope, so a client knows which key to use."""
 
     def has_permission(self, request: Request, view: APIView) -> bool:
-        return super().has_permission(request, view) and request.auth.role == ApiKeyRole.ADMIN
+        needed = scope_required(getattr(view, "required_scope", None), request.method)
+        if needed is None:
+            raise ScopeMissingError(
+                f"{request.method} on this endpoint declares no API key scope, so no key may call it.",
+                extra={"required_scope": None},
+            )
+        held = request.auth.scopes
+        missing = scope_missing(held=held, needed=needed)
+        if missing is None:
+            return True
+        key_scopes = scopes_sorted(held)
+        raise ScopeMissingError(
+            f'This API key lacks the "{missing}" scope, which {request.method} on this endpoint needs '
+            f"(the key holds: {', '.join(key_scopes)}). Use a key with the {missing} scope.",
+            extra={"required_scope": str(missing), "key_scopes": key_scopes},
+        )
 
 
 class IsTenantWideKey(BasePermission):
@@ -35,3 +58,12 @@ class IsTenantWideKey(BasePermission):
 
     def has_permission(self, request: Request, view: APIView) -> bool:
         return request.auth is not None and request.auth.knowledge_base_id is None
+
+
+class IsTenantWideKeyForMethods(IsTenantWideKey):
+    """IsTenantWideKey for `methods` only; the view's other methods pass."""
+
+    methods: ClassVar[frozenset[str]] = frozenset()
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        return request.method not in self.methods or super().has_permission(request, view)

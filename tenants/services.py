@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -10,7 +11,8 @@ from django.utils import timezone
 
 from kbplatform.errors import ApplicationError, ConflictError
 from tenants.keys import key_generate, key_hash
-from tenants.models import ApiKey, ApiKeyRole, Membership, Role, Tenant
+from tenants.models import ApiKey, Membership, Role, Tenant
+from tenants.scopes import Scope, UnknownScopeError, scopes_resolve
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser, AbstractUser
@@ -55,34 +57,54 @@ def api_key_create(
     *,
     tenant: Tenant,
     name: str,
-    role: str = ApiKeyRole.STANDARD,
+    scopes: Iterable[str] | None = None,
     knowledge_base: KnowledgeBase | None = None,
     created_by: AbstractBaseUser | None = None,
 ) -> tuple[ApiKey, str]:
-    """Create a key; the whole key is returned once here and never stored."""
+    """Create a key holding `scopes` (`chat` alone when none is named); the whole key is returned once here and
+    never stored."""
     if knowledge_base is not None and knowledge_base.tenant_id != tenant.pk:
         raise ApplicationError("The knowledge base belongs to another tenant.")
+    resolved = _scopes_valid(scopes)
     prefix, raw_key = key_generate()
-    api_key = ApiKey.objects.create(
+    api_key = ApiKey(
         tenant=tenant,
         name=name,
-        role=role,
         knowledge_base=knowledge_base,
         prefix=prefix,
         hashed_key=key_hash(raw_key),
         created_by=created_by,
     )
+    api_key.scopes_assign(resolved)
+    api_key.save()
     return api_key, raw_key
+
+
+def api_key_scopes_set(*, tenant: Tenant, api_key: ApiKey, scopes: Iterable[str] | None) -> ApiKey:
+    """Give the key exactly `scopes` (`chat` alone when none is named), from its next request on."""
+    resolved = _scopes_valid(scopes)
+    api_key.scopes_assign(resolved)
+    ApiKey.objects.for_tenant(tenant).filter(pk=api_key.pk).update(
+        scope_chat=api_key.scope_chat, scope_ingest=api_key.scope_ingest, scope_admin=api_key.scope_admin
+    )
+    return api_key
+
+
+def _scopes_valid(scopes: Iterable[str] | None) -> frozenset[Scope]:
+    try:
+        return scopes_resolve(scopes)
+    except UnknownScopeError as exc:
+        raise ApplicationError(str(exc), extra={"fields": {"scopes": [str(exc)]}}) from exc
 
 
 @transaction.atomic
 def api_key_revoke(*, tenant: Tenant, api_key: ApiKey, keep_one_admin: bool = False) -> ApiKey:
-    """Revoke a key (idempotent). With `keep_one_admin`, refuse to revoke the tenant's last active admin key,
-    so the API cannot lock a tenant out of its own key management; the tenant row lock serialises two
+    """Revoke a key (idempotent). With `keep_one_admin`, refuse to revoke the tenant's last active key with the
+    `admin` scope, so the API cannot lock a tenant out of its own key management; the tenant row lock serialises two
     concurrent revocations of the last two admin keys."""
-    if keep_one_admin and api_key.role == ApiKeyRole.ADMIN and api_key.revoked_at is None:
+    if keep_one_admin and api_key.scope_admin and api_key.revoked_at is None:
         Tenant.objects.select_for_update().filter(pk=tenant.pk).first()
-        active_admins = ApiKey.objects.for_tenant(tenant).filter(role=ApiKeyRole.ADMIN, revoked_at__isnull=True)
+        active_admins = ApiKey.objects.for_tenant(tenant).filter(scope_admin=True, revoked_at__isnull=True)
         if not active_admins.exclude(pk=api_key.pk).exists():
             raise ConflictError("This is the tenant's last active admin key: create another admin key first.")
     ApiKey.objects.for_tenant(tenant).filter(pk=api_key.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())

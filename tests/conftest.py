@@ -9,11 +9,13 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from lifecycle.services import tenant_get_or_create
-from tenants.models import ApiKeyRole
+from tenants.scopes import SCOPE_ORDER, Scope
 from tenants.services import api_key_create
 from tests.services import CeleryWorker, MilvusServer, service_missing
 
 SQLITE_IDS_PER_TEST = 100_000
+# What a key of the former "standard" role was given by the scopes migration.
+STANDARD_SCOPES = (Scope.CHAT, Scope.INGEST)
 
 # Fixtures that start or reach a real service (Milvus Lite, a Celery worker, Redis). A test that uses one, directly
 # or through another fixture, is an integration test whatever its own marks say, so `make test-unit`
@@ -62,8 +64,8 @@ def other_tenant(db):
     return tenant_get_or_create(slug="globex", name="Globex")[0]
 
 
-def _client_for(tenant, role: str = ApiKeyRole.ADMIN) -> APIClient:
-    api_key, raw_key = api_key_create(tenant=tenant, name=f"test-{role}", role=role)
+def _client_for(tenant, scopes=SCOPE_ORDER) -> APIClient:
+    api_key, raw_key = api_key_create(tenant=tenant, name=f"test-{'-'.join(scopes)}", scopes=scopes)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Api-Key {raw_key}")
     client.api_key = api_key
@@ -73,13 +75,14 @@ def _client_for(tenant, role: str = ApiKeyRole.ADMIN) -> APIClient:
 
 @pytest.fixture
 def api_client(tenant) -> APIClient:
-    """An API client holding an admin key of `tenant`."""
+    """An API client holding a key of `tenant` with every scope."""
     return _client_for(tenant)
 
 
 @pytest.fixture
 def standard_api_client(tenant) -> APIClient:
-    return _client_for(tenant, ApiKeyRole.STANDARD)
+    """A key of `tenant` with the chat and ingest scopes: what a standard key became."""
+    return _client_for(tenant, STANDARD_SCOPES)
 
 
 @pytest.fixture

@@ -339,7 +339,7 @@ REST_FRAMEWORK = {
     ],
     "EXCEPTION_HANDLER": "kbplatform.exception_handler.api_exception_handler",
     "DEFAULT_THROTTLE_CLASSES": ["tenants.throttling.TenantRateThrottle"],
-    "DEFAULT_SCHEMA_CLASS": "kbplatform.schema.KbAutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "tenants.schema.ScopedAutoSchema",
     "UNAUTHENTICATED_USER": None,
 }
 SPECTACULAR_SETTINGS = {
@@ -350,6 +350,8 @@ SPECTACULAR_SETTINGS = {
     "SERVE_AUTHENTICATION": [],
     "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
     "COMPONENT_SPLIT_REQUEST": True,
+    # One name for the API key scopes wherever they appear (key creation, key lists, whoami).
+    "ENUM_NAME_OVERRIDES": {"ApiKeyScopeEnum": "tenants.scopes.Scope"},
     # From drf_spectacular_sidecar's static files, not a CDN: the docs page works offline and behind a firewall.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",

@@ -22,7 +22,7 @@ from conversations.services import dedup_policy_update
 from conversations.state import state_key
 from kbplatform.redis_client import redis_connection
 from retrieval.models import Chunk
-from tenants.models import ApiKeyRole
+from tenants.scopes import SCOPE_ORDER, Scope
 from tests.conftest import _client_for
 from tests.conversations.helpers import indexed_kb
 from tests.security.world import world_build
@@ -636,7 +636,7 @@ def test_a_key_bound_to_one_knowledge_base_reads_but_cannot_change_the_tenants_p
     from tenants.services import api_key_create
 
     kb = KnowledgeBase.objects.create(tenant=tenant, name="one")
-    _, raw = api_key_create(tenant=tenant, name="bound admin", role=ApiKeyRole.ADMIN, knowledge_base=kb)
+    _, raw = api_key_create(tenant=tenant, name="bound admin", scopes=SCOPE_ORDER, knowledge_base=kb)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Api-Key {raw}")
     before = client.get("/api/v1/dedup-policy/")
@@ -752,7 +752,7 @@ def test_key_bound_to_another_knowledge_base_sees_404(api_client, tenant, kb):
     other_kb = indexed_kb(tenant, {"x": ["Something else entirely."]}, name="second")
     from tenants.services import api_key_create
 
-    _, raw = api_key_create(tenant=tenant, name="bound", role=ApiKeyRole.STANDARD, knowledge_base=other_kb)
+    _, raw = api_key_create(tenant=tenant, name="bound", scopes=[Scope.CHAT, Scope.INGEST], knowledge_base=other_kb)
     bound = _client_for(tenant)
     bound.credentials(HTTP_AUTHORIZATION=f"Api-Key {raw}")
     conversation_id = start(api_client, kb)

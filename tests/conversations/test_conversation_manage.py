@@ -10,7 +10,7 @@ from conversations.models import ConsumedItem, Conversation, DedupEvent, Feedbac
 from conversations.state import state_key
 from kbplatform.redis_client import redis_connection
 from retrieval.models import KnowledgeBase
-from tenants.models import ApiKeyRole
+from tenants.scopes import Scope
 from tenants.services import api_key_create
 from tests.conftest import _client_for
 from tests.conversations.helpers import indexed_kb, indexed_question_turn_ids
@@ -21,7 +21,9 @@ __all__ = ["kb", "services"]  # fixtures shared with test_api
 
 
 def _bound_client(tenant, knowledge_base):
-    _, raw = api_key_create(tenant=tenant, name="bound", role=ApiKeyRole.STANDARD, knowledge_base=knowledge_base)
+    _, raw = api_key_create(
+        tenant=tenant, name="bound", scopes=[Scope.CHAT, Scope.INGEST], knowledge_base=knowledge_base
+    )
     client = _client_for(tenant)
     client.credentials(HTTP_AUTHORIZATION=f"Api-Key {raw}")
     return client

@@ -9,7 +9,8 @@ import pytest
 from conversations.admin_services import dedup_events_review
 from conversations.models import DedupEvent, Feedback, ReviewVerdict
 from retrieval.models import KnowledgeBase
-from tenants.models import ApiKeyRole, Role
+from tenants.models import Role
+from tenants.scopes import Scope
 from tenants.services import api_key_create
 from tests.conftest import _client_for
 from tests.conversations.test_api import ask, kb, services, start
@@ -174,7 +175,7 @@ def test_another_tenant_and_a_key_of_another_knowledge_base_get_404_and_change_n
     _, raw = api_key_create(
         tenant=tenant,
         name="bound",
-        role=ApiKeyRole.STANDARD,
+        scopes=[Scope.CHAT, Scope.INGEST],
         knowledge_base=KnowledgeBase.objects.create(tenant=tenant, name="second"),
     )
     bound = _client_for(tenant)

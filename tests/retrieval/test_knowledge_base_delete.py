@@ -24,7 +24,8 @@ from retrieval import vectorstore
 from retrieval.embeddings import embed_query, model_id
 from retrieval.models import Chunk, Document, KnowledgeBase, ReindexStatus
 from retrieval.services import document_create
-from tenants.models import ApiKey, ApiKeyRole, Role
+from tenants.models import ApiKey, Role
+from tenants.scopes import SCOPE_ORDER, Scope
 from tenants.services import api_key_create
 from tests.admin_ui.conftest import user_with_role
 from tests.conftest import _client_for
@@ -77,7 +78,7 @@ def test_deleting_a_knowledge_base_takes_everything_of_it_and_nothing_else(
     kb, upload, conversation = _populated(tenant, "doomed")
     kept_kb, kept_upload, kept_conversation = _populated(tenant, "kept")
     foreign_kb, _, _ = _populated(other_tenant, "foreign")
-    bound_key, _ = api_key_create(tenant=tenant, name="bound", role=ApiKeyRole.STANDARD, knowledge_base=kb)
+    bound_key, _ = api_key_create(tenant=tenant, name="bound", scopes=[Scope.CHAT, Scope.INGEST], knowledge_base=kb)
     file_name = upload.source_file.name
     hot = state_key(tenant_id=tenant.pk, conversation_id=conversation.pk)
     events = list(DedupEvent.objects.for_tenant(tenant).filter(conversation=conversation).values_list("pk", flat=True))
@@ -137,13 +138,13 @@ def test_a_knowledge_base_being_reindexed_is_not_deleted(services, tenant):
 def test_only_an_admin_key_of_the_whole_tenant_deletes_a_knowledge_base(services, tenant, other_tenant):
     kb = indexed_kb(tenant, name="guarded")
     url = f"/api/v1/knowledge-bases/{kb.pk}/"
-    _, bound_raw = api_key_create(tenant=tenant, name="bound admin", role=ApiKeyRole.ADMIN, knowledge_base=kb)
+    _, bound_raw = api_key_create(tenant=tenant, name="bound admin", scopes=SCOPE_ORDER, knowledge_base=kb)
     bound = _client_for(tenant)
     bound.credentials(HTTP_AUTHORIZATION=f"Api-Key {bound_raw}")
     assert bound.get(url).json()["id"] == kb.pk  # it may read the knowledge base it is limited to
     response = bound.delete(url)
     assert response.status_code == 403 and "cannot delete it" in response.json()["message"]
-    assert _client_for(tenant, ApiKeyRole.STANDARD).delete(url).status_code == 403
+    assert _client_for(tenant, [Scope.CHAT, Scope.INGEST]).delete(url).status_code == 403
     assert _client_for(other_tenant).delete(url).status_code == 404
     assert KnowledgeBase.objects.for_tenant(tenant).filter(pk=kb.pk).exists()
     assert _client_for(tenant).delete(url).status_code == 204

@@ -13,7 +13,8 @@ from django.urls import reverse
 from conversations.models import DedupEvent, ReviewVerdict
 from retrieval.models import Document, KnowledgeBase
 from tenants.admin_scoping import TenantScopedAdmin
-from tenants.models import ApiKey, ApiKeyRole, Membership, Role
+from tenants.models import ApiKey, Membership, Role
+from tenants.scopes import SCOPE_ORDER
 from tenants.scoping import TenantOwnedModel
 from tenants.services import api_key_create
 from tests.factories import ADMIN_FACTORIES, MembershipFactory, TenantFactory, UserFactory
@@ -187,10 +188,17 @@ def test_a_knowledge_base_posted_with_another_tenant_stays_with_its_own(client, 
 
 def test_an_api_key_posted_with_another_tenant_stays_with_its_own(client, two_tenant_admin):
     acme, globex = two_tenant_admin
-    api_key, _raw = api_key_create(tenant=acme, name="ci", role=ApiKeyRole.ADMIN)
+    api_key, _raw = api_key_create(tenant=acme, name="ci", scopes=SCOPE_ORDER)
     response = client.post(
         reverse("admin:tenants_apikey_change", args=[api_key.pk]),
-        {"tenant": globex.pk, "name": "ci", "role": ApiKeyRole.ADMIN, "knowledge_base": ""},
+        {
+            "tenant": globex.pk,
+            "name": "ci",
+            "scope_chat": True,
+            "scope_ingest": True,
+            "scope_admin": True,
+            "knowledge_base": "",
+        },
     )
     assert response.status_code == 302
     api_key.refresh_from_db()
@@ -204,7 +212,7 @@ def test_a_new_api_key_cannot_be_limited_to_another_tenants_knowledge_base(clien
     theirs = KnowledgeBase.objects.create(tenant=globex, name="theirs")
     response = client.post(
         reverse("admin:tenants_apikey_add"),
-        {"tenant": acme.pk, "name": "mixed", "role": ApiKeyRole.STANDARD, "knowledge_base": theirs.pk},
+        {"tenant": acme.pk, "name": "mixed", "scope_chat": True, "scope_ingest": True, "knowledge_base": theirs.pk},
     )
     assert response.status_code == 200
     assert "belongs to another tenant" in response.content.decode()
@@ -217,7 +225,7 @@ def test_a_stored_api_key_cannot_be_limited_to_another_tenants_knowledge_base(cl
     api_key, _raw = api_key_create(tenant=acme, name="ci")
     response = client.post(
         reverse("admin:tenants_apikey_change", args=[api_key.pk]),
-        {"name": "ci", "role": ApiKeyRole.STANDARD, "knowledge_base": theirs.pk},
+        {"name": "ci", "scope_chat": True, "scope_ingest": True, "knowledge_base": theirs.pk},
     )
     assert response.status_code == 200
     assert "belongs to another tenant" in response.content.decode()

@@ -1,11 +1,11 @@
-"""API key management over the API: admin keys of the tenant only, raw key shown once, foreign ids are 404,
-knowledge-base keys reach only their knowledge base."""
+"""API key management over the API: keys with the admin scope of the whole tenant only, raw key shown once, foreign
+ids are 404, knowledge-base keys reach only their knowledge base; scopes as named, `chat` alone when none is."""
 
 import pytest
 from rest_framework.test import APIClient
 
 from tenants.keys import key_hash
-from tenants.models import ApiKey, ApiKeyRole
+from tenants.models import ApiKey
 from tests.factories import KnowledgeBaseFactory
 
 pytestmark = pytest.mark.django_db
@@ -23,7 +23,7 @@ def test_create_shows_the_key_once_and_it_works(api_client, tenant):
     response = api_client.post(URL, {"name": "mobile app"}, format="json")
     assert response.status_code == 201, response.json()
     body = response.json()
-    assert body["role"] == ApiKeyRole.STANDARD and body["is_active"] and body["knowledge_base"] is None
+    assert body["scopes"] == ["chat"] and body["is_active"] and body["knowledge_base"] is None
     raw_key = body["key"]
     assert raw_key.startswith(f"kb_{body['prefix']}_")
     stored = ApiKey.objects.for_tenant(tenant).get(pk=body["id"])
@@ -53,16 +53,20 @@ def test_last_active_admin_key_cannot_be_revoked(api_client, tenant):
     assert "last active admin key" in response.json()["message"]
     assert ApiKey.objects.for_tenant(tenant).get(pk=api_client.api_key.pk).revoked_at is None
 
-    spare = api_client.post(URL, {"name": "spare admin", "role": "admin"}, format="json").json()
+    # A key without the admin scope does not count as the admin key kept.
+    api_client.post(URL, {"name": "spare chat", "scopes": ["chat", "ingest"]}, format="json")
+    assert api_client.post(f"{URL}{api_client.api_key.pk}/revoke/").status_code == 409
+    spare = api_client.post(URL, {"name": "spare admin", "scopes": ["admin"]}, format="json").json()
     assert api_client.post(f"{URL}{api_client.api_key.pk}/revoke/").status_code == 200
     assert _client(spare["key"]).get(URL).status_code == 200
 
 
-def test_standard_key_cannot_manage_keys(standard_api_client, api_client):
+def test_a_key_without_the_admin_scope_cannot_manage_keys(standard_api_client, api_client):
     for method, url in (("get", URL), ("post", URL), ("get", f"{URL}{api_client.api_key.pk}/")):
         response = getattr(standard_api_client, method)(url, {"name": "x"} if method == "post" else None)
         assert response.status_code == 403, (method, url)
-        assert "admin API key" in response.json()["message"]
+        assert '"admin" scope' in response.json()["message"]
+        assert response.json()["extra"] == {"required_scope": "admin", "key_scopes": ["chat", "ingest"]}
     response = standard_api_client.post(f"{URL}{api_client.api_key.pk}/revoke/")
     assert response.status_code == 403
     assert api_client.get("/api/v1/whoami/").status_code == 200
@@ -71,10 +75,10 @@ def test_standard_key_cannot_manage_keys(standard_api_client, api_client):
 def test_admin_key_limited_to_a_knowledge_base_cannot_mint_wider_keys(api_client, tenant):
     knowledge_base = KnowledgeBaseFactory(tenant=tenant)
     limited = api_client.post(
-        URL, {"name": "kb admin", "role": "admin", "knowledge_base": knowledge_base.pk}, format="json"
+        URL, {"name": "kb admin", "scopes": ["admin"], "knowledge_base": knowledge_base.pk}, format="json"
     ).json()
     assert limited["knowledge_base"] == knowledge_base.pk
-    response = _client(limited["key"]).post(URL, {"name": "escalate", "role": "admin"}, format="json")
+    response = _client(limited["key"]).post(URL, {"name": "escalate", "scopes": ["admin"]}, format="json")
     assert response.status_code == 403
     assert "limited to one knowledge base" in response.json()["message"]
     assert not ApiKey.objects.for_tenant(tenant).filter(name="escalate").exists()
@@ -102,7 +106,16 @@ def test_key_for_another_tenants_knowledge_base_is_refused(api_client, tenant, o
 
 @pytest.mark.parametrize(
     "body",
-    [{}, {"name": ""}, {"name": "x" * 101}, {"name": "k", "role": "owner"}, {"name": "k", "knowledge_base": "a"}],
+    [
+        {},
+        {"name": ""},
+        {"name": "x" * 101},
+        {"name": "k", "scopes": ["owner"]},
+        {"name": "k", "scopes": "admin"},
+        {"name": "k", "scopes": ["chat", None]},
+        {"name": "k", "role": "admin"},
+        {"name": "k", "knowledge_base": "a"},
+    ],
 )
 def test_bad_create_bodies_are_400_and_store_nothing(api_client, tenant, body):
     before = ApiKey.objects.for_tenant(tenant).count()
@@ -110,3 +123,23 @@ def test_bad_create_bodies_are_400_and_store_nothing(api_client, tenant, body):
     assert response.status_code == 400
     assert response.json()["extra"]["fields"]
     assert ApiKey.objects.for_tenant(tenant).count() == before
+
+
+@pytest.mark.parametrize(
+    ("scopes", "held"),
+    [
+        (None, ["chat"]),
+        ([], ["chat"]),
+        (["ingest"], ["ingest"]),
+        (["admin", "chat"], ["chat", "admin"]),
+        (["chat", "chat", "ingest"], ["chat", "ingest"]),
+        (["chat", "ingest", "admin"], ["chat", "ingest", "admin"]),
+    ],
+)
+def test_a_key_is_created_with_the_scopes_named_and_chat_alone_when_none_is(api_client, tenant, scopes, held):
+    body = {"name": "k"} if scopes is None else {"name": "k", "scopes": scopes}
+    response = api_client.post(URL, body, format="json")
+    assert response.status_code == 201, response.json()
+    assert response.json()["scopes"] == held
+    assert sorted(ApiKey.objects.for_tenant(tenant).get(pk=response.json()["id"]).scopes) == sorted(held)
+    assert _client(response.json()["key"]).get("/api/v1/whoami/").json()["key_scopes"] == held

@@ -24,7 +24,8 @@ from conversations.models import (
     Turn,
 )
 from retrieval.models import Chunk, Document, KnowledgeBase
-from tenants.models import ApiKey, ApiKeyRole, Tenant
+from tenants.models import ApiKey, Tenant
+from tenants.scopes import SCOPE_ORDER, Scope
 from tenants.scoping import TenantOwnedModel
 from tenants.services import api_key_create
 
@@ -46,7 +47,7 @@ class TenantWorld:
 def world_build(*, tenant: Tenant, marker: str) -> TenantWorld:
     """One knowledge base (and a second one, for knowledge-base keys), a document with a chunk, a titled conversation
     with a turn, a consumed item, feedback on the turn and an audit event, and admin / standard /
-    knowledge-base-limited keys."""
+    knowledge-base-limited keys, and one key holding each scope alone (`only_chat`, `only_ingest`, `only_admin`)."""
     world = TenantWorld(tenant=tenant)
     knowledge_base = KnowledgeBase.objects.create(tenant=tenant, name=f"{marker} kb", description=marker)
     second_kb = KnowledgeBase.objects.create(tenant=tenant, name=f"{marker} second kb", description=marker)
@@ -129,10 +130,15 @@ def world_build(*, tenant: Tenant, marker: str) -> TenantWorld:
         exclusion_window=5,
         granularity=Granularity.DOC,
     )
-    admin_key, world.raw_keys["admin"] = api_key_create(tenant=tenant, name=f"{marker} admin", role=ApiKeyRole.ADMIN)
-    standard_key, world.raw_keys["standard"] = api_key_create(tenant=tenant, name=f"{marker} standard")
+    admin_key, world.raw_keys["admin"] = api_key_create(tenant=tenant, name=f"{marker} admin", scopes=SCOPE_ORDER)
+    standard_key, world.raw_keys["standard"] = api_key_create(
+        tenant=tenant, name=f"{marker} standard", scopes=[Scope.CHAT, Scope.INGEST]
+    )
+    # One key per scope alone, for the scope sweep.
+    for scope in SCOPE_ORDER:
+        world.raw_keys[f"only_{scope}"] = api_key_create(tenant=tenant, name=f"{marker} {scope}", scopes=[scope])[1]
     kb_key, world.raw_keys["kb_admin"] = api_key_create(
-        tenant=tenant, name=f"{marker} kb admin", role=ApiKeyRole.ADMIN, knowledge_base=knowledge_base
+        tenant=tenant, name=f"{marker} kb admin", scopes=SCOPE_ORDER, knowledge_base=knowledge_base
     )
     world.objects.update(
         knowledge_base=knowledge_base,

@@ -8,7 +8,8 @@ from django.core.validators import ValidationError
 from django.db import transaction
 
 from lifecycle.services import tenant_get_or_create
-from tenants.models import ApiKeyRole, slug_validator
+from tenants.models import slug_validator
+from tenants.scopes import SCOPE_ORDER, Scope
 from tenants.services import api_key_create, tenant_admin_user_ensure
 
 
@@ -21,7 +22,14 @@ class Command(BaseCommand):
         parser.add_argument("--admin-email", default=None, help="Create or find this user and make them tenant admin.")
         parser.add_argument("--admin-password", default=None, help="Set this password (else a random one is printed).")
         parser.add_argument("--key-name", default="default")
-        parser.add_argument("--key-role", choices=ApiKeyRole.values, default=ApiKeyRole.ADMIN)
+        parser.add_argument(
+            "--key-scope",
+            action="append",
+            choices=Scope.values,
+            dest="key_scopes",
+            help="A scope of the new key (give it once per scope). Default: all of them (chat, ingest, admin), as the "
+            "tenant's first key must be able to create the others.",
+        )
         parser.add_argument("--no-key", action="store_true", help="Do not create an API key.")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -39,5 +47,7 @@ class Command(BaseCommand):
                 self.stdout.write(f"Admin login: {options['admin_email']} / {password}")
             if options["no_key"]:
                 return
-            _, raw_key = api_key_create(tenant=tenant, name=options["key_name"], role=options["key_role"])
+            _, raw_key = api_key_create(
+                tenant=tenant, name=options["key_name"], scopes=options["key_scopes"] or SCOPE_ORDER
+            )
         self.stdout.write(raw_key)

@@ -1,0 +1,33 @@
+"""The OpenAPI schema names the API key scope each operation needs, from the same declaration the permission
+checks (`TenantApi.required_scope`): in its description, as `x-required-scope`, and in what its 403 means."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kbplatform.schema import KbAutoSchema
+from tenants.scopes import ANY_SCOPE, Scope, scope_required
+
+
+class ScopedAutoSchema(KbAutoSchema):
+    def get_operation(self, *args: Any, **kwargs: Any) -> dict | None:
+        operation = super().get_operation(*args, **kwargs)
+        if operation is None or not hasattr(self.view, "required_scope"):
+            return operation
+        needed = scope_required(self.view.required_scope, self.method)
+        if needed is None:
+            return operation
+        operation["x-required-scope"] = str(needed)
+        if needed == ANY_SCOPE:
+            note = "Any API key may call this, whatever its scopes."
+        else:
+            note = f"Needs an API key with the `{needed}` scope" + (
+                "." if needed == Scope.ADMIN else " (or `admin`, which holds every scope)."
+            )
+            operation.setdefault("responses", {})["403"] = {
+                "description": f'The key lacks the "{needed}" scope: `extra.required_scope` names it and '
+                "`extra.key_scopes` lists what the key holds (or the key is limited to another knowledge base)."
+            }
+        description = operation.get("description", "")
+        operation["description"] = f"{note}\n\n{description}" if description else note
+        return operation
