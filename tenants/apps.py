@@ -18,7 +18,7 @@ class TenantsConfig(AppConfig):
 
 def rate_limits_validate() -> None:
     """Refuse to start with a rate limit that does not parse (KB_RATE_LIMIT, KB_RATE_LIMIT_TENANTS,
-    KB_AUTH_FAILURE_RATE, KB_ADMIN_LOGIN_FAILURE_RATE), instead of failing every request later: a typo in a limit
+    KB_AUTH_FAILURE_RATE, KB_UNAUTHENTICATED_RATE, KB_ADMIN_LOGIN_FAILURE_RATE), instead of failing every request later: a typo in a limit
     is found when the process starts, by whoever deploys it."""
     from django.conf import settings
 
@@ -27,6 +27,7 @@ def rate_limits_validate() -> None:
     limits = {
         "KB_RATE_LIMIT": settings.RATE_LIMIT_DEFAULT,
         "KB_AUTH_FAILURE_RATE": settings.AUTH_FAILURE_RATE,
+        "KB_UNAUTHENTICATED_RATE": settings.UNAUTHENTICATED_RATE,
         "KB_ADMIN_LOGIN_FAILURE_RATE": settings.ADMIN_LOGIN_FAILURE_RATE,
     }
     limits.update({f"KB_RATE_LIMIT_TENANTS[{slug}]": text for slug, text in settings.RATE_LIMIT_TENANTS.items()})

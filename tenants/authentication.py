@@ -10,7 +10,7 @@ from rest_framework import authentication, exceptions
 from tenants.models import ApiKey, Tenant
 from tenants.selectors import api_key_get_by_raw
 from tenants.services import api_key_mark_used
-from tenants.throttling import auth_failure_check
+from tenants.throttling import auth_failure_check, unauthenticated_check
 
 if TYPE_CHECKING:
     from rest_framework.request import Request
@@ -36,20 +36,32 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
     """`Authorization: Api-Key <key>`. Wrong, revoked or malformed keys are 401 with a message saying which."""
 
     def authenticate(self, request: Request) -> tuple[ApiClient, ApiKey] | None:
+        """Every request without a valid key (none sent, or one refused) spends its address's budget of such requests
+        (KB_UNAUTHENTICATED_RATE); each refusal also spends the address's budget of failed attempts
+        (KB_AUTH_FAILURE_RATE). Once either is spent, the answer is 429 with Retry-After instead of 401. A valid key is
+        never held back, and a request with one costs no extra round trip."""
+        address = request.META.get("REMOTE_ADDR") or "unknown"
         try:
-            return self._authenticate(request)
+            authenticated = self._authenticate(request)
         except exceptions.AuthenticationFailed as exc:
-            # Each refusal spends the caller's address's budget of failed attempts (KB_AUTH_FAILURE_RATE); once it
-            # is spent, refusals are 429 with Retry-After. Only failures count: a valid key is never held back, and
-            # a successful request costs no extra round trip.
-            allowed, wait = auth_failure_check(address=request.META.get("REMOTE_ADDR") or "unknown")
-            if not allowed:
-                seconds = max(1, math.ceil(wait))
-                raise exceptions.Throttled(
-                    wait=seconds,
-                    detail=f"Too many failed authentications from this address: {exc.detail}",
-                ) from exc
+            _hold_back(
+                unauthenticated_check(address=address),
+                f"Too many requests without a valid API key from this address: {exc.detail}",
+                exc,
+            )
+            _hold_back(
+                auth_failure_check(address=address),
+                f"Too many failed authentications from this address: {exc.detail}",
+                exc,
+            )
             raise
+        if authenticated is None:
+            _hold_back(
+                unauthenticated_check(address=address),
+                f'Too many requests without a valid API key from this address: send "Authorization: {KEYWORD} <key>".',
+                None,
+            )
+        return authenticated
 
     def _authenticate(self, request: Request) -> tuple[ApiClient, ApiKey] | None:
         header = authentication.get_authorization_header(request)
@@ -76,6 +88,12 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
 
     def authenticate_header(self, request: Request) -> str:
         return KEYWORD
+
+
+def _hold_back(decision: tuple[bool, float], detail: str, cause: Exception | None) -> None:
+    allowed, wait = decision
+    if not allowed:
+        raise exceptions.Throttled(wait=max(1, math.ceil(wait)), detail=detail) from cause
 
 
 class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):

@@ -203,6 +203,16 @@ def auth_failure_check(*, address: str) -> tuple[bool, float]:
     return _limit_decide(f"authfail:{address}", rate)
 
 
+def unauthenticated_check(*, address: str) -> tuple[bool, float]:
+    """Count one API request from `address` that came without a valid key (none, or one refused): (allowed, seconds
+    to wait once the address's budget, KB_UNAUTHENTICATED_RATE, is spent). Never raises; no limit when the setting
+    is empty."""
+    rate = rate_parse(settings.UNAUTHENTICATED_RATE, burst=settings.UNAUTHENTICATED_BURST)
+    if rate is None:
+        return True, 0.0
+    return _limit_decide(f"nokey:{address}", rate)
+
+
 # --- admin sign-in ---------------------------------------------------------------------------------------------------
 def admin_account_key(username: str) -> str:
     """The account's name in budget keys and device cookies: a hash, so neither Redis nor a cookie holds it."""

@@ -367,6 +367,11 @@ RATE_LIMIT_REDIS_RETRY_SECONDS = _positive_seconds("KB_RATE_LIMIT_REDIS_RETRY_SE
 # it): past the budget, refusals are 429 with Retry-After instead of 401. Valid keys are never counted or held back.
 AUTH_FAILURE_RATE = env.str("KB_AUTH_FAILURE_RATE", default="30/min")
 AUTH_FAILURE_BURST = _whole_number("KB_AUTH_FAILURE_BURST", default=10)
+# Every API request without a valid key (none sent, or one refused), per client address: past the budget they are 429
+# with Retry-After instead of 401, so a client sending no key at all (which spends no auth-failure budget) cannot
+# hammer the API either. Valid keys are never counted or held back; health and the schema take no key.
+UNAUTHENTICATED_RATE = env.str("KB_UNAUTHENTICATED_RATE", default="120/min")
+UNAUTHENTICATED_BURST = _whole_number("KB_UNAUTHENTICATED_BURST", default=30)
 # Failed admin sign-ins, per client address and per account (tenants/admin_login.py): past either budget the sign-in
 # form refuses before checking the password, until the budget refills. Correct sign-ins are never counted.
 ADMIN_LOGIN_FAILURE_RATE = env.str("KB_ADMIN_LOGIN_FAILURE_RATE", default="30/hour")

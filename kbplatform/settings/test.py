@@ -16,9 +16,11 @@ CELERY_TASK_ALWAYS_EAGER = False
 MILVUS_COLLECTION = f"kbtest_{RUN_ID}"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 MEDIA_ROOT = VAR_DIR / "test-media"
-# Every test client calls from 127.0.0.1: the suite's many deliberate 401s would spend one address's budget of failed
-# authentications. tests/security/test_rate_limits.py turns it on with addresses of its own.
+# Every test client calls from 127.0.0.1: the suite's many deliberate 401s would spend one address's budgets of failed
+# authentications and of requests without a key. tests/security/test_rate_limits.py turns them on with addresses of
+# its own.
 AUTH_FAILURE_RATE = ""
+UNAUTHENTICATED_RATE = ""
 
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}

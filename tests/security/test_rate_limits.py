@@ -128,3 +128,45 @@ def test_an_auth_failure_rate_that_does_not_parse_stops_the_start(settings):
     settings.AUTH_FAILURE_RATE = "many"
     with pytest.raises(ImproperlyConfigured, match="KB_AUTH_FAILURE_RATE"):
         rate_limits_validate()
+
+
+# --- requests without a key, per client address -----------------------------------------------------------------
+def test_requests_without_a_key_past_the_address_budget_are_429_and_a_valid_key_still_works(
+    redis_available, api_client
+):
+    """A client sending no key at all spends no auth-failure budget (nothing failed), but it may not hammer the API
+    either: requests without a valid key answer to a budget of their own per client address."""
+    import uuid
+
+    from rest_framework.test import APIClient
+
+    throttling._redis_down_until = 0.0
+    address = f"10.{uuid.uuid4().int % 250}.{uuid.uuid4().int % 250}.9"  # an address no other test uses
+    keyless = APIClient(REMOTE_ADDR=address)
+    with override_settings(UNAUTHENTICATED_RATE="6/min", UNAUTHENTICATED_BURST=3):
+        statuses = [keyless.get("/api/v1/whoami/").status_code for _ in range(4)]
+        assert statuses == [401, 401, 401, 429]
+        refused = keyless.get("/api/v1/conversations/")
+        assert refused.status_code == 429 and 5 <= int(refused["Retry-After"]) <= 11  # one request every 10 s
+        assert "without a valid API key" in refused.json()["message"]
+        assert refused.json()["extra"]["retry_after_seconds"] == int(refused["Retry-After"])
+        # A wrong key from the same address is held back too: it has no valid key either.
+        wrong = APIClient(REMOTE_ADDR=address)
+        wrong.credentials(HTTP_AUTHORIZATION="Api-Key kb_nothing_wrongwrongwrong")
+        assert wrong.get("/api/v1/whoami/").status_code == 429
+        # Another address has its own budget, and a valid key from the refused address is not held back.
+        assert APIClient(REMOTE_ADDR=f"{address}1").get("/api/v1/whoami/").status_code == 401
+        api_client.defaults["REMOTE_ADDR"] = address
+        assert api_client.get("/api/v1/whoami/").status_code == 200
+        # Health and the schema take no key and are not API key requests: not counted.
+        assert {keyless.get("/api/schema/").status_code for _ in range(3)} == {200}
+
+
+def test_an_unauthenticated_rate_that_does_not_parse_stops_the_start(settings):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from tenants.apps import rate_limits_validate
+
+    settings.UNAUTHENTICATED_RATE = "lots"
+    with pytest.raises(ImproperlyConfigured, match="KB_UNAUTHENTICATED_RATE"):
+        rate_limits_validate()
