@@ -1,8 +1,8 @@
 """`make run`: the whole platform on embedded defaults, in one terminal, with no questions asked.
 
 Starts (or reuses) Milvus Lite and Redis, migrates, ensures the `demo` tenant with an admin login and an API
-key of every scope, then runs a Celery worker, beat and the web server until Ctrl-C, which stops them all. Running it again
-reuses the data under `var/`, the admin password and the API key.
+key of every scope, then runs a Celery worker, beat and the web server until Ctrl-C, which stops them all. Running it
+again reuses the data under `var/`, the admin password and the API key.
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ class TenantsConfig(AppConfig):
 
 def rate_limits_validate() -> None:
     """Refuse to start with a rate limit that does not parse (KB_RATE_LIMIT, KB_RATE_LIMIT_TENANTS,
-    KB_AUTH_FAILURE_RATE, KB_UNAUTHENTICATED_RATE, KB_ADMIN_LOGIN_FAILURE_RATE), instead of failing every request later: a typo in a limit
-    is found when the process starts, by whoever deploys it."""
+    KB_AUTH_FAILURE_RATE, KB_UNAUTHENTICATED_RATE, KB_ADMIN_LOGIN_FAILURE_RATE), instead of failing every request
+    later: a typo in a limit is found when the process starts, by whoever deploys it."""
     from django.conf import settings
 
     from tenants.throttling import rate_parse

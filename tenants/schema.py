@@ -29,5 +29,5 @@ class ScopedAutoSchema(KbAutoSchema):
                 "`extra.key_scopes` lists what the key holds (or the key is limited to another knowledge base)."
             }
         description = operation.get("description", "")
-        operation["description"] = f"{note}\n\n{description}" if description else note
+        operation["description"] = f"{description}\n\n{note}" if description else note
         return operation

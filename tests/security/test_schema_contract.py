@@ -113,6 +113,24 @@ def test_no_operation_is_described_by_a_base_class_note_for_developers(schema):
     assert search["description"].startswith("A stateless retrieval test")
 
 
+def test_every_operation_names_the_api_key_scope_it_needs(schema):
+    """From the views' declarations (tests/security/test_scope_sweep.py holds the API to them)."""
+    scopes = {
+        f"{method.upper()} {path}": operation.get("x-required-scope")
+        for path, operations in schema["paths"].items()
+        if path.startswith("/api/v1/")
+        for method, operation in operations.items()
+    }
+    assert set(scopes.values()) == {"any", "chat", "ingest", "admin"}
+    assert scopes["DELETE /api/v1/documents/{document_id}/"] == "ingest"
+    assert scopes["GET /api/v1/whoami/"] == "any"
+    delete = schema["paths"]["/api/v1/knowledge-bases/{knowledge_base_id}/"]["delete"]
+    assert delete["description"].endswith("Needs an API key with the `admin` scope.")
+    assert '"admin" scope' in delete["responses"]["403"]["description"]
+    search = schema["paths"]["/api/v1/knowledge-bases/{knowledge_base_id}/search/"]["post"]
+    assert "`chat` scope (or `admin`" in search["description"]
+
+
 def test_the_document_list_describes_its_filters_page_and_status_counts(schema):
     """A client generated from the schema must be able to ask for several statuses (the parameter repeated, OpenAPI's
     default for a query array), and read every status's count without guessing which keys appear."""
