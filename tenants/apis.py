@@ -1,8 +1,8 @@
 """Tenant endpoints: who am I, and API key management.
 
 Key management needs the `admin` scope, and a key that reaches the whole tenant: a key limited to one knowledge base
-could otherwise mint itself an unlimited key. The whole key is in the
-create response and nowhere else, ever; lists and details show the prefix only. Another tenant's key id is a 404.
+could otherwise mint itself an unlimited key. The whole key is in the create response and nowhere else, ever; lists
+and details show the prefix only. Another tenant's key id is a 404.
 """
 
 from __future__ import annotations
