@@ -24,10 +24,50 @@ def _redis() -> tuple[str, str]:
     return ("ok", "ping") if redis_ping() else ("down", "no answer from REDIS_URL")
 
 
+VECTORS_LOST = "vectors_lost"
+# How long one process reuses its answer to "does Milvus hold the vectors the database says are indexed": the
+# question costs a count in each store, and a load balancer asks for health every few seconds.
+CONTENTS_CHECK_SECONDS = 60.0
+_contents_checked: tuple[float, tuple[str, str]] | None = None  # (monotonic time, the answer) of the last check
+
+
+def milvus_contents_state(*, uri: str, indexed_chunks: bool, chunk_vectors: int | None) -> tuple[str, str]:
+    """Milvus's status once it answers: `vectors_lost` when it holds no chunk vector while the database holds chunks
+    of indexed documents (its data was lost: every search of those knowledge bases answers 503 until
+    `manage.py milvus_rebuild`), else ok. `chunk_vectors` is None when it was not counted (nothing is indexed). Pure."""
+    if indexed_chunks and chunk_vectors == 0:
+        return (
+            VECTORS_LOST,
+            f"{uri} answers but holds no chunk vector while the database holds indexed chunks (its data was lost?): "
+            "run `manage.py milvus_rebuild` (docs/operations.md, Recovery drill)",
+        )
+    return "ok", uri
+
+
 def _milvus() -> tuple[str, str]:
     from retrieval.vectorstore import vectorstore_ping
 
-    return ("ok", settings.MILVUS_URI) if vectorstore_ping() else ("down", f"no answer from {settings.MILVUS_URI}")
+    if not vectorstore_ping():
+        return "down", f"no answer from {settings.MILVUS_URI}"
+    return _milvus_contents()
+
+
+def _milvus_contents() -> tuple[str, str]:
+    """`milvus_contents_state` of this moment, reused for CONTENTS_CHECK_SECONDS. A failed count raises (the check
+    reports it) and is not kept, so the next check counts again."""
+    global _contents_checked
+    from retrieval.selectors import indexed_chunks_exist
+    from retrieval.vectorstore import chunk_vectors_total
+
+    now = time.monotonic()
+    if _contents_checked is not None and now - _contents_checked[0] < CONTENTS_CHECK_SECONDS:
+        return _contents_checked[1]
+    indexed = indexed_chunks_exist()
+    state = milvus_contents_state(
+        uri=settings.MILVUS_URI, indexed_chunks=indexed, chunk_vectors=chunk_vectors_total() if indexed else None
+    )
+    _contents_checked = (now, state)
+    return state
 
 
 def _worker() -> tuple[str, str]:
@@ -79,8 +119,10 @@ def health_report() -> dict:
     """{"status": ok|degraded|down, "components": {name: {"status", "detail", "ms"}}}.
 
     `down` when the database is down (nothing works); `degraded` when any other part is down (turns may still
-    be answered from the database, uploads wait in the queue). `embedding_model` is `down` only when the model's
-    files cannot be read; knowledge bases awaiting a re-index make it `reindex_needed`, which degrades nothing.
+    be answered from the database, uploads wait in the queue), or when Milvus answers but lost its vectors
+    (`vectors_lost`: searches of indexed knowledge bases answer 503 until rebuilt). `embedding_model` is `down`
+    only when the model's files cannot be read; knowledge bases awaiting a re-index make it `reindex_needed`, which
+    degrades nothing.
     """
     components = {}
     for name, check in CHECKS.items():
@@ -92,7 +134,7 @@ def health_report() -> dict:
         components[name] = {"status": state, "detail": detail, "ms": round((time.perf_counter() - started) * 1000, 1)}
     if components["database"]["status"] != "ok":
         overall = "down"
-    elif any(c["status"] == "down" for c in components.values()):
+    elif any(c["status"] in ("down", VECTORS_LOST) for c in components.values()):
         overall = "degraded"
     else:
         overall = "ok"

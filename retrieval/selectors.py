@@ -440,6 +440,12 @@ def vectors_lost_check(*, tenant: Tenant, knowledge_base: KnowledgeBase) -> None
         )
 
 
+def indexed_chunks_exist() -> bool:
+    """Whether the database holds a chunk of an indexed document, in any tenant: what the health check compares with
+    an empty Milvus (a yes or no across tenants, never which)."""
+    return Chunk.objects.unscoped().filter(document__status=DocumentStatus.INDEXED).exists()
+
+
 @dataclass(frozen=True)
 class TextSettings:
     """What a chunk's vector row needs of its knowledge base: the analyser of its text and where it is written."""
