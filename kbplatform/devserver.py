@@ -28,8 +28,16 @@ DEFAULT_MILVUS = "http://127.0.0.1:19530"
 # Set for every `milvus-lite server` the platform starts (here, and the tests' and benchmarks' own servers). Milvus
 # Lite holds its data in Arrow buffers; with Arrow's default allocator (mimalloc) memory freed after each flush and
 # merge of segments stays with the process, so a server that is written to all day grows without bound while its
-# data does not. The system allocator hands it back. An operator's own value is kept.
-MILVUS_LITE_SERVER_ENV = {"ARROW_DEFAULT_MEMORY_POOL": "system"}
+# data does not. The system allocator hands it back, once glibc's malloc is told to: buffers above 128 KB mapped on
+# their own and unmapped when freed (a fixed threshold: glibc otherwise raises it to the largest buffer freed and
+# keeps such buffers on its heap), the heap's free top returned, and two arenas instead of one per thread of the
+# server's pool. An operator's own values are kept.
+MILVUS_LITE_SERVER_ENV = {
+    "ARROW_DEFAULT_MEMORY_POOL": "system",
+    "MALLOC_MMAP_THRESHOLD_": "131072",
+    "MALLOC_TRIM_THRESHOLD_": "131072",
+    "MALLOC_ARENA_MAX": "2",
+}
 
 children: list[subprocess.Popen] = []
 
