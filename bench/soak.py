@@ -283,13 +283,15 @@ def milvus_rows() -> dict[str, int]:
     return rows
 
 
-def milvus_restart_rss() -> float:
-    """The Milvus server's RSS once restarted on the same data with the deployment's collections loaded: what the data
-    takes in a fresh process. Compared with the RSS the run ended with, it tells growth of the data from memory the
-    process kept beside it."""
+def milvus_restart_rss(*, tenant, knowledge_base, questions: list[str]) -> float:  # noqa: ANN001
+    """The Milvus server's RSS once restarted on the same data with the deployment's collections loaded and searched
+    as the run searched them (`questions` in the knowledge base's mode, so what searches build lazily, such as the
+    full-text indexes of segments, is there too): what the data takes in a fresh process. Compared with the RSS the
+    run ended with, it tells growth of the data from memory the process kept beside it."""
     from django.conf import settings
 
-    from retrieval import vectorstore
+    from retrieval import embeddings, vectorstore
+    from retrieval.selectors import chunk_search
 
     server = common.milvus_server
     server.stop()
@@ -297,6 +299,15 @@ def milvus_restart_rss() -> float:
     vectorstore._reset()
     for name in vectorstore.deployment_collection_names():
         vectorstore._connect().load_collection(name, timeout=settings.MILVUS_SETUP_TIMEOUT)
+    for question in questions:
+        chunk_search(
+            tenant=tenant,
+            knowledge_base=knowledge_base,
+            query_vector=embeddings.embed_query(question),
+            query_model_identity=embeddings.model_identity(),
+            limit=10,
+            query_text=question,
+        )
     time.sleep(5)
     return tree_rss_mb(server.process.pid)
 
@@ -320,8 +331,8 @@ def milvus_memory_line(
     return (
         f"Milvus     {change:+.1f} MB from minute {reference_minute} to {last} with {added:+d} rows stored ({stored})"
         f"{per_row}; {sum(rows['end'].values())} rows after the drain: {end_mb:.1f} MB, the server restarted on the "
-        f"same data and loaded: {restarted_mb:.1f} MB ({restarted_mb - end_mb:+.1f} MB: what the process held beside "
-        "its data)"
+        f"same data, loaded and searched: {restarted_mb:.1f} MB ({restarted_mb - end_mb:+.1f} MB: what the process "
+        "held beside its data)"
     )
 
 
@@ -466,7 +477,11 @@ def main() -> int:
         checks = {**audit(tenant=tenant, results=results), **feedback_audit(tenant=tenant, feedback=traffic.feedback)}
         checks.update(uploads)
         try:
-            milvus_restarted_mb = milvus_restart_rss()
+            milvus_restarted_mb = milvus_restart_rss(
+                tenant=tenant,
+                knowledge_base=knowledge_base,
+                questions=[question for script in scripts[:10] for question in script[:3]],
+            )
         except Exception as exc:  # noqa: BLE001 - a figure missing, not a failed soak: the audit is already made
             print(f"the restart of Milvus on the same data failed: {type(exc).__name__}: {exc}", flush=True)
             milvus_restarted_mb = float("nan")
