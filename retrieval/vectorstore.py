@@ -829,8 +829,14 @@ def _question_collection_ensure(*, name: str, dimension: int) -> str:
 
 
 def question_collection_keyed(name: str) -> bool:
-    """Whether question collection `name` (ensured in this process) stores each question's metadata filter key."""
-    return _question_keyed.get(name, False)
+    """Whether existing question collection `name` stores each question's metadata filter key: read from its schema
+    once per process (a collection dropped and made again by another process is read again once a call on it has
+    failed, as every failure resets this process's client)."""
+    keyed = _question_keyed.get(name)
+    if keyed is None:
+        described = _call(f"description of collection {name}", _connect().describe_collection, name)
+        keyed = _question_keyed[name] = QUESTION_FILTER_FIELD in {field["name"] for field in described["fields"]}
+    return keyed
 
 
 def question_collection_ensure(*, model: str, dimension: int) -> str:
