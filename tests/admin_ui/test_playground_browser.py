@@ -5,7 +5,8 @@ forces a fresh answer, starts a new conversation, and runs the retrieval test. T
 service that takes its time, the decision is on the page before the answer, the answer grows piece by piece into the
 one the turn stored, and a failure mid-answer is said in the turn.
 
-`KB_SAVE_SCREENSHOTS=1` writes docs/screenshots/playground.png and playground-retrieval.png."""
+`KB_SAVE_SCREENSHOTS=1` writes docs/screenshots/playground.png, playground-retrieval.png and playground-streaming.png
+(a turn caught mid-answer)."""
 
 from __future__ import annotations
 
@@ -175,7 +176,9 @@ def open_playground(page, tenant) -> None:
     page.wait_for_load_state()
 
 
-def test_the_chat_shows_the_decision_first_and_the_answer_as_it_streams(page, tenant, handbook, settings):
+def test_the_chat_shows_the_decision_first_and_the_answer_as_it_streams(
+    page, tenant, handbook, settings, screenshot_dir
+):
     pieces = ["To reset it, ", "open Settings, ", "choose Security ", "and click Reset password [1]."]
     llm = FakeLLM(
         replies=[
@@ -187,7 +190,17 @@ def test_the_chat_shows_the_decision_first_and_the_answer_as_it_streams(page, te
     try:
         open_playground(page, tenant)
         page.evaluate(RECORD_CHANGES)
-        first = ask(page, "How do I reset my password?")
+        page.fill("#kb-question", "How do I reset my password?")
+        page.click("#kb-ask-button")
+        # Caught mid-answer: the decision and sources drawn, part of the answer, the turn not finished.
+        page.wait_for_function(
+            "() => { const t = document.querySelector('#kb-turns > li'); return t && t.dataset.turnId === undefined"
+            " && t.querySelector('[data-role=answer]').textContent.length > 20; }",
+            timeout=60_000,
+        )
+        page.screenshot(path=str(screenshot_dir / "playground-streaming.png"), full_page=True)
+        page.wait_for_selector("#kb-turns > li[data-turn-id]", timeout=60_000)
+        first = page.locator("#kb-turns > li").nth(0)
         seen = page.evaluate("window.kbSeen")
         stored = Turn.objects.for_tenant(tenant).get(pk=int(first.get_attribute("data-turn-id")))
         assert stored.answer_state == AnswerState.COMPLETE and stored.answer == "".join(pieces)
