@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from django.conf import settings
 from django.db import connection
@@ -26,20 +26,24 @@ def _redis() -> tuple[str, str]:
 
 VECTORS_LOST = "vectors_lost"
 # How long one process reuses its answer to "does Milvus hold the vectors the database says are indexed": the
-# question costs a count in each store, and a load balancer asks for health every few seconds.
+# question costs a query of the database and a count in Milvus per knowledge base sampled, and a load balancer asks
+# for health every few seconds.
 CONTENTS_CHECK_SECONDS = 60.0
+CONTENTS_SAMPLE = 3  # knowledge bases counted: a lost Milvus has lost all of them
 _contents_checked: tuple[float, tuple[str, str]] | None = None  # (monotonic time, the answer) of the last check
 
 
-def milvus_contents_state(*, uri: str, indexed_chunks: bool, chunk_vectors: int | None) -> tuple[str, str]:
-    """Milvus's status once it answers: `vectors_lost` when it holds no chunk vector while the database holds chunks
-    of indexed documents (its data was lost: every search of those knowledge bases answers 503 until
-    `manage.py milvus_rebuild`), else ok. `chunk_vectors` is None when it was not counted (nothing is indexed). Pure."""
-    if indexed_chunks and chunk_vectors == 0:
+def milvus_contents_state(*, uri: str, vector_counts: Sequence[int]) -> tuple[str, str]:
+    """Milvus's status once it answers, from the vectors it holds of knowledge bases whose chunks the database holds
+    indexed: `vectors_lost` when one holds none (its data was lost: every search of it answers 503 until
+    `manage.py milvus_rebuild`), else ok. Pure."""
+    empty = sum(1 for count in vector_counts if count == 0)
+    if empty:
         return (
             VECTORS_LOST,
-            f"{uri} answers but holds no chunk vector while the database holds indexed chunks (its data was lost?): "
-            "run `manage.py milvus_rebuild` (docs/operations.md, Recovery drill)",
+            f"{uri} answers but holds no vector of {empty} of {len(vector_counts)} knowledge base(s) whose chunks "
+            "the database holds indexed (its data was lost?): run `manage.py milvus_rebuild` (docs/operations.md, "
+            "Recovery drill)",
         )
     return "ok", uri
 
@@ -53,19 +57,20 @@ def _milvus() -> tuple[str, str]:
 
 
 def _milvus_contents() -> tuple[str, str]:
-    """`milvus_contents_state` of this moment, reused for CONTENTS_CHECK_SECONDS. A failed count raises (the check
-    reports it) and is not kept, so the next check counts again."""
+    """`milvus_contents_state` of this moment for up to CONTENTS_SAMPLE knowledge bases, reused for
+    CONTENTS_CHECK_SECONDS. A failed count raises (the check reports it) and is not kept, so the next check counts
+    again."""
     global _contents_checked
-    from retrieval.selectors import indexed_chunks_exist
-    from retrieval.vectorstore import chunk_vectors_total
+    from retrieval.selectors import knowledge_base_vectors_count, knowledge_bases_indexed_sample
 
     now = time.monotonic()
     if _contents_checked is not None and now - _contents_checked[0] < CONTENTS_CHECK_SECONDS:
         return _contents_checked[1]
-    indexed = indexed_chunks_exist()
-    state = milvus_contents_state(
-        uri=settings.MILVUS_URI, indexed_chunks=indexed, chunk_vectors=chunk_vectors_total() if indexed else None
-    )
+    counts = [
+        knowledge_base_vectors_count(knowledge_base=knowledge_base)
+        for knowledge_base in knowledge_bases_indexed_sample(count=CONTENTS_SAMPLE)
+    ]
+    state = milvus_contents_state(uri=settings.MILVUS_URI, vector_counts=counts)
     _contents_checked = (now, state)
     return state
 

@@ -736,22 +736,6 @@ def vectors_count(
     return int(rows[0]["count(*)"]) if rows else 0
 
 
-def chunk_vectors_total() -> int:
-    """The chunk vectors Milvus holds in this deployment's chunk collections, all tenants together: for the health
-    check, which must see a Milvus that lost its data. A count returns no row, so this one filter names no tenant.
-    A collection that does not exist counts 0 and is not created (that would hide the loss until the next write);
-    one that exists is loaded first, as a reopened collection is released."""
-    existing = set(_call("list collections", _connect().list_collections))
-    total = 0
-    for name in chunk_collection_names():
-        if name not in existing:
-            continue
-        _call(f"load of collection {name}", _connect().load_collection, name, timeout=settings.MILVUS_SETUP_TIMEOUT)
-        rows = _call("count", _connect().query, collection_name=name, filter="", output_fields=["count(*)"])
-        total += int(rows[0]["count(*)"]) if rows else 0
-    return total
-
-
 def vectorstore_ping() -> bool:
     try:
         _call("ping", _connect().list_collections)

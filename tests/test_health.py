@@ -101,19 +101,20 @@ def test_a_model_directory_that_is_missing_or_empty_is_reported_down(client, set
 
 
 @pytest.mark.parametrize(
-    ("indexed_chunks", "chunk_vectors", "expected"),
+    ("vector_counts", "expected"),
     [
-        (True, 0, "vectors_lost"),
-        (True, 1, "ok"),
-        (True, 5000, "ok"),
-        (False, None, "ok"),  # nothing indexed: an empty Milvus is what it should be
-        (False, 0, "ok"),
+        ([0], "vectors_lost"),
+        ([0, 0, 0], "vectors_lost"),
+        ([12, 0, 3], "vectors_lost"),  # one knowledge base lost its vectors: its searches answer 503
+        ([1], "ok"),
+        ([5000, 2, 7], "ok"),
+        ([], "ok"),  # nothing indexed: an empty Milvus is what it should be
     ],
 )
-def test_milvus_contents_state(indexed_chunks, chunk_vectors, expected):
+def test_milvus_contents_state(vector_counts, expected):
     from kbplatform.health import milvus_contents_state
 
-    state, detail = milvus_contents_state(uri="http://m:1", indexed_chunks=indexed_chunks, chunk_vectors=chunk_vectors)
+    state, detail = milvus_contents_state(uri="http://m:1", vector_counts=vector_counts)
     assert state == expected
     assert ("milvus_rebuild" in detail) == (expected == "vectors_lost")
 
@@ -179,8 +180,8 @@ def test_a_milvus_that_lost_its_vectors_while_chunks_are_indexed_degrades_health
         dimension=knowledge_base.embedding_dimension,
     )
     counted = []
-    real_total = vectorstore.chunk_vectors_total
-    monkeypatch.setattr(vectorstore, "chunk_vectors_total", lambda: counted.append(1) or real_total())
+    real_count = vectorstore.vectors_count
+    monkeypatch.setattr(vectorstore, "vectors_count", lambda **kwargs: counted.append(1) or real_count(**kwargs))
     # Within CONTENTS_CHECK_SECONDS the answer kept is given, without a count.
     assert client.get("/api/health/").json()["components"]["milvus"]["status"] == "vectors_lost"
     assert counted == []
