@@ -2,10 +2,11 @@
 
 `CandidateSearch` stands in for `retrieval.vectorstore.vectors_search` inside a benchmark process (the search
 endpoint and conversation turns run in-process through Django's test client). For each query it fetches, once, a
-long grouped list of each side (dense by vector, BM25 by text) from Milvus with the tenant's and knowledge base's filter
-and no exclusions; each call then applies that call's exclusions to the cached lists (exclusion only removes documents
-or chunks from a grouped list), keeps each side's first `limit * HYBRID_CANDIDATES_PER_HIT` hits, as a hybrid request
-does, and fuses them in Python by the variant under study. Everything else (the policy, the relax rule, the content
+long ungrouped list of each side's chunks (dense by vector, BM25 by text) from Milvus with the tenant's and knowledge
+base's filter and no exclusions; each call then leaves out that call's excluded documents and chunks, groups what is
+left by document (its best chunk: a document whose best chunk is excluded is still found by its next one, as Milvus
+finds it), keeps each side's first `limit * HYBRID_CANDIDATES_PER_HIT` documents, as a hybrid request does, and fuses
+them in Python by the variant under study. Everything else (the policy, the relax rule, the content
 check, the answer) is the platform's. A variant is a spec string:
 
 - `rrf:K`: reciprocal rank fusion, 1 / (K + rank) summed over the sides (Milvus's `RRFRanker(K)`);
@@ -24,7 +25,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-DEPTH = 80  # grouped hits fetched per side and query: more than a hybrid sub-request keeps after any exclusion here
+DEPTH = 400  # chunks fetched per side and query: enough for a hybrid sub-request's documents after any exclusion here
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,7 @@ class CandidateSearch:
                     query_vector=vector,
                     limit=DEPTH,
                     dimension=kwargs["dimension"],
-                    group_by_document=True,
+                    group_by_document=False,
                     mode=kind,
                     query_text=query_text,
                     analyzer=kwargs.get("analyzer", "english"),
@@ -135,13 +136,18 @@ class CandidateSearch:
 
         def kept(kind: str) -> list:
             hits = self.side(kind, kwargs, text if kind == "full_text" else question)
-            return [
-                hit
-                for hit in hits
-                if hit.document_id not in excluded_documents
-                and hit.chunk_id not in excluded_chunks
-                and (kind != "full_text" or hit.score >= variant.floor)
-            ]
+            grouped, documents = [], set()
+            for hit in hits:
+                if (
+                    hit.document_id in excluded_documents
+                    or hit.chunk_id in excluded_chunks
+                    or hit.document_id in documents
+                    or (kind == "full_text" and hit.score < variant.floor)
+                ):
+                    continue
+                documents.add(hit.document_id)
+                grouped.append(hit)
+            return grouped
 
         if variant.kind == "semantic":
             return kept("semantic")[:limit]
