@@ -16,7 +16,9 @@ check, the answer) is the platform's. A variant is a spec string:
 - any of them with `+floor:F` (BM25 hits scoring below F are dropped) and `+prev` (a follow-up's BM25 query is the
   previous question and this one: `question_is_context_dependent`), or `semantic` / `full_text` alone.
 
-Used by `bench/conversations.py --study` (and checked there against the real Milvus fusion of the same run).
+Used by `bench/conversations.py --study` and `bench/retrieval_quality.py --study`. Its semantic and full-text rankings
+equal the real ones (SciFact, same run); its fusion does not reproduce Milvus's closely enough to choose a setting by
+(docs/ingestion.md): compare a variant with the same run's real modes before trusting it.
 """
 
 from __future__ import annotations
