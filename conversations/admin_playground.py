@@ -7,15 +7,22 @@ resolved as on the settings page (`admin_tenant_resolve`), another tenant's know
 and a conversation the playground did not start for this admin is a 404 too, so the page never adds turns to a
 customer's conversation.
 
-The page is HTML; its chat and search are JSON endpoints behind the admin's session and CSRF checks, whose errors
-are the API's `{"message", "extra"}` with the same status, so the page shows the service's own message.
+The page is HTML; its chat and search are endpoints behind the admin's session and CSRF checks, whose errors are the
+API's `{"message", "extra"}` with the same status, so the page shows the service's own message. The chat's turn
+answers as Server-Sent Events when the page asks for them (`Accept: text/event-stream`), through `services.turn_stream`
+as the API's messages endpoint does, with the same events in the same order (`decision`, `sources`, `delta`..., then
+`done` or `error`) and the same guarantee: the turn is recorded exactly once, whether the page reads to the end or
+goes away. Their data is what the page draws (`turn_event_display`): the API's, with each source's document title and,
+at the end, the turn's number and audit event. Refusals come before the first event and are JSON, as without
+streaming.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from functools import wraps
 from typing import Any
 
@@ -23,7 +30,7 @@ from django import forms
 from django.contrib import admin
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -31,7 +38,7 @@ from django.views.decorators.http import require_POST
 from conversations import services
 from conversations.admin_views import admin_tenant_resolve, tenants_for
 from conversations.models import Conversation, DedupEvent
-from conversations.services import TurnOutcome
+from conversations.services import TurnEvent, TurnOutcome, TurnStream
 from kbplatform.errors import ApplicationError, NotFoundError
 from retrieval import embeddings
 from retrieval.models import Document, KnowledgeBase
@@ -124,6 +131,34 @@ def turn_display(
     }
 
 
+def turn_event_display(
+    *,
+    event: TurnEvent,
+    question: str,
+    document_titles: dict[int, str],
+    number: int | None = None,
+    audit_url: str | None = None,
+) -> dict[str, Any]:
+    """A streamed turn's event as the page draws it: the API's event data (`decision`, `delta`, `done`, `error`), the
+    `sources` event's with each source's document title and its index state shown as `turn_display` shows it; `done`
+    and `error` also carry the turn's `number`, `question` and `audit_url` (the turn is recorded by then). Pure."""
+    data = dict(event.data)
+    if event.name == "sources":
+        data["sources"] = [
+            {**source, "document_title": document_titles.get(int(source["document_id"]), "")}
+            for source in data["sources"]
+        ]
+        data["index"] = index_state_display(data["index"])
+    elif event.name in ("done", "error"):
+        data.update({"number": number, "question": question, "audit_url": audit_url})
+    return data
+
+
+def event_bytes(*, name: str, data: dict[str, Any]) -> bytes:
+    """One Server-Sent Event: its type and one line of JSON (which escapes every line break)."""
+    return f"event: {name}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+
+
 def search_display(*, hits: Iterable[ChunkHit], state: IndexState, took_ms: float) -> dict[str, Any]:
     """The search endpoint's body (results best first, the index state, the time taken). Pure."""
     return {
@@ -179,12 +214,12 @@ def _playground_conversation(*, tenant: Tenant, conversation_id: int, user: Abst
 
 
 # --- views ---------------------------------------------------------------------------------------------------------
-def _json_errors(view: Callable[..., JsonResponse]) -> Callable[..., JsonResponse]:
+def _json_errors(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     """A refusal as JSON the page can show: the service's ApplicationError with its status, and the tenant
     resolver's 404 and 403, never an HTML error page inside the chat."""
 
     @wraps(view)
-    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         try:
             return view(request, *args, **kwargs)
         except ApplicationError as error:
@@ -264,16 +299,59 @@ def playground_conversation_create_view(request: HttpRequest) -> JsonResponse:
     )
 
 
+class _PlaygroundEvents:
+    """The SSE bytes of a streamed playground turn; closing it (the WSGI server does, the page gone or not) closes
+    the turn's stream, which records the turn if it was not recorded yet."""
+
+    def __init__(self, *, tenant: Tenant, turn_stream: TurnStream, question: str) -> None:
+        self.tenant = tenant
+        self.turn_stream = turn_stream
+        self.question = question
+
+    def __iter__(self) -> Iterator[bytes]:
+        for event in self.turn_stream:
+            titles, number, audit_url = {}, None, None
+            if event.name == "sources":
+                ids = (source["document_id"] for source in event.data["sources"])
+                titles = _document_titles(tenant=self.tenant, document_ids=ids)
+            elif event.name in ("done", "error"):
+                number = self.turn_stream.outcome.turn.number
+                audit_url = _audit_url(tenant=self.tenant, turn_id=self.turn_stream.outcome.turn.pk)
+            data = turn_event_display(
+                event=event, question=self.question, document_titles=titles, number=number, audit_url=audit_url
+            )
+            yield event_bytes(name=event.name, data=data)
+
+    def close(self) -> None:
+        self.turn_stream.close()
+
+
 @require_POST
 @_json_errors
-def playground_turn_view(request: HttpRequest, conversation_id: int) -> JsonResponse:
-    """One turn through `services.turn_ask`, as the API's messages endpoint takes it (answer mode)."""
+def playground_turn_view(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """One turn as the API's messages endpoint takes it (answer mode): streamed through `services.turn_stream` when
+    the page accepts `text/event-stream`, else one JSON body through `services.turn_ask`."""
     tenant = admin_tenant_resolve(request, roles=PLAYGROUND_ROLES)
     form = PlaygroundTurnForm(request.POST)
     if not form.is_valid():
         return _invalid(form)
     _playground_conversation(tenant=tenant, conversation_id=conversation_id, user=request.user)
     question = form.cleaned_data["question"]
+    if "text/event-stream" in request.headers.get("Accept", ""):
+        # Refusals raise here, before the response starts: JSON, as without streaming.
+        turn_stream = services.turn_stream(
+            tenant=tenant,
+            conversation_id=conversation_id,
+            question=question,
+            force_refresh=form.cleaned_data["force_refresh"],
+        )
+        response = StreamingHttpResponse(
+            _PlaygroundEvents(tenant=tenant, turn_stream=turn_stream, question=question),
+            content_type="text/event-stream; charset=utf-8",
+        )
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"
+        return response
     outcome = services.turn_ask(
         tenant=tenant,
         conversation_id=conversation_id,

@@ -137,6 +137,10 @@ class Turn(TenantOwnedModel):
     # not find, so the pair never answers a later duplicate (the duplicate is answered afresh). False for a turn that
     # searched nothing and for turns written before it was recorded.
     partial_index = models.BooleanField(default=False, db_default=False)
+    # The metadata filter the turn searched under (`retrieval.metadata.metadata_filter_key`: "" for none). A stored
+    # answer is served only to a question asked under an equal filter: found among other documents, it may rest on
+    # passages the new question's filter leaves out, or miss the ones it keeps.
+    metadata_filter_key = models.CharField(max_length=64, blank=True, default="", db_default="")
     # chunk id -> content hash at answer time: a stored answer is served only while every hash still matches.
     source_chunks = models.JSONField(default=dict)
     source_chunk_ids = models.JSONField(default=list)

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from conversations.services import question_index_backfill
 from kbplatform.errors import ApplicationError, ConflictError
 from retrieval import vectorstore
+from retrieval.embeddings import embedding_dimension
+from retrieval.embeddings import model_id as embedding_model_id
 from retrieval.models import Chunk, DocumentStatus, KnowledgeBase, ReindexStatus
 from retrieval.services import knowledge_base_reindex, knowledge_base_reindex_start
 from tenants.models import Tenant
@@ -103,6 +105,28 @@ def questions_rebuild(*, tenant: Tenant, progress: Callable[[int], None] | None 
     model in use) from the turns' stored vectors; returns how many. Nothing for a tenant not in tenant scope: its
     duplicate check reads the database and Redis, not Milvus."""
     return question_index_backfill(tenant_id=tenant.pk, progress=progress)
+
+
+def question_collection_needs_rekey() -> bool:
+    """Whether the question collection of the embedding model in use exists but was made before each question stored
+    the key of its metadata filter (`vectorstore.QUESTION_FILTER_FIELD`): its search then cannot narrow by filter,
+    and the duplicate check keeps fewer candidates than it could (never another filter's)."""
+    model = embedding_model_id()
+    name = vectorstore.question_collection_name(model=model)
+    if name not in vectorstore.question_collection_names():
+        return False
+    vectorstore.question_collection_ensure(model=model, dimension=embedding_dimension())
+    return not vectorstore.question_collection_keyed(name)
+
+
+def question_collection_rekey() -> str | None:
+    """Drop that collection (`question_collection_needs_rekey`), so the backfill that follows writes it again with the
+    key; returns its name, or None when it needs nothing. Until the backfill has run, tenant-scope turns find no
+    stored question (each is answered afresh); nothing is lost, the turns hold the vectors. Only before a rebuild of
+    every tenant's questions: the collection holds them all."""
+    if not question_collection_needs_rekey():
+        return None
+    return vectorstore.question_collection_drop(model=embedding_model_id())
 
 
 def rebuild_flush() -> list[str]:

@@ -13,6 +13,7 @@ of its values (`{"lang": "en", "product": ["a", "b"]}`: lang is en AND product i
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Mapping
@@ -115,3 +116,22 @@ def metadata_filter_validate(value: object) -> dict[str, Scalar | list[Scalar]]:
         else:
             checked[key] = _filter_value_check(item, where)
     return checked
+
+
+def metadata_filter_key(value: Mapping[str, object] | None) -> str:
+    """A canonical name of the documents a metadata filter keeps: "" for no filter (None or {}), else a SHA-256 hex
+    digest of the filter with keys sorted and each list of values deduplicated and sorted (a list of one value
+    written as that value). Two filters with the same key keep the same documents; the converse need not hold (a
+    filter given as `{"n": true}` and `{"n": 1}` get different keys), which costs at most a fresh answer where a
+    stored one would have done. Only for filters that passed `metadata_filter_validate`."""
+    if not value:
+        return ""
+    canonical: dict[str, object] = {}
+    for key in sorted(value):
+        wanted = value[key]
+        values = wanted if isinstance(wanted, list) else [wanted]
+        # JSON tells a boolean from a number from a string, so sorting by it never equates two different values.
+        distinct = sorted({json.dumps(v, ensure_ascii=False) for v in values})
+        canonical[key] = [json.loads(v) for v in distinct] if len(distinct) > 1 else json.loads(distinct[0])
+    text = json.dumps(canonical, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

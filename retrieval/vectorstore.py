@@ -59,6 +59,7 @@ class CollectionCapabilities:
 
 
 _capabilities: dict[str, CollectionCapabilities] = {}  # chunk collection -> what its schema holds
+_question_keyed: dict[str, bool] = {}  # question collection -> whether it has QUESTION_FILTER_FIELD
 METADATA_FIELD = "metadata"
 # A key a metadata filter may name: written into the expression unquoted (`metadata["k"]`), so nothing else passes.
 METADATA_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
@@ -195,6 +196,7 @@ def _reset() -> None:
         _client = None
         _ready_collections.clear()
         _capabilities.clear()
+        _question_keyed.clear()
         _text_collection.clear()
 
 
@@ -271,12 +273,19 @@ def text_cut(text: str) -> str:
 
 
 def _collection_ensure(
-    *, name: str, primary: str, int_fields: Sequence[str], dimension: int, full_text: bool = False
+    *,
+    name: str,
+    primary: str,
+    int_fields: Sequence[str],
+    dimension: int,
+    full_text: bool = False,
+    key_fields: Sequence[str] = (),
 ) -> str:
     """Create (once per process) and load a collection keyed by `primary`, partitioned by `tenant_id`, with an
     HNSW cosine index on `vector`: the one shape shared by the chunk and the question collections; with `full_text`, a
-    new one also gets TEXT_FIELDS with their BM25 functions and sparse indexes. For a chunk collection, records what
-    its schema holds (`CollectionCapabilities`), read from Milvus when it existed already."""
+    new one also gets TEXT_FIELDS with their BM25 functions and sparse indexes; `key_fields` are VARCHAR fields of at
+    most VARCHAR_ID_MAX characters. Records what its schema holds (`CollectionCapabilities` for a chunk collection,
+    QUESTION_FILTER_FIELD for a question collection), read from Milvus when it existed already."""
     if name in _ready_collections:
         return name
     client = _connect()
@@ -289,8 +298,10 @@ def _collection_ensure(
 
         chunks = DOC_FIELD in int_fields
         if client.has_collection(name, timeout=quick):
-            if chunks:
-                fields = {field["name"] for field in client.describe_collection(name, timeout=quick)["fields"]}
+            fields = {field["name"] for field in client.describe_collection(name, timeout=quick)["fields"]}
+            if not chunks:
+                _question_keyed[name] = QUESTION_FILTER_FIELD in fields
+            else:
                 _capabilities[name] = CollectionCapabilities(
                     doc_field=LEGACY_DOC_FIELD if LEGACY_DOC_FIELD in fields else DOC_FIELD,
                     full_text=all(text in fields and sparse in fields for text, sparse, _ in TEXT_FIELDS.values()),
@@ -299,11 +310,15 @@ def _collection_ensure(
         else:
             if DOC_FIELD in int_fields:
                 _capabilities[name] = CollectionCapabilities(doc_field=DOC_FIELD, full_text=full_text, metadata=True)
+            else:
+                _question_keyed[name] = QUESTION_FILTER_FIELD in key_fields
             schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
             schema.add_field(primary, DataType.INT64, is_primary=True)
             schema.add_field("tenant_id", DataType.VARCHAR, max_length=VARCHAR_ID_MAX, is_partition_key=True)
             for field in int_fields:
                 schema.add_field(field, DataType.INT64)
+            for field in key_fields:
+                schema.add_field(field, DataType.VARCHAR, max_length=VARCHAR_ID_MAX)
             schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dimension)
             if chunks:
                 schema.add_field(METADATA_FIELD, DataType.JSON, nullable=True)
@@ -736,8 +751,15 @@ def vectorstore_ping() -> bool:
 # search never meets a vector of another model, whatever its size: after a model change the old model's questions
 # are simply not searched (and are found again if the operator switches back). Questions indexed before collections
 # were per model are in the collection without a model suffix, never searched; deletes reach every collection.
+# Each question carries the key of the metadata filter its turn searched under (QUESTION_FILTER_FIELD), and a search
+# names the key of the new question's: a stored answer is compared only with questions asked under an equal filter.
+# A collection made before the key was stored has no such field: its search names no key (the caller must keep only
+# the candidates of its own filter, as `conversations.services.candidates` does from the turns' rows), until
+# `question_collection_drop` and a backfill (`manage.py milvus_rebuild --questions`) make it again with the field.
 
 _QUESTION_MODEL = re.compile(r"[0-9a-f]{1,32}")
+QUESTION_FILTER_FIELD = "metadata_filter_key"
+_FILTER_KEY = re.compile(r"[0-9a-f]{64}")
 
 
 def question_collection_name(*, model: str) -> str:
@@ -772,22 +794,49 @@ def question_filter_build(
     knowledge_base_id: int | None = None,
     created_after: int | None = None,
     turn_ids: Iterable[int] | None = None,
+    metadata_filter_key: str | None = None,
 ) -> str:
-    """The tenant's clause first (from `filter_build`), then the knowledge base, the TTL floor (epoch seconds)
-    and a list of turn ids; an empty id list adds no clause."""
+    """The tenant's clause first (from `filter_build`), then the knowledge base, the TTL floor (epoch seconds),
+    the metadata filter key (`retrieval.metadata.metadata_filter_key`: "" matches the questions asked with no filter)
+    and a list of turn ids; an empty id list adds no clause, nor does a key of None."""
     clauses = [filter_build(tenant_id=tenant_id, knowledge_base_id=knowledge_base_id)]
     if created_after is not None:
         clauses.append(f"created_ts >= {filter_quote(int(created_after))}")
+    if metadata_filter_key is not None:
+        clauses.append(f"{QUESTION_FILTER_FIELD} == {filter_quote(filter_key_checked(metadata_filter_key))}")
     values = sorted({int(i) for i in turn_ids}) if turn_ids is not None else []
     if values:
         clauses.append(f"turn_id in [{', '.join(filter_quote(v) for v in values)}]")
     return " and ".join(clauses)
 
 
+def filter_key_checked(key: str) -> str:
+    """`key` if it is a metadata filter key ("" or 64 hex digits), else ValueError: nothing else is ever stored or
+    searched for."""
+    if key and not _FILTER_KEY.fullmatch(key):
+        raise ValueError(f"not a metadata filter key: {key!r}")
+    return key
+
+
 def _question_collection_ensure(*, name: str, dimension: int) -> str:
     return _collection_ensure(
-        name=name, primary="turn_id", int_fields=("knowledge_base_id", "created_ts"), dimension=dimension
+        name=name,
+        primary="turn_id",
+        int_fields=("knowledge_base_id", "created_ts"),
+        dimension=dimension,
+        key_fields=(QUESTION_FILTER_FIELD,),
     )
+
+
+def question_collection_keyed(name: str) -> bool:
+    """Whether existing question collection `name` stores each question's metadata filter key: read from its schema
+    once per process (a collection dropped and made again by another process is read again once a call on it has
+    failed, as every failure resets this process's client)."""
+    keyed = _question_keyed.get(name)
+    if keyed is None:
+        described = _call(f"description of collection {name}", _connect().describe_collection, name)
+        keyed = _question_keyed[name] = QUESTION_FILTER_FIELD in {field["name"] for field in described["fields"]}
+    return keyed
 
 
 def question_collection_ensure(*, model: str, dimension: int) -> str:
@@ -802,6 +851,7 @@ class QuestionVector:
     knowledge_base_id: int
     created_ts: int
     vector: Sequence[float]
+    metadata_filter_key: str = ""  # `retrieval.metadata.metadata_filter_key` of the filter its turn searched under
 
 
 @dataclass(frozen=True)
@@ -815,6 +865,7 @@ def question_vectors_upsert(*, rows: Sequence[QuestionVector], model: str) -> in
     if not rows:
         return 0
     name = question_collection_ensure(model=model, dimension=len(rows[0].vector))
+    keyed = question_collection_keyed(name)
     data = [
         {
             "turn_id": row.turn_id,
@@ -822,6 +873,7 @@ def question_vectors_upsert(*, rows: Sequence[QuestionVector], model: str) -> in
             "knowledge_base_id": row.knowledge_base_id,
             "created_ts": int(row.created_ts),
             "vector": [float(x) for x in row.vector],
+            **({QUESTION_FILTER_FIELD: filter_key_checked(row.metadata_filter_key)} if keyed else {}),
         }
         for row in rows
     ]
@@ -836,13 +888,19 @@ def question_vectors_search(
     query_vector: Sequence[float],
     limit: int,
     model: str,
+    metadata_filter_key: str,
     created_after: int | None = None,
 ) -> list[QuestionHit]:
     """The tenant's stored questions of one knowledge base nearest to `query_vector`, best first, among those
-    embedding model `model` (the one that made `query_vector`) made."""
+    embedding model `model` (the one that made `query_vector`) made and asked under the metadata filter of
+    `metadata_filter_key`. In a collection made before the key was stored (`question_collection_keyed` false), the
+    questions of every filter: the caller keeps those of its own."""
     name = question_collection_ensure(model=model, dimension=len(query_vector))
     expression = question_filter_build(
-        tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, created_after=created_after
+        tenant_id=tenant_id,
+        knowledge_base_id=knowledge_base_id,
+        created_after=created_after,
+        metadata_filter_key=metadata_filter_key if question_collection_keyed(name) else None,
     )
     results = _call(
         "question search",
@@ -907,4 +965,5 @@ def question_collection_drop(*, model: str) -> str:
     _call(f"drop of collection {name}", _connect().drop_collection, name, timeout=settings.MILVUS_SETUP_TIMEOUT)
     with _lock:
         _ready_collections.discard(name)
+        _question_keyed.pop(name, None)
     return name

@@ -23,6 +23,7 @@ from conversations.state import (
     vector_from_bytes,
 )
 from retrieval import vectorstore
+from retrieval.metadata import metadata_filter_key
 from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -133,7 +134,11 @@ def duplicate_candidates(
     """The QA pairs in the policy's scope that could answer the question, each with the context it was asked in
     (`decisions.followup_context`) and the embedding model that made its vector (`duplicate_decide` compares only
     those of `model`, the one in use; tenant scope searches that model's questions only). `recent_topics`:
-    `decisions.names_topic` of the state's recent turns."""
+    `decisions.names_topic` of the state's recent turns.
+
+    Only pairs asked under a metadata filter equal to the conversation's (`metadata_filter_key`) are candidates: an
+    answer found among other documents may rest on passages this question's filter leaves out. The pairs of the
+    conversation's own hot copy all are: its filter is set when it starts and never changes."""
     if policy.scope == DedupScope.SESSION or (policy.scope == DedupScope.USER and not conversation.user_id):
         recent = state.recent_turns[-policy.question_window :]
         offset = len(state.recent_turns) - len(recent)
@@ -168,6 +173,7 @@ def duplicate_candidates(
         return stored
     since = timezone.now() - timedelta(seconds=policy.ttl_seconds)
     fields = STORED_QUESTION_FIELDS
+    filter_key = metadata_filter_key(conversation.metadata_filter)
     just_before = (conversation.pk, state.turn_count) if state.turn_count else None
     if policy.scope == DedupScope.USER:
         # The newest pairs of this model only: another model's would take places among the newest and never match.
@@ -178,6 +184,7 @@ def duplicate_candidates(
                 user_id=conversation.user_id,
                 created_at__gte=since,
                 question_vector_model=model,
+                metadata_filter_key=filter_key,
             )
             .order_by("-created_at")
             .values_list(*fields)[:USER_SCOPE_MAX_PAIRS]
@@ -189,13 +196,16 @@ def duplicate_candidates(
         query_vector=question_vector,
         limit=TENANT_SCOPE_CANDIDATES,
         model=model,
+        metadata_filter_key=filter_key,
         created_after=epoch_seconds(since),
     )
     if not hits:
         return []
+    # The filter key again from the rows: a collection made before it was stored returns the questions of every
+    # filter.
     rows = list(
         Turn.objects.for_tenant(tenant)
-        .filter(pk__in=[hit.turn_id for hit in hits], created_at__gte=since)
+        .filter(pk__in=[hit.turn_id for hit in hits], created_at__gte=since, metadata_filter_key=filter_key)
         .values_list(*fields)
     )
     return _stored_from_rows(tenant=tenant, rows=rows, intents=intents, model=model, just_before=just_before)

@@ -56,7 +56,7 @@ def question_index_backfill(
             **({"pk__in": turn_ids} if turn_ids is not None else {}),
         )
         .order_by("pk")
-        .values_list("pk", "knowledge_base_id", "created_at", "question_vector")
+        .values_list("pk", "knowledge_base_id", "created_at", "question_vector", "metadata_filter_key")
     )
     indexed = 0
     last_pk = 0
@@ -71,8 +71,9 @@ def question_index_backfill(
                 knowledge_base_id=knowledge_base_id,
                 created_ts=epoch_seconds(created_at),
                 vector=vector_from_bytes(vector),
+                metadata_filter_key=filter_key,
             )
-            for pk, knowledge_base_id, created_at, vector in batch
+            for pk, knowledge_base_id, created_at, vector, filter_key in batch
         ]
         written = vectorstore.question_vectors_upsert(rows=rows, model=model)
         indexed += written

@@ -36,6 +36,7 @@ from conversations.state import (
 )
 from kbplatform.errors import NotFoundError
 from retrieval import vectorstore
+from retrieval.metadata import metadata_filter_key
 from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -148,6 +149,7 @@ def _turn_write(
             question_vector=vector_to_bytes(question_vector),
             question_vector_model=question_vector_model,
             partial_index=partial_index,
+            metadata_filter_key=metadata_filter_key(conversation.metadata_filter),
             intent=intent,
             mode=mode,
             answer=answer,
@@ -253,6 +255,7 @@ def turn_after_commit(
                         knowledge_base_id=conversation.knowledge_base_id,
                         created_ts=epoch_seconds(turn.created_at),
                         vector=question_vector,
+                        metadata_filter_key=turn.metadata_filter_key,
                     )
                 ],
                 model=turn.question_vector_model,

@@ -261,6 +261,54 @@ def test_a_turn_through_the_playground_is_a_turn_of_the_pipeline(admin_client, t
     assert admin_client.get(second["audit_url"]).status_code == 200
 
 
+def events_of(response) -> list[tuple[str, dict]]:
+    """The Server-Sent Events of a streamed response, read to the end: (type, data) each."""
+    assert response["Content-Type"].startswith("text/event-stream"), response["Content-Type"]
+    assert "no-cache" in response["Cache-Control"] and response["X-Accel-Buffering"] == "no"
+    events = []
+    for block in b"".join(response.streaming_content).decode().split("\n\n"):
+        if block:
+            head, data = block.split("\n")
+            events.append((head.removeprefix("event: "), json.loads(data.removeprefix("data: "))))
+    return events
+
+
+def test_a_streamed_playground_turn_is_the_apis_events_with_what_the_page_draws(admin_client, tenant, handbook):
+    conversation_id = admin_client.post(START_URL, {"tenant": tenant.pk, "knowledge_base": handbook.pk}).json()[
+        "conversation"
+    ]
+    url = turn_url(conversation_id)
+    events = events_of(
+        admin_client.post(
+            url, {"tenant": tenant.pk, "question": "How do I reset my password?"}, HTTP_ACCEPT="text/event-stream"
+        )
+    )
+    names = [name for name, _ in events]
+    assert names[:2] == ["decision", "sources"] and names[-1] == "done" and set(names[2:-1]) == {"delta"}, names
+    data = dict(events)
+    assert data["decision"]["dedup"]["action"] == DedupAction.ANSWERED and data["decision"]["answer"] is None
+    assert data["sources"]["sources"][0]["document_title"] == "password"
+    assert data["sources"]["index"]["status"] == "current"
+    turn = Turn.objects.for_tenant(tenant).get(pk=data["done"]["turn_id"])
+    assert "".join(d["text"] for name, d in events if name == "delta") == data["done"]["answer"] == turn.answer
+    assert (data["done"]["number"], data["done"]["question"]) == (1, "How do I reset my password?")
+    assert admin_client.get(data["done"]["audit_url"]).status_code == 200
+
+    served = events_of(
+        admin_client.post(
+            url, {"tenant": tenant.pk, "question": "How can I reset my password?"}, HTTP_ACCEPT="text/event-stream"
+        )
+    )
+    assert [name for name, _ in served] == ["decision", "sources", "done"]
+    assert served[0][1]["dedup"]["action"] == DedupAction.SERVED_CACHED
+    assert served[0][1]["answer"] == served[2][1]["answer"] == turn.answer
+
+    # A refusal comes before any event, as JSON, and writes nothing.
+    refused = admin_client.post(url, {"tenant": tenant.pk, "question": "a\u0007b"}, HTTP_ACCEPT="text/event-stream")
+    assert refused.status_code == 400 and refused.json()["message"].startswith("The question is not valid:")
+    assert Turn.objects.for_tenant(tenant).filter(conversation_id=conversation_id).count() == 2
+
+
 # --- pure parts -----------------------------------------------------------------------------------------------------
 def test_turn_display_carries_the_decision_and_each_sources_document_title():
     turn = Turn(pk=7, number=2)

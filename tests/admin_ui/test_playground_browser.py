@@ -1,9 +1,12 @@
 """The playground in headless Chromium against the live server, on real Redis and Milvus Lite, with every request to
 another host aborted: a tenant admin opens it from the admin index, picks a knowledge base, asks, sees the answer with
 its sources and the dedup decision, asks again in other words and is served the stored answer (the default policy),
-forces a fresh answer, starts a new conversation, and runs the retrieval test.
+forces a fresh answer, starts a new conversation, and runs the retrieval test. The chat streams: with an answer
+service that takes its time, the decision is on the page before the answer, the answer grows piece by piece into the
+one the turn stored, and a failure mid-answer is said in the turn.
 
-`KB_SAVE_SCREENSHOTS=1` writes docs/screenshots/playground.png and playground-retrieval.png."""
+`KB_SAVE_SCREENSHOTS=1` writes docs/screenshots/playground.png, playground-retrieval.png and playground-streaming.png
+(a turn caught mid-answer)."""
 
 from __future__ import annotations
 
@@ -12,10 +15,11 @@ import re
 import pytest
 from django.urls import reverse
 
-from conversations.models import Conversation, DedupEvent, DedupPolicy, Turn
+from conversations.models import AnswerState, Conversation, DedupEvent, DedupPolicy, Turn
 from retrieval.models import KnowledgeBase
 from tenants.models import Role
 from tests.admin_ui.conftest import login, user_with_role
+from tests.conversations.fake_llm import FakeLLM, Reply
 from tests.conversations.helpers import indexed_kb
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -141,3 +145,97 @@ def test_an_admin_cannot_open_another_tenants_knowledge_base(page, tenant, other
     assert page.goto(f"{url}?knowledge_base={theirs.pk}").status == 404
     assert page.goto(f"{url}?tenant={other_tenant.pk}").status == 404
     assert "Globex secrets" not in page.content()
+
+
+# Records, at every change of the chat, what a reader of the page would see: the turn's decision rows, its answer
+# text, and whether it has finished; so the order in which they appeared can be checked afterwards.
+RECORD_CHANGES = """() => {
+  window.kbSeen = [];
+  const look = () => {
+    const turn = document.querySelector('#kb-turns > li:last-child');
+    if (!turn) return;
+    const seen = {
+      decision: turn.querySelectorAll('.kb-decision-table tr').length,
+      answer: turn.querySelector('[data-role=answer]').textContent,
+      sources: turn.querySelectorAll('.kb-sources tbody tr').length,
+      done: turn.dataset.turnId !== undefined,
+    };
+    const last = window.kbSeen[window.kbSeen.length - 1];
+    if (!last || JSON.stringify(last) !== JSON.stringify(seen)) window.kbSeen.push(seen);
+  };
+  new MutationObserver(look).observe(document.getElementById('kb-turns'), {subtree: true, childList: true,
+    characterData: true, attributes: true});
+}"""
+
+
+def open_playground(page, tenant) -> None:
+    login(page, user_with_role(tenant, Role.ADMIN, "admin@acme.example"))
+    page.goto(reverse("admin:conversations_conversation_playground"))
+    page.select_option("#kb-playground-kb", label="Product handbook")
+    page.click("#kb-playground-pick button[type=submit]")
+    page.wait_for_load_state()
+
+
+def test_the_chat_shows_the_decision_first_and_the_answer_as_it_streams(
+    page, tenant, handbook, settings, screenshot_dir
+):
+    pieces = ["To reset it, ", "open Settings, ", "choose Security ", "and click Reset password [1]."]
+    llm = FakeLLM(
+        replies=[
+            Reply(pieces=pieces, delay=1.5, piece_delay=0.4),
+            Reply(pieces=["Open Settings, ", "then Security", "never sent"], delay=0.5, piece_delay=0.3, break_after=2),
+        ]
+    )
+    settings.LLM_BASE_URL, settings.LLM_MODEL, settings.LLM_TIMEOUT = llm.url, "fake", 10
+    try:
+        open_playground(page, tenant)
+        page.evaluate(RECORD_CHANGES)
+        page.fill("#kb-question", "How do I reset my password?")
+        page.click("#kb-ask-button")
+        # Caught mid-answer: the decision and sources drawn, part of the answer, the turn not finished.
+        page.wait_for_function(
+            "() => { const t = document.querySelector('#kb-turns > li'); return t && t.dataset.turnId === undefined"
+            " && t.querySelector('[data-role=answer]').textContent.length > 20; }",
+            timeout=60_000,
+        )
+        page.screenshot(path=str(screenshot_dir / "playground-streaming.png"), full_page=True)
+        page.wait_for_selector("#kb-turns > li[data-turn-id]", timeout=60_000)
+        first = page.locator("#kb-turns > li").nth(0)
+        seen = page.evaluate("window.kbSeen")
+        stored = Turn.objects.for_tenant(tenant).get(pk=int(first.get_attribute("data-turn-id")))
+        assert stored.answer_state == AnswerState.COMPLETE and stored.answer == "".join(pieces)
+        assert first.locator("[data-role=answer]").inner_text() == stored.answer
+        assert decision(first)["Action"] == "answered"
+
+        decided = next(i for i, s in enumerate(seen) if s["decision"])
+        with_sources = next(i for i, s in enumerate(seen) if s["sources"])
+        answered = next(i for i, s in enumerate(seen) if s["answer"])
+        done = next(i for i, s in enumerate(seen) if s["done"])
+        assert decided < answered and with_sources < answered and answered < done, seen
+        # The answer grew on the page one piece at a time, each state a beginning of the stored answer.
+        growing = list(dict.fromkeys(s["answer"] for s in seen[answered:done]))
+        assert len(growing) >= 3, seen
+        assert all(stored.answer.startswith(text) for text in growing), growing
+        assert seen[done]["answer"] == stored.answer
+
+        # A stored answer comes whole with the decision.
+        again = ask(page, "How can I reset my password?")
+        assert decision(again)["Action"] == "served_cached"
+        assert again.locator("[data-role=answer]").inner_text() == stored.answer
+
+        # The answer service fails mid-answer: said in the turn, which keeps what had arrived.
+        failed = ask(page, "How much does the Team plan cost?")
+        error = failed.locator(".kb-turn-error")
+        assert error.is_visible()
+        assert "recorded as failed" in error.inner_text() and "(HTTP 502)" in error.inner_text(), error.inner_text()
+        assert failed.locator("[data-role=answer]").inner_text() == "Open Settings, then Security"
+        row = Turn.objects.for_tenant(tenant).get(pk=int(failed.get_attribute("data-turn-id")))
+        assert (row.answer_state, row.answer, row.answer_partial) == (
+            AnswerState.FAILED,
+            "",
+            "Open Settings, then Security",
+        )
+        assert page.locator("#kb-ask-error").is_hidden()
+        assert page.aborted == []
+    finally:
+        llm.close()

@@ -50,9 +50,14 @@ def chunk_hash(text: str) -> str:
 
 
 def indexed_kb(
-    tenant: Tenant, documents: dict[str, list[str]] | None = None, name: str = "handbook", **fields: object
+    tenant: Tenant,
+    documents: dict[str, list[str]] | None = None,
+    name: str = "handbook",
+    metadata: dict[str, dict] | None = None,
+    **fields: object,
 ) -> KnowledgeBase:
-    """A knowledge base holding `documents` (external id -> chunk texts), indexed; `fields` are its own settings."""
+    """A knowledge base holding `documents` (external id -> chunk texts), indexed; `metadata`: external id -> that
+    document's metadata; `fields` are its own settings."""
     documents = documents if documents is not None else HANDBOOK
     knowledge_base = KnowledgeBase.objects.create(tenant=tenant, name=name, **fields)
     chunks = []
@@ -65,6 +70,7 @@ def indexed_kb(
             source_kind=SourceKind.CHUNKS,
             status=DocumentStatus.INDEXED,
             chunk_count=len(texts),
+            metadata=(metadata or {}).get(external_id, {}),
         )
         counts = token_counts(texts)
         for position, (text, count) in enumerate(zip(texts, counts, strict=True)):

@@ -59,3 +59,37 @@ def test_end_user_ids_stored_in_another_normal_form_become_nfc(tenant):
     assert Conversation.objects.for_tenant(tenant).get(pk=old.pk).user_id == composed
     assert Conversation.objects.for_tenant(tenant).get(pk=plain.pk).user_id == "alice"
     assert Turn.objects.for_tenant(tenant).get(pk=turn.pk).user_id == composed
+
+
+@pytest.mark.django_db(transaction=True)
+def test_turns_get_the_metadata_filter_key_of_their_conversation(tenant):
+    from retrieval.metadata import metadata_filter_key
+
+    before = [("conversations", "0016_duplicate_model_versions")]
+    after = [("conversations", "0017_turn_metadata_filter_key")]
+    with migrations_crossed(before, after) as apps:
+        kb = KnowledgeBase.objects.create(tenant=tenant, name="kb")
+        conversation_model = apps.get_model("conversations", "Conversation")
+        turn_model = apps.get_model("conversations", "Turn")
+        filtered = conversation_model.objects.create(
+            tenant_id=tenant.pk, knowledge_base_id=kb.pk, expires_at=timezone.now(),
+            metadata_filter={"product": ["b", "a"], "lang": "en"},
+        )  # fmt: skip
+        plain = conversation_model.objects.create(
+            tenant_id=tenant.pk, knowledge_base_id=kb.pk, expires_at=timezone.now()
+        )
+        turns = {
+            (conversation.pk, number): turn_model.objects.create(
+                tenant_id=tenant.pk, conversation=conversation, knowledge_base_id=kb.pk, number=number, question="q",
+                question_vector=b"\\x00" * 4, decision="answered", answer="a",
+            ).pk
+            for conversation in (filtered, plain)
+            for number in (1, 2)
+        }  # fmt: skip
+
+    keys = dict(Turn.objects.for_tenant(tenant).filter(pk__in=turns.values()).values_list("pk", "metadata_filter_key"))
+    expected = metadata_filter_key({"lang": "en", "product": ["a", "b"]})
+    assert keys == {
+        pk: expected if conversation_id == filtered.pk else "" for (conversation_id, _), pk in turns.items()
+    }
+    assert expected

@@ -16,6 +16,7 @@ from retrieval.models import Chunk, Document, KnowledgeBase
 
 INDEX = "chunk_tenant_model_input_hash"
 COLUMN_ADDED = [("retrieval", "0009_chunk_model_input_hash")]
+INDEX_ADDED = ("retrieval", "0010_chunk_model_input_hash_index")
 
 
 def _migrate(targets) -> None:
@@ -45,9 +46,11 @@ def test_the_model_input_hash_index_is_built_concurrently_outside_any_transactio
         statements.append((sql, connection.in_atomic_block))
         return execute(sql, params, many, context)
 
+    # Recorded up to the index's own migration only: on SQLite a later migration that alters retrieval_chunk
+    # remakes the table and with it every index, which is SQLite's way and not a second build of this one.
     try:
         with connection.execute_wrapper(record):
-            _migrate(_leaf())
+            _migrate([INDEX_ADDED])
     finally:
         _migrate(_leaf())
 

@@ -30,6 +30,17 @@ hostile = st.one_of(
 )
 
 
+# A question's metadata filter key: "" or 64 hex digits, quoted.
+_FILTER_KEY_CLAUSE = re.compile(rf'{vectorstore.QUESTION_FILTER_FIELD} == "([0-9a-f]{{64}})?"')
+
+
+def _plain_clause(clause: str) -> bool:
+    return bool(
+        re.fullmatch(r"\w+ (==|>=|in|not in) (-?\d+|\[-?\d+(, -?\d+)*\])", clause)
+        or _FILTER_KEY_CLAUSE.fullmatch(clause)
+    )
+
+
 def assert_names_tenant(expression: str, tenant_id: int) -> None:
     """The tenant clause comes first, is joined by `and` only, and no other clause mentions the tenant."""
     clauses = expression.split(" and ")
@@ -37,7 +48,7 @@ def assert_names_tenant(expression: str, tenant_id: int) -> None:
     assert expression.count("tenant_id") == 1, expression
     assert not re.search(r"\bor\b|\bnot\s*\(|\|\|", expression.replace("not in", "")), expression
     for clause in clauses[1:]:
-        assert re.fullmatch(r"\w+ (==|>=|in|not in) (-?\d+|\[-?\d+(, -?\d+)*\])", clause), clause
+        assert _plain_clause(clause), clause
 
 
 # A metadata literal: an integer, true/false, or a JSON string (escapes included, no bare quote inside).
@@ -78,10 +89,10 @@ def assert_metadata_filter_names_the_tenant(expression: str, tenant_id: int) -> 
     clauses = _split_top_level(expression)
     assert clauses[0] == f'tenant_id == "t{tenant_id}"', expression
     for clause in clauses[1:]:
-        if clause.startswith(("metadata", "(metadata")):
+        if clause.startswith(("metadata[", "(metadata[")):
             assert _METADATA_CLAUSE.fullmatch(clause), clause
         else:
-            assert re.fullmatch(r"\w+ (==|>=|in|not in) (-?\d+|\[-?\d+(, -?\d+)*\])", clause), clause
+            assert _plain_clause(clause), clause
 
 
 metadata_values = st.one_of(st.text(max_size=30), st.integers(min_value=-(2**63), max_value=2**63 - 1), st.booleans())
@@ -197,6 +208,7 @@ class RecordingClient:
                     "text_zh",
                     "sparse_zh",
                     "metadata",
+                    vectorstore.QUESTION_FILTER_FIELD,
                 )
                 return {"fields": [{"name": f} for f in names]}
             return None
@@ -238,6 +250,7 @@ ARGUMENTS = {
     "full_text": st.just(True),
     "dense_weight": st.one_of(st.none(), st.floats(min_value=0.0, max_value=1.0)),
     "metadata_filter": st.one_of(st.none(), metadata_filters),
+    "metadata_filter_key": st.one_of(st.just(""), st.from_regex(r"[0-9a-f]{64}", fullmatch=True), hostile),
 }
 
 
@@ -273,7 +286,7 @@ def test_every_filter_sent_to_milvus_names_the_tenant(name, data):
         except ValueError:
             return  # refused before building anything (e.g. a delete naming no knowledge base)
     for expression in client.filters:
-        if "metadata" in expression:
+        if 'metadata["' in expression:
             assert_metadata_filter_names_the_tenant(expression, kwargs["tenant_id"])
         else:
             assert_names_tenant(expression, kwargs["tenant_id"])

@@ -1,11 +1,12 @@
 // The admin playground (conversations/admin_playground.py): a chat with one knowledge base and a retrieval test.
 // Every text from the server is written with textContent, never as HTML.
 //
-// A turn is drawn in three steps: turnStart (the question, answer pending), turnAnswerAppend (text of the answer)
-// and turnFinish (the final body: answer, sources, decision). The transport below sends the question and calls
-// them; today it gets one JSON reply and appends the whole answer at once. A streamed transport (Server-Sent
-// Events) takes its place by calling turnAnswerAppend for each piece as it arrives and turnFinish with the final
-// event: nothing else on the page changes.
+// A turn is streamed (Server-Sent Events read from fetch's ReadableStream, as the API's messages endpoint sends them)
+// and drawn as its events come: turnStart (the question, answer pending), then `decision` (the dedup decision, and the
+// whole answer of a stored answer or small talk), `sources`, `delta` (the next piece of the answer, appended), and
+// `done` (the complete answer as stored, the turn's number and audit event) or `error` (the answer service failed:
+// said in the turn, which keeps what had arrived and is recorded as failed). A refusal before the first event (a bad
+// question, an expired conversation) is JSON: the turn is taken back and the message shown under the form.
 (function () {
   "use strict";
 
@@ -29,21 +30,32 @@
   let conversationId = null;
 
   // --- requests ------------------------------------------------------------------------------------------------
-  async function postForm(url, fields) {
+  // POST `fields` (and the tenant) as a form; the fetch Response, or null when the server could not be reached.
+  async function post(url, fields, accept) {
     const body = new FormData();
     body.append("tenant", tenant);
     for (const [name, value] of Object.entries(fields)) body.append(name, value);
-    let response;
     try {
-      response = await fetch(url, {
+      return await fetch(url, {
         method: "POST",
         body,
-        headers: { "X-CSRFToken": csrfToken, Accept: "application/json" },
+        headers: { "X-CSRFToken": csrfToken, Accept: accept },
         credentials: "same-origin",
       });
     } catch (error) {
-      return { ok: false, status: 0, message: "The server could not be reached; try again." };
+      return null;
     }
+  }
+
+  const UNREACHABLE = { ok: false, status: 0, message: "The server could not be reached; try again." };
+
+  async function postForm(url, fields) {
+    const response = await post(url, fields, "application/json");
+    return response ? jsonReply(response) : UNREACHABLE;
+  }
+
+  // A JSON reply: { ok, status, data }, or { ok: false, message } for a refusal or an admin page instead.
+  async function jsonReply(response) {
     const type = response.headers.get("Content-Type") || "";
     if (!type.includes("application/json")) {
       // The admin's own pages: the sign-in form when the session ended, Django's CSRF page.
@@ -55,15 +67,69 @@
     return { ok: true, status: response.status, data };
   }
 
-  const turnTransport = {
-    async send(url, fields, turn) {
-      const reply = await postForm(url, fields);
-      if (!reply.ok) return reply;
-      turnAnswerAppend(turn, reply.data.answer || "");
-      turnFinish(turn, reply.data);
-      return reply;
-    },
-  };
+  // One event block of a stream ("event: <name>" and "data: <JSON>" lines), or null for anything else (a comment).
+  function eventParse(block) {
+    let name = "message";
+    const data = [];
+    for (const line of block.split("\n")) {
+      if (line.startsWith("event:")) name = line.slice(6).trim();
+      else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+    }
+    if (!data.length) return null;
+    try {
+      return { name, data: JSON.parse(data.join("\n")) };
+    } catch (error) {
+      return null;
+    }
+  }
+
+  // Post the question and draw the turn's events as they arrive; { ok: false, message } for a refusal (no event).
+  async function turnStream(url, fields, turn) {
+    const response = await post(url, fields, "text/event-stream");
+    if (!response) return UNREACHABLE;
+    const type = response.headers.get("Content-Type") || "";
+    if (!type.includes("text/event-stream") || !response.body) {
+      const reply = await jsonReply(response);
+      return reply.ok ? { ok: false, status: reply.status, message: "The server answered without streaming the turn." } : reply;
+    }
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    let buffer = "";
+    let ended = false;
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        buffer += decoder.decode(value || new Uint8Array(), { stream: !done });
+        let end;
+        while ((end = buffer.indexOf("\n\n")) >= 0) {
+          const event = eventParse(buffer.slice(0, end));
+          buffer = buffer.slice(end + 2);
+          if (event) ended = turnEvent(turn, event) || ended;
+        }
+        if (done) break;
+      }
+    } catch (error) {
+      // The connection broke mid-stream: said below, with what had arrived kept.
+    }
+    if (!ended) {
+      turnError(turn, "The connection was lost before the answer was complete: the turn is recorded as interrupted. Ask again.");
+    }
+    return { ok: true, status: response.status };
+  }
+
+  // Draw one event; true once the turn has ended (done or error).
+  function turnEvent(turn, event) {
+    const data = event.data;
+    if (event.name === "decision") turnDecision(turn, data);
+    else if (event.name === "sources") turnSources(turn, data);
+    else if (event.name === "delta") turnAnswerAppend(turn, data.text || "");
+    else if (event.name === "done") turnFinish(turn, data);
+    else if (event.name === "error") {
+      turnFinish(turn, data);
+      turnError(turn, `${data.message} (HTTP ${data.status}). The turn is recorded as failed; ask again.`);
+    } else return false;
+    return event.name === "done" || event.name === "error";
+  }
 
   // --- drawing ---------------------------------------------------------------------------------------------------
   function element(tag, text, className) {
@@ -116,8 +182,7 @@
     answer.textContent += text;
   }
 
-  function decisionRows(body) {
-    const dedup = body.dedup;
+  function decisionRows(dedup) {
     const matched = dedup.matched_turn_id;
     const matchedLabel =
       matched === null ? "–" : turnNumbers.has(matched) ? `turn ${turnNumbers.get(matched)} (#${matched})` : `#${matched}`;
@@ -131,35 +196,57 @@
     ];
     if (dedup.shadow_action) rows.push(["Shadow action", dedup.shadow_action]);
     rows.push(["Reason", dedup.reason || "–"]);
-    if (body.index && body.index.status !== "current") rows.push(["Index", body.index.status]);
     return rows;
   }
 
-  function turnFinish(turn, body) {
+  function decisionRowAdd(turn, name, value) {
+    const tr = document.createElement("tr");
+    tr.dataset.field = name.toLowerCase().replace(/ /g, "-");
+    tr.append(element("th", name), element("td", value));
+    turn.querySelector(".kb-decision-table tbody").append(tr);
+  }
+
+  // The first event: the decision is drawn at once; a stored answer (or small talk) comes whole with it.
+  function turnDecision(turn, data) {
+    turn.dataset.action = data.dedup.action;
+    turn.dataset.phase = "decided";
+    for (const [name, value] of decisionRows(data.dedup)) decisionRowAdd(turn, name, value);
+    if (data.rewritten_question) decisionRowAdd(turn, "Rewritten as", data.rewritten_question);
+    if (data.answer !== null && data.answer !== undefined) turnAnswerAppend(turn, data.answer);
+  }
+
+  function turnSources(turn, data) {
+    turn.dataset.phase = "sources";
+    const sources = turn.querySelector(".kb-sources");
+    if (data.sources.length) passageRows(sources.querySelector("tbody"), data.sources);
+    else sources.replaceWith(element("p", "No sources.", "kb-muted"));
+    if (data.index && data.index.status !== "current") decisionRowAdd(turn, "Index", data.index.status);
+  }
+
+  // The last event: the answer as the turn stored it (the same text the deltas made), its number and audit event.
+  function turnFinish(turn, data) {
     turn.classList.remove("kb-turn-pending");
-    turn.dataset.turnId = body.turn_id;
-    turn.dataset.action = body.dedup.action;
-    turnNumbers.set(body.turn_id, body.number);
-    turn.querySelector(".kb-question").textContent = `${body.number}. ${body.question}`;
+    turn.dataset.phase = "done";
+    turn.dataset.turnId = data.turn_id;
+    turnNumbers.set(data.turn_id, data.number);
+    turn.querySelector(".kb-question").textContent = `${data.number}. ${data.question}`;
     const answer = turn.querySelector("[data-role=answer]");
     answer.classList.remove("kb-pending");
-    if (body.answer === null || body.answer === "") answer.replaceChildren(element("span", "No answer text.", "kb-muted"));
-    else answer.textContent = body.answer;
-    const sources = turn.querySelector(".kb-sources");
-    if (body.sources.length) passageRows(sources.querySelector("tbody"), body.sources);
-    else sources.replaceWith(element("p", "No sources.", "kb-muted"));
-    const table = turn.querySelector(".kb-decision-table tbody");
-    for (const [name, value] of decisionRows(body)) {
-      const tr = document.createElement("tr");
-      tr.dataset.field = name.toLowerCase().replace(/ /g, "-");
-      tr.append(element("th", name), element("td", value));
-      table.append(tr);
-    }
-    if (body.audit_url) {
+    if (data.answer !== null && data.answer !== undefined && data.answer !== "") answer.textContent = data.answer;
+    else if (!answer.textContent) answer.replaceChildren(element("span", "No answer text.", "kb-muted"));
+    if (data.audit_url) {
       const link = element("a", "Open its audit event");
-      link.href = body.audit_url;
+      link.href = data.audit_url;
       turn.querySelector(".kb-audit-link").append(link);
     }
+  }
+
+  // A failure after the turn started: said in the turn itself, which keeps what had arrived.
+  function turnError(turn, message) {
+    turn.classList.remove("kb-turn-pending");
+    turn.classList.add("kb-turn-failed");
+    turn.querySelector("[data-role=answer]").classList.remove("kb-pending");
+    showError(turn.querySelector(".kb-turn-error"), message);
   }
 
   function turnFailed(turn, message) {
@@ -204,7 +291,7 @@
       const fields = { question };
       if (forceRefresh.checked) fields.force_refresh = "on";
       const url = root.dataset.turnUrl.replace("/0/", `/${conversationId}/`);
-      const reply = await turnTransport.send(url, fields, turn);
+      const reply = await turnStream(url, fields, turn);
       if (!reply.ok) return turnFailed(turn, reply.message);
       questionInput.value = "";
     } finally {

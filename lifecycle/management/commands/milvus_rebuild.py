@@ -2,10 +2,10 @@
 database after it lost its data (docs/operations.md, "Recovery drill: Milvus lost its data"). Online: run it with the
 platform up; each knowledge base is searched again once it is rebuilt, and answers 503 until then.
 
-Without options: the question collections of every tenant (quick: the turns' stored vectors), then every knowledge
-base, one after the other, with a progress bar each and its chunks per second. Safe to run again, or after it
-stopped: every write is an upsert by id, and vectors come from the embedding cache (the model runs only for what
-it lacks)."""
+Without options: the question collections of every tenant (quick: the turns' stored vectors; the collection of the
+model in use is made again first when it predates each question's metadata filter key), then every knowledge base,
+one after the other, with a progress bar each and its chunks per second. Safe to run again, or after it stopped:
+every write is an upsert by id, and vectors come from the embedding cache (the model runs only for what it lacks)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ class Command(BaseCommand):
         started = time.monotonic()
         failures: list[str] = []
         if scope.questions:
-            self._questions(scope)
+            self._questions(scope, every_tenant=not options["tenant"])
         chunks = 0
         for knowledge_base in scope.knowledge_bases:
             try:
@@ -61,7 +61,21 @@ class Command(BaseCommand):
         if failures:
             raise CommandError(f"{len(failures)} knowledge bases not rebuilt; run this again for them.")
 
-    def _questions(self, scope: rebuild.RebuildScope) -> None:
+    def _questions(self, scope: rebuild.RebuildScope, *, every_tenant: bool) -> None:
+        try:
+            if every_tenant:
+                dropped = rebuild.question_collection_rekey()
+                if dropped:
+                    self.stdout.write(f"{dropped}: made again with each question's metadata filter key")
+            elif rebuild.question_collection_needs_rekey():
+                self.stderr.write(
+                    self.style.WARNING(
+                        "The question collection predates each question's metadata filter key; run "
+                        "`milvus_rebuild --questions` for every tenant to make it again with the key."
+                    )
+                )
+        except VectorStoreUnavailable as exc:
+            raise CommandError(f"Milvus is unavailable ({exc}); start it, then run this again.") from exc
         for tenant in scope.tenants:
             with tqdm(desc=f"{tenant.slug} questions", unit="question", file=sys.stderr, leave=False) as bar:
                 try:
