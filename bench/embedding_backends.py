@@ -13,8 +13,8 @@ vectors are to PyTorch's (sentence-transformers, the same-run baseline).
 
 Besides the offered backends (torch, onnx) it measures candidates that are not offered, to show why
 (--no-candidates to skip them): onnx-int8 (`quantize_dynamic` as documented, every supported operator),
-onnx-int8-pc (MatMul weights only, per channel) and onnx-traced (the export as traced, without the fusion of its
-attention, layer norms and GELU that the onnx backend's file has). Their files are made in a temporary directory.
+onnx-int8-pc (MatMul weights only, per channel) and onnx-fused (`onnxruntime.transformers.optimizer` applied to the
+export). Their files are made in a temporary directory from the onnx backend's file.
 """
 
 from __future__ import annotations
@@ -77,6 +77,7 @@ def _abstracts(limit: int | None) -> tuple[list[str], list[str]]:
 def _candidates(onnx_file: Path, directory: Path, model_root: Path) -> dict[str, Path]:
     """Files of the backends tried and not offered, made from the onnx backend's file."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
+    from onnxruntime.transformers import optimizer
 
     files = {"onnx-int8": directory / "int8.onnx", "onnx-int8-pc": directory / "int8-pc.onnx"}
     quantize_dynamic(str(onnx_file), str(files["onnx-int8"]), weight_type=QuantType.QInt8)
@@ -87,20 +88,16 @@ def _candidates(onnx_file: Path, directory: Path, model_root: Path) -> dict[str,
         op_types_to_quantize=["MatMul"],
         per_channel=True,
     )
-    # The graph as traced, before the export fuses it: what the onnx backend ran before.
-    from retrieval import embedding_onnx, embeddings
-
-    files["onnx-traced"] = directory / "traced.onnx"
-    fuse, embedding_onnx._graph_fuse = embedding_onnx._graph_fuse, lambda path, *, root: None
-    try:
-        embedding_onnx.onnx_export(
-            root=model_root,
-            destination=files["onnx-traced"],
-            tokenizer=embeddings._encoder_tokenizer(),
-            max_seq_length=embeddings.max_sequence_tokens(),
-        )
-    finally:
-        embedding_onnx._graph_fuse = fuse
+    config = json.loads((model_root / "config.json").read_text(encoding="utf-8"))
+    fused = optimizer.optimize_model(
+        str(onnx_file),
+        model_type="bert",
+        num_heads=config["num_attention_heads"],
+        hidden_size=config["hidden_size"],
+        opt_level=1,
+    )
+    files["onnx-fused"] = directory / "fused.onnx"
+    fused.save_model_to_file(str(files["onnx-fused"]))
     return files
 
 

@@ -1,13 +1,12 @@
-"""The embedding model run by ONNX Runtime: its export, made here from the model's own files, and the encoder that runs
-it. Only `retrieval.embeddings` (the one owner of the model) imports this module.
+"""The embedding model run by ONNX Runtime: its export, made here from the model's own files, and the encoder that
+runs it. Only `retrieval.embeddings` (the one owner of the model) imports this module.
 
 The export is the whole sentence-transformers pipeline of the model (transformer, pooling, normalisation: whatever
 its modules.json lists), traced by PyTorch's TorchScript exporter (`dynamo=False`: the dynamo exporter needs
-`onnxscript`, which this project does not ship), then, for an architecture ONNX Runtime's transformer optimiser knows
-(BERT, as all-MiniLM-L6-v2 is), with its attention, layer norms and GELU fused into that runtime's kernels. An export
-is kept only if the encoder, tokenising with the model's own tokenizer as sentence-transformers does (truncated to
-max_seq_length, padded to the batch's longest), gives sentence-transformers' vectors to a cosine of at least
-EXPORT_MIN_COSINE on the probe texts; so a file that exists is one that reproduces the model.
+`onnxscript`, which this project does not ship). An export is kept only if the encoder, tokenising with the model's
+own tokenizer as sentence-transformers does (truncated to max_seq_length, padded to the batch's longest), gives
+sentence-transformers' vectors to a cosine of at least EXPORT_MIN_COSINE on the probe texts; so a file that exists
+is one that reproduces the model.
 
 The file is made once per model identity and shared by every process: it is written to a temporary file in the
 same directory and renamed into place, under an exclusive file lock, so a process never reads a half-written file
@@ -35,13 +34,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# Part of the file's name: an export made another way (other inputs, another opset, another graph) is another file,
-# never mistaken for this one. st2: the traced graph with its attention, layer norms and GELU fused into ONNX
-# Runtime's own kernels (`_graph_fuse`) where the optimiser knows the architecture; st1 files were the traced graph
-# as it is, and are left unread.
-EXPORT_FORMAT = "st2-opset17"
-# Architectures (config.json's model_type) whose graph ONNX Runtime's transformer optimiser fuses, as it names them.
-FUSED_MODEL_TYPES = {"bert": "bert"}
+# Part of the file's name: an export made another way (other inputs, another opset) is another file, never mistaken
+# for this one.
+EXPORT_FORMAT = "st1-opset17"
 EXPORT_OPSET = 17
 EXPORT_MIN_COSINE = 0.9999
 PROBE_TEXTS = (
@@ -171,7 +166,6 @@ def onnx_export(*, root: Path, destination: Path, tokenizer: Tokenizer, max_seq_
                 dynamic_axes={**axes, "sentence_embedding": {0: "batch"}},
                 opset_version=EXPORT_OPSET,
             )
-            _graph_fuse(Path(temporary), root=root)
             expected = model.encode(list(PROBE_TEXTS), normalize_embeddings=True, convert_to_numpy=True)
         made = _encoder_of(Path(temporary), tokenizer, max_seq_length)
         cosines = np.sum(made.encode(PROBE_TEXTS, normalize_embeddings=True) * expected, axis=1)
@@ -191,29 +185,6 @@ def onnx_export(*, root: Path, destination: Path, tokenizer: Tokenizer, max_seq_
         raise OnnxFileUnavailable(f"the export failed ({type(exc).__name__}: {exc})") from exc
     finally:
         Path(temporary).unlink(missing_ok=True)
-
-
-def _graph_fuse(path: Path, *, root: Path) -> None:
-    """Rewrite the export at `path` with its attention, layer norms and GELU as ONNX Runtime's fused kernels, for a
-    model of an architecture the transformer optimiser knows (else it stays as traced): one kernel per attention
-    instead of a dozen small operators, which is most of a short query's time. The caller's check against PyTorch's
-    vectors covers the rewritten graph."""
-    import json
-
-    try:
-        config = json.loads((root / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return
-    model_type = FUSED_MODEL_TYPES.get(str(config.get("model_type", "")))
-    heads, hidden = config.get("num_attention_heads"), config.get("hidden_size")
-    if model_type is None or not heads or not hidden:
-        return
-    from onnxruntime.transformers import optimizer
-
-    fused = optimizer.optimize_model(
-        str(path), model_type=model_type, num_heads=int(heads), hidden_size=int(hidden), opt_level=1
-    )
-    fused.save_model_to_file(str(path))
 
 
 def _encoder_of(path: Path, tokenizer: Tokenizer, max_seq_length: int) -> OnnxEncoder:

@@ -142,32 +142,6 @@ def test_the_onnx_file_is_made_once_and_then_reused(onnx_dir):
     np.testing.assert_array_equal(first, again)
 
 
-def test_the_export_runs_attention_in_onnx_runtimes_fused_kernels(made_onnx_file):
-    import onnx
-
-    assert made_onnx_file.name.endswith(f".{embedding_onnx.EXPORT_FORMAT}.onnx")
-    operators = {node.op_type for node in onnx.load(str(made_onnx_file), load_external_data=False).graph.node}
-    assert {"Attention", "SkipLayerNormalization"} <= operators, operators
-    assert "Softmax" not in operators  # no attention left unfused
-
-
-def test_a_file_of_an_earlier_export_format_is_never_read(onnx_dir, made_onnx_file):
-    """A directory holding the traced, unfused export of an earlier release under its own name: this release makes its
-    own file beside it (once) and never loads the old one."""
-    earlier = onnx_dir.path / made_onnx_file.name.replace(f".{embedding_onnx.EXPORT_FORMAT}.", ".st1-opset17.")
-    assert earlier != made_onnx_file
-    earlier.parent.mkdir(parents=True, exist_ok=True)
-    earlier.write_bytes(b"an st1 export")  # loading it would fail loudly
-
-    embeddings.embed_query("Where are the moraines?")
-
-    assert onnx_dir.exports == [embeddings.onnx_file()] and embeddings.onnx_file() != earlier
-    assert earlier.read_bytes() == b"an st1 export"
-    embeddings._model = None
-    embeddings.embed_query("Where are the moraines?")
-    assert len(onnx_dir.exports) == 1
-
-
 def _embed_in_a_process(directory: Path) -> subprocess.Popen:
     """A fresh Python process on the onnx backend and `directory` that embeds one question and prints whether it
     made the file, whether it imported torch, and the vector."""
