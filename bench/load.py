@@ -90,14 +90,14 @@ class Customer(threading.Thread):
         self.scripts, self.random, self.deadline, self.results = scripts, random.Random(seed), deadline, results
         self.connection: http.client.HTTPConnection | None = None
 
-    def _request(self, path: str, body: dict) -> tuple[int, dict | None]:
-        payload = json.dumps(body).encode()
+    def _request(self, path: str, body: dict | None, method: str = "POST") -> tuple[int, dict | None]:
+        payload = json.dumps(body).encode() if body is not None else None
         headers = {"Authorization": f"Api-Key {self.raw_key}", "Content-Type": "application/json"}
         for attempt in (1, 2):
             try:
                 if self.connection is None:
                     self.connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
-                self.connection.request("POST", path, body=payload, headers=headers)
+                self.connection.request(method, path, body=payload, headers=headers)
                 response = self.connection.getresponse()
                 data = response.read()
                 return response.status, (json.loads(data) if data else None)

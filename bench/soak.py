@@ -53,6 +53,7 @@ class Traffic:
     searches: int = 0
     feedback: dict[int, str] = field(default_factory=dict)  # turn id -> rating last acknowledged
     uploads: list[int] = field(default_factory=list)  # document ids acknowledged (202)
+    deleted: list[int] = field(default_factory=list)  # uploads deleted again (204), oldest first
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -106,15 +107,35 @@ class Searcher(Customer):
 
 
 class Uploader(Customer):
-    """One SciFact abstract uploaded every `every` seconds (JSON text), each acknowledged with 202 and queued."""
+    """One SciFact abstract uploaded every `every` seconds (JSON text), each acknowledged with 202 and queued. With
+    `keep`, the corpus churns as a real tenant's does: once more than `keep` uploads are kept, each upload is followed
+    by the deletion of the oldest one (DELETE /api/v1/documents/{id}/, 204), so the data stays the same size."""
 
-    def __init__(self, *, traffic: Traffic, every: float, abstracts: list[dict], run_id: str, **kwargs: object) -> None:
+    def __init__(
+        self, *, traffic: Traffic, every: float, abstracts: list[dict], run_id: str, keep: int | None, **kwargs: object
+    ) -> None:
         super().__init__(**kwargs)
-        self.traffic, self.every, self.abstracts, self.run_id = traffic, every, abstracts, run_id
+        self.traffic, self.every, self.abstracts, self.run_id, self.keep = traffic, every, abstracts, run_id, keep
+
+    def _delete_oldest(self) -> None:
+        with self.traffic.lock:
+            kept = [pk for pk in self.traffic.uploads if pk not in set(self.traffic.deleted)]
+        if self.keep is None or len(kept) <= self.keep:
+            return
+        try:
+            status, _ = self._request(f"/api/v1/documents/{kept[0]}/", None, method="DELETE")
+        except OSError as exc:
+            self.results.error(f"delete:{type(exc).__name__}")
+            return
+        if status != 204:
+            self.results.error(f"delete:{status}")
+            return
+        with self.traffic.lock:
+            self.traffic.deleted.append(kept[0])
 
     def run(self) -> None:
         sent = 0
-        while time.monotonic() < self.deadline:
+        while self.every and time.monotonic() < self.deadline:
             row = self.abstracts[sent % len(self.abstracts)]
             body = {
                 "title": (row.get("title") or row["_id"])[:200],
@@ -132,6 +153,7 @@ class Uploader(Customer):
             else:
                 with self.traffic.lock:
                     self.traffic.uploads.append(answer["id"])
+                self._delete_oldest()
             time.sleep(self.every)
 
 
@@ -204,10 +226,20 @@ def rss_verdicts(samples: dict[int, dict[str, float]], *, reference_minute: int)
 # --- the run -----------------------------------------------------------------------------------------------------
 
 
-def uploads_audit(*, tenant, document_ids: list[int], drain_seconds: float) -> dict[str, int]:  # noqa: ANN001
-    """Wait up to `drain_seconds` for the worker to index every acknowledged upload; then count those that are not."""
+def uploads_audit(
+    *,
+    tenant,  # noqa: ANN001
+    document_ids: list[int],
+    deleted_ids: list[int],
+    drain_seconds: float,
+) -> dict[str, int]:
+    """Wait up to `drain_seconds` for the worker to index every acknowledged upload not deleted since; then count
+    those that are not, and the deleted ones (204) still there."""
     from retrieval.models import Document, DocumentStatus
 
+    deleted = set(deleted_ids)
+    remaining = Document.objects.for_tenant(tenant).filter(pk__in=list(deleted)).count()
+    document_ids = [pk for pk in document_ids if pk not in deleted]
     deadline = time.monotonic() + drain_seconds
     while True:
         statuses = dict(Document.objects.for_tenant(tenant).filter(pk__in=document_ids).values_list("pk", "status"))
@@ -216,7 +248,9 @@ def uploads_audit(*, tenant, document_ids: list[int], drain_seconds: float) -> d
             break
         time.sleep(2)
     return {
-        "uploads_acknowledged": len(document_ids),
+        "uploads_deleted": len(deleted),
+        "deleted_still_present": remaining,
+        "uploads_kept": len(document_ids),
         "uploads_missing": sum(1 for pk in document_ids if pk not in statuses),
         "uploads_failed": sum(1 for pk in document_ids if statuses.get(pk) == DocumentStatus.FAILED),
         "uploads_not_indexed": sum(1 for pk in document_ids if statuses.get(pk) != DocumentStatus.INDEXED),
@@ -236,6 +270,72 @@ def feedback_audit(*, tenant, feedback: dict[int, str]) -> dict[str, int]:  # no
     }
 
 
+def milvus_rows() -> dict[str, int]:
+    """Rows Milvus holds in this deployment's chunk collections and question collections (deleted rows not yet
+    compacted away may be counted)."""
+    from retrieval import vectorstore
+
+    chunk_names = set(vectorstore.chunk_collection_names())
+    rows = {"chunk rows": 0, "question rows": 0}
+    for name in vectorstore.deployment_collection_names():
+        kind = "chunk rows" if name in chunk_names else "question rows"
+        rows[kind] += vectorstore.collection_entity_count(name=name)
+    return rows
+
+
+def milvus_restart_rss(*, tenant, knowledge_base, questions: list[str]) -> float:  # noqa: ANN001
+    """The Milvus server's RSS once restarted on the same data with the deployment's collections loaded and searched
+    as the run searched them (`questions` in the knowledge base's mode, so what searches build lazily, such as the
+    full-text indexes of segments, is there too): what the data takes in a fresh process. Compared with the RSS the
+    run ended with, it tells growth of the data from memory the process kept beside it."""
+    from django.conf import settings
+
+    from retrieval import embeddings, vectorstore
+    from retrieval.selectors import chunk_search
+
+    server = common.milvus_server
+    server.stop()
+    server.start()
+    vectorstore._reset()
+    for name in vectorstore.deployment_collection_names():
+        vectorstore._connect().load_collection(name, timeout=settings.MILVUS_SETUP_TIMEOUT)
+    for question in questions:
+        chunk_search(
+            tenant=tenant,
+            knowledge_base=knowledge_base,
+            query_vector=embeddings.embed_query(question),
+            query_model_identity=embeddings.model_identity(),
+            limit=10,
+            query_text=question,
+        )
+    time.sleep(5)
+    return tree_rss_mb(server.process.pid)
+
+
+def milvus_memory_line(
+    *,
+    samples: dict[int, dict[str, float]],
+    rows: dict[int | str, dict[str, int]],
+    reference_minute: int,
+    end_mb: float,
+    restarted_mb: float,
+) -> str:
+    """What Milvus's memory measured: its change against the rows it stores (per row added, when rows were added),
+    and the restarted server's RSS on the same data beside the RSS at the end."""
+    last = max(samples)
+    change = samples[last]["milvus"] - samples[reference_minute]["milvus"]
+    before, after = rows[reference_minute], rows[last]
+    added = sum(after.values()) - sum(before.values())
+    stored = "  ".join(f"{kind} {before[kind]} -> {after[kind]}" for kind in before)
+    per_row = f" = {change * 1024 / added:.1f} KB per row added" if added > 0 else ""
+    return (
+        f"Milvus     {change:+.1f} MB from minute {reference_minute} to {last} with {added:+d} rows stored ({stored})"
+        f"{per_row}; {sum(rows['end'].values())} rows after the drain: {end_mb:.1f} MB, the server restarted on the "
+        f"same data, loaded and searched: {restarted_mb:.1f} MB ({restarted_mb - end_mb:+.1f} MB: what the process "
+        "held beside its data)"
+    )
+
+
 def table_print(samples: dict[int, dict[str, float]], minute: int, progress: str) -> None:
     labels = list(samples[minute])
     if minute == min(samples):
@@ -252,7 +352,13 @@ def main() -> int:
     parser.add_argument("--customers", type=int, default=4, help="conversation threads (they also rate answers)")
     parser.add_argument("--searchers", type=int, default=2)
     parser.add_argument("--search-pause", type=float, default=1.0, help="seconds between one searcher's searches")
-    parser.add_argument("--upload-every", type=float, default=10.0, help="seconds between uploads")
+    parser.add_argument("--upload-every", type=float, default=10.0, help="seconds between uploads (0: none)")
+    parser.add_argument(
+        "--keep-uploads",
+        type=int,
+        default=-1,
+        help="uploads kept: beyond it each upload deletes the oldest (a corpus that churns); -1 (default) keeps all",
+    )
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers")
     parser.add_argument("--threads", type=int, default=8, help="threads per gunicorn worker")
     parser.add_argument("--reference-minute", type=int, default=5, help="the RSS the end is compared with")
@@ -323,6 +429,7 @@ def main() -> int:
                         every=args.upload_every,
                         abstracts=abstracts,
                         run_id=run_id,
+                        keep=args.keep_uploads if args.keep_uploads >= 0 else None,
                         raw_key=admin_key,
                         seed=args.seed + 200,
                         deadline=deadline,
@@ -340,26 +447,44 @@ def main() -> int:
                 for thread in threads:
                     thread.start()
                 samples: dict[int, dict[str, float]] = {}
+                rows: dict[int, dict[str, int]] = {}
                 for minute in range(args.minutes + 1):
                     time.sleep(max(0.0, started + minute * 60 - time.monotonic()))
                     samples[minute] = watched.sample()
+                    rows[minute] = milvus_rows()
                     with results.lock, traffic.lock:
                         progress = (
                             f"turns={len(results.acked)} searches={traffic.searches} feedback={len(traffic.feedback)} "
-                            f"uploads={len(traffic.uploads)} errors={sum(results.errors.values())}"
+                            f"uploads={len(traffic.uploads)} deleted={len(traffic.deleted)} "
+                            f"errors={sum(results.errors.values())} "
+                            + " ".join(f"{k.replace(' ', '_')}={v}" for k, v in rows[minute].items())
                         )
                     table_print(samples, minute, progress)
                 for thread in threads:
                     thread.join(timeout=180)
                 uploads = uploads_audit(
-                    tenant=tenant, document_ids=list(traffic.uploads), drain_seconds=args.drain_minutes * 60
+                    tenant=tenant,
+                    document_ids=list(traffic.uploads),
+                    deleted_ids=list(traffic.deleted),
+                    drain_seconds=args.drain_minutes * 60,
                 )
+                rows["end"] = milvus_rows()
+                milvus_end_mb = tree_rss_mb(common.milvus_process_id)
             finally:
                 os.killpg(gunicorn.pid, signal.SIGTERM)
                 gunicorn.wait(timeout=30)
 
         checks = {**audit(tenant=tenant, results=results), **feedback_audit(tenant=tenant, feedback=traffic.feedback)}
         checks.update(uploads)
+        try:
+            milvus_restarted_mb = milvus_restart_rss(
+                tenant=tenant,
+                knowledge_base=knowledge_base,
+                questions=[question for script in scripts[:10] for question in script[:3]],
+            )
+        except Exception as exc:  # noqa: BLE001 - a figure missing, not a failed soak: the audit is already made
+            print(f"the restart of Milvus on the same data failed: {type(exc).__name__}: {exc}", flush=True)
+            milvus_restarted_mb = float("nan")
     errors = sum(results.errors.values())
     lost = sum(
         checks[key]
@@ -372,6 +497,7 @@ def main() -> int:
             "feedback_lost",
             "feedback_wrong",
             "uploads_not_indexed",
+            "deleted_still_present",
         )
     )
     print(f"errors     {errors} {dict(results.errors) if results.errors else ''}")
@@ -386,6 +512,15 @@ def main() -> int:
     print(
         f"RSS        end (minute {max(samples)}) against minute {reference_minute}{note}: "
         + "  ".join(f"{label} {change:+.1%} {'ok' if ok else 'OUT'}" for label, (change, ok) in verdicts.items())
+    )
+    print(
+        milvus_memory_line(
+            samples=samples,
+            rows=rows,
+            reference_minute=reference_minute,
+            end_mb=milvus_end_mb,
+            restarted_mb=milvus_restarted_mb,
+        )
     )
     print(f"load average at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     held = not errors and not lost and all(ok for _, ok in verdicts.values())

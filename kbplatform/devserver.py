@@ -25,6 +25,20 @@ WEB_ADDRESS = os.environ.get("KB_WEB_ADDRESS", "127.0.0.1:8000")
 DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
 DEFAULT_MILVUS = "http://127.0.0.1:19530"
 
+# Set for every `milvus-lite server` the platform starts (here, and the tests' and benchmarks' own servers). Milvus
+# Lite holds its data in Arrow buffers; with Arrow's default allocator (mimalloc) memory freed after each flush and
+# merge of segments stays with the process, so a server that is written to all day grows without bound while its
+# data does not. The system allocator hands it back, once glibc's malloc is told to: buffers above 128 KB mapped on
+# their own and unmapped when freed (a fixed threshold: glibc otherwise raises it to the largest buffer freed and
+# keeps such buffers on its heap), the heap's free top returned, and two arenas instead of one per thread of the
+# server's pool. An operator's own values are kept.
+MILVUS_LITE_SERVER_ENV = {
+    "ARROW_DEFAULT_MEMORY_POOL": "system",
+    "MALLOC_MMAP_THRESHOLD_": "131072",
+    "MALLOC_TRIM_THRESHOLD_": "131072",
+    "MALLOC_ARENA_MAX": "2",
+}
+
 children: list[subprocess.Popen] = []
 
 
@@ -118,7 +132,7 @@ def choose_milvus(env: dict[str, str]) -> None:
             "--port",
             port or "19530",
         ],
-        env,
+        {**MILVUS_LITE_SERVER_ENV, **env},
     )
     wait_for("milvus-lite server", lambda: port_open(host, int(port or 19530)), 60)
     say(f"Milvus: started milvus-lite server on {uri} (data in var/milvus)")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from django.conf import settings
 from django.db import connection
@@ -24,10 +24,55 @@ def _redis() -> tuple[str, str]:
     return ("ok", "ping") if redis_ping() else ("down", "no answer from REDIS_URL")
 
 
+VECTORS_LOST = "vectors_lost"
+# How long one process reuses its answer to "does Milvus hold the vectors the database says are indexed": the
+# question costs a query of the database and a count in Milvus per knowledge base sampled, and a load balancer asks
+# for health every few seconds.
+CONTENTS_CHECK_SECONDS = 60.0
+CONTENTS_SAMPLE = 3  # knowledge bases counted: a lost Milvus has lost all of them
+_contents_checked: tuple[float, tuple[str, str]] | None = None  # (monotonic time, the answer) of the last check
+
+
+def milvus_contents_state(*, uri: str, vector_counts: Sequence[int]) -> tuple[str, str]:
+    """Milvus's status once it answers, from the vectors it holds of knowledge bases whose chunks the database holds
+    indexed: `vectors_lost` when one holds none (its data was lost: every search of it answers 503 until
+    `manage.py milvus_rebuild`), else ok. Pure."""
+    empty = sum(1 for count in vector_counts if count == 0)
+    if empty:
+        return (
+            VECTORS_LOST,
+            f"{uri} answers but holds no vector of {empty} of {len(vector_counts)} knowledge base(s) whose chunks "
+            "the database holds indexed (its data was lost?): run `manage.py milvus_rebuild` (docs/operations.md, "
+            "Recovery drill)",
+        )
+    return "ok", uri
+
+
 def _milvus() -> tuple[str, str]:
     from retrieval.vectorstore import vectorstore_ping
 
-    return ("ok", settings.MILVUS_URI) if vectorstore_ping() else ("down", f"no answer from {settings.MILVUS_URI}")
+    if not vectorstore_ping():
+        return "down", f"no answer from {settings.MILVUS_URI}"
+    return _milvus_contents()
+
+
+def _milvus_contents() -> tuple[str, str]:
+    """`milvus_contents_state` of this moment for up to CONTENTS_SAMPLE knowledge bases, reused for
+    CONTENTS_CHECK_SECONDS. A failed count raises (the check reports it) and is not kept, so the next check counts
+    again."""
+    global _contents_checked
+    from retrieval.selectors import knowledge_base_vectors_count, knowledge_bases_indexed_sample
+
+    now = time.monotonic()
+    if _contents_checked is not None and now - _contents_checked[0] < CONTENTS_CHECK_SECONDS:
+        return _contents_checked[1]
+    counts = [
+        knowledge_base_vectors_count(knowledge_base=knowledge_base)
+        for knowledge_base in knowledge_bases_indexed_sample(count=CONTENTS_SAMPLE)
+    ]
+    state = milvus_contents_state(uri=settings.MILVUS_URI, vector_counts=counts)
+    _contents_checked = (now, state)
+    return state
 
 
 def _worker() -> tuple[str, str]:
@@ -79,8 +124,10 @@ def health_report() -> dict:
     """{"status": ok|degraded|down, "components": {name: {"status", "detail", "ms"}}}.
 
     `down` when the database is down (nothing works); `degraded` when any other part is down (turns may still
-    be answered from the database, uploads wait in the queue). `embedding_model` is `down` only when the model's
-    files cannot be read; knowledge bases awaiting a re-index make it `reindex_needed`, which degrades nothing.
+    be answered from the database, uploads wait in the queue), or when Milvus answers but lost its vectors
+    (`vectors_lost`: searches of indexed knowledge bases answer 503 until rebuilt). `embedding_model` is `down`
+    only when the model's files cannot be read; knowledge bases awaiting a re-index make it `reindex_needed`, which
+    degrades nothing.
     """
     components = {}
     for name, check in CHECKS.items():
@@ -92,7 +139,7 @@ def health_report() -> dict:
         components[name] = {"status": state, "detail": detail, "ms": round((time.perf_counter() - started) * 1000, 1)}
     if components["database"]["status"] != "ok":
         overall = "down"
-    elif any(c["status"] == "down" for c in components.values()):
+    elif any(c["status"] in ("down", VECTORS_LOST) for c in components.values()):
         overall = "degraded"
     else:
         overall = "ok"

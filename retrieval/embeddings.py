@@ -27,6 +27,7 @@ import threading
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -429,3 +430,31 @@ def embed_texts(texts: Sequence[str], *, batch_size: int | None = None) -> np.nd
 
 def embed_query(text: str) -> np.ndarray:
     return embed_texts([text])[0]
+
+
+# More threads than a web process serves requests at once, so a question never queues behind another's: the encoder
+# is shared, and ONNX Runtime (or PyTorch) and the tokenizer release the GIL while they work.
+QUERY_THREADS = 8
+_query_pool: ThreadPoolExecutor | None = None
+_query_pool_lock = threading.Lock()
+
+
+def _query_pool_forget() -> None:
+    # A forked child (a Celery or gunicorn worker) inherits the pool object but none of its threads.
+    global _query_pool
+    _query_pool = None
+
+
+os.register_at_fork(after_in_child=_query_pool_forget)
+
+
+def embed_query_start(text: str) -> Future[np.ndarray]:
+    """`embed_query(text)` begun on one of the process's embedding threads, so the caller can do its own work (its
+    database reads) while the model runs; `.result()` is the vector, or raises what `embed_query` raises (a
+    EmbeddingModelUnavailable is a 503). The thread touches no database connection."""
+    global _query_pool
+    if _query_pool is None:
+        with _query_pool_lock:
+            if _query_pool is None:
+                _query_pool = ThreadPoolExecutor(max_workers=QUERY_THREADS, thread_name_prefix="embed-query")
+    return _query_pool.submit(embed_query, text)

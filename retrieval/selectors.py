@@ -440,6 +440,25 @@ def vectors_lost_check(*, tenant: Tenant, knowledge_base: KnowledgeBase) -> None
         )
 
 
+def knowledge_bases_indexed_sample(*, count: int) -> list[KnowledgeBase]:
+    """Up to `count` knowledge bases, across tenants (newest first), holding an enabled chunk of an indexed document:
+    ones whose vectors Milvus must hold, what the health check counts there."""
+    indexed = Chunk.objects.unscoped().filter(
+        knowledge_base=OuterRef("pk"), enabled=True, document__status=DocumentStatus.INDEXED
+    )
+    return list(KnowledgeBase.objects.unscoped().filter(Exists(indexed)).order_by("-pk")[:count])
+
+
+def knowledge_base_vectors_count(*, knowledge_base: KnowledgeBase) -> int:
+    """The vectors Milvus holds of the knowledge base, in the chunk collection it is searched in."""
+    return vectorstore.vectors_count(
+        tenant_id=knowledge_base.tenant_id,
+        knowledge_base_id=knowledge_base.pk,
+        dimension=knowledge_base.embedding_dimension,
+        full_text=knowledge_base.text_index == TextIndexStatus.READY,
+    )
+
+
 @dataclass(frozen=True)
 class TextSettings:
     """What a chunk's vector row needs of its knowledge base: the analyser of its text and where it is written."""

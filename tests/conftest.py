@@ -52,6 +52,15 @@ def _sqlite_ids_never_handed_out_twice(request, django_db_blocker):
         cursor.executemany("INSERT INTO sqlite_sequence (name, seq) VALUES (%s, %s)", [(t, start) for t in tables])
 
 
+@pytest.fixture(autouse=True)
+def _no_health_answer_kept_from_another_test(monkeypatch):
+    """The health check keeps its answer about Milvus's contents for a while, per process: each test starts
+    without one, so no test is told about another test's data."""
+    from kbplatform import health
+
+    monkeypatch.setattr(health, "_contents_checked", None)
+
+
 @pytest.fixture
 def tenant(db):
     return tenant_get_or_create(slug="acme", name="Acme")[0]

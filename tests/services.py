@@ -19,6 +19,8 @@ from typing import TypeVar
 
 import pytest
 
+from kbplatform.devserver import MILVUS_LITE_SERVER_ENV
+
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 IN_CI = bool(os.environ.get("CI"))
@@ -72,6 +74,7 @@ class MilvusServer:
             ],
             stdout=self.log,
             stderr=subprocess.STDOUT,
+            env={**MILVUS_LITE_SERVER_ENV, **os.environ},
             start_new_session=True,
         )
         deadline = time.monotonic() + 60

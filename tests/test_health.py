@@ -98,3 +98,95 @@ def test_a_model_directory_that_is_missing_or_empty_is_reported_down(client, set
     assert component["status"] == "down", component
     assert str(model_dir) in component["detail"]
     assert body["status"] == "degraded"
+
+
+@pytest.mark.parametrize(
+    ("vector_counts", "expected"),
+    [
+        ([0], "vectors_lost"),
+        ([0, 0, 0], "vectors_lost"),
+        ([12, 0, 3], "vectors_lost"),  # one knowledge base lost its vectors: its searches answer 503
+        ([1], "ok"),
+        ([5000, 2, 7], "ok"),
+        ([], "ok"),  # nothing indexed: an empty Milvus is what it should be
+    ],
+)
+def test_milvus_contents_state(vector_counts, expected):
+    from kbplatform.health import milvus_contents_state
+
+    state, detail = milvus_contents_state(uri="http://m:1", vector_counts=vector_counts)
+    assert state == expected
+    assert ("milvus_rebuild" in detail) == (expected == "vectors_lost")
+
+
+@pytest.fixture
+def empty_deployment(milvus_server, settings):
+    """A deployment of its own in the session's Milvus (collections no other test writes), emptied afterwards."""
+    from retrieval import vectorstore
+
+    settings.MILVUS_COLLECTION = f"{settings.MILVUS_COLLECTION}_health"
+    vectorstore._reset()
+    yield settings.MILVUS_COLLECTION
+    for name in vectorstore.deployment_collection_names():
+        vectorstore._connect().drop_collection(name)
+    vectorstore._reset()
+
+
+@pytest.mark.django_db
+def test_a_milvus_that_lost_its_vectors_while_chunks_are_indexed_degrades_health(
+    client, tenant, empty_deployment, monkeypatch
+):
+    """Milvus answers, but its chunk collection is gone (then made again, empty) while the database holds indexed
+    chunks: every search of them answers 503, so health is `degraded` and says what to run; once a vector is back,
+    `ok`. The count is reused for CONTENTS_CHECK_SECONDS, so asking again within it costs no count."""
+    from kbplatform import health
+    from retrieval import vectorstore
+    from retrieval.models import Chunk, Document, DocumentStatus, KnowledgeBase
+
+    for name in ("redis", "worker", "embedding_model"):  # only Milvus's part here
+        monkeypatch.setitem(health.CHECKS, name, lambda: ("ok", "stub"))
+    knowledge_base = KnowledgeBase.objects.create(tenant=tenant, name="kb")
+    document = Document.objects.create(
+        tenant=tenant, knowledge_base=knowledge_base, title="d", status=DocumentStatus.QUEUED
+    )
+    chunk = Chunk.objects.create(
+        tenant=tenant, document=document, knowledge_base=knowledge_base, position=0, text="x", content_hash="h"
+    )
+    # Not indexed yet: an empty Milvus is no loss.
+    assert client.get("/api/health/").json()["components"]["milvus"]["status"] == "ok"
+
+    Document.objects.for_tenant(tenant).filter(pk=document.pk).update(status=DocumentStatus.INDEXED)
+    monkeypatch.setattr(health, "_contents_checked", None)
+    body = client.get("/api/health/").json()
+    assert body["status"] == "degraded"
+    assert body["components"]["milvus"]["status"] == "vectors_lost"
+    assert "milvus_rebuild" in body["components"]["milvus"]["detail"]
+    # The loss as it happens: the collection is made again, empty, by the next search.
+    vectorstore.collection_ensure(dimension=knowledge_base.embedding_dimension)
+    monkeypatch.setattr(health, "_contents_checked", None)
+    assert client.get("/api/health/").json()["components"]["milvus"]["status"] == "vectors_lost"
+
+    vectorstore.vectors_upsert(
+        rows=[
+            vectorstore.ChunkVector(
+                chunk_id=chunk.pk,
+                tenant_id=tenant.pk,
+                knowledge_base_id=knowledge_base.pk,
+                document_id=document.pk,
+                vector=[1.0] + [0.0] * (knowledge_base.embedding_dimension - 1),
+                text="x",
+            )
+        ],
+        dimension=knowledge_base.embedding_dimension,
+    )
+    counted = []
+    real_count = vectorstore.vectors_count
+    monkeypatch.setattr(vectorstore, "vectors_count", lambda **kwargs: counted.append(1) or real_count(**kwargs))
+    # Within CONTENTS_CHECK_SECONDS the answer kept is given, without a count.
+    assert client.get("/api/health/").json()["components"]["milvus"]["status"] == "vectors_lost"
+    assert counted == []
+    monkeypatch.setattr(health, "_contents_checked", None)
+    body = client.get("/api/health/").json()
+    assert body["components"]["milvus"]["status"] == "ok"
+    assert body["status"] == "ok"
+    assert counted == [1]

@@ -17,6 +17,7 @@ from django.core.management import call_command
 
 from conversations.models import ConsumedItem, Conversation, Turn
 from conversations.services import dedup_policy_update
+from kbplatform import health
 from retrieval import vectorstore
 from retrieval.selectors import VECTORS_LOST_MESSAGE
 from tests.faults.conftest import HANDBOOK, handbook_index
@@ -71,7 +72,9 @@ def written(tenant) -> tuple[int, int, list[int]]:
 
 
 @pytest.mark.django_db
-def test_milvus_rebuilt_from_the_database_after_losing_its_data(own_milvus, redis_available, api_client, tenant):
+def test_milvus_rebuilt_from_the_database_after_losing_its_data(
+    own_milvus, redis_available, api_client, tenant, monkeypatch
+):
     knowledge_base = handbook_index(tenant)
     dedup_policy_update(tenant=tenant, scope="tenant")
     before = top_ten(api_client, knowledge_base.pk)
@@ -99,6 +102,9 @@ def test_milvus_rebuilt_from_the_database_after_losing_its_data(own_milvus, redi
         f"/api/v1/knowledge-bases/{knowledge_base.pk}/search/", {"query": QUERIES[0]}, format="json"
     )
     assert search.status_code == 503 and search.json()["message"] == VECTORS_LOST_MESSAGE
+    monkeypatch.setattr(health, "CONTENTS_CHECK_SECONDS", 0)  # each health check below counts again
+    report = api_client.get("/api/health/").json()
+    assert (report["status"], report["components"]["milvus"]["status"]) == ("degraded", "vectors_lost"), report
 
     out = StringIO()
     call_command("milvus_rebuild", stdout=out, stderr=StringIO())
@@ -107,6 +113,7 @@ def test_milvus_rebuilt_from_the_database_after_losing_its_data(own_milvus, redi
     assert f"rebuilt 1 of 1 knowledge bases ({len(HANDBOOK)} chunks)" in report, report
 
     assert top_ten(api_client, knowledge_base.pk) == before
+    assert api_client.get("/api/health/").json()["components"]["milvus"]["status"] == "ok"
     again = ask(api_client, conversation_id, QUERIES[0])
     assert again["dedup"]["action"] == "served_cached", again["dedup"]
     assert again["dedup"]["matched_turn_id"] == first["turn_id"]
