@@ -186,11 +186,20 @@ def wait_indexed(*, tenant, knowledge_base, expected: int, timeout: float = 7200
     raise TimeoutError(f"not all documents finished within {timeout}s")
 
 
-def scifact_ingest(*, tenant, knowledge_base, limit: int | None = None) -> tuple[int, float, dict]:  # noqa: ANN001
-    """Ingest the SciFact corpus through the worker; returns (documents, seconds, status counts)."""
+def scifact_ingest(
+    *,
+    tenant,  # noqa: ANN001
+    knowledge_base,  # noqa: ANN001
+    limit: int | None = None,
+    always: frozenset[str] = frozenset(),
+) -> tuple[int, float, dict]:
+    """Ingest the SciFact corpus through the worker (its first `limit` documents, and with a limit every document whose
+    id is in `always` too); returns (documents, seconds, status counts)."""
     from retrieval.services import BulkDocument, documents_create_bulk
 
-    rows = beir_corpus(SCIFACT / "corpus.jsonl", limit)
+    rows = beir_corpus(SCIFACT / "corpus.jsonl")
+    if limit is not None:
+        rows = [row for index, row in enumerate(rows) if index < limit or str(row["_id"]) in always]
     started = time.perf_counter()
     documents_create_bulk(
         tenant=tenant,

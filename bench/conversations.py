@@ -22,7 +22,14 @@ With `--modes`, the policies (the default policy alone unless `--policies` names
 of the knowledge base, set through the API as a client would: `semantic`, `full_text`, `hybrid` (rank fusion) or
 `hybrid:W` (weighted, W the vector side's share), all on the same corpus and Milvus in one run.
 
+With `--split`, each row is also given on the tuning half (even-numbered conversations) and the test half (odd ones):
+a fusion setting is chosen on the first and reported on the second. `--rrf-k 20,60` runs rank fusion once per k;
+`--study` replays fusion variants of bench/fusion_study.py (weighted rank fusion, a BM25 floor, the previous question
+in a follow-up's BM25 query) on candidates fetched once per query, before the modes; `--turns-out` writes every turn's
+record (question, shown passages, recall figures) for a per-conversation breakdown.
+
 Usage: .venv/bin/python bench/conversations.py [--conversations N] [--modes semantic,full_text,hybrid,hybrid:0.5]
+       [--split] [--rrf-k 20,60] [--study rrf:60,wrrf:0.8,rrf:60+prev] [--turns-out turns.jsonl]
 """
 
 from __future__ import annotations
@@ -148,73 +155,171 @@ def passage_texts() -> dict[str, str]:
     }
 
 
-def replay(client, knowledge_base_id: int, conversations: list[dict], texts: dict[str, str]) -> dict:  # noqa: ANN001
+def replay(  # noqa: ANN201
+    client,  # noqa: ANN001
+    knowledge_base_id: int,
+    conversations: list[dict],
+    texts: dict[str, str],
+    before_turn=None,  # noqa: ANN001
+):
+    """One record per turn of every conversation (`figures_of` sums them): what was shown, what of it repeated, and the
+    turn's recall figures (None where the turn has no relevant, or no novel relevant, passage). `before_turn(previous
+    question or "")` is called before each turn is posted (the fusion study's hook)."""
     from conversations.models import Turn
 
-    turns = repeated = repeated_text = shown_total = false_hits = 0
-    recall_sum = recall_n = novel_sum = novel_n = 0.0
-    text_recall_sum = text_recall_n = text_novel_sum = text_novel_n = 0.0
-    context_tokens = 0
-    started = time.perf_counter()
-    for conversation in conversations:
+    records = []
+    for index, conversation in enumerate(conversations):
         response = client.post("/api/v1/conversations/", {"knowledge_base": knowledge_base_id}, format="json")
         conversation_id = response.json()["id"]
         history: list[set[str]] = []
         text_history: list[set[str]] = []
-        for turn in conversation["turns"]:
+        for position, turn in enumerate(conversation["turns"]):
+            if before_turn is not None:
+                before_turn(conversation["turns"][position - 1]["question"] if position else "")
+            started = time.perf_counter()
             response = client.post(
                 f"/api/v1/conversations/{conversation_id}/messages/", {"question": turn["question"]}, format="json"
             )
+            elapsed = time.perf_counter() - started
             if response.status_code != 200:
                 raise SystemExit(f"turn failed: HTTP {response.status_code} {response.content[:300]!r}")
             body = response.json()
             shown = {source["external_id"] for source in body["sources"]}
             recent = set().union(*history[-REPEAT_WINDOW:]) if history else set()
             seen_before = set().union(*history) if history else set()
-            repeated += len(shown & recent)
             recent_texts = set().union(*text_history[-REPEAT_WINDOW:]) if text_history else set()
             listed: set[str] = set()
+            repeated_text = 0
             for source in body["sources"]:
                 text = texts[source["external_id"]]
                 repeated_text += text in recent_texts or text in listed
                 listed.add(text)
-            shown_total += len(shown)
             relevant = {c["passage_id"] for c in turn.get("contexts", []) if c.get("relevant")}
-            if relevant:
-                recall_sum += len(relevant & shown) / len(relevant)
-                recall_n += 1
             novel = relevant - seen_before
-            if novel:
-                novel_sum += len(novel & shown) / len(novel)
-                novel_n += 1
             # The same by text: a relevant passage counts as shown when a passage of its text is (MTRAG labels ids,
             # and a search shows one of two identical passages).
             relevant_texts = {texts[passage_id] for passage_id in relevant if passage_id in texts}
-            if relevant_texts:
-                text_recall_sum += len(relevant_texts & listed) / len(relevant_texts)
-                text_recall_n += 1
             novel_texts = relevant_texts - (set().union(*text_history) if text_history else set())
-            if novel_texts:
-                text_novel_sum += len(novel_texts & listed) / len(novel_texts)
-                text_novel_n += 1
-            false_hits += body["dedup"]["action"] == "served_cached"
-            context_tokens += Turn.objects.unscoped().get(pk=body["turn_id"]).context_tokens
+            records.append(
+                {
+                    "conversation": index,
+                    "turn": position,
+                    "question": turn["question"],
+                    "shown": [source["external_id"] for source in body["sources"]],
+                    "novel": sorted(novel),
+                    "repeated": len(shown & recent),
+                    "repeated_text": repeated_text,
+                    "shown_count": len(shown),
+                    "recall": len(relevant & shown) / len(relevant) if relevant else None,
+                    "novel_recall": len(novel & shown) / len(novel) if novel else None,
+                    "text_recall": len(relevant_texts & listed) / len(relevant_texts) if relevant_texts else None,
+                    "text_novel_recall": len(novel_texts & listed) / len(novel_texts) if novel_texts else None,
+                    "false_hit": body["dedup"]["action"] == "served_cached",
+                    "context_tokens": Turn.objects.unscoped().get(pk=body["turn_id"]).context_tokens,
+                    "seconds": elapsed,
+                }
+            )
             history.append(shown)
             text_history.append(listed)
-            turns += 1
-    seconds = time.perf_counter() - started
+    return records
+
+
+def figures_of(records: list[dict]) -> dict:
+    """The printed figures of a set of turn records (`replay`): shares over shown passages, recalls averaged over the
+    turns that have one, per-turn means otherwise. Pure."""
+
+    def mean_of(field: str) -> float:
+        values = [record[field] for record in records if record[field] is not None]
+        return sum(values) / len(values) if values else 0.0
+
+    turns = len(records)
+    shown_total = sum(record["shown_count"] for record in records)
     return {
         "turns": turns,
-        "repeated_share": repeated / shown_total if shown_total else 0.0,
-        "repeated_text_share": repeated_text / shown_total if shown_total else 0.0,
-        "recall@5": recall_sum / recall_n if recall_n else 0.0,
-        "novel_recall@5": novel_sum / novel_n if novel_n else 0.0,
-        "text_recall@5": text_recall_sum / text_recall_n if text_recall_n else 0.0,
-        "text_novel_recall@5": text_novel_sum / text_novel_n if text_novel_n else 0.0,
-        "context_tokens_per_turn": context_tokens / turns,
-        "false_hits_per_100": 100 * false_hits / turns,
-        "ms_per_turn": 1000 * seconds / turns,
+        "repeated_share": sum(r["repeated"] for r in records) / shown_total if shown_total else 0.0,
+        "repeated_text_share": sum(r["repeated_text"] for r in records) / shown_total if shown_total else 0.0,
+        "recall@5": mean_of("recall"),
+        "novel_recall@5": mean_of("novel_recall"),
+        "text_recall@5": mean_of("text_recall"),
+        "text_novel_recall@5": mean_of("text_novel_recall"),
+        "context_tokens_per_turn": sum(r["context_tokens"] for r in records) / turns if turns else 0.0,
+        "false_hits_per_100": 100 * sum(r["false_hit"] for r in records) / turns if turns else 0.0,
+        "ms_per_turn": 1000 * sum(r["seconds"] for r in records) / turns if turns else 0.0,
     }
+
+
+def split_of(record: dict) -> str:
+    """The half of MTRAG a turn belongs to, by its conversation: even-numbered conversations tune a setting, odd ones
+    test it, so a setting chosen on one half is reported on turns it was not chosen on. Pure."""
+    return "tune" if record["conversation"] % 2 == 0 else "test"
+
+
+def records_dump(path: str, label: str, records: list[dict]) -> None:
+    """Append a replay's turn records to `path` (one JSON line each, with the row's label) as soon as it ends."""
+    if path:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.writelines(json.dumps({"label": label, **record}) + "\n" for record in records)
+
+
+def figures_line(label: str, figures: dict) -> str:
+    return (
+        f"{label:<28} {figures['repeated_share']:>8.1%} {figures['repeated_text_share']:>8.1%} "
+        f"{figures['recall@5']:>9.3f} {figures['novel_recall@5']:>8.3f} {figures['context_tokens_per_turn']:>12.0f} "
+        f"{figures['false_hits_per_100']:>14.2f} {figures['ms_per_turn']:>8.0f} "
+        f"{figures['text_recall@5']:>17.3f} {figures['text_novel_recall@5']:>8.3f}"
+    )
+
+
+def study_run(client, tenant, knowledge_base_id: int, conversations, texts, args) -> None:  # noqa: ANN001
+    """The default policy replayed once per `--study` variant on the hybrid knowledge base, its search answered by
+    `fusion_study.CandidateSearch` (each side's candidates fetched from Milvus once per query, fused in Python), and
+    each question embedded once for all variants (the same model, the same vector)."""
+    from fusion_study import CandidateSearch, variant_parse
+
+    from conversations.services import dedup_policy_update
+    from retrieval import vectorstore
+
+    default = next(fields for name, fields in policies() if name.startswith("default policy"))
+    dedup_policy_update(tenant=tenant, **default)
+    patched = client.patch(
+        f"/api/v1/knowledge-bases/{knowledge_base_id}/",
+        {"retrieval_mode": "hybrid", "hybrid_dense_weight": None},
+        format="json",
+    )
+    assert patched.status_code == 200, patched.content
+    from conversations.services import turns
+
+    search = CandidateSearch(vectorstore.vectors_search)
+    vectorstore.vectors_search = search
+    embed_query = turns.embed_query
+    vectors: dict[str, object] = {}
+
+    def embed_once(text: str):  # noqa: ANN202
+        if text not in vectors:
+            vectors[text] = embed_query(text)
+        return vectors[text].copy()
+
+    turns.embed_query = embed_once
+    try:
+        for spec in (item.strip() for item in args.study.split(",")):
+            if not spec:
+                continue
+            search.variant = variant_parse(spec)
+
+            def before_turn(previous: str) -> None:
+                search.previous_question = previous
+
+            records = replay(client, knowledge_base_id, conversations, texts, before_turn=before_turn)
+            label = f"study {spec}"
+            records_dump(args.turns_out, label, records)
+            halves = [("", records)]
+            if args.split:
+                halves += [(f" {half}", [r for r in records if split_of(r) == half]) for half in ("tune", "test")]
+            for suffix, part in halves:
+                print(figures_line(label + suffix, figures_of(part)), flush=True)
+    finally:
+        vectorstore.vectors_search = search.real
+        turns.embed_query = embed_query
 
 
 def followup_guard_study(conversations: list[dict]) -> list[tuple[float, int, int, int]]:
@@ -273,8 +378,22 @@ def main() -> None:
         help="comma-separated retrieval modes to run the policies in (semantic, full_text, hybrid, hybrid:W); "
         "with it, only the default policy unless --policies names others (default: the knowledge base's mode)",
     )
+    parser.add_argument(
+        "--split",
+        action="store_true",
+        help="also print each policy's figures on the tuning half (even-numbered conversations) and the test half",
+    )
+    parser.add_argument(
+        "--study",
+        default="",
+        help="comma-separated fusion variants (bench/fusion_study.py) replayed with the default policy on cached "
+        "candidate lists, after the modes",
+    )
+    parser.add_argument("--turns-out", default="", help="write one JSON line per replayed turn to this file")
+    parser.add_argument("--rrf-k", default="", help="k of rank fusion to run `hybrid` with, comma-separated")
     args = parser.parse_args()
     modes = modes_parse(args.modes)
+    rrf_ks = [int(k) for k in args.rrf_k.split(",") if k.strip()] or [60]
     run = uuid.uuid4().hex[:8]
     os.environ["KB_CACHE_PREFIX"] = f"bench-conv-{run}"
     os.environ["KB_RATE_LIMIT"] = ""  # the corpus upload is thousands of requests a minute by design
@@ -327,7 +446,19 @@ def main() -> None:
             if (name in wanted if wanted else not modes or name.startswith("default policy"))
         ]
         texts = passage_texts()
+        if args.turns_out:
+            Path(args.turns_out).write_text("", encoding="utf-8")
+        if args.study:  # first: the cheap sweep, then the modes through Milvus's own fusion
+            study_run(client, tenant, knowledge_base_id, conversations, texts, args)
+        from retrieval import vectorstore
+
+        runs = []  # (mode, weight, RRF k): each rank-fusion mode once per --rrf-k
         for mode, weight in modes or [(None, None)]:
+            ks = rrf_ks if mode == "hybrid" and weight is None else [vectorstore.RRF_K]
+            runs += [(mode, weight, k) for k in ks]
+        for mode, weight, rrf_k in runs:
+            # The search runs in this process (Django's test client): the fusion's k is set for the run here.
+            vectorstore.RRF_K = rrf_k
             if mode is not None:
                 patched = client.patch(
                     f"/api/v1/knowledge-bases/{knowledge_base_id}/",
@@ -338,15 +469,16 @@ def main() -> None:
                     raise SystemExit(f"mode {mode}: HTTP {patched.status_code} {patched.content[:300]!r}")
             for name, fields in chosen:
                 label = name if mode is None else f"{name.split(' (')[0]} [{mode_label(mode, weight)}]"
+                if mode == "hybrid" and weight is None and len(rrf_ks) > 1:
+                    label = label.replace("rrf", f"rrf k={rrf_k}")
                 dedup_policy_update(tenant=tenant, **fields)
-                figures = replay(client, knowledge_base_id, conversations, texts)
-                print(
-                    f"{label:<28} {figures['repeated_share']:>8.1%} {figures['repeated_text_share']:>8.1%} "
-                    f"{figures['recall@5']:>9.3f} "
-                    f"{figures['novel_recall@5']:>8.3f} {figures['context_tokens_per_turn']:>12.0f} "
-                    f"{figures['false_hits_per_100']:>14.2f} {figures['ms_per_turn']:>8.0f} "
-                    f"{figures['text_recall@5']:>17.3f} {figures['text_novel_recall@5']:>8.3f}"
-                )
+                records = replay(client, knowledge_base_id, conversations, texts)
+                records_dump(args.turns_out, label, records)
+                halves = [("", records)]
+                if args.split:
+                    halves += [(f" {half}", [r for r in records if split_of(r) == half]) for half in ("tune", "test")]
+                for suffix, part in halves:
+                    print(figures_line(label + suffix, figures_of(part)), flush=True)
 
         print()
         print("follow-up guard, session scope, every turn against the earlier turns of its conversation:")

@@ -3,7 +3,12 @@ against their relevant abstracts, with the whole corpus ingested through the wor
 retrieval mode in one run: semantic, full_text, hybrid by rank fusion (RRF) and hybrid weighted at each of
 `--dense-weights` (the vector side's share).
 
-    .venv/bin/python bench/retrieval_quality.py [--dense-weights 0.3 0.5 0.7]
+    .venv/bin/python bench/retrieval_quality.py [--dense-weights 0.3 0.5 0.7] [--corpus-limit N]
+        [--study rrf:60,wrrf:0.8]
+
+`--study` ranks fusion variants of bench/fusion_study.py through the same endpoint on candidates fetched once per
+query. `--corpus-limit N` ingests the first N abstracts and every abstract a claim names: quicker, and easier than the
+whole corpus, so only modes of the same run compare.
 
 Baseline, same process, same vectors: exact (brute-force) cosine search over every stored chunk's vector,
 best chunk per document. The ratio shows what the platform's path (HNSW in Milvus, tenant filter, grouping by
@@ -52,6 +57,18 @@ def summarise(rankings: dict[str, list[str]], queries: list[dict]) -> dict[str, 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dense-weights", type=float, nargs="*", default=list(DENSE_WEIGHTS))
+    parser.add_argument(
+        "--corpus-limit",
+        type=int,
+        default=None,
+        help="ingest only the first N abstracts and every abstract a claim names (a smaller, easier corpus: compare "
+        "modes of the same run only)",
+    )
+    parser.add_argument(
+        "--study",
+        default="",
+        help="comma-separated fusion variants (bench/fusion_study.py) ranked on cached candidates, after the modes",
+    )
     args = parser.parse_args()
     run = uuid.uuid4().hex[:8]
     queries = [json.loads(line) for line in (SCIFACT / "queries.jsonl").open(encoding="utf-8") if line.strip()]
@@ -67,7 +84,10 @@ def main() -> None:
 
         tenant, _ = tenant_get_or_create(slug="bench", name="Benchmarks")
         knowledge_base = knowledge_base_create(tenant=tenant, name=f"scifact-quality-{run}")
-        documents, seconds, counts = scifact_ingest(tenant=tenant, knowledge_base=knowledge_base)
+        relevant = frozenset(str(doc_id) for query in queries for doc_id in query["relevant_doc_ids"])
+        documents, seconds, counts = scifact_ingest(
+            tenant=tenant, knowledge_base=knowledge_base, limit=args.corpus_limit, always=relevant
+        )
         print(
             f"corpus: {documents} documents ingested in {seconds:.0f}s ({counts['indexed']} indexed, "
             f"{counts['failed']} failed)"
@@ -102,6 +122,32 @@ def main() -> None:
                 rankings[query["query_id"]] = [hit["document_external_id"] for hit in response.json()["results"]]
             mode_rankings[label], mode_latencies[label] = rankings, latencies
 
+        if args.study:
+            # The same queries through the same endpoint, each side's candidates fetched once, fused in Python.
+            from fusion_study import CandidateSearch, variant_parse
+
+            from retrieval import vectorstore
+
+            search = CandidateSearch(vectorstore.vectors_search)
+            vectorstore.vectors_search = search
+            try:
+                for spec in (item.strip() for item in args.study.split(",") if item.strip()):
+                    search.variant = variant_parse(spec)
+                    rankings, latencies = {}, []
+                    for query in queries:
+                        started = time.perf_counter()
+                        response = client.post(
+                            url, {"query": query["text"], "limit": max(KS), "retrieval_mode": "hybrid"}, format="json"
+                        )
+                        latencies.append((time.perf_counter() - started) * 1000)
+                        assert response.status_code == 200, response.content
+                        rankings[query["query_id"]] = [
+                            hit["document_external_id"] for hit in response.json()["results"]
+                        ]
+                    mode_rankings[f"study {spec}"], mode_latencies[f"study {spec}"] = rankings, latencies
+            finally:
+                vectorstore.vectors_search = search.real
+
         # Baseline: exact cosine over the very same chunk vectors (from the embedding cache).
         chunks = list(
             Chunk.objects.for_tenant(tenant)
@@ -133,16 +179,16 @@ def main() -> None:
 
     exact_figures = summarise(exact_rankings, queries)
     print(f"queries: {len(queries)}; chunks searched: {len(chunks)}")
-    print(f"{'mode':<16} {'recall@5':>9} {'recall@10':>9} {'mrr@10':>9} {'r@10/exact':>10} {'median ms':>9}")
+    print(f"{'mode':<24} {'recall@5':>9} {'recall@10':>9} {'mrr@10':>9} {'r@10/exact':>10} {'median ms':>9}")
     for label, rankings in mode_rankings.items():
         figures = summarise(rankings, queries)
         ratio = figures["recall@10"] / exact_figures["recall@10"] if exact_figures["recall@10"] else float("nan")
         print(
-            f"{label:<16} {figures['recall@5']:9.4f} {figures['recall@10']:9.4f} {figures['mrr@10']:9.4f} "
+            f"{label:<24} {figures['recall@5']:9.4f} {figures['recall@10']:9.4f} {figures['mrr@10']:9.4f} "
             f"{ratio:10.3f} {statistics.median(mode_latencies[label]):9.1f}"
         )
     print(
-        f"{'exact cosine':<16} {exact_figures['recall@5']:9.4f} {exact_figures['recall@10']:9.4f} "
+        f"{'exact cosine':<24} {exact_figures['recall@5']:9.4f} {exact_figures['recall@10']:9.4f} "
         f"{exact_figures['mrr@10']:9.4f} (brute force over the same vectors, best chunk per document)"
     )
     print("median ms: the search endpoint, embedding the query included")

@@ -1,9 +1,9 @@
 """Latency of one conversation turn through the REST API, against the raw cost of the same work, in one run.
 
 For each corpus size (default 5,000 and 100,000 chunks) it prints p50 and p95 of:
-- raw: the question's embedding + one grouped Milvus search on the flushed, indexed collection
-  (retrieval.embeddings.embed_query + retrieval.vectorstore.vectors_search), i.e. what the hardware must do for any
-  turn that retrieves;
+- raw: the question's embedding + one grouped Milvus search on the flushed, indexed collection, in the retrieval mode
+  the turns search in (retrieval.embeddings.embed_query + retrieval.vectorstore.vectors_search: in hybrid, the dense
+  and the BM25 search fused), i.e. what the hardware must do for any turn that retrieves;
 - embed: the question's embedding alone;
 - miss: POST /api/v1/conversations/{id}/messages/ with a question not seen before (fresh retrieval + answer);
 - miss, exclusion at window 5 vs the same turns with exclusion off (5 earlier turns in the conversation);
@@ -12,6 +12,8 @@ For each corpus size (default 5,000 and 100,000 chunks) it prints p50 and p95 of
 Raw, miss, embed and hit are measured side by side per question; the hit line also prints the paired median of
 (hit - embed), which a change of load during the run moves less than the difference of two medians.
 The database is SQLite under var/bench unless DATABASE_URL is set (PostgreSQL is what production runs).
+The knowledge base searches in `--mode` (default: what a new knowledge base gets, hybrid by rank fusion); the first
+line of the table says which mode every figure of the run is for.
 Targets: miss within 1.3x raw, hit within embed + 10 ms (paired), exclusion within 1.2x of no exclusion.
 
 The chunks are written to the models directly (this measures turns, not ingestion): the first 600 MTRAG passages
@@ -28,8 +30,12 @@ question to the next, so none always goes first): search, the question's embeddi
 knowledge base in that mode (what raw is for semantic), and miss, a turn of a new question on the knowledge base set to
 that mode; each mode's p50 is also given as a ratio to semantic's of the same run (semantic is always measured).
 
+`--against` runs the earlier build with its own defaults (so without `--mode`): a build from before `--mode` measured
+its raw with a semantic search whatever its turns searched with, so its raw line is left out of the comparison when
+the modes differ.
+
 Usage: .venv/bin/python bench/turn_latency.py [--sizes 5000,100000] [--samples 60] [--against REF]
-       [--modes semantic,full_text,hybrid]
+       [--mode semantic|full_text|hybrid|hybrid:W] [--modes semantic,full_text,hybrid]
 """
 
 from __future__ import annotations
@@ -162,6 +168,7 @@ def index_ready(*, tenant, knowledge_base, vector, timeout: float = 300) -> floa
 
 
 def measure(client, tenant, knowledge_base, questions: list[str], samples: int) -> dict:  # noqa: ANN001
+    """raw, embed, miss, hit, async hit and the exclusion cases (ms), on `knowledge_base` in its retrieval mode."""
     from django.test import override_settings
 
     from conversations.services import dedup_policy_update
@@ -190,7 +197,14 @@ def measure(client, tenant, knowledge_base, questions: list[str], samples: int) 
     for question in questions[:samples]:
         started = time.perf_counter()
         vector = embed_query(question)
-        raw_search(tenant=tenant, knowledge_base=knowledge_base, vector=vector)
+        raw_search(
+            tenant=tenant,
+            knowledge_base=knowledge_base,
+            vector=vector,
+            mode=knowledge_base.retrieval_mode,
+            query_text=question,
+            dense_weight=knowledge_base.hybrid_dense_weight,
+        )
         raw.append((time.perf_counter() - started) * 1000)
         # The same settling pause as before the hit below: run straight after raw's search, the miss's own search
         # waits on milvus-lite's after-search work, which would measure Milvus, not the turn.
@@ -311,8 +325,17 @@ def main() -> None:
     parser.add_argument("--base-passages", type=int, default=600, help="MTRAG passages embedded for real")
     parser.add_argument("--against", metavar="REF", help="also run this benchmark of git revision REF, first")
     parser.add_argument("--modes", default="", help="search and miss per retrieval mode, against semantic (see above)")
+    parser.add_argument(
+        "--mode", default="", help="the knowledge base's retrieval mode, for turns and raw alike (default: a new one's)"
+    )
     args = parser.parse_args()
     modes = modes_parse(args.modes)
+    chosen = modes_parse(args.mode)
+    if len(chosen) > 1 or (chosen and modes):
+        raise SystemExit("--mode takes one mode, and not with --modes")
+    if chosen and args.against:
+        # REF runs with its own defaults: its turns search as a new knowledge base does there.
+        raise SystemExit("--against compares in the mode a new knowledge base gets: run it without --mode")
     if modes and ("semantic", None) not in modes:
         modes.insert(0, ("semantic", None))
     if modes and args.against:
@@ -320,7 +343,9 @@ def main() -> None:
     earlier = None
     if args.against:
         own = ["--sizes", args.sizes, "--samples", str(args.samples), "--base-passages", str(args.base_passages)]
-        earlier = table_parse(run_build(args.against, "turn_latency.py", own))
+        earlier_printed = run_build(args.against, "turn_latency.py", own)
+        earlier = table_parse(earlier_printed)
+        earlier_mode = mode_line_parse(earlier_printed)
     run = uuid.uuid4().hex[:8]
     os.environ["KB_CACHE_PREFIX"] = f"bench-lat-{run}"
     os.environ["KB_RATE_LIMIT"] = ""
@@ -366,8 +391,15 @@ def main() -> None:
         else:
             print(f"{'chunks':>7} {'case':<14} {'p50 ms':>8} {'p95 ms':>8}   vs target")
         ours: dict[tuple[int, str], float] = {}
+        mode_of_run = None
         for size in sizes:
             knowledge_base = KnowledgeBase.objects.create(tenant=tenant, name=f"lat-{size}-{run}")
+            if chosen:
+                knowledge_base.retrieval_mode, knowledge_base.hybrid_dense_weight = chosen[0]
+                knowledge_base.save(update_fields=["retrieval_mode", "hybrid_dense_weight"])
+            if not modes and mode_of_run is None:
+                mode_of_run = mode_label(knowledge_base.retrieval_mode, knowledge_base.hybrid_dense_weight)
+                print(f"{MODE_LINE}{mode_of_run}")
             started = time.perf_counter()
             load_chunks(tenant=tenant, knowledge_base=knowledge_base, size=size, texts=texts, vectors=vectors)
             print(f"{size:>7} loaded in {time.perf_counter() - started:.0f}s", file=sys.stderr)
@@ -406,11 +438,31 @@ def main() -> None:
         if earlier is not None:
             print()
             print(f"p50 against {args.against} (run first, same data and machine)")
+            same_raw = earlier_mode == mode_of_run
+            if not same_raw:
+                print(
+                    f"({args.against}'s raw is embedding + a {earlier_mode} search, this run's a {mode_of_run} one: "
+                    "raw is left out; its turns search as a new knowledge base does there)"
+                )
             print(f"{'chunks':>7} {'case':<14} {'this':>8} {args.against[:10]:>10}   ratio")
             for (size, case), p50 in ours.items():
+                if case == "raw" and not same_raw:
+                    continue
                 if (size, case) in earlier:
                     before = earlier[(size, case)]
                     print(f"{size:>7} {case:<14} {p50:>8.1f} {before:>10.1f}   {p50 / before:.2f}x")
+
+
+MODE_LINE = "retrieval mode of the turns and of raw: "
+
+
+def mode_line_parse(printed: str) -> str:
+    """The mode a run's raw searched in: its MODE_LINE, or semantic for a build from before the line (whose raw
+    searched the vectors only, whatever its turns did)."""
+    for line in printed.splitlines():
+        if line.startswith(MODE_LINE):
+            return line[len(MODE_LINE) :].strip()
+    return "semantic"
 
 
 def table_parse(printed: str) -> dict[tuple[int, str], float]:

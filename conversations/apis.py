@@ -415,7 +415,7 @@ class ConversationMessageApi(TenantApi):
         }
         if _wants_events(request, data.validated_data["stream"]):
             # Refusals raise here, before the response starts: they are JSON errors like any other.
-            events = _EventStream(services.turn_stream(**turn))
+            events = _EventStream(services.turn_stream(prepared=services.turn_prepare(**turn)))
             response = StreamingHttpResponse(events, content_type="text/event-stream; charset=utf-8")
             # Proxies (nginx) must pass each event on as it comes, and nothing may cache a turn.
             response["Cache-Control"] = "no-cache"

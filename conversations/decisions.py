@@ -516,7 +516,11 @@ def _candidate_refusal(
     probability = None
     if model is not None:
         features = pair_features(
-            first=question, second=candidate.question, first_vector=question_vector, second_vector=candidate.vector
+            first=question,
+            second=candidate.question,
+            first_vector=question_vector,
+            second_vector=candidate.vector,
+            feature_version=model.feature_version,
         )
         probability = pair_probability(model=model, features=features)
         if probability < model.cut:

@@ -5,13 +5,14 @@ functions, no I/O: `decisions.duplicate_decide` runs them on every candidate.
 
 from __future__ import annotations
 
+import itertools
 import re
 from difflib import SequenceMatcher
 from functools import lru_cache
 
 import numpy as np
 
-from conversations.duplicate_model import PairModel
+from conversations.duplicate_model import FEATURE_VERSION, TENANT_FEATURE_VERSION, PairModel
 
 # --- question agreement (beyond cosine) -------------------------------------------------------------------------
 
@@ -193,16 +194,83 @@ def pair_lexical_features(first: str, second: str) -> np.ndarray:
     )
 
 
-def pair_features(*, first: str, second: str, first_vector: np.ndarray, second_vector: np.ndarray) -> np.ndarray:
+# Names of the features the tenant verifiers' set (pair-v2) adds after pair-v1's, in `pair_extra_features`' order.
+PAIR_V2_FEATURES = (
+    "char_trigram_jaccard",
+    "char_fivegram_jaccard",
+    "word_bigram_jaccard",
+    "fewer_words_on_one_side",
+    "more_words_on_one_side",
+    "names_differ",
+    "first_question_word_differs",
+)
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9]*")
+
+
+def _character_grams(text: str, size: int) -> set[str]:
+    joined = " ".join(_words(text))
+    return {joined[i : i + size] for i in range(max(len(joined) - size + 1, 1))}
+
+
+def _jaccard(first: set, second: set) -> float:
+    union = first | second
+    return len(first & second) / len(union) if union else 1.0
+
+
+def _names(text: str) -> set[str]:
+    """Capitalised words after the first: the names a question is about ("Paris"), when its writer capitalises."""
+    return {w.lower() for w in _NAME.findall(text)[1:] if w[0].isupper()}
+
+
+def _first_question_word(text: str) -> str:
+    return next((w for w in _words(text) if w in _QUESTION_WORDS), "")
+
+
+def pair_extra_features(first: str, second: str) -> np.ndarray:
+    """The text features pair-v2 adds (PAIR_V2_FEATURES), symmetric in the two questions: spelling-level overlap that
+    survives typos and inflections, word pairs in common, how many content words each side has alone, and the names
+    and the asking word (what vs how) each side uses: where a paraphrase and a different question part most often."""
+    stems_a = [_stem(w) for w in _words(first)]
+    stems_b = [_stem(w) for w in _words(second)]
+    content_a, content_b = content_words(first), content_words(second)
+    alone_a, alone_b = len(content_a - content_b), len(content_b - content_a)
+    return np.array(
+        [
+            _jaccard(_character_grams(first, 3), _character_grams(second, 3)),
+            _jaccard(_character_grams(first, 5), _character_grams(second, 5)),
+            _jaccard(set(itertools.pairwise(stems_a)), set(itertools.pairwise(stems_b))),
+            float(min(alone_a, alone_b)),
+            float(max(alone_a, alone_b)),
+            float(len(_names(first) ^ _names(second))),
+            float(_first_question_word(first) != _first_question_word(second)),
+        ]
+    )
+
+
+def pair_features(
+    *,
+    first: str,
+    second: str,
+    first_vector: np.ndarray,
+    second_vector: np.ndarray,
+    feature_version: str = FEATURE_VERSION,
+) -> np.ndarray:
     """Features of a question pair for the duplicate head, in the spirit of SBERT's classification objective:
-    u*v and |u-v| of the unit vectors, their cosine, then `pair_lexical_features`. Symmetric in the pair."""
+    u*v and |u-v| of the unit vectors, their cosine, then `pair_lexical_features` (pair-v1), and for pair-v2
+    `pair_extra_features` after them, so a pair-v1 model reads a prefix of pair-v2's. Symmetric in the pair."""
     u = np.asarray(first_vector, dtype=np.float64)
     v = np.asarray(second_vector, dtype=np.float64)
-    return np.concatenate([u * v, np.abs(u - v), [float(u @ v)], pair_lexical_features(first, second)])
+    parts = [u * v, np.abs(u - v), [float(u @ v)], pair_lexical_features(first, second)]
+    if feature_version == TENANT_FEATURE_VERSION:
+        parts.append(pair_extra_features(first, second))
+    elif feature_version != FEATURE_VERSION:
+        raise ValueError(f"unknown pair feature set {feature_version!r}")
+    return np.concatenate(parts)
 
 
-def pair_feature_count(dimension: int) -> int:
-    return 2 * dimension + 1 + len(LEXICAL_FEATURES)
+def pair_feature_count(dimension: int, *, feature_version: str = FEATURE_VERSION) -> int:
+    extra = len(PAIR_V2_FEATURES) if feature_version == TENANT_FEATURE_VERSION else 0
+    return 2 * dimension + 1 + len(LEXICAL_FEATURES) + extra
 
 
 def pair_probability(*, model: PairModel, features: np.ndarray) -> float:

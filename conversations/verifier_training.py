@@ -1,10 +1,12 @@
 """Training a tenant's duplicate verifier from that tenant's labelled pairs, and the judgement of whether it beats the
 decision in use. No database: labels in, a model file's payload and its figures out.
 
-What it fits: the duplicate head's logistic regression on the same features (`question_pairs.pair_features`), with
-an L2 penalty towards the shipped head's weights rather than towards zero, in the shipped head's standardisation.
-A few hundred labels then move the head only where they disagree with it, and no labels leave it as shipped. Why
-this and not a cross-encoder fine-tuned from the bundled MiniLM: docs/conversations.md ("Learning from review").
+What it fits: the duplicate head's logistic regression on the pair-v2 features (`question_pairs.pair_features`: the
+shipped head's pair-v1 features, then `PAIR_V2_FEATURES`), with an L2 penalty towards the shipped head's weights
+(0 for the features it does not read) rather than towards zero, in the shipped head's standardisation (the added
+features': the training labels'). A few hundred labels then move the head only where they disagree with it, and no
+labels leave it deciding as shipped. Why this and not a tree head or a cross-encoder fine-tuned from the bundled
+MiniLM: docs/conversations.md ("Learning from review").
 
 How it chooses, on the training part of the labels only (70% by a salted hash of `label_id`,
 `labelled_pairs.label_is_held_out`):
@@ -21,13 +23,13 @@ from __future__ import annotations
 import datetime
 import hashlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from conversations import decisions, question_pairs
-from conversations.duplicate_head_training import significant
-from conversations.duplicate_model import FEATURE_VERSION, PairModel, pair_model_from_dict
+from conversations.duplicate_head_training import significant, standardise
+from conversations.duplicate_model import TENANT_FEATURE_VERSION, PairModel, pair_model_from_dict
 from conversations.labelled_pairs import INNER_FOLDS, LabelledQuestionPair, label_inner_fold, label_is_held_out
 
 # Penalties towards the shipped weights, in units of summed log-loss: the strongest keeps the shipped head almost as
@@ -148,6 +150,24 @@ def fit_towards(
     return theta[:-1], float(theta[-1])
 
 
+def prior_extend(prior: PairModel, *, features: np.ndarray) -> PairModel:
+    """`prior` (a pair-v1 or pair-v2 head) as a pair-v2 head: the features it does not read get weight 0, so the
+    penalty pulls them towards no effect, and the mean and scale of `features` (the training labels' pair-v2
+    features) for their standardisation; what it reads keeps its own weights and standardisation."""
+    known = prior.weights.shape[0]
+    if known == features.shape[1]:
+        return prior
+    mean, scale = standardise(features[:, known:])
+    extra = features.shape[1] - known
+    return replace(
+        prior,
+        weights=np.concatenate([prior.weights, np.zeros(extra)]),
+        mean=np.concatenate([prior.mean, mean]),
+        scale=np.concatenate([prior.scale, scale]),
+        feature_version=TENANT_FEATURE_VERSION,
+    )
+
+
 def _sigmoid(z: np.ndarray) -> np.ndarray:
     """1 / (1 + e^-z) without overflow for a large |z| (labels a model separates perfectly drive z far out)."""
     return np.exp(-np.logaddexp(0.0, -z))
@@ -176,11 +196,16 @@ def verifier_train(
     features = np.stack(
         [
             question_pairs.pair_features(
-                first=p.question, second=p.stored_question, first_vector=first[i], second_vector=second[i]
+                first=p.question,
+                second=p.stored_question,
+                first_vector=first[i],
+                second_vector=second[i],
+                feature_version=TENANT_FEATURE_VERSION,
             )
             for i, p in enumerate(pairs)
         ]
     )
+    prior = prior_extend(prior, features=features[train])
     standardised = (features - prior.mean) / prior.scale
     cosine = np.clip((first * second).sum(axis=1), -1.0, 1.0)
     eligible = _rule_eligible(pairs=pairs, cosine=cosine, threshold=threshold, stored=second)
@@ -213,7 +238,9 @@ def verifier_train(
 
     progress(0.95, "judging on the held-out labels")
     new_probability = _sigmoid(standardised @ weights + bias)
-    active_probability = _sigmoid(((features - active.mean) / active.scale) @ active.weights + active.bias)
+    # pair-v1's features are a prefix of pair-v2's, so an active model of either set reads its own columns.
+    active_features = features[:, : active.weights.shape[0]]
+    active_probability = _sigmoid(((active_features - active.mean) / active.scale) @ active.weights + active.bias)
     held_labels, held_eligible = labels[held_out], eligible[held_out]
     new_figures = _figures(held_eligible & (new_probability[held_out] >= cut), held_labels)
     active_figures = _figures(held_eligible & (active_probability[held_out] >= active.cut), held_labels)
@@ -259,12 +286,13 @@ def verifier_train(
         "active_cut_for_target": round(active_cut, 6) if np.isfinite(active_cut) else None,
     }
     payload = {
-        "feature_version": FEATURE_VERSION,
+        "feature_version": TENANT_FEATURE_VERSION,
         "lexical_features": list(question_pairs.LEXICAL_FEATURES),
+        "extra_features": list(question_pairs.PAIR_V2_FEATURES),
         **meta,
         "dimension": int(first.shape[1]),
         "trained": datetime.datetime.now(tz=datetime.UTC).isoformat(timespec="seconds"),
-        "kind": "logistic head regularised towards the shipped head",
+        "kind": "logistic head on pair-v2 features, regularised towards the shipped head",
         "threshold": threshold,
         "cut": round(float(cut), 6) if np.isfinite(cut) else 1.0,
         "figures": figures,

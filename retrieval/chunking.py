@@ -76,41 +76,83 @@ def chunk_overlap_limit(*, requested: int, max_tokens: int) -> int:
     return max(0, min(int(requested), max_tokens // 2))
 
 
+def _splitter(
+    max_tokens: int, overlap: int, markdown: bool, sizer: embeddings.SliceTokenCounter | None = None
+) -> TextSplitter | MarkdownSplitter:
+    """The splitter of one text: measuring with `sizer` (its slice counter) when there is one, else with the model's
+    tokenizer, which gives the same counts by tokenising every slice the splitter tries."""
+    if sizer is None:
+        return _tokenizer_splitter(max_tokens, overlap, markdown)
+    from semantic_text_splitter import MarkdownSplitter, TextSplitter
+
+    splitter_class = MarkdownSplitter if markdown else TextSplitter
+    return splitter_class.from_callback(sizer, max_tokens, overlap=overlap)
+
+
 @lru_cache(maxsize=16)
-def _splitter(max_tokens: int, overlap: int, markdown: bool) -> TextSplitter | MarkdownSplitter:
+def _tokenizer_splitter(max_tokens: int, overlap: int, markdown: bool) -> TextSplitter | MarkdownSplitter:
     from semantic_text_splitter import MarkdownSplitter, TextSplitter
 
     splitter_class = MarkdownSplitter if markdown else TextSplitter
     return splitter_class.from_huggingface_tokenizer(embeddings.tokenizer(), max_tokens, overlap=overlap)
 
 
-def _pieces_as_read(text: str, splitter: TextSplitter | MarkdownSplitter) -> list[str]:
-    """Slices of `text`, in order, that the splitter makes of it as the model reads it (long runs broken)."""
+@dataclass(frozen=True)
+class _Piece:
+    """A slice of the text and the word pieces the model reads of it; `read_as_is` when the model reads the slice as
+    it is written (no long run to break)."""
+
+    text: str
+    token_count: int
+    read_as_is: bool
+
+
+def _pieces_as_read(text: str, *, max_tokens: int, overlap: int, markdown: bool) -> list[_Piece]:
+    """Slices of `text`, in order, that the splitter makes of it as the model reads it (long runs broken), with what
+    the model reads of each.
+
+    The splitter measures many candidate slices per chunk; they are counted from one tokenisation of the text
+    (`embeddings.slice_token_counter`), which gives the tokenizer's own counts, so the chunks are the ones the
+    tokenizer-measured splitter makes."""
     breaks = embeddings.long_run_breaks(text)
     bounds = [0, *breaks, len(text)]
     model_input = " ".join(text[start:end] for start, end in zip(bounds, bounds[1:], strict=False))
+    counter = embeddings.slice_token_counter(model_input)
     # Where each inserted space sits in `model_input`; a piece's offsets there, less the spaces before them, are its
     # offsets in `text`. The splitter trims, so a piece never starts or ends on an inserted space.
     spaces = [offset + index for index, offset in enumerate(breaks)]
-    pieces = []
-    for start, piece in splitter.chunk_indices(model_input):
+    spans = []
+    for start, piece in _splitter(max_tokens, overlap, markdown, counter).chunk_indices(model_input):
         if piece.strip():
-            end = start + len(piece)
-            pieces.append(text[start - bisect_left(spaces, start) : end - bisect_left(spaces, end)])
-    return pieces
+            spans.append((start, start + len(piece)))
+    pieces = [text[start - bisect_left(spaces, start) : end - bisect_left(spaces, end)] for start, end in spans]
+    if breaks or counter is None:
+        # A slice of a text with long runs is read with its own runs broken, not always where the whole was broken.
+        counts: list[int | None] = list(embeddings.token_counts(pieces))
+    else:
+        # A slice of a text without long runs has none either: the model reads it as written, as the counter counted.
+        counts = [counter.count(start=start, end=end) for start, end in spans]
+        uncounted = [index for index, count in enumerate(counts) if count is None]
+        for index, count in zip(uncounted, embeddings.token_counts([pieces[i] for i in uncounted]), strict=True):
+            counts[index] = count
+    read_as_is = not breaks
+    return [
+        _Piece(text=piece, token_count=count, read_as_is=read_as_is)
+        for piece, count in zip(pieces, counts, strict=True)
+    ]
 
 
-def _pieces_that_fit(text: str, splitter: TextSplitter | MarkdownSplitter, max_tokens: int) -> list[tuple[str, int]]:
-    """(slice, word pieces the model reads of it) for the pieces of `text`, each at most `max_tokens`."""
-    pieces = _pieces_as_read(text, splitter)
+def _pieces_that_fit(text: str, *, max_tokens: int, overlap: int, markdown: bool) -> list[_Piece]:
+    """The pieces of `text`, each at most `max_tokens` word pieces as the model reads it."""
+    pieces = _pieces_as_read(text, max_tokens=max_tokens, overlap=overlap, markdown=markdown)
     fitted = []
-    for piece, count in zip(pieces, embeddings.token_counts(pieces), strict=True):
-        if count > max_tokens and len(pieces) > 1:
+    for piece in pieces:
+        if piece.token_count > max_tokens and len(pieces) > 1:
             # A cut inside a broken word leaves a slice whose run the model breaks afresh, elsewhere than the
             # splitter measured; split that slice again as the model reads it. Each round is shorter, so it ends.
-            fitted.extend(_pieces_that_fit(piece, splitter, max_tokens))
+            fitted.extend(_pieces_that_fit(piece.text, max_tokens=max_tokens, overlap=overlap, markdown=markdown))
         else:
-            fitted.append((piece, count))
+            fitted.append(piece)
     return fitted
 
 
@@ -118,19 +160,19 @@ def text_chunk(*, text: str, max_tokens: int, overlap_tokens: int, markdown: boo
     """Chunks of `text` in reading order, each an exact slice of it that the model reads (long runs broken) as at
     most `max_tokens` word pieces, neighbours sharing up to `overlap_tokens`."""
     overlap = chunk_overlap_limit(requested=overlap_tokens, max_tokens=max_tokens)
-    pieces = _pieces_that_fit(text, _splitter(max_tokens, overlap, markdown), max_tokens)
+    pieces = _pieces_that_fit(text, max_tokens=max_tokens, overlap=overlap, markdown=markdown)
     # A piece of nothing but characters the tokenizer drops (zero-width, control, soft hyphens) is no chunk: the
     # model would embed [CLS][SEP] alone. A document of nothing else then has no text, as it should.
-    readable = [(piece, count) for piece, count in pieces if count > 0]
+    readable = [piece for piece in pieces if piece.token_count > 0]
     return [
         ChunkDraft(
             position=position,
-            text=piece,
-            token_count=count,
-            content_hash=text_hash(piece),
-            model_input_hash=model_input_hash(piece),
+            text=piece.text,
+            token_count=piece.token_count,
+            content_hash=text_hash(piece.text),
+            model_input_hash="" if piece.read_as_is else model_input_hash(piece.text),
         )
-        for position, (piece, count) in enumerate(readable)
+        for position, piece in enumerate(readable)
     ]
 
 

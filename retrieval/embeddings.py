@@ -24,14 +24,21 @@ import json
 import os
 import re
 import threading
+from bisect import bisect_left
+from collections import deque
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from django.conf import settings
 
 from kbplatform.errors import ServiceUnavailableError
+
+if TYPE_CHECKING:
+    from tokenizers import Encoding
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -327,6 +334,64 @@ def token_counts(texts: Sequence[str]) -> list[int]:
     return [len(encoding.ids) for encoding in tokenizer().encode_batch(model_inputs, add_special_tokens=False)]
 
 
+class SliceTokenCounter:
+    """Word pieces of slices of one text, from one tokenisation of the whole.
+
+    The model's tokenizer reads each word (a run between spaces and punctuation) on its own, so a slice that cuts no
+    word is read as the word pieces of the whole that fall inside it: counting those is the count of the slice. A
+    slice that cuts a word, or that is not found in the text, is tokenised on its own, so every count is the
+    tokenizer's. Made by `slice_token_counter`, only for tokenizers of that kind."""
+
+    def __init__(self, *, text: str, encoding: Encoding) -> None:
+        self.text = text
+        self._starts = [start for start, _ in encoding.offsets]
+        # cuts_word[i]: offset i lies strictly inside one word, so a slice starting or ending there cuts it.
+        self._cuts_word = bytearray(len(text) + 1)
+        words: dict[int, tuple[int, int]] = {}
+        for (start, end), word in zip(encoding.offsets, encoding.word_ids, strict=True):
+            first, last = words.get(word, (start, end))
+            words[word] = (min(first, start), max(last, end))
+        for start, end in words.values():
+            if end - start > 1:
+                self._cuts_word[start + 1 : end] = b"\x01" * (end - start - 1)
+        self._recent_starts: deque[int] = deque(maxlen=64)
+
+    def count(self, *, start: int, end: int) -> int | None:
+        """Word pieces of `text[start:end]`, or None when that slice cuts a word (the caller tokenises it)."""
+        if self._cuts_word[start] or self._cuts_word[end]:
+            return None
+        return bisect_left(self._starts, end) - bisect_left(self._starts, start)
+
+    def __call__(self, piece: str) -> int:
+        """Word pieces of `piece`, a slice of the text (the splitter's measure). Slices asked for one after another
+        start near each other, so the search for where this one is starts from where the recent ones were."""
+        found = self.text.find(piece, min(self._recent_starts, default=0))
+        if found < 0:
+            found = self.text.find(piece)
+        counted = None if found < 0 else self.count(start=found, end=found + len(piece))
+        if counted is None:
+            return len(tokenizer().encode(piece, add_special_tokens=False).ids)
+        self._recent_starts.append(found)
+        return counted
+
+
+# A tokenizer whose word pieces of a word depend on that word alone (BERT's normaliser is per character, its
+# pre-tokenizer splits at spaces and punctuation, WordPiece reads each word apart), so counts of slices that cut no
+# word are counts within the whole. Any other kind (byte-level BPE, SentencePiece: a word's pieces depend on what
+# precedes it) has no SliceTokenCounter.
+_WORD_LOCAL_TOKENIZER = ({"BertNormalizer", "NoneType"}, {"BertPreTokenizer"}, {"WordPiece"})
+
+
+def slice_token_counter(text: str) -> SliceTokenCounter | None:
+    """A counter of word pieces of slices of `text` (as the model reads them, when `text` is what it reads), or None
+    when the model's tokenizer is not word-local."""
+    model_tokenizer = tokenizer()
+    kinds = (model_tokenizer.normalizer, model_tokenizer.pre_tokenizer, model_tokenizer.model)
+    if not all(type(part).__name__ in allowed for part, allowed in zip(kinds, _WORD_LOCAL_TOKENIZER, strict=True)):
+        return None
+    return SliceTokenCounter(text=text, encoding=model_tokenizer.encode(text, add_special_tokens=False))
+
+
 def encode_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
     """Indices of texts with these token lengths, grouped into the batches to encode: longest first, at most
     `batch_size` each, ties in input order. The model pads every text of a batch to the batch's longest and computes
@@ -365,3 +430,31 @@ def embed_texts(texts: Sequence[str], *, batch_size: int | None = None) -> np.nd
 
 def embed_query(text: str) -> np.ndarray:
     return embed_texts([text])[0]
+
+
+# More threads than a web process serves requests at once, so a question never queues behind another's: the encoder
+# is shared, and ONNX Runtime (or PyTorch) and the tokenizer release the GIL while they work.
+QUERY_THREADS = 8
+_query_pool: ThreadPoolExecutor | None = None
+_query_pool_lock = threading.Lock()
+
+
+def _query_pool_forget() -> None:
+    # A forked child (a Celery or gunicorn worker) inherits the pool object but none of its threads.
+    global _query_pool
+    _query_pool = None
+
+
+os.register_at_fork(after_in_child=_query_pool_forget)
+
+
+def embed_query_start(text: str) -> Future[np.ndarray]:
+    """`embed_query(text)` begun on one of the process's embedding threads, so the caller can do its own work (its
+    database reads) while the model runs; `.result()` is the vector, or raises what `embed_query` raises (a
+    EmbeddingModelUnavailable is a 503). The thread touches no database connection."""
+    global _query_pool
+    if _query_pool is None:
+        with _query_pool_lock:
+            if _query_pool is None:
+                _query_pool = ThreadPoolExecutor(max_workers=QUERY_THREADS, thread_name_prefix="embed-query")
+    return _query_pool.submit(embed_query, text)

@@ -1,7 +1,7 @@
 """Writes of the conversations app, one concern a module; this package names the app's public write API.
 
 - `policy`: a tenant's set-up here, its dedup policy and intents, the settings a turn reads;
-- `turns`: conversations and the turn pipeline (`turn_ask`), with `turn_stream` (the same turn as events),
+- `turns`: conversations and the turn pipeline (`turn_ask`; `turn_prepare` then `turn_stream`: the same turn as events),
   `candidates` (the stored questions a question is compared with), `sources` (what a turn shows of a passage) and
   `turn_write` (the turn's one transaction);
 - `conversations`: renaming and deleting a conversation (a client's, outside a turn);
@@ -46,6 +46,7 @@ from conversations.services.turns import (
     knowledge_base_for,
     turn_answer_set,
     turn_ask,
+    turn_prepare,
 )
 
 __all__ = [
@@ -83,5 +84,6 @@ __all__ = [
     "turn_dedup_body",
     "turn_settings_load",
     "turn_sources_body",
+    "turn_prepare",
     "turn_stream",
 ]

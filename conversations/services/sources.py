@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from conversations.state import (
@@ -27,16 +28,46 @@ class SourceView:
     text: str
 
 
-def stored_sources(*, tenant: Tenant, stored: StoredAnswer) -> list[SourceView] | None:
-    """The sources a stored answer cites, in its order, or None when any of them changed since (deleted, disabled,
-    or re-indexed or edited to another content hash): such an answer is never served again. One query does both."""
-    ids = stored.source_chunk_ids
-    rows = {
+# The columns of a cited chunk that the sources check compares and a served answer shows.
+_SOURCE_COLUMNS = ("pk", "document_id", "external_id", "document__external_id", "text", "content_hash")
+
+
+@dataclass(frozen=True)
+class SourceRows:
+    """Chunk rows read for sources checks to come: `asked`, the ids read; `rows`, the enabled chunks among them by id
+    (an id asked and not there is a chunk deleted or disabled)."""
+
+    asked: frozenset[int]
+    rows: dict[int, tuple]
+
+
+def stored_source_rows_read(*, tenant: Tenant, chunk_ids: Collection[int]) -> SourceRows:
+    """One query for the rows `stored_sources` checks, of every chunk in `chunk_ids` (none when it is empty)."""
+    if not chunk_ids:
+        return SourceRows(asked=frozenset(), rows={})
+    return SourceRows(asked=frozenset(chunk_ids), rows=_source_rows(tenant=tenant, chunk_ids=chunk_ids))
+
+
+def _source_rows(*, tenant: Tenant, chunk_ids: Collection[int]) -> dict[int, tuple]:
+    return {
         row[0]: row
         for row in Chunk.objects.for_tenant(tenant)
-        .filter(pk__in=ids, enabled=True)
-        .values_list("pk", "document_id", "external_id", "document__external_id", "text", "content_hash")
+        .filter(pk__in=list(chunk_ids), enabled=True)
+        .values_list(*_SOURCE_COLUMNS)
     }
+
+
+def stored_sources(
+    *, tenant: Tenant, stored: StoredAnswer, read_ahead: SourceRows | None = None
+) -> list[SourceView] | None:
+    """The sources a stored answer cites, in its order, or None when any of them changed since (deleted, disabled,
+    or re-indexed or edited to another content hash): such an answer is never served again. One query does both,
+    or none when `read_ahead` (rows read earlier in the same turn) covers every cited chunk."""
+    ids = stored.source_chunk_ids
+    if read_ahead is not None and read_ahead.asked.issuperset(ids):
+        rows = read_ahead.rows
+    else:
+        rows = _source_rows(tenant=tenant, chunk_ids=ids)
     views = []
     for chunk_id in ids:
         row = rows.get(chunk_id)

@@ -20,18 +20,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from conversations.answering import AnswerDelta, AnswerGenerator, GeneratedAnswer
+from conversations.answering import AnswerDelta, GeneratedAnswer
 from conversations.models import AnswerState
 from conversations.services.sources import SourceView
 from conversations.services.turns import (
     TurnOutcome,
     TurnPrepared,
     turn_answer_apply,
-    turn_prepare,
     turn_record,
 )
 from kbplatform.errors import ApplicationError
-from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
 
@@ -211,26 +209,8 @@ class TurnStream:
         yield _done(self.outcome)
 
 
-def turn_stream(
-    *,
-    tenant: Tenant,
-    conversation_id: int,
-    question: str,
-    force_refresh: bool = False,
-    mode: str = "answer",
-    generator: AnswerGenerator | None = None,
-    allowed_knowledge_base_id: int | None = None,
-) -> TurnStream:
-    """`turn_ask`, streamed: refusals are raised here (before any event); the returned TurnStream yields the turn's
-    events and records the turn exactly once (see the module's note)."""
-    prepared = turn_prepare(
-        tenant=tenant,
-        conversation_id=conversation_id,
-        question=question,
-        force_refresh=force_refresh,
-        mode=mode,
-        generator=generator,
-        allowed_knowledge_base_id=allowed_knowledge_base_id,
-    )
+def turn_stream(*, prepared: TurnPrepared) -> TurnStream:
+    """`turn_ask`, streamed, of a turn `turn_prepare` made (which raised every refusal, before any event): the returned
+    TurnStream yields the turn's events and records the turn exactly once (see the module's note)."""
     outcome = None if prepared.answer_pending else turn_record(prepared=prepared)
     return TurnStream(prepared=prepared, outcome=outcome)

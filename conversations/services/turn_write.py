@@ -10,6 +10,10 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import Model
+from django.db.models.constants import OnConflict
+from django.db.models.sql import InsertQuery
 from django.utils import timezone
 
 from conversations import decisions
@@ -42,33 +46,61 @@ from tenants.models import Tenant
 logger = logging.getLogger(__name__)
 
 
-def _turn_number_take(*, tenant: Tenant, conversation: Conversation, now: datetime, expires_at: datetime) -> int:
+def _turn_number_take(
+    *, tenant: Tenant, conversation: Conversation, now: datetime, expires_at: datetime, allocate_turn_id: bool
+) -> tuple[int, int | None]:
     """Inside the turn's transaction: count the turn on the conversation row, move its expiry, and return the new
-    turn's number. The UPDATE locks the row until the transaction ends, so concurrent turns of one conversation
-    queue here and get distinct numbers; RETURNING makes it one round trip (PostgreSQL, and SQLite 3.35+), where
-    the ORM would need a locking read and a write."""
+    turn's number, with the new turn's id taken from its table's sequence when `allocate_turn_id` (PostgreSQL), so
+    the rows that name the turn can be written without reading its id back. The UPDATE locks the row until the
+    transaction ends, so concurrent turns of one conversation queue here and get distinct numbers; RETURNING makes it
+    one round trip (PostgreSQL, and SQLite 3.35+), where the ORM would need a locking read and a write. A sequence
+    value taken by a turn that then rolls back is a gap in the ids, as any failed insert leaves."""
     connection = transaction.get_connection()
     table = connection.ops.quote_name(Conversation._meta.db_table)
     moments = [connection.ops.adapt_datetimefield_value(moment) for moment in (now, expires_at)]
+    returning = "turn_count, nextval(pg_get_serial_sequence(%s, %s))" if allocate_turn_id else "turn_count"
     with connection.cursor() as cursor:
         cursor.execute(
             f"UPDATE {table} SET turn_count = turn_count + 1, last_active_at = %s, expires_at = %s "
-            "WHERE id = %s AND tenant_id = %s RETURNING turn_count",
-            [*moments, conversation.pk, tenant.pk],
+            f"WHERE id = %s AND tenant_id = %s RETURNING {returning}",
+            [*moments, conversation.pk, tenant.pk]
+            + ([Turn._meta.db_table, Turn._meta.pk.column] if allocate_turn_id else []),
         )
         row = cursor.fetchone()
     if row is None:
         raise NotFoundError("Conversation not found.")
-    return int(row[0])
+    return int(row[0]), (int(row[1]) if allocate_turn_id else None)
 
 
-def _commit_without_flush() -> None:
-    """Inside a transaction: on PostgreSQL, commit it without waiting for the WAL flush (see
-    settings.ASYNC_COMMIT_CACHED_TURNS for what that risks). Other databases are left as configured."""
-    connection = transaction.get_connection()
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL synchronous_commit TO OFF")
+def writes_batched(*, connection: BaseDatabaseWrapper) -> bool:
+    """Whether a turn's rows go to the database as one batch of statements: on PostgreSQL, where every statement
+    is a round trip to another process; SQLite runs in the process and gains nothing from it."""
+    return connection.vendor == "postgresql"
+
+
+def _insert_statement(
+    *, connection: BaseDatabaseWrapper, rows: list[Model], update_conflicts: dict[str, list[str]] | None = None
+) -> tuple[str, tuple]:
+    """The INSERT of `rows` (of one model) as `bulk_create` writes it (the same fields, defaults, `auto_now_add`
+    values and conversions; ON CONFLICT DO UPDATE for `update_conflicts`: its `unique_fields` and `update_fields`),
+    as SQL and parameters, without RETURNING: the caller sends it with the transaction's other statements in one
+    round trip. A row whose primary key is set is written with it."""
+    meta = rows[0]._meta
+    with_pk = rows[0].pk is not None
+    fields = [field for field in meta.concrete_fields if not field.generated and (with_pk or field is not meta.pk)]
+    query = InsertQuery(
+        type(rows[0]),
+        on_conflict=OnConflict.UPDATE if update_conflicts else None,
+        update_fields=[meta.get_field(name) for name in update_conflicts["update_fields"]]
+        if update_conflicts
+        else None,
+        unique_fields=[meta.get_field(name) for name in update_conflicts["unique_fields"]]
+        if update_conflicts
+        else None,
+    )
+    query.insert_values(fields, rows)
+    [(statement, parameters)] = query.get_compiler(connection=connection).as_sql()
+    return statement, tuple(parameters)
 
 
 def turn_persist(**fields: Any) -> Turn:
@@ -119,13 +151,21 @@ def _turn_write(
     """One transaction: lock the conversation row (so concurrent turns queue here and get distinct numbers), write
     the QA pair, mark what it showed as consumed by this turn, move the expiry, write the audit event.
     `recheck_references`: turns this one names that may have been deleted since the decision; those still there are
-    locked against deletion until the commit, the others are not named."""
+    locked against deletion until the commit, the others are not named.
+
+    On PostgreSQL the QA pair, the consumed items and the audit event go as one batch of statements (the turn's id
+    comes with its number), so the transaction is four round trips: BEGIN, the conversation row, the batch, COMMIT.
+    Elsewhere (SQLite, in process) they are written one statement after another."""
     now = timezone.now()
     with transaction.atomic():
-        if action == DedupAction.SERVED_CACHED and settings.ASYNC_COMMIT_CACHED_TURNS:
-            _commit_without_flush()
-        number = _turn_number_take(
-            tenant=tenant, conversation=conversation, now=now, expires_at=now + timedelta(seconds=ttl_seconds)
+        connection = transaction.get_connection()
+        batched = writes_batched(connection=connection)
+        number, turn_id = _turn_number_take(
+            tenant=tenant,
+            conversation=conversation,
+            now=now,
+            expires_at=now + timedelta(seconds=ttl_seconds),
+            allocate_turn_id=batched,
         )
         present = None
         if recheck_references:
@@ -139,7 +179,8 @@ def _turn_write(
         def still_there(pk: int | None) -> int | None:
             return pk if present is None or pk in present else None
 
-        turn = Turn.objects.create(
+        turn = Turn(
+            pk=turn_id,
             tenant=tenant,
             conversation=conversation,
             knowledge_base_id=conversation.knowledge_base_id,
@@ -167,20 +208,16 @@ def _turn_write(
             answer_origin_id=still_there(matched.turn_id) if action == DedupAction.SERVED_CACHED else None,
             elapsed_ms=elapsed_ms,
         )
+        if not batched:
+            turn.save(force_insert=True)
         consumed = _consumed_of(sources=sources, turn_number=number)
-        if consumed:
-            ConsumedItem.objects.bulk_create(
-                [
-                    ConsumedItem(
-                        tenant=tenant, conversation=conversation, kind=c.kind, item_id=c.item_id, turn_number=number
-                    )
-                    for c in consumed
-                ],
-                update_conflicts=True,
-                unique_fields=["conversation", "kind", "item_id"],
-                update_fields=["turn_number"],
-            )
-        DedupEvent.objects.create(
+        consumed_rows = [
+            ConsumedItem(tenant=tenant, conversation=conversation, kind=c.kind, item_id=c.item_id, turn_number=number)
+            for c in consumed
+        ]
+        # An item shown again is consumed as of the newest turn that showed it.
+        consumed_conflicts = {"unique_fields": ["conversation", "kind", "item_id"], "update_fields": ["turn_number"]}
+        event = DedupEvent(
             tenant=tenant,
             conversation=conversation,
             conversation_ref=conversation.pk,
@@ -201,6 +238,28 @@ def _turn_write(
             rewritten_question=rewritten_question,
             **event,
         )
+        if batched:
+            # A cache hit may commit without waiting for the WAL flush (settings.ASYNC_COMMIT_CACHED_TURNS says what
+            # that risks); other databases are left as configured.
+            commit_without_flush = action == DedupAction.SERVED_CACHED and settings.ASYNC_COMMIT_CACHED_TURNS
+            statements = [("SET LOCAL synchronous_commit TO OFF", ())] if commit_without_flush else []
+            statements.append(_insert_statement(connection=connection, rows=[turn]))
+            if consumed_rows:
+                statements.append(
+                    _insert_statement(connection=connection, rows=consumed_rows, update_conflicts=consumed_conflicts)
+                )
+            statements.append(_insert_statement(connection=connection, rows=[event]))
+            with connection.cursor() as cursor:
+                # Django's psycopg cursor binds parameters client-side, so this is one simple query: one round trip.
+                cursor.execute(
+                    "; ".join(sql for sql, _ in statements), [value for _, values in statements for value in values]
+                )
+            turn._state.adding, turn._state.db = False, connection.alias
+            event._state.adding, event._state.db = False, connection.alias
+        else:
+            if consumed_rows:
+                ConsumedItem.objects.bulk_create(consumed_rows, update_conflicts=True, **consumed_conflicts)
+            event.save(force_insert=True)
     turn.consumed_refs = consumed
     return turn
 

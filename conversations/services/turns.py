@@ -31,13 +31,20 @@ from conversations.models import (
     AnswerState,
     Conversation,
     DedupAction,
+    DedupScope,
     Granularity,
     IntentBehaviour,
     Turn,
 )
 from conversations.services.candidates import duplicate_candidates, stored_answer_at_origin, stored_answer_of
 from conversations.services.policy import TurnSettings, dedup_policy_get, turn_settings_load
-from conversations.services.sources import SourceView, source_view_of_hit, stored_sources
+from conversations.services.sources import (
+    SourceRows,
+    SourceView,
+    source_view_of_hit,
+    stored_source_rows_read,
+    stored_sources,
+)
 from conversations.services.turn_write import turn_after_commit, turn_persist
 from conversations.state import (
     ConversationState,
@@ -49,7 +56,7 @@ from conversations.turn_history import history_select, rewrite_applies
 from kbplatform.errors import ApplicationError, ConflictError, NotFoundError
 from kbplatform.text import control_character_problem, has_visible_character, user_id_canonical
 from retrieval import vectorstore
-from retrieval.embeddings import embed_query, token_count, token_counts
+from retrieval.embeddings import embed_query, embed_query_start, token_count, token_counts
 from retrieval.embeddings import model_id as embedding_model_id
 from retrieval.embeddings import model_identity as embedding_model_identity
 from retrieval.embeddings import model_name as embedding_model_name
@@ -247,9 +254,11 @@ def _turn_judge(
     question_vector: np.ndarray,
     model: str,
     force_refresh: bool,
+    sources_read: SourceRows | None = None,
 ) -> _Judged:
     """Classify the question, look for the stored question it repeats within the policy's scope (when the plan
-    looks), and load what the database holds of the pair that decision matched."""
+    looks), and load what the database holds of the pair that decision matched (`sources_read`: chunk rows read
+    ahead of the decision, which the sources check uses when they cover the pair's sources)."""
     policy = turn_settings.policy
     intent, behaviour, _ = decisions.intent_classify(question_vector=question_vector, intents=turn_settings.intents)
     plan = decisions.turn_plan(policy=policy, intent=intent, behaviour=behaviour, force_refresh=force_refresh)
@@ -303,7 +312,9 @@ def _turn_judge(
             answer = stored_answer_of(tenant=tenant, state=state, turn_id=duplicate.turn_id)
             if answer is not None and answer.origin_turn_id is not None:
                 answer = stored_answer_at_origin(tenant=tenant, state=state, copy=answer)
-            match_sources = stored_sources(tenant=tenant, stored=answer) if answer is not None else None
+            match_sources = (
+                stored_sources(tenant=tenant, stored=answer, read_ahead=sources_read) if answer is not None else None
+            )
             match = MatchFacts(
                 answer=answer, sources_intact=match_sources is not None, cites_sources=bool(match_sources)
             )
@@ -504,6 +515,20 @@ def _question_rewritten(
     return (rewritten if rewritten.strip() and rewritten != question else ""), history
 
 
+def _candidate_source_ids(*, policy: decisions.PolicyView, state: ConversationState) -> set[int]:
+    """The chunks cited by the stored answers the hot copy holds, when the policy looks for repeated questions at all:
+    a hit in this conversation serves one of those answers, so its sources check needs no query of its own once these
+    rows are read. Empty when the scope is off."""
+    if policy.scope == DedupScope.OFF:
+        return set()
+    return {
+        chunk_id
+        for recent in state.recent_turns
+        if recent.stored is not None
+        for chunk_id in recent.stored.source_chunk_ids
+    }
+
+
 def turn_prepare(
     *,
     tenant: Tenant,
@@ -518,14 +543,20 @@ def turn_prepare(
     refusal (400, 404, 410, 409) is raised here, before anything is written or streamed."""
     started = time.perf_counter()
     question = _question_checked(question=question, mode=mode)
+    # The model embeds the question while this thread reads what the turn needs of the database and Redis: neither
+    # needs the other. A refusal below (404, 410) leaves the embedding to finish unread.
+    embedding = embed_query_start(question)
     conversation = conversation_for(
         tenant=tenant, conversation_id=conversation_id, allowed_knowledge_base_id=allowed_knowledge_base_id
     )
     turn_settings = turn_settings_load(tenant=tenant)
     state = state_load(conversation=conversation)
+    sources_read = stored_source_rows_read(
+        tenant=tenant, chunk_ids=_candidate_source_ids(policy=turn_settings.policy, state=state)
+    )
     model = embedding_model_id()
     generator = generator or answer_generator()
-    question_vector = embed_query(question)
+    question_vector = embedding.result()
     rewritten, history = _question_rewritten(
         turn_settings=turn_settings,
         generator=generator,
@@ -545,6 +576,7 @@ def turn_prepare(
         question_vector=question_vector,
         model=model,
         force_refresh=force_refresh,
+        sources_read=sources_read,
     )
     decision = turn_decide(judged.facts)
     if history is None:

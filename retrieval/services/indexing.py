@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -76,6 +76,28 @@ class IndexRun:
 
 def lease_end(now: datetime) -> datetime:
     return now + timedelta(seconds=settings.INGEST_LEASE_SECONDS)
+
+
+LOST_RUNS_PER_SWEEP = 1000
+
+
+def knowledge_base_lost_runs_requeue(
+    *, lost: Q, claim: Mapping[str, Any], enqueue: Callable[[int, int], object]
+) -> int:
+    """Queue again the knowledge-base runs (a re-index, a move to full text) that `lost` matches (their lease ran
+    out). Each is claimed by one conditional UPDATE that writes `claim` only while `lost` still holds, so two sweeps at
+    once queue a run once; its task (`enqueue(knowledge_base_id, tenant_id)`) is sent only once that claim commits.
+    Crosses tenants by design, as the recovery sweep does, each row updated under its own tenant. At most
+    LOST_RUNS_PER_SWEEP a call: the next sweep takes the rest. Returns how many were queued."""
+    requeued = 0
+    candidates = KnowledgeBase.objects.unscoped().filter(lost).values_list("tenant_id", "pk")[:LOST_RUNS_PER_SWEEP]
+    for tenant_id, knowledge_base_id in candidates:
+        with transaction.atomic():
+            if not KnowledgeBase.objects.filter(tenant_id=tenant_id, pk=knowledge_base_id).filter(lost).update(**claim):
+                continue
+            transaction.on_commit(lambda pk=knowledge_base_id, tenant=tenant_id: enqueue(pk, tenant), robust=True)
+            requeued += 1
+    return requeued
 
 
 def _claimable(now: datetime) -> Q:

@@ -23,7 +23,12 @@ from retrieval.chunking import (
 )
 from retrieval.models import Chunk, Document, DocumentStatus, KnowledgeBase, ReindexStatus
 from retrieval.selectors import knowledge_base_records_model, knowledge_base_text_settings
-from retrieval.services.indexing import TRANSIENT_ERRORS, TransientIngestError, lease_end
+from retrieval.services.indexing import (
+    TRANSIENT_ERRORS,
+    TransientIngestError,
+    knowledge_base_lost_runs_requeue,
+    lease_end,
+)
 from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -317,27 +322,19 @@ def knowledge_base_reindexes_recover() -> int:
     )
     if failed:
         logger.warning("%s knowledge-base re-indexes failed after repeated interruptions", failed)
-    requeued = 0
-    for tenant_id, knowledge_base_id in lost.values_list("tenant_id", "pk")[:1000]:
-        with transaction.atomic():
-            if not (
-                KnowledgeBase.objects.filter(tenant_id=tenant_id, pk=knowledge_base_id)
-                .filter(_reindex_lost(now))
-                .update(
-                    reindex_claim_token="",
-                    reindex_lease_expires_at=lease_end(now),
-                    reindex_error=(
-                        f"The re-index stopped making progress (its worker stopped or its task was lost) and was "
-                        f"queued again at {stamp}; it goes on from where it was."
-                    ),
-                    updated_at=now,
-                )
-            ):
-                continue
-            transaction.on_commit(
-                lambda pk=knowledge_base_id, tenant=tenant_id: reindex_task.delay(pk, tenant), robust=True
-            )
-            requeued += 1
+    requeued = knowledge_base_lost_runs_requeue(
+        lost=_reindex_lost(now),
+        claim={
+            "reindex_claim_token": "",
+            "reindex_lease_expires_at": lease_end(now),
+            "reindex_error": (
+                "The re-index stopped making progress (its worker stopped or its task was lost) and was queued again "
+                f"at {stamp}; it goes on from where it was."
+            ),
+            "updated_at": now,
+        },
+        enqueue=reindex_task.delay,
+    )
     if requeued:
         logger.info("requeued %s lost knowledge-base re-indexes", requeued)
     return requeued

@@ -22,7 +22,12 @@ from kbplatform.errors import ConflictError
 from retrieval import embedding_cache, embeddings, vectorstore
 from retrieval.models import Chunk, Document, KnowledgeBase, TextIndexStatus
 from retrieval.selectors import knowledge_base_records_model
-from retrieval.services.indexing import TRANSIENT_ERRORS, TransientIngestError, lease_end
+from retrieval.services.indexing import (
+    TRANSIENT_ERRORS,
+    TransientIngestError,
+    knowledge_base_lost_runs_requeue,
+    lease_end,
+)
 from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -231,27 +236,19 @@ def knowledge_base_text_indexes_recover() -> int:
     )
     if given_up:
         logger.warning("%s moves to full text given up after repeated interruptions", given_up)
-    requeued = 0
-    for tenant_id, knowledge_base_id in lost.values_list("tenant_id", "pk")[:1000]:
-        with transaction.atomic():
-            if not (
-                KnowledgeBase.objects.filter(tenant_id=tenant_id, pk=knowledge_base_id)
-                .filter(_text_index_lost(now))
-                .update(
-                    text_index_lease_expires_at=lease_end(now),
-                    text_index_attempts=F("text_index_attempts") + 1,
-                    text_index_error=(
-                        "The move to full-text search stopped making progress (its worker stopped or its task was "
-                        f"lost) and was queued again at {stamp}; it goes on from where it was."
-                    ),
-                    updated_at=now,
-                )
-            ):
-                continue
-            transaction.on_commit(
-                lambda pk=knowledge_base_id, tenant=tenant_id: text_index_task.delay(pk, tenant), robust=True
-            )
-            requeued += 1
+    requeued = knowledge_base_lost_runs_requeue(
+        lost=_text_index_lost(now),
+        claim={
+            "text_index_lease_expires_at": lease_end(now),
+            "text_index_attempts": F("text_index_attempts") + 1,
+            "text_index_error": (
+                "The move to full-text search stopped making progress (its worker stopped or its task was lost) and "
+                f"was queued again at {stamp}; it goes on from where it was."
+            ),
+            "updated_at": now,
+        },
+        enqueue=text_index_task.delay,
+    )
     if requeued:
         logger.info("requeued %s lost moves to full text", requeued)
     return requeued

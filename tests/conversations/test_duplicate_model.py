@@ -11,6 +11,7 @@ from conversations import question_pairs as qp
 from conversations.duplicate_model import (
     FEATURE_VERSION,
     MODEL_PATH,
+    TENANT_FEATURE_VERSION,
     PairModel,
     pair_model_default,
     pair_model_from_dict,
@@ -76,6 +77,48 @@ def test_pair_features_are_symmetric(first, second):
     assert forward[6] == pytest.approx(float(u @ v))
 
 
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("How do I reset my password?", "How can I change a password I forgot?"),
+        ("What is the capital of France?", "what's the capital of Spain"),
+        ("", "Pricing?"),
+    ],
+)
+def test_tenant_features_extend_the_shipped_ones_and_are_symmetric(first, second):
+    u, v = unit(1, 2, 3), unit(3, -1, 0.5)
+    shipped = qp.pair_features(first=first, second=second, first_vector=u, second_vector=v)
+    forward = qp.pair_features(
+        first=first, second=second, first_vector=u, second_vector=v, feature_version=TENANT_FEATURE_VERSION
+    )
+    backward = qp.pair_features(
+        first=second, second=first, first_vector=v, second_vector=u, feature_version=TENANT_FEATURE_VERSION
+    )
+    assert forward.shape == (qp.pair_feature_count(3, feature_version=TENANT_FEATURE_VERSION),)
+    assert forward.shape[0] == shipped.shape[0] + len(qp.PAIR_V2_FEATURES)
+    np.testing.assert_allclose(forward[: shipped.shape[0]], shipped)  # a pair-v1 head reads the prefix
+    np.testing.assert_allclose(forward, backward, atol=1e-6)
+    with pytest.raises(ValueError, match="unknown pair feature set"):
+        qp.pair_features(first=first, second=second, first_vector=u, second_vector=v, feature_version="pair-v0")
+
+
+def test_tenant_features_see_names_spelling_and_the_asking_word():
+    extra = dict(
+        zip(
+            qp.PAIR_V2_FEATURES,
+            qp.pair_extra_features("What is the capital of France?", "What is the capital of Spain?"),
+            strict=True,
+        )
+    )
+    assert extra["names_differ"] == 2.0 and extra["first_question_word_differs"] == 0.0
+    assert extra["fewer_words_on_one_side"] == 1.0 and extra["more_words_on_one_side"] == 1.0
+    extra = dict(zip(qp.PAIR_V2_FEATURES, qp.pair_extra_features("How do I log in?", "Why do I log in?"), strict=True))
+    assert extra["first_question_word_differs"] == 1.0 and extra["names_differ"] == 0.0
+    assert extra["word_bigram_jaccard"] == pytest.approx(3 / 5)
+    same = qp.pair_extra_features("Reset my password", "reset my password")
+    assert same[0] == same[1] == same[2] == 1.0 and same[3] == same[4] == 0.0
+
+
 def _model(*, dimension: int, weights=None, bias: float = 0.0, cut: float = 0.5) -> PairModel:
     count = qp.pair_feature_count(dimension)
     return PairModel(
@@ -126,7 +169,11 @@ def test_weights_of_another_feature_set_are_refused():
     payload["feature_version"] = "pair-v0"
     with pytest.raises(ValueError, match="feature set"):
         pair_model_from_dict(payload)
+    payload["feature_version"] = TENANT_FEATURE_VERSION  # pair-v1's weights read as pair-v2's would fail each turn
+    with pytest.raises(ValueError, match="its feature set needs"):
+        pair_model_from_dict(payload)
     payload["feature_version"] = FEATURE_VERSION
+    assert pair_model_from_dict(payload).feature_version == FEATURE_VERSION
     payload["mean"] = payload["mean"][:-1]
     with pytest.raises(ValueError, match="one length"):
         pair_model_from_dict(payload)

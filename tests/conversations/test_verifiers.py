@@ -9,15 +9,17 @@ import logging
 import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from conversations import decisions, selectors
 from conversations.dashboard_selectors import dashboard_what_if, dashboard_what_if_models
-from conversations.duplicate_model import MODEL_PATH
+from conversations.duplicate_model import MODEL_PATH, TENANT_FEATURE_VERSION
 from conversations.labelled_pairs import labelled_pairs_read
 from conversations.models import DedupEvent, DuplicateModelStatus, DuplicateModelVersion
+from conversations.question_pairs import PAIR_V2_FEATURES
 from conversations.services import verifiers
 from conversations.services.verifiers import (
     duplicate_model_activate,
@@ -93,7 +95,21 @@ def test_the_command_trains_on_a_pairs_file_and_prints_its_figures(tenant, tmp_p
     assert row.figures["held_out_labels"] + row.figures["train_labels"] == 220
     payload = json.loads(verifier_path(tenant=tenant, version=1).read_text())
     assert payload["tenant_id"] == tenant.pk and payload["version"] == 1
-    assert verifier_load(tenant=tenant, row=row).model.cut == payload["cut"]
+    model = verifier_load(tenant=tenant, row=row).model
+    assert model.cut == payload["cut"]
+    # The tenant's verifier reads the richer feature set, and decides a pair with it.
+    assert payload["feature_version"] == model.feature_version == TENANT_FEATURE_VERSION
+    assert payload["extra_features"] == list(PAIR_V2_FEATURES)
+    vector = np.ones(model.dimension) / np.sqrt(model.dimension)
+    decided = decisions.duplicate_decide(
+        question="How do I reset my password?",
+        question_vector=vector,
+        previous_vector=None,
+        candidates=[decisions.StoredQuestion(1, "How can I reset my password?", vector, 1, None)],
+        threshold=0.76,
+        pair_model=model,
+    )
+    assert decided.probability is not None and 0.0 <= decided.probability <= 1.0
 
 
 def test_the_command_refuses_bad_input_with_a_message(tenant, tmp_path):

@@ -253,3 +253,70 @@ def test_a_client_chunk_the_model_reads_nothing_of_is_refused_naming_it(text):
     [CLS][SEP] alone: a vector near every query, shown as an empty source."""
     with pytest.raises(ChunkWithoutTextError, match=r"Chunk 1 \(blank\) has no text the embedding model reads"):
         prechunked_drafts(chunks=[{"text": "ok"}, {"text": text, "external_id": "blank"}], max_tokens=254)
+
+
+# Texts where a word's pieces are easy to get wrong: accents and combining marks (normalised away), CJK (each
+# character its own word), emoji and ligatures (one word with their neighbours), invisible and control characters
+# inside words (dropped by the tokenizer), punctuation runs, Markdown, a word too long to read, and long runs.
+SLICING_TEXTS = [
+    "Les élèves réfléchissent à l'œuvre de Molière, naïvement. " * 12,
+    "日本語のテキスト、漢字と仮名。中文也在这里。" * 15,
+    "emoji😀test 👍🏽 ok, ﬁne ligatures Ⅻ ①②③. " * 20,
+    "ab\u200bcd soft\u00adhyphen zero\u200dwidth e\u0301\u0302 marks \t\r\n mixed\x01control\x7fchars. " * 15,
+    "a.b,c;d-e(f)g" * 120,
+    "# Title\n\nSome *emphasis* and a [link](https://example.com/a_b).\n\n- item one\n- item two\n\n" * 12,
+    "x" * 150 + " " + "y" * 99 + " end. " * 40,
+    " ".join(SENTENCES[:40]),
+    f"Before. {LONG_RUNS['hex blob'][:900]} Middle. {LONG_RUNS['hangul']} After.",
+]
+
+
+def _tokenizer_measured_drafts(text: str, max_tokens: int, overlap: int, markdown: bool) -> list[chunking.ChunkDraft]:
+    """text_chunk as it is with the splitter measuring every slice by tokenising it (no slice counter)."""
+    real = embeddings.slice_token_counter
+    try:
+        embeddings.slice_token_counter = lambda text: None
+        return text_chunk(text=text, max_tokens=max_tokens, overlap_tokens=overlap, markdown=markdown)
+    finally:
+        embeddings.slice_token_counter = real
+
+
+@pytest.mark.parametrize("markdown", [False, True])
+@pytest.mark.parametrize(("max_tokens", "overlap"), [(200, 32), (40, 12), (16, 0)])
+@pytest.mark.parametrize("text", SLICING_TEXTS)
+def test_chunks_are_the_ones_the_tokenizer_measured_splitter_makes(text, max_tokens, overlap, markdown):
+    """The slice counter measures the splitter's candidates from one tokenisation of the text; the chunks, counts
+    and hashes are the ones measuring each candidate by tokenising it gives."""
+    drafts = text_chunk(text=text, max_tokens=max_tokens, overlap_tokens=overlap, markdown=markdown)
+    assert drafts == _tokenizer_measured_drafts(text, max_tokens, overlap, markdown)
+    assert [draft.token_count for draft in drafts] == embeddings.token_counts([draft.text for draft in drafts])
+
+
+@pytest.mark.parametrize("text", SLICING_TEXTS)
+def test_a_slice_counter_counts_every_slice_as_the_tokenizer_does(text):
+    model_input = embeddings.long_runs_break(text)
+    counter = embeddings.slice_token_counter(model_input)
+    step = max(1, len(model_input) // 97)
+    for start in range(0, len(model_input), step):
+        for end in range(start + 1, min(len(model_input), start + 400) + 1, 7):
+            piece = model_input[start:end]
+            assert counter(piece) == len(embeddings.tokenizer().encode(piece, add_special_tokens=False).ids), piece
+            counted = counter.count(start=start, end=end)
+            assert counted in (None, counter(piece))
+
+
+def test_a_slice_that_cuts_a_word_is_tokenised_on_its_own():
+    counter = embeddings.slice_token_counter("unbelievably playing")
+    assert counter.count(start=0, end=6) is None  # "unbeli|evably": its pieces are not the whole's
+    assert counter("unbeli") == len(embeddings.tokenizer().encode("unbeli", add_special_tokens=False).ids)
+    assert counter.count(start=0, end=12) == counter("unbelievably") >= 2
+    assert counter("not in the text") == 4
+
+
+def test_a_tokenizer_whose_pieces_depend_on_their_context_gets_no_slice_counter(monkeypatch):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    byte_level = Tokenizer(models.BPE())
+    byte_level.pre_tokenizer = pre_tokenizers.ByteLevel()
+    monkeypatch.setattr(embeddings, "tokenizer", lambda: byte_level)
+    assert embeddings.slice_token_counter("any text") is None

@@ -1,0 +1,128 @@
+"""Why a tenant's verifier learns little: offline, on the fixed QQP split (conversations/labelled_pairs.py), the
+recall the decision reaches at precision 0.90 through the decision rule (the gate, conflicts, the follow-up guard of
+a first turn; recall over every held-out duplicate), for
+
+  - the rule's ceiling: the share of duplicates every check but the head lets through, at several gates;
+  - the shipped head, held out and on its own training pairs (what its features can reach at all);
+  - the same features unregularised, fitted on the whole train split (held out and in-sample);
+  - the learning curve of the tenant head towards the shipped weights (`verifier_training.fit_towards`) on pair-v1
+    and pair-v2 features, with N labels picked as bench/dedup_learning.py picks them (nearest the gate among the
+    first 3,500 usable train pairs), at each penalty `verifier_training.PENALTIES` offers.
+
+No services: the pairs' embeddings are cached under KB_VAR_DIR (`labelled_pairs.pairs_embed`). QQP is in
+all-MiniLM-L6-v2's training data and its terms are non-commercial (../shared/data/README.md).
+
+Usage: .venv/bin/python bench/dedup_learning_diagnosis.py [--gate 0.76] [--labels 300,1000,3000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+TARGET_PRECISION = 0.90
+TRAFFIC = 3500
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gate", type=float, default=0.76)
+    parser.add_argument("--labels", default="300,1000,3000")
+    args = parser.parse_args()
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kbplatform.settings.base")
+    import django
+
+    django.setup()
+    import numpy as np
+
+    from conversations import question_pairs
+    from conversations.duplicate_head_training import logistic_fit, standardise
+    from conversations.duplicate_model import TENANT_FEATURE_VERSION, pair_model_default
+    from conversations.labelled_pairs import followup_guard_passes, pairs_embed, pairs_load
+    from conversations.verifier_training import PENALTIES, fit_towards, prior_extend, recall_at_precision
+
+    pairs = pairs_load()
+    labels, held, train = pairs.labels, pairs.held_out, pairs.train
+    first, second = pairs_embed(pairs)
+    started = time.perf_counter()
+    features = np.stack(
+        [
+            question_pairs.pair_features(
+                first=r["question1"],
+                second=r["question2"],
+                first_vector=first[i],
+                second_vector=second[i],
+                feature_version=TENANT_FEATURE_VERSION,
+            )
+            for i, r in enumerate(pairs.rows)
+        ]
+    )
+    cosine = np.clip((first * second).sum(axis=1), -1.0, 1.0)
+    checks = ~np.array([bool(question_pairs.questions_conflict(r["question1"], r["question2"])) for r in pairs.rows])
+    checks &= followup_guard_passes(rows=pairs.rows, second=second)
+    eligible = (cosine >= args.gate) & checks
+    print(
+        f"QQP: {len(labels)} pairs, train {int(train.sum())}, held out {int(held.sum())} "
+        f"({int(labels[held].sum())} duplicates); pair-v2 features {features.shape} "
+        f"in {time.perf_counter() - started:.0f}s"
+    )
+
+    def recall_at_target(scores: np.ndarray, part: np.ndarray) -> float:
+        recall, _ = recall_at_precision(
+            scores=scores[part], labels=labels[part], eligible=eligible[part], target=TARGET_PRECISION
+        )
+        return recall
+
+    for gate in sorted({0.60, 0.70, args.gate}):
+        through = (cosine >= gate) & checks
+        print(
+            f"ceiling at gate {gate:.2f}: {labels[held & through].sum() / labels[held].sum():.3f} of the held-out "
+            "duplicates pass every check but the head"
+        )
+    shipped = pair_model_default()
+    v1_count = shipped.weights.shape[0]
+    v1 = (features[:, :v1_count] - shipped.mean) / shipped.scale
+    shipped_z = v1 @ shipped.weights + shipped.bias
+    print(
+        f"shipped head, R@P{TARGET_PRECISION:.2f}: held out {recall_at_target(shipped_z, held):.3f}, "
+        f"on its own training pairs {recall_at_target(shipped_z, train):.3f}"
+    )
+    mean, scale = standardise(features[train][:, :v1_count])
+    weights, bias = logistic_fit(
+        (features[train][:, :v1_count] - mean) / scale, labels[train].astype(float), penalty=0.01
+    )
+    free_z = ((features[:, :v1_count] - mean) / scale) @ weights + bias
+    print(
+        f"the same {v1_count} features unregularised on the whole train split: held out "
+        f"{recall_at_target(free_z, held):.3f}, in-sample {recall_at_target(free_z, train):.3f}"
+    )
+
+    usable = [
+        i for i in np.where(train)[0] if pairs.rows[i]["question1"].strip() and pairs.rows[i]["question2"].strip()
+    ][:TRAFFIC]
+    usable.sort(key=lambda i: (abs(cosine[i] - args.gate), i))
+    prior_v2 = prior_extend(shipped, features=features[train])
+    v2 = (features - prior_v2.mean) / prior_v2.scale
+    print(
+        f"learning curve, R@P{TARGET_PRECISION:.2f} held out, tenant head towards the shipped weights (pair-v1 | v2):"
+    )
+    for count in (int(n) for n in args.labels.split(",")):
+        picked = np.array(usable[:count])
+        cells = []
+        for penalty in PENALTIES:
+            w1, b1 = fit_towards(v1[picked], labels[picked].astype(float), prior=shipped, penalty=penalty)
+            w2, b2 = fit_towards(v2[picked], labels[picked].astype(float), prior=prior_v2, penalty=penalty)
+            cells.append(
+                f"penalty {penalty:g}: {recall_at_target(v1 @ w1 + b1, held):.3f} | "
+                f"{recall_at_target(v2 @ w2 + b2, held):.3f}"
+            )
+        print(f"  N={count}: " + "; ".join(cells), flush=True)
+
+
+if __name__ == "__main__":
+    main()

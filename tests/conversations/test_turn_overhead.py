@@ -1,0 +1,188 @@
+"""What a turn spends beside the work: the question is embedded while the database is read, a hit checks its sources
+with rows read beside the embedding, and the turn's rows reach PostgreSQL in one batch after the conversation row,
+the same rows as written one by one; none of it serves what a turn must not serve."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from conversations.models import ConsumedItem, DedupEvent, Turn
+from conversations.services import sources as sources_service
+from conversations.services import turn_write, turns
+from conversations.state import StoredAnswer
+from retrieval import embeddings
+from retrieval.models import Chunk
+from tests.conversations.helpers import indexed_kb
+from tests.conversations.test_api import ask, start
+
+pytestmark = pytest.mark.django_db
+QUESTION = "How do I reset my password?"
+
+
+@pytest.fixture
+def kb(redis_available, milvus_server, tenant):
+    return indexed_kb(tenant)
+
+
+def test_the_question_is_embedded_while_the_conversation_is_read(api_client, kb, monkeypatch):
+    conversation_id = start(api_client, kb)
+    reading = threading.Event()
+    seen_while_embedding = []
+    real_embed, real_conversation_for = embeddings.embed_query, turns.conversation_for
+
+    def embed_waiting_for_the_read(text):
+        # Sequential work (embedding, then the reads) would never see the read start: this waits for it, and gives up
+        # after a while so the test fails rather than hangs.
+        seen_while_embedding.append(reading.wait(timeout=20))
+        return real_embed(text)
+
+    def conversation_for_noticed(**kwargs):
+        reading.set()
+        return real_conversation_for(**kwargs)
+
+    monkeypatch.setattr(embeddings, "embed_query", embed_waiting_for_the_read)
+    monkeypatch.setattr(turns, "conversation_for", conversation_for_noticed)
+    assert ask(api_client, conversation_id, QUESTION)["dedup"]["action"] == "answered"
+    assert seen_while_embedding == [True]
+
+
+def test_a_refused_turn_does_not_wait_for_its_embedding(api_client, kb, monkeypatch):
+    release, finished = threading.Event(), threading.Event()
+    real_embed = embeddings.embed_query
+
+    def embed_held(text):
+        release.wait(timeout=10)
+        vector = real_embed(text)
+        finished.set()
+        return vector
+
+    monkeypatch.setattr(embeddings, "embed_query", embed_held)
+    try:
+        response = api_client.post("/api/v1/conversations/999999/messages/", {"question": QUESTION}, format="json")
+        answered_before_the_embedding = not finished.is_set()
+    finally:
+        release.set()
+    assert response.status_code == 404
+    assert answered_before_the_embedding
+
+
+def _writes(queries: list[dict]) -> list[str]:
+    return [q["sql"] for q in queries if not q["sql"].startswith(("SELECT", "SAVEPOINT", "RELEASE"))]
+
+
+def test_a_hit_is_written_in_the_conversation_row_and_one_batch(api_client, kb):
+    conversation_id = start(api_client, kb)
+    ask(api_client, conversation_id, QUESTION)
+    with CaptureQueriesContext(connection) as captured:
+        assert ask(api_client, conversation_id, QUESTION)["dedup"]["action"] == "served_cached"
+    writes = _writes(captured.captured_queries)
+    if connection.vendor != "postgresql":
+        pytest.skip("the batch is PostgreSQL's")
+    assert len(writes) == 2, writes
+    assert writes[0].startswith('UPDATE "conversations_conversation"') and "nextval" in writes[0]
+    batch = writes[1]
+    for table in ("conversations_turn", "conversations_consumeditem", "conversations_dedupevent"):
+        assert f'INSERT INTO "{table}"' in batch
+
+
+def _rows_of(conversation_id: int, tenant) -> list:
+    turns_written = list(Turn.objects.for_tenant(tenant).filter(conversation_id=conversation_id).order_by("number"))
+    numbers = {turn.pk: turn.number for turn in turns_written}
+    # Timings differ from run to run; ids are compared through the turn numbers they name.
+    skipped = {"id", "tenant", "conversation", "created_at", "elapsed_ms", "ms_saved", "matched_turn", "answer_origin"}
+
+    def fields(row, extra_skipped=()):
+        return {
+            f.attname: getattr(row, f.attname)
+            for f in row._meta.concrete_fields
+            if f.name not in skipped and f.attname not in extra_skipped
+        }
+
+    written = [
+        {
+            **fields(turn),
+            "matched": numbers.get(turn.matched_turn_id),
+            "origin": numbers.get(turn.answer_origin_id),
+        }
+        for turn in turns_written
+    ]
+    events = [
+        {
+            **fields(event, ("turn_id", "turn_ref", "conversation_ref", "matched_turn_id", "matched_turn_ref")),
+            "turn": numbers[event.turn_id],
+            "turn_ref": numbers[event.turn_ref],
+            "matched": numbers.get(event.matched_turn_id),
+        }
+        for event in DedupEvent.objects.for_tenant(tenant).filter(conversation_id=conversation_id).order_by("turn_ref")
+    ]
+    consumed = sorted(
+        ConsumedItem.objects.for_tenant(tenant)
+        .filter(conversation_id=conversation_id)
+        .values_list("kind", "item_id", "turn_number")
+    )
+    return [written, events, consumed]
+
+
+def test_the_batch_writes_the_rows_the_statement_by_statement_write_does(api_client, kb, tenant, monkeypatch):
+    written = {}
+    for batched in (True, False):
+        monkeypatch.setattr(turn_write, "writes_batched", lambda *, connection, batched=batched: batched)
+        conversation_id = start(api_client, kb)
+        ids = []
+        for question in (QUESTION, QUESTION, "What does the Team plan cost?", QUESTION):
+            ids.append(ask(api_client, conversation_id, question)["turn_id"])
+        # The ids the client was given are the rows' own.
+        assert (
+            list(
+                Turn.objects.for_tenant(tenant)
+                .filter(conversation_id=conversation_id)
+                .order_by("number")
+                .values_list("pk", flat=True)
+            )
+            == ids
+        )
+        written[batched] = _rows_of(conversation_id, tenant)
+    assert written[True][0][1]["decision"] == "served_cached"
+    assert written[True][2], "the turns consumed what they showed"
+    assert written[True] == written[False]
+
+
+def _stored(chunk: Chunk) -> StoredAnswer:
+    return StoredAnswer(
+        1, "an answer", 3, 40, 12.5, [chunk.pk], {str(chunk.pk): {"hash": chunk.content_hash, "score": 0.9}}
+    )
+
+
+def test_rows_read_ahead_spare_the_sources_check_its_query_only_when_they_cover_it(kb, tenant):
+    first, second = Chunk.objects.for_tenant(tenant).filter(knowledge_base=kb).order_by("pk")[:2]
+    covering = sources_service.stored_source_rows_read(tenant=tenant, chunk_ids={first.pk, second.pk})
+    with CaptureQueriesContext(connection) as captured:
+        views = sources_service.stored_sources(tenant=tenant, stored=_stored(first), read_ahead=covering)
+    assert [view.chunk_id for view in views] == [first.pk] and not captured.captured_queries
+    other = sources_service.stored_source_rows_read(tenant=tenant, chunk_ids={second.pk})
+    with CaptureQueriesContext(connection) as captured:
+        views = sources_service.stored_sources(tenant=tenant, stored=_stored(first), read_ahead=other)
+    assert [view.chunk_id for view in views] == [first.pk] and len(captured.captured_queries) == 1
+    # A chunk read ahead and not found (disabled, deleted) fails the check without a query of its own.
+    Chunk.objects.for_tenant(tenant).filter(pk=first.pk).update(enabled=False)
+    gone = sources_service.stored_source_rows_read(tenant=tenant, chunk_ids={first.pk})
+    with CaptureQueriesContext(connection) as captured:
+        assert sources_service.stored_sources(tenant=tenant, stored=_stored(first), read_ahead=gone) is None
+    assert not captured.captured_queries
+
+
+@pytest.mark.parametrize("change", ["disabled", "edited"])
+def test_a_hit_whose_source_changed_before_the_turn_is_not_served(api_client, kb, tenant, change):
+    conversation_id = start(api_client, kb)
+    first = ask(api_client, conversation_id, QUESTION)
+    cited = first["sources"][0]["chunk_id"]
+    if change == "disabled":
+        Chunk.objects.for_tenant(tenant).filter(pk=cited).update(enabled=False)
+    else:
+        Chunk.objects.for_tenant(tenant).filter(pk=cited).update(content_hash="0" * 64)
+    second = ask(api_client, conversation_id, QUESTION)
+    assert second["dedup"]["action"] != "served_cached", second["dedup"]
