@@ -340,10 +340,12 @@ def playground_turn_view(request: HttpRequest, conversation_id: int) -> HttpResp
     if "text/event-stream" in request.headers.get("Accept", ""):
         # Refusals raise here, before the response starts: JSON, as without streaming.
         turn_stream = services.turn_stream(
-            tenant=tenant,
-            conversation_id=conversation_id,
-            question=question,
-            force_refresh=form.cleaned_data["force_refresh"],
+            prepared=services.turn_prepare(
+                tenant=tenant,
+                conversation_id=conversation_id,
+                question=question,
+                force_refresh=form.cleaned_data["force_refresh"],
+            )
         )
         response = StreamingHttpResponse(
             _PlaygroundEvents(tenant=tenant, turn_stream=turn_stream, question=question),
