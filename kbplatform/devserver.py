@@ -42,6 +42,22 @@ MILVUS_LITE_SERVER_ENV = {
 children: list[subprocess.Popen] = []
 
 
+def milvus_lite_cut_index_files_remove(data_dir: Path) -> list[Path]:
+    """Before a `milvus-lite server` starts on `data_dir`: remove the empty vector index files a stopped server left.
+
+    Milvus Lite writes a segment's index file in place (not to a temporary name renamed when complete), so a server
+    stopped while it writes one, during a flush or a merge of segments, leaves the file empty; the next server then
+    fails to load the collection on every request, for good. An index file is a cache of the segment beside it:
+    where none exists Milvus Lite builds it again from the segment's rows, so removing an empty one loses nothing.
+    Returns what was removed."""
+    removed = []
+    for path in data_dir.glob("collections/*/partitions/*/indexes/*.idx"):
+        if path.is_file() and path.stat().st_size == 0:
+            path.unlink()
+            removed.append(path)
+    return removed
+
+
 def say(message: str) -> None:
     print(f"[make run] {message}", flush=True)
 
@@ -120,6 +136,8 @@ def choose_milvus(env: dict[str, str]) -> None:
         sys.exit(f"[make run] MILVUS_URI={uri} does not answer")
     data_dir = VAR / "milvus"
     data_dir.mkdir(parents=True, exist_ok=True)
+    for path in milvus_lite_cut_index_files_remove(data_dir):
+        say(f"Milvus: removed {path.relative_to(data_dir)}, an index file cut short by a stop (it is built again)")
     start(
         "milvus",
         [

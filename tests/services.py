@@ -19,7 +19,7 @@ from typing import TypeVar
 
 import pytest
 
-from kbplatform.devserver import MILVUS_LITE_SERVER_ENV
+from kbplatform.devserver import MILVUS_LITE_SERVER_ENV, milvus_lite_cut_index_files_remove
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -61,6 +61,7 @@ class MilvusServer:
         binary = BIN / "milvus-lite"
         if not binary.exists():
             service_missing("milvus-lite", f"{binary} not found")
+        milvus_lite_cut_index_files_remove(self.data_dir / "data")
         self.process = subprocess.Popen(
             [
                 str(binary),
