@@ -9,7 +9,7 @@ import pytest
 from pymilvus import DataType, MilvusClient
 
 from kbplatform.devserver import milvus_lite_cut_index_files_remove
-from tests.services import MilvusServer
+from tests.services import MilvusServer, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -28,7 +28,6 @@ def _collection_with_an_index_file(client: MilvusClient) -> np.ndarray:
     client.insert(COLLECTION, [{"id": i, "vector": v.tolist()} for i, v in enumerate(vectors)])
     client.flush(COLLECTION)
     client.load_collection(COLLECTION)
-    _nearest_id(client, vectors[0])  # a loaded segment's index is built, and written, by the time it is searched
     return vectors
 
 
@@ -41,15 +40,22 @@ def test_an_index_file_cut_short_by_a_stop_is_removed_and_built_again():
     server = MilvusServer()
     server.start()
     try:
-        vectors = _collection_with_an_index_file(MilvusClient(uri=server.uri))
+        client = MilvusClient(uri=server.uri)
+        vectors = _collection_with_an_index_file(client)
+        data = server.data_dir / "data"
+        segments = wait_for(
+            lambda: sorted(data.glob("collections/*/partitions/*/data/data_*.parquet")),
+            timeout=60,
+            interval=0.5,
+            what="the flushed segment's data file",
+        )
         server.stop()
-        index_files = list((server.data_dir / "data").glob("collections/*/partitions/*/indexes/*.idx"))
-        assert index_files, "the flush wrote no index file to cut short"
+        # What a stop in the middle of writing a segment's index leaves: the file, empty, where Milvus Lite reads it.
+        index_files = [segment.parent.parent / "indexes" / f"{segment.stem}.vector.hnsw.idx" for segment in segments]
         for path in index_files:
-            path.write_bytes(b"")  # what a stop in the middle of the write leaves
-
-        # Without the removal the restarted server cannot load the collection: the case this guards against.
-        assert milvus_lite_cut_index_files_remove(server.data_dir / "data") == index_files
+            path.parent.mkdir(exist_ok=True)
+            path.write_bytes(b"")
+        assert sorted(milvus_lite_cut_index_files_remove(data)) == index_files
         for path in index_files:
             path.write_bytes(b"")
 
