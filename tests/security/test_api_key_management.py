@@ -66,7 +66,11 @@ def test_a_key_without_the_admin_scope_cannot_manage_keys(standard_api_client, a
         response = getattr(standard_api_client, method)(url, {"name": "x"} if method == "post" else None)
         assert response.status_code == 403, (method, url)
         assert '"admin" scope' in response.json()["message"]
-        assert response.json()["extra"] == {"required_scope": "admin", "key_scopes": ["chat", "ingest"]}
+        assert response.json()["extra"] == {
+            "required_scope": "admin",
+            "accepted_scopes": ["admin"],
+            "key_scopes": ["chat", "ingest"],
+        }
     response = standard_api_client.post(f"{URL}{api_client.api_key.pk}/revoke/")
     assert response.status_code == 403
     assert api_client.get("/api/v1/whoami/").status_code == 200
