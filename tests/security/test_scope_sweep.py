@@ -41,6 +41,7 @@ REQUIRED = {
     ("api/v1/api-keys/", "GET"): ADMIN,
     ("api/v1/api-keys/", "POST"): ADMIN,
     ("api/v1/api-keys/<int:api_key_id>/", "GET"): ADMIN,
+    ("api/v1/api-keys/<int:api_key_id>/", "PATCH"): ADMIN,
     ("api/v1/api-keys/<int:api_key_id>/revoke/", "POST"): ADMIN,
     ("api/v1/knowledge-bases/", "GET"): READ,
     ("api/v1/knowledge-bases/", "POST"): ADMIN,
