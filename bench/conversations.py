@@ -13,7 +13,9 @@ Redis and the bench database) under several policies and prints per policy:
 - novel recall@5: relevant passages not shown in an earlier turn of the conversation, that were shown now;
 - the same two by text ("by text"): a relevant passage counts as shown when a passage of the same text is;
 - context tokens per turn (tokens of the passages handed to the answer generator; 0 for a served duplicate);
-- false duplicate hits per 100 turns (MTRAG turns never repeat a question, so every served duplicate is false).
+- false duplicate hits per 100 turns (MTRAG turns never repeat a question, so every served duplicate is false);
+- novel recall@5 of follow-up turns (`question_is_context_dependent`, after a conversation's first turn) and of the
+  others (standalone), where the modes part.
 
 And, offline on the same questions, the follow-up guard's effect: duplicate hits inside each conversation with
 and without it, for a range of thresholds.
@@ -26,10 +28,14 @@ With `--split`, each row is also given on the tuning half (even-numbered convers
 a fusion setting is chosen on the first and reported on the second. `--rrf-k 20,60` runs rank fusion once per k;
 `--study` replays fusion variants of bench/fusion_study.py (weighted rank fusion, a BM25 floor, the previous question
 in a follow-up's BM25 query) on candidates fetched once per query, before the modes; `--turns-out` writes every turn's
-record (question, shown passages, recall figures) for a per-conversation breakdown.
+record (question, shown passages, recall figures) for a per-conversation breakdown. `--followup asked,prev:1,prev:3`
+runs every mode once per follow-up search variant (`conversations.search_query`: a follow-up searched as asked, its
+BM25 words joined with up to N earlier questions, `+vector` the vector's text too, or `semantic`: hybrid searches a
+follow-up by vector alone); without it, the shipped settings.
 
 Usage: .venv/bin/python bench/conversations.py [--conversations N] [--modes semantic,full_text,hybrid,hybrid:0.5]
        [--split] [--rrf-k 20,60] [--study rrf:60,wrrf:0.8,rrf:60+prev] [--turns-out turns.jsonl]
+       [--followup asked,prev:1,prev:3+vector,semantic]
 """
 
 from __future__ import annotations
@@ -166,6 +172,7 @@ def replay(  # noqa: ANN201
     turn's recall figures (None where the turn has no relevant, or no novel relevant, passage). `before_turn(previous
     question or "")` is called before each turn is posted (the fusion study's hook)."""
     from conversations.models import Turn
+    from conversations.question_pairs import question_is_context_dependent
 
     records = []
     for index, conversation in enumerate(conversations):
@@ -205,6 +212,7 @@ def replay(  # noqa: ANN201
                     "conversation": index,
                     "turn": position,
                     "question": turn["question"],
+                    "followup": bool(position) and question_is_context_dependent(turn["question"]),
                     "shown": [source["external_id"] for source in body["sources"]],
                     "novel": sorted(novel),
                     "repeated": len(shown & recent),
@@ -228,8 +236,12 @@ def figures_of(records: list[dict]) -> dict:
     """The printed figures of a set of turn records (`replay`): shares over shown passages, recalls averaged over the
     turns that have one, per-turn means otherwise. Pure."""
 
-    def mean_of(field: str) -> float:
-        values = [record[field] for record in records if record[field] is not None]
+    def mean_of(field: str, followup: bool | None = None) -> float:
+        values = [
+            record[field]
+            for record in records
+            if record[field] is not None and (followup is None or record["followup"] == followup)
+        ]
         return sum(values) / len(values) if values else 0.0
 
     turns = len(records)
@@ -240,6 +252,8 @@ def figures_of(records: list[dict]) -> dict:
         "repeated_text_share": sum(r["repeated_text"] for r in records) / shown_total if shown_total else 0.0,
         "recall@5": mean_of("recall"),
         "novel_recall@5": mean_of("novel_recall"),
+        "followup_novel_recall@5": mean_of("novel_recall", followup=True),
+        "standalone_novel_recall@5": mean_of("novel_recall", followup=False),
         "text_recall@5": mean_of("text_recall"),
         "text_novel_recall@5": mean_of("text_novel_recall"),
         "context_tokens_per_turn": sum(r["context_tokens"] for r in records) / turns if turns else 0.0,
@@ -266,7 +280,8 @@ def figures_line(label: str, figures: dict) -> str:
         f"{label:<28} {figures['repeated_share']:>8.1%} {figures['repeated_text_share']:>8.1%} "
         f"{figures['recall@5']:>9.3f} {figures['novel_recall@5']:>8.3f} {figures['context_tokens_per_turn']:>12.0f} "
         f"{figures['false_hits_per_100']:>14.2f} {figures['ms_per_turn']:>8.0f} "
-        f"{figures['text_recall@5']:>17.3f} {figures['text_novel_recall@5']:>8.3f}"
+        f"{figures['text_recall@5']:>17.3f} {figures['text_novel_recall@5']:>8.3f} "
+        f"{figures['followup_novel_recall@5']:>18.3f} {figures['standalone_novel_recall@5']:>10.3f}"
     )
 
 
@@ -320,6 +335,51 @@ def study_run(client, tenant, knowledge_base_id: int, conversations, texts, args
     finally:
         vectorstore.vectors_search = search.real
         turns.embed_query = embed_query
+
+
+def followup_parse(spec: str) -> tuple[str, int, bool, bool]:
+    """(spec, context questions, vector expanded, follow-ups searched semantic) of a `--followup` variant. Pure."""
+    spec = spec.strip()
+    if spec == "asked":
+        return spec, 0, False, False
+    if spec == "semantic":
+        return spec, 0, False, True
+    head, _, flag = spec.partition("+")
+    kind, _, count = head.partition(":")
+    if kind != "prev" or not count.isdigit() or flag not in ("", "vector"):
+        raise SystemExit(f"--followup: {spec!r} is not asked, semantic, prev:N or prev:N+vector")
+    return spec, int(count), flag == "vector", False
+
+
+def followup_differs(followup: tuple, *, mode: str | None, among: list) -> bool:
+    """Whether `followup` searches otherwise than every variant before it in `among`, in `mode`: a semantic search
+    reads no BM25 text and has no leg to route, so there only the vector's text tells variants apart. Pure."""
+
+    def effect(variant: tuple) -> tuple:
+        _, count, vector, semantic = variant
+        if mode == "semantic":
+            return (count if vector else 0, vector)
+        return (count, vector, semantic)
+
+    earlier = among[: among.index(followup)]
+    return all(effect(other) != effect(followup) for other in earlier)
+
+
+def followups_semantic(real, turn_state: dict):  # noqa: ANN001, ANN201
+    """`vectors_search` with a hybrid search of a context-dependent question after a conversation's first turn run
+    by vector alone (the "route follow-ups to the dense leg" variant)."""
+    from conversations.question_pairs import question_is_context_dependent
+
+    def search(**kwargs):  # noqa: ANN003, ANN202
+        if (
+            kwargs.get("mode") == "hybrid"
+            and not turn_state["first"]
+            and question_is_context_dependent(kwargs.get("query_text", ""))
+        ):
+            kwargs = {**kwargs, "mode": "semantic"}
+        return real(**kwargs)
+
+    return search
 
 
 def followup_guard_study(conversations: list[dict]) -> list[tuple[float, int, int, int]]:
@@ -390,6 +450,13 @@ def main() -> None:
         "candidate lists, after the modes",
     )
     parser.add_argument("--turns-out", default="", help="write one JSON line per replayed turn to this file")
+    parser.add_argument(
+        "--followup",
+        default="",
+        help="comma-separated follow-up search variants to run every mode with: asked (as asked), prev:N (BM25 text "
+        "joined with up to N earlier questions), prev:N+vector (the vector too), semantic (hybrid searches a "
+        "follow-up by vector alone); default: the shipped search_query settings",
+    )
     parser.add_argument("--rrf-k", default="", help="k of rank fusion to run `hybrid` with, comma-separated")
     args = parser.parse_args()
     modes = modes_parse(args.modes)
@@ -436,7 +503,8 @@ def main() -> None:
         print()
         header = (
             f"{'policy':<28} {'repeated':>9} {'rep. text':>9} {'recall@5':>9} {'novel@5':>8} {'ctx tok/turn':>12} "
-            f"{'false hits/100':>14} {'ms/turn':>8} {'by text: recall@5':>17} {'novel@5':>8}"
+            f"{'false hits/100':>14} {'ms/turn':>8} {'by text: recall@5':>17} {'novel@5':>8} "
+            f"{'follow-ups novel@5':>18} {'standalone':>10}"
         )
         print(header)
         wanted = {name.strip() for name in args.policies.split(",") if name.strip()}
@@ -456,9 +524,24 @@ def main() -> None:
         for mode, weight in modes or [(None, None)]:
             ks = rrf_ks if mode == "hybrid" and weight is None else [vectorstore.RRF_K]
             runs += [(mode, weight, k) for k in ks]
-        for mode, weight, rrf_k in runs:
-            # The search runs in this process (Django's test client): the fusion's k is set for the run here.
+        from conversations import search_query
+
+        followups = [followup_parse(spec) for spec in args.followup.split(",") if spec.strip()] or [None]
+        shipped = (search_query.FOLLOWUP_CONTEXT_QUESTIONS, search_query.FOLLOWUP_VECTOR_EXPANDED)
+        real_search = vectorstore.vectors_search
+        for (mode, weight, rrf_k), followup in [(run, followup) for run in runs for followup in followups]:
+            if followup is not None and not followup_differs(followup, mode=mode, among=followups):
+                continue  # the same searches as an earlier variant in this mode (semantic ignores BM25's text)
+            # The search runs in this process (Django's test client): the fusion's k and the follow-up variant are set
+            # for the run here.
             vectorstore.RRF_K = rrf_k
+            spec, context_questions, vector_expanded, semantic_followups = followup or ("", *shipped, False)
+            search_query.FOLLOWUP_CONTEXT_QUESTIONS = context_questions
+            search_query.FOLLOWUP_VECTOR_EXPANDED = vector_expanded
+            turn_state = {"first": True}
+            vectorstore.vectors_search = (
+                followups_semantic(real_search, turn_state) if semantic_followups else real_search
+            )
             if mode is not None:
                 patched = client.patch(
                     f"/api/v1/knowledge-bases/{knowledge_base_id}/",
@@ -471,14 +554,23 @@ def main() -> None:
                 label = name if mode is None else f"{name.split(' (')[0]} [{mode_label(mode, weight)}]"
                 if mode == "hybrid" and weight is None and len(rrf_ks) > 1:
                     label = label.replace("rrf", f"rrf k={rrf_k}")
+                if spec:
+                    label = f"{label} {spec}"
                 dedup_policy_update(tenant=tenant, **fields)
-                records = replay(client, knowledge_base_id, conversations, texts)
+
+                def before_turn(previous: str, turn_state: dict = turn_state) -> None:
+                    turn_state["first"] = not previous
+
+                records = replay(client, knowledge_base_id, conversations, texts, before_turn=before_turn)
                 records_dump(args.turns_out, label, records)
                 halves = [("", records)]
                 if args.split:
                     halves += [(f" {half}", [r for r in records if split_of(r) == half]) for half in ("tune", "test")]
                 for suffix, part in halves:
                     print(figures_line(label + suffix, figures_of(part)), flush=True)
+
+        vectorstore.vectors_search = real_search
+        search_query.FOLLOWUP_CONTEXT_QUESTIONS, search_query.FOLLOWUP_VECTOR_EXPANDED = shipped
 
         print()
         print("follow-up guard, session scope, every turn against the earlier turns of its conversation:")
