@@ -1,76 +1,60 @@
-"""What a turn searches with: the words of its lexical (BM25) leg and the text its vector leg embeds, from the
-question and the conversation's recent user questions. A pure function, no I/O: the turn pipeline calls it before
-the search (`services.turns`).
+"""Which retrieval mode a conversation turn searches in, from its question and the conversation's recent user
+questions. A pure function, no I/O: the turn pipeline calls it before the search (`services.turns`).
 
 A follow-up ("Can women play it?") names too little for BM25 to find its topic by: its own words are weak terms, and
-in hybrid mode fusion then lets BM25's hits displace the vector leg's good ones. The questions before it name the
-topic, so a context-dependent question (`question_pairs.question_is_context_dependent`) is searched with the words of
-the questions it leans on as well as its own.
+in hybrid mode rank fusion gives BM25's first hits the same weight as the vector's, so they displace the vector leg's
+good ones. The vector of such a question still lands near its topic. So in a hybrid knowledge base a question that
+leans on the turns before it is searched by its vector alone; a question that names its own topic, the first of a
+conversation, and every question of a `semantic` or `full_text` knowledge base are searched in the knowledge base's
+mode. Joining the earlier questions' words to a follow-up's BM25 query instead was measured and did no better
+(docs/ingestion.md, "Conversations").
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from conversations.question_pairs import question_is_context_dependent, question_words
+from conversations.question_pairs import content_words, question_is_context_dependent, question_words
+from retrieval.vectorstore import HYBRID, SEMANTIC
 
-# How many earlier questions a follow-up's search may take words from: walking back from the newest, up to and
-# including the first one that stands alone (a follow-up of a follow-up leans on both).
-FOLLOWUP_CONTEXT_QUESTIONS = 3
-# Whether the vector leg embeds the joined text too (a second embedding per follow-up), or the question alone.
-FOLLOWUP_VECTOR_EXPANDED = False
-
-
-@dataclass(frozen=True)
-class SearchQuery:
-    """A turn's search: `text` is what BM25 ranks by, `vector_text` what the query vector embeds, `context` the
-    earlier questions joined to the question in them (oldest first; empty when the question is taken as asked)."""
-
-    text: str
-    vector_text: str
-    context: tuple[str, ...] = ()
+# A later question with at most this many content words is searched like a follow-up, whatever its phrasing. 1 adds
+# nothing to `question_is_context_dependent`'s own rule; a larger value also routes short questions that name their
+# topic ("registered business"), and so short exact-term ones ("What does ZX-4471Q mean?" has 3) away from BM25,
+# the case hybrid is for. docs/ingestion.md says what 2 and 3 did on MTRAG.
+FOLLOWUP_SEARCH_MAX_CONTENT_WORDS = 1
+# Whether a hybrid knowledge base searches such questions by vector alone; False searches every turn in its mode.
+FOLLOWUPS_SEARCH_SEMANTIC = True
 
 
-def search_query_build(
+def search_mode_choose(
     *,
     question: str,
+    knowledge_base_mode: str,
     recent_questions: Sequence[str],
     names_topic: Sequence[bool] = (),
-    context_questions: int | None = None,
-    vector_expanded: bool | None = None,
-) -> SearchQuery:
-    """The search of a turn asking `question` after `recent_questions` (the conversation's recent user questions,
-    oldest first, each the question a turn was decided with: a follow-up's standalone rewrite where it has one).
-    `names_topic`, when the turn classified them (one flag per recent question, `decisions.names_topic`), leaves out
-    those that name no topic of their own (small talk, "show me that again"); empty, every one counts (flags for some
-    questions only are a ValueError).
+    max_content_words: int | None = None,
+    followups_semantic: bool | None = None,
+) -> str:
+    """The retrieval mode a turn asking `question` searches in, in a knowledge base whose mode is
+    `knowledge_base_mode` (as `retrieval.selectors.retrieval_mode_resolve` resolves it), after `recent_questions`
+    (the conversation's recent user questions, oldest first). `names_topic`, when the turn classified them (one flag
+    per recent question, `decisions.names_topic`), leaves out those that name no topic of their own (small talk, "show
+    me that again"); empty, every non-blank one counts; flags that do not match the questions one for one are a
+    ValueError.
 
-    A question that stands alone, or the first of its conversation, is searched as asked. A context-dependent one is
-    searched with the newest earlier questions joined before it, walking back until one stands alone, at most
-    `context_questions` of them (FOLLOWUP_CONTEXT_QUESTIONS by default; 0 takes every question as asked). A question
-    with no word the rule can read (no Latin letter or digit: a Chinese question) is taken as asked, since whether it
-    depends on its context cannot be told from it. Blank earlier questions are skipped. The vector leg embeds the
-    same joined text when `vector_expanded` (FOLLOWUP_VECTOR_EXPANDED by default), else the question alone."""
-    limit = FOLLOWUP_CONTEXT_QUESTIONS if context_questions is None else context_questions
-    expand_vector = FOLLOWUP_VECTOR_EXPANDED if vector_expanded is None else vector_expanded
-    as_asked = SearchQuery(text=question, vector_text=question)
-    if limit <= 0 or not question_words(question) or not question_is_context_dependent(question):
-        return as_asked
+    `semantic` for a question of a hybrid knowledge base that follows an earlier question naming a topic and leans on
+    it (`question_is_context_dependent`) or has at most `max_content_words` content words
+    (FOLLOWUP_SEARCH_MAX_CONTENT_WORDS by default), when `followups_semantic` (FOLLOWUPS_SEARCH_SEMANTIC by default);
+    the knowledge base's mode otherwise. A question with no word these rules read (no Latin letter or digit: a
+    Chinese question) keeps the knowledge base's mode, since whether it leans on its context cannot be told from it."""
+    max_words = FOLLOWUP_SEARCH_MAX_CONTENT_WORDS if max_content_words is None else max_content_words
+    enabled = FOLLOWUPS_SEARCH_SEMANTIC if followups_semantic is None else followups_semantic
+    if not enabled or knowledge_base_mode != HYBRID or not question_words(question):
+        return knowledge_base_mode
     if names_topic:
         recent_questions = [earlier for earlier, named in zip(recent_questions, names_topic, strict=True) if named]
-    context: list[str] = []
-    for earlier in reversed(recent_questions):
-        if len(context) >= limit:
-            break
-        earlier = earlier.strip()
-        if not earlier:
-            continue
-        context.append(earlier)
-        if not question_is_context_dependent(earlier):
-            break
-    if not context:
-        return as_asked
-    context.reverse()
-    joined = " ".join([*context, question])
-    return SearchQuery(text=joined, vector_text=joined if expand_vector else question, context=tuple(context))
+    if not any(earlier.strip() for earlier in recent_questions):
+        return knowledge_base_mode
+    if question_is_context_dependent(question) or len(content_words(question)) <= max_words:
+        return SEMANTIC
+    return knowledge_base_mode

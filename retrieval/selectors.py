@@ -327,8 +327,7 @@ def chunk_search(
     query's model the search runs: the caller reports `index_state` with the results.
 
     Ranked in `retrieval_mode_resolve`'s mode (`retrieval_mode`, else the knowledge base's): by `query_vector`, by BM25
-    of `query_text` (the query's words: the text `query_vector` was embedded from, or more of the caller's choosing, as
-    a conversation's follow-up adds the questions it leans on), or both fused. Grouping, exclusions and the tenant's
+    of `query_text` (the text `query_vector` was embedded from), or both fused. Grouping, exclusions and the tenant's
     filter are the same in every mode: each field search carries the whole filter."""
     mode = retrieval_mode_resolve(knowledge_base=knowledge_base, requested=retrieval_mode)
     if knowledge_base.tenant_id != tenant.pk:

@@ -1,18 +1,27 @@
-"""What a turn searches with (`search_query.search_query_build`): pure, no services."""
+"""Which retrieval mode a turn searches in (`search_query.search_mode_choose`): pure, no services."""
 
 from __future__ import annotations
 
 import pytest
 
 from conversations import search_query
-from conversations.search_query import SearchQuery, search_query_build
+from conversations.question_pairs import content_words
+from conversations.search_query import search_mode_choose
 
 TOPIC = "What sports are played at the Olympics?"
 FOLLOWUP = "Can women play it?"
+HYBRID, SEMANTIC, FULL_TEXT = "hybrid", "semantic", "full_text"
 
 
-def build(question: str, recent: list[str], **kwargs: object) -> SearchQuery:
-    return search_query_build(question=question, recent_questions=recent, **kwargs)
+def choose(question: str, recent: list[str], mode: str = HYBRID, **kwargs: object) -> str:
+    return search_mode_choose(question=question, knowledge_base_mode=mode, recent_questions=recent, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "question", [FOLLOWUP, "And for admins?", "What about cricket?", "pricing?", "Is it the same for earthquakes?"]
+)
+def test_a_follow_up_in_a_hybrid_knowledge_base_is_searched_by_its_vector(question):
+    assert choose(question, ["How do I reset my password?", TOPIC]) == SEMANTIC
 
 
 @pytest.mark.parametrize(
@@ -20,102 +29,61 @@ def build(question: str, recent: list[str], **kwargs: object) -> SearchQuery:
     [
         "How do I reset my password in the admin console?",
         "What does the error ZX-4471Q mean on the gateway?",
+        "Which organizations accept charitable donations for lower taxes?",
     ],
 )
-def test_a_question_that_stands_alone_is_searched_as_asked(question):
-    assert build(question, [TOPIC]) == SearchQuery(text=question, vector_text=question)
-
-
-@pytest.mark.parametrize("question", [FOLLOWUP, "And for admins?", "What about cricket?", "pricing?"])
-def test_a_follow_up_is_searched_with_the_question_before_it(question):
-    query = build(question, ["How do I reset my password?", TOPIC])
-
-    assert query.text == f"{TOPIC} {question}"
-    assert query.context == (TOPIC,)
+def test_a_question_that_names_its_own_topic_keeps_the_knowledge_bases_mode(question):
+    assert choose(question, [TOPIC]) == HYBRID
 
 
 @pytest.mark.parametrize("recent", [[], [""], ["   "]])
-def test_a_follow_up_with_no_question_before_it_is_searched_as_asked(recent):
-    assert build(FOLLOWUP, recent) == SearchQuery(text=FOLLOWUP, vector_text=FOLLOWUP)
+def test_a_follow_up_with_no_question_before_it_keeps_the_knowledge_bases_mode(recent):
+    assert choose(FOLLOWUP, recent) == HYBRID
 
 
-def test_a_follow_up_of_a_follow_up_takes_both_back_to_the_one_that_stands_alone():
-    recent = ["How do I reset my password?", TOPIC, "What about rugby?", "Is it dangerous?"]
-
-    query = build(FOLLOWUP, recent, context_questions=3)
-
-    assert query.context == (TOPIC, "What about rugby?", "Is it dangerous?")
-    assert query.text == f"{TOPIC} What about rugby? Is it dangerous? {FOLLOWUP}"
+@pytest.mark.parametrize("mode", [SEMANTIC, FULL_TEXT])
+def test_only_a_hybrid_knowledge_base_routes_follow_ups(mode):
+    assert choose(FOLLOWUP, [TOPIC], mode=mode) == mode
 
 
-@pytest.mark.parametrize(
-    ("limit", "context"),
-    [
-        (1, ("Is it dangerous?",)),
-        (2, ("What about rugby?", "Is it dangerous?")),
-        (3, (TOPIC, "What about rugby?", "Is it dangerous?")),
-        (9, (TOPIC, "What about rugby?", "Is it dangerous?")),  # never past the one that stands alone
-    ],
-)
-def test_at_most_the_limit_of_earlier_questions_is_taken(limit, context):
-    recent = ["How do I reset my password?", TOPIC, "What about rugby?", "Is it dangerous?"]
-
-    assert build(FOLLOWUP, recent, context_questions=limit).context == context
-
-
-def test_only_follow_ups_before_it_are_all_taken_up_to_the_limit():
-    recent = ["And for admins?", "What about it?"]
-
-    assert build(FOLLOWUP, recent, context_questions=5).context == tuple(recent)
-
-
-@pytest.mark.parametrize("limit", [0, -1])
-def test_no_context_takes_every_question_as_asked(limit):
-    assert build(FOLLOWUP, [TOPIC], context_questions=limit) == SearchQuery(text=FOLLOWUP, vector_text=FOLLOWUP)
-
-
-def test_blank_earlier_questions_are_skipped_and_earlier_ones_trimmed():
-    assert build(FOLLOWUP, [f"  {TOPIC}\n", "", "  "]).context == (TOPIC,)
-
-
-def test_questions_that_name_no_topic_are_left_out():
-    recent = [TOPIC, "thanks!", "show me that again"]
-
-    query = build(FOLLOWUP, recent, names_topic=[True, False, False])
-
-    assert query.context == (TOPIC,)
-
-
-def test_with_no_question_naming_a_topic_the_follow_up_is_searched_as_asked():
-    query = build(FOLLOWUP, ["hello", "thanks!"], names_topic=[False, False])
-
-    assert query == SearchQuery(text=FOLLOWUP, vector_text=FOLLOWUP)
+def test_questions_that_name_no_topic_do_not_make_a_follow_up():
+    assert choose(FOLLOWUP, ["hello", "thanks!"], names_topic=[False, False]) == HYBRID
+    assert choose(FOLLOWUP, [TOPIC, "thanks!"], names_topic=[True, False]) == SEMANTIC
 
 
 def test_topic_flags_that_do_not_match_the_questions_are_refused():
     with pytest.raises(ValueError, match="zip"):
-        build(FOLLOWUP, [TOPIC, "What about rugby?"], names_topic=[True])
+        choose(FOLLOWUP, [TOPIC, "What about rugby?"], names_topic=[True])
 
 
 @pytest.mark.parametrize("question", ["它怎么修？", "那价格呢"])
-def test_a_question_with_no_word_the_rule_reads_is_searched_as_asked(question):
-    assert build(question, ["机器学习是什么？"]) == SearchQuery(text=question, vector_text=question)
+def test_a_question_with_no_word_the_rules_read_keeps_the_knowledge_bases_mode(question):
+    assert choose(question, ["机器学习是什么？"]) == HYBRID
 
 
-def test_the_vector_embeds_the_question_alone_unless_expanded():
-    assert build(FOLLOWUP, [TOPIC], vector_expanded=False).vector_text == FOLLOWUP
-    assert build(FOLLOWUP, [TOPIC], vector_expanded=True).vector_text == f"{TOPIC} {FOLLOWUP}"
+@pytest.mark.parametrize(
+    ("question", "words", "most", "mode"),
+    [
+        ("registered business", 2, 1, HYBRID),
+        ("registered business", 2, 2, SEMANTIC),
+        ("Retention time for conversations?", 3, 2, HYBRID),
+        ("Retention time for conversations?", 3, 3, SEMANTIC),
+        ("pricing?", 1, 0, SEMANTIC),  # a single content word makes a follow-up whatever the limit
+    ],
+)
+def test_a_later_question_of_few_content_words_is_searched_like_a_follow_up(question, words, most, mode):
+    assert len(content_words(question)) == words
+    assert choose(question, [TOPIC], max_content_words=most) == mode
+
+
+def test_routing_switched_off_searches_every_turn_in_the_knowledge_bases_mode():
+    assert choose(FOLLOWUP, [TOPIC], followups_semantic=False) == HYBRID
 
 
 def test_the_defaults_are_the_modules_settings_when_called(monkeypatch):
-    recent = [TOPIC, "What about rugby?"]
-    monkeypatch.setattr(search_query, "FOLLOWUP_CONTEXT_QUESTIONS", 1)
-    monkeypatch.setattr(search_query, "FOLLOWUP_VECTOR_EXPANDED", True)
+    monkeypatch.setattr(search_query, "FOLLOWUP_SEARCH_MAX_CONTENT_WORDS", 2)
+    assert choose("registered business", [TOPIC]) == SEMANTIC
 
-    query = build(FOLLOWUP, recent)
-
-    assert query.context == ("What about rugby?",)
-    assert query.vector_text == query.text
-
-    monkeypatch.setattr(search_query, "FOLLOWUP_CONTEXT_QUESTIONS", 0)
-    assert build(FOLLOWUP, recent).context == ()
+    monkeypatch.setattr(search_query, "FOLLOWUPS_SEARCH_SEMANTIC", False)
+    assert choose("registered business", [TOPIC]) == HYBRID
+    assert choose(FOLLOWUP, [TOPIC]) == HYBRID
