@@ -28,14 +28,13 @@ With `--split`, each row is also given on the tuning half (even-numbered convers
 a fusion setting is chosen on the first and reported on the second. `--rrf-k 20,60` runs rank fusion once per k;
 `--study` replays fusion variants of bench/fusion_study.py (weighted rank fusion, a BM25 floor, the previous question
 in a follow-up's BM25 query) on candidates fetched once per query, before the modes; `--turns-out` writes every turn's
-record (question, shown passages, recall figures) for a per-conversation breakdown. `--followup asked,prev:1,prev:3`
-runs every mode once per follow-up search variant (`conversations.search_query`: a follow-up searched as asked, its
-BM25 words joined with up to N earlier questions, `+vector` the vector's text too, or `semantic`: hybrid searches a
-follow-up by vector alone); without it, the shipped settings.
+record (question, shown passages, recall figures) for a per-conversation breakdown. `--followup asked,semantic:1`
+runs hybrid once per follow-up search variant (`conversations.search_query`: every turn fused, or a follow-up, and a
+later question of at most N content words, searched by vector alone); without it, the shipped settings.
 
 Usage: .venv/bin/python bench/conversations.py [--conversations N] [--modes semantic,full_text,hybrid,hybrid:0.5]
        [--split] [--rrf-k 20,60] [--study rrf:60,wrrf:0.8,rrf:60+prev] [--turns-out turns.jsonl]
-       [--followup asked,prev:1,prev:3+vector,semantic]
+       [--followup asked,semantic:1,semantic:3]
 """
 
 from __future__ import annotations
@@ -337,49 +336,16 @@ def study_run(client, tenant, knowledge_base_id: int, conversations, texts, args
         turns.embed_query = embed_query
 
 
-def followup_parse(spec: str) -> tuple[str, int, bool, bool]:
-    """(spec, context questions, vector expanded, follow-ups searched semantic) of a `--followup` variant. Pure."""
+def followup_parse(spec: str) -> tuple[str, bool, int]:
+    """(spec, follow-ups searched semantic, content words at most) of a `--followup` variant: `asked` (every turn in
+    the knowledge base's mode) or `semantic:N` (`search_query.search_mode_choose` with N). Pure."""
     spec = spec.strip()
     if spec == "asked":
-        return spec, 0, False, False
-    if spec == "semantic":
-        return spec, 0, False, True
-    head, _, flag = spec.partition("+")
-    kind, _, count = head.partition(":")
-    if kind != "prev" or not count.isdigit() or flag not in ("", "vector"):
-        raise SystemExit(f"--followup: {spec!r} is not asked, semantic, prev:N or prev:N+vector")
-    return spec, int(count), flag == "vector", False
-
-
-def followup_differs(followup: tuple, *, mode: str | None, among: list) -> bool:
-    """Whether `followup` searches otherwise than every variant before it in `among`, in `mode`: a semantic search
-    reads no BM25 text and has no leg to route, so there only the vector's text tells variants apart. Pure."""
-
-    def effect(variant: tuple) -> tuple:
-        _, count, vector, semantic = variant
-        if mode == "semantic":
-            return (count if vector else 0, vector)
-        return (count, vector, semantic)
-
-    earlier = among[: among.index(followup)]
-    return all(effect(other) != effect(followup) for other in earlier)
-
-
-def followups_semantic(real, turn_state: dict):  # noqa: ANN001, ANN201
-    """`vectors_search` with a hybrid search of a context-dependent question after a conversation's first turn run
-    by vector alone (the "route follow-ups to the dense leg" variant)."""
-    from conversations.question_pairs import question_is_context_dependent
-
-    def search(**kwargs):  # noqa: ANN003, ANN202
-        if (
-            kwargs.get("mode") == "hybrid"
-            and not turn_state["first"]
-            and question_is_context_dependent(kwargs.get("query_text", ""))
-        ):
-            kwargs = {**kwargs, "mode": "semantic"}
-        return real(**kwargs)
-
-    return search
+        return spec, False, 0
+    kind, _, count = spec.partition(":")
+    if kind != "semantic" or not count.isdigit():
+        raise SystemExit(f"--followup: {spec!r} is not asked or semantic:N")
+    return spec, True, int(count)
 
 
 def followup_guard_study(conversations: list[dict]) -> list[tuple[float, int, int, int]]:
@@ -453,9 +419,9 @@ def main() -> None:
     parser.add_argument(
         "--followup",
         default="",
-        help="comma-separated follow-up search variants to run every mode with: asked (as asked), prev:N (BM25 text "
-        "joined with up to N earlier questions), prev:N+vector (the vector too), semantic (hybrid searches a "
-        "follow-up by vector alone); default: the shipped search_query settings",
+        help="comma-separated follow-up search variants to run hybrid with: asked (every turn fused), semantic:N "
+        "(a follow-up, or a later question of at most N content words, by vector alone); default: the shipped "
+        "search_query settings",
     )
     parser.add_argument("--rrf-k", default="", help="k of rank fusion to run `hybrid` with, comma-separated")
     args = parser.parse_args()
@@ -527,21 +493,16 @@ def main() -> None:
         from conversations import search_query
 
         followups = [followup_parse(spec) for spec in args.followup.split(",") if spec.strip()] or [None]
-        shipped = (search_query.FOLLOWUP_CONTEXT_QUESTIONS, search_query.FOLLOWUP_VECTOR_EXPANDED)
-        real_search = vectorstore.vectors_search
+        shipped = (search_query.FOLLOWUPS_SEARCH_SEMANTIC, search_query.FOLLOWUP_SEARCH_MAX_CONTENT_WORDS)
         for (mode, weight, rrf_k), followup in [(run, followup) for run in runs for followup in followups]:
-            if followup is not None and not followup_differs(followup, mode=mode, among=followups):
-                continue  # the same searches as an earlier variant in this mode (semantic ignores BM25's text)
+            if followup is not None and mode != "hybrid" and followup is not followups[0]:
+                continue  # the variants route hybrid searches only: in another mode they search alike
             # The search runs in this process (Django's test client): the fusion's k and the follow-up variant are set
             # for the run here.
             vectorstore.RRF_K = rrf_k
-            spec, context_questions, vector_expanded, semantic_followups = followup or ("", *shipped, False)
-            search_query.FOLLOWUP_CONTEXT_QUESTIONS = context_questions
-            search_query.FOLLOWUP_VECTOR_EXPANDED = vector_expanded
-            turn_state = {"first": True}
-            vectorstore.vectors_search = (
-                followups_semantic(real_search, turn_state) if semantic_followups else real_search
-            )
+            spec, semantic_followups, max_content_words = followup or ("", *shipped)
+            search_query.FOLLOWUPS_SEARCH_SEMANTIC = semantic_followups
+            search_query.FOLLOWUP_SEARCH_MAX_CONTENT_WORDS = max_content_words
             if mode is not None:
                 patched = client.patch(
                     f"/api/v1/knowledge-bases/{knowledge_base_id}/",
@@ -554,14 +515,10 @@ def main() -> None:
                 label = name if mode is None else f"{name.split(' (')[0]} [{mode_label(mode, weight)}]"
                 if mode == "hybrid" and weight is None and len(rrf_ks) > 1:
                     label = label.replace("rrf", f"rrf k={rrf_k}")
-                if spec:
+                if spec and mode == "hybrid":
                     label = f"{label} {spec}"
                 dedup_policy_update(tenant=tenant, **fields)
-
-                def before_turn(previous: str, turn_state: dict = turn_state) -> None:
-                    turn_state["first"] = not previous
-
-                records = replay(client, knowledge_base_id, conversations, texts, before_turn=before_turn)
+                records = replay(client, knowledge_base_id, conversations, texts)
                 records_dump(args.turns_out, label, records)
                 halves = [("", records)]
                 if args.split:
@@ -569,8 +526,7 @@ def main() -> None:
                 for suffix, part in halves:
                     print(figures_line(label + suffix, figures_of(part)), flush=True)
 
-        vectorstore.vectors_search = real_search
-        search_query.FOLLOWUP_CONTEXT_QUESTIONS, search_query.FOLLOWUP_VECTOR_EXPANDED = shipped
+        search_query.FOLLOWUPS_SEARCH_SEMANTIC, search_query.FOLLOWUP_SEARCH_MAX_CONTENT_WORDS = shipped
 
         print()
         print("follow-up guard, session scope, every turn against the earlier turns of its conversation:")
