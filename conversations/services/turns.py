@@ -378,21 +378,22 @@ def _turn_execute(
     if decision.kind == TurnKind.SMALLTALK:
         return _TurnAnswer(text=decision.smalltalk_reply, answer_tokens=token_count(decision.smalltalk_reply))
     search_vector, answer_question = question_vector, question
-    knowledge_base_mode = retrieval_mode_resolve(knowledge_base=conversation.knowledge_base)
-    search_mode = knowledge_base_mode
+    recent, names_topic = judged.facts.recent_turns, judged.facts.recent_names_topic
     topic = decision.search_topic
+    before = len(recent)  # the recent questions the searched one followed: all of them, or those before the topic
     if topic is not None:
         # A question asked before a model change is embedded again: the chunk index is the new model's.
         search_vector, answer_question = topic.vector, topic.question
         if not decisions.vectors_comparable(stored_model=topic.vector_model, current_model=model):
             search_vector = embed_query(topic.question)
-    else:
-        search_mode = search_mode_choose(
-            question=question,
-            knowledge_base_mode=knowledge_base_mode,
-            recent_questions=[recent.question for recent in judged.facts.recent_turns],
-            names_topic=judged.facts.recent_names_topic,
-        )
+        before = next(index for index, turn in enumerate(recent) if turn is topic)
+    # The topic of "show me that again" is searched in the mode it was searched in when asked, so it shows the same.
+    search_mode = search_mode_choose(
+        question=answer_question,
+        knowledge_base_mode=retrieval_mode_resolve(knowledge_base=conversation.knowledge_base),
+        recent_questions=[turn.question for turn in recent[:before]],
+        names_topic=names_topic[:before],
+    )
     policy = judged.facts.policy
     excluded_content = (
         chunk_content_hashes(tenant=tenant, chunk_ids=decision.excluded_content_chunk_ids)

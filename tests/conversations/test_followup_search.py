@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from conversations.services import dedup_policy_update
 from retrieval import vectorstore
 from retrieval.models import RetrievalMode, TextAnalyzer
 from tests.conversations.helpers import HANDBOOK, indexed_kb
@@ -84,6 +85,23 @@ def test_in_hybrid_a_follow_up_is_searched_by_its_vector_and_a_question_of_its_o
     assert followup["dedup"]["excluded_count"] == len(shown_first) and followup["dedup"]["relaxed"] is False
     assert shown and not shown_first & set(shown) and len(shown) == len(set(shown))
     assert first["sources"][0]["document_external_id"] == "codes"  # the exact term, found fused
+
+
+def test_show_me_that_again_after_a_follow_up_searches_as_the_follow_up_did(api_client, tenant, services, searches):
+    knowledge_base = indexed_kb(
+        tenant, {**HANDBOOK, **SUPPORT}, name="support-hybrid-repeat", retrieval_mode=RetrievalMode.HYBRID
+    )
+    dedup_policy_update(tenant=tenant, exclusion_enabled=False)  # "show me that again" leaves nothing out either
+    conversation_id = start(api_client, knowledge_base)
+    ask(api_client, conversation_id, ASKED)
+    followup = ask(api_client, conversation_id, FOLLOWUP)
+    before = len(searches)
+
+    again = ask(api_client, conversation_id, "show me that again")
+
+    assert again["dedup"]["intent"] == "repeat"
+    assert {call["mode"] for call in searches[before:]} == {"semantic"}
+    assert [s["chunk_id"] for s in again["sources"]] == [s["chunk_id"] for s in followup["sources"]]
 
 
 @pytest.mark.parametrize("mode", [RetrievalMode.FULL_TEXT, RetrievalMode.SEMANTIC])
