@@ -69,6 +69,9 @@ def platform(*, name: str) -> Iterator[dict]:
         "LOG_LEVEL": "WARNING",
         "PYTHONUNBUFFERED": "1",
     }
+    if os.environ.get("DATABASE_URL", "").startswith("postgres"):
+        # Kept connections, as production settings keep them: a request does not open its own.
+        env["DATABASE_CONN_MAX_AGE"] = os.environ.get("DATABASE_CONN_MAX_AGE", "60")
     os.environ.update(env)
     import django
 

@@ -14,7 +14,8 @@ vectors are to PyTorch's (sentence-transformers, the same-run baseline).
 Besides the offered backends (torch, onnx) it measures candidates that are not offered, to show why
 (--no-candidates to skip them): onnx-int8 (`quantize_dynamic` as documented, every supported operator),
 onnx-int8-pc (MatMul weights only, per channel) and onnx-fused (`onnxruntime.transformers.optimizer` applied to the
-export). Their files are made in a temporary directory from the onnx backend's file.
+export), whose files are made in a temporary directory from the onnx backend's file; and onnx-spin and
+onnx-fused-spin, the onnx and fused files run with threads that spin within a run and stop when it ends.
 """
 
 from __future__ import annotations
@@ -101,6 +102,18 @@ def _candidates(onnx_file: Path, directory: Path, model_root: Path) -> dict[str,
     return files
 
 
+def _spinning_session(path: Path) -> object:
+    """A session of `path` whose threads spin between the operators of a run (no wake-up per operator) and stop
+    spinning when the run ends (`session.force_spinning_stop`), so they hold no core between questions."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1")
+    options.add_session_config_entry("session.force_spinning_stop", "1")
+    return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
 @contextmanager
 def _running(encoder: object) -> Iterator[None]:
     """Makes `encoder` the process's model for the block, as EMBEDDING_BACKEND would."""
@@ -157,8 +170,12 @@ def main() -> None:
     }
     scratch = tempfile.TemporaryDirectory(prefix="embedding-backends-")
     if not args.no_candidates:
-        for name, path in _candidates(embeddings.onnx_file(), Path(scratch.name), root).items():
-            encoders[name] = _encoder_of(path, embeddings._encoder_tokenizer(), embeddings.max_sequence_tokens())
+        tokenizer, length = embeddings._encoder_tokenizer(), embeddings.max_sequence_tokens()
+        files = _candidates(embeddings.onnx_file(), Path(scratch.name), root)
+        for name, path in files.items():
+            encoders[name] = _encoder_of(path, tokenizer, length)
+        for name, path in (("onnx-spin", embeddings.onnx_file()), ("onnx-fused-spin", files["onnx-fused"])):
+            encoders[name] = OnnxEncoder(session=_spinning_session(path), tokenizer=tokenizer, max_seq_length=length)
     names = list(encoders)
     assert all(isinstance(encoders[name], OnnxEncoder) for name in names[1:])
 
@@ -202,7 +219,7 @@ def main() -> None:
         f"{settings.EMBEDDING_BATCH_SIZE}, blocks of {block}; {os.cpu_count()} CPUs"
     )
     print(
-        f"{'backend':13} {'p50 ms':>7} {'p95 ms':>7} {'p50 x':>6} {'chunks/s':>9} {'x':>6} "
+        f"{'backend':15} {'p50 ms':>7} {'p95 ms':>7} {'p50 x':>6} {'chunks/s':>9} {'x':>6} "
         f"{'min cos':>9} {'mean cos':>9} {'q min cos':>9} {'R@10':>6} {'nDCG@10':>7}"
     )
     for name in names:
@@ -215,7 +232,7 @@ def main() -> None:
         p50, p95 = _percentile(latencies[name], 0.5), _percentile(latencies[name], 0.95)
         rate = len(texts) / seconds_of[name]
         print(
-            f"{name:13} {p50 * 1000:7.2f} {p95 * 1000:7.2f} {torch_p50 / p50:6.2f} "
+            f"{name:15} {p50 * 1000:7.2f} {p95 * 1000:7.2f} {torch_p50 / p50:6.2f} "
             f"{rate:9.1f} {rate / torch_rate:6.2f} "
             f"{cosines.min():9.6f} {cosines.mean():9.6f} {question_cosines.min():9.6f} {recall:6.3f} {ndcg:7.3f}"
         )

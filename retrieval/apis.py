@@ -28,7 +28,7 @@ from retrieval import embeddings, selectors, services
 from retrieval.metadata import MetadataError, metadata_filter_validate, metadata_validate
 from retrieval.models import Chunk, Document, DocumentStatus, KnowledgeBase, RetrievalMode, TextAnalyzer
 from tenants.api import TenantApi
-from tenants.scopes import Scope
+from tenants.scopes import KNOWLEDGE_BASE_READ, Scope
 
 logger = logging.getLogger(__name__)
 
@@ -224,7 +224,7 @@ class _KeyScopedApi(TenantApi):
 class KnowledgeBaseListCreateApi(_KeyScopedApi):
     """GET lists the knowledge bases the key reaches; POST creates one (the admin scope, a key of the whole tenant)."""
 
-    required_scope = {"GET": Scope.CHAT, "POST": Scope.ADMIN}
+    required_scope = {"GET": KNOWLEDGE_BASE_READ, "POST": Scope.ADMIN}
 
     class InputSerializer(StrictInputSerializer):
         name = serializers.CharField(max_length=200)
@@ -260,7 +260,7 @@ class KnowledgeBaseDetailApi(_KeyScopedApi):
     """GET one knowledge base the key reaches; PATCH its retrieval settings (the admin scope). Deleting one reaches
     every app: `lifecycle.apis` adds DELETE."""
 
-    required_scope = {"GET": Scope.CHAT, "PATCH": Scope.ADMIN}
+    required_scope = {"GET": KNOWLEDGE_BASE_READ, "PATCH": Scope.ADMIN}
 
     class RetrievalInputSerializer(StrictInputSerializer):
         retrieval_mode = serializers.ChoiceField(choices=RetrievalMode.choices, required=False)

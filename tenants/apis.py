@@ -20,11 +20,12 @@ from tenants.models import ApiKey
 from tenants.permissions import IsTenantWideKey
 from tenants.scopes import ANY_SCOPE, Scope, scopes_sorted
 from tenants.selectors import api_key_get, api_key_list
-from tenants.services import api_key_create, api_key_revoke
+from tenants.services import api_key_create, api_key_revoke, api_key_scopes_set
 
 _SCOPES_HELP = (
     "What the key may do: chat (conversations, messages, feedback, search, reading knowledge bases), ingest "
-    "(documents and chunks), admin (everything: keys, policy, knowledge bases, the audit log's policy fields)."
+    "(documents and chunks; reading knowledge bases), admin (everything: keys, policy, knowledge bases, the audit "
+    "log's policy fields)."
 )
 
 
@@ -149,9 +150,34 @@ class ApiKeyCollectionApi(ApiKeyListApi, ApiKeyCreateApi):
 
 
 class ApiKeyDetailApi(_ApiKeyAdminApi):
+    """GET one of the tenant's keys; PATCH its scopes (from the key's next request on)."""
+
+    class InputSerializer(StrictInputSerializer):
+        scopes = serializers.ListField(
+            child=serializers.ChoiceField(choices=Scope.choices),
+            allow_empty=True,
+            max_length=len(Scope.values),
+            help_text=f"{_SCOPES_HELP} Exactly these, replacing what the key held; [] makes it chat alone. The "
+            "tenant's last active key with admin keeps admin (409).",
+        )
+
     @extend_schema(responses=ApiKeyOutputSerializer, summary="One API key (admin key)")
     def get(self, request: Request, api_key_id: int) -> Response:
         return Response(ApiKeyOutputSerializer(self.api_key_or_404(api_key_id)).data)
+
+    @extend_schema(
+        request=InputSerializer,
+        responses=ApiKeyOutputSerializer,
+        summary="Change an API key's scopes (admin key; a revoked key, or admin taken from the last admin key, is 409)",
+    )
+    def patch(self, request: Request, api_key_id: int) -> Response:
+        api_key = self.api_key_or_404(api_key_id)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        api_key = api_key_scopes_set(
+            tenant=self.tenant, api_key=api_key, scopes=serializer.validated_data["scopes"], keep_one_admin=True
+        )
+        return Response(ApiKeyOutputSerializer(api_key).data)
 
 
 class ApiKeyRevokeApi(_ApiKeyAdminApi):

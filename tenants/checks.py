@@ -40,9 +40,14 @@ def scope_declaration_problems(route: str, view: type | None) -> list[str]:
         needed = scope_required(view.required_scope, method)
         if needed is None:
             problems.append(f"{method} /{route} ({view.__qualname__}) declares no required_scope.")
-        elif needed != ANY_SCOPE and needed not in Scope.values:
+        elif needed != ANY_SCOPE and not _scopes_known(needed):
             problems.append(f"{method} /{route} ({view.__qualname__}) declares an unknown scope {needed!r}.")
     return problems
+
+
+def _scopes_known(needed: object) -> bool:
+    named = needed if isinstance(needed, frozenset) else {needed}
+    return bool(named) and all(isinstance(scope, str) and scope in Scope.values for scope in named)
 
 
 @checks.register(checks.Tags.security)

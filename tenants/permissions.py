@@ -6,7 +6,7 @@ from rest_framework import status
 from rest_framework.permissions import BasePermission
 
 from kbplatform.errors import ApplicationError
-from tenants.scopes import scope_missing, scope_required, scopes_sorted
+from tenants.scopes import scope_missing, scope_need_text, scope_required, scopes_accepted, scopes_sorted
 
 if TYPE_CHECKING:
     from rest_framework.request import Request
@@ -44,9 +44,13 @@ class HasRequiredScope(BasePermission):
             return True
         key_scopes = scopes_sorted(held)
         raise ScopeMissingError(
-            f'This API key lacks the "{missing}" scope, which {request.method} on this endpoint needs '
+            f"This API key lacks the {scope_need_text(needed)} scope, which {request.method} on this endpoint needs "
             f"(the key holds: {', '.join(key_scopes)}). Use a key with the {missing} scope.",
-            extra={"required_scope": str(missing), "key_scopes": key_scopes},
+            extra={
+                "required_scope": str(missing),
+                "accepted_scopes": [str(scope) for scope in scopes_accepted(needed)],
+                "key_scopes": key_scopes,
+            },
         )
 
 

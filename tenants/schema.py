@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from kbplatform.schema import KbAutoSchema
-from tenants.scopes import ANY_SCOPE, Scope, scope_required
+from tenants.scopes import ANY_SCOPE, Scope, scope_need_text, scope_required, scopes_accepted
 
 
 class ScopedAutoSchema(KbAutoSchema):
@@ -17,16 +17,22 @@ class ScopedAutoSchema(KbAutoSchema):
         needed = scope_required(self.view.required_scope, self.method)
         if needed is None:
             return operation
-        operation["x-required-scope"] = str(needed)
+        accepted = [str(scope) for scope in scopes_accepted(needed)]
         if needed == ANY_SCOPE:
+            operation["x-required-scope"] = ANY_SCOPE
             note = "Any API key may call this, whatever its scopes."
         else:
-            note = f"Needs an API key with the `{needed}` scope" + (
-                "." if needed == Scope.ADMIN else " (or `admin`, which holds every scope)."
+            # The least scope that is enough; x-accepted-scopes lists every one that is.
+            operation["x-required-scope"] = accepted[0]
+            operation["x-accepted-scopes"] = accepted
+            named = scope_need_text(needed).replace('"', "`")
+            note = f"Needs an API key with the {named} scope" + (
+                "." if accepted == [Scope.ADMIN] else " (or `admin`, which holds every scope)."
             )
             operation.setdefault("responses", {})["403"] = {
-                "description": f'The key lacks the "{needed}" scope: `extra.required_scope` names it and '
-                "`extra.key_scopes` lists what the key holds (or the key is limited to another knowledge base)."
+                "description": f"The key lacks the {scope_need_text(needed)} scope: `extra.required_scope` names the "
+                "least one that would do, `extra.accepted_scopes` every one, and `extra.key_scopes` what the key "
+                "holds (or the key is limited to another knowledge base)."
             }
         description = operation.get("description", "")
         operation["description"] = f"{description}\n\n{note}" if description else note

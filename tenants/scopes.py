@@ -3,7 +3,8 @@
 - `chat`: conversations, their messages and turns, feedback, search, and reading the knowledge bases the key
   reaches; the audit log without the policy's settings.
 - `ingest`: the documents, bulk uploads and chunks of the knowledge bases the key reaches: create, list, read,
-  edit, delete and re-index documents. Never a knowledge base itself (create, change, delete, re-index).
+  edit, delete and re-index documents; and listing and reading those knowledge bases, so an uploader can find
+  where to upload and follow its state. Never changing a knowledge base itself (create, change, delete, re-index).
 - `admin`: everything, keys, the dedup policy, knowledge bases and the audit log with the policy's settings and
   its review included.
 
@@ -33,8 +34,11 @@ DEFAULT_SCOPES: Final = frozenset({Scope.CHAT})
 # The order scopes are listed in (responses, the admin): from the least to the most a key can do.
 SCOPE_ORDER: Final = (Scope.CHAT, Scope.INGEST, Scope.ADMIN)
 
-# A scope, or ANY_SCOPE.
-ScopeNeed: TypeAlias = Scope | str
+# Reading the knowledge bases a key reaches: what a chat client and an uploader both need.
+KNOWLEDGE_BASE_READ: Final = frozenset({Scope.CHAT, Scope.INGEST})
+
+# A scope, ANY_SCOPE, or a set of scopes of which a key must hold one.
+ScopeNeed: TypeAlias = Scope | str | frozenset[Scope]
 # What a view says its methods need: one for all of them, or per method ("GET", "POST"...); None is nothing declared.
 ScopeDeclaration: TypeAlias = ScopeNeed | Mapping[str, ScopeNeed] | None
 
@@ -76,8 +80,24 @@ def scope_required(declaration: ScopeDeclaration, method: str) -> ScopeNeed | No
 
 
 def scope_missing(*, held: Iterable[str], needed: ScopeNeed) -> Scope | None:
-    """The scope a key lacks for what `needed` says, or None when it may go ahead. `admin` holds every other scope."""
+    """The scope a key lacks for what `needed` says, or None when it may go ahead: for a set of scopes, the least
+    of them (`SCOPE_ORDER`), which is the one to give the key. `admin` holds every other scope."""
     held = set(held)
-    if needed == ANY_SCOPE or needed in held or Scope.ADMIN in held:
+    accepted = scopes_accepted(needed)
+    if not accepted or Scope.ADMIN in held or held & set(accepted):
         return None
-    return Scope(needed)
+    return accepted[0]
+
+
+def scopes_accepted(needed: ScopeNeed) -> list[Scope]:
+    """The scopes any one of which is enough for `needed`, least first, `admin` last; empty for ANY_SCOPE."""
+    if needed == ANY_SCOPE:
+        return []
+    named = set(needed) if isinstance(needed, frozenset) else {Scope(needed)}
+    return [scope for scope in SCOPE_ORDER if scope in named or scope == Scope.ADMIN]
+
+
+def scope_need_text(needed: ScopeNeed) -> str:
+    """`needed` as a message says it: '"chat"', or '"chat" or "ingest"' (admin, which holds all, left unsaid)."""
+    named = [scope for scope in scopes_accepted(needed) if scope != Scope.ADMIN] or [Scope.ADMIN]
+    return " or ".join(f'"{scope}"' for scope in named)

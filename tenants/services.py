@@ -80,9 +80,18 @@ def api_key_create(
     return api_key, raw_key
 
 
-def api_key_scopes_set(*, tenant: Tenant, api_key: ApiKey, scopes: Iterable[str] | None) -> ApiKey:
-    """Give the key exactly `scopes` (`chat` alone when none is named), from its next request on."""
+@transaction.atomic
+def api_key_scopes_set(
+    *, tenant: Tenant, api_key: ApiKey, scopes: Iterable[str] | None, keep_one_admin: bool = False
+) -> ApiKey:
+    """Give the key exactly `scopes` (`chat` alone when none is named), from its next request on. A revoked key is
+    not changed (409). With `keep_one_admin`, refuse to take `admin` from the tenant's last active key holding it,
+    as `api_key_revoke` refuses to revoke it, so the API cannot lock a tenant out of its own key management."""
     resolved = _scopes_valid(scopes)
+    if api_key.revoked_at is not None:
+        raise ConflictError("This API key is revoked: its scopes no longer change anything. Create a new key.")
+    if keep_one_admin and api_key.scope_admin and Scope.ADMIN not in resolved:
+        _last_admin_key_refuse(tenant=tenant, api_key=api_key, action="take the admin scope from it")
     api_key.scopes_assign(resolved)
     ApiKey.objects.for_tenant(tenant).filter(pk=api_key.pk).update(
         scope_chat=api_key.scope_chat, scope_ingest=api_key.scope_ingest, scope_admin=api_key.scope_admin
@@ -97,16 +106,24 @@ def _scopes_valid(scopes: Iterable[str] | None) -> frozenset[Scope]:
         raise ApplicationError(str(exc), extra={"fields": {"scopes": [str(exc)]}}) from exc
 
 
+def _last_admin_key_refuse(*, tenant: Tenant, api_key: ApiKey, action: str) -> None:
+    """409 when `api_key` is the tenant's last active key with the admin scope. The tenant row lock (the caller
+    holds a transaction) serialises two concurrent changes of the last two admin keys."""
+    Tenant.objects.select_for_update().filter(pk=tenant.pk).first()
+    active_admins = ApiKey.objects.for_tenant(tenant).filter(scope_admin=True, revoked_at__isnull=True)
+    if not active_admins.exclude(pk=api_key.pk).exists():
+        raise ConflictError(
+            f"This is the tenant's last active admin key: create another admin key before you {action}."
+        )
+
+
 @transaction.atomic
 def api_key_revoke(*, tenant: Tenant, api_key: ApiKey, keep_one_admin: bool = False) -> ApiKey:
     """Revoke a key (idempotent). With `keep_one_admin`, refuse to revoke the tenant's last active key with the
     `admin` scope, so the API cannot lock a tenant out of its own key management; the tenant row lock serialises two
     concurrent revocations of the last two admin keys."""
     if keep_one_admin and api_key.scope_admin and api_key.revoked_at is None:
-        Tenant.objects.select_for_update().filter(pk=tenant.pk).first()
-        active_admins = ApiKey.objects.for_tenant(tenant).filter(scope_admin=True, revoked_at__isnull=True)
-        if not active_admins.exclude(pk=api_key.pk).exists():
-            raise ConflictError("This is the tenant's last active admin key: create another admin key first.")
+        _last_admin_key_refuse(tenant=tenant, api_key=api_key, action="revoke it")
     ApiKey.objects.for_tenant(tenant).filter(pk=api_key.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
     api_key.refresh_from_db()
     return api_key

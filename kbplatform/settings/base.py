@@ -105,6 +105,8 @@ TEMPLATES = [
 DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}")}
 DATABASES["default"]["ATOMIC_REQUESTS"] = False
 DATABASES["default"]["CONN_MAX_AGE"] = _whole_number("DATABASE_CONN_MAX_AGE", default=0, minimum=0)
+# A kept connection the server has since dropped is replaced at the start of the next request, not an error in it.
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = DATABASES["default"]["CONN_MAX_AGE"] > 0
 if DATABASES["default"]["ENGINE"].endswith("postgresql"):
     # libpq waits for the kernel (minutes) on a host that takes the connection and never answers: every request and
     # task would hang with it. A `connect_timeout` in DATABASE_URL's query string wins over this default.

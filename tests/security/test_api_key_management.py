@@ -66,7 +66,11 @@ def test_a_key_without_the_admin_scope_cannot_manage_keys(standard_api_client, a
         response = getattr(standard_api_client, method)(url, {"name": "x"} if method == "post" else None)
         assert response.status_code == 403, (method, url)
         assert '"admin" scope' in response.json()["message"]
-        assert response.json()["extra"] == {"required_scope": "admin", "key_scopes": ["chat", "ingest"]}
+        assert response.json()["extra"] == {
+            "required_scope": "admin",
+            "accepted_scopes": ["admin"],
+            "key_scopes": ["chat", "ingest"],
+        }
     response = standard_api_client.post(f"{URL}{api_client.api_key.pk}/revoke/")
     assert response.status_code == 403
     assert api_client.get("/api/v1/whoami/").status_code == 200
@@ -143,3 +147,69 @@ def test_a_key_is_created_with_the_scopes_named_and_chat_alone_when_none_is(api_
     assert response.json()["scopes"] == held
     assert sorted(ApiKey.objects.for_tenant(tenant).get(pk=response.json()["id"]).scopes) == sorted(held)
     assert _client(response.json()["key"]).get("/api/v1/whoami/").json()["key_scopes"] == held
+
+
+def test_patch_sets_exactly_the_scopes_named_from_the_keys_next_request(api_client, tenant):
+    created = api_client.post(URL, {"name": "uploader", "scopes": ["chat"]}, format="json").json()
+    uploader = _client(created["key"])
+    assert uploader.get("/api/v1/conversations/").status_code == 200
+
+    response = api_client.patch(f"{URL}{created['id']}/", {"scopes": ["ingest"]}, format="json")
+    assert response.status_code == 200, response.json()
+    assert response.json()["scopes"] == ["ingest"]
+    assert ApiKey.objects.for_tenant(tenant).get(pk=created["id"]).scopes == {"ingest"}
+    assert uploader.get("/api/v1/conversations/").status_code == 403
+    assert uploader.get("/api/v1/whoami/").json()["key_scopes"] == ["ingest"]
+
+    emptied = api_client.patch(f"{URL}{created['id']}/", {"scopes": []}, format="json")
+    assert emptied.status_code == 200 and emptied.json()["scopes"] == ["chat"]  # none named: chat alone
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [({}, "scopes"), ({"scopes": ["reader"]}, "scopes"), ({"scopes": ["chat"], "name": "x"}, "name")],
+)
+def test_bad_patch_bodies_are_400_and_change_nothing(api_client, tenant, body, field):
+    created = api_client.post(URL, {"name": "k", "scopes": ["chat", "ingest"]}, format="json").json()
+    response = api_client.patch(f"{URL}{created['id']}/", body, format="json")
+    assert response.status_code == 400, response.json()
+    assert field in str(response.json())
+    assert ApiKey.objects.for_tenant(tenant).get(pk=created["id"]).scopes == {"chat", "ingest"}
+
+
+def test_patch_keeps_admin_on_the_last_admin_key_and_leaves_revoked_keys_alone(api_client, tenant):
+    own = f"{URL}{api_client.api_key.pk}/"
+    response = api_client.patch(own, {"scopes": ["chat", "ingest"]}, format="json")
+    assert response.status_code == 409 and "last active admin key" in response.json()["message"]
+    assert ApiKey.objects.for_tenant(tenant).get(pk=api_client.api_key.pk).scope_admin
+
+    spare = api_client.post(URL, {"name": "spare admin", "scopes": ["admin"]}, format="json").json()
+    assert api_client.patch(own, {"scopes": ["chat"]}, format="json").status_code == 200
+    assert _client(spare["key"]).get(URL).status_code == 200
+    assert api_client.get(URL).status_code == 403  # from its next request on, this key is chat alone
+
+    revoked = _client(spare["key"]).post(URL, {"name": "gone", "scopes": ["chat"]}, format="json").json()
+    _client(spare["key"]).post(f"{URL}{revoked['id']}/revoke/")
+    response = _client(spare["key"]).patch(f"{URL}{revoked['id']}/", {"scopes": ["admin"]}, format="json")
+    assert response.status_code == 409 and "revoked" in response.json()["message"]
+    assert not ApiKey.objects.for_tenant(tenant).get(pk=revoked["id"]).scope_admin
+
+
+def test_patch_of_another_tenants_key_is_404_and_changes_nothing(api_client, other_api_client, other_tenant):
+    theirs = other_api_client.api_key
+    response = api_client.patch(f"{URL}{theirs.pk}/", {"scopes": ["chat"]}, format="json")
+    assert response.status_code == 404
+    assert ApiKey.objects.for_tenant(other_tenant).get(pk=theirs.pk).scope_admin
+
+
+def test_patch_needs_an_admin_key_of_the_whole_tenant(standard_api_client, api_client, tenant):
+    target = f"{URL}{standard_api_client.api_key.pk}/"
+    response = standard_api_client.patch(target, {"scopes": ["admin"]}, format="json")
+    assert response.status_code == 403 and '"admin" scope' in response.json()["message"]
+    knowledge_base = KnowledgeBaseFactory(tenant=tenant)
+    limited = api_client.post(
+        URL, {"name": "kb admin", "scopes": ["admin"], "knowledge_base": knowledge_base.pk}, format="json"
+    )
+    response = _client(limited.json()["key"]).patch(target, {"scopes": ["admin"]}, format="json")
+    assert response.status_code == 403
+    assert ApiKey.objects.for_tenant(tenant).get(pk=standard_api_client.api_key.pk).scopes == {"chat", "ingest"}

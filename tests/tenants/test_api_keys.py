@@ -5,7 +5,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from tenants.keys import key_hash, key_prefix
-from tenants.models import ApiKey
+from tenants.models import ApiKey, Tenant
+from tenants.selectors import api_key_get_by_raw
 from tenants.services import api_key_create, api_key_revoke
 
 pytestmark = pytest.mark.django_db
@@ -18,6 +19,32 @@ def test_key_is_stored_only_as_hash_with_visible_prefix(tenant):
     assert stored.hashed_key == key_hash(raw_key)
     assert raw_key not in {getattr(stored, f.attname) for f in ApiKey._meta.concrete_fields}
     assert key_prefix(raw_key) == stored.prefix
+
+
+def test_the_key_lookup_reads_what_the_orm_reads_in_one_query(tenant, other_tenant, django_assert_num_queries):
+    api_key_create(tenant=other_tenant, name="other")
+    api_key, raw_key = api_key_create(tenant=tenant, name="ci", scopes=["chat", "ingest"])
+    ApiKey.objects.for_tenant(tenant).filter(pk=api_key.pk).update(last_used_at=timezone.now())
+    expected = ApiKey.objects.unscoped().select_related("tenant").get(pk=api_key.pk)
+    with django_assert_num_queries(1):
+        found = api_key_get_by_raw(raw_key=raw_key)
+        tenant_of_key = found.tenant  # loaded with the key, not read again
+    for field in ApiKey._meta.concrete_fields:
+        assert getattr(found, field.attname) == getattr(expected, field.attname), field.name
+    for field in Tenant._meta.concrete_fields:
+        assert getattr(tenant_of_key, field.attname) == getattr(expected.tenant, field.attname), field.name
+    assert not found._state.adding and found._state.db == expected._state.db
+    found.name = "renamed"
+    found.save(update_fields=["name"])  # an instance the ORM can write back, as a queryset's is
+    assert ApiKey.objects.for_tenant(tenant).get(pk=api_key.pk).name == "renamed"
+
+
+def test_the_key_lookup_refuses_an_unknown_prefix_and_a_wrong_secret(tenant):
+    _, raw_key = api_key_create(tenant=tenant, name="ci")
+    prefix = key_prefix(raw_key)
+    assert api_key_get_by_raw(raw_key=f"kb_{prefix}_wrong") is None
+    assert api_key_get_by_raw(raw_key=f"kb_{'z' * len(prefix)}_{raw_key.split('_', 2)[2]}") is None
+    assert api_key_get_by_raw(raw_key=raw_key) is not None
 
 
 def test_whoami_reports_tenant_and_prefix(api_client, tenant):

@@ -22,7 +22,9 @@ from tenants.scopes import (
     Scope,
     UnknownScopeError,
     scope_missing,
+    scope_need_text,
     scope_required,
+    scopes_accepted,
     scopes_resolve,
 )
 from tenants.services import api_key_create, api_key_revoke, api_key_scopes_set
@@ -88,10 +90,30 @@ def test_what_a_method_needs(declaration, method, needed):
         ({ADMIN}, ADMIN, None),
         ({INGEST}, ANY_SCOPE, None),
         (set(), CHAT, CHAT),
+        ({CHAT}, frozenset({CHAT, INGEST}), None),
+        ({INGEST}, frozenset({CHAT, INGEST}), None),
+        ({ADMIN}, frozenset({CHAT, INGEST}), None),
+        (set(), frozenset({INGEST, CHAT}), CHAT),  # the least of the set is the one to give the key
+        ({CHAT}, frozenset({INGEST, ADMIN}), INGEST),
     ],
 )
 def test_what_a_key_lacks(held, needed, missing):
     assert scope_missing(held=held, needed=needed) == missing
+
+
+@pytest.mark.parametrize(
+    ("needed", "accepted", "text"),
+    [
+        (CHAT, [CHAT, ADMIN], '"chat"'),
+        (ADMIN, [ADMIN], '"admin"'),
+        (frozenset({INGEST, CHAT}), [CHAT, INGEST, ADMIN], '"chat" or "ingest"'),
+        (ANY_SCOPE, [], '"admin"'),
+    ],
+)
+def test_the_scopes_that_are_enough_and_how_a_refusal_names_them(needed, accepted, text):
+    assert scopes_accepted(needed) == accepted
+    if needed != ANY_SCOPE:
+        assert scope_need_text(needed) == text
 
 
 # --- the base view fails closed -----------------------------------------------------------------------------------
@@ -131,6 +153,14 @@ def test_the_system_check_names_each_undeclared_method():
         "DELETE /api/v1/x/ (_PartlyDeclared) declares no required_scope."
     ]
     assert "not a TenantApi view" in scope_declaration_problems("api/v1/x/", None)[0]
+
+
+@pytest.mark.parametrize("declared", [frozenset({CHAT, "reader"}), frozenset(), "reader"])
+def test_the_system_check_names_an_unknown_scope_alone_or_in_a_set(declared):
+    view = type("_Declared", (_PartlyDeclared,), {"required_scope": {"GET": declared, "DELETE": CHAT}})
+    assert scope_declaration_problems("api/v1/x/", view) == [
+        f"GET /api/v1/x/ (_Declared) declares an unknown scope {declared!r}."
+    ]
 
 
 def test_every_view_of_the_api_declares_its_scopes():
