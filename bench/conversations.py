@@ -13,7 +13,9 @@ Redis and the bench database) under several policies and prints per policy:
 - novel recall@5: relevant passages not shown in an earlier turn of the conversation, that were shown now;
 - the same two by text ("by text"): a relevant passage counts as shown when a passage of the same text is;
 - context tokens per turn (tokens of the passages handed to the answer generator; 0 for a served duplicate);
-- false duplicate hits per 100 turns (MTRAG turns never repeat a question, so every served duplicate is false).
+- false duplicate hits per 100 turns (MTRAG turns never repeat a question, so every served duplicate is false);
+- novel recall@5 of follow-up turns (`question_is_context_dependent`, after a conversation's first turn) and of the
+  others (standalone), where the modes part.
 
 And, offline on the same questions, the follow-up guard's effect: duplicate hits inside each conversation with
 and without it, for a range of thresholds.
@@ -26,10 +28,13 @@ With `--split`, each row is also given on the tuning half (even-numbered convers
 a fusion setting is chosen on the first and reported on the second. `--rrf-k 20,60` runs rank fusion once per k;
 `--study` replays fusion variants of bench/fusion_study.py (weighted rank fusion, a BM25 floor, the previous question
 in a follow-up's BM25 query) on candidates fetched once per query, before the modes; `--turns-out` writes every turn's
-record (question, shown passages, recall figures) for a per-conversation breakdown.
+record (question, shown passages, recall figures) for a per-conversation breakdown. `--followup asked,semantic:1`
+runs hybrid once per follow-up search variant (`conversations.search_query`: every turn fused, or a follow-up, and a
+later question of at most N content words, searched by vector alone); without it, the shipped settings.
 
 Usage: .venv/bin/python bench/conversations.py [--conversations N] [--modes semantic,full_text,hybrid,hybrid:0.5]
        [--split] [--rrf-k 20,60] [--study rrf:60,wrrf:0.8,rrf:60+prev] [--turns-out turns.jsonl]
+       [--followup asked,semantic:1,semantic:3]
 """
 
 from __future__ import annotations
@@ -166,6 +171,7 @@ def replay(  # noqa: ANN201
     turn's recall figures (None where the turn has no relevant, or no novel relevant, passage). `before_turn(previous
     question or "")` is called before each turn is posted (the fusion study's hook)."""
     from conversations.models import Turn
+    from conversations.question_pairs import question_is_context_dependent
 
     records = []
     for index, conversation in enumerate(conversations):
@@ -205,6 +211,7 @@ def replay(  # noqa: ANN201
                     "conversation": index,
                     "turn": position,
                     "question": turn["question"],
+                    "followup": bool(position) and question_is_context_dependent(turn["question"]),
                     "shown": [source["external_id"] for source in body["sources"]],
                     "novel": sorted(novel),
                     "repeated": len(shown & recent),
@@ -228,8 +235,12 @@ def figures_of(records: list[dict]) -> dict:
     """The printed figures of a set of turn records (`replay`): shares over shown passages, recalls averaged over the
     turns that have one, per-turn means otherwise. Pure."""
 
-    def mean_of(field: str) -> float:
-        values = [record[field] for record in records if record[field] is not None]
+    def mean_of(field: str, followup: bool | None = None) -> float:
+        values = [
+            record[field]
+            for record in records
+            if record[field] is not None and (followup is None or record["followup"] == followup)
+        ]
         return sum(values) / len(values) if values else 0.0
 
     turns = len(records)
@@ -240,6 +251,8 @@ def figures_of(records: list[dict]) -> dict:
         "repeated_text_share": sum(r["repeated_text"] for r in records) / shown_total if shown_total else 0.0,
         "recall@5": mean_of("recall"),
         "novel_recall@5": mean_of("novel_recall"),
+        "followup_novel_recall@5": mean_of("novel_recall", followup=True),
+        "standalone_novel_recall@5": mean_of("novel_recall", followup=False),
         "text_recall@5": mean_of("text_recall"),
         "text_novel_recall@5": mean_of("text_novel_recall"),
         "context_tokens_per_turn": sum(r["context_tokens"] for r in records) / turns if turns else 0.0,
@@ -266,7 +279,8 @@ def figures_line(label: str, figures: dict) -> str:
         f"{label:<28} {figures['repeated_share']:>8.1%} {figures['repeated_text_share']:>8.1%} "
         f"{figures['recall@5']:>9.3f} {figures['novel_recall@5']:>8.3f} {figures['context_tokens_per_turn']:>12.0f} "
         f"{figures['false_hits_per_100']:>14.2f} {figures['ms_per_turn']:>8.0f} "
-        f"{figures['text_recall@5']:>17.3f} {figures['text_novel_recall@5']:>8.3f}"
+        f"{figures['text_recall@5']:>17.3f} {figures['text_novel_recall@5']:>8.3f} "
+        f"{figures['followup_novel_recall@5']:>18.3f} {figures['standalone_novel_recall@5']:>10.3f}"
     )
 
 
@@ -320,6 +334,18 @@ def study_run(client, tenant, knowledge_base_id: int, conversations, texts, args
     finally:
         vectorstore.vectors_search = search.real
         turns.embed_query = embed_query
+
+
+def followup_parse(spec: str) -> tuple[str, bool, int]:
+    """(spec, follow-ups searched semantic, content words at most) of a `--followup` variant: `asked` (every turn in
+    the knowledge base's mode) or `semantic:N` (`search_query.search_mode_choose` with N). Pure."""
+    spec = spec.strip()
+    if spec == "asked":
+        return spec, False, 0
+    kind, _, count = spec.partition(":")
+    if kind != "semantic" or not count.isdigit():
+        raise SystemExit(f"--followup: {spec!r} is not asked or semantic:N")
+    return spec, True, int(count)
 
 
 def followup_guard_study(conversations: list[dict]) -> list[tuple[float, int, int, int]]:
@@ -390,6 +416,13 @@ def main() -> None:
         "candidate lists, after the modes",
     )
     parser.add_argument("--turns-out", default="", help="write one JSON line per replayed turn to this file")
+    parser.add_argument(
+        "--followup",
+        default="",
+        help="comma-separated follow-up search variants to run hybrid with: asked (every turn fused), semantic:N "
+        "(a follow-up, or a later question of at most N content words, by vector alone); default: the shipped "
+        "search_query settings",
+    )
     parser.add_argument("--rrf-k", default="", help="k of rank fusion to run `hybrid` with, comma-separated")
     args = parser.parse_args()
     modes = modes_parse(args.modes)
@@ -436,7 +469,8 @@ def main() -> None:
         print()
         header = (
             f"{'policy':<28} {'repeated':>9} {'rep. text':>9} {'recall@5':>9} {'novel@5':>8} {'ctx tok/turn':>12} "
-            f"{'false hits/100':>14} {'ms/turn':>8} {'by text: recall@5':>17} {'novel@5':>8}"
+            f"{'false hits/100':>14} {'ms/turn':>8} {'by text: recall@5':>17} {'novel@5':>8} "
+            f"{'follow-ups novel@5':>18} {'standalone':>10}"
         )
         print(header)
         wanted = {name.strip() for name in args.policies.split(",") if name.strip()}
@@ -456,9 +490,19 @@ def main() -> None:
         for mode, weight in modes or [(None, None)]:
             ks = rrf_ks if mode == "hybrid" and weight is None else [vectorstore.RRF_K]
             runs += [(mode, weight, k) for k in ks]
-        for mode, weight, rrf_k in runs:
-            # The search runs in this process (Django's test client): the fusion's k is set for the run here.
+        from conversations import search_query
+
+        followups = [followup_parse(spec) for spec in args.followup.split(",") if spec.strip()] or [None]
+        shipped = (search_query.FOLLOWUPS_SEARCH_SEMANTIC, search_query.FOLLOWUP_SEARCH_MAX_CONTENT_WORDS)
+        for (mode, weight, rrf_k), followup in [(run, followup) for run in runs for followup in followups]:
+            if followup is not None and mode != "hybrid" and followup is not followups[0]:
+                continue  # the variants route hybrid searches only: in another mode they search alike
+            # The search runs in this process (Django's test client): the fusion's k and the follow-up variant are set
+            # for the run here.
             vectorstore.RRF_K = rrf_k
+            spec, semantic_followups, max_content_words = followup or ("", *shipped)
+            search_query.FOLLOWUPS_SEARCH_SEMANTIC = semantic_followups
+            search_query.FOLLOWUP_SEARCH_MAX_CONTENT_WORDS = max_content_words
             if mode is not None:
                 patched = client.patch(
                     f"/api/v1/knowledge-bases/{knowledge_base_id}/",
@@ -471,6 +515,8 @@ def main() -> None:
                 label = name if mode is None else f"{name.split(' (')[0]} [{mode_label(mode, weight)}]"
                 if mode == "hybrid" and weight is None and len(rrf_ks) > 1:
                     label = label.replace("rrf", f"rrf k={rrf_k}")
+                if spec and mode == "hybrid":
+                    label = f"{label} {spec}"
                 dedup_policy_update(tenant=tenant, **fields)
                 records = replay(client, knowledge_base_id, conversations, texts)
                 records_dump(args.turns_out, label, records)
@@ -479,6 +525,8 @@ def main() -> None:
                     halves += [(f" {half}", [r for r in records if split_of(r) == half]) for half in ("tune", "test")]
                 for suffix, part in halves:
                     print(figures_line(label + suffix, figures_of(part)), flush=True)
+
+        search_query.FOLLOWUPS_SEARCH_SEMANTIC, search_query.FOLLOWUP_SEARCH_MAX_CONTENT_WORDS = shipped
 
         print()
         print("follow-up guard, session scope, every turn against the earlier turns of its conversation:")

@@ -68,6 +68,12 @@ def _words(text: str) -> list[str]:
     return _WORD.findall(text.lower().replace("\u2019", "'"))
 
 
+def question_words(text: str) -> list[str]:
+    """A question's words as these rules read them: lowercased runs of Latin letters and digits (none in a Chinese
+    question)."""
+    return _words(text)
+
+
 @lru_cache(maxsize=1 << 16)
 def _stem(word: str) -> str:
     """A light suffix strip, enough to match plural/verb forms ("prices" ~ "price", "running" ~ "run")."""

@@ -36,6 +36,7 @@ from conversations.models import (
     IntentBehaviour,
     Turn,
 )
+from conversations.search_query import search_mode_choose
 from conversations.services.candidates import duplicate_candidates, stored_answer_at_origin, stored_answer_of
 from conversations.services.policy import TurnSettings, dedup_policy_get, turn_settings_load
 from conversations.services.sources import (
@@ -68,6 +69,7 @@ from retrieval.selectors import (
     chunk_search,
     hits_of_distinct_content,
     index_state,
+    retrieval_mode_resolve,
 )
 from tenants.models import Tenant
 
@@ -171,6 +173,7 @@ def _search(
     query_vector: np.ndarray,
     query_text: str,
     query_model_identity: str,
+    retrieval_mode: str,
     excluded: list[int],
     excluded_content: Collection[str],
     granularity: str,
@@ -180,8 +183,8 @@ def _search(
     showed, whichever document holds them now: empty when `excluded` is); relaxed (novel first, then the best
     already seen) when fewer than `min_results` remain. An empty exclusion list adds no clause. Raises
     EmbeddingModelMismatchError (409) when the knowledge base's vectors are another model's, before anything of the
-    turn is written. Both searches rank in the knowledge base's retrieval mode (`query_text`: what `query_vector`
-    embeds)."""
+    turn is written. Both searches rank in `retrieval_mode` (`search_query.search_mode_choose`'s; `query_text`: what
+    `query_vector` embeds)."""
     exclude_docs = excluded if granularity == Granularity.DOC else None
     exclude_chunks = excluded if granularity == Granularity.CHUNK else None
     hits = chunk_search(
@@ -190,6 +193,7 @@ def _search(
         query_vector=query_vector,
         query_text=query_text,
         query_model_identity=query_model_identity,
+        retrieval_mode=retrieval_mode,
         limit=TOP_K,
         exclude_document_ids=exclude_docs,
         exclude_chunk_ids=exclude_chunks,
@@ -204,6 +208,7 @@ def _search(
         query_vector=query_vector,
         query_text=query_text,
         query_model_identity=query_model_identity,
+        retrieval_mode=retrieval_mode,
         limit=TOP_K,
         metadata_filter=conversation.metadata_filter,
     )
@@ -373,12 +378,22 @@ def _turn_execute(
     if decision.kind == TurnKind.SMALLTALK:
         return _TurnAnswer(text=decision.smalltalk_reply, answer_tokens=token_count(decision.smalltalk_reply))
     search_vector, answer_question = question_vector, question
+    recent, names_topic = judged.facts.recent_turns, judged.facts.recent_names_topic
     topic = decision.search_topic
+    before = len(recent)  # the recent questions the searched one followed: all of them, or those before the topic
     if topic is not None:
         # A question asked before a model change is embedded again: the chunk index is the new model's.
         search_vector, answer_question = topic.vector, topic.question
         if not decisions.vectors_comparable(stored_model=topic.vector_model, current_model=model):
             search_vector = embed_query(topic.question)
+        before = next(index for index, turn in enumerate(recent) if turn is topic)
+    # The topic of "show me that again" is searched in the mode it was searched in when asked, so it shows the same.
+    search_mode = search_mode_choose(
+        question=answer_question,
+        knowledge_base_mode=retrieval_mode_resolve(knowledge_base=conversation.knowledge_base),
+        recent_questions=[turn.question for turn in recent[:before]],
+        names_topic=names_topic[:before],
+    )
     policy = judged.facts.policy
     excluded_content = (
         chunk_content_hashes(tenant=tenant, chunk_ids=decision.excluded_content_chunk_ids)
@@ -393,6 +408,7 @@ def _turn_execute(
         conversation=conversation,
         query_vector=search_vector,
         query_text=answer_question,
+        retrieval_mode=search_mode,
         query_model_identity=query_model_identity,
         excluded=list(decision.applied_exclusion),
         excluded_content=excluded_content,
