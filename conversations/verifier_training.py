@@ -4,14 +4,16 @@ decision in use. No database: labels in, a model file's payload and its figures 
 What it fits: the duplicate head's logistic regression on the pair-v2 features (`question_pairs.pair_features`: the
 shipped head's pair-v1 features, then `PAIR_V2_FEATURES`), with an L2 penalty towards the shipped head's weights
 (0 for the features it does not read) rather than towards zero, in the shipped head's standardisation (the added
-features': the training labels'). A few hundred labels then move the head only where they disagree with it, and no
-labels leave it deciding as shipped. Why this and not a tree head or a cross-encoder fine-tuned from the bundled
-MiniLM: docs/conversations.md ("Learning from review").
+features': the training labels'). The shipped features' weights and the added ones' have penalties of their own
+(`PENALTIES`, `ADDED_PENALTIES`): the added ones have no fitted weight to stay near. A few hundred labels then move
+the head only where they disagree with it, and no labels leave it deciding as shipped. Why this and not a tree head,
+token-alignment features or a cross-encoder fine-tuned from the bundled MiniLM: docs/conversations.md ("Learning from
+review").
 
 How it chooses, on the training part of the labels only (70% by a salted hash of `label_id`,
 `labelled_pairs.label_is_held_out`):
-  1. the penalty, by 5-fold cross-validation: the one whose out-of-fold probabilities, run through the decision rule
-     at the tenant's gate, reach the most recall at the tenant's precision target (ties: the stronger penalty);
+  1. the two penalties, by 5-fold cross-validation: the pair whose out-of-fold probabilities, run through the decision
+     rule at the tenant's gate, reach the most recall at the tenant's precision target (ties: the stronger ones);
   2. the cut: the lowest at which those out-of-fold probabilities reach the target plus CUT_MARGIN.
 It is then judged on the held-out 30%, which took no part in either choice, against the decision in use (its head
 and cut) re-cut at its best for the same target: it beats it only by meeting the target at its own cut with more
@@ -35,6 +37,10 @@ from conversations.labelled_pairs import INNER_FOLDS, LabelledQuestionPair, labe
 # Penalties towards the shipped weights, in units of summed log-loss: the strongest keeps the shipped head almost as
 # it is, the weakest lets a few thousand labels move it well away. Weaker ones than these overfit 3,000 labels.
 PENALTIES = (300.0, 3000.0, 10000.0, 30000.0)
+# Penalties on the weights of the features the shipped head does not read (prior weight 0, `PAIR_V2_FEATURES`): they
+# have no fitted weight to stay near, and held as strongly as the shipped ones they stay at almost no effect. Chosen
+# by cross-validation together with PENALTIES.
+ADDED_PENALTIES = (1.0, 10.0, 100.0)
 # The cut is chosen for the target plus this much on the training labels' out-of-fold probabilities, so that the
 # held-out precision, about 0.02 noisier at 1,000 labels, still reaches the target more often than not.
 CUT_MARGIN = 0.02
@@ -129,15 +135,25 @@ def _figures(decided: np.ndarray, labels: np.ndarray) -> dict:
 
 
 def fit_towards(
-    standardised: np.ndarray, labels: np.ndarray, *, prior: PairModel, penalty: float
+    standardised: np.ndarray,
+    labels: np.ndarray,
+    *,
+    prior: PairModel,
+    penalty: float,
+    added_penalty: float | None = None,
+    known: int | None = None,
 ) -> tuple[np.ndarray, float]:
     """Weights and bias minimising summed log-loss + penalty/2 * |weights - prior's|^2 (the bias is free), by
-    Newton's method from the prior: deterministic, and with no labels the prior itself."""
+    Newton's method from the prior: deterministic, and with no labels the prior itself. With `added_penalty`, the
+    weights after the first `known` (the features the shipped head does not read, whose prior weight is 0) are held
+    by that penalty instead: they have no fitted weight to stay near, only the labels."""
     rows, columns = standardised.shape
     design = np.hstack([standardised, np.ones((rows, 1))])
     start = np.append(prior.weights, prior.bias)
     theta = start.copy()
     ridge = np.full(columns + 1, penalty)
+    if added_penalty is not None and known is not None:
+        ridge[known:columns] = added_penalty
     ridge[-1] = 1e-6
     for _ in range(50):
         probability = _sigmoid(design @ theta)
@@ -205,28 +221,36 @@ def verifier_train(
             for i, p in enumerate(pairs)
         ]
     )
+    known = prior.weights.shape[0]
     prior = prior_extend(prior, features=features[train])
     standardised = (features - prior.mean) / prior.scale
     cosine = np.clip((first * second).sum(axis=1), -1.0, 1.0)
     eligible = _rule_eligible(pairs=pairs, cosine=cosine, threshold=threshold, stored=second)
 
-    progress(0.65, "choosing the penalty")
+    progress(0.65, "choosing the penalties")
     folds = np.array([label_inner_fold(p.label_id) for p in pairs])
     train_index = np.where(train)[0]
     choices = []
-    for number, penalty in enumerate(PENALTIES):
+    grid = [(penalty, added) for penalty in PENALTIES for added in ADDED_PENALTIES]
+    for number, (penalty, added) in enumerate(grid):
         oof = np.zeros(len(pairs))
         for fold in range(INNER_FOLDS):
             fit_on = train_index[folds[train_index] != fold]
             score_on = train_index[folds[train_index] == fold]
-            weights, bias = fit_towards(standardised[fit_on], labels[fit_on], prior=prior, penalty=penalty)
+            weights, bias = fit_towards(
+                standardised[fit_on], labels[fit_on], prior=prior, penalty=penalty, added_penalty=added, known=known
+            )
             oof[score_on] = _sigmoid(standardised[score_on] @ weights + bias)
         recall, _ = recall_at_precision(
             scores=oof[train], labels=labels[train], eligible=eligible[train], target=precision_target
         )
-        choices.append((round(recall, 3), penalty, oof))
-        progress(0.65 + 0.25 * (number + 1) / len(PENALTIES), f"penalty {penalty:g}: out-of-fold recall {recall:.3f}")
-    oof_recall, penalty, oof = max(choices, key=lambda c: (c[0], c[1]))
+        choices.append((round(recall, 3), penalty, added, oof))
+        progress(
+            0.65 + 0.25 * (number + 1) / len(grid),
+            f"penalty {penalty:g}, added {added:g}: out-of-fold recall {recall:.3f}",
+        )
+    # Ties go to the stronger penalties: the head nearer the shipped one.
+    oof_recall, penalty, added, oof = max(choices, key=lambda c: (c[0], c[1], c[2]))
     _, cut = recall_at_precision(
         scores=oof[train], labels=labels[train], eligible=eligible[train], target=min(precision_target + CUT_MARGIN, 1)
     )
@@ -234,7 +258,9 @@ def verifier_train(
         _, cut = recall_at_precision(
             scores=oof[train], labels=labels[train], eligible=eligible[train], target=precision_target
         )
-    weights, bias = fit_towards(standardised[train], labels[train], prior=prior, penalty=penalty)
+    weights, bias = fit_towards(
+        standardised[train], labels[train], prior=prior, penalty=penalty, added_penalty=added, known=known
+    )
 
     progress(0.95, "judging on the held-out labels")
     new_probability = _sigmoid(standardised @ weights + bias)
@@ -273,6 +299,7 @@ def verifier_train(
         "precision_target": precision_target,
         "threshold": threshold,
         "penalty": penalty,
+        "added_penalty": added,
         "cut": round(float(cut), 6) if np.isfinite(cut) else None,
         "labels": len(pairs),
         "train_labels": int(train.sum()),

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from conversations import decisions, selectors
 from conversations.dashboard_selectors import dashboard_what_if, dashboard_what_if_models
-from conversations.duplicate_model import MODEL_PATH, TENANT_FEATURE_VERSION
+from conversations.duplicate_model import MODEL_PATH, TENANT_FEATURE_VERSION, PairModel
 from conversations.labelled_pairs import labelled_pairs_read
 from conversations.models import DedupEvent, DuplicateModelStatus, DuplicateModelVersion
 from conversations.question_pairs import PAIR_V2_FEATURES
@@ -32,6 +32,7 @@ from conversations.services.verifiers import (
     verifier_path,
 )
 from conversations.tasks import duplicate_model_train_task
+from conversations.verifier_training import ADDED_PENALTIES, PENALTIES, fit_towards
 from tests.conversations.helpers import indexed_kb
 from tests.conversations.test_api import ask, start
 
@@ -92,6 +93,7 @@ def test_the_command_trains_on_a_pairs_file_and_prints_its_figures(tenant, tmp_p
     assert row.status in (DuplicateModelStatus.ACTIVE, DuplicateModelStatus.CANDIDATE)
     assert f"v1: {row.status} (220 labels)" in printed and '"held_out"' in printed
     assert row.label_count == 220 and len(row.training_set_sha256) == 64
+    assert row.figures["penalty"] in PENALTIES and row.figures["added_penalty"] in ADDED_PENALTIES
     assert row.figures["held_out_labels"] + row.figures["train_labels"] == 220
     payload = json.loads(verifier_path(tenant=tenant, version=1).read_text())
     assert payload["tenant_id"] == tenant.pk and payload["version"] == 1
@@ -110,6 +112,30 @@ def test_the_command_trains_on_a_pairs_file_and_prints_its_figures(tenant, tmp_p
         pair_model=model,
     )
     assert decided.probability is not None and 0.0 <= decided.probability <= 1.0
+
+
+def test_the_added_features_are_held_by_their_own_penalty_and_no_labels_leave_the_prior():
+    rng = np.random.default_rng(11)
+    known, added = 3, 2
+    prior = PairModel(
+        weights=np.array([1.0, -1.0, 0.5, 0.0, 0.0]),
+        bias=0.2,
+        mean=np.zeros(known + added),
+        scale=np.ones(known + added),
+        cut=0.5,
+        dimension=1,
+    )
+    features = rng.normal(size=(400, known + added))
+    labels = (features[:, 3] + 0.3 * rng.normal(size=400) > 0).astype(float)  # only an added feature tells
+    weights, bias = fit_towards(features[:0], labels[:0], prior=prior, penalty=100.0, added_penalty=1.0, known=known)
+    np.testing.assert_allclose(weights, prior.weights)
+    assert bias == pytest.approx(prior.bias)
+    held, _ = fit_towards(features, labels, prior=prior, penalty=3000.0)
+    free, _ = fit_towards(features, labels, prior=prior, penalty=3000.0, added_penalty=1.0, known=known)
+    # Held as strongly as the fitted weights, the added feature barely moves; with its own penalty it carries the fit,
+    # while the shipped weights stay near their prior either way.
+    assert abs(held[3]) < 0.1 < 1.0 < free[3]
+    np.testing.assert_allclose(free[:known], prior.weights[:known], atol=0.1)
 
 
 def test_the_command_refuses_bad_input_with_a_message(tenant, tmp_path):
