@@ -4,8 +4,8 @@ epochs; recall at precision 0.90 through the decision rule on the held-out pairs
 the pair-v2 head (out-of-fold scores for the head's training labels). Prints training time and peak memory.
 
 Labels as bench/dedup_learning.py picks them (nearest the gate among the first 3,500 usable train pairs), both pair
-orders in training, the two orders' mean as the score. Run bench/dedup_verifier_candidates.py first (it caches the
-pairs' embeddings and pair-v2 features).
+orders in training, the two orders' mean as the score. The pairs' embeddings and pair-v2 features are made once
+and kept under VAR_DIR/pairs (bench/qqp_split.py), as the other offline verifier benchmarks make them.
 
 Usage: nice .venv/bin/python bench/dedup_cross_encoder.py [--labels 3000] [--frozen 4] [--epochs 4] [--folds 2]
 """
@@ -21,8 +21,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-TARGET_PRECISION = 0.90
-TRAFFIC = 3500
 
 
 def main() -> None:
@@ -41,34 +39,20 @@ def main() -> None:
     django.setup()
     import numpy as np
     import torch
-    from django.conf import settings
+    from qqp_split import pair_v2_features, qqp_split_load
     from transformers import AutoModel, AutoTokenizer
 
-    from conversations import question_pairs
     from conversations.duplicate_model import pair_model_default
-    from conversations.labelled_pairs import followup_guard_passes, pairs_embed, pairs_load
-    from conversations.verifier_training import PENALTIES, fit_towards, prior_extend, recall_at_precision
+    from conversations.verifier_training import PENALTIES, fit_towards, prior_extend
     from retrieval.embeddings import model_path
 
     torch.manual_seed(0)
-    pairs = pairs_load()
-    labels, held, train = pairs.labels, pairs.held_out, pairs.train
-    first, second = pairs_embed(pairs)
-    cosine = np.clip((first * second).sum(axis=1), -1.0, 1.0)
-    checks = ~np.array([bool(question_pairs.questions_conflict(r["question1"], r["question2"])) for r in pairs.rows])
-    checks &= followup_guard_passes(rows=pairs.rows, second=second)
-    eligible = (cosine >= args.gate) & checks
-    features = np.load(Path(settings.VAR_DIR) / "pairs" / f"{pairs.data_sha256[:16]}-pair-v2.npy")
+    split = qqp_split_load(gate=args.gate)
+    pairs, labels, held, eligible = split.pairs, split.labels, split.held, split.eligible
+    features = pair_v2_features(split)
+    r90 = split.recall_at_target
 
-    def r90(scores: np.ndarray, part: np.ndarray = held) -> float:
-        return recall_at_precision(
-            scores=scores[part], labels=labels[part], eligible=eligible[part], target=TARGET_PRECISION
-        )[0]
-
-    usable = [
-        i for i in np.where(train)[0] if pairs.rows[i]["question1"].strip() and pairs.rows[i]["question2"].strip()
-    ][:TRAFFIC]
-    usable.sort(key=lambda i: (abs(cosine[i] - args.gate), i))
+    usable = split.traffic(gate=args.gate)
     picked = np.array(usable[: args.labels])
     scored = np.where(held & eligible)[0]
     print(f"{len(picked)} labels ({int(labels[picked].sum())} duplicates); {len(scored)} held-out pairs to score")

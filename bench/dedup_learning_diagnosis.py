@@ -25,8 +25,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-TARGET_PRECISION = 0.90
-TRAFFIC = 3500
 
 
 def main() -> None:
@@ -39,44 +37,24 @@ def main() -> None:
 
     django.setup()
     import numpy as np
+    from qqp_split import TARGET_PRECISION, pair_v2_features, qqp_split_load
 
-    from conversations import question_pairs
     from conversations.duplicate_head_training import logistic_fit, standardise
-    from conversations.duplicate_model import TENANT_FEATURE_VERSION, pair_model_default
-    from conversations.labelled_pairs import followup_guard_passes, pairs_embed, pairs_load
-    from conversations.verifier_training import PENALTIES, fit_towards, prior_extend, recall_at_precision
+    from conversations.duplicate_model import pair_model_default
+    from conversations.verifier_training import PENALTIES, fit_towards, prior_extend
 
-    pairs = pairs_load()
-    labels, held, train = pairs.labels, pairs.held_out, pairs.train
-    first, second = pairs_embed(pairs)
+    split = qqp_split_load(gate=args.gate)
+    labels, held, train = split.labels, split.held, split.train
+    cosine, checks = split.cosine, split.checks
     started = time.perf_counter()
-    features = np.stack(
-        [
-            question_pairs.pair_features(
-                first=r["question1"],
-                second=r["question2"],
-                first_vector=first[i],
-                second_vector=second[i],
-                feature_version=TENANT_FEATURE_VERSION,
-            )
-            for i, r in enumerate(pairs.rows)
-        ]
-    )
-    cosine = np.clip((first * second).sum(axis=1), -1.0, 1.0)
-    checks = ~np.array([bool(question_pairs.questions_conflict(r["question1"], r["question2"])) for r in pairs.rows])
-    checks &= followup_guard_passes(rows=pairs.rows, second=second)
-    eligible = (cosine >= args.gate) & checks
+    features = pair_v2_features(split)
     print(
         f"QQP: {len(labels)} pairs, train {int(train.sum())}, held out {int(held.sum())} "
         f"({int(labels[held].sum())} duplicates); pair-v2 features {features.shape} "
         f"in {time.perf_counter() - started:.0f}s"
     )
 
-    def recall_at_target(scores: np.ndarray, part: np.ndarray) -> float:
-        recall, _ = recall_at_precision(
-            scores=scores[part], labels=labels[part], eligible=eligible[part], target=TARGET_PRECISION
-        )
-        return recall
+    recall_at_target = split.recall_at_target
 
     for gate in sorted({0.60, 0.70, args.gate}):
         through = (cosine >= gate) & checks
@@ -102,10 +80,7 @@ def main() -> None:
         f"{recall_at_target(free_z, held):.3f}, in-sample {recall_at_target(free_z, train):.3f}"
     )
 
-    usable = [
-        i for i in np.where(train)[0] if pairs.rows[i]["question1"].strip() and pairs.rows[i]["question2"].strip()
-    ][:TRAFFIC]
-    usable.sort(key=lambda i: (abs(cosine[i] - args.gate), i))
+    usable = split.traffic(gate=args.gate)
     prior_v2 = prior_extend(shipped, features=features[train])
     v2 = (features - prior_v2.mean) / prior_v2.scale
     print(

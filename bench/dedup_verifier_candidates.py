@@ -26,8 +26,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-TARGET_PRECISION = 0.90
-TRAFFIC = 3500
 
 
 def token_states_all(texts: list[str], *, cache: Path):  # noqa: ANN201
@@ -75,24 +73,15 @@ def main() -> None:
     import numpy as np
     import token_alignment
     from django.conf import settings
+    from qqp_split import pair_v2_features, qqp_split_load
 
-    from conversations import question_pairs
-    from conversations.duplicate_model import TENANT_FEATURE_VERSION, pair_model_default
-    from conversations.labelled_pairs import followup_guard_passes, pairs_embed, pairs_load
-    from conversations.verifier_training import PENALTIES, fit_towards, prior_extend, recall_at_precision
+    from conversations.duplicate_model import pair_model_default
+    from conversations.verifier_training import PENALTIES, fit_towards, prior_extend
 
-    pairs = pairs_load()
-    labels, held, train = pairs.labels, pairs.held_out, pairs.train
-    first, second = pairs_embed(pairs)
-    cosine = np.clip((first * second).sum(axis=1), -1.0, 1.0)
-    checks = ~np.array([bool(question_pairs.questions_conflict(r["question1"], r["question2"])) for r in pairs.rows])
-    checks &= followup_guard_passes(rows=pairs.rows, second=second)
-    eligible = (cosine >= args.gate) & checks
-
-    def r90(scores: np.ndarray, part: np.ndarray = held) -> float:
-        return recall_at_precision(
-            scores=scores[part], labels=labels[part], eligible=eligible[part], target=TARGET_PRECISION
-        )[0]
+    split = qqp_split_load(gate=args.gate)
+    pairs, labels, held, train = split.pairs, split.labels, split.held, split.train
+    first, second, cosine = split.first, split.second, split.cosine
+    r90 = split.recall_at_target
 
     from conversations import decisions
     from conversations.labelled_pairs import precision_recall_hit
@@ -125,29 +114,10 @@ def main() -> None:
         )
 
     started = time.perf_counter()
-    v2_cache = Path(settings.VAR_DIR) / "pairs" / f"{pairs.data_sha256[:16]}-pair-v2.npy"
-    if v2_cache.exists():
-        features = np.load(v2_cache)
-    else:
-        features = np.stack(
-            [
-                question_pairs.pair_features(
-                    first=r["question1"],
-                    second=r["question2"],
-                    first_vector=first[i],
-                    second_vector=second[i],
-                    feature_version=TENANT_FEATURE_VERSION,
-                )
-                for i, r in enumerate(pairs.rows)
-            ]
-        )
-        np.save(v2_cache, features)
+    features = pair_v2_features(split)
     print(f"pair-v2 features {features.shape} in {time.perf_counter() - started:.0f}s", flush=True)
 
-    usable = [
-        i for i in np.where(train)[0] if pairs.rows[i]["question1"].strip() and pairs.rows[i]["question2"].strip()
-    ][:TRAFFIC]
-    usable.sort(key=lambda i: (abs(cosine[i] - args.gate), i))
+    usable = split.traffic(gate=args.gate)
 
     started = time.perf_counter()
     texts = [r["question1"] for r in pairs.rows] + [r["question2"] for r in pairs.rows]
@@ -184,40 +154,20 @@ def main() -> None:
     shipped_z = ((features[:, :v1_count] - shipped.mean) / shipped.scale) @ shipped.weights + shipped.bias
     print(f"shipped head R@P.90 held out {r90(shipped_z):.3f}")
 
-    def fit_ridge(x: np.ndarray, y: np.ndarray, start: np.ndarray, ridge: np.ndarray) -> np.ndarray:
-        design = np.hstack([x, np.ones((len(x), 1))])
-        theta = start.copy()
-        for _ in range(50):
-            p = np.exp(-np.logaddexp(0.0, -(design @ theta)))
-            gradient = design.T @ (p - y) + ridge * (theta - start)
-            hessian = (design * (p * (1 - p))[:, None]).T @ design + np.diag(ridge)
-            step = np.linalg.solve(hessian, gradient)
-            theta -= step
-            if np.abs(step).max() < 1e-8:
-                break
-        return theta
-
     def curve(name: str, extra: np.ndarray | None, picked: np.ndarray, extra_penalty: float | None = None) -> str:
         full = features if extra is None else np.hstack([features, extra])
         prior = prior_extend(shipped, features=full[picked])
         standardised = (full - prior.mean) / prior.scale
         cells = []
         for penalty in PENALTIES:
-            if extra_penalty is None:
-                weights, bias = fit_towards(
-                    standardised[picked], labels[picked].astype(float), prior=prior, penalty=penalty
-                )
-            else:
-                ridge = np.full(full.shape[1] + 1, penalty)
-                ridge[v1_count:-1] = extra_penalty
-                ridge[-1] = 1e-6
-                theta = fit_ridge(
-                    standardised[picked],
-                    labels[picked].astype(float),
-                    np.append(prior.weights, prior.bias),
-                    ridge,
-                )
-                weights, bias = theta[:-1], theta[-1]
+            weights, bias = fit_towards(
+                standardised[picked],
+                labels[picked].astype(float),
+                prior=prior,
+                penalty=penalty,
+                added_penalty=extra_penalty,
+                known=v1_count,
+            )
             cells.append(f"{penalty:g}: {r90(standardised @ weights + bias):.3f}")
         return f"  {name:<40} " + "  ".join(cells)
 
