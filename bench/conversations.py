@@ -25,16 +25,23 @@ of the knowledge base, set through the API as a client would: `semantic`, `full_
 `hybrid:W` (weighted, W the vector side's share), all on the same corpus and Milvus in one run.
 
 With `--split`, each row is also given on the tuning half (even-numbered conversations) and the test half (odd ones):
-a fusion setting is chosen on the first and reported on the second. `--rrf-k 20,60` runs rank fusion once per k;
-`--study` replays fusion variants of bench/fusion_study.py (weighted rank fusion, a BM25 floor, the previous question
-in a follow-up's BM25 query) on candidates fetched once per query, before the modes; `--turns-out` writes every turn's
-record (question, shown passages, recall figures) for a per-conversation breakdown. `--followup asked,semantic:1`
-runs hybrid once per follow-up search variant (`conversations.search_query`: every turn fused, or a follow-up, and a
-later question of at most N content words, searched by vector alone); without it, the shipped settings.
+a fusion setting is chosen on the first and reported on the second; and, when `semantic` is among the modes, each
+other mode's difference from it in novel recall@5, all turns and each half, with a paired bootstrap 95% interval
+(`bench/paired_bootstrap.py`) resampled by turn and by conversation: one turn's full recall is about 0.007 of a half.
+`--rrf-k 20,60` runs rank fusion once per k; `--candidates-per-hit 4,8` once per candidate pool of each side of a
+hybrid request (`vectorstore.HYBRID_CANDIDATES_PER_HIT`: hits each side hands the fusion per hit asked for; Milvus Lite
+never hands fewer than 3 when grouping); `--legs` adds to each `--turns-out` record the passages the dense and the
+BM25 side found for the turn's first search, with its exclusions (two more searches a turn), for
+`bench/mtrag_turn_diff.py`; `--study` replays fusion variants of bench/fusion_study.py (weighted rank fusion, a BM25
+floor, the previous question in a follow-up's BM25 query) on candidates fetched once per query, before the modes;
+`--turns-out` writes every turn's record (question, shown passages, recall figures) for a per-conversation breakdown.
+`--followup asked,semantic:1` runs hybrid once per follow-up search variant (`conversations.search_query`: every turn
+fused, or a follow-up, and a later question of at most N content words, searched by vector alone); without it, the
+shipped settings.
 
 Usage: .venv/bin/python bench/conversations.py [--conversations N] [--modes semantic,full_text,hybrid,hybrid:0.5]
-       [--split] [--rrf-k 20,60] [--study rrf:60,wrrf:0.8,rrf:60+prev] [--turns-out turns.jsonl]
-       [--followup asked,semantic:1,semantic:3]
+       [--split] [--rrf-k 20,60] [--candidates-per-hit 4,8] [--study rrf:60,wrrf:0.8,rrf:60+prev]
+       [--turns-out turns.jsonl [--legs]] [--followup asked,semantic:1,semantic:3]
 """
 
 from __future__ import annotations
@@ -160,16 +167,60 @@ def passage_texts() -> dict[str, str]:
     }
 
 
+class LegRecorder:
+    """`retrieval.vectorstore.vectors_search` wrapped for a diagnosis (`--legs`): the first grouped search of each turn
+    runs as the platform sent it, and again by each side alone (dense by vector, BM25 by text) with the same filter
+    and exclusions and the depth of a hybrid sub-request, so a turn record can say where each relevant passage stood
+    on either side before fusion. `take` hands over (and forgets) what the last turn's first search found."""
+
+    def __init__(self, real) -> None:  # noqa: ANN001
+        self.real = real
+        self.turn_legs: dict | None = None
+
+    def __call__(self, **kwargs: object) -> list:
+        from retrieval.vectorstore import FULL_TEXT, HYBRID_CANDIDATES_PER_HIT, SEMANTIC
+
+        hits = self.real(**kwargs)
+        if self.turn_legs is None and kwargs.get("group_by_document", True) and kwargs.get("full_text"):
+            depth = int(kwargs["limit"]) * HYBRID_CANDIDATES_PER_HIT
+            legs: dict = {"mode": kwargs.get("mode"), "fused": [hit.chunk_id for hit in hits]}
+            for side, mode in (("dense", SEMANTIC), ("bm25", FULL_TEXT)):
+                text = str(kwargs.get("query_text") or "")
+                legs[side] = (
+                    [hit.chunk_id for hit in self.real(**{**kwargs, "mode": mode, "limit": depth})]
+                    if mode == SEMANTIC or text.strip()
+                    else []
+                )
+            self.turn_legs = legs
+        return hits
+
+    def take(self) -> dict | None:
+        """The last turn's legs with passage ids (the chunks' external ids) for chunk ids, or None."""
+        from retrieval.models import Chunk
+
+        legs, self.turn_legs = self.turn_legs, None
+        if legs is None:
+            return None
+        wanted = {chunk_id for side in ("fused", "dense", "bm25") for chunk_id in legs[side]}
+        external = dict(Chunk.objects.unscoped().filter(pk__in=wanted).values_list("pk", "external_id"))
+        return {
+            "mode": legs["mode"],
+            **{side: [external.get(chunk_id, "") for chunk_id in legs[side]] for side in ("fused", "dense", "bm25")},
+        }
+
+
 def replay(  # noqa: ANN201
     client,  # noqa: ANN001
     knowledge_base_id: int,
     conversations: list[dict],
     texts: dict[str, str],
     before_turn=None,  # noqa: ANN001
+    legs: LegRecorder | None = None,
 ):
     """One record per turn of every conversation (`figures_of` sums them): what was shown, what of it repeated, and the
     turn's recall figures (None where the turn has no relevant, or no novel relevant, passage). `before_turn(previous
-    question or "")` is called before each turn is posted (the fusion study's hook)."""
+    question or "")` is called before each turn is posted (the fusion study's hook); with `legs` installed as the
+    vector store's search, each record also holds what its first search's sides found (`LegRecorder`)."""
     from conversations.models import Turn
     from conversations.question_pairs import question_is_context_dependent
 
@@ -182,6 +233,8 @@ def replay(  # noqa: ANN201
         for position, turn in enumerate(conversation["turns"]):
             if before_turn is not None:
                 before_turn(conversation["turns"][position - 1]["question"] if position else "")
+            if legs is not None:
+                legs.take()
             started = time.perf_counter()
             response = client.post(
                 f"/api/v1/conversations/{conversation_id}/messages/", {"question": turn["question"]}, format="json"
@@ -224,6 +277,7 @@ def replay(  # noqa: ANN201
                     "false_hit": body["dedup"]["action"] == "served_cached",
                     "context_tokens": Turn.objects.unscoped().get(pk=body["turn_id"]).context_tokens,
                     "seconds": elapsed,
+                    **({"legs": legs.take()} if legs is not None else {}),
                 }
             )
             history.append(shown)
@@ -282,6 +336,27 @@ def figures_line(label: str, figures: dict) -> str:
         f"{figures['text_recall@5']:>17.3f} {figures['text_novel_recall@5']:>8.3f} "
         f"{figures['followup_novel_recall@5']:>18.3f} {figures['standalone_novel_recall@5']:>10.3f}"
     )
+
+
+def against_semantic_lines(label: str, records: list[dict], semantic: list[dict]) -> list[str]:
+    """The lines that say how far a replay's novel recall@5 is from semantic's over the same turns (`semantic`, the
+    same policy's records in a semantic knowledge base, same run): the difference over all turns and each half, with
+    paired bootstrap 95% intervals by turn and by conversation (`paired_bootstrap`)."""
+    from paired_bootstrap import paired_bootstrap, records_paired
+
+    lines = []
+    for half in ("all", "tune", "test"):
+        mine = [r for r in records if half == "all" or split_of(r) == half]
+        theirs = [r for r in semantic if half == "all" or split_of(r) == half]
+        base, other, conversation_of = records_paired(theirs, mine)
+        by_turn = paired_bootstrap(base=base, other=other)
+        by_conversation = paired_bootstrap(base=base, other=other, unit_of=conversation_of)
+        lines.append(
+            f"{label + ' ' + half:<40} {by_turn.difference:>+8.3f} "
+            f"[{by_turn.low:+.3f}, {by_turn.high:+.3f}] ({by_turn.units} turns) "
+            f"[{by_conversation.low:+.3f}, {by_conversation.high:+.3f}] ({by_conversation.units} conversations)"
+        )
+    return lines
 
 
 def study_run(client, tenant, knowledge_base_id: int, conversations, texts, args) -> None:  # noqa: ANN001
@@ -424,9 +499,21 @@ def main() -> None:
         "search_query settings",
     )
     parser.add_argument("--rrf-k", default="", help="k of rank fusion to run `hybrid` with, comma-separated")
+    parser.add_argument(
+        "--candidates-per-hit",
+        default="",
+        help="hits each side of a hybrid request hands the fusion per hit asked for, comma-separated: `hybrid` runs "
+        "once per value (default: vectorstore.HYBRID_CANDIDATES_PER_HIT)",
+    )
+    parser.add_argument(
+        "--legs",
+        action="store_true",
+        help="with --turns-out: record what each side found for each turn's first search (two more searches a turn)",
+    )
     args = parser.parse_args()
     modes = modes_parse(args.modes)
     rrf_ks = [int(k) for k in args.rrf_k.split(",") if k.strip()] or [60]
+    pools = [int(n) for n in args.candidates_per_hit.split(",") if n.strip()]
     run = uuid.uuid4().hex[:8]
     os.environ["KB_CACHE_PREFIX"] = f"bench-conv-{run}"
     os.environ["KB_RATE_LIMIT"] = ""  # the corpus upload is thousands of requests a minute by design
@@ -486,20 +573,29 @@ def main() -> None:
             study_run(client, tenant, knowledge_base_id, conversations, texts, args)
         from retrieval import vectorstore
 
-        runs = []  # (mode, weight, RRF k): each rank-fusion mode once per --rrf-k
+        shipped_k, shipped_pool = vectorstore.RRF_K, vectorstore.HYBRID_CANDIDATES_PER_HIT
+        runs = []  # (mode, weight, RRF k, pool): hybrid once per --candidates-per-hit, rank fusion per --rrf-k
         for mode, weight in modes or [(None, None)]:
-            ks = rrf_ks if mode == "hybrid" and weight is None else [vectorstore.RRF_K]
-            runs += [(mode, weight, k) for k in ks]
+            ks = rrf_ks if mode == "hybrid" and weight is None else [shipped_k]
+            mode_pools = (pools or [shipped_pool]) if mode == "hybrid" else [shipped_pool]
+            runs += [(mode, weight, k, pool) for k in ks for pool in mode_pools]
         from conversations import search_query
 
+        recorder = None
+        if args.legs:
+            recorder = LegRecorder(vectorstore.vectors_search)
+            vectorstore.vectors_search = recorder
         followups = [followup_parse(spec) for spec in args.followup.split(",") if spec.strip()] or [None]
         shipped = (search_query.FOLLOWUPS_SEARCH_SEMANTIC, search_query.FOLLOWUP_SEARCH_MAX_CONTENT_WORDS)
-        for (mode, weight, rrf_k), followup in [(run, followup) for run in runs for followup in followups]:
+        semantic_records: dict[str, list[dict]] = {}  # policy -> its semantic replay, what other modes are held to
+        compared: list[tuple[str, str, list[dict]]] = []  # (label, policy, records) of the other modes' replays
+        for (mode, weight, rrf_k, pool), followup in [(run, followup) for run in runs for followup in followups]:
             if followup is not None and mode != "hybrid" and followup is not followups[0]:
                 continue  # the variants route hybrid searches only: in another mode they search alike
-            # The search runs in this process (Django's test client): the fusion's k and the follow-up variant are set
-            # for the run here.
+            # The search runs in this process (Django's test client): the fusion's k, the candidate pool and the
+            # follow-up variant are set for the run here.
             vectorstore.RRF_K = rrf_k
+            vectorstore.HYBRID_CANDIDATES_PER_HIT = pool
             spec, semantic_followups, max_content_words = followup or ("", *shipped)
             search_query.FOLLOWUPS_SEARCH_SEMANTIC = semantic_followups
             search_query.FOLLOWUP_SEARCH_MAX_CONTENT_WORDS = max_content_words
@@ -515,11 +611,17 @@ def main() -> None:
                 label = name if mode is None else f"{name.split(' (')[0]} [{mode_label(mode, weight)}]"
                 if mode == "hybrid" and weight is None and len(rrf_ks) > 1:
                     label = label.replace("rrf", f"rrf k={rrf_k}")
+                if mode == "hybrid" and len(pools) > 1:
+                    label = f"{label} pool={pool}"
                 if spec and mode == "hybrid":
                     label = f"{label} {spec}"
                 dedup_policy_update(tenant=tenant, **fields)
-                records = replay(client, knowledge_base_id, conversations, texts)
+                records = replay(client, knowledge_base_id, conversations, texts, legs=recorder)
                 records_dump(args.turns_out, label, records)
+                if mode == "semantic":
+                    semantic_records.setdefault(name, records)
+                elif mode is not None:
+                    compared.append((label, name, records))
                 halves = [("", records)]
                 if args.split:
                     halves += [(f" {half}", [r for r in records if split_of(r) == half]) for half in ("tune", "test")]
@@ -527,6 +629,19 @@ def main() -> None:
                     print(figures_line(label + suffix, figures_of(part)), flush=True)
 
         search_query.FOLLOWUPS_SEARCH_SEMANTIC, search_query.FOLLOWUP_SEARCH_MAX_CONTENT_WORDS = shipped
+        vectorstore.RRF_K, vectorstore.HYBRID_CANDIDATES_PER_HIT = shipped_k, shipped_pool
+        if recorder is not None:
+            vectorstore.vectors_search = recorder.real
+        if args.split and semantic_records and compared:
+            print()
+            print(
+                "novel recall@5 minus semantic's over the same turns (same policy, same run), paired bootstrap 95% "
+                "intervals (10,000 resamples) by turn and by conversation:"
+            )
+            for label, name, records in compared:
+                if name in semantic_records:
+                    for line in against_semantic_lines(label, records, semantic_records[name]):
+                        print(line, flush=True)
 
         print()
         print("follow-up guard, session scope, every turn against the earlier turns of its conversation:")

@@ -4,7 +4,11 @@ retrieval mode in one run: semantic, full_text, hybrid by rank fusion (RRF) and 
 `--dense-weights` (the vector side's share).
 
     .venv/bin/python bench/retrieval_quality.py [--dense-weights 0.3 0.5 0.7] [--corpus-limit N]
-        [--study rrf:60,wrrf:0.8]
+        [--rrf-k 30 100] [--candidates-per-hit 8] [--study rrf:60,wrrf:0.8]
+
+`--rrf-k` adds a rank-fusion row per k of Milvus's `RRFRanker` (the shipped one is `vectorstore.RRF_K`), and
+`--candidates-per-hit` one per candidate pool of each side (`vectorstore.HYBRID_CANDIDATES_PER_HIT`), both set in this
+process, where the search endpoint runs.
 
 `--study` ranks fusion variants of bench/fusion_study.py through the same endpoint on candidates fetched once per
 query. `--corpus-limit N` ingests the first N abstracts and every abstract a claim names: quicker, and easier than the
@@ -64,6 +68,10 @@ def main() -> None:
         help="ingest only the first N abstracts and every abstract a claim names (a smaller, easier corpus: compare "
         "modes of the same run only)",
     )
+    parser.add_argument("--rrf-k", type=int, nargs="*", default=[], help="more rank-fusion rows, one per k")
+    parser.add_argument(
+        "--candidates-per-hit", type=int, nargs="*", default=[], help="more rank-fusion rows, one per candidate pool"
+    )
     parser.add_argument(
         "--study",
         default="",
@@ -100,12 +108,23 @@ def main() -> None:
         url = f"/api/v1/knowledge-bases/{knowledge_base.pk}/search/"
         client.post(url, {"query": "warm up", "limit": 10}, format="json")
 
-        # (label, retrieval_mode, hybrid_dense_weight): the weight is the knowledge base's setting, set through the API.
-        variants = [("semantic", "semantic", None), ("full_text", "full_text", None), ("hybrid rrf", "hybrid", None)]
-        variants += [(f"hybrid w={weight:g}", "hybrid", weight) for weight in args.dense_weights]
+        from retrieval import vectorstore
+
+        # (label, retrieval_mode, hybrid_dense_weight, RRF k, candidates per hit): the weight is the knowledge base's
+        # setting, set through the API; k and the pool are this process's, where the endpoint runs.
+        k, pool = vectorstore.RRF_K, vectorstore.HYBRID_CANDIDATES_PER_HIT
+        variants = [
+            ("semantic", "semantic", None, k, pool),
+            ("full_text", "full_text", None, k, pool),
+            ("hybrid rrf", "hybrid", None, k, pool),
+        ]
+        variants += [(f"hybrid rrf k={other}", "hybrid", None, other, pool) for other in args.rrf_k]
+        variants += [(f"hybrid rrf pool={other}", "hybrid", None, k, other) for other in args.candidates_per_hit]
+        variants += [(f"hybrid w={weight:g}", "hybrid", weight, k, pool) for weight in args.dense_weights]
         mode_rankings: dict[str, dict[str, list[str]]] = {}
         mode_latencies: dict[str, list[float]] = {}
-        for label, mode, weight in variants:
+        for label, mode, weight, rrf_k, candidates in variants:
+            vectorstore.RRF_K, vectorstore.HYBRID_CANDIDATES_PER_HIT = rrf_k, candidates
             patched = client.patch(
                 f"/api/v1/knowledge-bases/{knowledge_base.pk}/", {"hybrid_dense_weight": weight}, format="json"
             )
@@ -121,12 +140,11 @@ def main() -> None:
                 assert response.json()["retrieval_mode"] == mode
                 rankings[query["query_id"]] = [hit["document_external_id"] for hit in response.json()["results"]]
             mode_rankings[label], mode_latencies[label] = rankings, latencies
+        vectorstore.RRF_K, vectorstore.HYBRID_CANDIDATES_PER_HIT = k, pool
 
         if args.study:
             # The same queries through the same endpoint, each side's candidates fetched once, fused in Python.
             from fusion_study import CandidateSearch, variant_parse
-
-            from retrieval import vectorstore
 
             search = CandidateSearch(vectorstore.vectors_search)
             vectorstore.vectors_search = search
