@@ -73,13 +73,15 @@ def platform(*, name: str) -> Iterator[dict]:
         # Kept connections, as production settings keep them: a request does not open its own.
         env["DATABASE_CONN_MAX_AGE"] = os.environ.get("DATABASE_CONN_MAX_AGE", "60")
     os.environ.update(env)
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+    # From here on the server is stopped however the run ends: a set-up that fails (two runs migrating one database at
+    # once) would otherwise leave it running.
     try:
+        import django
+
+        django.setup()
+        from django.core.management import call_command
+
+        call_command("migrate", verbosity=0)
         yield dict(os.environ)
     finally:
         server.close()
