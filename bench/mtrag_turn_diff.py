@@ -1,7 +1,8 @@
 """Which MTRAG turns one replay loses against another, and why: read from `bench/conversations.py --turns-out` records
 (best with `--legs`, which says what each side of a turn's first search found).
 
-    .venv/bin/python bench/mtrag_turn_diff.py turns.jsonl [--base "default [semantic]"] [--other "default [hybrid rrf]"]
+    .venv/bin/python bench/mtrag_turn_diff.py turns.jsonl [--base "default policy [semantic]"]
+        [--other "default policy [hybrid rrf]"]
         [--list tune]
 
 Turns are paired by (conversation, turn). For every turn where novel recall@5 differs, the reason the other replay
@@ -51,8 +52,8 @@ def reason_of(base: dict, other: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("turns", help="a --turns-out file of bench/conversations.py")
-    parser.add_argument("--base", default="default [semantic]")
-    parser.add_argument("--other", default="default [hybrid rrf]")
+    parser.add_argument("--base", default="default policy [semantic]")
+    parser.add_argument("--other", default="default policy [hybrid rrf]")
     parser.add_argument("--list", default="", help="list each differing turn of this half (tune, test or all)")
     args = parser.parse_args()
     runs: dict[str, dict] = defaultdict(dict)
@@ -66,9 +67,14 @@ def main() -> None:
     counts: Counter = Counter()
     reasons: dict[tuple, Counter] = defaultdict(Counter)
     listed = []
+    one_sided: dict[str, list[float]] = {"base": [], "other": []}  # turns with a novel passage in one replay only
     for key in sorted(base):
         mine, theirs = base[key], other.get(key)
-        if theirs is None or mine["novel_recall"] is None or theirs["novel_recall"] is None:
+        if theirs is None or (mine["novel_recall"] is None and theirs["novel_recall"] is None):
+            continue
+        if mine["novel_recall"] is None or theirs["novel_recall"] is None:
+            side, record = ("base", mine) if theirs["novel_recall"] is None else ("other", theirs)
+            one_sided[side].append(record["novel_recall"])
             continue
         delta = theirs["novel_recall"] - mine["novel_recall"]
         if not delta:
@@ -93,6 +99,11 @@ def main() -> None:
                 f"{half:<5} {kind:<10} {sums[bucket]:>+7.2f} {counts[(*bucket, 'lost')]:>5} "
                 f"{counts[(*bucket, 'gained')]:>6}  {detail}"
             )
+    for side, values in one_sided.items():
+        print(
+            f"turns with a novel relevant passage in the {side} replay only (left out above, but in its mean): "
+            f"{len(values)}, their novel recall@5 summed {sum(values):.2f}"
+        )
     for key, half, kind, routed, delta, reason, mine, theirs in listed:
         print()
         print(f"conversation {key[0]} turn {key[1]} ({half}, {kind}, searched {routed or '?'}): {delta:+.2f}, {reason}")

@@ -81,6 +81,22 @@ def test_an_error_code_in_one_chunk_is_found_by_its_words(milvus_server, tenant,
 
 
 @pytest.mark.django_db
+def test_rank_fusion_runs_in_milvus_with_the_platforms_k(milvus_server, tenant, monkeypatch):
+    # A chunk's own text puts it first on both sides, so its fused score is 2 / (k + 1): 20 as shipped
+    # (docs/ingestion.md, "Rank fusion's k"), and whatever vectorstore.RRF_K says when it is changed.
+    knowledge_base = indexed_kb(tenant, SUPPORT, name="support-rrf-k", retrieval_mode=RetrievalMode.HYBRID)
+    text = SUPPORT["codes"][0]
+
+    shipped = _search(tenant, knowledge_base, text)
+    monkeypatch.setattr(vectorstore, "RRF_K", 60)
+    milvus_default = _search(tenant, knowledge_base, text)
+
+    assert _external_ids(shipped)[0] == _external_ids(milvus_default)[0] == "codes"
+    assert shipped[0].score == pytest.approx(2 / 21)
+    assert milvus_default[0].score == pytest.approx(2 / 61)
+
+
+@pytest.mark.django_db
 def test_full_text_finds_nothing_for_words_no_chunk_holds(milvus_server, tenant):
     knowledge_base = indexed_kb(tenant, SUPPORT, name="support-nothing")
 
