@@ -35,7 +35,7 @@ from conversations.state import (
     decided_question,
     state_after_turn,
     state_forget,
-    state_store,
+    state_store_behind,
     vector_to_bytes,
 )
 from kbplatform.errors import NotFoundError
@@ -282,8 +282,9 @@ def turn_after_commit(
     policy: decisions.PolicyView,
     question_vector: np.ndarray,
 ) -> None:
-    """Refresh the hot copy (or drop it when another turn came in between: the next read rebuilds it), and index
-    the question for tenant-scope dedup. Neither may fail the turn: the rows are already committed."""
+    """Refresh the hot copy, written behind the answer (`state.state_store_behind`), or drop it when another turn
+    came in between (the next read rebuilds it); and index the question for tenant-scope dedup. Neither may fail
+    the turn: the rows are already committed."""
     if turn.number == state.turn_count + 1:
         new_state = state_after_turn(
             state=state,
@@ -299,7 +300,7 @@ def turn_after_commit(
             ),
             consumed=turn.consumed_refs,
         )
-        state_store(tenant_id=tenant.pk, state=new_state, ttl_seconds=policy.ttl_seconds)
+        state_store_behind(tenant_id=tenant.pk, state=new_state, ttl_seconds=policy.ttl_seconds)
     else:
         state_forget(tenant_id=tenant.pk, conversation_id=conversation.pk)
     # A pair answered from a partial index is never served: in the tenant-scope index it would only take the place of
