@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -13,7 +14,8 @@ import numpy as np
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import Model
+from django.db.backends.base.operations import BaseDatabaseOperations
+from django.db.models import BinaryField, Field, Model
 from django.db.models.constants import OnConflict
 from django.db.models.sql import InsertQuery
 from django.utils import timezone
@@ -97,9 +99,25 @@ def _insert_statement(
     """The INSERT of `rows` (of one model) as `bulk_create` writes it (the same fields, defaults, `auto_now_add`
     values and conversions; ON CONFLICT DO UPDATE for `update_conflicts`: its `unique_fields` and `update_fields`),
     as SQL and parameters, without RETURNING: the caller sends it with the transaction's other statements in one
-    round trip. A row whose primary key is set is written with it."""
+    round trip. A row whose primary key is set is written with it.
+
+    Every turn writes the same few shapes of INSERT, so the SQL of a shape is what Django's compiler wrote for it
+    the first time, kept per process (`_InsertShape`); the parameters are the compiler's own per row (each field's
+    `pre_save` then `get_db_prep_save`). A shape whose SQL could depend on the values (a field with its own
+    placeholder, several rows Django would not send as arrays) or a value that is an expression is compiled whole
+    every time."""
     meta = rows[0]._meta
     with_pk = rows[0].pk is not None
+    conflicts = (
+        (tuple(update_conflicts["unique_fields"]), tuple(update_conflicts["update_fields"]))
+        if update_conflicts
+        else None
+    )
+    shape = _insert_shapes.get((connection.alias, meta.label, with_pk, len(rows) > 1, conflicts))
+    if shape is not None:
+        parameters = shape.parameters(connection=connection, rows=rows)
+        if parameters is not None:
+            return shape.sql, parameters
     fields = [field for field in meta.concrete_fields if not field.generated and (with_pk or field is not meta.pk)]
     query = InsertQuery(
         type(rows[0]),
@@ -113,7 +131,55 @@ def _insert_statement(
     )
     query.insert_values(fields, rows)
     [(statement, parameters)] = query.get_compiler(connection=connection).as_sql()
+    if shape is None and _shape_keeps(connection=connection, fields=fields, rows=rows, statement=statement):
+        _insert_shapes[(connection.alias, meta.label, with_pk, len(rows) > 1, conflicts)] = _InsertShape(
+            sql=statement, fields=fields, arrays=len(rows) > 1
+        )
     return statement, tuple(parameters)
+
+
+@dataclass(frozen=True)
+class _InsertShape:
+    """An INSERT's SQL for one model, primary key or not, one row or several, one conflict rule; and its fields in
+    the SQL's order. `arrays`: several rows, sent as one array per column (PostgreSQL's UNNEST form)."""
+
+    sql: str
+    fields: list[Field]
+    arrays: bool
+
+    def parameters(self, *, connection: BaseDatabaseWrapper, rows: list[Model]) -> tuple | None:
+        """The statement's parameters for `rows`, as Django's compiler makes them; None if a value is an expression
+        (its SQL is its own)."""
+        value_rows = []
+        for row in rows:
+            values = []
+            for field in self.fields:
+                value = field.pre_save(row, add=True)
+                if hasattr(value, "resolve_expression"):
+                    return None
+                values.append(field.get_db_prep_save(value, connection=connection))
+            value_rows.append(values)
+        if self.arrays:
+            return tuple(list(column) for column in zip(*value_rows, strict=True))
+        return tuple(value_rows[0])
+
+
+_insert_shapes: dict[tuple, _InsertShape] = {}
+
+
+def _shape_keeps(*, connection: BaseDatabaseWrapper, fields: list[Field], rows: list[Model], statement: str) -> bool:
+    """Whether the SQL Django wrote for `rows` serves every other set of rows of that shape: no field makes its own
+    placeholder (it may depend on the value; a binary field's is "%s" whatever the value where the backend keeps
+    Django's default, as PostgreSQL does), no value is an expression, and several rows went as arrays (UNNEST, whose
+    SQL does not grow with the rows) rather than one VALUES group each."""
+    plain_binary = type(connection.ops).binary_placeholder_sql is BaseDatabaseOperations.binary_placeholder_sql
+    if any(
+        hasattr(field, "get_placeholder") and not (plain_binary and isinstance(field, BinaryField)) for field in fields
+    ):
+        return False
+    if any(hasattr(getattr(row, field.attname), "resolve_expression") for row in rows for field in fields):
+        return False
+    return len(rows) == 1 or " UNNEST(" in statement
 
 
 def turn_persist(**fields: Any) -> Turn:

@@ -245,3 +245,50 @@ def test_a_turn_write_that_fails_midway_leaves_nothing_and_an_idle_connection(kb
     monkeypatch.undo()
     again = turn_ask(tenant=tenant, conversation_id=conversation.pk, question="How much does the Team plan cost?")
     assert again.turn.number == 2 and _turn_count(tenant, conversation.pk) == (2, 2)
+
+
+def _copies(instance, count: int, **changes) -> list:
+    """Unsaved copies of a saved row, with `changes` applied (a callable gets the copy's number)."""
+    copies = []
+    for number in range(count):
+        values = {f.attname: getattr(instance, f.attname) for f in instance._meta.concrete_fields}
+        values.update({name: change(number) if callable(change) else change for name, change in changes.items()})
+        copies.append(type(instance)(**values))
+    return copies
+
+
+@postgres_only
+def test_an_insert_kept_for_its_shape_is_the_statement_django_compiles(api_client, kb, tenant, monkeypatch):
+    conversation_id = start(api_client, kb)
+    first = ask(api_client, conversation_id, QUESTION)
+    turn = Turn.objects.for_tenant(tenant).get(pk=first["turn_id"])
+    event = DedupEvent.objects.for_tenant(tenant).get(turn_ref=turn.pk)
+    consumed = ConsumedItem.objects.for_tenant(tenant).filter(conversation_id=conversation_id).first()
+    moment = turn.created_at
+    monkeypatch.setattr("django.utils.timezone.now", lambda: moment)  # auto_now_add fields take the same instant
+    conflicts = turn_write.CONSUMED_CONFLICTS
+    shapes = {
+        "turn with its id": lambda n: (_copies(turn, 1, id=10_000 + n, question=f"q{n} é", answer_partial=""), None),
+        "event": lambda n: (_copies(event, 1, id=None, similarity=None if n else 0.5, reason=f"r{n}"), None),
+        "consumed items": lambda n: (_copies(consumed, 2 + 3 * n, id=None, item_id=lambda k: k + n), conflicts),
+    }
+    compiled = []
+    real_insert_query = turn_write.InsertQuery
+
+    def counted(*args, **kwargs):
+        compiled.append(args[0])
+        return real_insert_query(*args, **kwargs)
+
+    monkeypatch.setattr(turn_write, "InsertQuery", counted)
+    with connection.cursor() as cursor:
+        for name, rows_of in shapes.items():
+            turn_write._insert_shapes.clear()
+            turn_write._insert_statement(connection=connection, rows=rows_of(0)[0], update_conflicts=rows_of(0)[1])
+            compiled.clear()
+            rows, update_conflicts = rows_of(1)  # other values, and for the consumed items more rows
+            kept = turn_write._insert_statement(connection=connection, rows=rows, update_conflicts=update_conflicts)
+            assert compiled == [], f"{name}: compiled again instead of kept"
+            turn_write._insert_shapes.clear()
+            fresh = turn_write._insert_statement(connection=connection, rows=rows, update_conflicts=update_conflicts)
+            assert cursor.cursor.mogrify(*kept) == cursor.cursor.mogrify(*fresh), name
+    turn_write._insert_shapes.clear()
