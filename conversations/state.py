@@ -6,6 +6,12 @@ Redis is only a cache. Every read is checked against the conversation's `turn_co
 database (read on every turn anyway): a copy that is missing, stale (a turn was written, or a client's answer stored,
 while Redis was down, or by a concurrent request) or unreadable is rebuilt from the database. Redis being down is
 never an error here.
+
+A turn writes its copy behind its answer (`state_store_behind`): on one writer thread per process, after the turn's
+rows are committed, while the response is made. The check above makes that safe: until the write lands, a read of
+the copy from any process sees the older turn count and rebuilds from the database. Within a process, reads and
+forgets of a conversation wait for its pending write first, so the process reads its own writes and a forget is
+never undone by a write queued before it.
 """
 
 from __future__ import annotations
@@ -13,10 +19,13 @@ from __future__ import annotations
 import json
 import logging
 import struct
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 from django.conf import settings
+from redis import Redis
 from redis.exceptions import RedisError
 
 from conversations.decisions import ConsumedRef
@@ -292,6 +301,7 @@ def state_load(*, conversation: Conversation) -> ConversationState:
     key = state_key(tenant_id=conversation.tenant_id, conversation_id=conversation.pk)
     connection = redis_connection()
     if connection is not None:
+        _pending_write_wait(key)
         try:
             raw = connection.get(key)
             if raw is not None:
@@ -331,7 +341,10 @@ def state_store(*, tenant_id: int, state: ConversationState, ttl_seconds: int) -
     connection = redis_connection()
     if connection is None:
         return False
-    key = state_key(tenant_id=tenant_id, conversation_id=state.conversation_id)
+    return _store(connection, state_key(tenant_id=tenant_id, conversation_id=state.conversation_id), state, ttl_seconds)
+
+
+def _store(connection: Redis, key: str, state: ConversationState, ttl_seconds: int) -> bool:
     try:
         connection.set(key, _encode(state), ex=max(1, int(ttl_seconds)))
         return True
@@ -340,11 +353,68 @@ def state_store(*, tenant_id: int, state: ConversationState, ttl_seconds: int) -
         return False
 
 
-def state_forget(*, tenant_id: int, conversation_id: int) -> None:
+# Writes queued by state_store_behind: one thread keeps them in order; the newest pending write of each key is
+# kept so a read or forget of that key in this process can wait for it.
+_writer: ThreadPoolExecutor | None = None
+_writer_lock = threading.Lock()
+_pending: dict[str, Future] = {}
+# How long a read waits for this process's own pending write before reading what Redis has (a slow Redis makes the
+# read rebuild from the database, as a stale copy does).
+PENDING_WRITE_WAIT_SECONDS = 1.0
+
+
+def state_store_behind(*, tenant_id: int, state: ConversationState, ttl_seconds: int) -> None:
+    """`state_store` on the process's writer thread: the caller goes on at once. The Redis client is the caller's
+    (its settings at the time of the call); the copy is encoded and written on the thread. Nothing is raised, now or
+    later: a failed write is logged and leaves the older copy, which the next read finds stale."""
+    global _writer
     connection = redis_connection()
     if connection is None:
         return
+    key = state_key(tenant_id=tenant_id, conversation_id=state.conversation_id)
+    with _writer_lock:
+        if _writer is None:
+            _writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hot-copy")
+        future = _writer.submit(_store, connection, key, state, ttl_seconds)
+        _pending[key] = future
+    future.add_done_callback(lambda done: _pending_done(key, done))
+
+
+def _pending_done(key: str, done: Future) -> None:
+    with _writer_lock:
+        if _pending.get(key) is done:
+            del _pending[key]
+
+
+def _pending_write_wait(key: str) -> None:
+    with _writer_lock:
+        future = _pending.get(key)
+    if future is not None:
+        try:
+            future.result(timeout=PENDING_WRITE_WAIT_SECONDS)
+        except TimeoutError:
+            logger.warning("hot copy %s still being written after %.1fs", key, PENDING_WRITE_WAIT_SECONDS)
+
+
+def hot_copy_writes_wait(timeout: float = 5.0) -> None:
+    """Wait until every write this process queued has landed (or failed): for tests and for a clean shutdown."""
+    with _writer_lock:
+        futures = list(_pending.values())
+    for future in futures:
+        try:
+            future.result(timeout=timeout)
+        except TimeoutError:
+            logger.warning("a hot copy write is still pending after %.1fs", timeout)
+
+
+def state_forget(*, tenant_id: int, conversation_id: int) -> None:
+    """Drop the hot copy, after any write of it this process has queued, so that write cannot bring it back."""
+    connection = redis_connection()
+    if connection is None:
+        return
+    key = state_key(tenant_id=tenant_id, conversation_id=conversation_id)
+    _pending_write_wait(key)
     try:
-        connection.delete(state_key(tenant_id=tenant_id, conversation_id=conversation_id))
+        connection.delete(key)
     except RedisError:
         logger.warning("Redis unavailable forgetting conversation %s", conversation_id)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import functools
 import logging
 import random
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -348,11 +349,11 @@ def chunk_search(
         raise embedding_model_mismatch(
             knowledge_base=knowledge_base, state=state, query_model_identity=query_model_identity
         )
-    hits = vectorstore.vectors_search(
+    search = functools.partial(
+        vectorstore.vectors_search,
         tenant_id=tenant.pk,
         knowledge_base_id=knowledge_base.pk,
         query_vector=query_vector,
-        limit=limit + CONTENT_REPEAT_SLACK,
         dimension=knowledge_base.embedding_dimension,
         exclude_document_ids=exclude_document_ids,
         exclude_chunk_ids=exclude_chunk_ids,
@@ -364,9 +365,27 @@ def chunk_search(
         dense_weight=knowledge_base.hybrid_dense_weight,
         metadata_filter=metadata_filter,
     )
+    # A vector search asks for `limit` first: its best `limit` are the same whatever it is asked for, so the slack
+    # for dropped hits is asked for only when a full page lost some (a repeated passage, a row gone or disabled).
+    # A search that fuses BM25 always asks with the slack: each side's candidates are the fusion's input, so its
+    # best `limit` depend on how many each side brings.
+    asked = limit if mode == vectorstore.SEMANTIC else limit + CONTENT_REPEAT_SLACK
+    hits = search(limit=asked)
     if not hits:
         vectors_lost_check(tenant=tenant, knowledge_base=knowledge_base)
         return []
+    results = _hits_shown(tenant=tenant, knowledge_base=knowledge_base, hits=hits, shown=exclude_content_hashes)
+    if len(results) < limit and len(hits) == asked < limit + CONTENT_REPEAT_SLACK:
+        hits = search(limit=limit + CONTENT_REPEAT_SLACK)
+        results = _hits_shown(tenant=tenant, knowledge_base=knowledge_base, hits=hits, shown=exclude_content_hashes)
+    return results[:limit]
+
+
+def _hits_shown(
+    *, tenant: Tenant, knowledge_base: KnowledgeBase, hits: list[vectorstore.SearchHit], shown: Collection[str]
+) -> list[ChunkHit]:
+    """`hits` with their rows, in their order: without those whose chunk row is gone, disabled or no longer the chunk
+    the vector was written for, and without repeated or `shown` passages (`hits_of_distinct_content`)."""
     # The columns a hit shows, and no more: a document row holds its whole source text.
     rows = {
         row[0]: row
@@ -405,7 +424,7 @@ def chunk_search(
                 document_title=title,
             )
         )
-    return hits_of_distinct_content(results, shown_content_hashes=exclude_content_hashes)[:limit]
+    return hits_of_distinct_content(results, shown_content_hashes=shown)
 
 
 VECTORS_LOST_MESSAGE = (

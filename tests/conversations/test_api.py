@@ -19,7 +19,7 @@ from conversations.models import (
     Turn,
 )
 from conversations.services import dedup_policy_update
-from conversations.state import state_key
+from conversations.state import hot_copy_writes_wait, state_key
 from kbplatform.redis_client import redis_connection
 from retrieval.models import Chunk
 from tenants.scopes import SCOPE_ORDER, Scope
@@ -373,6 +373,7 @@ def test_client_answer_changed_while_redis_unreachable_is_never_served_stale(api
     assert api_client.put(url, {"answer": "12 dollars per user per month."}, format="json").status_code == 200
     ask(api_client, conversation_id, "How do I reset my password?")  # rebuilds the hot copy, answer included
     key = state_key(tenant_id=tenant.pk, conversation_id=conversation_id)
+    hot_copy_writes_wait()  # the copy is written behind the answer
     held = redis_connection().get(key)
     assert held is not None and b"12 dollars" in held  # the hot copy carries the first answer
 
@@ -426,6 +427,7 @@ def test_a_corrected_answer_reaches_a_copy_in_another_conversation_of_the_user(a
 
     # The correction bumps the first conversation's revision only: the other one's hot copy still holds the copy.
     assert api_client.put(url, {"answer": "15 dollars per user per month."}, format="json").status_code == 200
+    hot_copy_writes_wait()
     assert b"12 dollars" in redis_connection().get(state_key(tenant_id=tenant.pk, conversation_id=other))
     again = ask(api_client, other, "How much do we pay for the Team plan?")
     assert again["dedup"]["action"] == "served_cached"
@@ -576,6 +578,7 @@ def test_redis_down_mid_conversation_loses_nothing(api_client, tenant, kb, monke
     conversation_id = start(api_client, kb)
     first = ask(api_client, conversation_id, "How do I reset my password?")
     key = state_key(tenant_id=tenant.pk, conversation_id=conversation_id)
+    hot_copy_writes_wait()
     assert redis_connection().get(key) is not None  # the hot copy is in Redis
 
     # Redis "stops": every connection now goes to a port nothing listens on.

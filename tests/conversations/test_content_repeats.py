@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from conversations.services import dedup_policy_update
-from retrieval.selectors import ChunkHit, hits_of_distinct_content
+from retrieval import vectorstore
+from retrieval.selectors import CONTENT_REPEAT_SLACK, ChunkHit, hits_of_distinct_content
 from tests.conversations.helpers import HANDBOOK, indexed_kb
 
 RESET = HANDBOOK["password"][0]
@@ -79,3 +80,51 @@ def test_the_turn_after_does_not_show_the_copy_of_a_passage_as_news(api_client, 
     assert second["dedup"]["action"] == "answered" and second["dedup"]["relaxed"] is False
     assert RESET not in texts(second)
     assert not set(texts(first)) & set(texts(second))
+
+
+def _limits_asked(monkeypatch) -> list[int]:
+    """The `limit` of every search sent to Milvus from now on."""
+    asked: list[int] = []
+    real = vectorstore.vectors_search
+
+    def counted(**kwargs):
+        asked.append(kwargs["limit"])
+        return real(**kwargs)
+
+    monkeypatch.setattr(vectorstore, "vectors_search", counted)
+    return asked
+
+
+def _search(api_client, knowledge_base, limit: int = 3) -> list[str]:
+    response = api_client.post(
+        f"/api/v1/knowledge-bases/{knowledge_base.pk}/search/",
+        {"query": "How do I reset my password?", "limit": limit},
+        format="json",
+    )
+    assert response.status_code == 200, response.content
+    return [result["text"] for result in response.json()["results"]]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("mode", ["semantic", "hybrid"])
+def test_a_page_that_loses_a_copy_still_fills_its_limit_in_every_mode(api_client, twins_kb, monkeypatch, mode):
+    twins_kb.retrieval_mode = mode
+    twins_kb.save(update_fields=["retrieval_mode"])
+    asked = _limits_asked(monkeypatch)
+    results = _search(api_client, twins_kb)
+    assert results[0] == RESET and len(results) == len(set(results)) == 3
+    slack = 3 + CONTENT_REPEAT_SLACK
+    # A vector search asks for its limit, then once more with the slack for the copy it dropped; a fused search
+    # always brings the slack from each side.
+    assert asked == ([3, slack] if mode == "semantic" else [slack])
+
+
+@pytest.mark.django_db
+def test_a_vector_search_that_drops_nothing_asks_milvus_once_for_its_limit(
+    api_client, redis_available, milvus_server, tenant, monkeypatch
+):
+    knowledge_base = indexed_kb(tenant, retrieval_mode="semantic")
+    asked = _limits_asked(monkeypatch)
+    results = _search(api_client, knowledge_base)
+    assert results[0] == RESET and len(results) == len(set(results)) == 3
+    assert asked == [3]

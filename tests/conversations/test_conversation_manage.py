@@ -7,7 +7,7 @@ import pytest
 
 from conversations.apis import ConversationDetailApi
 from conversations.models import ConsumedItem, Conversation, DedupEvent, Feedback, Turn
-from conversations.state import state_key
+from conversations.state import hot_copy_writes_wait, state_key
 from kbplatform.redis_client import redis_connection
 from retrieval.models import KnowledgeBase
 from tenants.scopes import Scope
@@ -156,6 +156,7 @@ def test_deleting_a_conversation_removes_everything_held_for_it_and_nothing_of_a
     kept_turn = ask(api_client, kept, "Which platforms does the mobile app run on?")["turn_id"]
     rated = api_client.post(f"/api/v1/turns/{doomed_turns[0]}/feedback/", {"rating": "up"}, format="json")
     assert rated.status_code == 201
+    hot_copy_writes_wait()
     redis = redis_connection()
     doomed_key = state_key(tenant_id=tenant.pk, conversation_id=doomed)
     kept_key = state_key(tenant_id=tenant.pk, conversation_id=kept)

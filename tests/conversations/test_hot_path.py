@@ -5,14 +5,17 @@ reaches the next turn; the hot copy keeps answers for the newest turns only."""
 from __future__ import annotations
 
 import struct
+import threading
 from dataclasses import replace
 
 import numpy as np
 import pytest
+from django.conf import settings
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from conversations import admin_services, services
+from conversations import state as state_module
 from conversations.decisions import ConsumedRef
 from conversations.models import Conversation, Intent, Turn
 from conversations.services import dedup_policy_update, intent_set, turn_ask, turn_settings_load, turns
@@ -23,13 +26,17 @@ from conversations.state import (
     StoredAnswer,
     _decode,
     _encode,
+    hot_copy_writes_wait,
     state_after_turn,
+    state_forget,
     state_from_database,
+    state_key,
     state_load,
     state_store,
     vector_to_bytes,
 )
 from kbplatform.errors import NotFoundError
+from kbplatform.redis_client import redis_connection
 from retrieval import vectorstore
 from retrieval.embeddings import model_id
 from tests.conversations.helpers import indexed_kb
@@ -318,3 +325,62 @@ def test_intent_vectors_stored_by_a_model_of_another_size_are_embedded_again(api
     assert body["dedup"]["intent"] == "greeting" and body["dedup"]["action"] == "smalltalk"
     greeting = Intent.objects.for_tenant(tenant).get(name="greeting")
     assert len(greeting.example_vectors) == len(greeting.examples) * kb.embedding_dimension * 4
+
+
+def _slow_hot_copy_writes(monkeypatch) -> threading.Event:
+    """Holds every hot-copy write queued from now on until the returned event is set."""
+    released = threading.Event()
+    original = state_module._store
+
+    def held(*args):
+        released.wait(10)
+        return original(*args)
+
+    monkeypatch.setattr(state_module, "_store", held)
+    return released
+
+
+def test_the_answer_goes_out_before_its_hot_copy_is_written_and_no_reader_sees_a_stale_copy(
+    api_client, kb, tenant, monkeypatch
+):
+    conversation_id = start(api_client, kb)
+    ask(api_client, conversation_id, "How do I reset my password?")
+    released = _slow_hot_copy_writes(monkeypatch)
+    second = ask(api_client, conversation_id, "How much does the Team plan cost?")
+    assert second["dedup"]["action"] == "answered"
+    key = state_key(tenant_id=tenant.pk, conversation_id=conversation_id)
+    assert _decode(conversation_id, redis_connection().get(key)).turn_count == 1, "answered before the copy moved"
+
+    conversation = Conversation.objects.for_tenant(tenant).get(pk=conversation_id)
+    with monkeypatch.context() as elsewhere:  # another process: it has no pending write of its own to wait for
+        elsewhere.setattr(state_module, "_pending", {})
+        rebuilt = state_load(conversation=conversation)
+    assert rebuilt.source == "database" and rebuilt.turn_count == 2
+
+    threading.Timer(0.2, released.set).start()
+    own = state_load(conversation=conversation)  # this process waits for its own write, then reads it
+    assert own.source == "redis" and own.turn_count == 2
+    assert [t.turn_id for t in own.recent_turns] == [t.turn_id for t in rebuilt.recent_turns]
+
+
+def test_a_forget_is_never_undone_by_a_write_queued_before_it(api_client, kb, tenant, monkeypatch):
+    conversation_id = start(api_client, kb)
+    released = _slow_hot_copy_writes(monkeypatch)
+    ask(api_client, conversation_id, "How do I reset my password?")
+    threading.Timer(0.2, released.set).start()
+    state_forget(tenant_id=tenant.pk, conversation_id=conversation_id)
+    hot_copy_writes_wait()
+    assert redis_connection().get(state_key(tenant_id=tenant.pk, conversation_id=conversation_id)) is None
+
+
+def test_a_hot_copy_write_that_fails_behind_the_answer_is_logged_and_raises_nothing(
+    api_client, kb, tenant, monkeypatch, caplog
+):
+    conversation_id = start(api_client, kb)
+    monkeypatch.setattr(settings, "REDIS_URL", "redis://127.0.0.1:1/0")  # the client is taken when it is queued
+    body = ask(api_client, conversation_id, "How do I reset my password?")
+    monkeypatch.undo()
+    hot_copy_writes_wait()
+    assert body["dedup"]["action"] == "answered"
+    assert any("Redis unavailable writing" in record.getMessage() for record in caplog.records)
+    assert redis_connection().get(state_key(tenant_id=tenant.pk, conversation_id=conversation_id)) is None

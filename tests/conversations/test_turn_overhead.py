@@ -7,12 +7,13 @@ from __future__ import annotations
 import threading
 
 import pytest
-from django.db import connection
+from django.db import DataError, connection
 from django.test.utils import CaptureQueriesContext
+from psycopg.pq import TransactionStatus
 
-from conversations.models import ConsumedItem, DedupEvent, Turn
+from conversations.models import ConsumedItem, Conversation, DedupEvent, Turn
+from conversations.services import conversation_create, turn_ask, turn_write, turns
 from conversations.services import sources as sources_service
-from conversations.services import turn_write, turns
 from conversations.state import StoredAnswer
 from retrieval import embeddings
 from retrieval.models import Chunk
@@ -186,3 +187,108 @@ def test_a_hit_whose_source_changed_before_the_turn_is_not_served(api_client, kb
         Chunk.objects.for_tenant(tenant).filter(pk=cited).update(content_hash="0" * 64)
     second = ask(api_client, conversation_id, QUESTION)
     assert second["dedup"]["action"] != "served_cached", second["dedup"]
+
+
+postgres_only = pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="the explicit transaction is PostgreSQL's; SQLite writes row by row"
+)
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_outside_a_transaction_a_turn_is_written_in_two_round_trips(api_client, kb, tenant):
+    conversation_id = start(api_client, kb)
+    ask(api_client, conversation_id, QUESTION)
+    with CaptureQueriesContext(connection) as captured:
+        hit = ask(api_client, conversation_id, QUESTION)
+    assert hit["dedup"]["action"] == "served_cached"
+    writes = _writes(captured.captured_queries)
+    assert len(writes) == 2, writes
+    assert writes[0].startswith('BEGIN; UPDATE "conversations_conversation"') and "nextval" in writes[0]
+    assert 'INSERT INTO "conversations_dedupevent"' in writes[1] and writes[1].endswith("; COMMIT")
+    assert connection.connection.info.transaction_status == TransactionStatus.IDLE
+    turn = Turn.objects.for_tenant(tenant).get(pk=hit["turn_id"])
+    assert (turn.number, turn.decision) == (2, "served_cached")
+    assert DedupEvent.objects.for_tenant(tenant).filter(turn_ref=turn.pk).exists()
+    assert ConsumedItem.objects.for_tenant(tenant).filter(conversation_id=conversation_id, turn_number=2).exists()
+
+
+def _turn_count(tenant, conversation_id: int) -> tuple[int, int]:
+    return (
+        Conversation.objects.for_tenant(tenant).get(pk=conversation_id).turn_count,
+        Turn.objects.for_tenant(tenant).filter(conversation_id=conversation_id).count(),
+    )
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("failure", ["a statement of the batch", "the code between the round trips"])
+def test_a_turn_write_that_fails_midway_leaves_nothing_and_an_idle_connection(kb, tenant, monkeypatch, failure):
+    conversation = conversation_create(tenant=tenant, knowledge_base_id=kb.pk)
+    turn_ask(tenant=tenant, conversation_id=conversation.pk, question=QUESTION)
+    assert _turn_count(tenant, conversation.pk) == (1, 1)
+    if failure == "a statement of the batch":
+        real = turn_write._row_statements
+        monkeypatch.setattr(turn_write, "_row_statements", lambda **kwargs: [*real(**kwargs), ("SELECT 1/0", ())])
+        expected = DataError
+    else:
+
+        def broken(**kwargs):
+            raise RuntimeError("no rows")
+
+        monkeypatch.setattr(turn_write, "_turn_rows", broken)
+        expected = RuntimeError
+    with pytest.raises(expected):
+        turn_ask(tenant=tenant, conversation_id=conversation.pk, question="How much does the Team plan cost?")
+    assert connection.connection.info.transaction_status == TransactionStatus.IDLE
+    assert _turn_count(tenant, conversation.pk) == (1, 1), "the conversation row's count rolled back with the rows"
+    monkeypatch.undo()
+    again = turn_ask(tenant=tenant, conversation_id=conversation.pk, question="How much does the Team plan cost?")
+    assert again.turn.number == 2 and _turn_count(tenant, conversation.pk) == (2, 2)
+
+
+def _copies(instance, count: int, **changes) -> list:
+    """Unsaved copies of a saved row, with `changes` applied (a callable gets the copy's number)."""
+    copies = []
+    for number in range(count):
+        values = {f.attname: getattr(instance, f.attname) for f in instance._meta.concrete_fields}
+        values.update({name: change(number) if callable(change) else change for name, change in changes.items()})
+        copies.append(type(instance)(**values))
+    return copies
+
+
+@postgres_only
+def test_an_insert_kept_for_its_shape_is_the_statement_django_compiles(api_client, kb, tenant, monkeypatch):
+    conversation_id = start(api_client, kb)
+    first = ask(api_client, conversation_id, QUESTION)
+    turn = Turn.objects.for_tenant(tenant).get(pk=first["turn_id"])
+    event = DedupEvent.objects.for_tenant(tenant).get(turn_ref=turn.pk)
+    consumed = ConsumedItem.objects.for_tenant(tenant).filter(conversation_id=conversation_id).first()
+    moment = turn.created_at
+    monkeypatch.setattr("django.utils.timezone.now", lambda: moment)  # auto_now_add fields take the same instant
+    conflicts = turn_write.CONSUMED_CONFLICTS
+    shapes = {
+        "turn with its id": lambda n: (_copies(turn, 1, id=10_000 + n, question=f"q{n} é", answer_partial=""), None),
+        "event": lambda n: (_copies(event, 1, id=None, similarity=None if n else 0.5, reason=f"r{n}"), None),
+        "consumed items": lambda n: (_copies(consumed, 2 + 3 * n, id=None, item_id=lambda k: k + n), conflicts),
+    }
+    compiled = []
+    real_insert_query = turn_write.InsertQuery
+
+    def counted(*args, **kwargs):
+        compiled.append(args[0])
+        return real_insert_query(*args, **kwargs)
+
+    monkeypatch.setattr(turn_write, "InsertQuery", counted)
+    with connection.cursor() as cursor:
+        for name, rows_of in shapes.items():
+            turn_write._insert_shapes.clear()
+            turn_write._insert_statement(connection=connection, rows=rows_of(0)[0], update_conflicts=rows_of(0)[1])
+            compiled.clear()
+            rows, update_conflicts = rows_of(1)  # other values, and for the consumed items more rows
+            kept = turn_write._insert_statement(connection=connection, rows=rows, update_conflicts=update_conflicts)
+            assert compiled == [], f"{name}: compiled again instead of kept"
+            turn_write._insert_shapes.clear()
+            fresh = turn_write._insert_statement(connection=connection, rows=rows, update_conflicts=update_conflicts)
+            assert cursor.cursor.mogrify(*kept) == cursor.cursor.mogrify(*fresh), name
+    turn_write._insert_shapes.clear()

@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from conversations.models import ConsumedItem, Conversation, DedupEvent, Turn
-from conversations.state import state_key, state_load
+from conversations.state import hot_copy_writes_wait, state_key, state_load
 from tests.faults.conftest import handbook_index
 from tests.faults.helpers import ask, conversation_start, returns_within
 
@@ -33,6 +33,7 @@ def test_redis_killed_mid_conversation_then_back_loses_nothing(own_redis, milvus
 
     first = ask(api_client, conversation_id, "How do I reset my password?")
     assert first["dedup"]["action"] == "answered" and first["sources"]
+    hot_copy_writes_wait()
     assert cache.exists(key), "the hot copy is written to Redis while it is up"
 
     own_redis.stop()
@@ -56,6 +57,7 @@ def test_redis_killed_mid_conversation_then_back_loses_nothing(own_redis, milvus
     assert not shown & _doc_ids(after)
 
     # The hot cache refilled, and it agrees with the database.
+    hot_copy_writes_wait()
     assert cache.exists(key), "the hot copy is written again once Redis is back"
     conversation = Conversation.objects.for_tenant(tenant).get(pk=conversation_id)
     hot = state_load(conversation=conversation)
