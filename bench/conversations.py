@@ -512,7 +512,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     modes = modes_parse(args.modes)
-    rrf_ks = [int(k) for k in args.rrf_k.split(",") if k.strip()] or [60]
+    rrf_ks = [int(k) for k in args.rrf_k.split(",") if k.strip()]  # none: the shipped vectorstore.RRF_K
     pools = [int(n) for n in args.candidates_per_hit.split(",") if n.strip()]
     run = uuid.uuid4().hex[:8]
     os.environ["KB_CACHE_PREFIX"] = f"bench-conv-{run}"
@@ -576,7 +576,7 @@ def main() -> None:
         shipped_k, shipped_pool = vectorstore.RRF_K, vectorstore.HYBRID_CANDIDATES_PER_HIT
         runs = []  # (mode, weight, RRF k, pool): hybrid once per --candidates-per-hit, rank fusion per --rrf-k
         for mode, weight in modes or [(None, None)]:
-            ks = rrf_ks if mode == "hybrid" and weight is None else [shipped_k]
+            ks = (rrf_ks or [shipped_k]) if mode == "hybrid" and weight is None else [shipped_k]
             mode_pools = (pools or [shipped_pool]) if mode == "hybrid" else [shipped_pool]
             runs += [(mode, weight, k, pool) for k in ks for pool in mode_pools]
         from conversations import search_query
