@@ -1,0 +1,155 @@
+"""Paired A/B of this build's hit-path changes against the code they replaced, in one process, for a machine whose
+speed drifts between runs: per question and arm, a fresh conversation, a miss, 50 ms, the embedding alone and the hit
+in alternating order, then an asynchronous hit; the arms swap the changes in and out between questions.
+
+    DATABASE_URL=postgres://... .venv/bin/python bench/turn_path_ab.py [--questions N] [--chunks N]
+
+Arm `old`: the turn's transaction in Django's atomic block (four round trips), the hot copy written before the
+answer, every INSERT compiled. Arm `new`: what ships (two round trips, the copy written behind the answer, INSERTs
+kept per shape). Prints each arm's median hit and asynchronous hit over the embedding alone, the miss, and the
+paired median differences.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import turn_latency as tl
+from common import platform
+
+
+class _NoShapes(dict):
+    """A shape cache that keeps nothing: every INSERT compiled, as before shapes were kept."""
+
+    def __setitem__(self, key: object, value: object) -> None:
+        pass
+
+
+def arms() -> dict:
+    from django.db import transaction
+
+    from conversations import state
+    from conversations.services import turn_write as tw
+
+    explicit, behind, kept = tw._turn_write_explicit, state.state_store_behind, {}
+
+    def atomic_write(*, connection, number_take, rows, commit_without_flush):  # noqa: ANN001, ANN202
+        with transaction.atomic():
+            number, turn_id = number_take(allocate_turn_id=True)
+            turn, consumed, consumed_rows, event = rows(number=number, turn_id=turn_id, present=None)
+            statements = [("SET LOCAL synchronous_commit TO OFF", ())] if commit_without_flush else []
+            statements += tw._row_statements(connection=connection, turn=turn, consumed_rows=consumed_rows, event=event)
+            tw._statements_send(connection=connection, statements=statements)
+        tw._saved(connection, turn, event)
+        turn.consumed_refs = consumed
+        return turn
+
+    def store_now(**kwargs: object) -> None:
+        state.state_store(**kwargs)
+
+    def old() -> None:
+        tw._turn_write_explicit, tw.state_store_behind, tw._insert_shapes = atomic_write, store_now, _NoShapes()
+
+    def new() -> None:
+        tw._turn_write_explicit, tw.state_store_behind, tw._insert_shapes = explicit, behind, kept
+
+    return {"old": old, "new": new}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--questions", type=int, default=120)
+    parser.add_argument("--chunks", type=int, default=2000)
+    args = parser.parse_args()
+    run = uuid.uuid4().hex[:8]
+    os.environ["KB_CACHE_PREFIX"] = f"bench-ab-{run}"
+    os.environ["KB_RATE_LIMIT"] = ""
+    with platform(name=f"ab_{run}"):
+        from django.test import override_settings
+        from rest_framework.test import APIClient
+
+        from conversations.question_pairs import question_is_context_dependent
+        from lifecycle.services import tenant_get_or_create
+        from retrieval.embeddings import embed_query, embed_texts
+        from retrieval.models import KnowledgeBase
+        from tenants.scopes import SCOPE_ORDER
+        from tenants.services import api_key_create
+
+        corpus = [json.loads(line) for line in (tl.MTRAG / "corpus.jsonl").open(encoding="utf-8")]
+        texts = [row["text"] for row in corpus][:300]
+        vectors = embed_texts(texts)
+        questions = []
+        for line in (tl.MTRAG / "conversations.jsonl").open(encoding="utf-8"):
+            questions.extend(turn["question"] for turn in json.loads(line)["turns"])
+        questions = list(dict.fromkeys(q for q in questions if not question_is_context_dependent(q)))
+        tenant, _ = tenant_get_or_create(slug=f"bench-ab-{run}", name="Turn path A/B")
+        _, raw_key = api_key_create(tenant=tenant, name="bench", scopes=SCOPE_ORDER)
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Api-Key {raw_key}")
+        knowledge_base = KnowledgeBase.objects.create(tenant=tenant, name=f"ab-{run}")
+        tl.load_chunks(tenant=tenant, knowledge_base=knowledge_base, size=args.chunks, texts=texts, vectors=vectors)
+        tl.index_ready(tenant=tenant, knowledge_base=knowledge_base, vector=vectors[0])
+        swaps = arms()
+
+        def post(conversation_id: int, question: str) -> tuple[float, dict]:
+            started = time.perf_counter()
+            response = client.post(
+                f"/api/v1/conversations/{conversation_id}/messages/", {"question": question}, format="json"
+            )
+            elapsed = (time.perf_counter() - started) * 1000
+            if response.status_code != 200:
+                raise SystemExit(f"HTTP {response.status_code}: {response.content[:300]!r}")
+            return elapsed, response.json()
+
+        def new_conversation() -> int:
+            body = {"knowledge_base": knowledge_base.pk}
+            return client.post("/api/v1/conversations/", body, format="json").json()["id"]
+
+        for question in questions[:5]:
+            post(new_conversation(), question)
+        results = {arm: {"hit": [], "async": [], "miss": []} for arm in swaps}
+        for number, question in enumerate(questions[: args.questions]):
+            order = list(swaps) if number % 2 == 0 else list(swaps)[::-1]
+            for arm in order:
+                swaps[arm]()
+                conversation_id = new_conversation()
+                miss, _ = post(conversation_id, question)
+                results[arm]["miss"].append(miss)
+                time.sleep(0.05)
+                pair = {}
+                for step in ("embed", "hit") if number % 2 == 0 else ("hit", "embed"):
+                    if step == "embed":
+                        started = time.perf_counter()
+                        embed_query(question)
+                        pair["embed"] = (time.perf_counter() - started) * 1000
+                    else:
+                        pair["hit"], body = post(conversation_id, question)
+                        assert body["dedup"]["action"] == "served_cached", body["dedup"]
+                with override_settings(ASYNC_COMMIT_CACHED_TURNS=True):
+                    asynchronous, body = post(conversation_id, question)
+                results[arm]["hit"].append(pair["hit"] - pair["embed"])
+                results[arm]["async"].append(asynchronous - pair["embed"])
+        names = list(swaps)
+        for arm in names:
+            figures = results[arm]
+            print(
+                f"{arm:5} hit over the embedding {statistics.median(figures['hit']):6.2f} ms, async hit "
+                f"{statistics.median(figures['async']):6.2f}, miss {statistics.median(figures['miss']):6.2f}"
+            )
+        for case in ("hit", "async", "miss"):
+            differences = [b - a for a, b in zip(results[names[0]][case], results[names[1]][case], strict=True)]
+            print(f"paired new - old, {case}: median {statistics.median(differences):+.2f} ms over {len(differences)}")
+        print(f"load average at the end: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
