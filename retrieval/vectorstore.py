@@ -252,9 +252,8 @@ RETRIEVAL_MODES = (SEMANTIC, FULL_TEXT, HYBRID)
 # Reciprocal rank fusion's k (Milvus's `RRFRanker`): a chunk at rank r on a side adds 1 / (k + r). 20, not Milvus's
 # 60: at 60, with each side bringing 40 candidates, a chunk both sides found anywhere in their lists outranks the best
 # chunk only one side found (2 / (60 + 40) > 1 / 61), so the weak BM25 matches of a conversational question displace
-# the vector's first hits; at 20 a shared chunk must be in both sides' first 21 places to. Measured on MTRAG and SciFact
-# (docs/ingestion.md, "Rank fusion's k"): SciFact's recall@10 within 0.002 of 60's, MTRAG's novel recall up on both
-# halves (by less than the noise).
+# the vector's first hits; at 20 a shared chunk must be in both sides' first 21 places to. Chosen on MTRAG and SciFact
+# (docs/ingestion.md, "Rank fusion's k").
 RRF_K = 20
 # Hits each sub-request of a hybrid search hands to the fusion, per hit asked for: fusion ranks what either side found,
 # so each side must bring more than the final list (and grouping keeps one chunk per document of them).
