@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import struct
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -375,9 +376,27 @@ def state_store_behind(*, tenant_id: int, state: ConversationState, ttl_seconds:
     with _writer_lock:
         if _writer is None:
             _writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hot-copy")
-        future = _writer.submit(_store, connection, key, state, ttl_seconds)
+        future = _writer.submit(_store_behind, connection, key, state, ttl_seconds)
         _pending[key] = future
     future.add_done_callback(lambda done: _pending_done(key, done))
+
+
+def _store_behind(connection: Redis, key: str, state: ConversationState, ttl_seconds: int) -> bool:
+    try:
+        return _store(connection, key, state, ttl_seconds)
+    except Exception:  # on the writer thread nothing may escape: the next read rebuilds the copy
+        logger.exception("hot copy %s not written: the database stays the source of truth", key)
+        return False
+
+
+def _writer_forget() -> None:
+    # A forked child (a gunicorn or Celery worker) inherits the executor object but not its thread, and none of the
+    # parent's pending writes.
+    global _writer, _pending, _writer_lock
+    _writer, _pending, _writer_lock = None, {}, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_writer_forget)
 
 
 def _pending_done(key: str, done: Future) -> None:

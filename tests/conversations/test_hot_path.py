@@ -329,6 +329,7 @@ def test_intent_vectors_stored_by_a_model_of_another_size_are_embedded_again(api
 
 def _slow_hot_copy_writes(monkeypatch) -> threading.Event:
     """Holds every hot-copy write queued from now on until the returned event is set."""
+    hot_copy_writes_wait()  # the writes queued before are not held
     released = threading.Event()
     original = state_module._store
 
@@ -384,3 +385,11 @@ def test_a_hot_copy_write_that_fails_behind_the_answer_is_logged_and_raises_noth
     assert body["dedup"]["action"] == "answered"
     assert any("Redis unavailable writing" in record.getMessage() for record in caplog.records)
     assert redis_connection().get(state_key(tenant_id=tenant.pk, conversation_id=conversation_id)) is None
+
+
+def test_a_forked_worker_starts_with_no_writer_thread_and_no_pending_write(monkeypatch):
+    """A gunicorn or Celery worker forked from a process that had written a copy gets a writer of its own."""
+    monkeypatch.setattr(state_module, "_writer", object())  # the parent's, whose thread the child does not have
+    monkeypatch.setattr(state_module, "_pending", {"k": object()})
+    state_module._writer_forget()  # what os.register_at_fork runs in the child
+    assert state_module._writer is None and state_module._pending == {}
