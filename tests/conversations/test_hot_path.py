@@ -4,6 +4,7 @@ reaches the next turn; the hot copy keeps answers for the newest turns only."""
 
 from __future__ import annotations
 
+import os
 import struct
 import threading
 from dataclasses import replace
@@ -391,5 +392,8 @@ def test_a_forked_worker_starts_with_no_writer_thread_and_no_pending_write(monke
     """A gunicorn or Celery worker forked from a process that had written a copy gets a writer of its own."""
     monkeypatch.setattr(state_module, "_writer", object())  # the parent's, whose thread the child does not have
     monkeypatch.setattr(state_module, "_pending", {"k": object()})
-    state_module._writer_forget()  # what os.register_at_fork runs in the child
-    assert state_module._writer is None and state_module._pending == {}
+    child = os.fork()
+    if child == 0:  # the child reports by its exit status only
+        os._exit(0 if state_module._writer is None and state_module._pending == {} else 1)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "the fork hook did not forget the parent's writer"
