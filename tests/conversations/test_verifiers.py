@@ -231,6 +231,28 @@ def test_with_too_few_random_picks_the_held_out_labels_judge(tenant, tmp_path):
     assert f"under {MIN_RANDOM_JUDGE_DUPLICATES}" in row.decision_note
 
 
+def test_the_versions_page_shows_the_figures_of_the_judge_that_decided():
+    from django.contrib import admin
+
+    from conversations.admin_verifiers import DuplicateModelVersionAdmin
+
+    shown = DuplicateModelVersionAdmin(DuplicateModelVersion, admin.site).held_out_shown
+    everything = {"held_out": {"precision": 0.88, "recall": 0.3}, "active_held_out": {"precision": 0.9, "recall": 0.2}}
+    weighted = {"new": {"precision": 0.93, "recall": 0.41}, "active_recall_at_target": 0.33}
+    assert (
+        shown(DuplicateModelVersion(figures={**everything, "judge": "held_out_labels"})) == "0.88 / 0.30 vs 0.90 / 0.20"
+    )
+    assert (
+        shown(
+            DuplicateModelVersion(
+                figures={**everything, "judge": "random_picks_weighted", "judges": {"random_picks_weighted": weighted}}
+            )
+        )
+        == "0.93 / 0.41 vs R 0.33 (random picks, weighted)"
+    )
+    assert shown(DuplicateModelVersion(figures={})) == ""
+
+
 # --- the activation judge (pure) -----------------------------------------------------------------------------------
 
 TARGET = 0.90
