@@ -4,10 +4,10 @@ in alternating order, then an asynchronous hit; the arms swap the changes in and
 
     DATABASE_URL=postgres://... .venv/bin/python bench/turn_path_ab.py [--questions N] [--chunks N]
 
-Arm `old`: the turn's transaction in Django's atomic block (four round trips), the hot copy written before the
-answer, every INSERT compiled. Arm `new`: what ships (two round trips, the copy written behind the answer, INSERTs
-kept per shape). Prints each arm's median hit and asynchronous hit over the embedding alone, the miss, and the
-paired median differences.
+Arm `old`: the reads beside the embedding through the queryset machinery (the conversation with its knowledge base
+by `select_related`, the cited chunks' rows by `values_list`), compiled on every turn. Arm `new`: what ships (each a
+statement written once per process, `kbplatform.row_reads` and `sources._source_rows`). Prints each arm's median
+hit and asynchronous hit over the embedding alone, the miss, and the paired median differences.
 """
 
 from __future__ import annotations
@@ -27,40 +27,24 @@ import turn_latency as tl
 from common import platform
 
 
-class _NoShapes(dict):
-    """A shape cache that keeps nothing: every INSERT compiled, as before shapes were kept."""
-
-    def __setitem__(self, key: object, value: object) -> None:
-        pass
-
-
 def arms() -> dict:
-    from django.db import transaction
+    from conversations.services import sources, turns
+    from retrieval.models import Chunk
 
-    from conversations import state
-    from conversations.services import turn_write as tw
+    row_get, source_rows = turns.row_get, sources._source_rows
 
-    explicit, behind, kept = tw._turn_write_explicit, state.state_store_behind, {}
+    def queryset_row_get(*, model, related=(), equal):  # noqa: ANN001, ANN202
+        return model.objects.unscoped().filter(**equal).select_related(*related).first()
 
-    def atomic_write(*, connection, number_take, rows, commit_without_flush):  # noqa: ANN001, ANN202
-        with transaction.atomic():
-            number, turn_id = number_take(allocate_turn_id=True)
-            turn, consumed, consumed_rows, event = rows(number=number, turn_id=turn_id, present=None)
-            statements = [("SET LOCAL synchronous_commit TO OFF", ())] if commit_without_flush else []
-            statements += tw._row_statements(connection=connection, turn=turn, consumed_rows=consumed_rows, event=event)
-            tw._statements_send(connection=connection, statements=statements)
-        tw._saved(connection, turn, event)
-        turn.consumed_refs = consumed
-        return turn
-
-    def store_now(**kwargs: object) -> None:
-        state.state_store(**kwargs)
+    def queryset_source_rows(*, tenant, chunk_ids):  # noqa: ANN001, ANN202
+        rows = Chunk.objects.for_tenant(tenant).filter(pk__in=list(chunk_ids), enabled=True)
+        return {row[0]: row for row in rows.values_list(*sources._SOURCE_COLUMNS)}
 
     def old() -> None:
-        tw._turn_write_explicit, tw.state_store_behind, tw._insert_shapes = atomic_write, store_now, _NoShapes()
+        turns.row_get, sources._source_rows = queryset_row_get, queryset_source_rows
 
     def new() -> None:
-        tw._turn_write_explicit, tw.state_store_behind, tw._insert_shapes = explicit, behind, kept
+        turns.row_get, sources._source_rows = row_get, source_rows
 
     return {"old": old, "new": new}
 

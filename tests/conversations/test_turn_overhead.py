@@ -16,7 +16,7 @@ from conversations.services import conversation_create, turn_ask, turn_write, tu
 from conversations.services import sources as sources_service
 from conversations.state import StoredAnswer
 from retrieval import embeddings
-from retrieval.models import Chunk
+from retrieval.models import Chunk, Document
 from tests.conversations.helpers import indexed_kb
 from tests.conversations.test_api import ask, start
 
@@ -292,3 +292,24 @@ def test_an_insert_kept_for_its_shape_is_the_statement_django_compiles(api_clien
             fresh = turn_write._insert_statement(connection=connection, rows=rows, update_conflicts=update_conflicts)
             assert cursor.cursor.mogrify(*kept) == cursor.cursor.mogrify(*fresh), name
     turn_write._insert_shapes.clear()
+
+
+def test_the_source_rows_are_what_the_queryset_reads(kb, tenant, other_tenant):
+    chunks = list(Chunk.objects.for_tenant(tenant).filter(knowledge_base=kb).order_by("pk")[:3])
+    Chunk.objects.for_tenant(tenant).filter(pk=chunks[0].pk).update(enabled=False)
+    Document.objects.for_tenant(tenant).filter(pk=chunks[1].document_id).update(external_id="doc-ext ✓")
+    Chunk.objects.for_tenant(tenant).filter(pk=chunks[1].pk).update(external_id="chunk-ext")
+    asked = {chunk.pk for chunk in chunks} | {2**40}
+    expected = {
+        row[0]: row
+        for row in Chunk.objects.for_tenant(tenant)
+        .filter(pk__in=asked, enabled=True)
+        .values_list(*sources_service._SOURCE_COLUMNS)
+    }
+    with CaptureQueriesContext(connection) as captured:
+        read = sources_service.stored_source_rows_read(tenant=tenant, chunk_ids=asked)
+    assert len(captured.captured_queries) == 1
+    assert read.rows == expected and set(read.rows) == {chunks[1].pk, chunks[2].pk}
+    assert read.rows[chunks[1].pk][2:4] == ("chunk-ext", "doc-ext ✓")
+    # Another tenant asking for these ids reads none of them.
+    assert sources_service.stored_source_rows_read(tenant=other_tenant, chunk_ids=asked).rows == {}
