@@ -4,9 +4,9 @@ in alternating order, then an asynchronous hit; the arms swap the changes in and
 
     DATABASE_URL=postgres://... .venv/bin/python bench/turn_path_ab.py [--questions N] [--chunks N]
 
-Arm `old`: the reads beside the embedding through the queryset machinery (the conversation with its knowledge base
-by `select_related`, the cited chunks' rows by `values_list`), compiled on every turn. Arm `new`: what ships (each a
-statement written once per process, `kbplatform.row_reads` and `sources._source_rows`). Prints each arm's median
+Arm `old`: a turn's reads through the queryset machinery, compiled on every turn: the conversation with its knowledge
+base by `select_related`, the cited chunks' rows and a search's hits' rows by `values_list`. Arm `new`: what ships,
+each a statement written once per process (`kbplatform.row_reads`). Prints each arm's median
 hit and asynchronous hit over the embedding alone, the miss, and the paired median differences.
 """
 
@@ -29,22 +29,31 @@ from common import platform
 
 def arms() -> dict:
     from conversations.services import sources, turns
-    from retrieval.models import Chunk
+    from retrieval import selectors
 
-    row_get, source_rows = turns.row_get, sources._source_rows
+    row_get, values_by_keys = turns.row_get, sources.values_by_keys
 
     def queryset_row_get(*, model, related=(), equal):  # noqa: ANN001, ANN202
         return model.objects.unscoped().filter(**equal).select_related(*related).first()
 
-    def queryset_source_rows(*, tenant, chunk_ids):  # noqa: ANN001, ANN202
-        rows = Chunk.objects.for_tenant(tenant).filter(pk__in=list(chunk_ids), enabled=True)
-        return {row[0]: row for row in rows.values_list(*sources._SOURCE_COLUMNS)}
+    def queryset_values(*, model, columns, keys, equal, true=()):  # noqa: ANN001, ANN202
+        if not keys:
+            return []
+        return list(
+            model.objects.unscoped()
+            .filter(pk__in=list(keys), **equal, **dict.fromkeys(true, True))
+            .values_list(*columns)
+        )
 
     def old() -> None:
-        turns.row_get, sources._source_rows = queryset_row_get, queryset_source_rows
+        turns.row_get, sources.values_by_keys, selectors.values_by_keys = (
+            queryset_row_get,
+            queryset_values,
+            queryset_values,
+        )
 
     def new() -> None:
-        turns.row_get, sources._source_rows = row_get, source_rows
+        turns.row_get, sources.values_by_keys, selectors.values_by_keys = row_get, values_by_keys, values_by_keys
 
     return {"old": old, "new": new}
 

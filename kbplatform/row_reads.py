@@ -12,7 +12,7 @@ row's as `select_related` caches it. So the caller gets what the equivalent
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from django.db import connections, router
@@ -130,3 +130,101 @@ def _instances(*, read: RowRead, alias: str, row: Sequence) -> Model:
     for foreign_key, related_instance in zip(read.joined, instances[1:], strict=True):
         foreign_key.set_cached_value(first, related_instance)
     return first
+
+
+@dataclass(frozen=True)
+class ValuesRead:
+    # The statement, with "{keys}" where the primary key's condition goes.
+    sql: str
+    # On PostgreSQL the keys are one array parameter (`= ANY`); elsewhere one placeholder each (`IN`).
+    keys_as_array: bool
+    converters: tuple[tuple[int, Col, tuple[Callable, ...]], ...]
+    compared: tuple[Field, ...]
+
+
+@functools.cache
+def values_read(
+    alias: str, model: type[Model], columns: tuple[str, ...], equal: tuple[str, ...], true: tuple[str, ...]
+) -> ValuesRead:
+    """The statement reading `columns` (as `values_list` names them: a field, "pk", or "relation__field" through a
+    non-null foreign key) of `model`'s rows whose primary key is among the keys, whose fields `equal` equal the
+    parameters and whose boolean fields `true` are true, on database `alias`."""
+    connection = connections[alias]
+    quote = connection.ops.quote_name
+    meta = model._meta
+    tables: dict[str, tuple[str, ForeignKey]] = {}
+    selected = []
+    for name in columns:
+        relation, _, field_name = name.rpartition("__")
+        if not relation:
+            selected.append(("t0", meta.pk if name == "pk" else meta.get_field(name)))
+            continue
+        foreign_key = meta.get_field(relation)
+        if not isinstance(foreign_key, ForeignKey) or foreign_key.null:
+            raise ValueError(
+                f"{model.__name__}.{relation} is not a non-null foreign key: an inner join would drop rows"
+            )
+        table, _ = tables.setdefault(relation, (f"t{len(tables) + 1}", foreign_key))
+        target = foreign_key.related_model._meta
+        selected.append((table, target.pk if field_name == "pk" else target.get_field(field_name)))
+    converters = []
+    for index, (table, field) in enumerate(selected):
+        column = field.get_col(table)
+        found = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
+        if found:
+            converters.append((index, column, tuple(found)))
+    joins = "".join(
+        f" JOIN {quote(foreign_key.related_model._meta.db_table)} {table} "
+        f"ON {table}.{quote(foreign_key.target_field.column)} = t0.{quote(foreign_key.column)}"
+        for table, foreign_key in tables.values()
+    )
+    compared = tuple(meta.get_field(name) for name in equal)
+    conditions = [f"t0.{quote(field.column)} = %s" for field in compared]
+    conditions += [f"t0.{quote(meta.get_field(name).column)}" for name in true]
+    keys_as_array = connection.vendor == "postgresql"
+    conditions.append(f"t0.{quote(meta.pk.column)} " + ("= ANY(%s)" if keys_as_array else "IN ({keys})"))
+    sql = (
+        f"SELECT {', '.join(f'{table}.{quote(field.column)}' for table, field in selected)} "
+        f"FROM {quote(meta.db_table)} t0{joins} WHERE {' AND '.join(conditions)}"
+    )
+    return ValuesRead(sql=sql, keys_as_array=keys_as_array, converters=tuple(converters), compared=compared)
+
+
+def values_by_keys(
+    *,
+    model: type[Model],
+    columns: tuple[str, ...],
+    keys: Collection[int],
+    equal: dict[str, object],
+    true: tuple[str, ...] = (),
+) -> list[tuple]:
+    """`model.objects.filter(pk__in=keys, **equal, **{name: True for name in true}).values_list(*columns)` in one
+    statement written once per process (`values_read`), its values converted as the ORM converts them. No query
+    for no keys."""
+    if not keys:
+        return []
+    alias = router.db_for_read(model)
+    read = values_read(alias, model, columns, tuple(equal), true)
+    connection = connections[alias]
+    parameters = [
+        field.get_db_prep_value(field.get_prep_value(value), connection, prepared=True)
+        for field, value in zip(read.compared, equal.values(), strict=True)
+    ]
+    keys = [int(key) for key in keys]
+    if read.keys_as_array:
+        sql, parameters = read.sql, [*parameters, keys]
+    else:
+        sql, parameters = read.sql.replace("{keys}", ", ".join(["%s"] * len(keys))), [*parameters, *keys]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, parameters)
+        rows = cursor.fetchall()
+    if not read.converters:
+        return [tuple(row) for row in rows]
+    converted = []
+    for row in rows:
+        values = list(row)
+        for index, column, converters in read.converters:
+            for converter in converters:
+                values[index] = converter(values[index], column, connection)
+        converted.append(tuple(values))
+    return converted

@@ -7,9 +7,9 @@ from django.test.utils import CaptureQueriesContext
 from conversations.models import Conversation, Turn
 from conversations.services import conversation_for
 from kbplatform.errors import NotFoundError
-from kbplatform.row_reads import row_get
-from retrieval.models import KnowledgeBase
-from tests.factories import ConversationFactory
+from kbplatform.row_reads import row_get, values_by_keys
+from retrieval.models import Chunk, KnowledgeBase
+from tests.factories import ChunkFactory, ConversationFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -64,3 +64,22 @@ def test_only_a_non_null_foreign_key_is_joined():
         row_get(model=KnowledgeBase, related=("name",), equal={"pk": 1})
     with pytest.raises(ValueError, match="non-null foreign key"):
         row_get(model=Turn, related=("matched_turn",), equal={"pk": 1})  # an inner join would drop rows without one
+
+
+def test_values_by_keys_are_what_values_list_gives_in_one_query(tenant, other_tenant):
+    chunks = [ChunkFactory(tenant=tenant, text=f"chunk {n} ✓", external_id=f"c{n}" if n else None) for n in range(4)]
+    Chunk.objects.for_tenant(tenant).filter(pk=chunks[3].pk).update(enabled=False)
+    foreign = ChunkFactory(tenant=other_tenant)
+    keys = [chunk.pk for chunk in chunks] + [foreign.pk, 2**40]
+    columns = ("pk", "document_id", "external_id", "document__external_id", "document__title", "created_at", "text")
+    expected = set(Chunk.objects.for_tenant(tenant).filter(pk__in=keys, enabled=True).values_list(*columns))
+    with CaptureQueriesContext(connection) as captured:
+        found = values_by_keys(model=Chunk, columns=columns, keys=keys, equal={"tenant": tenant.pk}, true=("enabled",))
+    assert len(captured.captured_queries) == 1
+    assert set(found) == expected and len(found) == 3  # the disabled chunk and the other tenant's are not read
+    assert all(row[5].tzinfo is not None for row in found)  # datetimes converted as the ORM converts them
+    with CaptureQueriesContext(connection) as captured:
+        assert values_by_keys(model=Chunk, columns=columns, keys=[], equal={"tenant": tenant.pk}) == []
+    assert not captured.captured_queries
+    with pytest.raises(ValueError, match="non-null foreign key"):
+        values_by_keys(model=Turn, columns=("matched_turn__question",), keys=[1], equal={"tenant": tenant.pk})

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from django.db import connections, router
-from django.db.models.options import Options
-
 from conversations.state import (
     StoredAnswer,
 )
+from kbplatform.row_reads import values_by_keys
 from retrieval.models import Chunk
 from retrieval.selectors import (
     ChunkHit,
@@ -53,43 +50,12 @@ def stored_source_rows_read(*, tenant: Tenant, chunk_ids: Collection[int]) -> So
 
 
 def _source_rows(*, tenant: Tenant, chunk_ids: Collection[int]) -> dict[int, tuple]:
-    """The enabled chunks among `chunk_ids` by id, each row `_SOURCE_COLUMNS`. On PostgreSQL one statement of any
-    number of ids (`= ANY`), written once per process; elsewhere (SQLite, in the process) the queryset."""
-    connection = connections[router.db_for_read(Chunk)]
-    if connection.vendor != "postgresql":
-        return {
-            row[0]: row
-            for row in Chunk.objects.for_tenant(tenant)
-            .filter(pk__in=list(chunk_ids), enabled=True)
-            .values_list(*_SOURCE_COLUMNS)
-        }
-    with connection.cursor() as cursor:
-        cursor.execute(_source_rows_sql(connection.alias), [tenant.pk, [int(chunk_id) for chunk_id in chunk_ids]])
-        return {row[0]: row for row in cursor.fetchall()}
-
-
-@functools.cache
-def _source_rows_sql(alias: str) -> str:
-    """`_source_rows`' statement on PostgreSQL database `alias`: `_SOURCE_COLUMNS` of the tenant's enabled chunks
-    whose id is in an array parameter. None of these columns has a converter there (integers and text)."""
-    quote = connections[alias].ops.quote_name
-    chunk, document = Chunk._meta, Chunk._meta.get_field("document").related_model._meta
-
-    def column(meta: Options, name: str) -> str:
-        return quote((meta.pk if name == "pk" else meta.get_field(name)).column)
-
-    # "document__x" is the document's column x; any other name is the chunk's own.
-    columns = [
-        f"d.{column(document, name.removeprefix('document__'))}"
-        if name.startswith("document__")
-        else f"c.{column(chunk, name)}"
-        for name in _SOURCE_COLUMNS
-    ]
-    return (
-        f"SELECT {', '.join(columns)} FROM {quote(chunk.db_table)} c JOIN {quote(document.db_table)} d "
-        f"ON d.{column(document, 'pk')} = c.{column(chunk, 'document')} "
-        f"WHERE c.{column(chunk, 'tenant')} = %s AND c.{column(chunk, 'enabled')} AND c.{column(chunk, 'pk')} = ANY(%s)"
+    """The tenant's enabled chunks among `chunk_ids` by id, each row `_SOURCE_COLUMNS`: one statement written once per
+    process (`values_by_keys`)."""
+    rows = values_by_keys(
+        model=Chunk, columns=_SOURCE_COLUMNS, keys=chunk_ids, equal={"tenant": tenant.pk}, true=("enabled",)
     )
+    return {row[0]: row for row in rows}
 
 
 def stored_sources(
