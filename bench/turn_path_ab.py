@@ -4,9 +4,11 @@ in alternating order, then an asynchronous hit; the arms swap the changes in and
 
     DATABASE_URL=postgres://... .venv/bin/python bench/turn_path_ab.py [--questions N] [--chunks N]
 
-Arm `old`: a turn's reads through the queryset machinery, compiled on every turn: the conversation with its knowledge
-base by `select_related`, the cited chunks' rows and a search's hits' rows by `values_list`. Arm `new`: what ships,
-each a statement written once per process (`kbplatform.row_reads`). Prints each arm's median
+Arm `old`: a turn's reads through the queryset machinery, compiled on every turn (the conversation with its knowledge
+base by `select_related`, the cited chunks' rows and a search's hits' rows by `values_list`), a Redis client made for
+each use, and the transaction's batch bound by psycopg (which splits a query that long again on every call). Arm
+`new`: what ships: each read a statement written once per process (`kbplatform.row_reads`), one Redis client per
+process, the batch's SQL split once per process (`turn_write._batch_query`). Prints each arm's median
 hit and asynchronous hit over the embedding alone, the miss, and the paired median differences.
 """
 
@@ -28,10 +30,24 @@ from common import platform
 
 
 def arms() -> dict:
+    import redis
+    from django.conf import settings
+
+    from conversations import state
     from conversations.services import sources, turns
+    from conversations.services import turn_write as tw
+    from kbplatform import redis_client
     from retrieval import selectors
 
     row_get, values_by_keys = turns.row_get, sources.values_by_keys
+    shared_client, batch_send = state.redis_connection, tw._statements_send
+
+    def client_each_time() -> redis.Redis:
+        return redis.Redis(connection_pool=redis_client._pool(settings.REDIS_URL))
+
+    def bound_by_psycopg(*, connection, statements):  # noqa: ANN001, ANN202
+        with connection.cursor() as cursor:
+            cursor.execute("; ".join(sql for sql, _ in statements), [v for _, values in statements for v in values])
 
     def queryset_row_get(*, model, related=(), equal):  # noqa: ANN001, ANN202
         return model.objects.unscoped().filter(**equal).select_related(*related).first()
@@ -51,9 +67,11 @@ def arms() -> dict:
             queryset_values,
             queryset_values,
         )
+        state.redis_connection, tw._statements_send = client_each_time, bound_by_psycopg
 
     def new() -> None:
         turns.row_get, sources.values_by_keys, selectors.values_by_keys = row_get, values_by_keys, values_by_keys
+        state.redis_connection, tw._statements_send = shared_client, batch_send
 
     return {"old": old, "new": new}
 

@@ -313,3 +313,28 @@ def test_the_source_rows_are_what_the_queryset_reads(kb, tenant, other_tenant):
     assert read.rows[chunks[1].pk][2:4] == ("chunk-ext", "doc-ext ✓")
     # Another tenant asking for these ids reads none of them.
     assert sources_service.stored_source_rows_read(tenant=other_tenant, chunk_ids=asked).rows == {}
+
+
+@postgres_only
+def test_a_batch_written_as_literals_is_what_psycopg_binds_client_side(api_client, kb, tenant):
+    conversation_id = start(api_client, kb)
+    first = ask(api_client, conversation_id, QUESTION)
+    turn = Turn.objects.for_tenant(tenant).get(pk=first["turn_id"])
+    event = DedupEvent.objects.for_tenant(tenant).get(turn_ref=turn.pk)
+    consumed = list(ConsumedItem.objects.for_tenant(tenant).filter(conversation_id=conversation_id))
+    assert consumed, "the turn consumed what it showed"
+    turn.pk, turn.question, turn.answer = 10**9, "50% of «é» and %s and %% stay as asked", "It's 'quoted'; done"
+    event.pk, event.reason = None, "100%"
+    statements = [
+        ("SET LOCAL synchronous_commit TO OFF", ()),
+        *turn_write._row_statements(connection=connection, turn=turn, consumed_rows=consumed, event=event),
+        ("COMMIT", ()),
+    ]
+    joined = "; ".join(sql for sql, _ in statements)
+    values = [value for _, statement_values in statements for value in statement_values]
+    assert None in values and any(type(value).__name__ == "Binary" for value in values)  # NULLs, the vector
+    with connection.cursor() as cursor:
+        expected = cursor.cursor.mogrify(joined, values)
+    assert turn_write._batch_query(connection=connection, statements=statements).decode() == expected
+    with pytest.raises(ValueError, match="placeholders"):
+        turn_write._batch_query(connection=connection, statements=[("SELECT %s, %s", (1,))])
