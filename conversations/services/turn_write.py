@@ -439,12 +439,13 @@ def _statements_send(*, connection: BaseDatabaseWrapper, statements: list[tuple[
         cursor.execute(_batch_query(connection=connection, statements=statements))
 
 
-def _batch_query(*, connection: BaseDatabaseWrapper, statements: list[tuple[str, tuple]]) -> bytes:
+def _batch_query(*, connection: BaseDatabaseWrapper, statements: list[tuple[str, tuple]]) -> str:
     """`statements` as one query, their values written into it as literals by psycopg's own adaptation, as Django's
     client-side binding writes them, into the batch's SQL split at its placeholders once per process
     (`_batch_parts`): psycopg splits a query of more than 4 KB or 50 parameters, as a turn's batch is, again on
-    every call."""
-    parts = _batch_parts("; ".join(sql for sql, _ in statements), connection.connection.info.encoding)
+    every call. Text, as every query Django's execute wrappers see is."""
+    encoding = connection.connection.info.encoding
+    parts = _batch_parts("; ".join(sql for sql, _ in statements), encoding)
     values = [value for _, statement_values in statements for value in statement_values]
     if len(values) != len(parts) - 1:
         raise ValueError(f"{len(values)} values for a batch of {len(parts) - 1} placeholders")
@@ -452,7 +453,7 @@ def _batch_query(*, connection: BaseDatabaseWrapper, statements: list[tuple[str,
     pieces = [parts[0]]
     for value, part in zip(values, parts[1:], strict=True):
         pieces += [adapt(value) if value is not None else b"NULL", part]
-    return b"".join(pieces)
+    return b"".join(pieces).decode(encoding)
 
 
 @functools.lru_cache(maxsize=64)

@@ -335,6 +335,6 @@ def test_a_batch_written_as_literals_is_what_psycopg_binds_client_side(api_clien
     assert None in values and any(type(value).__name__ == "Binary" for value in values)  # NULLs, the vector
     with connection.cursor() as cursor:
         expected = cursor.cursor.mogrify(joined, values)
-    assert turn_write._batch_query(connection=connection, statements=statements).decode() == expected
+    assert turn_write._batch_query(connection=connection, statements=statements) == expected
     with pytest.raises(ValueError, match="placeholders"):
         turn_write._batch_query(connection=connection, statements=[("SELECT %s, %s", (1,))])
