@@ -11,11 +11,11 @@ vectors are to PyTorch's (sentence-transformers, the same-run baseline).
 - vectors: min and mean cosine to torch's over the same abstracts, and dense retrieval of the SciFact claims over
   them (recall@10, nDCG@10, brute force), so a backend whose vectors move is judged by what it costs in retrieval.
 
-Besides the offered backends (torch, onnx) it measures candidates that are not offered, to show why
-(--no-candidates to skip them): onnx-int8 (`quantize_dynamic` as documented, every supported operator),
-onnx-int8-pc (MatMul weights only, per channel) and onnx-fused (`onnxruntime.transformers.optimizer` applied to the
-export), whose files are made in a temporary directory from the onnx backend's file; and onnx-spin and
-onnx-fused-spin, the onnx and fused files run with threads that spin within a run and stop when it ends.
+Besides the offered backends (torch, onnx: the export with ONNX Runtime's fusions) it measures candidates that are
+not offered, to show why (--no-candidates to skip them): onnx-traced (the export as PyTorch traces it, without the
+fusions), onnx-int8 (`quantize_dynamic` of it as documented, every supported operator) and onnx-int8-pc (MatMul
+weights only, per channel), whose files are made in a temporary directory; and onnx-spin, the onnx file run with
+threads that spin within a run and stop when it ends.
 """
 
 from __future__ import annotations
@@ -75,30 +75,30 @@ def _abstracts(limit: int | None) -> tuple[list[str], list[str]]:
     return ids, texts
 
 
-def _candidates(onnx_file: Path, directory: Path, model_root: Path) -> dict[str, Path]:
-    """Files of the backends tried and not offered, made from the onnx backend's file."""
+def _candidates(directory: Path, model_root: Path, tokenizer: object, length: int) -> dict[str, Path]:
+    """Files of the backends tried and not offered: the export without ONNX Runtime's fusions, made as the onnx
+    backend's file is (and checked against PyTorch alike), and its quantised copies."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
-    from onnxruntime.transformers import optimizer
 
-    files = {"onnx-int8": directory / "int8.onnx", "onnx-int8-pc": directory / "int8-pc.onnx"}
-    quantize_dynamic(str(onnx_file), str(files["onnx-int8"]), weight_type=QuantType.QInt8)
+    from retrieval import embedding_onnx
+
+    files = {"onnx-traced": directory / "traced.onnx"}
+    fuse, embedding_onnx._fuse = embedding_onnx._fuse, lambda **_: None
+    try:
+        embedding_onnx.onnx_export(
+            root=model_root, destination=files["onnx-traced"], tokenizer=tokenizer, max_seq_length=length
+        )
+    finally:
+        embedding_onnx._fuse = fuse
+    files["onnx-int8"], files["onnx-int8-pc"] = directory / "int8.onnx", directory / "int8-pc.onnx"
+    quantize_dynamic(str(files["onnx-traced"]), str(files["onnx-int8"]), weight_type=QuantType.QInt8)
     quantize_dynamic(
-        str(onnx_file),
+        str(files["onnx-traced"]),
         str(files["onnx-int8-pc"]),
         weight_type=QuantType.QInt8,
         op_types_to_quantize=["MatMul"],
         per_channel=True,
     )
-    config = json.loads((model_root / "config.json").read_text(encoding="utf-8"))
-    fused = optimizer.optimize_model(
-        str(onnx_file),
-        model_type="bert",
-        num_heads=config["num_attention_heads"],
-        hidden_size=config["hidden_size"],
-        opt_level=1,
-    )
-    files["onnx-fused"] = directory / "fused.onnx"
-    fused.save_model_to_file(str(files["onnx-fused"]))
     return files
 
 
@@ -190,11 +190,11 @@ def main() -> None:
     scratch = tempfile.TemporaryDirectory(prefix="embedding-backends-")
     if not args.no_candidates:
         tokenizer, length = embeddings._encoder_tokenizer(), embeddings.max_sequence_tokens()
-        files = _candidates(embeddings.onnx_file(), Path(scratch.name), root)
+        files = _candidates(Path(scratch.name), root, tokenizer, length)
         for name, path in files.items():
             encoders[name] = _encoder_of(path, tokenizer, length)
-        for name, path in (("onnx-spin", embeddings.onnx_file()), ("onnx-fused-spin", files["onnx-fused"])):
-            encoders[name] = OnnxEncoder(session=_spinning_session(path), tokenizer=tokenizer, max_seq_length=length)
+        spinning = _spinning_session(embeddings.onnx_file())
+        encoders["onnx-spin"] = OnnxEncoder(session=spinning, tokenizer=tokenizer, max_seq_length=length)
     names = list(encoders)
     assert all(isinstance(encoders[name], OnnxEncoder) for name in names[1:])
 

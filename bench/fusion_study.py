@@ -9,7 +9,8 @@ finds it), keeps each side's first `limit * HYBRID_CANDIDATES_PER_HIT` documents
 them in Python by the variant under study. Everything else (the policy, the relax rule, the content
 check, the answer) is the platform's. A variant is a spec string:
 
-- `rrf:K`: reciprocal rank fusion, 1 / (K + rank) summed over the sides (Milvus's `RRFRanker(K)`);
+- `rrf:K`: reciprocal rank fusion, 1 / (K + rank) summed over the sides (Milvus's `RRFRanker(K)`); K defaults to the
+  platform's (`retrieval.vectorstore.RRF_K`), here and in `wrrf`;
 - `wrrf:W:K`: the same with the dense side's term weighted W and BM25's 1 - W;
 - `weighted:W`: Milvus's `WeightedRanker(W, 1 - W)` with its score normalisation (cosine (1 + s) / 2, BM25
   2 atan(s) / pi), a side that did not find a chunk giving it 0;
@@ -35,7 +36,7 @@ class Variant:
     spec: str
     kind: str  # semantic, full_text, rrf, wrrf, weighted
     weight: float = 0.5
-    k: int = 60
+    k: int | None = None  # rank fusion's constant (rrf, wrrf); None where nothing is fused by rank
     floor: float = 0.0
     previous: bool = False
 
@@ -53,14 +54,16 @@ def variant_parse(spec: str) -> Variant:
             previous = True
         else:
             raise SystemExit(f"--study: unknown flag {flag!r} in {spec!r}")
+    from retrieval.vectorstore import RRF_K
+
     kind = parts[0]
     common = {"spec": spec, "kind": kind, "floor": floor, "previous": previous}
     if kind in ("semantic", "full_text"):
         return Variant(**common)
     if kind == "rrf":
-        return Variant(**common, k=int(parts[1]) if len(parts) > 1 else 60)
+        return Variant(**common, k=int(parts[1]) if len(parts) > 1 else RRF_K)
     if kind == "wrrf":
-        return Variant(**common, weight=float(parts[1]), k=int(parts[2]) if len(parts) > 2 else 60)
+        return Variant(**common, weight=float(parts[1]), k=int(parts[2]) if len(parts) > 2 else RRF_K)
     if kind == "weighted":
         return Variant(**common, weight=float(parts[1]))
     raise SystemExit(f"--study: unknown variant {spec!r}")
@@ -94,7 +97,7 @@ class CandidateSearch:
     def __init__(self, real: Any) -> None:
         self.real = real
         self.cache: dict[tuple, list] = {}
-        self.variant = variant_parse("rrf:60")
+        self.variant = variant_parse("rrf")
         self.previous_question = ""
 
     def side(self, kind: str, kwargs: dict, query_text: str) -> list:

@@ -4,10 +4,12 @@ in alternating order, then an asynchronous hit; the arms swap the changes in and
 
     DATABASE_URL=postgres://... .venv/bin/python bench/turn_path_ab.py [--questions N] [--chunks N]
 
-Arm `old`: the turn's transaction in Django's atomic block (four round trips), the hot copy written before the
-answer, every INSERT compiled. Arm `new`: what ships (two round trips, the copy written behind the answer, INSERTs
-kept per shape). Prints each arm's median hit and asynchronous hit over the embedding alone, the miss, and the
-paired median differences.
+Arm `old`: a turn's reads through the queryset machinery, compiled on every turn (the conversation with its knowledge
+base by `select_related`, the cited chunks' rows and a search's hits' rows by `values_list`), a Redis client made for
+each use, and the transaction's batch bound by psycopg (which splits a query that long again on every call). Arm
+`new`: what ships: each read a statement written once per process (`kbplatform.row_reads`), one Redis client per
+process, the batch's SQL split once per process (`turn_write._batch_query`). Prints each arm's median
+hit and asynchronous hit over the embedding alone, the miss, and the paired median differences.
 """
 
 from __future__ import annotations
@@ -27,40 +29,49 @@ import turn_latency as tl
 from common import platform
 
 
-class _NoShapes(dict):
-    """A shape cache that keeps nothing: every INSERT compiled, as before shapes were kept."""
-
-    def __setitem__(self, key: object, value: object) -> None:
-        pass
-
-
 def arms() -> dict:
-    from django.db import transaction
+    import redis
+    from django.conf import settings
 
     from conversations import state
+    from conversations.services import sources, turns
     from conversations.services import turn_write as tw
+    from kbplatform import redis_client
+    from retrieval import selectors
 
-    explicit, behind, kept = tw._turn_write_explicit, state.state_store_behind, {}
+    row_get, values_by_keys = turns.row_get, sources.values_by_keys
+    shared_client, batch_send = state.redis_connection, tw._statements_send
 
-    def atomic_write(*, connection, number_take, rows, commit_without_flush):  # noqa: ANN001, ANN202
-        with transaction.atomic():
-            number, turn_id = number_take(allocate_turn_id=True)
-            turn, consumed, consumed_rows, event = rows(number=number, turn_id=turn_id, present=None)
-            statements = [("SET LOCAL synchronous_commit TO OFF", ())] if commit_without_flush else []
-            statements += tw._row_statements(connection=connection, turn=turn, consumed_rows=consumed_rows, event=event)
-            tw._statements_send(connection=connection, statements=statements)
-        tw._saved(connection, turn, event)
-        turn.consumed_refs = consumed
-        return turn
+    def client_each_time() -> redis.Redis:
+        return redis.Redis(connection_pool=redis_client._pool(settings.REDIS_URL))
 
-    def store_now(**kwargs: object) -> None:
-        state.state_store(**kwargs)
+    def bound_by_psycopg(*, connection, statements):  # noqa: ANN001, ANN202
+        with connection.cursor() as cursor:
+            cursor.execute("; ".join(sql for sql, _ in statements), [v for _, values in statements for v in values])
+
+    def queryset_row_get(*, model, related=(), equal):  # noqa: ANN001, ANN202
+        return model.objects.unscoped().filter(**equal).select_related(*related).first()
+
+    def queryset_values(*, model, columns, keys, equal, true=()):  # noqa: ANN001, ANN202
+        if not keys:
+            return []
+        return list(
+            model.objects.unscoped()
+            .filter(pk__in=list(keys), **equal, **dict.fromkeys(true, True))
+            .values_list(*columns)
+        )
 
     def old() -> None:
-        tw._turn_write_explicit, tw.state_store_behind, tw._insert_shapes = atomic_write, store_now, _NoShapes()
+        turns.row_get, sources.values_by_keys, selectors.values_by_keys = (
+            queryset_row_get,
+            queryset_values,
+            queryset_values,
+        )
+        state.redis_connection, tw._statements_send = client_each_time, bound_by_psycopg
 
     def new() -> None:
-        tw._turn_write_explicit, tw.state_store_behind, tw._insert_shapes = explicit, behind, kept
+        turns.row_get, sources.values_by_keys, selectors.values_by_keys = row_get, values_by_keys, values_by_keys
+        state.redis_connection, tw._statements_send = shared_client, batch_send
 
     return {"old": old, "new": new}
 

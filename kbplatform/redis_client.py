@@ -19,11 +19,19 @@ def _pool(url: str) -> redis.ConnectionPool:
     return redis.ConnectionPool.from_url(url, socket_connect_timeout=0.5, socket_timeout=0.5, health_check_interval=10)
 
 
+@lru_cache(maxsize=1)
+def _client(url: str) -> redis.Redis:
+    # One client per process and URL: a client is safe to share between threads (each command takes a connection
+    # from the pool, which a forked child resets), and making one builds its reply parsers anew (a turn asked for
+    # two or three).
+    return redis.Redis(connection_pool=_pool(url))
+
+
 def redis_connection() -> redis.Redis | None:
-    """A client on the shared pool, or None when the platform runs without Redis."""
+    """The client on the shared pool, or None when the platform runs without Redis."""
     if not settings.REDIS_URL:
         return None
-    return redis.Redis(connection_pool=_pool(settings.REDIS_URL))
+    return _client(settings.REDIS_URL)
 
 
 def redis_ping() -> bool:

@@ -3,8 +3,10 @@ runs it. Only `retrieval.embeddings` (the one owner of the model) imports this m
 
 The export is the whole sentence-transformers pipeline of the model (transformer, pooling, normalisation: whatever
 its modules.json lists), traced by PyTorch's TorchScript exporter (`dynamo=False`: the dynamo exporter needs
-`onnxscript`, which this project does not ship). An export is kept only if the encoder, tokenising with the model's
-own tokenizer as sentence-transformers does (truncated to max_seq_length, padded to the batch's longest), gives
+`onnxscript`, which this project does not ship), then rewritten with ONNX Runtime's transformer fusions in fp32
+(`_fuse`: attention, layer normalisation with its residual, GELU, each one kernel where the traced graph has many
+operators; a graph they do not fit is kept as traced). An export is kept only if the encoder, tokenising with the
+model's own tokenizer as sentence-transformers does (truncated to max_seq_length, padded to the batch's longest), gives
 sentence-transformers' vectors to a cosine of at least EXPORT_MIN_COSINE on the probe texts; so a file that exists
 is one that reproduces the model.
 
@@ -16,6 +18,7 @@ and processes starting together make it once. Only this export needs torch; runn
 from __future__ import annotations
 
 import fcntl
+import json
 import logging
 import os
 import re
@@ -36,7 +39,7 @@ logger = logging.getLogger(__name__)
 
 # Part of the file's name: an export made another way (other inputs, another opset) is another file, never mistaken
 # for this one.
-EXPORT_FORMAT = "st1-opset17"
+EXPORT_FORMAT = "st1-opset17-fused"
 EXPORT_OPSET = 17
 EXPORT_MIN_COSINE = 0.9999
 PROBE_TEXTS = (
@@ -167,6 +170,7 @@ def onnx_export(*, root: Path, destination: Path, tokenizer: Tokenizer, max_seq_
                 opset_version=EXPORT_OPSET,
             )
             expected = model.encode(list(PROBE_TEXTS), normalize_embeddings=True, convert_to_numpy=True)
+        _fuse(path=Path(temporary), root=root)
         made = _encoder_of(Path(temporary), tokenizer, max_seq_length)
         cosines = np.sum(made.encode(PROBE_TEXTS, normalize_embeddings=True) * expected, axis=1)
         if float(cosines.min()) < EXPORT_MIN_COSINE:
@@ -185,6 +189,26 @@ def onnx_export(*, root: Path, destination: Path, tokenizer: Tokenizer, max_seq_
         raise OnnxFileUnavailable(f"the export failed ({type(exc).__name__}: {exc})") from exc
     finally:
         Path(temporary).unlink(missing_ok=True)
+
+
+def _fuse(*, path: Path, root: Path) -> None:
+    """Rewrite the traced export at `path` with ONNX Runtime's fusions for BERT-like encoders, in fp32: fewer, larger
+    kernels for the same arithmetic, so a question's run is shorter. The caller's check against PyTorch then holds
+    the fused file to the same vectors. A graph the fusions do not fit (another architecture) is left as traced."""
+    try:
+        from onnxruntime.transformers import optimizer
+
+        config = json.loads((root / "config.json").read_text(encoding="utf-8"))
+        fused = optimizer.optimize_model(
+            str(path),
+            model_type="bert",
+            num_heads=int(config.get("num_attention_heads", 0)),
+            hidden_size=int(config.get("hidden_size", 0)),
+            opt_level=1,
+        )
+        fused.save_model_to_file(str(path))
+    except Exception as exc:  # noqa: BLE001 - the optimizer's failures share no type; the traced graph still serves
+        logger.warning("ONNX Runtime's fusions do not apply to the export of %s, kept as traced: %s", root, exc)
 
 
 def _encoder_of(path: Path, tokenizer: Tokenizer, max_seq_length: int) -> OnnxEncoder:

@@ -11,6 +11,7 @@ from enum import StrEnum
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 
 from kbplatform.errors import ConflictError
+from kbplatform.row_reads import values_by_keys
 from retrieval import vectorstore
 from retrieval.embeddings import IDENTITY_NAME_CHARS, identity_name
 from retrieval.models import (
@@ -381,6 +382,20 @@ def chunk_search(
     return results[:limit]
 
 
+_HIT_COLUMNS = (
+    "pk",
+    "knowledge_base_id",
+    "document_id",
+    "text",
+    "position",
+    "token_count",
+    "content_hash",
+    "external_id",
+    "document__external_id",
+    "document__title",
+)
+
+
 def _hits_shown(
     *, tenant: Tenant, knowledge_base: KnowledgeBase, hits: list[vectorstore.SearchHit], shown: Collection[str]
 ) -> list[ChunkHit]:
@@ -389,19 +404,12 @@ def _hits_shown(
     # The columns a hit shows, and no more: a document row holds its whole source text.
     rows = {
         row[0]: row
-        for row in Chunk.objects.for_tenant(tenant)
-        .filter(pk__in=[hit.chunk_id for hit in hits], enabled=True)
-        .values_list(
-            "pk",
-            "knowledge_base_id",
-            "document_id",
-            "text",
-            "position",
-            "token_count",
-            "content_hash",
-            "external_id",
-            "document__external_id",
-            "document__title",
+        for row in values_by_keys(
+            model=Chunk,
+            columns=_HIT_COLUMNS,
+            keys=[hit.chunk_id for hit in hits],
+            equal={"tenant": tenant.pk},
+            true=("enabled",),
         )
     }
     results = []

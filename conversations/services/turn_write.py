@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -19,6 +20,7 @@ from django.db.models import BinaryField, Field, Model
 from django.db.models.constants import OnConflict
 from django.db.models.sql import InsertQuery
 from django.utils import timezone
+from psycopg.adapt import Transformer
 from psycopg.pq import TransactionStatus
 
 from conversations import decisions
@@ -432,9 +434,41 @@ def _row_statements(
 
 
 def _statements_send(*, connection: BaseDatabaseWrapper, statements: list[tuple[str, tuple]]) -> None:
+    """Send `statements` as one simple query (`_batch_query`): one round trip."""
     with connection.cursor() as cursor:
-        # Django's psycopg cursor binds parameters client-side, so this is one simple query: one round trip.
-        cursor.execute("; ".join(sql for sql, _ in statements), [value for _, values in statements for value in values])
+        cursor.execute(_batch_query(connection=connection, statements=statements))
+
+
+def _batch_query(*, connection: BaseDatabaseWrapper, statements: list[tuple[str, tuple]]) -> str:
+    """`statements` as one query, their values written into it as literals by psycopg's own adaptation, as Django's
+    client-side binding writes them, into the batch's SQL split at its placeholders once per process
+    (`_batch_parts`): psycopg splits a query of more than 4 KB or 50 parameters, as a turn's batch is, again on
+    every call. Text, as every query Django's execute wrappers see is."""
+    encoding = connection.connection.info.encoding
+    parts = _batch_parts("; ".join(sql for sql, _ in statements), encoding)
+    values = [value for _, statement_values in statements for value in statement_values]
+    if len(values) != len(parts) - 1:
+        raise ValueError(f"{len(values)} values for a batch of {len(parts) - 1} placeholders")
+    adapt = Transformer.from_context(connection.connection).as_literal
+    pieces = [parts[0]]
+    for value, part in zip(values, parts[1:], strict=True):
+        pieces += [adapt(value) if value is not None else b"NULL", part]
+    return b"".join(pieces).decode(encoding)
+
+
+@functools.lru_cache(maxsize=64)
+def _batch_parts(sql: str, encoding: str) -> tuple[bytes, ...]:
+    """`sql`'s text between its "%s" placeholders, "%%" read as "%", encoded: what psycopg's client-side binding
+    splits a query into."""
+    parts, text = [], []
+    for token in re.split(r"(%%|%s)", sql):
+        if token == "%s":
+            parts.append("".join(text))
+            text = []
+        else:
+            text.append("%" if token == "%%" else token)
+    parts.append("".join(text))
+    return tuple(part.encode(encoding) for part in parts)
 
 
 def _saved(connection: BaseDatabaseWrapper, *instances: Model) -> None:

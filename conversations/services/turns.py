@@ -55,6 +55,7 @@ from conversations.state import (
 from conversations.turn_decision import MatchFacts, TurnDecision, TurnFacts, TurnKind, turn_decide
 from conversations.turn_history import history_select, rewrite_applies
 from kbplatform.errors import ApplicationError, ConflictError, NotFoundError
+from kbplatform.row_reads import row_get
 from kbplatform.text import control_character_problem, has_visible_character, user_id_canonical
 from retrieval import vectorstore
 from retrieval.embeddings import embed_query, embed_query_start, token_count, token_counts
@@ -129,8 +130,10 @@ def conversation_create(
 def conversation_for(
     *, tenant: Tenant, conversation_id: int, allowed_knowledge_base_id: int | None = None
 ) -> Conversation:
-    conversation = (
-        Conversation.objects.for_tenant(tenant).filter(pk=conversation_id).select_related("knowledge_base").first()
+    """The tenant's conversation with its knowledge base, or 404 (another tenant's, or one the API key does not
+    reach); 410 once it has expired. Every turn reads it: one statement written once per process (`row_get`)."""
+    conversation = row_get(
+        model=Conversation, related=("knowledge_base",), equal={"pk": conversation_id, "tenant": tenant.pk}
     )
     if conversation is None or (
         allowed_knowledge_base_id is not None and conversation.knowledge_base_id != allowed_knowledge_base_id

@@ -16,7 +16,7 @@ from conversations.services import conversation_create, turn_ask, turn_write, tu
 from conversations.services import sources as sources_service
 from conversations.state import StoredAnswer
 from retrieval import embeddings
-from retrieval.models import Chunk
+from retrieval.models import Chunk, Document
 from tests.conversations.helpers import indexed_kb
 from tests.conversations.test_api import ask, start
 
@@ -292,3 +292,49 @@ def test_an_insert_kept_for_its_shape_is_the_statement_django_compiles(api_clien
             fresh = turn_write._insert_statement(connection=connection, rows=rows, update_conflicts=update_conflicts)
             assert cursor.cursor.mogrify(*kept) == cursor.cursor.mogrify(*fresh), name
     turn_write._insert_shapes.clear()
+
+
+def test_the_source_rows_are_what_the_queryset_reads(kb, tenant, other_tenant):
+    chunks = list(Chunk.objects.for_tenant(tenant).filter(knowledge_base=kb).order_by("pk")[:3])
+    Chunk.objects.for_tenant(tenant).filter(pk=chunks[0].pk).update(enabled=False)
+    Document.objects.for_tenant(tenant).filter(pk=chunks[1].document_id).update(external_id="doc-ext ✓")
+    Chunk.objects.for_tenant(tenant).filter(pk=chunks[1].pk).update(external_id="chunk-ext")
+    asked = {chunk.pk for chunk in chunks} | {2**40}
+    expected = {
+        row[0]: row
+        for row in Chunk.objects.for_tenant(tenant)
+        .filter(pk__in=asked, enabled=True)
+        .values_list(*sources_service._SOURCE_COLUMNS)
+    }
+    with CaptureQueriesContext(connection) as captured:
+        read = sources_service.stored_source_rows_read(tenant=tenant, chunk_ids=asked)
+    assert len(captured.captured_queries) == 1
+    assert read.rows == expected and set(read.rows) == {chunks[1].pk, chunks[2].pk}
+    assert read.rows[chunks[1].pk][2:4] == ("chunk-ext", "doc-ext ✓")
+    # Another tenant asking for these ids reads none of them.
+    assert sources_service.stored_source_rows_read(tenant=other_tenant, chunk_ids=asked).rows == {}
+
+
+@postgres_only
+def test_a_batch_written_as_literals_is_what_psycopg_binds_client_side(api_client, kb, tenant):
+    conversation_id = start(api_client, kb)
+    first = ask(api_client, conversation_id, QUESTION)
+    turn = Turn.objects.for_tenant(tenant).get(pk=first["turn_id"])
+    event = DedupEvent.objects.for_tenant(tenant).get(turn_ref=turn.pk)
+    consumed = list(ConsumedItem.objects.for_tenant(tenant).filter(conversation_id=conversation_id))
+    assert consumed, "the turn consumed what it showed"
+    turn.pk, turn.question, turn.answer = 10**9, "50% of «é» and %s and %% stay as asked", "It's 'quoted'; done"
+    event.pk, event.reason = None, "100%"
+    statements = [
+        ("SET LOCAL synchronous_commit TO OFF", ()),
+        *turn_write._row_statements(connection=connection, turn=turn, consumed_rows=consumed, event=event),
+        ("COMMIT", ()),
+    ]
+    joined = "; ".join(sql for sql, _ in statements)
+    values = [value for _, statement_values in statements for value in statement_values]
+    assert None in values and any(type(value).__name__ == "Binary" for value in values)  # NULLs, the vector
+    with connection.cursor() as cursor:
+        expected = cursor.cursor.mogrify(joined, values)
+    assert turn_write._batch_query(connection=connection, statements=statements) == expected
+    with pytest.raises(ValueError, match="placeholders"):
+        turn_write._batch_query(connection=connection, statements=[("SELECT %s, %s", (1,))])
