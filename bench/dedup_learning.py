@@ -4,25 +4,28 @@ through the API on pairs it never saw.
 The tenant's traffic is QQP pairs of the train split (conversations/labelled_pairs.py): each pair is one end user's
 two conversations (dedup scope `user`), the first asking question2, the second question1, through
 POST /api/v1/conversations/{id}/messages/ (the DRF client in-process, the whole turn_ask path). A script acting as
-support staff then reviews N of the resulting decisions with the pairs' QQP labels: the decisions whose similarity
-lies nearest the tenant's gate, a nested set, so N = 300 holds the N = 100 labels. (These picks are the script's own
-until the review queue of branch `labels` chooses them.) The tenant trains (`manage.py duplicate_model_train
---tenant SLUG --pairs FILE`, in a child process, whose time and peak memory are printed), which activates the new
-version only if it beats the shipped head on its held-out labels; otherwise it runs in shadow. Then the held-out
-split is sent through the API the same way, and for each N this prints precision, recall and hit rate of the
-decision applied and of the tenant's model (active or in shadow), and the recall each reaches at precision 0.90
-(the best cut over the probabilities the audit log records, among turns every other check let through), with a
-bootstrap interval over the held-out pairs sent of each recall at precision 0.90 and of the model's difference from
-the applied decision: on 1,000 pairs that recall moves by about 0.09 (one standard deviation) between random subsets
-of the held-out split (bench/dedup_verifier_nonlinear.py), so one run's figure is read with its interval. Each N is
-judged against the shipped head (the versions of the smaller N are rolled back first).
+support staff then reviews N of the resulting decisions with the pairs' QQP labels, picked as the admin's review queue
+picks them: for each N one day's draw of the real queue (`services.review_queue.review_queue_of_day`) with a quota of
+the N not yet reviewed, so N = 300 holds the N = 100 labels, and with its random share (KB_REVIEW_QUEUE_RANDOM_SHARE)
+drawn with a stored probability. The tenant trains (`manage.py duplicate_model_train --tenant SLUG`, from its reviews,
+in a child process, whose time and peak memory are printed), which activates the new version only if it beats the
+shipped head on its held-out labels, judged on the held-out random picks weighted by their inverse probability once
+they hold enough duplicates, else on every held-out label; otherwise it runs in shadow. Then the held-out split is
+sent through the API the same way (`--held-out 0`: all of it), and for each N this prints which judge decided and
+whether the model activated, precision, recall and hit rate of the decision applied and of the tenant's model (active
+or in shadow), and the recall each reaches at precision 0.90 (the best cut over the probabilities the audit log
+records, among turns every other check let through), with a bootstrap interval over the held-out pairs sent of each
+recall at precision 0.90 and of the model's difference from the applied decision: on 1,000 pairs that recall moves by
+about 0.09 (one standard deviation) between random subsets of the held-out split (bench/dedup_verifier_nonlinear.py),
+so read a figure with its interval, or send them all. Each N is judged against the shipped head (the versions of the
+smaller N are rolled back first).
 
 Latency: the p50 of the turns that had a candidate above the gate, shipped head (N = 0) against the tenant's model
 with a shadow beside it, and the decision alone (`duplicate_decide_verified`) timed on the same candidates in-process.
 
 QQP is in all-MiniLM-L6-v2's own training data (../shared/data/README.md).
 
-Usage: .venv/bin/python bench/dedup_learning.py [--traffic 3500] [--held-out 1000] [--reviews 0,100,300,1000,3000]
+Usage: .venv/bin/python bench/dedup_learning.py [--traffic 3500] [--held-out 0] [--reviews 0,100,300,1000,3000]
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import subprocess
 import sys
 import time
 import uuid
+from datetime import timedelta
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -152,6 +156,14 @@ def _recall_interval(
     return {name: tuple(np.percentile(values, [2.5, 97.5])) for name, values in figures.items()}
 
 
+def statistics_by_reason(picks: list) -> str:
+    """How many of a day's reviewed picks each reason gave, e.g. "near_gate 60, disagreement 15, random 25"."""
+    counts: dict[str, int] = {}
+    for pick in picks:
+        counts[pick.reason] = counts.get(pick.reason, 0) + 1
+    return ", ".join(f"{reason} {count}" for reason, count in sorted(counts.items(), key=lambda item: -item[1]))
+
+
 def _figures(hits: list[bool], labels: list[int]) -> tuple[float, float, float]:
     served = sum(hits)
     true_positive = sum(1 for h, y in zip(hits, labels, strict=True) if h and y)
@@ -190,7 +202,9 @@ def _train_child(*, slug: str) -> tuple[float, float, str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--traffic", type=int, default=3500, help="train-split pairs sent as the tenant's traffic")
-    parser.add_argument("--held-out", type=int, default=1000, help="held-out pairs sent after each training")
+    parser.add_argument(
+        "--held-out", type=int, default=0, help="held-out pairs sent after each training (0: all of them)"
+    )
     parser.add_argument("--reviews", default="0,100,300,1000,3000")
     args = parser.parse_args()
     reviews = [int(n) for n in args.reviews.split(",")]
@@ -200,6 +214,8 @@ def main() -> None:
     os.environ.setdefault("KB_DUPLICATE_MODEL_DIR", str(ROOT / "var" / "bench" / f"duplicate_models-{run}"))
 
     with platform(name=f"learn_{run}"):
+        from django.conf import settings
+        from django.utils import timezone
         from rest_framework.test import APIClient
 
         from conversations import decisions
@@ -211,6 +227,7 @@ def main() -> None:
             dedup_policy_update,
             turn_settings_load,
         )
+        from conversations.services.review_queue import review_queue_of_day
         from conversations.services.verifiers import duplicate_model_rollback, duplicate_model_shadow
         from lifecycle.services import tenant_get_or_create
         from retrieval.embeddings import embed_texts
@@ -220,7 +237,7 @@ def main() -> None:
 
         pairs = pairs_load()
         train = _pairs_usable([r for r, h in zip(pairs.rows, pairs.held_out, strict=True) if not h])[: args.traffic]
-        held = _pairs_usable([r for r, h in zip(pairs.rows, pairs.held_out, strict=True) if h])[: args.held_out]
+        held = _pairs_usable([r for r, h in zip(pairs.rows, pairs.held_out, strict=True) if h])[: args.held_out or None]
         held_labels = [int(r["is_duplicate"]) for r in held]
         print(
             f"traffic: {len(train)} train-split pairs ({sum(int(r['is_duplicate']) for r in train)} duplicates); "
@@ -248,14 +265,15 @@ def main() -> None:
         )
         print(f"traffic sent in {time.perf_counter() - started:.0f}s")
         events = _second_turn_events(tenant, traffic_ids)
-        by_event = [
-            (events[cid], row)
+        row_of_event = {
+            events[cid].pk: row
             for cid, row in zip(traffic_ids, train, strict=True)
             if events[cid].similarity is not None
-        ]
-        # Support reviews the decisions nearest the gate first: where the head's call is closest and a label tells most.
-        by_event.sort(key=lambda pair: (abs(pair[0].similarity - gate), pair[0].pk))
-        print(f"decisions with a stored question to review: {len(by_event)}")
+        }
+        print(
+            f"decisions with a stored question to review: {len(row_of_event)}; the queue's random share "
+            f"{settings.REVIEW_QUEUE_RANDOM_SHARE:.2f}"
+        )
 
         # The held-out pairs' stored questions are asked once; each N then asks question1 in a new conversation of
         # the same end user, and those conversations are deleted after, so every N meets the same one stored question.
@@ -268,17 +286,40 @@ def main() -> None:
             duplicate_model_shadow(tenant=tenant, version_id=None)
             line = {"n": n, "trained": ""}
             if n:
-                for event, row in by_event[reviewed:n]:
-                    _review(client, event, bool(int(row["is_duplicate"])))
-                reviewed = n
+                # One day's queue per N, its quota the labels still to give; each day draws from what was not picked.
+                picks = review_queue_of_day(
+                    tenant=tenant, day=timezone.localdate() + timedelta(days=len(results)), quota=n - reviewed
+                )
+                drawn = [pick for pick in picks if pick.dedup_event_id in row_of_event]
+                for pick in drawn:
+                    _review(client, pick.dedup_event, bool(int(row_of_event[pick.dedup_event_id]["is_duplicate"])))
+                reviewed += len(drawn)
+                by_reason = statistics_by_reason(drawn)
                 seconds, peak_mib, printed = _train_child(slug=slug)
                 version = DuplicateModelVersion.objects.for_tenant(tenant).order_by("-version").first()
-                line.update(train_seconds=seconds, peak_mib=peak_mib, status=version.status, note=version.decision_note)
+                figures = version.figures or {}
+                line.update(
+                    train_seconds=seconds,
+                    peak_mib=peak_mib,
+                    status=version.status,
+                    note=version.decision_note,
+                    judge=figures.get("judge", "-"),
+                    random_labels=figures.get("random_pick_labels", 0),
+                )
                 print(
-                    f"N={n}: {version.label_count} labels, trained in {seconds:.0f}s, peak RSS {peak_mib:.0f} MiB: "
-                    f"v{version.version} {version.status}"
+                    f"N={n}: {reviewed} reviewed ({by_reason}), {version.label_count} labels, trained in "
+                    f"{seconds:.0f}s, peak RSS {peak_mib:.0f} MiB: v{version.version} {version.status}, judge "
+                    f"{line['judge']}"
                 )
                 print(f"  {version.decision_note or version.error}")
+                weighted = (figures.get("judges") or {}).get("random_picks_weighted")
+                if weighted:
+                    print(
+                        f"  held-out random picks: {weighted['labels']} ({weighted['duplicates']} duplicates), "
+                        f"weighted: model P {weighted['new']['precision']} R {weighted['new']['recall']} at its cut, "
+                        f"R@target {weighted['new_recall_at_target']}; active R@target "
+                        f"{weighted['active_recall_at_target']}"
+                    )
                 if version.status == DuplicateModelStatus.CANDIDATE:
                     duplicate_model_shadow(tenant=tenant, version_id=version.pk)
             started = time.perf_counter()
@@ -365,14 +406,15 @@ def main() -> None:
         )
         print(
             f"{'N':>5} | {'applied P':>9} {'R':>6} {'hit':>6} {'R@.90':>6} | "
-            f"{'model P':>8} {'R':>6} {'hit':>6} {'R@.90':>6} | status"
+            f"{'model P':>8} {'R':>6} {'hit':>6} {'R@.90':>6} | status, judge (random-pick labels)"
         )
         for line in results:
             ap, ar, ah = line["applied"]
             op, orr, oh = line["own"]
+            status = f"{line['status']}, {line['judge']} ({line['random_labels']})" if line["n"] else "shipped head"
             print(
                 f"{line['n']:>5} | {ap:>9.3f} {ar:>6.3f} {ah:>6.3f} {line['applied_r90']:>6.3f} | "
-                f"{op:>8.3f} {orr:>6.3f} {oh:>6.3f} {line['own_r90']:>6.3f} | {line.get('status', 'shipped head')}"
+                f"{op:>8.3f} {orr:>6.3f} {oh:>6.3f} {line['own_r90']:>6.3f} | {status}"
             )
         print()
         print(f"R@.90, 95% bootstrap interval over the {len(held)} held-out pairs ({BOOTSTRAP_DRAWS} resamples):")

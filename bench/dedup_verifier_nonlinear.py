@@ -480,7 +480,7 @@ def main() -> None:
                 )
                 for i in pool
             ]
-            queue = [event_id for event_id, _ in review_queue.review_picks(candidates=candidates, quota=n)]
+            queue = [pick.event_id for pick in review_queue.review_picks(candidates=candidates, quota=n)]
             for name, picked, weights in (
                 ("queue rule", queue, None),
                 ("70% near + 30% random", mixed, None),

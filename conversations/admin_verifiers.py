@@ -79,7 +79,17 @@ class DuplicateModelVersionAdmin(TenantScopedAdmin):
 
     @admin.display(description="Held out: new vs active (P / R)")
     def held_out_shown(self, obj: DuplicateModelVersion) -> str:
-        new, old = (obj.figures or {}).get("held_out"), (obj.figures or {}).get("active_held_out")
+        figures = obj.figures or {}
+        weighted = (figures.get("judges") or {}).get("random_picks_weighted")
+        if figures.get("judge") == "random_picks_weighted" and weighted:
+            # The judge that decided: the new model at its cut against the active head at its best for the target.
+            new = weighted["new"]
+            precision = "-" if new.get("precision") is None else f"{new['precision']:.2f}"
+            return (
+                f"{precision} / {new['recall']:.2f} vs R {weighted['active_recall_at_target']:.2f} "
+                f"(random picks, weighted)"
+            )
+        new, old = figures.get("held_out"), figures.get("active_held_out")
         if not new or not old:
             return ""
 

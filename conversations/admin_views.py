@@ -445,6 +445,7 @@ REVIEW_REASONS = {
     "flagged": "flagged by a user (thumbs-down)",
     "disagreement": "duplicate head and cosine disagree",
     "near_gate": "near the gate",
+    "random": "drawn at random (judges new verifiers on ordinary traffic)",
 }
 
 

@@ -58,7 +58,9 @@ Row = TypeVar("Row", bound=LabelRow)
 def training_labels_pick(labels: Iterable[Row]) -> list[Row]:
     """The labels a verifier trains on, in id order: support and imported labels only (an end user's thumbs-down is
     left out until support confirms it, which writes a support label of the same event), and one per event, the
-    source first in SOURCE_PRECEDENCE. Labels of no event all count."""
+    source first in SOURCE_PRECEDENCE. Labels of no event all count. The rows pass through as they came, so
+    whatever a row carries of its event (the review queue's pick, its reason and inclusion probability, the same for
+    every label of that event) reaches training unchanged."""
     best: dict[int, Row] = {}
     kept: list[Row] = []
     for label in labels:

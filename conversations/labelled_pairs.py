@@ -18,11 +18,13 @@ import numpy as np
 from django.conf import settings
 
 from conversations import decisions
+from conversations.review_queue import PickReason
 
 # The public QQP pairs beside this checkout (../shared/data); the evaluation data, not something the platform ships.
 PAIRS = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "qqp" / "pairs.jsonl"
 HELD_OUT_PERCENT = 30
 INNER_FOLDS = 5
+RANDOM_PICK = str(PickReason.RANDOM)
 
 
 def _pair_hash(pair_id: str) -> int:
@@ -53,13 +55,25 @@ def inner_fold(pair_id: str) -> int:
 class LabelledQuestionPair:
     """One labelled pair of a tenant's own traffic (`selectors.duplicate_labels_training`): `question` was asked,
     `stored_question` is the stored one it was compared with, `source` is the `LabelSource` of the label and
-    `label_id` its `DuplicateLabel` id."""
+    `label_id` its `DuplicateLabel` id. When the review queue picked the label's event, `pick_reason` is the pick's
+    `review_queue.PickReason` and `pick_probability` the chance its draw had of picking it; both are empty for a
+    label given outside the queue (an audit-log verdict, an import, a file)."""
 
     question: str
     stored_question: str
     is_duplicate: bool
     source: str
     label_id: int
+    pick_reason: str = ""
+    pick_probability: float | None = None
+
+    @property
+    def random_pick_weight(self) -> float:
+        """The label's weight as a sample of the tenant's traffic: the inverse of its pick's probability when the
+        queue drew it at random, 0 for every other label, whose chance of being labelled is not known."""
+        if self.pick_reason != RANDOM_PICK or self.pick_probability is None or not 0 < self.pick_probability <= 1:
+            return 0.0
+        return 1.0 / self.pick_probability
 
 
 @dataclass(frozen=True)

@@ -416,6 +416,9 @@ class ReviewPick(TenantOwnedModel):
     dedup_event = models.ForeignKey(DedupEvent, on_delete=models.CASCADE, related_name="review_picks")
     reason = models.CharField(max_length=16)
     rank = models.PositiveIntegerField()
+    # The chance the day's draw had of picking the event, given its candidates: 1 for a rule's pick, k / M for one of
+    # the random share (what weighs it as a sample of the traffic); null for picks drawn before it was recorded.
+    inclusion_probability = models.FloatField(null=True, blank=True)
     picked_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

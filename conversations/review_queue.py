@@ -8,16 +8,30 @@ A day's queue of one tenant holds at most its quota of unreviewed decisions whos
      gate, or the head refuses a pair whose cosine alone would serve it (at or above HEADLESS_THRESHOLD_FLOOR);
      strongest = the further apart the two are;
    - near the gate: a cosine within NEAR_GATE_MARGIN of the gate, or a head probability within NEAR_CUT_MARGIN of
-     its cut; strongest = the closest.
-Decisions that are none of these are not picked: a person's verdict on them teaches little the head does not know.
+     its cut; strongest = the closest;
+3. a random share: `random_share` of the quota (rounded down) is drawn uniformly at random from the candidates the
+   rules above did not pick (any of them, worth picking or not), and so is whatever the rules leave of the quota
+   (with no share, nothing is drawn and the queue is the rules' picks alone).
+   These picks are spread evenly among the rules' picks after the flagged ones, so a reviewer who stops part way
+   still labels some of each.
+
+Every pick carries the chance the draw had of picking it, given the day's candidates: 1 for a rule's pick (the rules
+are deterministic), k / M for a random one (k drawn from the M candidates the rules left). Near-gate picks teach the
+head most, but they are the hardest decisions, so a verifier judged on them alone is judged on a sample unlike the
+traffic; the random picks, weighted by the inverse of their chance, are a sample of that traffic
+(`verifier_training.activation_judge`). The randomness is a `random.Random` the caller seeds, so one day's draw of
+one tenant is reproducible.
 """
 
 from __future__ import annotations
 
+import math
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from itertools import zip_longest
+from typing import NamedTuple
 
 from conversations.decisions import HEADLESS_THRESHOLD_FLOOR
 
@@ -29,6 +43,7 @@ class PickReason(StrEnum):
     FLAGGED = "flagged"  # a user's thumbs-down
     DISAGREEMENT = "disagreement"  # the head and the cosine disagree
     NEAR_GATE = "near_gate"  # close to the cosine gate or the head's cut
+    RANDOM = "random"  # drawn uniformly from what the rules left, with a known chance
 
 
 @dataclass(frozen=True)
@@ -39,6 +54,12 @@ class ReviewCandidate:
     probability: float | None  # the duplicate head's, None when it did not score the pair
     cut: float  # the head's cut
     flagged: bool  # suspected false hit
+
+
+class QueuePick(NamedTuple):
+    event_id: int
+    reason: PickReason
+    probability: float  # the chance this draw had of picking the event, given the day's candidates
 
 
 def pick_reason(candidate: ReviewCandidate) -> tuple[PickReason, float] | None:
@@ -63,12 +84,8 @@ def pick_reason(candidate: ReviewCandidate) -> tuple[PickReason, float] | None:
     return None
 
 
-def review_picks(*, candidates: Sequence[ReviewCandidate], quota: int) -> list[tuple[int, PickReason]]:
-    """At most `quota` (event id, reason) in review order (see the module): the flagged ones in the order given
-    (the caller passes them oldest suspicion first), then disagreements and near-gate picks in turns, the strongest
-    of each first; ties go to the lower event id, so one set of candidates always gives one queue."""
-    if quota <= 0:
-        return []
+def _rule_picks(candidates: Sequence[ReviewCandidate]) -> list[QueuePick]:
+    """Every pick the rules would make, in review order, with no quota."""
     by_reason: dict[PickReason, list[tuple[float, int]]] = {reason: [] for reason in PickReason}
     flagged: list[int] = []
     for candidate in candidates:
@@ -80,9 +97,56 @@ def review_picks(*, candidates: Sequence[ReviewCandidate], quota: int) -> list[t
             flagged.append(candidate.event_id)
         else:
             by_reason[reason].append((-strength, candidate.event_id))
-    picks = [(event_id, PickReason.FLAGGED) for event_id in flagged]
-    disagreements = [(event_id, PickReason.DISAGREEMENT) for _, event_id in sorted(by_reason[PickReason.DISAGREEMENT])]
-    near = [(event_id, PickReason.NEAR_GATE) for _, event_id in sorted(by_reason[PickReason.NEAR_GATE])]
+    picks = [QueuePick(event_id, PickReason.FLAGGED, 1.0) for event_id in flagged]
+    disagreements = [
+        QueuePick(event_id, PickReason.DISAGREEMENT, 1.0) for _, event_id in sorted(by_reason[PickReason.DISAGREEMENT])
+    ]
+    near = [QueuePick(event_id, PickReason.NEAR_GATE, 1.0) for _, event_id in sorted(by_reason[PickReason.NEAR_GATE])]
     for pair in zip_longest(disagreements, near):
         picks.extend(pick for pick in pair if pick is not None)
-    return picks[:quota]
+    return picks
+
+
+def random_quota(*, quota: int, random_share: float, flagged: int) -> int:
+    """How many of `quota` picks the random share is owed: `random_share` of the quota, rounded down, but never a
+    place a flagged decision needs (flagged ones come first, whatever the share)."""
+    owed = math.floor(max(quota, 0) * min(max(random_share, 0.0), 1.0) + 1e-9)
+    return max(min(owed, quota - flagged), 0)
+
+
+def review_picks(
+    *,
+    candidates: Sequence[ReviewCandidate],
+    quota: int,
+    random_share: float = 0.0,
+    rng: random.Random | None = None,
+) -> list[QueuePick]:
+    """At most `quota` picks in review order (see the module): the flagged ones in the order given (the caller passes
+    them oldest suspicion first), then the rules' disagreements and near-gate picks in turns, the strongest of each
+    first, with the random share spread evenly among them. Ties go to the lower event id and the random draw depends
+    only on `rng` and the set of candidates, so one set of candidates and one seed always give one queue. `rng` is
+    needed only when something is drawn at random."""
+    if quota <= 0:
+        return []
+    ranked = _rule_picks(candidates)
+    flagged = [pick for pick in ranked if pick.reason == PickReason.FLAGGED]
+    owed = random_quota(quota=quota, random_share=random_share, flagged=len(flagged))
+    ruled = ranked[: quota - owed]
+    if random_share <= 0 or len(ruled) == quota:
+        return ruled
+    taken = {pick.event_id for pick in ruled}
+    pool = sorted({candidate.event_id for candidate in candidates} - taken)
+    count = min(quota - len(ruled), len(pool))
+    if count == 0:
+        return ruled
+    if rng is None:
+        raise ValueError("a random share needs a seeded random.Random")
+    drawn = [QueuePick(event_id, PickReason.RANDOM, count / len(pool)) for event_id in rng.sample(pool, count)]
+    rest = ruled[len(flagged) :]
+    # Evenly spread: each list's i-th pick at (i + 0.5) / its length of the way down; a rule's pick first on a tie.
+    spread = sorted(
+        [((i + 0.5) / len(rest), 0, pick) for i, pick in enumerate(rest)]
+        + [((i + 0.5) / len(drawn), 1, pick) for i, pick in enumerate(drawn)],
+        key=lambda placed: (placed[0], placed[1]),
+    )
+    return [*flagged, *(pick for _, _, pick in spread)]

@@ -10,7 +10,7 @@ from django.db.models.functions import Substr
 
 from conversations.label_rules import TRAINING_SOURCES, training_labels_pick
 from conversations.labelled_pairs import LabelledQuestionPair
-from conversations.models import Conversation, DedupAction, DedupEvent, DuplicateLabel, Feedback, Turn
+from conversations.models import Conversation, DedupAction, DedupEvent, DuplicateLabel, Feedback, ReviewPick, Turn
 from kbplatform.errors import NotFoundError
 from kbplatform.text import user_id_canonical
 from tenants.models import Tenant
@@ -216,11 +216,18 @@ def duplicate_labels_training(*, tenant: Tenant) -> list[LabelledQuestionPair]:
     """The tenant's labelled question pairs a verifier trains on, in label id order
     (`label_rules.training_labels_pick`): support verdicts and imported labels, one per audit event with support's
     first. An end user's thumbs-down is a
-    suspicion and is left out until support reviews the event (which writes a support label that then counts)."""
+    suspicion and is left out until support reviews the event (which writes a support label that then counts). Each
+    label carries the review queue's pick of its event, when there is one (an event is picked at most once): its
+    reason and inclusion probability, which tell a random pick of known chance from the rest."""
+    picks = ReviewPick.objects.for_tenant(tenant).filter(dedup_event_id=OuterRef("dedup_event_id"))
     labels = (
         DuplicateLabel.objects.for_tenant(tenant)
         .filter(source__in=sorted(TRAINING_SOURCES))
         .only("pk", "dedup_event_id", "source", "question", "stored_question", "is_duplicate")
+        .annotate(
+            pick_reason=Subquery(picks.values("reason")[:1]),
+            pick_probability=Subquery(picks.values("inclusion_probability")[:1]),
+        )
         .order_by("pk")
     )
     return [
@@ -230,6 +237,8 @@ def duplicate_labels_training(*, tenant: Tenant) -> list[LabelledQuestionPair]:
             is_duplicate=label.is_duplicate,
             source=label.source,
             label_id=label.pk,
+            pick_reason=label.pick_reason or "",
+            pick_probability=label.pick_probability,
         )
         for label in training_labels_pick(labels.iterator(chunk_size=2000))
     ]

@@ -17,7 +17,12 @@ How it chooses, on the training part of the labels only (70% by a salted hash of
   2. the cut: the lowest at which those out-of-fold probabilities reach the target plus CUT_MARGIN.
 It is then judged on the held-out 30%, which took no part in either choice, against the decision in use (its head
 and cut) re-cut at its best for the same target: it beats it only by meeting the target at its own cut with more
-recall than the decision in use reaches at that precision.
+recall than the decision in use reaches at that precision (`activation_judge`). Which held-out labels judge:
+  - with at least MIN_RANDOM_JUDGE_DUPLICATES duplicates among the held-out labels the review queue drew at random,
+    those labels alone, each weighted by the inverse of its pick's probability: a sample of the tenant's traffic,
+    whose weighted precision and recall estimate the decision's on that traffic;
+  - else every held-out label, unweighted. Most are the queue's near-gate picks, the hardest decisions, where a model
+    better on the traffic can still miss the target; that judge is kept only until the random share has enough.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import datetime
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from enum import StrEnum
 
 import numpy as np
 
@@ -47,12 +53,29 @@ CUT_MARGIN = 0.02
 # Fewer labels than this, or of one class only, train nothing: no cut could be chosen nor judged.
 MIN_LABELS = 20
 MIN_DUPLICATES = 5
+# Held-out random picks judge only with this many duplicates among them: with fewer, their weighted recall moves by
+# more than the differences between models worth telling apart (at 30 duplicates and a recall near 0.3, a binomial
+# standard deviation near 0.08), and the near-gate labels, biased but many more, judge instead.
+MIN_RANDOM_JUDGE_DUPLICATES = 30
 
 Progress = Callable[[float, str], None]
 
 
 class TrainingRefused(ValueError):
     """The labels cannot train a verifier (too few, one class only); the message says what is missing."""
+
+
+class Judge(StrEnum):
+    RANDOM_PICKS_WEIGHTED = "random_picks_weighted"  # the held-out random picks, by inverse inclusion probability
+    HELD_OUT_LABELS = "held_out_labels"  # every held-out label, unweighted
+
+
+@dataclass(frozen=True)
+class Judgement:
+    judge: Judge
+    beats_active: bool
+    note: str  # why it was or was not judged better, in one sentence
+    figures: dict  # both judges' figures, whichever decided
 
 
 @dataclass(frozen=True)
@@ -104,15 +127,18 @@ def _rule_eligible(
 
 
 def recall_at_precision(
-    *, scores: np.ndarray, labels: np.ndarray, eligible: np.ndarray, target: float
+    *, scores: np.ndarray, labels: np.ndarray, eligible: np.ndarray, target: float, weights: np.ndarray | None = None
 ) -> tuple[float, float]:
     """(the most recall any cut reaches with precision >= target, that cut) over pairs the rule lets through; recall
-    counts every duplicate, eligible or not. (0.0, inf) when no cut reaches the target."""
-    duplicates = max(int(labels.sum()), 1)
+    counts every duplicate, eligible or not. (0.0, inf) when no cut reaches the target. With `weights`, each pair
+    counts by its weight in both precision and recall (unit weights give the unweighted figures exactly)."""
+    weights = np.ones(len(labels)) if weights is None else np.asarray(weights, dtype=float)
+    duplicates = float((weights * labels).sum())
+    duplicates = duplicates if duplicates > 0 else 1.0
     index = np.where(eligible)[0]
     order = index[np.argsort(-scores[index], kind="stable")]
-    true_positive = np.cumsum(labels[order])
-    precision = true_positive / np.arange(1, len(order) + 1)
+    true_positive = np.cumsum(weights[order] * labels[order])
+    precision = true_positive / np.maximum(np.cumsum(weights[order]), np.finfo(float).tiny)
     ranked = scores[order]
     real = np.append(ranked[1:] != ranked[:-1], True) if len(order) else np.array([], dtype=bool)
     reached = np.where((precision >= target) & real)[0]
@@ -132,6 +158,132 @@ def _figures(decided: np.ndarray, labels: np.ndarray) -> dict:
         "hits": hits,
         "pairs": len(labels),
     }
+
+
+def _weighted_figures(decided: np.ndarray, labels: np.ndarray, weights: np.ndarray) -> dict:
+    """Precision, recall and hit rate with each pair counted by its weight (ratios of inverse-probability weighted
+    totals); `hits` and `pairs` stay counts of labels."""
+    hit_weight = float((weights * decided).sum())
+    true_positive = float((weights * (decided & (labels == 1))).sum())
+    duplicate_weight = float((weights * labels).sum())
+    return {
+        "precision": round(true_positive / hit_weight, 4) if hit_weight > 0 else None,
+        "recall": round(true_positive / duplicate_weight, 4) if duplicate_weight > 0 else 0.0,
+        "hit_rate": round(hit_weight / float(weights.sum()), 4) if weights.sum() > 0 else 0.0,
+        "hits": int(decided.sum()),
+        "pairs": len(labels),
+    }
+
+
+def _verdict(
+    *,
+    new_scores: np.ndarray,
+    cut: float,
+    active_scores: np.ndarray,
+    labels: np.ndarray,
+    eligible: np.ndarray,
+    weights: np.ndarray,
+    target: float,
+) -> tuple[bool, str, dict]:
+    """One judge's rule on one set of labels: the new model beats the active decision only by meeting `target` at its
+    own cut with more (weighted) duplicates served than the active head serves at its best cut for `target`."""
+    decided = eligible & (new_scores >= cut)
+    figures = _weighted_figures(decided, labels, weights)
+    active_recall, active_cut = recall_at_precision(
+        scores=active_scores, labels=labels, eligible=eligible, target=target, weights=weights
+    )
+    new_best_recall, _ = recall_at_precision(
+        scores=new_scores, labels=labels, eligible=eligible, target=target, weights=weights
+    )
+    duplicate_weight = float((weights * labels).sum())
+    # Served duplicates compared, not rounded recalls: a rounded recall must not beat an equal one.
+    new_served = float((weights * (decided & (labels == 1))).sum())
+    active_served = active_recall * duplicate_weight
+    meets = figures["precision"] is not None and figures["precision"] >= target
+    finite = bool(np.isfinite(cut))
+    beats = finite and meets and new_served > active_served + 1e-9 * max(duplicate_weight, 1.0)
+    if not finite:
+        note = f"no cut reaches precision {target:.2f} on the training labels"
+    elif not meets:
+        note = f"precision {figures['precision']} at its cut is under the target {target:.2f}"
+    elif beats:
+        note = (
+            f"recall {figures['recall']:.3f} at precision {figures['precision']:.3f} beats the active decision's "
+            f"{active_recall:.3f} at precision >= {target:.2f}"
+        )
+    else:
+        note = (
+            f"recall {figures['recall']:.3f} does not beat the active decision's {active_recall:.3f} at "
+            f"precision >= {target:.2f}"
+        )
+    verdict = {
+        "new": figures,
+        "new_recall_at_target": round(new_best_recall, 4),
+        "active_recall_at_target": round(active_recall, 4),
+        "active_cut_for_target": round(active_cut, 6) if np.isfinite(active_cut) else None,
+        "labels": int(len(labels)),
+        "duplicates": int(labels.sum()),
+    }
+    return beats, note, verdict
+
+
+def activation_judge(
+    *,
+    new_scores: np.ndarray,
+    cut: float,
+    active_scores: np.ndarray,
+    labels: np.ndarray,
+    eligible: np.ndarray,
+    random_weights: np.ndarray,
+    precision_target: float,
+) -> Judgement:
+    """Whether the new model (probabilities `new_scores`, its `cut`) beats the active decision (`active_scores`,
+    re-cut at its best for the target) on held-out labels (all arrays are of the held-out labels only; `eligible`:
+    the decision's other checks let the pair through; `random_weights`: 1 / inclusion probability of a random pick
+    of the review queue, 0 for any other label). The held-out random picks judge, weighted, when they hold at least
+    MIN_RANDOM_JUDGE_DUPLICATES duplicates; every held-out label, unweighted, judges otherwise. Both figures are
+    returned whenever there are random picks to figure."""
+    labels = np.asarray(labels, dtype=int)
+    random_weights = np.asarray(random_weights, dtype=float)
+    beats, note, everything = _verdict(
+        new_scores=new_scores,
+        cut=cut,
+        active_scores=active_scores,
+        labels=labels,
+        eligible=eligible,
+        weights=np.ones(len(labels)),
+        target=precision_target,
+    )
+    figures: dict = {"held_out_labels": everything}
+    drawn = random_weights > 0
+    random_duplicates = int(labels[drawn].sum())
+    if drawn.any():
+        random_beats, random_note, weighted = _verdict(
+            new_scores=new_scores[drawn],
+            cut=cut,
+            active_scores=active_scores[drawn],
+            labels=labels[drawn],
+            eligible=eligible[drawn],
+            weights=random_weights[drawn],
+            target=precision_target,
+        )
+        figures["random_picks_weighted"] = {**weighted, "weight": round(float(random_weights[drawn].sum()), 3)}
+    if random_duplicates >= MIN_RANDOM_JUDGE_DUPLICATES:
+        return Judgement(
+            judge=Judge.RANDOM_PICKS_WEIGHTED,
+            beats_active=random_beats,
+            note=f"on {int(drawn.sum())} held-out random picks, weighted: {random_note}",
+            figures=figures,
+        )
+    return Judgement(
+        judge=Judge.HELD_OUT_LABELS,
+        beats_active=beats,
+        note=(
+            f"on {len(labels)} held-out labels ({random_duplicates} random-pick duplicates, under "
+            f"{MIN_RANDOM_JUDGE_DUPLICATES}): {note}"
+        ),
+        figures=figures,
+    )
 
 
 def fit_towards(
@@ -268,33 +420,16 @@ def verifier_train(
     active_features = features[:, : active.weights.shape[0]]
     active_probability = _sigmoid(((active_features - active.mean) / active.scale) @ active.weights + active.bias)
     held_labels, held_eligible = labels[held_out], eligible[held_out]
-    new_figures = _figures(held_eligible & (new_probability[held_out] >= cut), held_labels)
-    active_figures = _figures(held_eligible & (active_probability[held_out] >= active.cut), held_labels)
-    active_recall, active_cut = recall_at_precision(
-        scores=active_probability[held_out], labels=held_labels, eligible=held_eligible, target=precision_target
+    judgement = activation_judge(
+        new_scores=new_probability[held_out],
+        cut=cut,
+        active_scores=active_probability[held_out],
+        labels=held_labels,
+        eligible=held_eligible,
+        random_weights=np.array([p.random_pick_weight for p in pairs])[held_out],
+        precision_target=precision_target,
     )
-    new_best_recall, _ = recall_at_precision(
-        scores=new_probability[held_out], labels=held_labels, eligible=held_eligible, target=precision_target
-    )
-    meets = new_figures["precision"] is not None and new_figures["precision"] >= precision_target
-    # More duplicates served, counted, not recalls compared: a rounded recall must not beat an equal one.
-    new_true_positives = int((held_eligible & (new_probability[held_out] >= cut) & (held_labels == 1)).sum())
-    active_true_positives = round(active_recall * max(int(held_labels.sum()), 1))
-    beats = bool(np.isfinite(cut)) and meets and new_true_positives > active_true_positives
-    if not np.isfinite(cut):
-        note = f"no cut reaches precision {precision_target:.2f} on the training labels"
-    elif not meets:
-        note = f"held-out precision {new_figures['precision']} at its cut is under the target {precision_target:.2f}"
-    elif beats:
-        note = (
-            f"held-out recall {new_figures['recall']:.3f} at precision {new_figures['precision']:.3f} beats the "
-            f"active decision's {active_recall:.3f} at precision >= {precision_target:.2f}"
-        )
-    else:
-        note = (
-            f"held-out recall {new_figures['recall']:.3f} does not beat the active decision's {active_recall:.3f} at "
-            f"precision >= {precision_target:.2f}"
-        )
+    everything = judgement.figures["held_out_labels"]
     figures = {
         "precision_target": precision_target,
         "threshold": threshold,
@@ -305,12 +440,15 @@ def verifier_train(
         "train_labels": int(train.sum()),
         "held_out_labels": int(held_out.sum()),
         "held_out_duplicates": int(held_labels.sum()),
+        "random_pick_labels": int(sum(p.random_pick_weight > 0 for p in pairs)),
         "train_out_of_fold_recall_at_target": oof_recall,
-        "held_out": new_figures,
-        "held_out_recall_at_target": round(new_best_recall, 4),
-        "active_held_out": active_figures,
-        "active_held_out_recall_at_target": round(active_recall, 4),
-        "active_cut_for_target": round(active_cut, 6) if np.isfinite(active_cut) else None,
+        "held_out": everything["new"],
+        "held_out_recall_at_target": everything["new_recall_at_target"],
+        "active_held_out": _figures(held_eligible & (active_probability[held_out] >= active.cut), held_labels),
+        "active_held_out_recall_at_target": everything["active_recall_at_target"],
+        "active_cut_for_target": everything["active_cut_for_target"],
+        "judge": str(judgement.judge),
+        "judges": judgement.figures,
     }
     payload = {
         "feature_version": TENANT_FEATURE_VERSION,
@@ -329,4 +467,4 @@ def verifier_train(
         "scale": [significant(s) for s in prior.scale],
     }
     pair_model_from_dict(payload)  # the payload reads back as a model, or this raises before anything is written
-    return VerifierTrained(payload=payload, figures=figures, beats_active=beats, note=note)
+    return VerifierTrained(payload=payload, figures=figures, beats_active=judgement.beats_active, note=judgement.note)

@@ -1,8 +1,10 @@
 """The admin's review queue of one tenant's day: drawn once (`review_queue.review_picks` over the recent unreviewed
-decisions whose pair a verdict can label), recorded as ReviewPick rows, and read back as they were drawn."""
+decisions whose pair a verdict can label, its random share seeded by the tenant and the day), recorded as ReviewPick
+rows with each pick's inclusion probability, and read back as they were drawn."""
 
 from __future__ import annotations
 
+import random
 from datetime import date, timedelta
 
 from django.conf import settings
@@ -29,16 +31,25 @@ CANDIDATE_FIELDS = (
 )
 
 
-def review_queue_of_day(*, tenant: Tenant, day: date, quota: int | None = None) -> list[ReviewPick]:
+def review_queue_seed(*, tenant: Tenant, day: date) -> random.Random:
+    """The random share's source for one tenant's day: the same tenant and day always draw the same picks from the
+    same candidates, so a draw can be checked and repeated."""
+    return random.Random(f"review-queue:{int(tenant.pk)}:{day.isoformat()}")
+
+
+def review_queue_of_day(
+    *, tenant: Tenant, day: date, quota: int | None = None, random_share: float | None = None
+) -> list[ReviewPick]:
     """The tenant's review picks of `day`, drawing them first when that day has none yet. The draw takes the
     policy row's lock, so two reviewers opening the queue at once get one draw, not two. `quota` defaults to
-    KB_REVIEW_QUEUE_DAILY_QUOTA."""
+    KB_REVIEW_QUEUE_DAILY_QUOTA and `random_share` to KB_REVIEW_QUEUE_RANDOM_SHARE."""
     quota = settings.REVIEW_QUEUE_DAILY_QUOTA if quota is None else quota
+    random_share = settings.REVIEW_QUEUE_RANDOM_SHARE if random_share is None else random_share
     dedup_policy_get(tenant=tenant)
     with transaction.atomic():
         DedupPolicy.objects.for_tenant(tenant).select_for_update().get()
         if not ReviewPick.objects.for_tenant(tenant).filter(day=day).exists():
-            _draw(tenant=tenant, day=day, quota=quota)
+            _draw(tenant=tenant, day=day, quota=quota, random_share=random_share)
     return list(
         ReviewPick.objects.for_tenant(tenant)
         .filter(day=day)
@@ -47,7 +58,7 @@ def review_queue_of_day(*, tenant: Tenant, day: date, quota: int | None = None) 
     )
 
 
-def _draw(*, tenant: Tenant, day: date, quota: int) -> None:
+def _draw(*, tenant: Tenant, day: date, quota: int, random_share: float) -> None:
     since = timezone.now() - timedelta(days=LOOKBACK_DAYS)
     events = (
         DedupEvent.objects.for_tenant(tenant)
@@ -75,10 +86,19 @@ def _draw(*, tenant: Tenant, day: date, quota: int) -> None:
             for pk, similarity, threshold, probability, flagged, _ in rows
         ],
         quota=quota,
+        random_share=random_share,
+        rng=review_queue_seed(tenant=tenant, day=day),
     )
     ReviewPick.objects.bulk_create(
         [
-            ReviewPick(tenant=tenant, day=day, dedup_event_id=event_id, reason=str(reason), rank=rank)
-            for rank, (event_id, reason) in enumerate(picks, start=1)
+            ReviewPick(
+                tenant=tenant,
+                day=day,
+                dedup_event_id=pick.event_id,
+                reason=str(pick.reason),
+                rank=rank,
+                inclusion_probability=pick.probability,
+            )
+            for rank, pick in enumerate(picks, start=1)
         ]
     )

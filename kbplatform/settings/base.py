@@ -313,6 +313,10 @@ DUPLICATE_HEAD = env.bool("KB_DUPLICATE_HEAD", default=True)
 DUPLICATE_MODEL_DIR = Path(env.str("KB_DUPLICATE_MODEL_DIR", default=str(VAR_DIR / "duplicate_models")))
 # Decisions the admin's review queue picks per tenant per day (conversations.review_queue).
 REVIEW_QUEUE_DAILY_QUOTA = env.int("KB_REVIEW_QUEUE_DAILY_QUOTA", default=20)
+# The share of that quota drawn at random from what the queue's rules leave: the sample that judges a new verifier
+# on the tenant's traffic rather than on the hard near-gate picks (docs/conversations.md, "The review queue"). A
+# quarter keeps three picks in four where a verdict teaches the head most.
+REVIEW_QUEUE_RANDOM_SHARE = env.float("KB_REVIEW_QUEUE_RANDOM_SHARE", default=0.25)
 
 # --- Answer generation --------------------------------------------------------------------------------------
 LLM_BASE_URL = env.str("LLM_BASE_URL", default="")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +33,14 @@ from conversations.services.verifiers import (
     verifier_path,
 )
 from conversations.tasks import duplicate_model_train_task
-from conversations.verifier_training import ADDED_PENALTIES, PENALTIES, fit_towards
+from conversations.verifier_training import (
+    ADDED_PENALTIES,
+    MIN_RANDOM_JUDGE_DUPLICATES,
+    PENALTIES,
+    Judge,
+    activation_judge,
+    fit_towards,
+)
 from tests.conversations.helpers import indexed_kb
 from tests.conversations.test_api import ask, start
 
@@ -48,14 +56,14 @@ def model_dir(settings, tmp_path: Path) -> Path:
     return settings.DUPLICATE_MODEL_DIR
 
 
-def _pairs_file(tmp_path: Path, *, labels: str = "true") -> Path:
-    """The support-desk pairs four times over (each copy its own pair ids). `labels`: "true", "flipped" (every pair
-    labelled wrongly) or "noise" (each copy of a pair labelled at random, so no model can learn them)."""
+def _pairs_file(tmp_path: Path, *, labels: str = "true", copies: int = 4) -> Path:
+    """The support-desk pairs `copies` times over (each copy its own pair ids). `labels`: "true", "flipped" (every
+    pair labelled wrongly) or "noise" (each copy of a pair labelled at random, so no model can learn them)."""
     rows = [json.loads(line) for line in SUPPORT_PAIRS.read_text().splitlines() if line.strip()]
-    path = tmp_path / f"{labels}.jsonl"
+    path = tmp_path / f"{labels}-{copies}.jsonl"
     noise = random.Random(7)
     with path.open("w") as handle:
-        for copy in range(4):
+        for copy in range(copies):
             for index, row in enumerate(rows):
                 label = {
                     "true": int(row["is_duplicate"]),
@@ -93,6 +101,9 @@ def test_the_command_trains_on_a_pairs_file_and_prints_its_figures(tenant, tmp_p
     assert row.status in (DuplicateModelStatus.ACTIVE, DuplicateModelStatus.CANDIDATE)
     assert f"v1: {row.status} (220 labels)" in printed and '"held_out"' in printed
     assert row.label_count == 220 and len(row.training_set_sha256) == 64
+    # A pairs file has no random picks of the review queue: every held-out label judges, and the row says so.
+    assert row.figures["judge"] == Judge.HELD_OUT_LABELS and row.figures["random_pick_labels"] == 0
+    assert "random_picks_weighted" not in row.figures["judges"]
     assert row.figures["penalty"] in PENALTIES and row.figures["added_penalty"] in ADDED_PENALTIES
     assert row.figures["held_out_labels"] + row.figures["train_labels"] == 220
     payload = json.loads(verifier_path(tenant=tenant, version=1).read_text())
@@ -189,6 +200,147 @@ def test_the_task_trains_from_the_tenants_own_labels_and_runs_once(tenant, other
     # another tenant's id with this version's id is no version of that tenant
     assert duplicate_model_train_task(other_tenant.pk, row.pk) is None
     assert duplicate_model_train_task(10**9, row.pk) is None
+
+
+def _as_random_picks(pairs, *, probability: float, every: int = 1):
+    """`pairs` with every `every`-th one a random pick of the review queue, drawn with `probability`."""
+    return [
+        replace(pair, pick_reason="random", pick_probability=probability) if index % every == 0 else pair
+        for index, pair in enumerate(pairs)
+    ]
+
+
+def test_with_enough_random_picks_they_judge_weighted_and_the_row_records_it(tenant, tmp_path):
+    pairs = _as_random_picks(labelled_pairs_read(_pairs_file(tmp_path, copies=8)), probability=0.2)
+    row = duplicate_model_version_create(tenant=tenant, source="test")
+    row = duplicate_model_train(tenant=tenant, version_id=row.pk, pairs=pairs)
+    assert row.figures["judge"] == Judge.RANDOM_PICKS_WEIGHTED, row.decision_note
+    weighted = row.figures["judges"]["random_picks_weighted"]
+    assert weighted["duplicates"] >= MIN_RANDOM_JUDGE_DUPLICATES
+    assert weighted["weight"] == pytest.approx(5.0 * weighted["labels"])
+    assert "held-out random picks, weighted" in row.decision_note
+    assert row.figures["random_pick_labels"] == len(pairs)
+
+
+def test_with_too_few_random_picks_the_held_out_labels_judge(tenant, tmp_path):
+    pairs = _as_random_picks(labelled_pairs_read(_pairs_file(tmp_path)), probability=0.2, every=10)
+    row = duplicate_model_version_create(tenant=tenant, source="test")
+    row = duplicate_model_train(tenant=tenant, version_id=row.pk, pairs=pairs)
+    assert row.figures["judge"] == Judge.HELD_OUT_LABELS
+    assert row.figures["judges"]["random_picks_weighted"]["duplicates"] < MIN_RANDOM_JUDGE_DUPLICATES
+    assert f"under {MIN_RANDOM_JUDGE_DUPLICATES}" in row.decision_note
+
+
+def test_the_versions_page_shows_the_figures_of_the_judge_that_decided():
+    from django.contrib import admin
+
+    from conversations.admin_verifiers import DuplicateModelVersionAdmin
+
+    shown = DuplicateModelVersionAdmin(DuplicateModelVersion, admin.site).held_out_shown
+    everything = {"held_out": {"precision": 0.88, "recall": 0.3}, "active_held_out": {"precision": 0.9, "recall": 0.2}}
+    weighted = {"new": {"precision": 0.93, "recall": 0.41}, "active_recall_at_target": 0.33}
+    assert (
+        shown(DuplicateModelVersion(figures={**everything, "judge": "held_out_labels"})) == "0.88 / 0.30 vs 0.90 / 0.20"
+    )
+    assert (
+        shown(
+            DuplicateModelVersion(
+                figures={**everything, "judge": "random_picks_weighted", "judges": {"random_picks_weighted": weighted}}
+            )
+        )
+        == "0.93 / 0.41 vs R 0.33 (random picks, weighted)"
+    )
+    assert shown(DuplicateModelVersion(figures={})) == ""
+
+
+# --- the activation judge (pure) -----------------------------------------------------------------------------------
+
+TARGET = 0.90
+
+
+def _labels(*groups: tuple[int, float, float, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Held-out labels from groups of (count, new model's score, active head's score, is duplicate)."""
+    new, active, labels = [], [], []
+    for count, new_score, active_score, duplicate in groups:
+        new += [new_score] * count
+        active += [active_score] * count
+        labels += [duplicate] * count
+    return np.array(new), np.array(active), np.array(labels)
+
+
+# The traffic the random share samples: the new model at its cut 0.5 serves 36 of 40 duplicates with 2 false hits
+# (precision 0.95, recall 0.90); the active head reaches precision 0.90 only on its top 22 (recall 0.50).
+RANDOM_TRAFFIC = _labels(
+    (16, 0.8, 0.9, 1), (20, 0.8, 0.3, 1), (4, 0.2, 0.9, 1), (2, 0.8, 0.9, 0), (38, 0.1, 0.3, 0), (20, 0.1, 0.1, 0)
+)
+# The near-gate picks: hard pairs where the new model at its cut is at precision 0.75, under the target.
+NEAR_GATE = _labels((30, 0.8, 0.9, 1), (20, 0.2, 0.3, 1), (10, 0.8, 0.3, 0), (40, 0.1, 0.3, 0))
+
+
+def _judge(random_part, near_part, *, random_weight: np.ndarray | float = 10.0):
+    new = np.concatenate([random_part[0], near_part[0]])
+    active = np.concatenate([random_part[1], near_part[1]])
+    labels = np.concatenate([random_part[2], near_part[2]])
+    weights = np.concatenate([np.broadcast_to(random_weight, len(random_part[2])), np.zeros(len(near_part[2]))])
+    return activation_judge(
+        new_scores=new,
+        cut=0.5,
+        active_scores=active,
+        labels=labels,
+        eligible=np.ones(len(labels), dtype=bool),
+        random_weights=weights,
+        precision_target=TARGET,
+    )
+
+
+def test_a_model_better_on_random_traffic_activates_though_worse_on_the_near_gate_labels():
+    judged = _judge(RANDOM_TRAFFIC, NEAR_GATE)
+    assert judged.judge == Judge.RANDOM_PICKS_WEIGHTED and judged.beats_active, judged.note
+    weighted = judged.figures["random_picks_weighted"]
+    assert weighted["new"]["precision"] == pytest.approx(36 / 38, abs=1e-4)
+    assert weighted["new"]["recall"] == pytest.approx(0.9) and weighted["active_recall_at_target"] == 0.5
+    # Every held-out label, near-gate ones and all, unweighted, would have refused it: under the target at its cut.
+    assert judged.figures["held_out_labels"]["new"]["precision"] < TARGET
+    # And with the random picks too few to judge, they do not: the old rule refuses it.
+    few = tuple(np.concatenate([part[:25], part[40:]]) for part in RANDOM_TRAFFIC)  # 25 of the 40 duplicates
+    fallback = _judge(few, NEAR_GATE)
+    assert int(few[2].sum()) < MIN_RANDOM_JUDGE_DUPLICATES
+    assert fallback.judge == Judge.HELD_OUT_LABELS and not fallback.beats_active
+    assert "random_picks_weighted" in fallback.figures  # figured, not judging
+
+
+def test_a_model_worse_on_random_traffic_is_refused_by_the_weighted_judge():
+    # The active head's scores and the new model's swapped: the new one is the weaker on the traffic.
+    swapped = (RANDOM_TRAFFIC[1], RANDOM_TRAFFIC[0], RANDOM_TRAFFIC[2])
+    judged = _judge(swapped, NEAR_GATE)
+    assert judged.judge == Judge.RANDOM_PICKS_WEIGHTED and not judged.beats_active
+
+
+def test_the_weighted_judge_weighs_each_pick_by_its_inverse_probability():
+    # The 2 false hits were drawn with a chance 20 times smaller than the rest: each stands for 20 times as much of
+    # the traffic, so the model's precision at its cut is 36 / 76 there, not 36 / 38.
+    rare = np.ones(len(RANDOM_TRAFFIC[2]))
+    rare[40:42] = 20.0
+    judged = _judge(RANDOM_TRAFFIC, NEAR_GATE, random_weight=rare)
+    assert judged.judge == Judge.RANDOM_PICKS_WEIGHTED and not judged.beats_active
+    assert judged.figures["random_picks_weighted"]["new"]["precision"] == pytest.approx(36 / 76, abs=1e-4)
+    assert "under the target" in judged.note
+
+
+def test_equal_served_duplicates_do_not_beat_the_active_decision():
+    same = (RANDOM_TRAFFIC[0], RANDOM_TRAFFIC[0], RANDOM_TRAFFIC[2])
+    judged = _judge(same, NEAR_GATE)
+    assert judged.judge == Judge.RANDOM_PICKS_WEIGHTED and not judged.beats_active
+    no_cut = activation_judge(
+        new_scores=RANDOM_TRAFFIC[0],
+        cut=float("inf"),
+        active_scores=RANDOM_TRAFFIC[1],
+        labels=RANDOM_TRAFFIC[2],
+        eligible=np.ones(len(RANDOM_TRAFFIC[2]), dtype=bool),
+        random_weights=np.full(len(RANDOM_TRAFFIC[2]), 10.0),
+        precision_target=TARGET,
+    )
+    assert not no_cut.beats_active and "no cut" in no_cut.note
 
 
 # --- which version decides -----------------------------------------------------------------------------------------
