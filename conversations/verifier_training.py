@@ -148,21 +148,10 @@ def recall_at_precision(
     return float(true_positive[best] / duplicates), float(ranked[best])
 
 
-def _figures(decided: np.ndarray, labels: np.ndarray) -> dict:
-    hits = int(decided.sum())
-    true_positive = int((decided & (labels == 1)).sum())
-    return {
-        "precision": round(true_positive / hits, 4) if hits else None,
-        "recall": round(true_positive / max(int(labels.sum()), 1), 4),
-        "hit_rate": round(hits / max(len(labels), 1), 4),
-        "hits": hits,
-        "pairs": len(labels),
-    }
-
-
-def _weighted_figures(decided: np.ndarray, labels: np.ndarray, weights: np.ndarray) -> dict:
-    """Precision, recall and hit rate with each pair counted by its weight (ratios of inverse-probability weighted
-    totals); `hits` and `pairs` stay counts of labels."""
+def _figures(decided: np.ndarray, labels: np.ndarray, weights: np.ndarray | None = None) -> dict:
+    """Precision, recall and hit rate of the pairs `decided` served, each pair counted by its weight when `weights`
+    are given (ratios of inverse-probability weighted totals), else once; `hits` and `pairs` stay counts of labels."""
+    weights = np.ones(len(labels)) if weights is None else weights
     hit_weight = float((weights * decided).sum())
     true_positive = float((weights * (decided & (labels == 1))).sum())
     duplicate_weight = float((weights * labels).sum())
@@ -188,7 +177,7 @@ def _verdict(
     """One judge's rule on one set of labels: the new model beats the active decision only by meeting `target` at its
     own cut with more (weighted) duplicates served than the active head serves at its best cut for `target`."""
     decided = eligible & (new_scores >= cut)
-    figures = _weighted_figures(decided, labels, weights)
+    figures = _figures(decided, labels, weights)
     active_recall, active_cut = recall_at_precision(
         scores=active_scores, labels=labels, eligible=eligible, target=target, weights=weights
     )

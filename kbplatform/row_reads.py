@@ -12,7 +12,7 @@ row's as `select_related` caches it. So the caller gets what the equivalent
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from django.db import connections, router
@@ -45,24 +45,12 @@ def row_read(alias: str, model: type[Model], related: tuple[str, ...], equal: tu
     parts = [(model, tuple(field.attname for field in model._meta.concrete_fields))]
     joins, joined = [], []
     for number, name in enumerate(related, start=1):
-        foreign_key = model._meta.get_field(name)
-        if not isinstance(foreign_key, ForeignKey) or foreign_key.null:
-            raise ValueError(f"{model.__name__}.{name} is not a non-null foreign key: an inner join would drop rows")
-        target = foreign_key.related_model
-        table = f"t{number}"
+        foreign_key = _joinable(model, name)
+        target, table = foreign_key.related_model, f"t{number}"
         columns += [(table, field) for field in target._meta.concrete_fields]
         parts.append((target, tuple(field.attname for field in target._meta.concrete_fields)))
-        joins.append(
-            f" JOIN {quote(target._meta.db_table)} {table} "
-            f"ON {table}.{quote(foreign_key.target_field.column)} = t0.{quote(foreign_key.column)}"
-        )
+        joins.append(_join_sql(quote, foreign_key, table))
         joined.append(foreign_key)
-    converters = []
-    for index, (table, field) in enumerate(columns):
-        column = field.get_col(table)
-        found = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
-        if found:
-            converters.append((index, column, tuple(found)))
     compared = [model._meta.pk if name == "pk" else model._meta.get_field(name) for name in equal]
     conditions = " AND ".join(f"t0.{quote(field.column)} = %s" for field in compared)
     bounds = tuple(_integer_bounds(connection, field) for field in compared)
@@ -74,7 +62,7 @@ def row_read(alias: str, model: type[Model], related: tuple[str, ...], equal: tu
         sql=sql,
         parts=tuple(parts),
         joined=tuple(joined),
-        converters=tuple(converters),
+        converters=_converters_of(connection, columns),
         compared=tuple(compared),
         bounds=bounds,
     )
@@ -87,11 +75,7 @@ def row_get(*, model: type[Model], related: tuple[str, ...] = (), equal: dict[st
     alias = router.db_for_read(model)
     read = row_read(alias, model, related, tuple(equal))
     connection = connections[alias]
-    # Each value as the ORM's lookup prepares it (a primary key given as a string becomes its integer).
-    parameters = [
-        field.get_db_prep_value(field.get_prep_value(value), connection, prepared=True)
-        for field, value in zip(read.compared, equal.values(), strict=True)
-    ]
+    parameters = _prepared(connection, read.compared, equal.values())
     for value, bound in zip(parameters, read.bounds, strict=True):
         if bound is not None and not _within(value, bound):
             return None
@@ -117,11 +101,7 @@ def _within(value: int, bound: tuple[int | None, int | None]) -> bool:
 
 
 def _instances(*, read: RowRead, alias: str, row: Sequence) -> Model:
-    connection = connections[alias]
-    values = list(row)
-    for index, column, converters in read.converters:
-        for converter in converters:
-            values[index] = converter(values[index], column, connection)
+    values = _converted(connections[alias], read.converters, row)
     instances, start = [], 0
     for part_model, attnames in read.parts:
         instances.append(part_model.from_db(alias, list(attnames), values[start : start + len(attnames)]))
@@ -159,25 +139,10 @@ def values_read(
         if not relation:
             selected.append(("t0", meta.pk if name == "pk" else meta.get_field(name)))
             continue
-        foreign_key = meta.get_field(relation)
-        if not isinstance(foreign_key, ForeignKey) or foreign_key.null:
-            raise ValueError(
-                f"{model.__name__}.{relation} is not a non-null foreign key: an inner join would drop rows"
-            )
-        table, _ = tables.setdefault(relation, (f"t{len(tables) + 1}", foreign_key))
+        table, foreign_key = tables.setdefault(relation, (f"t{len(tables) + 1}", _joinable(model, relation)))
         target = foreign_key.related_model._meta
         selected.append((table, target.pk if field_name == "pk" else target.get_field(field_name)))
-    converters = []
-    for index, (table, field) in enumerate(selected):
-        column = field.get_col(table)
-        found = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
-        if found:
-            converters.append((index, column, tuple(found)))
-    joins = "".join(
-        f" JOIN {quote(foreign_key.related_model._meta.db_table)} {table} "
-        f"ON {table}.{quote(foreign_key.target_field.column)} = t0.{quote(foreign_key.column)}"
-        for table, foreign_key in tables.values()
-    )
+    joins = "".join(_join_sql(quote, foreign_key, table) for table, foreign_key in tables.values())
     compared = tuple(meta.get_field(name) for name in equal)
     conditions = [f"t0.{quote(field.column)} = %s" for field in compared]
     conditions += [f"t0.{quote(meta.get_field(name).column)}" for name in true]
@@ -187,7 +152,9 @@ def values_read(
         f"SELECT {', '.join(f'{table}.{quote(field.column)}' for table, field in selected)} "
         f"FROM {quote(meta.db_table)} t0{joins} WHERE {' AND '.join(conditions)}"
     )
-    return ValuesRead(sql=sql, keys_as_array=keys_as_array, converters=tuple(converters), compared=compared)
+    return ValuesRead(
+        sql=sql, keys_as_array=keys_as_array, converters=_converters_of(connection, selected), compared=compared
+    )
 
 
 def values_by_keys(
@@ -206,10 +173,7 @@ def values_by_keys(
     alias = router.db_for_read(model)
     read = values_read(alias, model, columns, tuple(equal), true)
     connection = connections[alias]
-    parameters = [
-        field.get_db_prep_value(field.get_prep_value(value), connection, prepared=True)
-        for field, value in zip(read.compared, equal.values(), strict=True)
-    ]
+    parameters = _prepared(connection, read.compared, equal.values())
     keys = [int(key) for key in keys]
     if read.keys_as_array:
         sql, parameters = read.sql, [*parameters, keys]
@@ -218,13 +182,52 @@ def values_by_keys(
     with connection.cursor() as cursor:
         cursor.execute(sql, parameters)
         rows = cursor.fetchall()
-    if not read.converters:
-        return [tuple(row) for row in rows]
-    converted = []
-    for row in rows:
-        values = list(row)
-        for index, column, converters in read.converters:
-            for converter in converters:
-                values[index] = converter(values[index], column, connection)
-        converted.append(tuple(values))
-    return converted
+    return [tuple(_converted(connection, read.converters, row)) for row in rows]
+
+
+def _joinable(model: type[Model], name: str) -> ForeignKey:
+    """`model`'s foreign key `name`, which must be non-null: an inner join would drop the rows without one."""
+    foreign_key = model._meta.get_field(name)
+    if not isinstance(foreign_key, ForeignKey) or foreign_key.null:
+        raise ValueError(f"{model.__name__}.{name} is not a non-null foreign key: an inner join would drop rows")
+    return foreign_key
+
+
+def _join_sql(quote: Callable[[str], str], foreign_key: ForeignKey, table: str) -> str:
+    """The JOIN of `foreign_key`'s target table as `table` onto the read's own row (`t0`)."""
+    target = foreign_key.related_model._meta
+    return (
+        f" JOIN {quote(target.db_table)} {table} "
+        f"ON {table}.{quote(foreign_key.target_field.column)} = t0.{quote(foreign_key.column)}"
+    )
+
+
+def _converters_of(
+    connection: BaseDatabaseWrapper, columns: Sequence[tuple[str, Field]]
+) -> tuple[tuple[int, Col, tuple[Callable, ...]], ...]:
+    """(position, column expression, converters) of each selected (table, field) that the ORM converts on
+    `connection`: the backend's converters, then the field's."""
+    found = []
+    for index, (table, field) in enumerate(columns):
+        column = field.get_col(table)
+        converters = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
+        if converters:
+            found.append((index, column, tuple(converters)))
+    return tuple(found)
+
+
+def _converted(connection: BaseDatabaseWrapper, converters: Sequence[tuple], row: Sequence) -> list:
+    values = list(row)
+    for index, column, column_converters in converters:
+        for converter in column_converters:
+            values[index] = converter(values[index], column, connection)
+    return values
+
+
+def _prepared(connection: BaseDatabaseWrapper, fields: Sequence[Field], values: Iterable[object]) -> list:
+    """Each value as the ORM's lookup prepares it for `connection` (a primary key given as a string becomes its
+    integer)."""
+    return [
+        field.get_db_prep_value(field.get_prep_value(value), connection, prepared=True)
+        for field, value in zip(fields, values, strict=True)
+    ]
