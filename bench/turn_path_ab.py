@@ -34,12 +34,12 @@ def arms() -> dict:
     from django.conf import settings
 
     from conversations import state
-    from conversations.services import sources, turns
+    from conversations.services import conversations, sources
     from conversations.services import turn_write as tw
     from kbplatform import redis_client
     from retrieval import selectors
 
-    row_get, values_by_keys = turns.row_get, sources.values_by_keys
+    row_get, values_by_keys = conversations.row_get, sources.values_by_keys
     shared_client, batch_send = state.redis_connection, tw._statements_send
 
     def client_each_time() -> redis.Redis:
@@ -62,7 +62,7 @@ def arms() -> dict:
         )
 
     def old() -> None:
-        turns.row_get, sources.values_by_keys, selectors.values_by_keys = (
+        conversations.row_get, sources.values_by_keys, selectors.values_by_keys = (
             queryset_row_get,
             queryset_values,
             queryset_values,
@@ -70,7 +70,8 @@ def arms() -> dict:
         state.redis_connection, tw._statements_send = client_each_time, bound_by_psycopg
 
     def new() -> None:
-        turns.row_get, sources.values_by_keys, selectors.values_by_keys = row_get, values_by_keys, values_by_keys
+        conversations.row_get = row_get
+        sources.values_by_keys, selectors.values_by_keys = values_by_keys, values_by_keys
         state.redis_connection, tw._statements_send = shared_client, batch_send
 
     return {"old": old, "new": new}

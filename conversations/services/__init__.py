@@ -1,17 +1,26 @@
 """Writes of the conversations app, one concern a module; this package names the app's public write API.
 
 - `policy`: a tenant's set-up here, its dedup policy and intents, the settings a turn reads;
-- `turns`: conversations and the turn pipeline (`turn_ask`; `turn_prepare` then `turn_stream`: the same turn as events),
-  `candidates` (the stored questions a question is compared with), `sources` (what a turn shows of a passage) and
-  `turn_write` (the turn's one transaction);
-- `conversations`: renaming and deleting a conversation (a client's, outside a turn);
+- `turns`: the turn pipeline (`turn_ask`; `turn_prepare` then `turn_stream`: the same turn as events), `candidates` (the
+  stored questions a question is compared with), `sources` (what a turn shows of a passage) and `turn_write` (the
+  turn's one transaction);
+- `conversations`: starting a conversation, reading one for a turn, renaming and deleting one;
+- `client_answers`: a client's own answer to its retrieve-mode turn;
 - `feedback`: the end user's rating of an answer, and the suspected false hit it marks;
 - `question_index`: the tenant-scope question index in Milvus;
 - `retention`: deleting conversation records by hand and the purge of expired conversations;
 - `rollups`: the dashboard's daily figures.
 """
 
-from conversations.services.conversations import TITLE_MAX_CHARS, conversation_delete, conversation_rename
+from conversations.services.client_answers import ANSWER_MAX_CHARS, turn_answer_set
+from conversations.services.conversations import (
+    TITLE_MAX_CHARS,
+    conversation_create,
+    conversation_delete,
+    conversation_for,
+    conversation_rename,
+    knowledge_base_for,
+)
 from conversations.services.feedback import COMMENT_MAX_CHARS, FeedbackOutcome, feedback_set
 from conversations.services.policy import (
     POLICY_FIELDS,
@@ -37,14 +46,9 @@ from conversations.services.turn_stream import (
     turn_stream,
 )
 from conversations.services.turns import (
-    ANSWER_MAX_CHARS,
     QUESTION_MAX_CHARS,
     TOP_K,
     TurnOutcome,
-    conversation_create,
-    conversation_for,
-    knowledge_base_for,
-    turn_answer_set,
     turn_ask,
     turn_prepare,
 )

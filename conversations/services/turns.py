@@ -1,5 +1,4 @@
-"""Conversations and the turn pipeline (`turn_ask`): load, embed, judge, decide (`turn_decision.turn_decide`),
-execute, persist.
+"""The turn pipeline (`turn_ask`): load, embed, judge, decide (`turn_decision.turn_decide`), execute, persist.
 
 Everything slow (embedding, Milvus, generation) happens before the transaction, so the row lock is held for a
 few small writes only; two concurrent turns on one conversation both land, with distinct numbers."""
@@ -10,13 +9,9 @@ import logging
 import time
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from datetime import timedelta
 
 import numpy as np
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F
-from django.utils import timezone
 
 from conversations import decisions
 from conversations.answering import (
@@ -30,7 +25,6 @@ from conversations.answering import (
 from conversations.models import (
     AnswerState,
     Conversation,
-    DedupAction,
     DedupScope,
     Granularity,
     IntentBehaviour,
@@ -38,7 +32,8 @@ from conversations.models import (
 )
 from conversations.search_query import search_mode_choose
 from conversations.services.candidates import duplicate_candidates, stored_answer_at_origin, stored_answer_of
-from conversations.services.policy import TurnSettings, dedup_policy_get, turn_settings_load
+from conversations.services.conversations import conversation_for
+from conversations.services.policy import TurnSettings, turn_settings_load
 from conversations.services.sources import (
     SourceRows,
     SourceView,
@@ -49,20 +44,17 @@ from conversations.services.sources import (
 from conversations.services.turn_write import turn_after_commit, turn_persist
 from conversations.state import (
     ConversationState,
-    state_forget,
     state_load,
 )
 from conversations.turn_decision import MatchFacts, TurnDecision, TurnFacts, TurnKind, turn_decide
 from conversations.turn_history import history_select, rewrite_applies
-from kbplatform.errors import ApplicationError, ConflictError, NotFoundError
-from kbplatform.row_reads import row_get
-from kbplatform.text import control_character_problem, has_visible_character, user_id_canonical
+from kbplatform.errors import ApplicationError
+from kbplatform.text import control_character_problem, has_visible_character
 from retrieval import vectorstore
 from retrieval.embeddings import embed_query, embed_query_start, token_count, token_counts
 from retrieval.embeddings import model_id as embedding_model_id
 from retrieval.embeddings import model_identity as embedding_model_identity
 from retrieval.embeddings import model_name as embedding_model_name
-from retrieval.models import KnowledgeBase
 from retrieval.selectors import (
     ChunkHit,
     IndexState,
@@ -78,72 +70,6 @@ logger = logging.getLogger(__name__)
 
 TOP_K = 5
 QUESTION_MAX_CHARS = 4000
-ANSWER_MAX_CHARS = 100_000
-
-
-# --- conversations -------------------------------------------------------------------------------------------------
-
-
-def knowledge_base_for(
-    *, tenant: Tenant, knowledge_base_id: int, allowed_knowledge_base_id: int | None = None
-) -> KnowledgeBase:
-    """The tenant's knowledge base, or 404 (another tenant's, or one the API key does not reach)."""
-    if allowed_knowledge_base_id is not None and int(knowledge_base_id) != allowed_knowledge_base_id:
-        raise NotFoundError("Knowledge base not found.")
-    knowledge_base = KnowledgeBase.objects.for_tenant(tenant).filter(pk=knowledge_base_id).first()
-    if knowledge_base is None:
-        raise NotFoundError("Knowledge base not found.")
-    return knowledge_base
-
-
-def conversation_create(
-    *,
-    tenant: Tenant,
-    knowledge_base_id: int,
-    user_id: str = "",
-    metadata_filter: dict | None = None,
-    allowed_knowledge_base_id: int | None = None,
-) -> Conversation:
-    problem = control_character_problem(user_id or "")
-    if problem is not None:
-        raise ApplicationError(f"The user id is not valid: {problem}", extra={"fields": {"user_id": [problem]}})
-    user_id = user_id_canonical(user_id or "")
-    longest = Conversation._meta.get_field("user_id").max_length
-    if len(user_id) > longest:
-        message = f"Is {len(user_id)} characters in Unicode NFC; send at most {longest}."
-        raise ApplicationError(f"The user id is not valid: {message}", extra={"fields": {"user_id": [message]}})
-    knowledge_base = knowledge_base_for(
-        tenant=tenant, knowledge_base_id=knowledge_base_id, allowed_knowledge_base_id=allowed_knowledge_base_id
-    )
-    policy = dedup_policy_get(tenant=tenant)
-    now = timezone.now()
-    return Conversation.objects.create(
-        tenant=tenant,
-        knowledge_base=knowledge_base,
-        user_id=user_id,
-        metadata_filter=metadata_filter or None,
-        last_active_at=now,
-        expires_at=now + timedelta(seconds=policy.ttl_seconds),
-    )
-
-
-def conversation_for(
-    *, tenant: Tenant, conversation_id: int, allowed_knowledge_base_id: int | None = None
-) -> Conversation:
-    """The tenant's conversation with its knowledge base, or 404 (another tenant's, or one the API key does not
-    reach); 410 once it has expired. Every turn reads it: one statement written once per process (`row_get`)."""
-    conversation = row_get(
-        model=Conversation, related=("knowledge_base",), equal={"pk": conversation_id, "tenant": tenant.pk}
-    )
-    if conversation is None or (
-        allowed_knowledge_base_id is not None and conversation.knowledge_base_id != allowed_knowledge_base_id
-    ):
-        raise NotFoundError("Conversation not found.")
-    if conversation.expires_at <= timezone.now():
-        raise ApplicationError(
-            "This conversation has expired; start a new one.", status_code=410, extra={"conversation": conversation.pk}
-        )
-    return conversation
 
 
 # --- the turn ---------------------------------------------------------------------------------------------------------
@@ -738,56 +664,3 @@ def turn_ask(
             ),
         )
     return turn_record(prepared=prepared)
-
-
-# --- answers supplied by the client (retrieve mode) -----------------------------------------------------------------
-
-
-def turn_answer_set(*, tenant: Tenant, turn_id: int, answer: str, allowed_knowledge_base_id: int | None = None) -> Turn:
-    """Store the client's own answer to a retrieve-mode turn, so the QA pair serves later duplicates. A turn asked in
-    answer mode, or a small-talk turn, is a conflict (409)."""
-    answer = (answer or "").strip()
-    if not answer:
-        raise ApplicationError("The answer is empty.", extra={"fields": {"answer": ["This field is required."]}})
-    if len(answer) > ANSWER_MAX_CHARS:
-        raise ApplicationError(f"The answer is longer than {ANSWER_MAX_CHARS} characters.")
-    with transaction.atomic():
-        # NO KEY UPDATE: a concurrent turn that serves this pair inserts a row referencing it (a KEY SHARE lock
-        # while it holds the conversation row); a plain FOR UPDATE here, then the conversation update below, would
-        # wait on each other.
-        turn = Turn.objects.for_tenant(tenant).select_for_update(no_key=True).filter(pk=turn_id).first()
-        if turn is None or (
-            allowed_knowledge_base_id is not None and turn.knowledge_base_id != allowed_knowledge_base_id
-        ):
-            raise NotFoundError("Turn not found.")
-        if turn.mode != "retrieve":
-            raise ConflictError("Only a turn asked in retrieve mode takes a client answer.")
-        if turn.decision == DedupAction.SMALLTALK:
-            # Small talk retrieves nothing and already has its reply: an answer stored on it would be a QA pair that
-            # no search stands behind.
-            raise ConflictError("A small-talk turn (greeting, thanks) retrieves nothing and takes no client answer.")
-        expires_at = (
-            Conversation.objects.for_tenant(tenant)
-            .filter(pk=turn.conversation_id)
-            .values_list("expires_at", flat=True)[0]
-        )
-        if expires_at <= timezone.now():
-            # As a question is refused there: an expired conversation serves nothing again, so an answer stored on
-            # it now would be kept until the purge for no one, and the client learns it should start a new one.
-            raise ApplicationError(
-                "This conversation has expired; its turns take no answer. Start a new conversation.",
-                status_code=410,
-                extra={"conversation": turn.conversation_id},
-            )
-        turn.answer = answer
-        turn.answer_tokens = token_count(answer)
-        # A retrieve-mode turn that was served a stored answer names the pair it came from, and later duplicates of
-        # it are served that pair's answer: the client's own answer makes the turn its own origin instead.
-        turn.answer_origin = None
-        turn.save(update_fields=["answer", "answer_tokens", "answer_origin"])
-        # Invalidates every hot copy built before this answer, including one the state_forget below cannot reach.
-        Conversation.objects.for_tenant(tenant).filter(pk=turn.conversation_id).update(
-            state_revision=F("state_revision") + 1
-        )
-    state_forget(tenant_id=tenant.pk, conversation_id=turn.conversation_id)
-    return turn
