@@ -106,3 +106,22 @@ def test_every_beat_entry_names_a_registered_task():
     names = {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
     assert "embedding_cache_purge" in names
     assert names <= set(app.tasks), names - set(app.tasks)
+
+
+def test_production_settings_keep_the_connect_timeout_and_the_platform_backend():
+    env = _production_env()
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import django; django.setup(); from django.conf import settings; d = settings.DATABASES['default']; "
+            "print(d['ENGINE'], d['OPTIONS']['connect_timeout'], d['CONN_MAX_AGE'], d['CONN_HEALTH_CHECKS'])",
+        ],
+        env={**env, "DATABASE_CONNECT_TIMEOUT": "7"},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["kbplatform.db.postgresql", "7", "60", "True"]

@@ -102,30 +102,45 @@ TEMPLATES = [
     },
 ]
 
-DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}")}
-DATABASES["default"]["ATOMIC_REQUESTS"] = False
-DATABASES["default"]["CONN_MAX_AGE"] = _whole_number("DATABASE_CONN_MAX_AGE", default=0, minimum=0)
-# A kept connection the server has since dropped is replaced at the start of the next request, not an error in it.
-DATABASES["default"]["CONN_HEALTH_CHECKS"] = DATABASES["default"]["CONN_MAX_AGE"] > 0
-if DATABASES["default"]["ENGINE"].endswith("postgresql"):
-    # libpq waits for the kernel (minutes) on a host that takes the connection and never answers: every request and
-    # task would hang with it. A `connect_timeout` in DATABASE_URL's query string wins over this default.
-    DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
-        # Whole seconds, at least 2: libpq reads 0 as "wait forever" and raises 1 to 2.
-        "connect_timeout",
-        max(2, math.ceil(_positive_seconds("DATABASE_CONNECT_TIMEOUT", default="5"))),
+
+def database_settings(database: dict, *, conn_max_age_default: int, health_checks: bool | None = None) -> dict:
+    """DATABASE_URL's settings (`env.db`) as every settings module runs them: kept connections for
+    DATABASE_CONN_MAX_AGE seconds, checked before each request's first query (`health_checks`; by default whenever
+    they are kept); on PostgreSQL the platform's backend (`kbplatform.db.postgresql`: that check without a round trip
+    while the server has said nothing) and a connect timeout; on SQLite the options that let web, worker and beat
+    share one file."""
+    database["ATOMIC_REQUESTS"] = False
+    database["CONN_MAX_AGE"] = _whole_number("DATABASE_CONN_MAX_AGE", default=conn_max_age_default, minimum=0)
+    # A kept connection the server has since dropped is replaced at the start of the next request, not an error in it.
+    database["CONN_HEALTH_CHECKS"] = database["CONN_MAX_AGE"] > 0 if health_checks is None else health_checks
+    if database["ENGINE"].endswith("postgresql"):
+        database["ENGINE"] = "kbplatform.db.postgresql"
+        # libpq waits for the kernel (minutes) on a host that takes the connection and never answers: every request
+        # and task would hang with it. A `connect_timeout` in DATABASE_URL's query string wins over this default.
+        database.setdefault("OPTIONS", {}).setdefault(
+            # Whole seconds, at least 2: libpq reads 0 as "wait forever" and raises 1 to 2.
+            "connect_timeout",
+            max(2, math.ceil(_positive_seconds("DATABASE_CONNECT_TIMEOUT", default="5"))),
+        )
+    if database["ENGINE"].endswith("sqlite3"):
+        # Web, worker and beat share one SQLite file under `make run`: wait for the lock instead of failing.
+        # WAL lets readers run beside the one writer, and synchronous=NORMAL syncs at checkpoints rather than at every
+        # commit: a commit survives a crash of any process, and only a power cut can lose the last few.
+        database.setdefault("OPTIONS", {}).update(
+            {
+                "timeout": 20,
+                "transaction_mode": "IMMEDIATE",
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            }
+        )
+    return database
+
+
+DATABASES = {
+    "default": database_settings(
+        env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}"), conn_max_age_default=0
     )
-if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
-    # Web, worker and beat share one SQLite file under `make run`: wait for the lock instead of failing.
-    # WAL lets readers run beside the one writer, and synchronous=NORMAL syncs at checkpoints rather than at every
-    # commit: a commit survives a crash of any process, and only a power cut can lose the last few.
-    DATABASES["default"].setdefault("OPTIONS", {}).update(
-        {
-            "timeout": 20,
-            "transaction_mode": "IMMEDIATE",
-            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-        }
-    )
+}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -1,14 +1,14 @@
 """Production settings: everything secret or site-specific must come from the environment (no defaults)."""
 
 from kbplatform.settings.base import *  # noqa: F403
-from kbplatform.settings.base import _whole_number, env
+from kbplatform.settings.base import database_settings, env
 
 SECRET_KEY = env.str("DJANGO_SECRET_KEY")
 DEBUG = False
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS")
-DATABASES = {"default": env.db("DATABASE_URL")}
-DATABASES["default"]["CONN_MAX_AGE"] = _whole_number("DATABASE_CONN_MAX_AGE", default=60, minimum=0)
-DATABASES["default"]["CONN_HEALTH_CHECKS"] = True  # a connection the server dropped is replaced, not an error
+# Kept 60 s unless DATABASE_CONN_MAX_AGE says otherwise, and always checked: a connection the server dropped is
+# replaced, not an error.
+DATABASES = {"default": database_settings(env.db("DATABASE_URL"), conn_max_age_default=60, health_checks=True)}
 REDIS_URL = env.str("REDIS_URL")
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL)
 CELERY_TASK_ALWAYS_EAGER = False

@@ -1,0 +1,44 @@
+"""Django's PostgreSQL backend, with a health check of a kept connection that costs no round trip when the server has
+said nothing.
+
+With CONN_HEALTH_CHECKS, Django checks a kept connection before the first query of every request by sending
+`SELECT 1`: one round trip to the database on every API call, before any of the request's own work. A server that
+ends a connection (a restart, a crash, an administrator's `pg_terminate_backend`, an idle timeout) tells the client
+so: it sends an error message and closes its end, so the socket becomes readable. A connection whose socket has
+nothing to read has had nothing happen to it that `SELECT 1` would find, except a network that silently drops
+packets, where `SELECT 1` would block as long as the request's own first query does. So the check here looks at the
+socket first (`poll` with a zero timeout: no I/O): nothing to read passes it; anything to read (the server's last
+words, an end of file, or a notice a client is not waiting for) falls back to Django's `SELECT 1`, which replaces
+the connection when it fails. A broken or closed psycopg connection is replaced without asking the server.
+"""
+
+from __future__ import annotations
+
+import select
+
+from django.db.backends.postgresql import base
+
+
+def connection_quiet(fileno: int) -> bool:
+    """Whether the socket `fileno` has nothing to read now (checked without waiting and without reading)."""
+    poller = select.poll()
+    poller.register(fileno, select.POLLIN | select.POLLPRI | select.POLLERR | select.POLLHUP)
+    return not poller.poll(0)
+
+
+class DatabaseWrapper(base.DatabaseWrapper):
+    def close_if_health_check_failed(self) -> None:
+        if self.pool or self.connection is None or not self.health_check_enabled or self.health_check_done:
+            return super().close_if_health_check_failed()
+        if self.connection.closed or self.connection.broken:
+            self.close()
+            self.health_check_done = True
+            return
+        try:
+            quiet = connection_quiet(self.connection.fileno())
+        except (OSError, ValueError):
+            quiet = False
+        if quiet:
+            self.health_check_done = True
+            return
+        super().close_if_health_check_failed()

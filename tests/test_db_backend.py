@@ -1,0 +1,81 @@
+"""The PostgreSQL backend's health check of a kept connection (`kbplatform.db.postgresql`): a connection the server
+has said nothing on passes without a query; one the server ended is found out and replaced before the request's
+first query, as Django's `SELECT 1` check does."""
+
+from __future__ import annotations
+
+import select
+
+import psycopg
+import pytest
+from django.db import connection, connections
+
+from kbplatform.db.postgresql.base import DatabaseWrapper, connection_quiet
+from tests.services import service_missing
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def kept_connection(monkeypatch):
+    """Django's connection, open, with health checks on (as production keeps it); records each `SELECT 1` check."""
+    if connection.vendor != "postgresql":
+        service_missing("PostgreSQL", f"the database is {connection.vendor}; set DATABASE_URL to a PostgreSQL one")
+    monkeypatch.setitem(connection.settings_dict, "CONN_HEALTH_CHECKS", True)
+    monkeypatch.setitem(connection.settings_dict, "CONN_MAX_AGE", 60)
+    connection.close()  # reopened with the settings above: kept for 60 s
+    connection.ensure_connection()
+    monkeypatch.setattr(connections["default"], "health_check_enabled", True)
+    asked = []
+    real_is_usable = DatabaseWrapper.is_usable
+
+    def is_usable_recorded(self):
+        usable = real_is_usable(self)
+        asked.append(usable)
+        return usable
+
+    monkeypatch.setattr(DatabaseWrapper, "is_usable", is_usable_recorded)
+    return asked
+
+
+def backend_pid() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        return cursor.fetchone()[0]
+
+
+def test_the_platform_backend_serves_postgresql():
+    if connection.vendor != "postgresql":
+        service_missing("PostgreSQL", f"the database is {connection.vendor}; set DATABASE_URL to a PostgreSQL one")
+    assert connection.settings_dict["ENGINE"] == "kbplatform.db.postgresql"
+    assert isinstance(connections["default"], DatabaseWrapper)
+
+
+def test_a_quiet_kept_connection_passes_the_check_without_a_query(kept_connection):
+    before = backend_pid()
+    for _ in range(3):
+        connection.close_if_unusable_or_obsolete()  # what every request's start and end do
+        assert backend_pid() == before
+    assert kept_connection == []
+
+
+def test_a_connection_the_server_ended_is_replaced_before_the_next_query(kept_connection):
+    before = backend_pid()
+    with psycopg.connect(**connection.get_connection_params(), autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", [before])
+    # The server's last words reach the client's socket a moment after the backend is told to end.
+    select.select([connection.connection.fileno()], [], [], 10)
+    assert not connection_quiet(connection.connection.fileno())
+
+    connection.close_if_unusable_or_obsolete()
+    after = backend_pid()  # would raise OperationalError on the dead connection
+    assert after != before
+    assert kept_connection == [False]  # the fallback asked the server, and found the connection gone
+
+
+def test_a_closed_connection_is_replaced_without_asking_the_server(kept_connection):
+    before = backend_pid()
+    connection.connection.close()
+    connection.close_if_unusable_or_obsolete()
+    assert backend_pid() != before
+    assert kept_connection == []
