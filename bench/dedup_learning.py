@@ -309,7 +309,8 @@ def main() -> None:
                 print(
                     f"N={n}: {reviewed} reviewed ({by_reason}), {version.label_count} labels, trained in "
                     f"{seconds:.0f}s, peak RSS {peak_mib:.0f} MiB: v{version.version} {version.status}, judge "
-                    f"{line['judge']}"
+                    f"{line['judge']}; cut {figures.get('cut')} chosen on {figures.get('cut_chosen_on', '-')} "
+                    f"({figures.get('cut_chosen_on_labels', '-')} training labels)"
                 )
                 print(f"  {version.decision_note or version.error}")
                 weighted = (figures.get("judges") or {}).get("random_picks_weighted")

@@ -63,6 +63,7 @@ class DuplicateModelVersionAdmin(TenantScopedAdmin):
         "progress_shown",
         "label_count",
         "held_out_shown",
+        "cut_shown",
         "decision_note",
         "started_by_label",
         "created_at",
@@ -98,6 +99,17 @@ class DuplicateModelVersionAdmin(TenantScopedAdmin):
             return f"{precision} / {f['recall']:.2f}"
 
         return f"{pr(new)} vs {pr(old)}"
+
+    @admin.display(description="Cut, chosen on")
+    def cut_shown(self, obj: DuplicateModelVersion) -> str:
+        figures = obj.figures or {}
+        if figures.get("cut") is None:
+            return ""
+        # Versions trained before the random picks could choose it had theirs chosen on every training label.
+        on = figures.get("cut_chosen_on", "training_labels")
+        population = "random picks, weighted" if on == "random_picks_weighted" else "labels, unweighted"
+        counted = f"{figures['cut_chosen_on_labels']} training " if "cut_chosen_on_labels" in figures else "training "
+        return f"{figures['cut']:.3f} ({counted}{population})"
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # versions are made by training only

@@ -18,7 +18,7 @@ from django.utils import timezone
 from conversations import decisions, selectors
 from conversations.dashboard_selectors import dashboard_what_if, dashboard_what_if_models
 from conversations.duplicate_model import MODEL_PATH, TENANT_FEATURE_VERSION, PairModel
-from conversations.labelled_pairs import labelled_pairs_read
+from conversations.labelled_pairs import label_is_held_out, labelled_pairs_read
 from conversations.models import DedupEvent, DuplicateModelStatus, DuplicateModelVersion
 from conversations.question_pairs import PAIR_V2_FEATURES
 from conversations.services import verifiers
@@ -35,11 +35,15 @@ from conversations.services.verifiers import (
 from conversations.tasks import duplicate_model_train_task
 from conversations.verifier_training import (
     ADDED_PENALTIES,
+    CUT_MARGIN,
     MIN_RANDOM_JUDGE_DUPLICATES,
     PENALTIES,
+    CutChosenOn,
     Judge,
     activation_judge,
+    cut_choose,
     fit_towards,
+    recall_at_precision,
 )
 from tests.conversations.helpers import indexed_kb
 from tests.conversations.test_api import ask, start
@@ -104,6 +108,10 @@ def test_the_command_trains_on_a_pairs_file_and_prints_its_figures(tenant, tmp_p
     # A pairs file has no random picks of the review queue: every held-out label judges, and the row says so.
     assert row.figures["judge"] == Judge.HELD_OUT_LABELS and row.figures["random_pick_labels"] == 0
     assert "random_picks_weighted" not in row.figures["judges"]
+    # and its cut was chosen on every training label, as the row and the note say
+    assert row.figures["cut_chosen_on"] == CutChosenOn.TRAINING_LABELS
+    assert row.figures["cut_chosen_on_labels"] == row.figures["train_labels"]
+    assert f"cut chosen on {row.figures['train_labels']} training labels, unweighted" in printed
     assert row.figures["penalty"] in PENALTIES and row.figures["added_penalty"] in ADDED_PENALTIES
     assert row.figures["held_out_labels"] + row.figures["train_labels"] == 220
     payload = json.loads(verifier_path(tenant=tenant, version=1).read_text())
@@ -220,6 +228,11 @@ def test_with_enough_random_picks_they_judge_weighted_and_the_row_records_it(ten
     assert weighted["weight"] == pytest.approx(5.0 * weighted["labels"])
     assert "held-out random picks, weighted" in row.decision_note
     assert row.figures["random_pick_labels"] == len(pairs)
+    # The cut was chosen on the training part's random picks, the population the judge uses.
+    assert row.figures["cut_chosen_on"] == CutChosenOn.RANDOM_PICKS_WEIGHTED
+    training_picks = sum(not label_is_held_out(p.label_id) for p in pairs)
+    assert row.figures["cut_chosen_on_labels"] == training_picks
+    assert f"cut chosen on {training_picks} training random picks, weighted" in row.decision_note
 
 
 def test_with_too_few_random_picks_the_held_out_labels_judge(tenant, tmp_path):
@@ -229,6 +242,9 @@ def test_with_too_few_random_picks_the_held_out_labels_judge(tenant, tmp_path):
     assert row.figures["judge"] == Judge.HELD_OUT_LABELS
     assert row.figures["judges"]["random_picks_weighted"]["duplicates"] < MIN_RANDOM_JUDGE_DUPLICATES
     assert f"under {MIN_RANDOM_JUDGE_DUPLICATES}" in row.decision_note
+    # Too few random picks in the training part as well: every training label chose the cut.
+    assert row.figures["cut_chosen_on"] == CutChosenOn.TRAINING_LABELS
+    assert row.figures["cut_chosen_on_labels"] == row.figures["train_labels"]
 
 
 def test_the_versions_page_shows_the_figures_of_the_judge_that_decided():
@@ -251,6 +267,92 @@ def test_the_versions_page_shows_the_figures_of_the_judge_that_decided():
         == "0.93 / 0.41 vs R 0.33 (random picks, weighted)"
     )
     assert shown(DuplicateModelVersion(figures={})) == ""
+
+
+def test_the_versions_page_shows_which_labels_chose_the_cut():
+    from django.contrib import admin
+
+    from conversations.admin_verifiers import DuplicateModelVersionAdmin
+
+    shown = DuplicateModelVersionAdmin(DuplicateModelVersion, admin.site).cut_shown
+    on_picks = {"cut": 0.61234, "cut_chosen_on": "random_picks_weighted", "cut_chosen_on_labels": 180}
+    assert shown(DuplicateModelVersion(figures=on_picks)) == "0.612 (180 training random picks, weighted)"
+    on_labels = {"cut": 0.85, "cut_chosen_on": "training_labels", "cut_chosen_on_labels": 700}
+    assert shown(DuplicateModelVersion(figures=on_labels)) == "0.850 (700 training labels, unweighted)"
+    # A version trained before the random picks chose cuts had its cut chosen on every training label.
+    assert shown(DuplicateModelVersion(figures={"cut": 0.9})) == "0.900 (training labels, unweighted)"
+    assert shown(DuplicateModelVersion(figures={"cut": None})) == ""
+
+
+# --- the cut (pure) ------------------------------------------------------------------------------------------------
+
+
+def _scored(*groups: tuple[int, float, int, float]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Training labels' out-of-fold scores from groups of (count, score, is duplicate, random pick weight; 0: not a
+    random pick)."""
+    scores, labels, weights = [], [], []
+    for count, score, duplicate, weight in groups:
+        scores += [score] * count
+        labels += [duplicate] * count
+        weights += [weight] * count
+    return np.array(scores), np.array(labels), np.array(weights, dtype=float)
+
+
+# The traffic the random share samples: at 0.4 the model serves all 40 duplicates with 1 false hit (precision 0.98).
+RANDOM_SCORED = ((30, 0.9, 1, 4.0), (10, 0.4, 1, 4.0), (1, 0.4, 0, 4.0), (50, 0.1, 0, 4.0))
+# The near-gate picks, the hardest decisions: at 0.4 precision is 10 / 40; only at 0.9 does it reach the target.
+NEAR_GATE_SCORED = ((20, 0.9, 1, 0.0), (10, 0.4, 1, 0.0), (30, 0.4, 0, 0.0), (40, 0.1, 0, 0.0))
+
+
+def _cut(*groups: tuple[int, float, int, float]) -> tuple[float, CutChosenOn]:
+    scores, labels, weights = _scored(*groups)
+    return cut_choose(
+        scores=scores,
+        labels=labels,
+        eligible=np.ones(len(labels), dtype=bool),
+        random_weights=weights,
+        precision_target=TARGET,
+    )
+
+
+def test_with_enough_random_picks_the_cut_is_the_lowest_that_meets_the_target_on_them():
+    cut, chosen_on = _cut(*RANDOM_SCORED, *NEAR_GATE_SCORED)
+    assert chosen_on == CutChosenOn.RANDOM_PICKS_WEIGHTED
+    assert cut == 0.4
+    # Every training label, the near-gate picks with them, would have put it at 0.9, where the traffic loses a
+    # quarter of its duplicates: the rule before this one.
+    scores, labels, _ = _scored(*RANDOM_SCORED, *NEAR_GATE_SCORED)
+    _, old_cut = recall_at_precision(
+        scores=scores, labels=labels, eligible=np.ones(len(labels), dtype=bool), target=TARGET + CUT_MARGIN
+    )
+    assert old_cut == 0.9
+
+
+def test_with_too_few_random_duplicates_every_training_label_chooses_the_cut():
+    few = ((MIN_RANDOM_JUDGE_DUPLICATES - 11, 0.9, 1, 4.0), *RANDOM_SCORED[1:])  # 29 duplicates among the picks
+    cut, chosen_on = _cut(*few, *NEAR_GATE_SCORED)
+    assert chosen_on == CutChosenOn.TRAINING_LABELS
+    assert cut == 0.9
+    # One more duplicate among the picks and they choose it.
+    enough = ((MIN_RANDOM_JUDGE_DUPLICATES - 10, 0.9, 1, 4.0), *RANDOM_SCORED[1:])
+    assert _cut(*enough, *NEAR_GATE_SCORED) == (0.4, CutChosenOn.RANDOM_PICKS_WEIGHTED)
+
+
+def test_the_cut_weighs_each_random_pick_by_its_inverse_probability():
+    # The false hit at 0.4 was drawn with a chance 25 times smaller than the rest: it stands for 100 of the traffic's
+    # pairs against the 40 duplicates' 160, so precision at 0.4 is 160 / 260 and the cut goes up to 0.9.
+    rare = ((30, 0.9, 1, 4.0), (10, 0.4, 1, 4.0), (1, 0.4, 0, 100.0), (50, 0.1, 0, 4.0))
+    assert _cut(*rare, *NEAR_GATE_SCORED) == (0.9, CutChosenOn.RANDOM_PICKS_WEIGHTED)
+
+
+def test_the_cut_falls_back_to_the_target_without_the_margin_and_is_inf_when_nothing_reaches_it():
+    # At 0.4 the picks' precision is 40 / 44 = 0.909: over the target, under the target plus the margin, and no
+    # higher cut is over either, so the cut is 0.4 for the target itself.
+    tight = ((40, 0.4, 1, 4.0), (4, 0.4, 0, 4.0), (50, 0.1, 0, 4.0))
+    assert _cut(*tight) == (0.4, CutChosenOn.RANDOM_PICKS_WEIGHTED)
+    hopeless = ((40, 0.4, 1, 4.0), (40, 0.4, 0, 4.0))
+    cut, chosen_on = _cut(*hopeless)
+    assert chosen_on == CutChosenOn.RANDOM_PICKS_WEIGHTED and cut == float("inf")
 
 
 # --- the activation judge (pure) -----------------------------------------------------------------------------------
