@@ -47,6 +47,25 @@ def process_tree_cpu_seconds(pid: int) -> float:
     return total
 
 
+def server_like_client():  # noqa: ANN201 - DRF is imported once Django is set up
+    """A DRF test client whose requests handle the database connection as Django's WSGI handler does under gunicorn:
+    `close_old_connections` at the start and end of each request (the test client leaves both out), so a kept
+    connection is health-checked before each request's first query (CONN_HEALTH_CHECKS) and closed once older than
+    CONN_MAX_AGE. A latency figure then includes what a served request pays for its connection."""
+    from django.db import close_old_connections
+    from rest_framework.test import APIClient
+
+    class ServerLikeClient(APIClient):
+        def request(self, **request):  # noqa: ANN003, ANN202
+            close_old_connections()
+            try:
+                return super().request(**request)
+            finally:
+                close_old_connections()
+
+    return ServerLikeClient()
+
+
 @contextmanager
 def platform(*, name: str) -> Iterator[dict]:
     """Start Milvus and configure Django for a benchmark; yields the environment the worker must get."""

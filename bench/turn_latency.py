@@ -53,7 +53,7 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
-from common import DATA, mode_label, modes_parse, platform, run_build  # noqa: E402
+from common import DATA, mode_label, modes_parse, platform, run_build, server_like_client  # noqa: E402
 
 MTRAG = DATA / "mtrag"
 
@@ -353,7 +353,6 @@ def main() -> None:
 
     with platform(name=f"lat_{run}"):
         from django.conf import settings
-        from rest_framework.test import APIClient
 
         from lifecycle.services import tenant_get_or_create
         from retrieval.embeddings import embed_texts
@@ -376,7 +375,7 @@ def main() -> None:
 
         tenant, _ = tenant_get_or_create(slug=f"bench-lat-{run}", name="Latency benchmark")
         _, raw_key = api_key_create(tenant=tenant, name="bench", scopes=SCOPE_ORDER)
-        client = APIClient()
+        client = server_like_client()
         client.credentials(HTTP_AUTHORIZATION=f"Api-Key {raw_key}")
 
         from django.db import connection
