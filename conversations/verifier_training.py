@@ -24,7 +24,9 @@ How it chooses, on the training part of the labels only (70% by a salted hash of
      far too high for that traffic; among every training label, unweighted, until then.
 It is then judged on the held-out 30%, which took no part in either choice, against the decision in use (its head
 and cut) re-cut at its best for the same target: it beats it only by meeting the target at its own cut with more
-recall than the decision in use reaches at that precision (`activation_judge`). Which held-out labels judge:
+recall than the decision in use reaches at that precision, by more served duplicates than chance gives
+(`served_gain_lower_bound`: the bootstrap's one-sided ACTIVATION_CONFIDENCE bound of the difference is above 0)
+(`activation_judge`). Which held-out labels judge:
   - with at least MIN_RANDOM_JUDGE_DUPLICATES duplicates among the held-out labels the review queue drew at random,
     those labels alone, each weighted by the inverse of its pick's probability: a sample of the tenant's traffic,
     whose weighted precision and recall estimate the decision's on that traffic;
@@ -64,6 +66,12 @@ MIN_DUPLICATES = 5
 # more than the differences between models worth telling apart (at 30 duplicates and a recall near 0.3, a binomial
 # standard deviation near 0.08), and the near-gate labels, biased but many more, judge instead.
 MIN_RANDOM_JUDGE_DUPLICATES = 30
+# A new model beats the active decision only when the duplicates it serves beyond the active decision's would still
+# be more than none in this share of resamples of the judging labels: a handful of labels (3 served against 1) must
+# not swap the decision that serves every turn. One-sided, by the bootstrap (ACTIVATION_RESAMPLES, a fixed seed, so
+# the same labels always give the same verdict).
+ACTIVATION_CONFIDENCE = 0.95
+ACTIVATION_RESAMPLES = 2000
 
 Progress = Callable[[float, str], None]
 
@@ -205,6 +213,20 @@ def _figures(decided: np.ndarray, labels: np.ndarray, weights: np.ndarray | None
     }
 
 
+def served_gain_lower_bound(*, gain: np.ndarray) -> float:
+    """The one-sided ACTIVATION_CONFIDENCE lower bound of `gain.sum()` (per judging label: its weight when the new
+    model serves a duplicate the active decision does not, minus it for one the active decision serves and the new
+    model does not, else 0) by the bootstrap over the labels, seeded so it is reproducible. -inf with no labels."""
+    gain = np.asarray(gain, dtype=float)
+    if len(gain) == 0:
+        return float("-inf")
+    rng, totals = np.random.default_rng(0), []
+    for start in range(0, ACTIVATION_RESAMPLES, 200):  # blocks, so thousands of labels stay a few megabytes
+        draws = rng.integers(0, len(gain), size=(min(200, ACTIVATION_RESAMPLES - start), len(gain)))
+        totals.append(gain[draws].sum(axis=1))
+    return float(np.quantile(np.concatenate(totals), 1.0 - ACTIVATION_CONFIDENCE))
+
+
 def _verdict(
     *,
     new_scores: np.ndarray,
@@ -216,7 +238,8 @@ def _verdict(
     target: float,
 ) -> tuple[bool, str, dict]:
     """One judge's rule on one set of labels: the new model beats the active decision only by meeting `target` at its
-    own cut with more (weighted) duplicates served than the active head serves at its best cut for `target`."""
+    own cut with more (weighted) duplicates served than the active head serves at its best cut for `target`, and by
+    more than chance gives (`served_gain_lower_bound` above 0)."""
     decided = eligible & (new_scores >= cut)
     figures = _figures(decided, labels, weights)
     active_recall, active_cut = recall_at_precision(
@@ -231,7 +254,12 @@ def _verdict(
     active_served = active_recall * duplicate_weight
     meets = figures["precision"] is not None and figures["precision"] >= target
     finite = bool(np.isfinite(cut))
-    beats = finite and meets and new_served > active_served + 1e-9 * max(duplicate_weight, 1.0)
+    more = new_served > active_served + 1e-9 * max(duplicate_weight, 1.0)
+    active_decided = eligible & (active_scores >= active_cut)
+    gain_lower = served_gain_lower_bound(
+        gain=weights * (labels == 1) * (decided.astype(float) - active_decided.astype(float))
+    )
+    beats = finite and meets and more and gain_lower > 0
     if not finite:
         note = f"no cut reaches precision {target:.2f} on the training labels"
     elif not meets:
@@ -240,6 +268,12 @@ def _verdict(
         note = (
             f"recall {figures['recall']:.3f} at precision {figures['precision']:.3f} beats the active decision's "
             f"{active_recall:.3f} at precision >= {target:.2f}"
+        )
+    elif more:
+        note = (
+            f"recall {figures['recall']:.3f} at precision {figures['precision']:.3f} is above the active decision's "
+            f"{active_recall:.3f} by too few served duplicates to tell from chance ({new_served - active_served:.3g} "
+            f"more; {ACTIVATION_CONFIDENCE:.0%} lower bound {gain_lower:.3g})"
         )
     else:
         note = (
@@ -251,6 +285,8 @@ def _verdict(
         "new_recall_at_target": round(new_best_recall, 4),
         "active_recall_at_target": round(active_recall, 4),
         "active_cut_for_target": round(active_cut, 6) if np.isfinite(active_cut) else None,
+        "served_gain": round(new_served - active_served, 4),
+        "served_gain_lower_bound": round(gain_lower, 4) if np.isfinite(gain_lower) else None,
         "labels": int(len(labels)),
         "duplicates": int(labels.sum()),
     }

@@ -44,6 +44,7 @@ from conversations.verifier_training import (
     cut_choose,
     fit_towards,
     recall_at_precision,
+    served_gain_lower_bound,
 )
 from tests.conversations.helpers import indexed_kb
 from tests.conversations.test_api import ask, start
@@ -443,6 +444,44 @@ def test_equal_served_duplicates_do_not_beat_the_active_decision():
         precision_target=TARGET,
     )
     assert not no_cut.beats_active and "no cut" in no_cut.note
+
+
+def _held_out_judge(groups, *, copies: int = 1):
+    new, active, labels = _labels(*[(count * copies, *rest) for count, *rest in groups])
+    return activation_judge(
+        new_scores=new,
+        cut=0.5,
+        active_scores=active,
+        labels=labels,
+        eligible=np.ones(len(labels), dtype=bool),
+        random_weights=np.zeros(len(labels)),
+        precision_target=TARGET,
+    )
+
+
+# 47 held-out labels: the new model serves 13 duplicates with no false hit, the active head 11 at its best cut; they
+# differ on 3 duplicates only the new model serves and 1 only the active head serves.
+FEW_DISCORDANT = ((3, 0.8, 0.1, 1), (1, 0.1, 0.8, 1), (10, 0.8, 0.8, 1), (2, 0.1, 0.1, 1), (31, 0.1, 0.1, 0))
+
+
+def test_a_gain_of_a_few_served_duplicates_does_not_swap_the_decision():
+    judged = _held_out_judge(FEW_DISCORDANT)
+    verdict = judged.figures["held_out_labels"]
+    assert verdict["new"]["precision"] == 1.0 and verdict["served_gain"] == 2
+    assert verdict["served_gain_lower_bound"] <= 0
+    assert not judged.beats_active and "too few served duplicates to tell from chance" in judged.note
+    # The same proportions over ten times the labels are no longer chance: the model activates.
+    more = _held_out_judge(FEW_DISCORDANT, copies=10)
+    assert more.figures["held_out_labels"]["served_gain_lower_bound"] > 0
+    assert more.beats_active, more.note
+
+
+def test_the_gain_bound_is_reproducible_and_weighs_each_label():
+    gain = np.array([1.0, 1.0, -1.0, 0.0] * 20)
+    assert served_gain_lower_bound(gain=gain) == served_gain_lower_bound(gain=gain)
+    assert served_gain_lower_bound(gain=gain * 10) == pytest.approx(10 * served_gain_lower_bound(gain=gain))
+    assert served_gain_lower_bound(gain=gain) < gain.sum()
+    assert served_gain_lower_bound(gain=np.array([])) == float("-inf")
 
 
 # --- which version decides -----------------------------------------------------------------------------------------
