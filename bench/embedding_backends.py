@@ -1,11 +1,13 @@
 """Embedding backends side by side, in one process: query latency, batch throughput and how close each backend's
 vectors are to PyTorch's (sentence-transformers, the same-run baseline).
 
-    .venv/bin/python bench/embedding_backends.py [--limit N] [--queries N] [--no-candidates]
+    .venv/bin/python bench/embedding_backends.py [--limit N] [--queries N] [--no-candidates] [--gap-ms MS]
 
 - query embedding: p50 and p95 over real questions (MTRAG turns and SciFact claims), one at a time, the backends
   interleaved question by question so machine load falls on all alike; target: onnx p50 at least 3x faster than
-  torch's with a cosine of at least 0.9999.
+  torch's with a cosine of at least 0.9999. With `--gap-ms`, each question waits that long before it is embedded, as
+  one that reaches a web process some time after the last one does (caches, thread pools and the CPU gone idle);
+  by default they come back to back.
 - batch throughput: SciFact abstracts through `embeddings.embed_texts` (long runs broken, batches of similar token
   lengths, EMBEDDING_BATCH_SIZE), in blocks of KB_INGEST_EMBED_BATCH texts, the backends interleaved block by block.
 - vectors: min and mean cosine to torch's over the same abstracts, and dense retrieval of the SciFact claims over
@@ -172,6 +174,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="only the first N SciFact abstracts (all: 5,183)")
     parser.add_argument("--queries", type=int, default=400, help="questions timed one at a time")
     parser.add_argument("--no-candidates", action="store_true", help="only the offered backends")
+    parser.add_argument("--gap-ms", type=float, default=0.0, help="idle time before each timed question")
     args = parser.parse_args()
 
     import django
@@ -211,6 +214,8 @@ def main() -> None:
     question_vectors: dict[str, list[np.ndarray]] = {name: [] for name in names}
     for number, question in enumerate(questions):
         for name in names[number % len(names) :] + names[: number % len(names)]:
+            if args.gap_ms:
+                time.sleep(args.gap_ms / 1000)
             vector, seconds = embedded(name, lambda question=question: embeddings.embed_query(question))
             latencies[name].append(seconds)
             question_vectors[name].append(vector)
@@ -234,8 +239,8 @@ def main() -> None:
     torch_p50 = _percentile(latencies["torch"], 0.5)
     torch_rate = len(texts) / seconds_of["torch"]
     print(
-        f"model {identity}, {len(questions)} questions, {len(texts)} abstracts, encoder batch "
-        f"{settings.EMBEDDING_BATCH_SIZE}, blocks of {block}; {os.cpu_count()} CPUs"
+        f"model {identity}, {len(questions)} questions ({args.gap_ms:g} ms apart), {len(texts)} abstracts, "
+        f"encoder batch {settings.EMBEDDING_BATCH_SIZE}, blocks of {block}; {os.cpu_count()} CPUs"
     )
     print(
         f"{'backend':15} {'p50 ms':>7} {'p95 ms':>7} {'p50 x':>6} {'chunks/s':>9} {'x':>6} "
