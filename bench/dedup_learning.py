@@ -5,9 +5,11 @@ The tenant's traffic is QQP pairs of the train split (conversations/labelled_pai
 two conversations (dedup scope `user`), the first asking question2, the second question1, through
 POST /api/v1/conversations/{id}/messages/ (the DRF client in-process, the whole turn_ask path). A script acting as
 support staff then reviews N of the resulting decisions with the pairs' QQP labels, picked as the admin's review queue
-picks them: for each N one day's draw of the real queue (`services.review_queue.review_queue_of_day`) with a quota of
-the N not yet reviewed, so N = 300 holds the N = 100 labels, and with its random share (KB_REVIEW_QUEUE_RANDOM_SHARE)
-drawn with a stored probability. The tenant trains (`manage.py duplicate_model_train --tenant SLUG`, from its reviews,
+picks them: days of the real queue (`services.review_queue.review_queue_of_day`) at a daily quota (`--daily-quota`,
+100) until N are reviewed, each day drawing from what earlier days left, so N = 300 holds the N = 100 labels, each day
+with its random share (KB_REVIEW_QUEUE_RANDOM_SHARE) drawn with a stored probability. (One day's draw per N, as this
+bench drew before, gave the first days' few random picks weights of 37-77 against 1-5 later: some 50 picks then set
+the verifier's cut.) The tenant trains (`manage.py duplicate_model_train --tenant SLUG`, from its reviews,
 in a child process, whose time and peak memory are printed), which activates the new version only if it beats the
 shipped head on its held-out labels, judged on the held-out random picks weighted by their inverse probability once
 they hold enough duplicates, else on every held-out label; otherwise it runs in shadow. Then the held-out split is
@@ -26,6 +28,7 @@ with a shadow beside it, and the decision alone (`duplicate_decide_verified`) ti
 QQP is in all-MiniLM-L6-v2's own training data (../shared/data/README.md).
 
 Usage: .venv/bin/python bench/dedup_learning.py [--traffic 3500] [--held-out 0] [--reviews 0,100,300,1000,3000]
+       [--daily-quota 100]
 """
 
 from __future__ import annotations
@@ -206,6 +209,12 @@ def main() -> None:
         "--held-out", type=int, default=0, help="held-out pairs sent after each training (0: all of them)"
     )
     parser.add_argument("--reviews", default="0,100,300,1000,3000")
+    parser.add_argument(
+        "--daily-quota",
+        type=int,
+        default=100,
+        help="the review queue's picks a day (KB_REVIEW_QUEUE_DAILY_QUOTA): N labels take N / quota days",
+    )
     args = parser.parse_args()
     reviews = [int(n) for n in args.reviews.split(",")]
     run = uuid.uuid4().hex[:8]
@@ -279,22 +288,31 @@ def main() -> None:
         # the same end user, and those conversations are deleted after, so every N meets the same one stored question.
         held_users = [f"held-{run}-{i}" for i in range(len(held))]
         _conversations_run(client, knowledge_base, held, label="held-out stored", users=held_users, asks=("question2",))
-        results, reviewed = [], 0
+        results, reviewed, days = [], 0, 0
         for n in reviews:
             while DuplicateModelVersion.objects.for_tenant(tenant).filter(status=DuplicateModelStatus.ACTIVE).exists():
                 duplicate_model_rollback(tenant=tenant)
             duplicate_model_shadow(tenant=tenant, version_id=None)
             line = {"n": n, "trained": ""}
             if n:
-                # One day's queue per N, its quota the labels still to give; each day draws from what was not picked.
-                picks = review_queue_of_day(
-                    tenant=tenant, day=timezone.localdate() + timedelta(days=len(results)), quota=n - reviewed
-                )
-                drawn = [pick for pick in picks if pick.dedup_event_id in row_of_event]
-                for pick in drawn:
-                    _review(client, pick.dedup_event, bool(int(row_of_event[pick.dedup_event_id]["is_duplicate"])))
-                reviewed += len(drawn)
-                by_reason = statistics_by_reason(drawn)
+                # Days of the queue at the daily quota, as support staff would review, until N labels are given; each
+                # day draws from what earlier days did not pick.
+                drawn = []
+                while reviewed < n:
+                    picks = review_queue_of_day(
+                        tenant=tenant,
+                        day=timezone.localdate() + timedelta(days=days),
+                        quota=min(args.daily_quota, n - reviewed),
+                    )
+                    days += 1
+                    todays = [pick for pick in picks if pick.dedup_event_id in row_of_event]
+                    if not todays:
+                        break  # nothing left to review
+                    for pick in todays:
+                        _review(client, pick.dedup_event, bool(int(row_of_event[pick.dedup_event_id]["is_duplicate"])))
+                    reviewed += len(todays)
+                    drawn += todays
+                by_reason = f"{statistics_by_reason(drawn)}; {days} days of the queue so far"
                 seconds, peak_mib, printed = _train_child(slug=slug)
                 version = DuplicateModelVersion.objects.for_tenant(tenant).order_by("-version").first()
                 figures = version.figures or {}
