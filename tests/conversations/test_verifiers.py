@@ -447,16 +447,8 @@ def test_equal_served_duplicates_do_not_beat_the_active_decision():
 
 
 def _held_out_judge(groups, *, copies: int = 1):
-    new, active, labels = _labels(*[(count * copies, *rest) for count, *rest in groups])
-    return activation_judge(
-        new_scores=new,
-        cut=0.5,
-        active_scores=active,
-        labels=labels,
-        eligible=np.ones(len(labels), dtype=bool),
-        random_weights=np.zeros(len(labels)),
-        precision_target=TARGET,
-    )
+    """The judge on held-out labels of `groups` (each count times `copies`), none of them a random pick."""
+    return _judge(_labels(), _labels(*[(count * copies, *rest) for count, *rest in groups]))
 
 
 # 47 held-out labels: the new model serves 13 duplicates with no false hit, the active head 11 at its best cut; they
