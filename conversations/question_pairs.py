@@ -83,8 +83,20 @@ def _stem(word: str) -> str:
     return word
 
 
+@lru_cache(maxsize=1 << 16)
+def _content_stem(word: str) -> str:
+    """The stem a word counts as in `content_words`, or "" for a word that counts as none (a stopword, a negation, a
+    number)."""
+    if word in STOPWORDS or word in _NEGATIONS or word.isdigit():
+        return ""
+    return _stem(word)
+
+
 def content_words(text: str) -> set[str]:
-    return {_stem(w) for w in _words(text) if w not in STOPWORDS and w not in _NEGATIONS and not w.isdigit()}
+    """The stems of the words of `text` that carry its content: not stopwords, negations or numbers."""
+    stems = set(map(_content_stem, _words(text)))
+    stems.discard("")
+    return stems
 
 
 def numbers_in(text: str) -> set[str]:
