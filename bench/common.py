@@ -85,6 +85,9 @@ def platform(*, name: str) -> Iterator[dict]:
         "MILVUS_COLLECTION": f"bench_{name}",
         "CELERY_TASK_DEFAULT_QUEUE": f"bench-{name}-{uuid.uuid4().hex[:8]}",
         "CELERY_TASK_ALWAYS_EAGER": "false",
+        # As production runs (`settings.production`): DEBUG's cursor writes out every statement it sends, the turn's
+        # batch of literals included.
+        "DJANGO_DEBUG": os.environ.get("DJANGO_DEBUG", "false"),
         "LOG_LEVEL": "WARNING",
         "PYTHONUNBUFFERED": "1",
     }
