@@ -218,8 +218,7 @@ def measure(client, tenant, knowledge_base, questions: list[str], samples: int) 
                 limit=limit,
             )
             timings.append((time.perf_counter() - started) * 1000)
-            # The same settling pause as before the hit below: run straight after raw's search, the next search
-            # waits on milvus-lite's after-search work, which would measure Milvus, not the turn.
+            # The same pause as before the hit below: no measured step starts on the heels of another search.
             time.sleep(0.05)
 
         conversation_id = new_conversation()
