@@ -8,9 +8,10 @@ import select
 
 import psycopg
 import pytest
-from django.db import connection, connections
+from django.core.checks.database import check_database_backends
+from django.db import OperationalError, connection, connections
 
-from kbplatform.db.postgresql.base import DatabaseWrapper, connection_quiet
+from kbplatform.db.postgresql.base import AUTOVACUUM_OFF, DatabaseWrapper, connection_quiet
 from tests.services import service_missing
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -79,3 +80,44 @@ def test_a_closed_connection_is_replaced_without_asking_the_server(kept_connecti
     connection.close_if_unusable_or_obsolete()
     assert backend_pid() != before
     assert kept_connection == []
+
+
+def _server_settings() -> tuple[str, str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('autovacuum'), current_setting('track_counts')")
+        return cursor.fetchone()
+
+
+def _autovacuum_warnings() -> list:
+    issues = check_database_backends(databases=["default"])
+    return [issue for issue in issues if issue.id == AUTOVACUUM_OFF]
+
+
+def test_the_database_check_warns_exactly_when_the_server_keeps_no_statistics_fresh():
+    if connection.vendor != "postgresql":
+        service_missing("PostgreSQL", f"the database is {connection.vendor}; set DATABASE_URL to a PostgreSQL one")
+    autovacuum, track_counts = _server_settings()
+    warnings = _autovacuum_warnings()
+    assert len(warnings) == (0 if (autovacuum, track_counts) == ("on", "on") else 1)
+    # track_counts is settable per session by a superuser (the test database's owner): without it autovacuum
+    # cannot know what changed, and the check says so whatever autovacuum itself is set to.
+    with connection.cursor() as cursor:
+        cursor.execute("SET track_counts TO off")
+    try:
+        (warning,) = _autovacuum_warnings()
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("RESET track_counts")
+    assert "track_counts=off" in warning.msg
+    assert "docs/operations.md" in warning.hint
+
+
+def test_the_database_check_says_nothing_when_the_server_cannot_be_asked(monkeypatch):
+    if connection.vendor != "postgresql":
+        service_missing("PostgreSQL", f"the database is {connection.vendor}; set DATABASE_URL to a PostgreSQL one")
+
+    def refused(*args, **kwargs):
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr(connections["default"], "cursor", refused)
+    assert _autovacuum_warnings() == []

@@ -10,13 +10,21 @@ packets, where `SELECT 1` would block as long as the request's own first query d
 socket first (`poll` with a zero timeout: no I/O): nothing to read passes it; anything to read (the server's last
 words, an end of file, or a notice a client is not waiting for) falls back to Django's `SELECT 1`, which replaces
 the connection when it fails. A broken or closed psycopg connection is replaced without asking the server.
+
+Its validation (`manage.py check --database default`, and every `migrate`) warns when the server's autovacuum is
+off: the planner then never learns how the platform's tables grew (`DatabaseValidation`).
 """
 
 from __future__ import annotations
 
 import select
 
+from django.core import checks
+from django.db import DatabaseError
+from django.db.backends.base.validation import BaseDatabaseValidation
 from django.db.backends.postgresql import base
+
+AUTOVACUUM_OFF = "kbplatform.W001"
 
 
 def connection_quiet(fileno: int) -> bool:
@@ -26,7 +34,35 @@ def connection_quiet(fileno: int) -> bool:
     return not poller.poll(0)
 
 
+class DatabaseValidation(BaseDatabaseValidation):
+    def check(self, **kwargs: object) -> list[checks.CheckMessage]:
+        """A warning when autovacuum is off on the server. The turn reads chunks and turns by id within a tenant;
+        with statistics from when the tables were small (or none), the planner can take the tenant's index for
+        selective and scan all of it, so every read grows with the tenant's data instead of staying an index lookup
+        (docs/operations.md, "Planner statistics"). A server that cannot be asked is left to the health check."""
+        try:
+            with self.connection.cursor() as cursor:
+                cursor.execute("SELECT current_setting('autovacuum'), current_setting('track_counts')")
+                autovacuum, track_counts = cursor.fetchone()
+        except DatabaseError:
+            return []
+        if autovacuum == "on" and track_counts == "on":
+            return []
+        return [
+            checks.Warning(
+                f"PostgreSQL's autovacuum is off on database {self.connection.alias!r} (autovacuum={autovacuum}, "
+                f"track_counts={track_counts}): nothing refreshes the planner's statistics as chunks and turns "
+                "accumulate, and a turn's reads by id can become scans of a tenant's whole index.",
+                hint="Turn autovacuum (and track_counts) on in postgresql.conf, or run ANALYZE after every bulk load "
+                'and on a schedule: docs/operations.md, "Planner statistics".',
+                id=AUTOVACUUM_OFF,
+            )
+        ]
+
+
 class DatabaseWrapper(base.DatabaseWrapper):
+    validation_class = DatabaseValidation
+
     def close_if_health_check_failed(self) -> None:
         if self.pool or self.connection is None or not self.health_check_enabled or self.health_check_done:
             return super().close_if_health_check_failed()
