@@ -34,6 +34,8 @@ import django  # noqa: E402
 
 django.setup()
 
+sys.path.insert(0, str(ROOT / "bench"))
+from common import planner_statistics_refresh  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.utils import timezone  # noqa: E402
@@ -155,6 +157,9 @@ def main() -> None:
         tenant, _ = tenant_get_or_create(slug=f"bench-dash-{uuid.uuid4().hex[:8]}", name="Dashboard benchmark")
         try:
             events_insert(tenant, size, days=args.days)
+            note = planner_statistics_refresh()
+            if note:
+                print(note, file=sys.stderr)
             baseline, expected = best_of(
                 args.repeat, lambda tenant=tenant: previous_path(tenant, start=start, end=end, threshold=0.76)
             )

@@ -22,7 +22,7 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
-from common import DATA, platform  # noqa: E402
+from common import DATA, planner_statistics_refresh, platform  # noqa: E402
 
 
 def _passages() -> list[tuple[str, str, str]]:
@@ -151,6 +151,9 @@ def main() -> None:
         knowledge_base = _knowledge_base_load(tenant, "mtrag+scifact")
         print(f"stored {_questions_store(tenant, knowledge_base)} questions as turns", file=sys.stderr)
         _flush()
+        note = planner_statistics_refresh()
+        if note:
+            print(note, file=sys.stderr)
         command = ["--tenant", tenant.slug, "--kb", str(knowledge_base.pk), "--windows", args.windows]
         command += ["--queries", str(args.queries), "--repeats", str(args.repeats)]
         if args.granularity:

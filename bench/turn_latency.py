@@ -56,7 +56,15 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
-from common import DATA, mode_label, modes_parse, platform, run_build, server_like_client  # noqa: E402
+from common import (  # noqa: E402
+    DATA,
+    mode_label,
+    modes_parse,
+    planner_statistics_refresh,
+    platform,
+    run_build,
+    server_like_client,
+)
 
 MTRAG = DATA / "mtrag"
 
@@ -116,6 +124,9 @@ def load_chunks(*, tenant, knowledge_base, size: int, texts: list[str], vectors)
             noisy = base + rng.normal(0, 0.04, size=base.shape).astype(np.float32)
             base = noisy / np.linalg.norm(noisy, axis=1, keepdims=True)
         chunk_vectors_upsert(chunks=chunks, vectors=base, dimension=knowledge_base.embedding_dimension)
+    note = planner_statistics_refresh()
+    if note:
+        print(note, file=sys.stderr)
 
 
 def raw_search(
