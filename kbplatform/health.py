@@ -12,10 +12,19 @@ from kbplatform.redis_client import redis_ping
 
 
 def _database() -> tuple[str, str]:
+    """ok once the database answers; on PostgreSQL the answer also says when the server does not keep the planner's
+    statistics fresh (autovacuum off), which slows turns as data grows but stops nothing, so it stays ok."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT 1")
-        cursor.fetchone()
-    return "ok", connection.vendor
+        if connection.vendor != "postgresql":
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+            return "ok", connection.vendor
+        from kbplatform.db.postgresql.base import planner_statistics_problem
+
+        problem = planner_statistics_problem(cursor)
+    if not problem:
+        return "ok", connection.vendor
+    return "ok", f'{connection.vendor}; {problem} (docs/operations.md, "Planner statistics")'
 
 
 def _redis() -> tuple[str, str]:

@@ -112,6 +112,36 @@ def test_the_database_check_warns_exactly_when_the_server_keeps_no_statistics_fr
     assert "docs/operations.md" in warning.hint
 
 
+def test_health_says_when_the_server_keeps_no_statistics_fresh_and_stays_ok(client):
+    if connection.vendor != "postgresql":
+        service_missing("PostgreSQL", f"the database is {connection.vendor}; set DATABASE_URL to a PostgreSQL one")
+    from kbplatform import health
+
+    def database_component() -> dict:
+        # The health view's own check, on this thread's connection (so the session's SET below applies).
+        state, detail = health.CHECKS["database"]()
+        return {"status": state, "detail": detail}
+
+    fresh = _server_settings() == ("on", "on")
+    as_set = database_component()
+    assert as_set["status"] == "ok"
+    assert as_set["detail"].startswith("postgresql")
+    assert ("autovacuum=" in as_set["detail"]) is not fresh
+    with connection.cursor() as cursor:
+        cursor.execute("SET track_counts TO off")
+    try:
+        component = database_component()
+        body = client.get("/api/health/").json()
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("RESET track_counts")
+    assert component["status"] == "ok"
+    assert "track_counts=off" in component["detail"]
+    assert "Planner statistics" in component["detail"]
+    assert body["components"]["database"]["status"] == "ok"
+    assert "track_counts=off" in body["components"]["database"]["detail"]
+
+
 def test_the_database_check_says_nothing_when_the_server_cannot_be_asked(monkeypatch):
     if connection.vendor != "postgresql":
         service_missing("PostgreSQL", f"the database is {connection.vendor}; set DATABASE_URL to a PostgreSQL one")

@@ -34,25 +34,36 @@ def connection_quiet(fileno: int) -> bool:
     return not poller.poll(0)
 
 
+def planner_statistics_problem(cursor: object) -> str:
+    """What keeps the server from refreshing the planner's statistics by itself ("" when nothing does): autovacuum
+    or the `track_counts` it needs turned off. The turn reads chunks and turns by id within a tenant; with
+    statistics from when the tables were small (or none), the planner can take the tenant's index for selective and
+    scan all of it, so every such read grows with the tenant's data instead of staying an index lookup
+    (docs/operations.md, "Planner statistics"). One query on `cursor`."""
+    cursor.execute("SELECT current_setting('autovacuum'), current_setting('track_counts')")
+    autovacuum, track_counts = cursor.fetchone()
+    if autovacuum == "on" and track_counts == "on":
+        return ""
+    return (
+        f"autovacuum={autovacuum}, track_counts={track_counts}: nothing refreshes the planner's statistics as chunks "
+        "and turns accumulate, and a turn's reads by id can become scans of a tenant's whole index"
+    )
+
+
 class DatabaseValidation(BaseDatabaseValidation):
     def check(self, **kwargs: object) -> list[checks.CheckMessage]:
-        """A warning when autovacuum is off on the server. The turn reads chunks and turns by id within a tenant;
-        with statistics from when the tables were small (or none), the planner can take the tenant's index for
-        selective and scan all of it, so every read grows with the tenant's data instead of staying an index lookup
-        (docs/operations.md, "Planner statistics"). A server that cannot be asked is left to the health check."""
+        """A warning when the server does not keep the planner's statistics fresh (`planner_statistics_problem`).
+        A server that cannot be asked is left to the health check."""
         try:
             with self.connection.cursor() as cursor:
-                cursor.execute("SELECT current_setting('autovacuum'), current_setting('track_counts')")
-                autovacuum, track_counts = cursor.fetchone()
+                problem = planner_statistics_problem(cursor)
         except DatabaseError:
             return []
-        if autovacuum == "on" and track_counts == "on":
+        if not problem:
             return []
         return [
             checks.Warning(
-                f"PostgreSQL's autovacuum is off on database {self.connection.alias!r} (autovacuum={autovacuum}, "
-                f"track_counts={track_counts}): nothing refreshes the planner's statistics as chunks and turns "
-                "accumulate, and a turn's reads by id can become scans of a tenant's whole index.",
+                f"PostgreSQL's autovacuum is off on database {self.connection.alias!r} ({problem}).",
                 hint="Turn autovacuum (and track_counts) on in postgresql.conf, or run ANALYZE after every bulk load "
                 'and on a schedule: docs/operations.md, "Planner statistics".',
                 id=AUTOVACUUM_OFF,
