@@ -11,8 +11,9 @@ socket first (`poll` with a zero timeout: no I/O): nothing to read passes it; an
 words, an end of file, or a notice a client is not waiting for) falls back to Django's `SELECT 1`, which replaces
 the connection when it fails. A broken or closed psycopg connection is replaced without asking the server.
 
-Its validation (`manage.py check --database default`, and every `migrate`) warns when the server's autovacuum is
-off: the planner then never learns how the platform's tables grew (`DatabaseValidation`).
+Its validation (`manage.py check --database default`, and every `migrate`) warns when the server's autovacuum (or
+the `track_counts` it needs) is off: the planner then never learns how the platform's tables grew
+(`DatabaseValidation`).
 """
 
 from __future__ import annotations
@@ -63,7 +64,8 @@ class DatabaseValidation(BaseDatabaseValidation):
             return []
         return [
             checks.Warning(
-                f"PostgreSQL's autovacuum is off on database {self.connection.alias!r} ({problem}).",
+                f"PostgreSQL does not keep the planner's statistics fresh on database {self.connection.alias!r} "
+                f"({problem}).",
                 hint="Turn autovacuum (and track_counts) on in postgresql.conf, or run ANALYZE after every bulk load "
                 'and on a schedule: docs/operations.md, "Planner statistics".',
                 id=AUTOVACUUM_OFF,
