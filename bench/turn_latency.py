@@ -189,11 +189,10 @@ def measure(client, tenant, knowledge_base, questions: list[str], samples: int) 
     from conversations.services import dedup_policy_update
     from conversations.services.turns import TOP_K
     from retrieval.embeddings import embed_query
-    from retrieval.selectors import CONTENT_REPEAT_SLACK
-    from retrieval.vectorstore import SEMANTIC
+    from retrieval.selectors import first_search_limit
 
     # What `chunk_search` asks Milvus for a turn's page of TOP_K in the knowledge base's mode.
-    turn_limit = TOP_K if knowledge_base.retrieval_mode == SEMANTIC else TOP_K + CONTENT_REPEAT_SLACK
+    turn_limit = first_search_limit(mode=knowledge_base.retrieval_mode, limit=TOP_K)
 
     def post(conversation_id: int, question: str) -> tuple[float, dict]:
         started = time.perf_counter()

@@ -276,6 +276,15 @@ def retrieval_mode_resolve(*, knowledge_base: KnowledgeBase, requested: str | No
 CONTENT_REPEAT_SLACK = 5
 
 
+def first_search_limit(*, mode: str, limit: int) -> int:
+    """How many hits `chunk_search` first asks Milvus for, for a page of `limit` in `mode`. A vector search asks for
+    `limit`: its best `limit` are the same whatever it is asked for, so the slack for dropped hits is asked for only
+    when a full page lost some (a repeated passage, a row gone or disabled). A search that fuses BM25 always asks with
+    the slack: each side's candidates are the fusion's input, so its best `limit` depend on how many each side
+    brings."""
+    return limit if mode == vectorstore.SEMANTIC else limit + CONTENT_REPEAT_SLACK
+
+
 def hits_of_distinct_content(hits: Iterable[ChunkHit], *, shown_content_hashes: Collection[str] = ()) -> list[ChunkHit]:
     """`hits` in their order without the passages already among them or already shown: a hit whose text (by
     `content_hash`) is that of a better hit, or one of `shown_content_hashes`. The same file uploaded twice, or a
@@ -366,11 +375,7 @@ def chunk_search(
         dense_weight=knowledge_base.hybrid_dense_weight,
         metadata_filter=metadata_filter,
     )
-    # A vector search asks for `limit` first: its best `limit` are the same whatever it is asked for, so the slack
-    # for dropped hits is asked for only when a full page lost some (a repeated passage, a row gone or disabled).
-    # A search that fuses BM25 always asks with the slack: each side's candidates are the fusion's input, so its
-    # best `limit` depend on how many each side brings.
-    asked = limit if mode == vectorstore.SEMANTIC else limit + CONTENT_REPEAT_SLACK
+    asked = first_search_limit(mode=mode, limit=limit)
     hits = search(limit=asked)
     if not hits:
         vectors_lost_check(tenant=tenant, knowledge_base=knowledge_base)
