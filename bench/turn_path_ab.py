@@ -3,12 +3,15 @@ speed drifts between runs: per question and arm, a fresh conversation, a miss, 5
 in alternating order, then an asynchronous hit; the arms swap the changes in and out between questions.
 
     DATABASE_URL=postgres://... .venv/bin/python bench/turn_path_ab.py [--questions N] [--chunks N]
+        [--change all|prepared-reads]
 
 Arm `old`: a turn's reads through the queryset machinery, compiled on every turn (the conversation with its knowledge
 base by `select_related`, the cited chunks' rows and a search's hits' rows by `values_list`), a Redis client made for
 each use, and the transaction's batch bound by psycopg (which splits a query that long again on every call). Arm
 `new`: what ships: each read a statement written once per process (`kbplatform.row_reads`), one Redis client per
-process, the batch's SQL split once per process (`turn_write._batch_query`). Prints each arm's median
+process, the batch's SQL split once per process (`turn_write._batch_query`), the reads prepared on the connection
+(`kbplatform.db.postgresql`'s `prepared_cursor`). `--change prepared-reads` swaps only the last: the reads bound on
+the client and planned on every request (DATABASE_PREPARE_THRESHOLD off) against what ships. Prints each arm's median
 hit and asynchronous hit over the embedding alone, the miss, and the paired median differences.
 """
 
@@ -29,9 +32,10 @@ import turn_latency as tl
 from common import platform
 
 
-def arms() -> dict:
+def arms(change: str) -> dict:
     import redis
     from django.conf import settings
+    from django.db import connection
 
     from conversations import state
     from conversations.services import conversations, sources
@@ -61,7 +65,19 @@ def arms() -> dict:
             .values_list(*columns)
         )
 
+    options = connection.settings_dict["OPTIONS"]
+    threshold = options.get("prepare_threshold")
+    if threshold is None:
+        raise SystemExit("DATABASE_PREPARE_THRESHOLD is off: the new arm would prepare nothing")
+
+    def reads_prepared(prepared: bool) -> None:
+        options["prepare_threshold"] = threshold if prepared else None
+
+    if change == "prepared-reads":
+        return {"old": lambda: reads_prepared(False), "new": lambda: reads_prepared(True)}
+
     def old() -> None:
+        reads_prepared(False)
         conversations.row_get, sources.values_by_keys, selectors.values_by_keys = (
             queryset_row_get,
             queryset_values,
@@ -70,6 +86,7 @@ def arms() -> dict:
         state.redis_connection, tw._statements_send = client_each_time, bound_by_psycopg
 
     def new() -> None:
+        reads_prepared(True)
         conversations.row_get = row_get
         sources.values_by_keys, selectors.values_by_keys = values_by_keys, values_by_keys
         state.redis_connection, tw._statements_send = shared_client, batch_send
@@ -81,6 +98,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--questions", type=int, default=120)
     parser.add_argument("--chunks", type=int, default=2000)
+    parser.add_argument("--change", choices=("all", "prepared-reads"), default="all", help="what the arms swap")
     args = parser.parse_args()
     run = uuid.uuid4().hex[:8]
     os.environ["KB_CACHE_PREFIX"] = f"bench-ab-{run}"
@@ -110,7 +128,7 @@ def main() -> None:
         knowledge_base = KnowledgeBase.objects.create(tenant=tenant, name=f"ab-{run}")
         tl.load_chunks(tenant=tenant, knowledge_base=knowledge_base, size=args.chunks, texts=texts, vectors=vectors)
         tl.index_ready(tenant=tenant, knowledge_base=knowledge_base, vector=vectors[0])
-        swaps = arms()
+        swaps = arms(args.change)
 
         def post(conversation_id: int, question: str) -> tuple[float, dict]:
             started = time.perf_counter()

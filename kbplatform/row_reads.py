@@ -6,7 +6,9 @@ foreign keys point to (as `select_related` joins them). Its statement is built f
 values pass through the converters the ORM applies (the database backend's and each field's: SQLite's datetimes,
 JSON), and they become instances as the ORM makes them (`Model.from_db`), with each related instance cached on the
 row's as `select_related` caches it. So the caller gets what the equivalent
-`Model.objects.filter(...).select_related(...).first()` would give, for the price of one statement's execution.
+`Model.objects.filter(...).select_related(...).first()` would give, for the price of one statement's execution; on
+PostgreSQL a statement the server has prepared on the connection (`_read_cursor`), so it is not planned again on every
+request.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from dataclasses import dataclass
 
 from django.db import connections, router
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.utils import CursorWrapper
 from django.db.models import Field, ForeignKey, Model
 from django.db.models.expressions import Col
+from psycopg.types.numeric import Int8
 
 
 @dataclass(frozen=True)
@@ -79,7 +83,7 @@ def row_get(*, model: type[Model], related: tuple[str, ...] = (), equal: dict[st
     for value, bound in zip(parameters, read.bounds, strict=True):
         if bound is not None and not _within(value, bound):
             return None
-    with connection.cursor() as cursor:
+    with _read_cursor(connection) as cursor:
         cursor.execute(read.sql, parameters)
         row = cursor.fetchone()
     if row is None:
@@ -176,13 +180,22 @@ def values_by_keys(
     parameters = _prepared(connection, read.compared, equal.values())
     keys = [int(key) for key in keys]
     if read.keys_as_array:
-        sql, parameters = read.sql, [*parameters, keys]
+        # Always an array of bigint, whatever the ids' size: psycopg types a list by its largest value, and a
+        # statement is prepared per parameter types, so ids of varying size would each wait their own turns.
+        sql, parameters = read.sql, [*parameters, [Int8(key) for key in keys]]
     else:
         sql, parameters = read.sql.replace("{keys}", ", ".join(["%s"] * len(keys))), [*parameters, *keys]
-    with connection.cursor() as cursor:
+    with _read_cursor(connection) as cursor:
         cursor.execute(sql, parameters)
         rows = cursor.fetchall()
     return [tuple(_converted(connection, read.converters, row)) for row in rows]
+
+
+def _read_cursor(connection: BaseDatabaseWrapper) -> CursorWrapper:
+    """The cursor a read runs on: on PostgreSQL one whose statements are prepared once they recur on the connection
+    (`kbplatform.db.postgresql`'s `prepared_cursor`), as these reads do on every request; elsewhere Django's."""
+    prepared = getattr(connection, "prepared_cursor", None)
+    return prepared() if prepared is not None else connection.cursor()
 
 
 def _joinable(model: type[Model], name: str) -> ForeignKey:

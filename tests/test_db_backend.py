@@ -155,3 +155,52 @@ def test_the_database_check_says_nothing_when_the_server_cannot_be_asked(monkeyp
 
     monkeypatch.setattr(connections["default"], "cursor", refused)
     assert _autovacuum_warnings() == []
+
+
+def _prepared_statements() -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        return [statement for (statement,) in cursor.fetchall()]
+
+
+def test_a_hot_read_is_prepared_once_it_recurs_on_a_kept_connection(kept_connection, monkeypatch, tenant):
+    """The reads of `kbplatform.row_reads` are planned by the server once per connection: after the threshold's
+    executions the statement is prepared there, and the rows read are the same as before it was."""
+    from conversations.models import Conversation
+    from kbplatform.row_reads import row_get, values_by_keys
+    from retrieval.models import Chunk
+    from tests.factories import ChunkFactory, ConversationFactory
+
+    monkeypatch.setitem(connection.settings_dict["OPTIONS"], "prepare_threshold", 3)
+    connection.close()
+    connection.ensure_connection()
+    conversation = ConversationFactory(tenant=tenant)
+    chunks = [ChunkFactory(tenant=tenant), ChunkFactory(tenant=tenant)]
+    keys = [chunk.pk for chunk in chunks] + [2**40]  # one id no row has: the array is bigint whatever the ids' size
+    read = []
+    for _ in range(4):
+        read.append(
+            (
+                row_get(model=Conversation, equal={"pk": conversation.pk, "tenant": tenant.pk}).pk,
+                sorted(values_by_keys(model=Chunk, columns=("pk", "text"), keys=keys, equal={"tenant": tenant.pk})),
+            )
+        )
+    assert read == [read[0]] * 4
+    assert read[0] == (conversation.pk, sorted((chunk.pk, chunk.text) for chunk in chunks))
+    statements = _prepared_statements()
+    assert any('FROM "conversations_conversation" t0' in statement for statement in statements), statements
+    assert any('FROM "retrieval_chunk" t0' in statement for statement in statements), statements
+
+
+def test_with_preparing_off_nothing_is_prepared(kept_connection, monkeypatch, tenant):
+    from conversations.models import Conversation
+    from kbplatform.row_reads import row_get
+    from tests.factories import ConversationFactory
+
+    monkeypatch.setitem(connection.settings_dict["OPTIONS"], "prepare_threshold", None)
+    connection.close()
+    connection.ensure_connection()
+    conversation = ConversationFactory(tenant=tenant)
+    for _ in range(6):
+        assert row_get(model=Conversation, equal={"pk": conversation.pk, "tenant": tenant.pk}).pk == conversation.pk
+    assert _prepared_statements() == []

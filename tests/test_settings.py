@@ -80,6 +80,8 @@ def test_an_answer_timeout_that_cannot_be_met_stops_the_process_at_start(value):
         ("KB_INGEST_QUEUED_STALE_SECONDS", "15m"),
         ("KB_MAX_UPLOAD_BYTES", "50MB"),
         ("DATABASE_CONN_MAX_AGE", "-1"),
+        ("DATABASE_PREPARE_THRESHOLD", "0"),
+        ("DATABASE_PREPARE_THRESHOLD", "never"),
         ("KB_HEALTH_WORKER_TIMEOUT", "soon"),
         ("CELERY_TASK_SOFT_TIME_LIMIT", "9999"),
     ],
@@ -125,3 +127,25 @@ def test_production_settings_keep_the_connect_timeout_and_the_platform_backend()
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["kbplatform.db.postgresql", "7", "60", "True"]
+
+
+@pytest.mark.parametrize(("value", "expected"), [(None, "5"), ("2", "2"), ("off", "None"), (" OFF ", "None")])
+def test_the_prepare_threshold_reaches_psycopg_or_is_off(value, expected):
+    env = _production_env()
+    if value is not None:
+        env["DATABASE_PREPARE_THRESHOLD"] = value
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import django; django.setup(); from django.conf import settings; "
+            "print(settings.DATABASES['default']['OPTIONS']['prepare_threshold'])",
+        ],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [expected]

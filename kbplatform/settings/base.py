@@ -103,6 +103,15 @@ TEMPLATES = [
 ]
 
 
+def _prepare_threshold() -> int | None:
+    """DATABASE_PREPARE_THRESHOLD: the executions on one connection after which a hot read is prepared (psycopg's
+    `prepare_threshold`), at least 1; "off" prepares nothing."""
+    text = env.str("DATABASE_PREPARE_THRESHOLD", default="5").strip().lower()
+    if text == "off":
+        return None
+    return _whole_number("DATABASE_PREPARE_THRESHOLD", default=5)
+
+
 def database_settings(database: dict, *, conn_max_age_default: int, health_checks: bool | None = None) -> dict:
     """DATABASE_URL's settings (`env.db`) as every settings module runs them: kept connections for
     DATABASE_CONN_MAX_AGE seconds, checked before each request's first query (`health_checks`; by default whenever
@@ -122,6 +131,10 @@ def database_settings(database: dict, *, conn_max_age_default: int, health_check
             "connect_timeout",
             max(2, math.ceil(_positive_seconds("DATABASE_CONNECT_TIMEOUT", default="5"))),
         )
+        # The platform's hot reads (`kbplatform.row_reads`: the API key, the conversation, a turn's chunks) are prepared
+        # on a kept connection once they have run this many times on it, so the server stops planning them on every
+        # request. "off" for a pooler that cannot keep prepared statements (PgBouncer before 1.21 in transaction mode).
+        database["OPTIONS"].setdefault("prepare_threshold", _prepare_threshold())
     if database["ENGINE"].endswith("sqlite3"):
         # Web, worker and beat share one SQLite file under `make run`: wait for the lock instead of failing.
         # WAL lets readers run beside the one writer, and synchronous=NORMAL syncs at checkpoints rather than at every
