@@ -26,6 +26,7 @@ from django.core import checks
 from django.db import DatabaseError
 from django.db.backends.base.validation import BaseDatabaseValidation
 from django.db.backends.postgresql import base
+from django.utils.asyncio import async_unsafe
 
 AUTOVACUUM_OFF = "kbplatform.W001"
 
@@ -78,6 +79,7 @@ class DatabaseValidation(BaseDatabaseValidation):
 class DatabaseWrapper(base.DatabaseWrapper):
     validation_class = DatabaseValidation
 
+    @async_unsafe
     def prepared_cursor(self) -> object:
         """A cursor whose statements psycopg prepares on this connection once each has run `prepare_threshold`
         times on it (OPTIONS; DATABASE_PREPARE_THRESHOLD): from then on the server runs a stored plan instead of
