@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -43,19 +44,76 @@ children: list[subprocess.Popen] = []
 
 
 def milvus_lite_cut_index_files_remove(data_dir: Path) -> list[Path]:
-    """Before a `milvus-lite server` starts on `data_dir`: remove the empty vector index files a stopped server left.
+    """Before a `milvus-lite server` starts on `data_dir`: remove the vector index files a stopped server left cut
+    short.
 
     Milvus Lite writes a segment's index file in place (not to a temporary name renamed when complete), so a server
-    stopped while it writes one, during a flush or a merge of segments, leaves the file empty; the next server then
-    fails to load the collection on every request, for good. An index file is a cache of the segment beside it:
-    where none exists Milvus Lite builds it again from the segment's rows, so removing an empty one loses nothing.
-    Returns what was removed."""
+    stopped while it writes one, during a flush or a merge of segments, leaves the file empty or holding only the
+    pages written so far; the next server then fails to load the collection on every request, for good. An index file
+    is a cache of the segment beside it: where none exists Milvus Lite builds it again from the segment's rows, so
+    removing a cut one loses nothing. A file is cut when it is empty, or when it is an HNSW index whose parts, read by
+    their recorded lengths, run past its end (`hnsw_index_file_cut`). Returns what was removed."""
     removed = []
     for path in data_dir.glob("collections/*/partitions/*/indexes/*.idx"):
-        if path.is_file() and path.stat().st_size == 0:
+        if path.is_file() and (path.stat().st_size == 0 or hnsw_index_file_cut(path)):
             path.unlink()
             removed.append(path)
     return removed
+
+
+class _CutShort(Exception):
+    pass
+
+
+def hnsw_index_file_cut(path: Path) -> bool:
+    """Whether `path`, a FAISS HNSW index over flat float vectors as Milvus Lite writes one (`IHNf`), ends before its
+    parts do: its header, the graph's five length-prefixed arrays and five integers, then the flat storage (`IxFI` or
+    `IxF2`) with its header and vectors, which end the file. A file of any other kind, or whose layout differs from
+    this one, is left as it is (False): only a file this reads to a premature end is called cut."""
+    data = path.read_bytes()
+    position = 0
+
+    def take(layout: str) -> tuple:
+        nonlocal position
+        size = struct.calcsize(layout)
+        if position + size > len(data):
+            raise _CutShort
+        values = struct.unpack_from(layout, data, position)
+        position += size
+        return values
+
+    def array(item_size: int) -> None:
+        nonlocal position
+        (count,) = take("<Q")
+        if position + count * item_size > len(data):
+            raise _CutShort
+        position += count * item_size
+
+    def header() -> None:
+        # d, ntotal, two unused 64-bit fields, is_trained, the metric (and its argument for metrics after L2 and IP)
+        (_, _, _, _, _, metric) = take("<iqqqBi")
+        if metric > 1:
+            take("<f")
+
+    if data[:4] != b"IHNf":
+        return False
+    position = 4
+    try:
+        header()
+        for item_size in (8, 4, 4, 8, 4):  # assign_probas, cum_nneighbor_per_level, levels, offsets, neighbors
+            array(item_size)
+        take("<iiiii")  # entry_point, max_level, efConstruction, efSearch, upper_beam
+        storage = data[position : position + 4]
+        if len(storage) < 4:
+            return True
+        if storage not in (b"IxFI", b"IxF2"):
+            return False
+        position += 4
+        header()
+        array(4)  # the vectors, counted in floats
+    except _CutShort:
+        return True
+    return False
 
 
 def say(message: str) -> None:
