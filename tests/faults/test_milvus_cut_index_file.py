@@ -50,7 +50,13 @@ def _segments_indexed(server: MilvusServer) -> tuple[np.ndarray, list]:
         what="the flushed segment's data file",
     )
     index_files = [segment.parent.parent / "indexes" / f"{segment.stem}.vector.hnsw.idx" for segment in segments]
-    wait_for(lambda: all(path.is_file() for path in index_files), timeout=60, interval=0.5, what="the index files")
+    # Whole before the stop: a stop while Milvus Lite still writes one is what the tests below make by hand.
+    wait_for(
+        lambda: all(path.is_file() and path.stat().st_size and not hnsw_index_file_cut(path) for path in index_files),
+        timeout=60,
+        interval=0.5,
+        what="the index files, whole",
+    )
     server.stop()
     return vectors, index_files
 
