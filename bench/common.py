@@ -109,15 +109,15 @@ def platform(*, name: str) -> Iterator[dict]:
         server.close()
 
 
-def planner_statistics_refresh() -> str:
-    """ANALYZE the database after a benchmark's bulk load, and say so: what PostgreSQL's autovacuum does within a
-    minute of one, so a figure measures the query plans a deployment runs, not those of tables the planner has never
-    seen (a turn's reads of chunks by id then scan the whole tenant's index). A server running with autovacuum off
-    never analyzes by itself; the line says that too. Nothing to do on SQLite, which plans without statistics."""
+def planner_statistics_refresh() -> None:
+    """ANALYZE the database after a benchmark's bulk load, and say so on stderr: what PostgreSQL's autovacuum does
+    within a minute of one, so a figure measures the query plans a deployment runs, not those of tables the planner
+    has never seen (a turn's reads of chunks by id then scan the whole tenant's index). A server running with autovacuum
+    off never analyzes by itself; the line says that too. Nothing to do on SQLite, which plans without statistics."""
     from django.db import connection
 
     if connection.vendor != "postgresql":
-        return ""
+        return
     with connection.cursor() as cursor:
         cursor.execute("SHOW autovacuum")
         (autovacuum,) = cursor.fetchone()
@@ -125,7 +125,7 @@ def planner_statistics_refresh() -> str:
         cursor.execute("ANALYZE")
     took = time.perf_counter() - started
     never = " (this server runs with autovacuum off: it never would)" if autovacuum == "off" else ""
-    return f"planner statistics: ANALYZE after the load ({took:.1f}s), as autovacuum would{never}"
+    print(f"planner statistics: ANALYZE after the load ({took:.1f}s), as autovacuum would{never}", file=sys.stderr)
 
 
 @contextmanager

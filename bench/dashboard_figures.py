@@ -157,9 +157,7 @@ def main() -> None:
         tenant, _ = tenant_get_or_create(slug=f"bench-dash-{uuid.uuid4().hex[:8]}", name="Dashboard benchmark")
         try:
             events_insert(tenant, size, days=args.days)
-            note = planner_statistics_refresh()
-            if note:
-                print(note, file=sys.stderr)
+            planner_statistics_refresh()
             baseline, expected = best_of(
                 args.repeat, lambda tenant=tenant: previous_path(tenant, start=start, end=end, threshold=0.76)
             )

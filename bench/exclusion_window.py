@@ -151,9 +151,7 @@ def main() -> None:
         knowledge_base = _knowledge_base_load(tenant, "mtrag+scifact")
         print(f"stored {_questions_store(tenant, knowledge_base)} questions as turns", file=sys.stderr)
         _flush()
-        note = planner_statistics_refresh()
-        if note:
-            print(note, file=sys.stderr)
+        planner_statistics_refresh()
         command = ["--tenant", tenant.slug, "--kb", str(knowledge_base.pk), "--windows", args.windows]
         command += ["--queries", str(args.queries), "--repeats", str(args.repeats)]
         if args.granularity:

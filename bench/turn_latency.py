@@ -124,9 +124,7 @@ def load_chunks(*, tenant, knowledge_base, size: int, texts: list[str], vectors)
             noisy = base + rng.normal(0, 0.04, size=base.shape).astype(np.float32)
             base = noisy / np.linalg.norm(noisy, axis=1, keepdims=True)
         chunk_vectors_upsert(chunks=chunks, vectors=base, dimension=knowledge_base.embedding_dimension)
-    note = planner_statistics_refresh()
-    if note:
-        print(note, file=sys.stderr)
+    planner_statistics_refresh()
 
 
 def raw_search(

@@ -69,50 +69,47 @@ def hnsw_index_file_cut(path: Path) -> bool:
     """Whether `path`, a FAISS HNSW index over flat float vectors as Milvus Lite writes one (`IHNf`), ends before its
     parts do: its header, the graph's five length-prefixed arrays and five integers, then the flat storage (`IxFI` or
     `IxF2`) with its header and vectors, which end the file. A file of any other kind, or whose layout differs from
-    this one, is left as it is (False): only a file this reads to a premature end is called cut."""
-    data = path.read_bytes()
-    position = 0
+    this one, is left as it is (False): only a file this reads to a premature end is called cut. Reads the headers
+    and lengths only (some hundred bytes), seeking past each array, so a start does not read whole indexes."""
+    with path.open("rb") as file:
+        size = os.fstat(file.fileno()).st_size
 
-    def take(layout: str) -> tuple:
-        nonlocal position
-        size = struct.calcsize(layout)
-        if position + size > len(data):
-            raise _CutShort
-        values = struct.unpack_from(layout, data, position)
-        position += size
-        return values
+        def take(layout: str) -> tuple:
+            wanted = struct.calcsize(layout)
+            raw = file.read(wanted)
+            if len(raw) < wanted:
+                raise _CutShort
+            return struct.unpack(layout, raw)
 
-    def array(item_size: int) -> None:
-        nonlocal position
-        (count,) = take("<Q")
-        if position + count * item_size > len(data):
-            raise _CutShort
-        position += count * item_size
+        def array(item_size: int) -> None:
+            (count,) = take("<Q")
+            end = file.tell() + count * item_size
+            if end > size:
+                raise _CutShort
+            file.seek(end)
 
-    def header() -> None:
-        # d, ntotal, two unused 64-bit fields, is_trained, the metric (and its argument for metrics after L2 and IP)
-        (_, _, _, _, _, metric) = take("<iqqqBi")
-        if metric > 1:
-            take("<f")
+        def header() -> None:
+            # d, ntotal, two unused 64-bit fields, is_trained, the metric (and its argument for metrics after L2 and IP)
+            (_, _, _, _, _, metric) = take("<iqqqBi")
+            if metric > 1:
+                take("<f")
 
-    if data[:4] != b"IHNf":
-        return False
-    position = 4
-    try:
-        header()
-        for item_size in (8, 4, 4, 8, 4):  # assign_probas, cum_nneighbor_per_level, levels, offsets, neighbors
-            array(item_size)
-        take("<iiiii")  # entry_point, max_level, efConstruction, efSearch, upper_beam
-        storage = data[position : position + 4]
-        if len(storage) < 4:
-            return True
-        if storage not in (b"IxFI", b"IxF2"):
+        if file.read(4) != b"IHNf":
             return False
-        position += 4
-        header()
-        array(4)  # the vectors, counted in floats
-    except _CutShort:
-        return True
+        try:
+            header()
+            for item_size in (8, 4, 4, 8, 4):  # assign_probas, cum_nneighbor_per_level, levels, offsets, neighbors
+                array(item_size)
+            take("<iiiii")  # entry_point, max_level, efConstruction, efSearch, upper_beam
+            storage = file.read(4)
+            if len(storage) < 4:
+                return True
+            if storage not in (b"IxFI", b"IxF2"):
+                return False
+            header()
+            array(4)  # the vectors, counted in floats
+        except _CutShort:
+            return True
     return False
 
 
