@@ -9,7 +9,8 @@ For each corpus size (default 5,000 and 100,000 chunks) it prints p50 and p95 of
   asks 5, each side bringing 20. The miss is given against both;
 - embed: the question's embedding alone;
 - miss: POST /api/v1/conversations/{id}/messages/ with a question not seen before (fresh retrieval + answer);
-- miss, exclusion at window 5 vs the same turns with exclusion off (5 earlier turns in the conversation);
+- miss, exclusion at window 5 vs the same turns with exclusion off (5 earlier turns in the conversation), the two
+  side by side for each chain of questions;
 - hit: the same question asked again (the stored answer is served), and the same with
   KB_ASYNC_COMMIT_CACHED_TURNS=true (the hit's commit does not wait for PostgreSQL's disk flush).
 Raw, miss, embed and hit are measured side by side per question; the hit line also prints the paired median of
@@ -251,21 +252,22 @@ def measure(client, tenant, knowledge_base, questions: list[str], samples: int) 
         assert body["dedup"]["action"] == "served_cached", body["dedup"]
         async_hit.append(elapsed)
 
-    # Exclusion at window 5: the sixth and later turns of a conversation, with exclusion on, then off.
-    exclusion = {}
-    for label, enabled in (("exclusion", True), ("no exclusion", False)):
-        dedup_policy_update(tenant=tenant, exclusion_enabled=enabled, exclusion_window=5, scope="off")
-        timings = []
-        for offset in range(0, samples):
+    # Exclusion at window 5: the sixth turn of a conversation, with exclusion on and off side by side for each chain
+    # of questions (in alternating order, so neither always goes first), after the same pause as the miss.
+    exclusion: dict[str, list[float]] = {"exclusion": [], "no exclusion": []}
+    for offset in range(0, samples):
+        chain = [questions[(offset + k) % len(questions)] for k in range(6)]
+        arms = (("exclusion", True), ("no exclusion", False))
+        for label, enabled in arms if offset % 2 == 0 else arms[::-1]:
+            dedup_policy_update(tenant=tenant, exclusion_enabled=enabled, exclusion_window=5, scope="off")
             conversation_id = new_conversation()
-            chain = [questions[(offset + k) % len(questions)] for k in range(6)]
             for question in chain[:5]:
                 post(conversation_id, question)
+            time.sleep(0.05)
             elapsed, body = post(conversation_id, chain[5])
             if enabled:
                 assert body["dedup"]["excluded_count"] > 0
-            timings.append(elapsed)
-        exclusion[label] = timings
+            exclusion[label].append(elapsed)
     dedup_policy_update(tenant=tenant, exclusion_enabled=True, scope="session")
     return {
         "raw": raw,

@@ -13,6 +13,7 @@ from kbplatform.row_reads import values_by_keys
 from retrieval.models import Chunk
 from retrieval.selectors import (
     ChunkHit,
+    chunk_content_hashes,
 )
 from tenants.models import Tenant
 
@@ -29,33 +30,53 @@ class SourceView:
     text: str
 
 
-# The columns of a cited chunk that the sources check compares and a served answer shows.
-_SOURCE_COLUMNS = ("pk", "document_id", "external_id", "document__external_id", "text", "content_hash")
+# The columns of a cited chunk that the sources check compares and a served answer shows; then whether it is enabled.
+_SOURCE_COLUMNS = ("pk", "document_id", "external_id", "document__external_id", "text", "content_hash", "enabled")
 
 
 @dataclass(frozen=True)
 class SourceRows:
-    """Chunk rows read for sources checks to come: `asked`, the ids read; `rows`, the enabled chunks among them by id
-    (an id asked and not there is a chunk deleted or disabled)."""
+    """Chunk rows read ahead in a turn: `asked`, the ids read; `rows`, the enabled chunks among them by id (an id
+    asked and not there is a chunk deleted or disabled), for sources checks; `hashes`, the content hash of every chunk
+    among them that exists, disabled or not, for the texts exclusion leaves out (`content_hashes_of`)."""
 
     asked: frozenset[int]
     rows: dict[int, tuple]
+    hashes: dict[int, str]
 
 
 def stored_source_rows_read(*, tenant: Tenant, chunk_ids: Collection[int]) -> SourceRows:
-    """One query for the rows `stored_sources` checks, of every chunk in `chunk_ids` (none when it is empty)."""
+    """One query for the rows of every chunk in `chunk_ids` (none when it is empty): those `stored_sources` checks and
+    those whose texts `content_hashes_of` looks up."""
     if not chunk_ids:
-        return SourceRows(asked=frozenset(), rows={})
-    return SourceRows(asked=frozenset(chunk_ids), rows=_source_rows(tenant=tenant, chunk_ids=chunk_ids))
+        return SourceRows(asked=frozenset(), rows={}, hashes={})
+    rows = _chunk_rows(tenant=tenant, chunk_ids=chunk_ids)
+    return SourceRows(
+        asked=frozenset(chunk_ids),
+        rows={row[0]: row for row in rows if row[6]},
+        hashes={row[0]: row[5] for row in rows},
+    )
+
+
+def _chunk_rows(*, tenant: Tenant, chunk_ids: Collection[int]) -> list[tuple]:
+    """The tenant's chunks among `chunk_ids`, each row `_SOURCE_COLUMNS`: one statement written once per process
+    (`values_by_keys`)."""
+    return values_by_keys(model=Chunk, columns=_SOURCE_COLUMNS, keys=chunk_ids, equal={"tenant": tenant.pk})
 
 
 def _source_rows(*, tenant: Tenant, chunk_ids: Collection[int]) -> dict[int, tuple]:
-    """The tenant's enabled chunks among `chunk_ids` by id, each row `_SOURCE_COLUMNS`: one statement written once per
-    process (`values_by_keys`)."""
-    rows = values_by_keys(
-        model=Chunk, columns=_SOURCE_COLUMNS, keys=chunk_ids, equal={"tenant": tenant.pk}, true=("enabled",)
-    )
-    return {row[0]: row for row in rows}
+    """The tenant's enabled chunks among `chunk_ids` by id."""
+    return {row[0]: row for row in _chunk_rows(tenant=tenant, chunk_ids=chunk_ids) if row[6]}
+
+
+def content_hashes_of(*, tenant: Tenant, chunk_ids: Collection[int], read_ahead: SourceRows | None = None) -> set[str]:
+    """The content hashes of the tenant's chunks among `chunk_ids` (chunks deleted since are left out): from
+    `read_ahead` when it read them all, else one query (`chunk_content_hashes`)."""
+    if not chunk_ids:
+        return set()
+    if read_ahead is not None and read_ahead.asked.issuperset(chunk_ids):
+        return {read_ahead.hashes[chunk_id] for chunk_id in chunk_ids if chunk_id in read_ahead.hashes}
+    return chunk_content_hashes(tenant=tenant, chunk_ids=chunk_ids)
 
 
 def stored_sources(

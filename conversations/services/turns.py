@@ -37,6 +37,7 @@ from conversations.services.policy import TurnSettings, turn_settings_load
 from conversations.services.sources import (
     SourceRows,
     SourceView,
+    content_hashes_of,
     source_view_of_hit,
     stored_source_rows_read,
     stored_sources,
@@ -58,7 +59,6 @@ from retrieval.embeddings import model_name as embedding_model_name
 from retrieval.selectors import (
     ChunkHit,
     IndexState,
-    chunk_content_hashes,
     chunk_search,
     hits_of_distinct_content,
     index_state,
@@ -293,9 +293,11 @@ def _turn_execute(
     question_vector: np.ndarray,
     model: str,
     mode: str,
+    rows_read: SourceRows | None = None,
 ) -> _TurnAnswer:
     """Carry the decision out: the stored answer, the small-talk reply, or a search (whose answer, in `answer` mode, the
-    caller generates: all at once, or streamed)."""
+    caller generates: all at once, or streamed). `rows_read`: chunk rows read ahead, which give the excluded texts'
+    hashes when they cover the exclusion window."""
     if decision.kind == TurnKind.STORED:
         matched = decision.matched
         return _TurnAnswer(
@@ -324,10 +326,8 @@ def _turn_execute(
         names_topic=names_topic[:before],
     )
     policy = judged.facts.policy
-    excluded_content = (
-        chunk_content_hashes(tenant=tenant, chunk_ids=decision.excluded_content_chunk_ids)
-        if decision.excluded_content_chunk_ids
-        else set()
+    excluded_content = content_hashes_of(
+        tenant=tenant, chunk_ids=decision.excluded_content_chunk_ids, read_ahead=rows_read
     )
     # Every vector searched with here is the process's model's (a stored one of another model was embedded again
     # above); a knowledge base of another model refuses the turn (409) before anything of it is written.
@@ -460,18 +460,30 @@ def _question_rewritten(
     return (rewritten if rewritten.strip() and rewritten != question else ""), history
 
 
-def _candidate_source_ids(*, policy: decisions.PolicyView, state: ConversationState) -> set[int]:
-    """The chunks cited by the stored answers the hot copy holds, when the policy looks for repeated questions at all:
-    a hit in this conversation serves one of those answers, so its sources check needs no query of its own once these
-    rows are read. Empty when the scope is off."""
-    if policy.scope == DedupScope.OFF:
-        return set()
-    return {
-        chunk_id
-        for recent in state.recent_turns
-        if recent.stored is not None
-        for chunk_id in recent.stored.source_chunk_ids
-    }
+def _read_ahead_chunk_ids(*, policy: decisions.PolicyView, state: ConversationState) -> set[int]:
+    """The chunks whose rows a turn may need once it has decided, read while the question is embedded: those cited by
+    the stored answers the hot copy holds, when the policy looks for repeated questions at all (a hit in this
+    conversation serves one of those answers, so its sources check needs no query of its own), and those the
+    exclusion window holds, when exclusion applies (a search leaves their texts out, in whatever document)."""
+    cited = (
+        set()
+        if policy.scope == DedupScope.OFF
+        else {
+            chunk_id
+            for recent in state.recent_turns
+            if recent.stored is not None
+            for chunk_id in recent.stored.source_chunk_ids
+        }
+    )
+    if not policy.exclusion_enabled or policy.shadow_mode:
+        return cited
+    shown = decisions.excluded_ids(
+        consumed=state.consumed,
+        granularity=Granularity.CHUNK,
+        next_turn_number=state.turn_count + 1,
+        window=policy.exclusion_window,
+    )
+    return cited.union(shown)
 
 
 def turn_prepare(
@@ -496,8 +508,8 @@ def turn_prepare(
     )
     turn_settings = turn_settings_load(tenant=tenant)
     state = state_load(conversation=conversation)
-    sources_read = stored_source_rows_read(
-        tenant=tenant, chunk_ids=_candidate_source_ids(policy=turn_settings.policy, state=state)
+    rows_read = stored_source_rows_read(
+        tenant=tenant, chunk_ids=_read_ahead_chunk_ids(policy=turn_settings.policy, state=state)
     )
     model = embedding_model_id()
     generator = generator or answer_generator()
@@ -521,7 +533,7 @@ def turn_prepare(
         question_vector=question_vector,
         model=model,
         force_refresh=force_refresh,
-        sources_read=sources_read,
+        sources_read=rows_read,
     )
     decision = turn_decide(judged.facts)
     if history is None:
@@ -537,6 +549,7 @@ def turn_prepare(
         question_vector=question_vector,
         model=model,
         mode=mode,
+        rows_read=rows_read,
     )
     return TurnPrepared(
         started=started,

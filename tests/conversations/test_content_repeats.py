@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from conversations.services import dedup_policy_update
+from conversations.services import dedup_policy_update, sources
+from retrieval.models import Chunk
 from retrieval import vectorstore
 from retrieval.selectors import CONTENT_REPEAT_SLACK, ChunkHit, hits_of_distinct_content
 from tests.conversations.helpers import HANDBOOK, indexed_kb
@@ -80,6 +81,55 @@ def test_the_turn_after_does_not_show_the_copy_of_a_passage_as_news(api_client, 
     assert second["dedup"]["action"] == "answered" and second["dedup"]["relaxed"] is False
     assert RESET not in texts(second)
     assert not set(texts(first)) & set(texts(second))
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("scope", ["session", "off"])
+def test_the_shown_texts_come_from_the_rows_read_while_the_question_is_embedded(
+    api_client, tenant, twins_kb, monkeypatch, scope
+):
+    """The exclusion window's chunks are read with the stored answers' sources, beside the embedding: the search's
+    excluded texts need no query of their own, whether or not the policy looks for repeated questions."""
+    dedup_policy_update(tenant=tenant, granularity="doc", min_results=1, scope=scope)
+    conversation_id = api_client.post("/api/v1/conversations/", {"knowledge_base": twins_kb.pk}, format="json").json()[
+        "id"
+    ]
+
+    def ask(question: str) -> dict:
+        response = api_client.post(
+            f"/api/v1/conversations/{conversation_id}/messages/", {"question": question}, format="json"
+        )
+        assert response.status_code == 200, response.content
+        return response.json()
+
+    first = ask("How do I reset my password?")
+    assert RESET in texts(first)
+
+    def no_query_of_its_own(**kwargs):
+        raise AssertionError(f"the excluded texts were read on their own: {kwargs}")
+
+    monkeypatch.setattr(sources, "chunk_content_hashes", no_query_of_its_own)
+    second = ask("Where is the password reset link sent, and how long does it stay valid?")
+    assert second["dedup"]["action"] == "answered" and second["dedup"]["excluded_count"] > 0
+    assert RESET not in texts(second)
+
+
+@pytest.mark.django_db
+def test_the_hashes_of_chunks_the_rows_read_ahead_miss_are_read_and_disabled_ones_count(tenant, twins_kb):
+    chunks = list(Chunk.objects.for_tenant(tenant).filter(knowledge_base=twins_kb).order_by("pk")[:3])
+    chunks[0].enabled = False
+    chunks[0].save(update_fields=["enabled"])
+    ids = [chunk.pk for chunk in chunks]
+    ahead = sources.stored_source_rows_read(tenant=tenant, chunk_ids=ids[:2])
+    assert set(ahead.rows) == {ids[1]}  # a sources check never cites a disabled chunk ...
+    assert set(ahead.hashes) == set(ids[:2])  # ... but its text was shown all the same
+    expected = {chunk.content_hash for chunk in chunks}
+    assert sources.content_hashes_of(tenant=tenant, chunk_ids=ids[:2], read_ahead=ahead) == expected - {
+        chunks[2].content_hash
+    }
+    assert sources.content_hashes_of(tenant=tenant, chunk_ids=ids, read_ahead=ahead) == expected
+    assert sources.content_hashes_of(tenant=tenant, chunk_ids=[*ids, 10**12], read_ahead=None) == expected
+    assert sources.content_hashes_of(tenant=tenant, chunk_ids=[], read_ahead=ahead) == set()
 
 
 def _limits_asked(monkeypatch) -> list[int]:
