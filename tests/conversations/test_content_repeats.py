@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from conversations.services import dedup_policy_update, sources
-from retrieval.models import Chunk
 from retrieval import vectorstore
+from retrieval.models import Chunk
 from retrieval.selectors import CONTENT_REPEAT_SLACK, ChunkHit, hits_of_distinct_content
 from tests.conversations.helpers import HANDBOOK, indexed_kb
 
