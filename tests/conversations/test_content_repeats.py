@@ -4,6 +4,8 @@ through the API on real PostgreSQL, Redis and `milvus-lite server`."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from conversations.services import dedup_policy_update, sources
@@ -47,6 +49,22 @@ def texts(body: dict) -> list[str]:
     return [source["text"] for source in body["sources"]]
 
 
+def conversation_asker(api_client, knowledge_base) -> Callable[[str], dict]:
+    """`ask(question)` in a new conversation on `knowledge_base`: the turn's body, once it answered 200."""
+    conversation_id = api_client.post(
+        "/api/v1/conversations/", {"knowledge_base": knowledge_base.pk}, format="json"
+    ).json()["id"]
+
+    def ask(question: str) -> dict:
+        response = api_client.post(
+            f"/api/v1/conversations/{conversation_id}/messages/", {"question": question}, format="json"
+        )
+        assert response.status_code == 200, response.content
+        return response.json()
+
+    return ask
+
+
 @pytest.mark.django_db
 def test_a_search_shows_a_passage_held_by_two_documents_once_and_still_fills_its_limit(api_client, twins_kb):
     response = api_client.post(
@@ -64,17 +82,7 @@ def test_a_search_shows_a_passage_held_by_two_documents_once_and_still_fills_its
 @pytest.mark.parametrize("granularity", ["doc", "chunk"])
 def test_the_turn_after_does_not_show_the_copy_of_a_passage_as_news(api_client, tenant, twins_kb, granularity):
     dedup_policy_update(tenant=tenant, granularity=granularity, min_results=1)
-    conversation_id = api_client.post("/api/v1/conversations/", {"knowledge_base": twins_kb.pk}, format="json").json()[
-        "id"
-    ]
-
-    def ask(question: str) -> dict:
-        response = api_client.post(
-            f"/api/v1/conversations/{conversation_id}/messages/", {"question": question}, format="json"
-        )
-        assert response.status_code == 200, response.content
-        return response.json()
-
+    ask = conversation_asker(api_client, twins_kb)
     first = ask("How do I reset my password?")
     assert texts(first).count(RESET) == 1
     second = ask("Where is the password reset link sent, and how long does it stay valid?")
@@ -91,17 +99,7 @@ def test_the_shown_texts_come_from_the_rows_read_while_the_question_is_embedded(
     """The exclusion window's chunks are read with the stored answers' sources, beside the embedding: the search's
     excluded texts need no query of their own, whether or not the policy looks for repeated questions."""
     dedup_policy_update(tenant=tenant, granularity="doc", min_results=1, scope=scope)
-    conversation_id = api_client.post("/api/v1/conversations/", {"knowledge_base": twins_kb.pk}, format="json").json()[
-        "id"
-    ]
-
-    def ask(question: str) -> dict:
-        response = api_client.post(
-            f"/api/v1/conversations/{conversation_id}/messages/", {"question": question}, format="json"
-        )
-        assert response.status_code == 200, response.content
-        return response.json()
-
+    ask = conversation_asker(api_client, twins_kb)
     first = ask("How do I reset my password?")
     assert RESET in texts(first)
 
