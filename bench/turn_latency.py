@@ -15,7 +15,9 @@ For each corpus size (default 5,000 and 100,000 chunks) it prints p50 and p95 of
   KB_ASYNC_COMMIT_CACHED_TURNS=true (the hit's commit does not wait for PostgreSQL's disk flush);
 - frame: GET /api/v1/whoami/, an authenticated request that does nothing (the API key's row, DRF, middleware, the
   client): what a turn pays around its own work. The miss line also gives what is left beyond raw at the turn's depth
-  and the frame: the turn's transaction, answer, hits' rows and serialisation.
+  and the frame: the turn's transaction, answer, hits' rows and serialisation; the line under it, the p50 of each
+  stage of the miss as the turn calls it (MISS_STAGES: the API key's row, the conversation's, the Milvus search, the
+  hits' rows, the answer, the transaction and, of it, its statements' round trip).
 Raw, miss, embed and hit are measured side by side per question; the hit line also prints the paired median of
 (hit - embed), which a change of load during the run moves less than the difference of two medians.
 The database is SQLite under var/bench unless DATABASE_URL is set (PostgreSQL is what production runs).
@@ -184,6 +186,63 @@ def index_ready(*, tenant, knowledge_base, vector, timeout: float = 300) -> floa
     return time.perf_counter() - started
 
 
+# A miss's stages, timed where the turn calls them (module attributes wrapped for the run, about a microsecond a
+# call), so the miss's overhead over raw can be read against its parts in the same run: label, module, attribute.
+MISS_STAGES = (
+    ("API key", "tenants.authentication", "api_key_get_by_raw"),
+    ("conversation", "conversations.services.turns", "conversation_for"),
+    ("search", "retrieval.vectorstore", "vectors_search"),
+    ("hits' rows", "retrieval.selectors", "_hits_shown"),
+    ("answer", "conversations.answering", "answer_collect"),
+    ("transaction", "conversations.services.turns", "turn_persist"),
+    ("its statements", "conversations.services.turn_write", "_statements_send"),
+)
+
+
+class StageTimers:
+    """Sums the time each of MISS_STAGES takes while `recording`, one total per stage per recorded request. Made
+    once per process (`installed`): the wrappers stay, each size of the run starts new totals."""
+
+    _installed: StageTimers | None = None
+
+    @classmethod
+    def installed(cls) -> StageTimers:
+        if cls._installed is None:
+            cls._installed = cls()
+        cls._installed.totals = {label: [] for label, _, _ in MISS_STAGES}
+        return cls._installed
+
+    def __init__(self) -> None:
+        import importlib
+
+        self.recording = False
+        self.current: dict[str, float] = {}
+        self.totals: dict[str, list[float]] = {label: [] for label, _, _ in MISS_STAGES}
+        for label, module_name, attribute in MISS_STAGES:
+            module = importlib.import_module(module_name)
+            setattr(module, attribute, self._timed(label, getattr(module, attribute)))
+
+    def _timed(self, label: str, function):  # noqa: ANN001, ANN202
+        def timed(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            if not self.recording:
+                return function(*args, **kwargs)
+            started = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self.current[label] = self.current.get(label, 0.0) + (time.perf_counter() - started) * 1000
+
+        return timed
+
+    def start(self) -> None:
+        self.recording, self.current = True, {}
+
+    def stop(self) -> None:
+        self.recording = False
+        for label in self.totals:
+            self.totals[label].append(self.current.get(label, 0.0))
+
+
 def measure(client, tenant, knowledge_base, questions: list[str], samples: int) -> dict:  # noqa: ANN001
     """raw, embed, miss, hit, async hit and the exclusion cases (ms), on `knowledge_base` in its retrieval mode."""
     from django.test import override_settings
@@ -212,6 +271,7 @@ def measure(client, tenant, knowledge_base, questions: list[str], samples: int) 
     # Warm up: model, Milvus collection, intents, database caches.
     for question in questions[:5]:
         post(new_conversation(), question)
+    stages = StageTimers.installed()
 
     # Raw, miss, embedding alone and hit are measured side by side for each question, so a change in the
     # machine's load during the run moves all four alike.
@@ -234,7 +294,9 @@ def measure(client, tenant, knowledge_base, questions: list[str], samples: int) 
             time.sleep(0.05)
 
         conversation_id = new_conversation()
+        stages.start()
         elapsed, body = post(conversation_id, question)
+        stages.stop()
         assert body["dedup"]["action"] in ("answered", "bypassed", "smalltalk"), body["dedup"]
         miss.append(elapsed)
 
@@ -287,6 +349,7 @@ def measure(client, tenant, knowledge_base, questions: list[str], samples: int) 
         "hit, async": async_hit,
         "frame": frame,
         **exclusion,
+        "stages": stages.totals,
     }
 
 
@@ -491,6 +554,9 @@ def main() -> None:
                     note = f"{p50 / off50:.2f}x no exclusion p50 (target <= 1.20)"
                 print(f"{size:>7} {case:<16} {p50:>8.1f} {p95:>8.1f}   {note}")
                 ours[(size, case)] = p50
+                if case == "miss":
+                    parts = ", ".join(f"{label} {statistics.median(t):.1f}" for label, t in figures["stages"].items())
+                    print(f"{'':>7} {'':<16} {'':>8} {'':>8}   the miss's stages, p50 ms: {parts}")
         if earlier is not None:
             print()
             print(f"p50 against {args.against} (run first, same data and machine)")
