@@ -1,7 +1,8 @@
 """A cross-encoder fine-tuned from the bundled MiniLM's weights on N QQP labels, offline, on the fixed split: the
 lower layers frozen (their outputs computed once per pair and kept), the top layers and a head trained for several
-epochs; recall at precision 0.90 through the decision rule on the held-out pairs, alone and as one more feature of
-the pair-v2 head (out-of-fold scores for the head's training labels). Prints training time and peak memory.
+epochs (`--frozen 0`: every layer trained, the embedding layer's output kept); recall at precision 0.90 through the
+decision rule on the held-out pairs, alone and as one more feature of the pair-v2 head (out-of-fold scores for the
+head's training labels). Prints training time and peak memory.
 
 Labels as bench/dedup_learning.py picks them (nearest the gate among the first 3,500 usable train pairs), both pair
 orders in training, the two orders' mean as the score. The pairs' embeddings and pair-v2 features are made once
@@ -158,7 +159,7 @@ def main() -> None:
                 loss.backward()
                 optimiser.step()
                 schedule.step()
-                total += float(loss) * len(chunk)
+                total += loss.item() * len(chunk)
             print(
                 f"  epoch {epoch + 1}: loss {total / len(keys):.4f} in {time.perf_counter() - began:.0f}s",
                 flush=True,
