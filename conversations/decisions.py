@@ -15,6 +15,7 @@ returns plain values, so every rule is tested directly and read in one place.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, NamedTuple
@@ -215,6 +216,13 @@ OTHER_MODEL_REASON = "stored questions of another embedding model"
 PARTIAL_INDEX_REASON = "answered from a partial index"
 
 
+# The reason of a miss whose question the embedding model cannot read (`retrieval.embeddings.text_readable`): its
+# cosine with any stored question means nothing, so only an exact repeat may be served.
+UNREADABLE_REASON = "the embedding model cannot read the question: only an exact repeat is served"
+# The reason a stored answer is served to such a question: it is the same question, word for word once normalised.
+UNREADABLE_REPEAT_REASON = "exact repeat of a question the embedding model cannot read"
+
+
 # --- duplicate decision -------------------------------------------------------------------------------------------
 
 
@@ -237,6 +245,9 @@ class StoredQuestion:
     # It is the question asked just before the new one, in the new one's conversation: the new question's own
     # context (`followup_context_matches`).
     asked_just_before: bool = False
+    # The embedding model reads its text (`retrieval.embeddings.text_readable`): when not, its vector is compared
+    # with nothing, and it answers only an exact repeat of itself.
+    readable: bool = True
 
 
 @dataclass(frozen=True)
@@ -385,6 +396,7 @@ def duplicate_decide(
     embedding_model: str | None = None,
     use_head: bool = True,
     vector_model: str | None = None,
+    question_readable: bool = True,
 ) -> DuplicateDecision:
     """The best candidate (by cosine) at or above `threshold` that also passes, in this order: it has a stored
     answer, made from a complete index; the questions do not conflict (`questions_conflict`); the duplicate head
@@ -399,7 +411,13 @@ def duplicate_decide(
     KB_DUPLICATE_HEAD). Candidates embedded by another model are not comparable and are left out: those of another
     vector size, and, when `vector_model` names the model that made `question_vector`, those whose `vector_model`
     is not that one (`vectors_comparable`: stored before a model change, even of the same size). When that leaves
-    none, the miss says so in its reason."""
+    none, the miss says so in its reason.
+
+    A question the model cannot read (`question_readable` False) is decided by `unreadable_decide` alone; a stored
+    question it cannot read (`StoredQuestion.readable` False) is never compared by similarity with a readable one."""
+    if not question_readable:
+        return unreadable_decide(question=question, previous_vector=previous_vector, candidates=candidates)
+    candidates = [c for c in candidates if c.readable]
     comparable = [
         c
         for c in candidates
@@ -470,6 +488,36 @@ def duplicate_decide(
         gate=threshold,
         close_match_refused=bool(refused),
     )
+
+
+def question_normalised(text: str) -> str:
+    """What two questions must share, character for character, to be one question asked again: the text in
+    compatibility form (full-width forms and their ASCII twins alike), case folded, without punctuation and symbols,
+    its spaces collapsed. "怎么重置密码？" and "怎么重置密码?" are one; "怎么重置密码" and "怎么修改密码" are not."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    kept = "".join(" " if unicodedata.category(char)[0] in "PSZC" else char for char in folded)
+    return " ".join(kept.split())
+
+
+def unreadable_decide(
+    *, question: str, previous_vector: np.ndarray | None, candidates: Sequence[StoredQuestion]
+) -> DuplicateDecision:
+    """The decision for a question the embedding model cannot read: its vector says nothing of its meaning, so no
+    similarity is compared, no head scores it and nothing of it is recorded as a similarity (the what-if table and the
+    review queue's similarity picks leave it out). Only a stored question equal to it once normalised
+    (`question_normalised`) with a stored answer from a complete index may answer it, and one that leans on its
+    context only when that context is known to be the same: it was asked just before, or both were first turns (the
+    vectors of the contexts cannot tell one context from another either)."""
+    wanted = question_normalised(question)
+    context_dependent = question_is_context_dependent(question)
+    for candidate in reversed(candidates):  # the latest asking first: its answer is the freshest
+        if question_normalised(candidate.question) != wanted or not candidate.answerable or candidate.partial_index:
+            continue
+        same_context = candidate.asked_just_before or (previous_vector is None and candidate.previous_vector is None)
+        if context_dependent and not same_context:
+            continue
+        return DuplicateDecision(hit=True, turn_id=candidate.turn_id, reason=UNREADABLE_REPEAT_REASON)
+    return DuplicateDecision(hit=False, reason=UNREADABLE_REASON)
 
 
 def duplicate_decide_verified(

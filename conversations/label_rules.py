@@ -13,7 +13,8 @@ one into the other, for the decisions that judged a pair:
 Every other event gives no label: no stored question was compared (no candidate, small talk, `force_refresh`, an
 intent off the allowlist), or the match was refused for its answer, not for its question (`ANSWER_REFUSALS`: no
 stored answer, sources changed, no source cited, a partial index), which says nothing of whether the questions are
-the same.
+the same. Nor does a decision on a question the embedding model cannot read (`UNREADABLE_REASONS`): no similarity was
+compared, and its vector would teach a verifier nothing but noise, whatever support says of it.
 """
 
 from __future__ import annotations
@@ -21,12 +22,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol, TypeVar
 
-from conversations.decisions import OTHER_MODEL_REASON, PARTIAL_INDEX_REASON
+from conversations.decisions import (
+    OTHER_MODEL_REASON,
+    PARTIAL_INDEX_REASON,
+    UNREADABLE_REASON,
+    UNREADABLE_REPEAT_REASON,
+)
 from conversations.models import DedupAction, LabelSource, ReviewVerdict
 from conversations.turn_decision import MatchRefusal
 
 # Refusals of a matched pair for its stored answer: the questions were not judged different.
 ANSWER_REFUSALS = frozenset({*(str(refusal) for refusal in MatchRefusal), PARTIAL_INDEX_REASON, OTHER_MODEL_REASON})
+# Decisions on a question the embedding model cannot read, served (an exact repeat) or not.
+UNREADABLE_REASONS = frozenset({UNREADABLE_REASON, UNREADABLE_REPEAT_REASON})
 # Which source's label of one event stands, highest first. An end user's thumbs-down is a suspicion: it never
 # trains on its own (`training_labels_pick`), it puts the event in front of support (the review queue).
 SOURCE_PRECEDENCE = (LabelSource.SUPPORT, LabelSource.IMPORT, LabelSource.END_USER)
@@ -37,6 +45,8 @@ def verdict_label(*, action: str, has_match: bool, reason: str, verdict: str) ->
     """Whether the event's two questions are duplicates by a support verdict on it (see the module's table), or None
     when the verdict says nothing about that."""
     if verdict not in (ReviewVerdict.CORRECT, ReviewVerdict.INCORRECT) or not has_match:
+        return None
+    if reason in UNREADABLE_REASONS:
         return None
     correct = verdict == ReviewVerdict.CORRECT
     if action == DedupAction.SERVED_CACHED:

@@ -23,6 +23,7 @@ from conversations.state import (
     vector_from_bytes,
 )
 from retrieval import vectorstore
+from retrieval.embeddings import text_readable
 from retrieval.metadata import metadata_filter_key
 from tenants.models import Tenant
 
@@ -115,6 +116,7 @@ def _stored_from_rows(
                 vector_model=vector_model,
                 partial_index=partial_index,
                 asked_just_before=key == just_before,
+                readable=text_readable(rewritten or question),
             )
         )
     return stored
@@ -168,6 +170,7 @@ def duplicate_candidates(
                     vector_model=turn.vector_model,
                     partial_index=turn.partial_index,
                     asked_just_before=offset + index == len(state.recent_turns) - 1,
+                    readable=text_readable(turn.question),
                 )
             )
         return stored

@@ -52,7 +52,7 @@ from conversations.turn_history import history_select, rewrite_applies
 from kbplatform.errors import ApplicationError
 from kbplatform.text import control_character_problem, has_visible_character
 from retrieval import vectorstore
-from retrieval.embeddings import embed_query, embed_query_start, token_count, token_counts
+from retrieval.embeddings import embed_query, embed_query_start, text_readable, token_count, token_counts
 from retrieval.embeddings import model_id as embedding_model_id
 from retrieval.embeddings import model_identity as embedding_model_identity
 from retrieval.embeddings import model_name as embedding_model_name
@@ -170,6 +170,19 @@ def _question_checked(*, question: str, mode: str) -> str:
     return question
 
 
+def question_intent(
+    *, question: str, question_vector: np.ndarray, turn_settings: TurnSettings, readable: bool | None
+) -> tuple[str, str]:
+    """(intent, behaviour) of the question. A question the embedding model cannot read (`readable` False; None: find
+    out) has a vector near no example for any reason that has to do with its meaning, so it is not classified by it."""
+    if readable is None:
+        readable = text_readable(question)
+    if not readable:
+        return decisions.INTENT_OTHER, IntentBehaviour.NORMAL
+    intent, behaviour, _ = decisions.intent_classify(question_vector=question_vector, intents=turn_settings.intents)
+    return intent, behaviour
+
+
 @dataclass(frozen=True)
 class _Judged:
     """What a turn found out before deciding: the facts for `turn_decide`, and the matched pair's sources."""
@@ -194,7 +207,11 @@ def _turn_judge(
     looks), and load what the database holds of the pair that decision matched (`sources_read`: chunk rows read
     ahead of the decision, which the sources check uses when they cover the pair's sources)."""
     policy = turn_settings.policy
-    intent, behaviour, _ = decisions.intent_classify(question_vector=question_vector, intents=turn_settings.intents)
+    # A question the model cannot read has a vector that matches no stored question by similarity.
+    readable = text_readable(question)
+    intent, behaviour = question_intent(
+        question=question, question_vector=question_vector, turn_settings=turn_settings, readable=readable
+    )
     plan = decisions.turn_plan(policy=policy, intent=intent, behaviour=behaviour, force_refresh=force_refresh)
     # Which recent questions this model embedded: no other vector is compared with this one's.
     recent_comparable = [
@@ -241,6 +258,7 @@ def _turn_judge(
             embedding_model=embedding_model_name(),
             use_head=settings.DUPLICATE_HEAD,
             vector_model=model,
+            question_readable=readable,
         )
         if duplicate.hit:
             answer = stored_answer_of(tenant=tenant, state=state, turn_id=duplicate.turn_id)
@@ -440,7 +458,9 @@ def _question_rewritten(
     does not fail the turn: the question is then taken as asked (logged)."""
     if not (turn_settings.policy.rewrite_followups and generator.uses_history):
         return "", None
-    _, behaviour, _ = decisions.intent_classify(question_vector=question_vector, intents=turn_settings.intents)
+    _, behaviour = question_intent(
+        question=question, question_vector=question_vector, turn_settings=turn_settings, readable=None
+    )
     if not rewrite_applies(
         enabled=True,
         generator_rewrites=True,

@@ -31,7 +31,7 @@ from conversations.models import DuplicateModelStatus, DuplicateModelVersion
 from conversations.services.policy import dedup_policy_get
 from conversations.verifier_training import TrainingRefused, labels_check, labels_sha256, verifier_train
 from kbplatform.errors import ApplicationError, ConflictError, NotFoundError
-from retrieval.embeddings import embed_texts
+from retrieval.embeddings import embed_texts, text_readable
 from retrieval.embeddings import model_name as embedding_model_name
 from tenants.models import Tenant
 from tenants.services import tenant_settings_changed
@@ -194,8 +194,12 @@ def duplicate_model_train(
             from conversations.selectors import duplicate_labels_training
 
             pairs = duplicate_labels_training(tenant=tenant)
-        pairs = list(pairs)
-        report(0.02, f"{len(pairs)} labels")
+        given = list(pairs)
+        # A pair the embedding model cannot read on either side has a vector that says nothing: it trains noise.
+        pairs = [p for p in given if text_readable(p.question) and text_readable(p.stored_question)]
+        unread = len(given) - len(pairs)
+        left_out = f" ({unread} the embedding model cannot read left out)" if unread else ""
+        report(0.02, f"{len(pairs)} labels{left_out}")
         DuplicateModelVersion.objects.for_tenant(tenant).filter(pk=row.pk).update(
             label_count=len(pairs), training_set_sha256=labels_sha256(pairs)
         )
