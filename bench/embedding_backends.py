@@ -125,11 +125,13 @@ def _running(encoder: object) -> Iterator[None]:
     """Makes `encoder` the process's model for the block, as EMBEDDING_BACKEND would."""
     from retrieval import embeddings
 
-    previous, embeddings._model = embeddings._model, encoder
+    previous = dict(embeddings._models)
+    embeddings._models[embeddings.primary_model()] = encoder
     try:
         yield
     finally:
-        embeddings._model = previous
+        embeddings._models.clear()
+        embeddings._models.update(previous)
 
 
 def _run_floor(encoder: object, tokens: int, runs: int = 200) -> float:

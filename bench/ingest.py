@@ -57,7 +57,7 @@ def _backend_run(*, env: dict, backend: str, run: str, limit: int | None) -> dic
         .values_list("text", flat=True)
     )
     settings.EMBEDDING_BACKEND = backend
-    embeddings._model = None
+    embeddings._models.clear()
     embeddings.embed_texts(texts[:64])  # model load and first-call warm-up, untimed
     started, cpu_started = time.perf_counter(), time.process_time()
     embeddings.embed_texts(texts)

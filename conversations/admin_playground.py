@@ -379,11 +379,12 @@ def playground_search_view(request: HttpRequest) -> JsonResponse:
         return _invalid(form)
     knowledge_base = services.knowledge_base_for(tenant=tenant, knowledge_base_id=form.cleaned_data["knowledge_base"])
     started = time.perf_counter()
-    query_model_identity = embeddings.model_identity()
+    model = embeddings.knowledge_base_model(knowledge_base.embedding_model)
+    query_model_identity = embeddings.model_identity(model)
     hits = chunk_search(
         tenant=tenant,
         knowledge_base=knowledge_base,
-        query_vector=embeddings.embed_query(form.cleaned_data["query"]),
+        query_vector=embeddings.embed_query(form.cleaned_data["query"], model),
         query_text=form.cleaned_data["query"],
         query_model_identity=query_model_identity,
         limit=form.cleaned_data["top_k"],

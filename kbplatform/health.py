@@ -96,21 +96,30 @@ def _worker() -> tuple[str, str]:
 
 
 def _embedding_model() -> tuple[str, str]:
-    """The model this process embeds queries with and what runs it (EMBEDDING_BACKEND), and how many knowledge bases
-    hold another model's vectors (their searches are refused until re-indexed). Those are the operator's to-do, not
-    an outage: reported as `reindex_needed`, which leaves the overall status alone. A count across tenants, never
-    which ones. An ONNX file not made yet is said, not made here: the first query makes it."""
+    """The models this deployment offers (the default marked), which of them this process holds (each is loaded on
+    first use), what runs the primary one (EMBEDDING_BACKEND), and how many knowledge bases hold another model's
+    vectors than the one they are searched with (their searches are refused until re-indexed). Those are the
+    operator's to-do, not an outage: reported as `reindex_needed`, which leaves the overall status alone. A count
+    across tenants, never which ones. An ONNX file not made yet is said, not made here: the first query makes it."""
     from retrieval import embeddings
     from retrieval.models import KnowledgeBase
-    from retrieval.selectors import knowledge_bases_awaiting_reindex
+    from retrieval.selectors import knowledge_bases_awaiting_reindex_onto_their_models
 
-    model_identity = embeddings.model_identity()
-    identity = f"{model_identity} on {embeddings.backend()}"
-    if embeddings.backend() == "onnx" and embeddings._model is None and not embeddings.onnx_file().is_file():
-        identity += " (its ONNX file is made on first use)"
-    awaiting = knowledge_bases_awaiting_reindex(
-        knowledge_bases=KnowledgeBase.objects.unscoped(), query_model_identity=model_identity
-    ).count()
+    loaded = set(embeddings.models_loaded())
+    described = []
+    for model in embeddings.offered_models():
+        text = embeddings.model_identity(model)
+        if model == embeddings.default_model():
+            text += " (default)"
+        if model == embeddings.primary_model():
+            text += f" on {embeddings.backend()}"
+            if embeddings.backend() == "onnx" and model not in loaded and not embeddings.onnx_file().is_file():
+                text += ", its ONNX file made on first use"
+        text += ", loaded" if model in loaded else ", not loaded yet"
+        described.append(text)
+    identity = "; ".join(described)
+    every = KnowledgeBase.objects.unscoped()
+    awaiting = knowledge_bases_awaiting_reindex_onto_their_models(knowledge_bases=every).count()
     if not awaiting:
         return "ok", identity
     return (

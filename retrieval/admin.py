@@ -52,14 +52,13 @@ class AwaitingReindexFilter(admin.SimpleListFilter):
         if self.value() != "awaiting_reindex":
             return queryset
         try:
-            identity = embeddings.model_identity()
+            return selectors.knowledge_bases_awaiting_reindex_onto_their_models(knowledge_bases=queryset)
         except embeddings.EmbeddingModelUnavailable as exc:
             messages.error(
                 request,
-                f"The embedding model cannot be read, so which knowledge bases await a re-index is unknown: {exc}",
+                f"An embedding model cannot be read, so which knowledge bases await a re-index is unknown: {exc}",
             )
             return queryset.none()
-        return selectors.knowledge_bases_awaiting_reindex(knowledge_bases=queryset, query_model_identity=identity)
 
 
 class KnowledgeBaseForm(forms.ModelForm):
@@ -70,8 +69,19 @@ class KnowledgeBaseForm(forms.ModelForm):
         model = KnowledgeBase
         fields = "__all__"  # noqa: DJ007 - the admin's fieldsets and read-only fields choose what is shown
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if "embedding_model" in self.fields:  # a new knowledge base: chosen from the models the deployment offers
+            self.fields["embedding_model"] = forms.ChoiceField(
+                choices=[(name, name) for name in embeddings.offered_models()],
+                initial=embeddings.default_model(),
+                help_text="Changed later by the re-index action onto another model (this knowledge base alone).",
+            )
+
     def clean(self) -> dict:
         cleaned = super().clean()
+        if not self.instance.pk and cleaned.get("embedding_model"):
+            self.instance.embedding_dimension = embeddings.embedding_dimension(cleaned["embedding_model"])
         mode = cleaned.get("retrieval_mode")
         if self.instance.pk and mode and mode != self.instance.retrieval_mode:
             try:
@@ -100,7 +110,6 @@ class KnowledgeBaseAdminBase(ServiceDeletionAdmin):
     list_filter = (AwaitingReindexFilter,)
     search_fields = ("name",)
     readonly_fields = (
-        "embedding_model",
         "embedding_model_identity",
         "search_index",
         "embedding_dimension",
@@ -122,15 +131,48 @@ class KnowledgeBaseAdminBase(ServiceDeletionAdmin):
     actions = ("reindex_knowledge_bases",)
 
     def get_readonly_fields(self, request: HttpRequest, obj: KnowledgeBase | None = None) -> tuple[str, ...]:
-        # The analyser made the terms of the chunks already indexed: it is chosen once, when the knowledge base is made.
+        # The analyser made the terms of the chunks already indexed: it is chosen once, when the knowledge base is made;
+        # so is the model, which only a re-index changes (the actions).
         fields = tuple(super().get_readonly_fields(request, obj))
-        return (*fields, "text_analyzer") if obj is not None else fields
+        return (*fields, "text_analyzer", "embedding_model") if obj is not None else fields
+
+    def get_actions(self, request: HttpRequest) -> dict:
+        """The re-index action, and one per offered model that moves the selected knowledge bases onto it."""
+        actions = super().get_actions(request)
+        if "reindex_knowledge_bases" not in actions:
+            return actions
+        for model in embeddings.offered_models():
+
+            def move(
+                admin_: KnowledgeBaseAdminBase, request: HttpRequest, queryset: QuerySet, model: str = model
+            ) -> None:
+                admin_.reindex_onto(request, queryset, model=model)
+
+            name = f"reindex_onto_{model}"
+            actions[name] = (move, name, f"Re-index selected knowledge bases onto {model}")
+        return actions
+
+    def reindex_onto(self, request: HttpRequest, queryset: QuerySet, *, model: str | None) -> None:
+        """Start the re-index of each selected knowledge base the user may change (onto `model`, when given)."""
+        started = 0
+        for knowledge_base in queryset:
+            if not self.has_change_permission(request, knowledge_base):
+                continue
+            try:
+                services.knowledge_base_reindex_start(
+                    tenant=knowledge_base.tenant, knowledge_base=knowledge_base, embedding_model=model
+                )
+                started += 1
+            except ApplicationError as exc:
+                self.message_user(request, f"{knowledge_base}: {exc.message}", level=messages.WARNING)
+        onto = f" onto {model}" if model else ""
+        self.message_user(request, f"Re-indexing {started} knowledge base(s){onto}.")
 
     @admin.display(description="search index")
     def search_index(self, obj: KnowledgeBase) -> str:
-        """How the knowledge base's vectors stand against the model this web process embeds queries with."""
+        """How the knowledge base's vectors stand against the model it is searched with."""
         try:
-            identity = embeddings.model_identity()
+            identity = embeddings.model_identity(embeddings.knowledge_base_model(obj.embedding_model))
         except (
             embeddings.EmbeddingModelUnavailable
         ) as exc:  # the page stays up and says what the operator must fix first
@@ -170,16 +212,7 @@ class KnowledgeBaseAdminBase(ServiceDeletionAdmin):
 
     @admin.action(description="Re-index selected knowledge bases (rebuild vectors from stored chunks)")
     def reindex_knowledge_bases(self, request: HttpRequest, queryset: QuerySet) -> None:
-        started = 0
-        for knowledge_base in queryset:
-            if not self.has_change_permission(request, knowledge_base):
-                continue
-            try:
-                services.knowledge_base_reindex_start(tenant=knowledge_base.tenant, knowledge_base=knowledge_base)
-                started += 1
-            except ApplicationError as exc:
-                self.message_user(request, f"{knowledge_base}: {exc.message}", level=messages.WARNING)
-        self.message_user(request, f"Re-indexing {started} knowledge base(s).")
+        self.reindex_onto(request, queryset, model=None)
 
 
 class DocumentUploadForm(forms.ModelForm):

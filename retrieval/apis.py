@@ -236,6 +236,16 @@ class KnowledgeBaseListCreateApi(_KeyScopedApi):
         text_analyzer = serializers.ChoiceField(
             choices=TextAnalyzer.choices, required=False, help_text="Fixed once the knowledge base is created."
         )
+        embedding_model = serializers.CharField(
+            required=False,
+            allow_blank=True,
+            max_length=200,
+            help_text=(
+                "One of the embedding models the deployment offers (`GET /api/health/` lists them; by default "
+                '"all-MiniLM-L6-v2", English, and "use-multilingual-v3", Chinese and 15 other languages). Omitted: '
+                "the deployment's default. Changed later by a re-index (`POST .../reindex/`)."
+            ),
+        )
 
     @extend_schema(responses=KnowledgeBaseOutputSerializer(many=True), summary="List knowledge bases")
     def get(self, request: Request) -> Response:
@@ -292,12 +302,30 @@ class KnowledgeBaseDetailApi(_KeyScopedApi):
 
 
 class KnowledgeBaseReindexApi(_KeyScopedApi):
+    """Rebuild a knowledge base's vectors; with `embedding_model`, onto that model (the knowledge base alone)."""
+
     required_scope = Scope.ADMIN
 
-    @extend_schema(request=None, responses={202: KnowledgeBaseOutputSerializer}, summary="Rebuild the vectors of a KB")
+    class InputSerializer(StrictInputSerializer):
+        embedding_model = serializers.CharField(
+            required=False,
+            allow_blank=True,
+            max_length=200,
+            help_text="Move the knowledge base to this offered embedding model; omitted: rebuild with its own.",
+        )
+
+    @extend_schema(
+        request=InputSerializer, responses={202: KnowledgeBaseOutputSerializer}, summary="Rebuild the vectors of a KB"
+    )
     def post(self, request: Request, knowledge_base_id: int) -> Response:
         knowledge_base = self.knowledge_base_or_404(knowledge_base_id)
-        knowledge_base = services.knowledge_base_reindex_start(tenant=self.tenant, knowledge_base=knowledge_base)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        knowledge_base = services.knowledge_base_reindex_start(
+            tenant=self.tenant,
+            knowledge_base=knowledge_base,
+            embedding_model=serializer.validated_data.get("embedding_model") or None,
+        )
         return Response(KnowledgeBaseOutputSerializer(knowledge_base).data, status=status.HTTP_202_ACCEPTED)
 
 
@@ -783,12 +811,13 @@ class KnowledgeBaseSearchApi(_KeyScopedApi):
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         started = time.perf_counter()
-        query_model_identity = embeddings.model_identity()
+        model = embeddings.knowledge_base_model(knowledge_base.embedding_model)
+        query_model_identity = embeddings.model_identity(model)
         mode = selectors.retrieval_mode_resolve(knowledge_base=knowledge_base, requested=data.get("retrieval_mode"))
         hits = selectors.chunk_search(
             tenant=self.tenant,
             knowledge_base=knowledge_base,
-            query_vector=embeddings.embed_query(data["query"]),
+            query_vector=embeddings.embed_query(data["query"], model),
             query_text=data["query"],
             query_model_identity=query_model_identity,
             limit=data["limit"],

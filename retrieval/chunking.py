@@ -60,9 +60,9 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def model_input_hash(text: str) -> str:
+def model_input_hash(text: str, model: str | None = None) -> str:
     """The hash of what the model reads of `text` (`embeddings.long_runs_break`), or "" when that is `text` itself."""
-    model_input = embeddings.long_runs_break(text)
+    model_input = embeddings.long_runs_break(text, model)
     return "" if model_input == text else text_hash(model_input)
 
 
@@ -77,12 +77,16 @@ def chunk_overlap_limit(*, requested: int, max_tokens: int) -> int:
 
 
 def _splitter(
-    max_tokens: int, overlap: int, markdown: bool, sizer: embeddings.SliceTokenCounter | None = None
+    max_tokens: int,
+    overlap: int,
+    markdown: bool,
+    sizer: embeddings.SliceTokenCounter | None = None,
+    model: str | None = None,
 ) -> TextSplitter | MarkdownSplitter:
     """The splitter of one text: measuring with `sizer` (its slice counter) when there is one, else with the model's
     tokenizer, which gives the same counts by tokenising every slice the splitter tries."""
     if sizer is None:
-        return _tokenizer_splitter(max_tokens, overlap, markdown)
+        return _tokenizer_splitter(max_tokens, overlap, markdown, embeddings.model_resolve(model))
     from semantic_text_splitter import MarkdownSplitter, TextSplitter
 
     splitter_class = MarkdownSplitter if markdown else TextSplitter
@@ -90,11 +94,16 @@ def _splitter(
 
 
 @lru_cache(maxsize=16)
-def _tokenizer_splitter(max_tokens: int, overlap: int, markdown: bool) -> TextSplitter | MarkdownSplitter:
+def _tokenizer_splitter(max_tokens: int, overlap: int, markdown: bool, model: str) -> TextSplitter | MarkdownSplitter:
     from semantic_text_splitter import MarkdownSplitter, TextSplitter
 
     splitter_class = MarkdownSplitter if markdown else TextSplitter
-    return splitter_class.from_huggingface_tokenizer(embeddings.tokenizer(), max_tokens, overlap=overlap)
+    if embeddings.is_multilingual(model):
+        # No Hugging Face tokenizer: the splitter measures each slice it tries with the model's own token count.
+        return splitter_class.from_callback(
+            lambda piece: embeddings.token_count(piece, model), max_tokens, overlap=overlap
+        )
+    return splitter_class.from_huggingface_tokenizer(embeddings.tokenizer(model), max_tokens, overlap=overlap)
 
 
 @dataclass(frozen=True)
@@ -107,33 +116,36 @@ class _Piece:
     read_as_is: bool
 
 
-def _pieces_as_read(text: str, *, max_tokens: int, overlap: int, markdown: bool) -> list[_Piece]:
+def _pieces_as_read(
+    text: str, *, max_tokens: int, overlap: int, markdown: bool, model: str | None = None
+) -> list[_Piece]:
     """Slices of `text`, in order, that the splitter makes of it as the model reads it (long runs broken), with what
     the model reads of each.
 
     The splitter measures many candidate slices per chunk; they are counted from one tokenisation of the text
     (`embeddings.slice_token_counter`), which gives the tokenizer's own counts, so the chunks are the ones the
     tokenizer-measured splitter makes."""
-    breaks = embeddings.long_run_breaks(text)
+    breaks = embeddings.long_run_breaks(text, model)
     bounds = [0, *breaks, len(text)]
     model_input = " ".join(text[start:end] for start, end in zip(bounds, bounds[1:], strict=False))
-    counter = embeddings.slice_token_counter(model_input)
+    counter = embeddings.slice_token_counter(model_input, model)
     # Where each inserted space sits in `model_input`; a piece's offsets there, less the spaces before them, are its
     # offsets in `text`. The splitter trims, so a piece never starts or ends on an inserted space.
     spaces = [offset + index for index, offset in enumerate(breaks)]
     spans = []
-    for start, piece in _splitter(max_tokens, overlap, markdown, counter).chunk_indices(model_input):
+    for start, piece in _splitter(max_tokens, overlap, markdown, counter, model).chunk_indices(model_input):
         if piece.strip():
             spans.append((start, start + len(piece)))
     pieces = [text[start - bisect_left(spaces, start) : end - bisect_left(spaces, end)] for start, end in spans]
     if breaks or counter is None:
         # A slice of a text with long runs is read with its own runs broken, not always where the whole was broken.
-        counts: list[int | None] = list(embeddings.token_counts(pieces))
+        counts: list[int | None] = list(embeddings.token_counts(pieces, model))
     else:
         # A slice of a text without long runs has none either: the model reads it as written, as the counter counted.
         counts = [counter.count(start=start, end=end) for start, end in spans]
         uncounted = [index for index, count in enumerate(counts) if count is None]
-        for index, count in zip(uncounted, embeddings.token_counts([pieces[i] for i in uncounted]), strict=True):
+        recounted = embeddings.token_counts([pieces[i] for i in uncounted], model)
+        for index, count in zip(uncounted, recounted, strict=True):
             counts[index] = count
     read_as_is = not breaks
     return [
@@ -142,25 +154,31 @@ def _pieces_as_read(text: str, *, max_tokens: int, overlap: int, markdown: bool)
     ]
 
 
-def _pieces_that_fit(text: str, *, max_tokens: int, overlap: int, markdown: bool) -> list[_Piece]:
+def _pieces_that_fit(
+    text: str, *, max_tokens: int, overlap: int, markdown: bool, model: str | None = None
+) -> list[_Piece]:
     """The pieces of `text`, each at most `max_tokens` word pieces as the model reads it."""
-    pieces = _pieces_as_read(text, max_tokens=max_tokens, overlap=overlap, markdown=markdown)
+    pieces = _pieces_as_read(text, max_tokens=max_tokens, overlap=overlap, markdown=markdown, model=model)
     fitted = []
     for piece in pieces:
         if piece.token_count > max_tokens and len(pieces) > 1:
             # A cut inside a broken word leaves a slice whose run the model breaks afresh, elsewhere than the
             # splitter measured; split that slice again as the model reads it. Each round is shorter, so it ends.
-            fitted.extend(_pieces_that_fit(piece.text, max_tokens=max_tokens, overlap=overlap, markdown=markdown))
+            fitted.extend(
+                _pieces_that_fit(piece.text, max_tokens=max_tokens, overlap=overlap, markdown=markdown, model=model)
+            )
         else:
             fitted.append(piece)
     return fitted
 
 
-def text_chunk(*, text: str, max_tokens: int, overlap_tokens: int, markdown: bool = False) -> list[ChunkDraft]:
-    """Chunks of `text` in reading order, each an exact slice of it that the model reads (long runs broken) as at
-    most `max_tokens` word pieces, neighbours sharing up to `overlap_tokens`."""
+def text_chunk(
+    *, text: str, max_tokens: int, overlap_tokens: int, markdown: bool = False, model: str | None = None
+) -> list[ChunkDraft]:
+    """Chunks of `text` in reading order, each an exact slice of it that `model` reads (long runs broken) as at
+    most `max_tokens` tokens, neighbours sharing up to `overlap_tokens`."""
     overlap = chunk_overlap_limit(requested=overlap_tokens, max_tokens=max_tokens)
-    pieces = _pieces_that_fit(text, max_tokens=max_tokens, overlap=overlap, markdown=markdown)
+    pieces = _pieces_that_fit(text, max_tokens=max_tokens, overlap=overlap, markdown=markdown, model=model)
     # A piece of nothing but characters the tokenizer drops (zero-width, control, soft hyphens) is no chunk: the
     # model would embed [CLS][SEP] alone. A document of nothing else then has no text, as it should.
     readable = [piece for piece in pieces if piece.token_count > 0]
@@ -170,7 +188,7 @@ def text_chunk(*, text: str, max_tokens: int, overlap_tokens: int, markdown: boo
             text=piece.text,
             token_count=piece.token_count,
             content_hash=text_hash(piece.text),
-            model_input_hash="" if piece.read_as_is else model_input_hash(piece.text),
+            model_input_hash="" if piece.read_as_is else model_input_hash(piece.text, model),
         )
         for position, piece in enumerate(readable)
     ]
@@ -195,7 +213,12 @@ SPLIT_SUFFIX = "#"
 
 
 def prechunked_drafts(
-    *, chunks: list[dict], max_tokens: int, model_max_tokens: int = 256, split_oversize: bool = False
+    *,
+    chunks: list[dict],
+    max_tokens: int,
+    model_max_tokens: int = 256,
+    split_oversize: bool = False,
+    model: str | None = None,
 ) -> list[ChunkDraft]:
     """A client's own chunks, stored exactly as sent. A chunk the model could not read whole (counted as the model
     reads it, long runs broken) is refused rather than silently half-embedded, and so is one the model reads nothing of
@@ -205,7 +228,7 @@ def prechunked_drafts(
     sentences, no overlap) into pieces that are exact slices of it, each keeping the chunk's external id with
     "#1", "#2", ... appended, so a search hit on a piece still names the client's chunk."""
     texts = [str(chunk["text"]) for chunk in chunks]
-    counts = embeddings.token_counts(texts)
+    counts = embeddings.token_counts(texts, model)
     drafts: list[ChunkDraft] = []
     for index, (chunk, text, count) in enumerate(zip(chunks, texts, counts, strict=True)):
         external_id = chunk.get("external_id") or None
@@ -226,7 +249,7 @@ def prechunked_drafts(
                 )
             )
         if count > max_tokens:
-            pieces = text_chunk(text=text, max_tokens=max_tokens, overlap_tokens=0)
+            pieces = text_chunk(text=text, max_tokens=max_tokens, overlap_tokens=0, model=model)
             longest = 255 - len(f"{SPLIT_SUFFIX}{len(pieces)}")
             if external_id is not None and len(external_id) > longest:
                 raise ChunkTooLongError(
@@ -253,7 +276,7 @@ def prechunked_drafts(
                 token_count=count,
                 content_hash=text_hash(text),
                 external_id=external_id,
-                model_input_hash=model_input_hash(text),
+                model_input_hash=model_input_hash(text, model),
             )
         )
     return drafts

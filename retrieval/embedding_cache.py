@@ -34,11 +34,13 @@ PURGE_BATCH = 1000
 PURGE_GRACE = timedelta(hours=1)
 
 
-def embeddings_cached(*, tenant_id: int, texts: Sequence[str], model_identity: str) -> tuple[np.ndarray, int]:
+def embeddings_cached(
+    *, tenant_id: int, texts: Sequence[str], model_identity: str, model: str | None = None
+) -> tuple[np.ndarray, int]:
     """Normalised vectors for `texts` (rows in the same order) and how many were encoded now. Misses are
-    encoded in one call and stored for this tenant; a concurrent writer of the same entry is ignored (same
-    vector). `model_identity` is `embeddings.model_identity()` of the model that encodes the misses."""
-    input_hashes = [text_hash(embeddings.long_runs_break(text)) for text in texts]
+    encoded in one call by `model` and stored for this tenant; a concurrent writer of the same entry is ignored (same
+    vector). `model_identity` is `embeddings.model_identity(model)`."""
+    input_hashes = [text_hash(embeddings.long_runs_break(text, model)) for text in texts]
     found: dict[str, np.ndarray] = {}
     unique_hashes = list(dict.fromkeys(input_hashes))
     entries = EmbeddingCacheEntry.objects.filter(tenant_id=tenant_id, model_name=model_identity)
@@ -53,7 +55,7 @@ def embeddings_cached(*, tenant_id: int, texts: Sequence[str], model_identity: s
         if input_hash not in found and input_hash not in missing:
             missing[input_hash] = text
     if missing:
-        encoded = embeddings.embed_texts(list(missing.values()))
+        encoded = embeddings.embed_texts(list(missing.values()), model=model)
         new_entries = []
         for input_hash, vector in zip(missing, encoded, strict=True):
             found[input_hash] = vector

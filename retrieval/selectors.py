@@ -12,7 +12,7 @@ from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 
 from kbplatform.errors import ConflictError
 from kbplatform.row_reads import values_by_keys
-from retrieval import vectorstore
+from retrieval import embeddings, vectorstore
 from retrieval.embeddings import IDENTITY_NAME_CHARS, identity_name
 from retrieval.models import (
     REINDEX_FROM_UNRECORDED,
@@ -117,6 +117,26 @@ def knowledge_bases_awaiting_reindex(
     mixed_models = Q(reindex_status=ReindexStatus.FAILED) & ~Q(reindex_from_model_identity="")
     holds_chunks = Exists(Chunk.objects.filter(tenant_id=OuterRef("tenant_id"), knowledge_base_id=OuterRef("pk")))
     return knowledge_bases.filter(other_model | mixed_models, holds_chunks)
+
+
+def knowledge_bases_awaiting_reindex_onto_their_models(
+    *, knowledge_bases: QuerySet[KnowledgeBase]
+) -> QuerySet[KnowledgeBase]:
+    """`knowledge_bases_awaiting_reindex` with each knowledge base judged against the model it is searched with
+    (`embeddings.knowledge_base_model`: its own when offered, else the primary model). Raises EmbeddingModelUnavailable
+    when an offered model cannot be read."""
+    offered = embeddings.offered_models()
+    primary = embeddings.primary_model()
+    awaiting = Q(pk__in=[])
+    for model in offered:
+        named = Q(embedding_model=model)
+        if model == primary:
+            named |= ~Q(embedding_model__in=offered)
+        of_model = knowledge_bases_awaiting_reindex(
+            knowledge_bases=knowledge_bases.filter(named), query_model_identity=embeddings.model_identity(model)
+        )
+        awaiting |= Q(pk__in=of_model.values("pk"))
+    return knowledge_bases.filter(awaiting)
 
 
 def embedding_model_mismatch(

@@ -395,11 +395,38 @@ def chunk_collection_names() -> tuple[str, str]:
     return prefix, f"{prefix}_text"
 
 
+def model_chunk_collection_name(*, dimension: int) -> str | None:
+    """The chunk collection of the vectors of `dimension` when they are not the primary embedding model's: one per
+    offered model, named after it (`<MILVUS_COLLECTION>_use_multilingual_v3`), always with the text fields, the tenant
+    its partition key as in every collection. None for the primary model's size, whose chunks stay in the collections
+    `chunk_collection_name` names. The offered models differ in size, so the size names the model here; a knowledge
+    base's filter keeps its own vectors apart from any other's in any collection."""
+    from retrieval import embeddings
+
+    if dimension == embeddings.embedding_dimension(embeddings.primary_model()):
+        return None
+    named = [name for name, size in settings.PACKAGED_EMBEDDING_MODELS.items() if size == dimension]
+    suffix = re.sub(r"[^0-9a-z]+", "_", named[0].lower()) if named else f"d{int(dimension)}"
+    return f"{settings.MILVUS_COLLECTION}_{suffix}"
+
+
+def model_chunk_collection_names() -> list[str]:
+    """The chunk collections of the offered models other than the primary one (whether or not they exist yet)."""
+    from retrieval import embeddings
+
+    names = [
+        model_chunk_collection_name(dimension=embeddings.embedding_dimension(model))
+        for model in embeddings.offered_models()
+    ]
+    return [name for name in dict.fromkeys(names) if name]
+
+
 def collection_ensure(*, dimension: int, collection: str | None = None, full_text: bool = True) -> str:
     """Create (once) and load a chunk collection; returns its name. `collection` names one (the schema it was made with
-    is read); else the one `chunk_collection_name(full_text=...)` names. A chunk collection this release creates always
-    holds the text fields, whatever its name."""
-    name = collection or chunk_collection_name(full_text=full_text)
+    is read); else the one of the model of `dimension` (`model_chunk_collection_name`), else the one
+    `chunk_collection_name(full_text=...)` names. A chunk collection this release creates always holds the text fields,
+    whatever its name."""
+    name = collection or model_chunk_collection_name(dimension=dimension) or chunk_collection_name(full_text=full_text)
     return _collection_ensure(
         name=name,
         primary="chunk_id",
@@ -727,7 +754,7 @@ def vectors_flush(*, collection: str | None = None) -> bool:
     """Flush the chunk collections (`collections_flush`), or `collection`: what an indexing run calls once it has
     written its vectors, so a knowledge base is searched through its index as soon as its documents are indexed.
     True when one was flushed."""
-    names = [collection] if collection else list(chunk_collection_names())
+    names = [collection] if collection else [*chunk_collection_names(), *model_chunk_collection_names()]
     return bool(collections_flush(names=names))
 
 

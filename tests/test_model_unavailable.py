@@ -20,15 +20,15 @@ def unmount_model(settings, tmp_path, monkeypatch):
     would be (nothing of the model loaded or cached), and returns that directory."""
 
     def unmount() -> str:
-        monkeypatch.setattr(embeddings, "_model", None)
+        monkeypatch.setattr(embeddings, "_models", {})
         embeddings._identity_of.cache_clear()
-        embeddings.tokenizer.cache_clear()
+        embeddings._tokenizer_of.cache_clear()
         settings.EMBEDDING_MODEL_PATH = str(tmp_path / "not-mounted")
         return settings.EMBEDDING_MODEL_PATH
 
     yield unmount
     embeddings._identity_of.cache_clear()
-    embeddings.tokenizer.cache_clear()
+    embeddings._tokenizer_of.cache_clear()
 
 
 def assert_model_unavailable(response, path: str) -> None:
@@ -99,7 +99,7 @@ def test_indexing_without_a_readable_model_waits_and_retries_instead_of_failing_
 
     settings.EMBEDDING_MODEL_PATH = ""
     embeddings._identity_of.cache_clear()
-    embeddings.tokenizer.cache_clear()
+    embeddings._tokenizer_of.cache_clear()
     assert documents_index(tenant_id=tenant.pk, document_ids=[document.pk]).encoded == 1
     document.refresh_from_db()
     assert document.status == DocumentStatus.INDEXED

@@ -23,7 +23,7 @@ from conversations.state import (
     vector_from_bytes,
 )
 from retrieval import vectorstore
-from retrieval.embeddings import text_readable
+from retrieval.embeddings import knowledge_base_model, text_readable
 from retrieval.metadata import metadata_filter_key
 from tenants.models import Tenant
 
@@ -75,6 +75,7 @@ def _stored_from_rows(
     intents: list[decisions.IntentExamples],
     model: str,
     just_before: tuple[int, int] | None,
+    embedding: str | None = None,
 ) -> list[decisions.StoredQuestion]:
     """The QA pairs of `rows` (STORED_QUESTION_FIELDS) with the context each was asked in; `model` is the embedding
     model in use (the previous questions of another model are an unknown context); `just_before` is (conversation
@@ -116,7 +117,7 @@ def _stored_from_rows(
                 vector_model=vector_model,
                 partial_index=partial_index,
                 asked_just_before=key == just_before,
-                readable=text_readable(rewritten or question),
+                readable=text_readable(rewritten or question, embedding),
             )
         )
     return stored
@@ -141,6 +142,7 @@ def duplicate_candidates(
     Only pairs asked under a metadata filter equal to the conversation's (`metadata_filter_key`) are candidates: an
     answer found among other documents may rest on passages this question's filter leaves out. The pairs of the
     conversation's own hot copy all are: its filter is set when it starts and never changes."""
+    embedding = knowledge_base_model(conversation.knowledge_base.embedding_model)
     if policy.scope == DedupScope.SESSION or (policy.scope == DedupScope.USER and not conversation.user_id):
         recent = state.recent_turns[-policy.question_window :]
         offset = len(state.recent_turns) - len(recent)
@@ -170,7 +172,7 @@ def duplicate_candidates(
                     vector_model=turn.vector_model,
                     partial_index=turn.partial_index,
                     asked_just_before=offset + index == len(state.recent_turns) - 1,
-                    readable=text_readable(turn.question),
+                    readable=text_readable(turn.question, embedding),
                 )
             )
         return stored
@@ -192,7 +194,9 @@ def duplicate_candidates(
             .order_by("-created_at")
             .values_list(*fields)[:USER_SCOPE_MAX_PAIRS]
         )
-        return _stored_from_rows(tenant=tenant, rows=rows, intents=intents, model=model, just_before=just_before)
+        return _stored_from_rows(
+        tenant=tenant, rows=rows, intents=intents, model=model, just_before=just_before, embedding=embedding
+    )
     hits = vectorstore.question_vectors_search(
         tenant_id=tenant.pk,
         knowledge_base_id=conversation.knowledge_base_id,
@@ -211,7 +215,9 @@ def duplicate_candidates(
         .filter(pk__in=[hit.turn_id for hit in hits], created_at__gte=since, metadata_filter_key=filter_key)
         .values_list(*fields)
     )
-    return _stored_from_rows(tenant=tenant, rows=rows, intents=intents, model=model, just_before=just_before)
+    return _stored_from_rows(
+        tenant=tenant, rows=rows, intents=intents, model=model, just_before=just_before, embedding=embedding
+    )
 
 
 def stored_answer_of(*, tenant: Tenant, state: ConversationState, turn_id: int) -> StoredAnswer | None:

@@ -115,12 +115,14 @@ def dedup_policy_update(*, tenant: Tenant, **changes: Any) -> DedupPolicy:
 _intent_vectors: dict[tuple[int, str, str], np.ndarray] = {}  # (intent id, its last change, model id) -> vectors
 
 
-def intents_load(*, tenant: Tenant) -> list[decisions.IntentExamples]:
+def intents_load(*, tenant: Tenant, model: str | None = None) -> list[decisions.IntentExamples]:
     """The tenant's intents with their example vectors: embedded once and stored on the row with the id of the
     model that made them, then kept per process keyed by the row's last change and the model, so a turn reads one
     small query and embeds nothing here. Vectors stored by another model (before a model change, or before the model
-    was recorded) are embedded again: they cannot be compared with a question, whatever their size."""
-    model = embedding_model_id()
+    was recorded) are embedded again: they cannot be compared with a question, whatever their size. `model` is the
+    embedding model (by name) of the questions they are compared with (None: the default)."""
+    name = model
+    model = embedding_model_id(name)
     rows = list(
         Intent.objects.for_tenant(tenant).only(
             "pk", "name", "behaviour", "examples", "example_vectors", "example_vectors_model", "updated_at"
@@ -135,11 +137,12 @@ def intents_load(*, tenant: Tenant) -> list[decisions.IntentExamples]:
             if (
                 stored_floats
                 and decisions.vectors_comparable(stored_model=intent.example_vectors_model, current_model=model)
-                and stored_floats == len(intent.examples) * embedding_dimension()
+                and stored_floats == len(intent.examples) * embedding_dimension(name)
             ):
                 vectors = vector_from_bytes(intent.example_vectors).reshape(len(intent.examples), -1)
             else:
-                vectors = embed_texts([str(e) for e in intent.examples]) if intent.examples else np.zeros((0, 1))
+                examples = [str(e) for e in intent.examples]
+                vectors = embed_texts(examples, model=name) if examples else np.zeros((0, 1))
                 Intent.objects.for_tenant(tenant).filter(pk=intent.pk).update(
                     example_vectors=vector_to_bytes(vectors) if len(vectors) else None,
                     example_vectors_model=model if len(vectors) else "",
@@ -159,19 +162,20 @@ class TurnSettings:
     verifiers: decisions.TenantVerifiers = field(default_factory=decisions.TenantVerifiers)
 
 
-# tenant id -> (tenant.settings_version, settings), per process. The version comes with the tenant row that every
-# request loads with its API key, so a change committed by any process is seen by the next turn of every process.
-_turn_settings: dict[int, tuple[tuple, TurnSettings]] = {}
+# (tenant id, model name) -> (tenant.settings_version, settings), per process. The version comes with the tenant row
+# that every request loads with its API key, so a change committed by any process is seen by the next turn of every
+# process.
+_turn_settings: dict[tuple[int, str | None], tuple[tuple, TurnSettings]] = {}
 
 
-def turn_settings_load(*, tenant: Tenant) -> TurnSettings:
+def turn_settings_load(*, tenant: Tenant, model: str | None = None) -> TurnSettings:
     """The tenant's policy and intents: this process's copy when `tenant.settings_version` says it is current,
     else read from the database (and kept). Loading after the version was read, a copy is never older than the
     version it is kept under; at worst it is newer, and is then read again on the next change."""
     # The creation time is in the key too: a tenant id can come back (a test's rolled-back rows, a restored
     # database), its version count with it. So is the embedding model: the intents' vectors are that model's.
-    version = (tenant.created_at, tenant.settings_version, embedding_model_id())
-    cached = _turn_settings.get(tenant.pk)
+    version = (tenant.created_at, tenant.settings_version, embedding_model_id(model))
+    cached = _turn_settings.get((tenant.pk, model))
     if cached is not None and cached[0] == version:
         return cached[1]
     # Activating, rolling back or shadowing a verifier bumps the settings version, so its models are loaded here too.
@@ -179,10 +183,10 @@ def turn_settings_load(*, tenant: Tenant) -> TurnSettings:
 
     loaded = TurnSettings(
         policy=policy_view(dedup_policy_get(tenant=tenant)),
-        intents=intents_load(tenant=tenant),
+        intents=intents_load(tenant=tenant, model=model),
         verifiers=tenant_verifiers_load(tenant=tenant),
     )
-    _turn_settings[tenant.pk] = (version, loaded)
+    _turn_settings[(tenant.pk, model)] = (version, loaded)
     return loaded
 
 

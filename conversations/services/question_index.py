@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.utils import timezone
 
@@ -19,6 +19,7 @@ from conversations.state import (
 )
 from retrieval import vectorstore
 from retrieval.embeddings import model_id as embedding_model_id
+from retrieval.embeddings import offered_models
 from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -34,11 +35,11 @@ def question_index_backfill(
     progress: Callable[[int], None] | None = None,
 ) -> int:
     """Index the tenant's questions asked within its policy's TTL (only those of `turn_ids`, when given) for
-    tenant-scope dedup; returns how many. Only questions the embedding model in use embedded are indexed: no other
-    can be compared with a new question; nor are pairs answered from a partial index, which are never served. Safe
-    to run twice (an upsert by turn id) and a no-op when the tenant no longer uses tenant scope. Raises
-    VectorStoreUnavailable for the task to retry. `progress(count)` is told the questions of each batch indexed. The
-    vectors are the turns' own (`Turn.question_vector`): nothing is embedded again."""
+    tenant-scope dedup; returns how many. Only questions an offered embedding model embedded are indexed, each into
+    its model's collection: no other can be compared with a new question; nor are pairs answered from a partial index,
+    which are never served. Safe to run twice (an upsert by turn id) and a no-op when the tenant no longer uses tenant
+    scope. Raises VectorStoreUnavailable for the task to retry. `progress(count)` is told the questions of each batch
+    indexed. The vectors are the turns' own (`Turn.question_vector`): nothing is embedded again."""
     tenant = Tenant.objects.filter(pk=tenant_id).first()
     if tenant is None:
         return 0
@@ -46,7 +47,24 @@ def question_index_backfill(
     if policy.scope != DedupScope.TENANT:
         return 0
     since = timezone.now() - timedelta(seconds=policy.ttl_seconds)
-    model = embedding_model_id()
+    indexed = 0
+    for model in dict.fromkeys(embedding_model_id(name) for name in offered_models()):
+        indexed += _model_questions_index(
+            tenant=tenant, model=model, since=since, turn_ids=turn_ids, batch_size=batch_size, progress=progress
+        )
+    return indexed
+
+
+def _model_questions_index(
+    *,
+    tenant: Tenant,
+    model: str,
+    since: datetime,
+    turn_ids: list[int] | None,
+    batch_size: int,
+    progress: Callable[[int], None] | None,
+) -> int:
+    """`question_index_backfill` of the questions `model` (a model id) embedded."""
     turns = (
         Turn.objects.for_tenant(tenant)
         .filter(

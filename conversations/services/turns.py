@@ -52,10 +52,16 @@ from conversations.turn_history import history_select, rewrite_applies
 from kbplatform.errors import ApplicationError
 from kbplatform.text import control_character_problem, has_visible_character
 from retrieval import vectorstore
-from retrieval.embeddings import embed_query, embed_query_start, text_readable, token_count, token_counts
+from retrieval.embeddings import (
+    embed_query,
+    embed_query_start,
+    knowledge_base_model,
+    text_readable,
+    token_count,
+    token_counts,
+)
 from retrieval.embeddings import model_id as embedding_model_id
 from retrieval.embeddings import model_identity as embedding_model_identity
-from retrieval.embeddings import model_name as embedding_model_name
 from retrieval.selectors import (
     ChunkHit,
     IndexState,
@@ -170,13 +176,25 @@ def _question_checked(*, question: str, mode: str) -> str:
     return question
 
 
+def conversation_model(conversation: Conversation) -> str:
+    """The embedding model (by name) the conversation's questions are embedded and searched with: its knowledge
+    base's (`embeddings.knowledge_base_model`)."""
+    return knowledge_base_model(conversation.knowledge_base.embedding_model)
+
+
 def question_intent(
-    *, question: str, question_vector: np.ndarray, turn_settings: TurnSettings, readable: bool | None
+    *,
+    question: str,
+    question_vector: np.ndarray,
+    turn_settings: TurnSettings,
+    readable: bool | None,
+    embedding: str | None = None,
 ) -> tuple[str, str]:
-    """(intent, behaviour) of the question. A question the embedding model cannot read (`readable` False; None: find
-    out) has a vector near no example for any reason that has to do with its meaning, so it is not classified by it."""
+    """(intent, behaviour) of the question. A question the embedding model (`embedding`, by name) cannot read
+    (`readable` False; None: find out) has a vector near no example for any reason that has to do with its meaning, so
+    it is not classified by it."""
     if readable is None:
-        readable = text_readable(question)
+        readable = text_readable(question, embedding)
     if not readable:
         return decisions.INTENT_OTHER, IntentBehaviour.NORMAL
     intent, behaviour, _ = decisions.intent_classify(question_vector=question_vector, intents=turn_settings.intents)
@@ -207,10 +225,15 @@ def _turn_judge(
     looks), and load what the database holds of the pair that decision matched (`sources_read`: chunk rows read
     ahead of the decision, which the sources check uses when they cover the pair's sources)."""
     policy = turn_settings.policy
+    embedding = conversation_model(conversation)
     # A question the model cannot read has a vector that matches no stored question by similarity.
-    readable = text_readable(question)
+    readable = text_readable(question, embedding)
     intent, behaviour = question_intent(
-        question=question, question_vector=question_vector, turn_settings=turn_settings, readable=readable
+        question=question,
+        question_vector=question_vector,
+        turn_settings=turn_settings,
+        readable=readable,
+        embedding=embedding,
     )
     plan = decisions.turn_plan(policy=policy, intent=intent, behaviour=behaviour, force_refresh=force_refresh)
     # Which recent questions this model embedded: no other vector is compared with this one's.
@@ -255,7 +278,7 @@ def _turn_judge(
             ),
             candidates=candidates,
             threshold=policy.threshold,
-            embedding_model=embedding_model_name(),
+            embedding_model=embedding,
             use_head=settings.DUPLICATE_HEAD,
             vector_model=model,
             question_readable=readable,
@@ -334,7 +357,7 @@ def _turn_execute(
         # A question asked before a model change is embedded again: the chunk index is the new model's.
         search_vector, answer_question = topic.vector, topic.question
         if not decisions.vectors_comparable(stored_model=topic.vector_model, current_model=model):
-            search_vector = embed_query(topic.question)
+            search_vector = embed_query(topic.question, conversation_model(conversation))
         before = next(index for index, turn in enumerate(recent) if turn is topic)
     # The topic of "show me that again" is searched in the mode it was searched in when asked, so it shows the same.
     search_mode = search_mode_choose(
@@ -347,9 +370,9 @@ def _turn_execute(
     excluded_content = content_hashes_of(
         tenant=tenant, chunk_ids=decision.excluded_content_chunk_ids, read_ahead=rows_read
     )
-    # Every vector searched with here is the process's model's (a stored one of another model was embedded again
-    # above); a knowledge base of another model refuses the turn (409) before anything of it is written.
-    query_model_identity = embedding_model_identity()
+    # Every vector searched with here is the knowledge base's model's (a stored one of another model was embedded
+    # again above); a knowledge base holding another model's vectors refuses the turn (409) before anything is written.
+    query_model_identity = embedding_model_identity(conversation_model(conversation))
     hits, relaxed = _search(
         tenant=tenant,
         conversation=conversation,
@@ -452,6 +475,7 @@ def _question_rewritten(
     state: ConversationState,
     question: str,
     question_vector: np.ndarray,
+    embedding: str | None = None,
 ) -> tuple[str, list[HistoryTurn] | None]:
     """The standalone rewrite of a follow-up (`turn_history.rewrite_applies`), or "" when the question is taken as
     asked; with the history it was read in when it was loaded (None when it was not needed). A failing answer service
@@ -459,7 +483,11 @@ def _question_rewritten(
     if not (turn_settings.policy.rewrite_followups and generator.uses_history):
         return "", None
     _, behaviour = question_intent(
-        question=question, question_vector=question_vector, turn_settings=turn_settings, readable=None
+        question=question,
+        question_vector=question_vector,
+        turn_settings=turn_settings,
+        readable=None,
+        embedding=embedding,
     )
     if not rewrite_applies(
         enabled=True,
@@ -520,18 +548,19 @@ def turn_prepare(
     refusal (400, 404, 410, 409) is raised here, before anything is written or streamed."""
     started = time.perf_counter()
     question = _question_checked(question=question, mode=mode)
-    # The model embeds the question while this thread reads what the turn needs of the database and Redis: neither
-    # needs the other. A refusal below (404, 410) leaves the embedding to finish unread.
-    embedding = embed_query_start(question)
     conversation = conversation_for(
         tenant=tenant, conversation_id=conversation_id, allowed_knowledge_base_id=allowed_knowledge_base_id
     )
-    turn_settings = turn_settings_load(tenant=tenant)
+    # The knowledge base's model embeds the question while this thread reads what the turn needs of the database and
+    # Redis: neither needs the other. A refusal below (410) leaves the embedding to finish unread.
+    model_name = conversation_model(conversation)
+    embedding = embed_query_start(question, model_name)
+    turn_settings = turn_settings_load(tenant=tenant, model=model_name)
     state = state_load(conversation=conversation)
     rows_read = stored_source_rows_read(
         tenant=tenant, chunk_ids=_read_ahead_chunk_ids(policy=turn_settings.policy, state=state)
     )
-    model = embedding_model_id()
+    model = embedding_model_id(model_name)
     generator = generator or answer_generator()
     question_vector = embedding.result()
     rewritten, history = _question_rewritten(
@@ -540,9 +569,10 @@ def turn_prepare(
         state=state,
         question=question,
         question_vector=question_vector,
+        embedding=model_name,
     )
     if rewritten:
-        question_vector = embed_query(rewritten)
+        question_vector = embed_query(rewritten, model_name)
     decided = rewritten or question
     judged = _turn_judge(
         tenant=tenant,

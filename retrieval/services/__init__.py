@@ -32,7 +32,11 @@ from retrieval.services.indexing import (
     documents_fail_after_retries,
     documents_index,
 )
-from retrieval.services.knowledge_bases import knowledge_base_create, knowledge_base_retrieval_set
+from retrieval.services.knowledge_bases import (
+    embedding_model_checked,
+    knowledge_base_create,
+    knowledge_base_retrieval_set,
+)
 from retrieval.services.recovery import documents_recover_stalled, ingest_queue_marker_seen
 from retrieval.services.reindex import (
     knowledge_base_reindex,
@@ -69,6 +73,7 @@ __all__ = [
     "documents_index",
     "documents_recover_stalled",
     "ingest_queue_marker_seen",
+    "embedding_model_checked",
     "knowledge_base_create",
     "knowledge_base_retrieval_set",
     "knowledge_base_text_index",

@@ -30,13 +30,13 @@ from retrieval.selectors import knowledge_base_records_model, knowledge_base_tex
 from tenants.models import Tenant
 
 
-def _text_checked(*, text: str, position: int, external_id: str | None, chunk_max_tokens: int) -> int:
-    """The word pieces the model reads of `text`, or a 400 when indexing would refuse it."""
+def _text_checked(*, text: str, position: int, external_id: str | None, chunk_max_tokens: int, model: str) -> int:
+    """The tokens `model` reads of `text`, or a 400 when indexing would refuse it."""
     if not text.strip():
         raise ApplicationError("A chunk needs some text.", extra={"fields": {"text": ["A chunk needs some text."]}})
-    model_max_tokens = embeddings.max_sequence_tokens()
+    model_max_tokens = embeddings.max_sequence_tokens(model)
     max_tokens = chunk_token_limit(requested=chunk_max_tokens, model_max_tokens=model_max_tokens)
-    (count,) = embeddings.token_counts([text])
+    (count,) = embeddings.token_counts([text], model)
     if count == 0:
         message = "The text has nothing the embedding model reads (only invisible, control or formatting characters)."
         raise ApplicationError(message, extra={"fields": {"text": [message]}})
@@ -54,7 +54,8 @@ def _text_checked(*, text: str, position: int, external_id: str | None, chunk_ma
 
 def _vector_upsert(*, tenant: Tenant, chunk: Chunk, document: Document) -> None:
     knowledge_base = document.knowledge_base
-    model_identity = embeddings.model_identity()
+    model = embeddings.knowledge_base_model(knowledge_base.embedding_model)
+    model_identity = embeddings.model_identity(model)
     if not knowledge_base_records_model(knowledge_base=knowledge_base, model_identity=model_identity):
         raise ConflictError(
             "The knowledge base's vectors were made by another embedding model than this server's; re-index the "
@@ -62,7 +63,7 @@ def _vector_upsert(*, tenant: Tenant, chunk: Chunk, document: Document) -> None:
             extra={"code": "embedding_model_mismatch", "knowledge_base": knowledge_base.pk},
         )
     vectors, _ = embedding_cache.embeddings_cached(
-        tenant_id=tenant.pk, texts=[chunk.text], model_identity=model_identity
+        tenant_id=tenant.pk, texts=[chunk.text], model_identity=model_identity, model=model
     )
     # Read just before the write, as every writer does: a move to the full-text collection that started meanwhile
     # gets the chunk in both collections.
@@ -136,6 +137,7 @@ def chunk_update(*, tenant: Tenant, chunk: Chunk, text: str | None = None, enabl
                 "The knowledge base is being re-indexed: change its chunks once the re-index has finished.",
                 extra={"knowledge_base": document.knowledge_base_id, "reindex_status": ReindexStatus.RUNNING},
             )
+        model = embeddings.knowledge_base_model(document.knowledge_base.embedding_model)
         edited = text is not None and text != current.text
         if edited:
             current.token_count = _text_checked(
@@ -143,10 +145,11 @@ def chunk_update(*, tenant: Tenant, chunk: Chunk, text: str | None = None, enabl
                 position=current.position,
                 external_id=current.external_id,
                 chunk_max_tokens=document.knowledge_base.chunk_max_tokens,
+                model=model,
             )
             current.text = text
             current.content_hash = text_hash(text)
-            current.model_input_hash = model_input_hash(text)
+            current.model_input_hash = model_input_hash(text, model)
         was_enabled = current.enabled
         if enabled is not None:
             current.enabled = enabled

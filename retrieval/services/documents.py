@@ -91,12 +91,14 @@ def _chunks_upload_check(*, knowledge_base: KnowledgeBase, chunks: Sequence[dict
     size, or with nothing the model reads), counted as indexing counts it. When the model's tokenizer cannot be read
     here, the count is left to indexing, which records the same message on the document."""
     try:
-        model_max_tokens = embeddings.max_sequence_tokens()
+        model = embeddings.knowledge_base_model(knowledge_base.embedding_model)
+        model_max_tokens = embeddings.max_sequence_tokens(model)
         prechunked_drafts(
             chunks=list(chunks),
             max_tokens=chunk_token_limit(requested=knowledge_base.chunk_max_tokens, model_max_tokens=model_max_tokens),
             model_max_tokens=model_max_tokens,
             split_oversize=split_oversize,
+            model=model,
         )
     except embeddings.EmbeddingModelUnavailable:
         logger.warning("chunks not counted at upload: the embedding model is unavailable", exc_info=True)

@@ -12,6 +12,7 @@ crash:
 
 from __future__ import annotations
 
+import itertools
 import logging
 import uuid
 from collections import defaultdict
@@ -177,7 +178,9 @@ def _failed_documents_vectors_delete(*, tenant_id: int, document_ids: Sequence[i
         logger.warning("could not delete the vectors of failed documents %s", list(document_ids), exc_info=True)
 
 
-def _document_drafts(document: Document, *, max_tokens: int, model_max_tokens: int) -> list[ChunkDraft]:
+def _document_drafts(
+    document: Document, *, max_tokens: int, model_max_tokens: int, model: str | None = None
+) -> list[ChunkDraft]:
     """Parse and chunk one document. Raises DocumentParseError / ChunkRefusedError for the person's mistakes."""
     knowledge_base = document.knowledge_base
     if document.source_kind == SourceKind.CHUNKS:
@@ -189,6 +192,7 @@ def _document_drafts(document: Document, *, max_tokens: int, model_max_tokens: i
             max_tokens=max_tokens,
             model_max_tokens=model_max_tokens,
             split_oversize=document.split_oversize_chunks,
+            model=model,
         )
     if document.source_kind == SourceKind.FILE:
         if not document.source_file:
@@ -209,6 +213,7 @@ def _document_drafts(document: Document, *, max_tokens: int, model_max_tokens: i
         max_tokens=max_tokens,
         overlap_tokens=knowledge_base.chunk_overlap_tokens,
         markdown=markdown,
+        model=model,
     )
     if not drafts:
         raise DocumentParseError("The document contains no text.")
@@ -375,7 +380,7 @@ def _knowledge_base_model_adopt(
     if not empty.update(
         embedding_model=model_name,
         embedding_model_identity=model_identity,
-        embedding_dimension=embeddings.embedding_dimension(),
+        embedding_dimension=embeddings.embedding_dimension(model_name),
         reindex_from_model_identity="",  # no vector of any model is left to mix with the new ones
         updated_at=timezone.now(),
     ):
@@ -389,7 +394,6 @@ def _documents_run(*, run: IndexRun, tenant_id: int, token: str, documents: list
     """One claimed batch through the pipeline: parse and chunk, store the chunk rows, embed and upsert, finish. A
     document deleted or taken over by another run at any step goes on without this run; a person's bad file fails
     its own document only."""
-    model_identity = embeddings.model_identity()
     drafts, failures = _documents_parse(tenant_id=tenant_id, token=token, documents=documents)
     _documents_fail(tenant_id=tenant_id, token=token, failures=failures)
     run.failed.update(failures)
@@ -437,7 +441,6 @@ def _documents_run(*, run: IndexRun, tenant_id: int, token: str, documents: list
         token=token,
         documents=documents,
         stored=stored,
-        model_identity=model_identity,
         disabled=disabled,
     )
     _documents_finish(
@@ -457,8 +460,6 @@ def _documents_parse(
     """Each document's chunk drafts, and the failures (document id -> message) of those that cannot be indexed: a
     knowledge base of another model, a file that does not parse. The model's own unavailability is raised: the run
     waits and retries."""
-    model_name, model_identity = embeddings.model_name(), embeddings.model_identity()
-    model_max_tokens = embeddings.max_sequence_tokens()
     # Parse and chunk, renewing the lease on the way: a batch of large files can take longer than one lease.
     drafts: dict[int, list[ChunkDraft]] = {}
     failures: dict[int, str] = {}
@@ -468,6 +469,9 @@ def _documents_parse(
         if timezone.now() - renewed > timedelta(seconds=settings.INGEST_LEASE_SECONDS / 10):
             _run_update(tenant_id=tenant_id, token=token, document_ids=[d.pk for d in documents])
             renewed = timezone.now()
+        model_name = embeddings.knowledge_base_model(document.knowledge_base.embedding_model)
+        model_identity = embeddings.model_identity(model_name)
+        model_max_tokens = embeddings.max_sequence_tokens(model_name)
         knowledge_base = models_checked.get(document.knowledge_base_id)
         if knowledge_base is None:
             knowledge_base = _knowledge_base_model_adopt(
@@ -481,7 +485,7 @@ def _documents_parse(
                 else repr(knowledge_base.embedding_model)
             )
             failures[document.pk] = (
-                f"The knowledge base's vectors were made by {made_by} but the workers run {model_name!r}, so this "
+                f"The knowledge base's vectors were made by {made_by} but it is indexed with {model_name!r}, so this "
                 f"document was not indexed. Re-index the knowledge base to move it to the workers' model, then "
                 "re-index this document once that has finished (the knowledge-base re-index rebuilds only the "
                 "documents already indexed, not failed ones)."
@@ -489,7 +493,9 @@ def _documents_parse(
             continue
         max_tokens = chunk_token_limit(requested=knowledge_base.chunk_max_tokens, model_max_tokens=model_max_tokens)
         try:
-            drafts[document.pk] = _document_drafts(document, max_tokens=max_tokens, model_max_tokens=model_max_tokens)
+            drafts[document.pk] = _document_drafts(
+                document, max_tokens=max_tokens, model_max_tokens=model_max_tokens, model=model_name
+            )
         except (DocumentParseError, ChunkRefusedError) as exc:
             failures[document.pk] = str(exc)
         except embeddings.EmbeddingModelUnavailable:
@@ -512,24 +518,34 @@ def _chunks_embed(
     token: str,
     documents: list[Document],
     stored: dict[int, list[tuple[int, str, str]]],
-    model_identity: str,
     disabled: set[int],
 ) -> None:
-    """Embed the stored chunks (through the cache) and upsert their vectors, batch by batch; progress once per
-    batch. A document deleted or taken over meanwhile gets no vectors from here, nor does a disabled chunk. Each
-    vector carries its document's metadata."""
+    """Embed the stored chunks (through the cache) with their knowledge base's model and upsert their vectors, batch
+    by batch, each batch of one model; progress once per batch. A document deleted or taken over meanwhile gets no
+    vectors from here, nor does a disabled chunk. Each vector carries its document's metadata."""
+    model_of = {
+        document.pk: embeddings.knowledge_base_model(document.knowledge_base.embedding_model) for document in documents
+    }
     flat = [(doc_id, pk, text, content_hash) for doc_id, rows in stored.items() for pk, text, content_hash in rows]
+    flat.sort(key=lambda row: model_of[row[0]])  # stable: each document's chunks stay in order
     totals = {doc_id: len(rows) for doc_id, rows in stored.items()}
     done: dict[int, int] = defaultdict(int)
     kb_of = {document.pk: document.knowledge_base for document in documents}
     metadata_of = {document.pk: document.metadata for document in documents}
     batch_size = max(1, settings.INGEST_EMBED_BATCH)
-    for start in range(0, len(flat), batch_size):
-        batch = flat[start : start + batch_size]
+    batches = [
+        group[start : start + batch_size]
+        for _, rows in itertools.groupby(flat, key=lambda row: model_of[row[0]])
+        for group in [list(rows)]
+        for start in range(0, len(group), batch_size)
+    ]
+    for batch in batches:
+        model = model_of[batch[0][0]]
         vectors, encoded = embedding_cache.embeddings_cached(
             tenant_id=tenant_id,
             texts=[row[2] for row in batch],
-            model_identity=model_identity,
+            model_identity=embeddings.model_identity(model),
+            model=model,
         )
         run.encoded += encoded
         dimension = int(vectors.shape[1])

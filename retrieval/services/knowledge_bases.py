@@ -6,7 +6,8 @@ import logging
 
 from django.db import IntegrityError, transaction
 
-from kbplatform.errors import ConflictError
+from kbplatform.errors import ApplicationError, ConflictError
+from retrieval import embeddings
 from retrieval.models import KnowledgeBase
 from retrieval.selectors import retrieval_mode_resolve
 from tenants.models import Tenant
@@ -26,12 +27,22 @@ def knowledge_base_create(
     retrieval_mode: str | None = None,
     hybrid_dense_weight: float | None = None,
     text_analyzer: str | None = None,
+    embedding_model: str | None = None,
 ) -> KnowledgeBase:
     """A new knowledge base: its chunks carry their text in Milvus from the first (`text_index` READY), so every
-    retrieval mode is open to it; `text_analyzer` is fixed from here on (its chunks' terms are made by it)."""
+    retrieval mode is open to it; `text_analyzer` is fixed from here on (its chunks' terms are made by it).
+    `embedding_model` is one the deployment offers (`embedding_model_checked`; None: its default); changing it later
+    is a re-index (`knowledge_base_reindex_start`)."""
+    model = embedding_model_checked(embedding_model)
     if KnowledgeBase.objects.for_tenant(tenant).filter(name=name).exists():
         raise ConflictError(f"A knowledge base named {name!r} already exists.", extra={"name": name})
-    fields: dict = {"tenant": tenant, "name": name, "description": description}
+    fields: dict = {
+        "tenant": tenant,
+        "name": name,
+        "description": description,
+        "embedding_model": model,
+        "embedding_dimension": embeddings.embedding_dimension(model),
+    }
     if chunk_max_tokens is not None:
         fields["chunk_max_tokens"] = chunk_max_tokens
     if chunk_overlap_tokens is not None:
@@ -58,6 +69,19 @@ def knowledge_base_create(
 
 
 _UNSET = object()
+
+
+def embedding_model_checked(name: str | None) -> str:
+    """The offered embedding model `name` names (None or "": the deployment's default), or a 400 that lists the
+    offered ones."""
+    if not name:
+        return embeddings.default_model()
+    if name not in embeddings.offered_models():
+        offered = ", ".join(embeddings.offered_models())
+        message = f"{name!r} is not an embedding model this deployment offers; choose one of: {offered}."
+        extra = {"fields": {"embedding_model": [message]}, "offered": list(embeddings.offered_models())}
+        raise ApplicationError(message, extra=extra)
+    return name
 
 
 def knowledge_base_retrieval_set(

@@ -56,12 +56,20 @@ def _reindex_lost(now: datetime) -> Q:
     return Q(reindex_status=ReindexStatus.RUNNING, reindex_lease_expires_at__lt=now)
 
 
-def knowledge_base_reindex_start(*, tenant: Tenant, knowledge_base: KnowledgeBase, queue: bool = True) -> KnowledgeBase:
+def knowledge_base_reindex_start(
+    *, tenant: Tenant, knowledge_base: KnowledgeBase, queue: bool = True, embedding_model: str | None = None
+) -> KnowledgeBase:
     """Queue a rebuild of the knowledge base's vectors from its stored chunks (e.g. after a model change, or Milvus
-    lost its data). The lease covers the task's wait in the queue: a task that never arrives is noticed when it runs
-    out. Without `queue`, the caller runs `knowledge_base_reindex` itself (within the lease, so a lost caller's
-    re-index is recovered by the sweep as a lost task's is)."""
+    lost its data). With `embedding_model` (an offered model: `embedding_model_checked`), the knowledge base moves to
+    that model: from the moment this returns its searches are refused (409) until a worker takes the re-index up, then
+    served, marked "reindexing", until it is done; no other knowledge base is touched. The lease covers the task's
+    wait in the queue: a task that never arrives is noticed when it runs out. Without `queue`, the caller runs
+    `knowledge_base_reindex` itself (within the lease, so a lost caller's re-index is recovered by the sweep as a
+    lost task's is)."""
+    from retrieval.services.knowledge_bases import embedding_model_checked
     from retrieval.tasks import knowledge_base_reindex as reindex_task
+
+    moved = {"embedding_model": embedding_model_checked(embedding_model)} if embedding_model else {}
 
     now = timezone.now()
     with transaction.atomic():
@@ -79,6 +87,7 @@ def knowledge_base_reindex_start(*, tenant: Tenant, knowledge_base: KnowledgeBas
                 reindex_lease_expires_at=lease_end(now),
                 reindex_attempts=0,
                 updated_at=now,
+                **moved,
             )
         )
         if not updated:
@@ -130,19 +139,19 @@ def _reindex_release(*, tenant_id: int, knowledge_base_id: int, token: str) -> N
         logger.warning("could not release re-index of knowledge base %s; its lease will run out", knowledge_base_id)
 
 
-def _model_input_hashes_refresh(*, tenant_id: int, rows: Sequence[tuple[int, str, str]]) -> None:
-    """Record, for each (chunk id, text, recorded model input hash), what the model of this process reads of the text.
+def _model_input_hashes_refresh(*, tenant_id: int, rows: Sequence[tuple[int, str, str]], model: str) -> None:
+    """Record, for each (chunk id, text, recorded model input hash), what `model` reads of the text.
     A re-index onto a model whose tokenizer breaks long runs elsewhere changes it, and the embedding cache's purge keeps
     only the entries a chunk's hashes name: a stale one would let it drop the vectors the re-index has just cached. A
     chunk deleted meanwhile is left alone (the update finds no row)."""
     for pk, text, recorded in rows:
-        current = model_input_hash(text)
+        current = model_input_hash(text, model)
         if current != recorded:
             Chunk.objects.filter(tenant_id=tenant_id, pk=pk).update(model_input_hash=current)
 
 
 def _reindex_batch(
-    *, tenant_id: int, knowledge_base_id: int, batch: list[tuple[int, int, str, str]], model_identity: str
+    *, tenant_id: int, knowledge_base_id: int, batch: list[tuple[int, int, str, str]], model: str, model_identity: str
 ) -> None:
     """Embed one batch of (chunk id, document id, text, recorded input hash) rows and upsert their vectors; a chunk
     deleted meanwhile gets none."""
@@ -150,8 +159,11 @@ def _reindex_batch(
         tenant_id=tenant_id,
         texts=[row[2] for row in batch],
         model_identity=model_identity,
+        model=model,
     )
-    _model_input_hashes_refresh(tenant_id=tenant_id, rows=[(pk, text, recorded) for pk, _, text, recorded in batch])
+    _model_input_hashes_refresh(
+        tenant_id=tenant_id, rows=[(pk, text, recorded) for pk, _, text, recorded in batch], model=model
+    )
     text_settings = knowledge_base_text_settings(tenant_id=tenant_id, knowledge_base_ids=[knowledge_base_id]).get(
         knowledge_base_id
     )
@@ -197,21 +209,25 @@ def _reindex_batch(
 def knowledge_base_reindex(
     *, tenant_id: int, knowledge_base_id: int, progress: Callable[[int, int], None] | None = None
 ) -> int:
-    """Re-embed every chunk of the knowledge base's indexed documents with the workers' model and upsert the
-    vectors by chunk id (so it is safe to run twice); a vector the embedding cache holds is not encoded again.
+    """Re-embed every chunk of the knowledge base's indexed documents with its model (`embedding_model`, as
+    `embeddings.knowledge_base_model` resolves it) and upsert the vectors by chunk id (so it is safe to run twice); a
+    vector the embedding cache holds is not encoded again. A model of another vector size writes into its own
+    collection, and the knowledge base's vectors of the size it left are deleted once every chunk has its new vector.
     Returns the chunks indexed: 0 when the re-index is not running or another live run holds it.
     `progress(done, total)` is told after each batch, as `reindex_progress` is."""
     token = uuid.uuid4().hex
     if not _reindex_claim(tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, token=token):
         return 0
-    try:
-        model_name, model_identity = embeddings.model_name(), embeddings.model_identity()
-    except embeddings.EmbeddingModelUnavailable as exc:
-        _reindex_release(tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, token=token)
-        raise TransientIngestError(str(exc)) from exc
     claimed = KnowledgeBase.objects.filter(tenant_id=tenant_id, pk=knowledge_base_id).first()
     if claimed is None:
         return 0
+    model_name = embeddings.knowledge_base_model(claimed.embedding_model)
+    try:
+        model_identity = embeddings.model_identity(model_name)
+    except embeddings.EmbeddingModelUnavailable as exc:
+        _reindex_release(tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, token=token)
+        raise TransientIngestError(str(exc)) from exc
+    left_dimension = claimed.embedding_dimension
     moved_from = claimed.reindex_from_model_identity
     if not knowledge_base_records_model(knowledge_base=claimed, model_identity=model_identity):
         # A model change: until a run finishes, the vectors not rebuilt yet are this model's. One already recorded (an
@@ -223,7 +239,7 @@ def knowledge_base_reindex(
         token=token,
         embedding_model=model_name,
         embedding_model_identity=model_identity,
-        embedding_dimension=embeddings.embedding_dimension(),
+        embedding_dimension=embeddings.embedding_dimension(model_name),
         reindex_from_model_identity=moved_from,
     )
     # A disabled chunk has no vector, and a re-index gives it none.
@@ -244,7 +260,11 @@ def knowledge_base_reindex(
             if not batch:
                 break
             _reindex_batch(
-                tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, batch=batch, model_identity=model_identity
+                tenant_id=tenant_id,
+                knowledge_base_id=knowledge_base_id,
+                batch=batch,
+                model=model_name,
+                model_identity=model_identity,
             )
             done += len(batch)
             last_pk = batch[-1][0]
@@ -269,6 +289,12 @@ def knowledge_base_reindex(
         _reindex_release(tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, token=token)
         raise TransientIngestError("the re-index took longer than the task time limit") from exc
     vectorstore.vectors_flush()
+    _left_collection_clear(
+        tenant_id=tenant_id,
+        knowledge_base_id=knowledge_base_id,
+        left=left_dimension,
+        now=embeddings.embedding_dimension(model_name),
+    )
     _reindex_update(
         tenant_id=tenant_id,
         knowledge_base_id=knowledge_base_id,
@@ -282,6 +308,17 @@ def knowledge_base_reindex(
         reindex_from_model_identity="",  # every vector is the recorded model's now
     )
     return done
+
+
+def _left_collection_clear(*, tenant_id: int, knowledge_base_id: int, left: int, now: int) -> None:
+    """After a re-index onto a model of another vector size: the knowledge base's vectors in the collections of the
+    size it left, searched no more, are deleted (a failure only leaves them there, unread, for a later re-index)."""
+    if left == now:
+        return
+    try:
+        vectorstore.vectors_delete(tenant_id=tenant_id, dimension=left, knowledge_base_id=knowledge_base_id)
+    except vectorstore.VectorStoreUnavailable:
+        logger.warning("vectors of knowledge base %s in its old model's collection left in place", knowledge_base_id)
 
 
 def knowledge_base_reindex_fail(*, tenant_id: int, knowledge_base_id: int, reason: str) -> None:

@@ -69,8 +69,9 @@ def _copy_batch(*, knowledge_base: KnowledgeBase, batch: list[tuple[int, int, st
     """Write one batch of (chunk id, document id, text) rows into the full-text collection; a chunk deleted meanwhile
     (its document deleted or indexed again) loses the row just written for it, as in a re-index."""
     tenant_id = knowledge_base.tenant_id
+    model = embeddings.knowledge_base_model(knowledge_base.embedding_model)
     vectors, _ = embedding_cache.embeddings_cached(
-        tenant_id=tenant_id, texts=[text for _, _, text in batch], model_identity=model_identity
+        tenant_id=tenant_id, texts=[text for _, _, text in batch], model_identity=model_identity, model=model
     )
     dimension = int(vectors.shape[1])
     target = vectorstore.collection_ensure(dimension=dimension)
@@ -136,7 +137,7 @@ def knowledge_base_text_index(
         return 0
     _text_index_renew(tenant_id=tenant_id, knowledge_base_id=knowledge_base_id)
     try:
-        model_identity = embeddings.model_identity()
+        model_identity = embeddings.model_identity(embeddings.knowledge_base_model(knowledge_base.embedding_model))
     except embeddings.EmbeddingModelUnavailable as exc:
         raise TransientIngestError(str(exc)) from exc
     if knowledge_base.chunks.exists() and not knowledge_base_records_model(

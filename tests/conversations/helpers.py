@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 
 from retrieval import vectorstore
-from retrieval.embeddings import embed_texts, model_id, token_counts
-from retrieval.models import Chunk, Document, DocumentStatus, KnowledgeBase, SourceKind
+from retrieval.embeddings import embed_texts, embedding_dimension, model_id, token_counts
+from retrieval.models import DEFAULT_EMBEDDING_MODEL, Chunk, Document, DocumentStatus, KnowledgeBase, SourceKind
 from retrieval.services import chunk_vectors_upsert
 from tenants.models import Tenant
 
@@ -59,6 +59,8 @@ def indexed_kb(
     """A knowledge base holding `documents` (external id -> chunk texts), indexed; `metadata`: external id -> that
     document's metadata; `fields` are its own settings."""
     documents = documents if documents is not None else HANDBOOK
+    model = str(fields.get("embedding_model") or DEFAULT_EMBEDDING_MODEL)
+    fields.setdefault("embedding_dimension", embedding_dimension(model))
     knowledge_base = KnowledgeBase.objects.create(tenant=tenant, name=name, **fields)
     chunks = []
     for external_id, texts in documents.items():
@@ -72,7 +74,7 @@ def indexed_kb(
             chunk_count=len(texts),
             metadata=(metadata or {}).get(external_id, {}),
         )
-        counts = token_counts(texts)
+        counts = token_counts(texts, model)
         for position, (text, count) in enumerate(zip(texts, counts, strict=True)):
             chunks.append(
                 Chunk.objects.create(
@@ -91,7 +93,7 @@ def indexed_kb(
     vectorstore.vectors_delete(
         tenant_id=tenant.pk, knowledge_base_id=knowledge_base.pk, dimension=knowledge_base.embedding_dimension
     )
-    vectors = embed_texts([c.text for c in chunks])
+    vectors = embed_texts([c.text for c in chunks], model=model)
     chunk_vectors_upsert(chunks=chunks, vectors=vectors, dimension=knowledge_base.embedding_dimension)
     return knowledge_base
 
@@ -100,7 +102,9 @@ def indexed_question_turn_ids(tenant: Tenant, kb: KnowledgeBase) -> set[int]:
     """The turn ids whose question vectors the tenant-scope question index holds for `kb` (model in use)."""
     client = vectorstore._connect()
     rows = client.query(
-        collection_name=vectorstore.question_collection_ensure(model=model_id(), dimension=kb.embedding_dimension),
+        collection_name=vectorstore.question_collection_ensure(
+            model=model_id(kb.embedding_model), dimension=kb.embedding_dimension
+        ),
         filter=vectorstore.question_filter_build(tenant_id=tenant.pk, knowledge_base_id=kb.pk),
         output_fields=["turn_id"],
     )

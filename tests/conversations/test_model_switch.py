@@ -70,7 +70,7 @@ def switch_model(settings, tmp_path, monkeypatch):
     def switch(*knowledge_bases: KnowledgeBase) -> None:
         link = Path(tmp_path) / "all-MiniLM-L6-v2-rotated"
         link.symlink_to(embeddings.model_path(), target_is_directory=True)
-        monkeypatch.setattr(embeddings, "_model", RotatedModel(embeddings.embedding_model()))
+        monkeypatch.setattr(embeddings, "_models", {link.name: RotatedModel(embeddings.embedding_model())})
         settings.EMBEDDING_MODEL_PATH = str(link)
         for knowledge_base in knowledge_bases:
             reindex(knowledge_base)
@@ -154,7 +154,7 @@ def test_the_user_scope_window_holds_pairs_of_the_model_in_use_only(
     bundled = embeddings.embedding_model()
     switch_model(kb)
     ask(api_client, start(api_client, kb, user_id="u1"), "Which plans include single sign-on?")
-    monkeypatch.setattr(embeddings, "_model", bundled)
+    monkeypatch.setattr(embeddings, "_models", {"all-MiniLM-L6-v2": bundled})
     settings.EMBEDDING_MODEL_PATH = ""
     again = ask(api_client, start(api_client, kb, user_id="u1"), QUESTION)
     assert again["dedup"]["action"] == "served_cached", again["dedup"]
@@ -340,7 +340,7 @@ def test_a_stored_answer_is_served_from_a_knowledge_base_of_another_model(
     conversation_id = start(api_client, kb)
     ask(api_client, conversation_id, QUESTION)
     switch_model(kb)  # the knowledge base is the rotated model's now; then the operator switches the web back
-    monkeypatch.setattr(embeddings, "_model", bundled)
+    monkeypatch.setattr(embeddings, "_models", {"all-MiniLM-L6-v2": bundled})
     settings.EMBEDDING_MODEL_PATH = ""
 
     served = ask(api_client, conversation_id, QUESTION)

@@ -10,5 +10,5 @@ def embedding_backend(request, settings, monkeypatch) -> str:
     """Runs the test once on each backend, the process's model loaded afresh for it (and the previous one put back
     afterwards)."""
     settings.EMBEDDING_BACKEND = request.param
-    monkeypatch.setattr(embeddings, "_model", None)
+    monkeypatch.setattr(embeddings, "_models", {})
     return request.param

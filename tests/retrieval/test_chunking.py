@@ -275,7 +275,7 @@ def _tokenizer_measured_drafts(text: str, max_tokens: int, overlap: int, markdow
     """text_chunk as it is with the splitter measuring every slice by tokenising it (no slice counter)."""
     real = embeddings.slice_token_counter
     try:
-        embeddings.slice_token_counter = lambda text: None
+        embeddings.slice_token_counter = lambda text, model=None: None
         return text_chunk(text=text, max_tokens=max_tokens, overlap_tokens=overlap, markdown=markdown)
     finally:
         embeddings.slice_token_counter = real
@@ -318,5 +318,5 @@ def test_a_tokenizer_whose_pieces_depend_on_their_context_gets_no_slice_counter(
 
     byte_level = Tokenizer(models.BPE())
     byte_level.pre_tokenizer = pre_tokenizers.ByteLevel()
-    monkeypatch.setattr(embeddings, "tokenizer", lambda: byte_level)
+    monkeypatch.setattr(embeddings, "tokenizer", lambda model=None: byte_level)
     assert embeddings.slice_token_counter("any text") is None

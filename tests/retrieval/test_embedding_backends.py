@@ -47,7 +47,7 @@ def onnx_dir(settings, tmp_path, monkeypatch) -> OnnxDir:
     exported."""
     settings.EMBEDDING_BACKEND = "onnx"
     settings.EMBEDDING_ONNX_DIR = tmp_path / "models"
-    monkeypatch.setattr(embeddings, "_model", None)
+    monkeypatch.setattr(embeddings, "_models", {})
     exports: list[Path] = []
     real_export = embedding_onnx.onnx_export
 
@@ -100,7 +100,7 @@ def test_onnx_vectors_are_pytorchs(settings, monkeypatch, made_onnx_file):
     vectors = {}
     for backend in ("torch", "onnx"):
         settings.EMBEDDING_BACKEND = backend
-        monkeypatch.setattr(embeddings, "_model", None)
+        monkeypatch.setattr(embeddings, "_models", {})
         vectors[backend] = embeddings.embed_texts(TEXTS, batch_size=4)  # two batches, padded
         alone = np.vstack([embeddings.embed_query(text) for text in TEXTS])
         np.testing.assert_allclose(vectors[backend], alone, atol=1e-5)
@@ -114,14 +114,14 @@ def test_the_model_is_described_by_its_files_alike_on_both_backends(settings, mo
     """Dimension and input length come from the model's configuration files and are what the loaded model says;
     the onnx backend keeps PyTorch's identity, as its vectors are PyTorch's."""
     settings.EMBEDDING_BACKEND = "torch"
-    monkeypatch.setattr(embeddings, "_model", None)
+    monkeypatch.setattr(embeddings, "_models", {})
     torch_model = embeddings.embedding_model()
     torch_identity, torch_id = embeddings.model_identity(), embeddings.model_id()
     settings.EMBEDDING_BACKEND = "onnx"
-    monkeypatch.setattr(embeddings, "_model", None)
+    monkeypatch.setattr(embeddings, "_models", {})
     assert embeddings.embedding_dimension() == torch_model.get_embedding_dimension() == 384
     assert embeddings.max_sequence_tokens() == torch_model.max_seq_length == 256
-    assert embeddings._model is None  # neither needed the model
+    assert not embeddings._models  # neither needed the model
     onnx_model = embeddings.embedding_model()
     assert onnx_model.get_embedding_dimension() == 384 and onnx_model.max_seq_length == 256
     assert (embeddings.model_identity(), embeddings.model_id()) == (torch_identity, torch_id)
@@ -134,7 +134,7 @@ def test_the_onnx_file_is_made_once_and_then_reused(onnx_dir):
     made = path.stat()
     assert [entry.name for entry in onnx_dir.path.iterdir() if entry.suffix == ".tmp"] == []  # no temporary file left
 
-    embeddings._model = None  # a process started later on the same directory
+    embeddings._models.clear()  # a process started later on the same directory
     again = embeddings.embed_query("Where are the moraines?")
 
     assert len(onnx_dir.exports) == 1
@@ -200,7 +200,7 @@ def test_a_broken_onnx_file_is_made_again(onnx_dir, made_onnx_file, damage):
 
     assert onnx_dir.exports == [path]
     assert path.stat().st_size > len(good) // 2
-    embeddings._model = None
+    embeddings._models.clear()
     assert onnx_dir.exports == [path]
     np.testing.assert_allclose(embeddings.embed_query("Where are the moraines?"), vector, atol=1e-6)
 
@@ -237,7 +237,7 @@ def onnx_file_unavailable(settings, tmp_path, monkeypatch):
     def unavailable() -> None:
         settings.EMBEDDING_BACKEND = "onnx"
         settings.EMBEDDING_ONNX_DIR = tmp_path / "read-only"
-        monkeypatch.setattr(embeddings, "_model", None)
+        monkeypatch.setattr(embeddings, "_models", {})
 
         def refuse(**kwargs) -> None:
             raise OnnxFileUnavailable(f"{kwargs['destination'].parent} cannot be written (read-only)")
@@ -294,9 +294,14 @@ def test_the_health_check_names_the_backend_and_an_onnx_file_not_made_yet(settin
     from kbplatform.health import _embedding_model
 
     identity = embeddings.model_identity()
-    assert _embedding_model() == ("ok", f"{identity} on onnx (its ONNX file is made on first use)")
+    status, detail = _embedding_model()
+    assert status == "ok"
+    assert f"{identity} (default) on onnx, its ONNX file made on first use, not loaded yet" in detail
+    assert f"{embeddings.model_identity(embeddings.USE_MODEL_NAME)}, not loaded yet" in detail
     assert onnx_dir.exports == []  # the health check makes nothing
     _copy(made_onnx_file, onnx_dir.path)
-    assert _embedding_model() == ("ok", f"{identity} on onnx")
+    assert f"{identity} (default) on onnx, not loaded yet" in _embedding_model()[1]
     settings.EMBEDDING_BACKEND = "torch"
-    assert _embedding_model() == ("ok", f"{identity} on torch")
+    assert f"{identity} (default) on torch, not loaded yet" in _embedding_model()[1]
+    embeddings.embed_query("loaded now")
+    assert f"{identity} (default) on torch, loaded" in _embedding_model()[1]

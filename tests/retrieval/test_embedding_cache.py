@@ -137,8 +137,8 @@ def test_migration_gives_each_shared_entry_to_the_tenants_that_hold_its_text(ten
 
 def _process_restart(monkeypatch) -> None:
     """Forget the model the process loaded, as a new worker process would."""
-    monkeypatch.setattr(embeddings, "_model", None)
-    embeddings.tokenizer.cache_clear()
+    monkeypatch.setattr(embeddings, "_models", {})
+    embeddings._tokenizer_of.cache_clear()
     embeddings._identity_of.cache_clear()
 
 

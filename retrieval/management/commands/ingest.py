@@ -35,6 +35,14 @@ class Command(BaseCommand):
         parser.add_argument("path", type=Path)
         parser.add_argument("--tenant", required=True, help="tenant slug")
         parser.add_argument("--kb", required=True, help="knowledge base name (created if missing)")
+        parser.add_argument(
+            "--embedding-model",
+            default="",
+            help="embedding model of a knowledge base created here (an offered one; default: the deployment's)",
+        )
+        parser.add_argument(
+            "--text-analyzer", choices=["english", "chinese"], default=None, help="the analyser of one created here"
+        )
         parser.add_argument("--no-wait", action="store_true", help="queue the documents and return")
         parser.add_argument("--timeout", type=float, default=24 * 3600, help="seconds to wait for indexing")
 
@@ -48,11 +56,21 @@ class Command(BaseCommand):
         knowledge_base = KnowledgeBase.objects.for_tenant(tenant).filter(name=options["kb"]).first()
         if knowledge_base is None:
             try:
-                knowledge_base = knowledge_base_create(tenant=tenant, name=options["kb"])
+                knowledge_base = knowledge_base_create(
+                    tenant=tenant,
+                    name=options["kb"],
+                    embedding_model=options["embedding_model"] or None,
+                    text_analyzer=options["text_analyzer"],
+                )
+            except ApplicationError as exc:
+                raise CommandError(f"Cannot create knowledge base {options['kb'][:80]!r}: {exc.message}") from exc
             except ValidationError as exc:
                 reasons = "; ".join(f"{field}: {' '.join(errors)}" for field, errors in exc.message_dict.items())
                 raise CommandError(f"Cannot create knowledge base {options['kb'][:80]!r}: {reasons}") from exc
-            self.stdout.write(f"Created knowledge base {knowledge_base.name!r} (id {knowledge_base.pk}).")
+            self.stdout.write(
+                f"Created knowledge base {knowledge_base.name!r} (id {knowledge_base.pk}, embedding model "
+                f"{knowledge_base.embedding_model}, {knowledge_base.embedding_dimension} dimensions)."
+            )
 
         beir = path.is_file() and path.suffix.lower() == ".jsonl"
         groups = self._jsonl_groups(path) if beir else self._file_groups(path)
