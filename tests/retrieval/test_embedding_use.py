@@ -61,6 +61,12 @@ def test_concurrent_calls_from_threads_give_the_vectors_of_one_thread(encoder):
     assert np.min(np.sum(np.vstack(threaded) * serial, axis=1)) > 0.99999
 
 
+def test_the_encoder_runs_the_processs_blas_on_one_thread(encoder):
+    from threadpoolctl import threadpool_info
+
+    assert {pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"} == {1}
+
+
 def test_token_counts_are_the_models_own_and_grow_with_the_text():
     prefixes = [
         "怎",
