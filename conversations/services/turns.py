@@ -194,7 +194,9 @@ def _turn_judge(
     looks), and load what the database holds of the pair that decision matched (`sources_read`: chunk rows read
     ahead of the decision, which the sources check uses when they cover the pair's sources)."""
     policy = turn_settings.policy
-    intent, behaviour, _ = decisions.intent_classify(question_vector=question_vector, intents=turn_settings.intents)
+    intent, behaviour, _ = decisions.intent_classify(
+        question=question, question_vector=question_vector, intents=turn_settings.intents
+    )
     plan = decisions.turn_plan(policy=policy, intent=intent, behaviour=behaviour, force_refresh=force_refresh)
     # Which recent questions this model embedded: no other vector is compared with this one's.
     recent_comparable = [
@@ -204,7 +206,10 @@ def _turn_judge(
     # the context of the question before it only when that one does, and a repeat re-asks the last one that does.
     recent_topics = (
         decisions.names_topic(
-            vectors=[t.vector for t in state.recent_turns], intents=turn_settings.intents, comparable=recent_comparable
+            vectors=[t.vector for t in state.recent_turns],
+            intents=turn_settings.intents,
+            comparable=recent_comparable,
+            questions=[t.question for t in state.recent_turns],
         )
         if plan.check_duplicates or behaviour in (IntentBehaviour.REPEAT, IntentBehaviour.ELABORATE)
         else []
@@ -440,7 +445,9 @@ def _question_rewritten(
     does not fail the turn: the question is then taken as asked (logged)."""
     if not (turn_settings.policy.rewrite_followups and generator.uses_history):
         return "", None
-    _, behaviour, _ = decisions.intent_classify(question_vector=question_vector, intents=turn_settings.intents)
+    _, behaviour, _ = decisions.intent_classify(
+        question=question, question_vector=question_vector, intents=turn_settings.intents
+    )
     if not rewrite_applies(
         enabled=True,
         generator_rewrites=True,

@@ -1,5 +1,6 @@
-"""The question rules read Chinese (conversations/chinese_text.py): numbers by value, negation by word, follow-ups;
-English is read exactly as before. Pure: no database, no model (jieba's dictionary is the only thing loaded)."""
+"""The question rules read Chinese (conversations/chinese_text.py, conversations/intent_rules.py): numbers by value,
+negation by word, follow-ups, and the built-in intents by rule; English is read exactly as before. Pure: no
+database, no model (jieba's dictionary is the only thing loaded)."""
 
 import functools
 
@@ -8,7 +9,9 @@ import pytest
 
 from conversations import decisions as d
 from conversations import question_pairs as qp
+from conversations.builtins import BUILTIN_INTENTS
 from conversations.chinese_text import numeral_value
+from conversations.intent_rules import intent_by_rules
 
 
 def unit(*values: float) -> np.ndarray:
@@ -277,6 +280,97 @@ def test_chinese_words_come_from_the_segmenter_without_stopwords_negations_or_nu
     assert qp.content_words("我忘了密码怎么办？") == {"忘", "密码"}
     assert qp.content_words("为什么不能转账三次") == {"转账"}
     assert qp.content_words("Can I 转账 to Berlin?") == {"berlin", "转账"}
+
+
+# --- intents --------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("question", "name"),
+    [
+        ("你好", "greeting"),
+        ("您好！", "greeting"),
+        ("你好，在吗？", "greeting"),
+        ("下午好", "greeting"),
+        ("谢谢", "thanks"),
+        ("多谢", "thanks"),
+        ("好的谢谢", "thanks"),
+        ("好的，谢谢！", "thanks"),
+        ("辛苦了", "thanks"),
+        ("非常感谢", "thanks"),
+        ("谢谢你的帮助", "thanks"),
+        ("再说一遍", "repeat"),
+        ("请再说一遍好吗？", "repeat"),
+        ("再显示一次", "repeat"),
+        ("重复一下", "repeat"),
+        ("刚才说的是什么？", "repeat"),
+        ("再给我看看", "repeat"),
+        ("把刚才的答案再发一遍", "repeat"),
+        ("详细解释一下", "elaborate"),
+        ("换个说法", "elaborate"),
+        ("说得简单点", "elaborate"),
+        ("展开讲讲", "elaborate"),
+        ("没听懂，再解释一下", "elaborate"),
+        ("可以说得详细一点吗？", "elaborate"),
+        ("这是什么意思？", "elaborate"),
+    ],
+)
+def test_built_in_intents_are_recognised_in_chinese(question, name):
+    assert intent_by_rules(question) == (name, BUILTIN_INTENTS[name]["behaviour"])
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "谢谢，怎么重置密码？",
+        "你好，请问怎么退款",
+        "怎么重置密码？",
+        "再看看退款政策",
+        "花呗是什么意思",
+        "你好是什么意思？",
+        "说",
+        "重复扣款怎么办",
+        "刚才的订单能取消吗？",
+    ],
+)
+def test_a_question_that_asks_something_is_no_built_in_intent(question):
+    assert intent_by_rules(question) is None
+
+
+BUILT_IN = [
+    d.IntentExamples("greeting", "smalltalk", np.stack([unit(1, 0, 0)])),
+    d.IntentExamples("thanks", "smalltalk", np.stack([unit(1, 0.1, 0)])),
+    d.IntentExamples("repeat", "repeat", np.stack([unit(0, 1, 0)])),
+    d.IntentExamples("elaborate", "elaborate", np.stack([unit(0, 0.1, 1)])),
+]
+FAR = unit(-1, -1, -1)  # no example near it: what the English model makes of a Chinese question
+
+
+def test_a_chinese_formula_is_classified_by_rule_whatever_its_vector():
+    classify = functools.partial(d.intent_classify, question_vector=FAR, intents=BUILT_IN)
+    assert classify(question="谢谢！") == ("thanks", "smalltalk", 1.0)
+    assert classify(question="再说一遍") == ("repeat", "repeat", 1.0)
+    assert classify(question="怎么重置密码？")[:2] == ("other", "normal")
+    # English is never read by rule: the vector decides.
+    assert classify(question="thanks")[:2] == ("other", "normal")
+    assert classify(question="谢谢", question_vector=unit(0, 1, 0))[:2] == ("thanks", "smalltalk")
+
+
+def test_a_rule_takes_the_tenants_behaviour_and_needs_the_tenants_intent():
+    changed = [d.IntentExamples("thanks", "normal", np.stack([unit(1, 0, 0)]))]
+    assert d.intent_classify(question="谢谢", question_vector=FAR, intents=changed)[:2] == ("thanks", "normal")
+    assert d.intent_classify(question="谢谢", question_vector=FAR, intents=BUILT_IN[2:])[:2] == ("other", "normal")
+
+
+def test_names_topic_reads_a_chinese_formula_by_rule_even_across_a_model_change():
+    questions = ["谢谢", "再说一遍", "怎么重置密码？", "hello"]
+    vectors = [FAR, FAR, FAR, unit(1, 0, 0)]
+    assert d.names_topic(vectors=vectors, intents=BUILT_IN, questions=questions) == [False, False, True, False]
+    assert d.names_topic(
+        vectors=vectors, intents=BUILT_IN, questions=questions, comparable=[False, False, False, False]
+    ) == [False, False, True, True]
+    with pytest.raises(ValueError, match="one question per vector"):
+        d.names_topic(vectors=vectors, intents=BUILT_IN, questions=questions[:2])
 
 
 # --- the decision ---------------------------------------------------------------------------------------------------
