@@ -3,7 +3,8 @@ returns plain values, so every rule is tested directly and read in one place.
 
 - what a turn does given its intent, the policy and the client's flags (`turn_plan`);
 - which consumed ids the next search leaves out (`excluded_ids`) and when that exclusion relaxes;
-- the intent of a question (`intent_classify`);
+- the intent of a question (`intent_classify`: rules for a Chinese question's built-in intents, then the nearest
+  example vector);
 - whether a stored QA pair may answer a new question (`duplicate_decide`): cosine at or above the threshold is
   necessary, never sufficient. The pair must not conflict on numbers or negation (`question_pairs.questions_conflict`),
   the duplicate head (a logistic regression on `question_pairs.pair_features` / `pair_probability`, weights in
@@ -22,7 +23,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from conversations.chinese_text import reads_as_chinese
 from conversations.duplicate_model import PairModel, pair_model_default
+from conversations.intent_rules import intent_by_rules
 from conversations.question_pairs import (
     pair_features,
     pair_probability,
@@ -146,10 +149,27 @@ class IntentExamples:
     vectors: np.ndarray  # (n, d), normalised
 
 
+def intent_by_tenant_rules(*, question: str, intents: Sequence[IntentExamples]) -> tuple[str, str] | None:
+    """(intent name, behaviour) of a Chinese question whose whole text is a formula of a built-in intent
+    (`intent_rules.intent_by_rules`: "你好", "谢谢", "再说一遍", "详细解释一下"), as the tenant has that intent: its
+    behaviour is the tenant's (an admin may have changed it), and a tenant without it gets None. Text with no
+    Chinese is never read by rule: English intents stay the nearest example's."""
+    if not reads_as_chinese(question):
+        return None
+    ruled = intent_by_rules(question)
+    if ruled is None:
+        return None
+    return next(((i.name, i.behaviour) for i in intents if i.name == ruled[0]), None)
+
+
 def intent_classify(
-    *, question_vector: np.ndarray, intents: Sequence[IntentExamples], floor: float = INTENT_FLOOR
+    *, question: str, question_vector: np.ndarray, intents: Sequence[IntentExamples], floor: float = INTENT_FLOOR
 ) -> tuple[str, str, float]:
-    """(intent name, behaviour, similarity) of the nearest example at or above `floor`, else `other`."""
+    """(intent name, behaviour, similarity) of the intent `intent_by_tenant_rules` gives a Chinese question
+    (similarity 1.0), else of the nearest example at or above `floor`, else `other`."""
+    ruled = intent_by_tenant_rules(question=question, intents=intents)
+    if ruled is not None:
+        return ruled[0], ruled[1], 1.0
     best_name, best_behaviour, best_score = INTENT_OTHER, "normal", -1.0
     for intent in intents:
         if intent.vectors is None or len(intent.vectors) == 0:
@@ -173,12 +193,21 @@ def names_topic(
     intents: Sequence[IntentExamples],
     floor: float = INTENT_FLOOR,
     comparable: Sequence[bool] | None = None,
+    questions: Sequence[str] | None = None,
 ) -> list[bool]:
     """For each question vector, whether that question is about something of its own: False when its intent (by
-    `intent_classify`'s rule) has a behaviour in TOPICLESS_BEHAVIOURS. A vector made by another model than the
-    intents' (asked before a model change: `comparable` False, or another size) cannot be classified and counts as
-    naming one."""
+    `intent_classify`'s rule) has a behaviour in TOPICLESS_BEHAVIOURS. `questions`, when given, are the questions'
+    texts, one per vector: a Chinese one a rule recognises (`intent_by_tenant_rules`) is decided by it, whatever its
+    vector. Otherwise a vector made by another model than the intents' (asked before a model change: `comparable`
+    False, or another size) cannot be classified and counts as naming one."""
     flags = [True] * len(vectors)
+    ruled = [False] * len(vectors)
+    if questions is not None and len(questions) != len(vectors):
+        raise ValueError("names_topic takes one question per vector")
+    for index, question in enumerate(questions or ()):
+        by_rule = intent_by_tenant_rules(question=question, intents=intents)
+        if by_rule is not None:
+            flags[index], ruled[index] = by_rule[1] not in TOPICLESS_BEHAVIOURS, True
     usable = [intent for intent in intents if intent.vectors is not None and len(intent.vectors)]
     if not usable or not flags:
         return flags
@@ -189,7 +218,7 @@ def names_topic(
         [np.full(len(intent.vectors), intent.behaviour in TOPICLESS_BEHAVIOURS) for intent in usable]
     )
     for index, vector in enumerate(vectors):
-        if np.shape(vector) != (dimension,) or (comparable is not None and not comparable[index]):
+        if ruled[index] or np.shape(vector) != (dimension,) or (comparable is not None and not comparable[index]):
             continue
         # One matrix-vector product per question, not one matrix product for all: OpenBLAS runs a matrix product
         # on a thread per core that then spins beside the database, where the vector products stay on the calling

@@ -12,6 +12,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from conversations import chinese_text
 from conversations.duplicate_model import FEATURE_VERSION, TENANT_FEATURE_VERSION, PairModel
 
 # --- question agreement (beyond cosine) -------------------------------------------------------------------------
@@ -65,12 +66,15 @@ FOLLOWUP_MAX_CONTENT_WORDS = 1
 
 
 def _words(text: str) -> list[str]:
-    return _WORD.findall(text.lower().replace("\u2019", "'"))
+    if not chinese_text.reads_as_chinese(text):
+        return _WORD.findall(text.lower().replace("\u2019", "'"))
+    lowered = chinese_text.normalized(text).lower().replace("\u2019", "'")
+    return chinese_text.words_of(lowered, _WORD.findall)
 
 
 def question_words(text: str) -> list[str]:
-    """A question's words as these rules read them: lowercased runs of Latin letters and digits (none in a Chinese
-    question)."""
+    """A question's words as these rules read them: lowercased runs of Latin letters and digits, and in Chinese text
+    the words of its Chinese runs as the segmenter cuts them (`chinese_text`)."""
     return _words(text)
 
 
@@ -89,6 +93,8 @@ def _content_stem(word: str) -> str:
     number)."""
     if word in STOPWORDS or word in _NEGATIONS or word.isdigit():
         return ""
+    if word in chinese_text.STOPWORDS or word in chinese_text.NEGATIONS or chinese_text.is_numeral_word(word):
+        return ""
     return _stem(word)
 
 
@@ -100,8 +106,13 @@ def content_words(text: str) -> set[str]:
 
 
 def numbers_in(text: str) -> set[str]:
-    """The quantities a question names ("2,016" and "2016" are one), leaving out digits that are part of a word."""
-    return {
+    """The quantities a question names ("2,016" and "2016" are one), leaving out digits that are part of a word; in
+    Chinese text also those written in Chinese numerals, by value ("三" is "3", "5万" and "五万" are "50000":
+    `chinese_text.chinese_quantities`)."""
+    quantities: set[str] = set()
+    if chinese_text.reads_as_chinese(text):
+        quantities, text = chinese_text.chinese_quantities(chinese_text.normalized(text))
+    return quantities | {
         number.replace(",", "")
         for number, suffix in _NUMBER.findall(text)
         if not suffix or suffix.lower() in _NUMBER_SUFFIXES
@@ -110,7 +121,9 @@ def numbers_in(text: str) -> set[str]:
 
 def is_negated(text: str) -> bool:
     words = _words(text)
-    return any(w in _NEGATIONS or w.endswith("n't") for w in words)
+    return any(w in _NEGATIONS or w.endswith("n't") for w in words) or (
+        chinese_text.reads_as_chinese(text) and chinese_text.negated(text)
+    )
 
 
 def questions_conflict(first: str, second: str) -> str:
@@ -128,12 +141,15 @@ def questions_conflict(first: str, second: str) -> str:
 def question_is_context_dependent(text: str) -> bool:
     """A follow-up whose meaning leans on earlier turns: it opens like a follow-up ("and for admins?",
     "what about..."), it points back with a pronoun ("how do I change it?"), or it names too little to stand
-    alone (a single content word: "pricing?")."""
-    lowered = " ".join(_words(text))
+    alone (a single content word: "pricing?"). Chinese the same way (`chinese_text.leans_on_context`): "那企业用户呢？",
+    "它怎么收费？", "费用呢？"."""
+    words = _words(text)
+    lowered = " ".join(words)
     if any(lowered.startswith(opener) for opener in _FOLLOWUP_OPENERS):
         return True
-    words = _words(text)
     if any(w in _ANAPHORA for w in words):
+        return True
+    if chinese_text.reads_as_chinese(text) and chinese_text.leans_on_context(words):
         return True
     return len(content_words(text)) <= FOLLOWUP_MAX_CONTENT_WORDS
 
@@ -141,6 +157,8 @@ def question_is_context_dependent(text: str) -> bool:
 # --- pair features and the duplicate head -------------------------------------------------------------------------
 
 _QUESTION_WORDS = ("what", "why", "how", "when", "where", "who", "which")
+# Each asking word as the English one it stands for: Chinese 怎么 and 如何 are both "how".
+_ASKING = {word: word for word in _QUESTION_WORDS} | chinese_text.QUESTION_WORDS
 # Names of the lexical features, in the order `pair_lexical_features` returns them (the weights file lists them too).
 LEXICAL_FEATURES = (
     "content_jaccard",
@@ -185,8 +203,8 @@ def pair_lexical_features(first: str, second: str) -> np.ndarray:
         overlap = shared / min(len(content_a), len(content_b))
     else:
         overlap = float(content_a == content_b)
-    question_words_a = {w for w in words_a if w in _QUESTION_WORDS}
-    question_words_b = {w for w in words_b if w in _QUESTION_WORDS}
+    question_words_a = {_ASKING[w] for w in words_a if w in _ASKING}
+    question_words_b = {_ASKING[w] for w in words_b if w in _ASKING}
     length_a, length_b = len(words_a), len(words_b)
     stems_a = [_stem(w) for w in words_a if w not in STOPWORDS]
     stems_b = [_stem(w) for w in words_b if w not in STOPWORDS]
@@ -241,7 +259,7 @@ def _names(text: str) -> set[str]:
 
 
 def _first_question_word(text: str) -> str:
-    return next((w for w in _words(text) if w in _QUESTION_WORDS), "")
+    return next((_ASKING[w] for w in _words(text) if w in _ASKING), "")
 
 
 def pair_extra_features(first: str, second: str) -> np.ndarray:

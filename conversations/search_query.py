@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from conversations.chinese_text import reads_as_chinese
 from conversations.question_pairs import content_words, question_is_context_dependent, question_words
 from retrieval.vectorstore import HYBRID, SEMANTIC
 
@@ -45,11 +46,14 @@ def search_mode_choose(
     `semantic` for a question of a hybrid knowledge base that follows an earlier question naming a topic and leans on
     it (`question_is_context_dependent`) or has at most `max_content_words` content words
     (FOLLOWUP_SEARCH_MAX_CONTENT_WORDS by default), when `followups_semantic` (FOLLOWUPS_SEARCH_SEMANTIC by default);
-    the knowledge base's mode otherwise. A question with no word these rules read (no Latin letter or digit: a
-    Chinese question) keeps the knowledge base's mode, since whether it leans on its context cannot be told from it."""
+    the knowledge base's mode otherwise. A question with no word these rules read keeps the knowledge base's mode,
+    since whether it leans on its context cannot be told from it; so does a Chinese one, whose follow-ups the rules
+    now tell, because searching them by vector alone was measured on English only, and the bundled English model
+    reads Chinese characters as unknown tokens: there the full-text leg (jieba) is what finds a Chinese follow-up's
+    topic."""
     max_words = FOLLOWUP_SEARCH_MAX_CONTENT_WORDS if max_content_words is None else max_content_words
     enabled = FOLLOWUPS_SEARCH_SEMANTIC if followups_semantic is None else followups_semantic
-    if not enabled or knowledge_base_mode != HYBRID or not question_words(question):
+    if not enabled or knowledge_base_mode != HYBRID or not question_words(question) or reads_as_chinese(question):
         return knowledge_base_mode
     if names_topic:
         recent_questions = [earlier for earlier, named in zip(recent_questions, names_topic, strict=True) if named]

@@ -51,9 +51,11 @@ STORED_QUESTION_FIELDS = (
 )
 
 
-def _previous_vectors(*, tenant: Tenant, turns: list[tuple[int, int]]) -> dict[tuple[int, int], tuple[np.ndarray, str]]:
-    """(conversation id, number) -> question vector of the turn before it and the model that made it, for the turns
-    that have one."""
+def _previous_questions(
+    *, tenant: Tenant, turns: list[tuple[int, int]]
+) -> dict[tuple[int, int], tuple[np.ndarray, str, str]]:
+    """(conversation id, number) -> question vector of the turn before it, the model that made it and the question
+    as asked (which `decisions.names_topic` reads), for the turns that have one."""
     wanted = [(conversation_id, number - 1) for conversation_id, number in turns if number > 1]
     if not wanted:
         return {}
@@ -63,9 +65,9 @@ def _previous_vectors(*, tenant: Tenant, turns: list[tuple[int, int]]) -> dict[t
     rows = (
         Turn.objects.for_tenant(tenant)
         .filter(query)
-        .values_list("conversation_id", "number", "question_vector", "question_vector_model")
+        .values_list("conversation_id", "number", "question_vector", "question_vector_model", "question")
     )
-    return {(c, n + 1): (vector_from_bytes(v), model) for c, n, v, model in rows}
+    return {(c, n + 1): (vector_from_bytes(v), model, question) for c, n, v, model, question in rows}
 
 
 def _stored_from_rows(
@@ -80,20 +82,21 @@ def _stored_from_rows(
     """The QA pairs of `rows` (STORED_QUESTION_FIELDS) with the context each was asked in; `model` is the embedding
     model in use (the previous questions of another model are an unknown context); `just_before` is (conversation
     id, number) of the question asked just before the new one, if any."""
-    previous = _previous_vectors(
+    previous = _previous_questions(
         tenant=tenant, turns=[(conversation_id, number) for _, _, _, _, conversation_id, number, *_ in rows]
     )
     comparable = {
         key: decisions.vectors_comparable(stored_model=vector_model, current_model=model)
-        for key, (_, vector_model) in previous.items()
+        for key, (_, vector_model, _) in previous.items()
     }
     topics = dict(
         zip(
             previous,
             decisions.names_topic(
-                vectors=[vector for vector, _ in previous.values()],
+                vectors=[vector for vector, _, _ in previous.values()],
                 intents=intents,
                 comparable=list(comparable.values()),
+                questions=[question for _, _, question in previous.values()],
             ),
             strict=True,
         )

@@ -192,12 +192,15 @@ def question_intent(
 ) -> tuple[str, str]:
     """(intent, behaviour) of the question. A question the embedding model (`embedding`, by name) cannot read
     (`readable` False; None: find out) has a vector near no example for any reason that has to do with its meaning, so
-    it is not classified by it."""
+    it is classified by the rules alone (`decisions.intent_by_tenant_rules`: Chinese formulas), else `other`."""
     if readable is None:
         readable = text_readable(question, embedding)
     if not readable:
-        return decisions.INTENT_OTHER, IntentBehaviour.NORMAL
-    intent, behaviour, _ = decisions.intent_classify(question_vector=question_vector, intents=turn_settings.intents)
+        ruled = decisions.intent_by_tenant_rules(question=question, intents=turn_settings.intents)
+        return ruled if ruled is not None else (decisions.INTENT_OTHER, IntentBehaviour.NORMAL)
+    intent, behaviour, _ = decisions.intent_classify(
+        question=question, question_vector=question_vector, intents=turn_settings.intents
+    )
     return intent, behaviour
 
 
@@ -244,7 +247,10 @@ def _turn_judge(
     # the context of the question before it only when that one does, and a repeat re-asks the last one that does.
     recent_topics = (
         decisions.names_topic(
-            vectors=[t.vector for t in state.recent_turns], intents=turn_settings.intents, comparable=recent_comparable
+            vectors=[t.vector for t in state.recent_turns],
+            intents=turn_settings.intents,
+            comparable=recent_comparable,
+            questions=[t.question for t in state.recent_turns],
         )
         if plan.check_duplicates or behaviour in (IntentBehaviour.REPEAT, IntentBehaviour.ELABORATE)
         else []
