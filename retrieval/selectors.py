@@ -4,7 +4,7 @@ import functools
 import logging
 import random
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 
@@ -364,6 +364,9 @@ def chunk_search(
     if knowledge_base.tenant_id != tenant.pk:
         raise ValueError("knowledge base of another tenant")
     state = index_state(knowledge_base=knowledge_base, query_model_identity=query_model_identity)
+    if len(query_vector) != knowledge_base.embedding_dimension and state.status not in REFUSED_STATUSES:
+        # A query of another size than the knowledge base's vectors is of another model, whatever the row records.
+        state = replace(state, status=IndexStatus.OTHER_MODEL)
     if state.status in REFUSED_STATUSES:
         if not Chunk.objects.for_tenant(tenant).filter(knowledge_base=knowledge_base).exists():
             return []

@@ -69,7 +69,15 @@ def knowledge_base_reindex_start(
     from retrieval.services.knowledge_bases import embedding_model_checked
     from retrieval.tasks import knowledge_base_reindex as reindex_task
 
-    moved = {"embedding_model": embedding_model_checked(embedding_model)} if embedding_model else {}
+    moved = {}
+    if embedding_model and embedding_model_checked(embedding_model) != knowledge_base.embedding_model:
+        # The model its vectors are of, recorded before the name moves on, so that until the re-index runs every
+        # search sees them as another model's (a row that never recorded one was judged by its name).
+        moved = {
+            "embedding_model": embedding_model,
+            "embedding_model_identity": knowledge_base.embedding_model_identity
+            or _identity_of_name(knowledge_base.embedding_model),
+        }
 
     now = timezone.now()
     with transaction.atomic():
@@ -97,6 +105,17 @@ def knowledge_base_reindex_start(
         if queue:
             transaction.on_commit(lambda: reindex_task.delay(knowledge_base.pk, tenant.pk), robust=True)
     return knowledge_base
+
+
+def _identity_of_name(name: str) -> str:
+    """The identity of the offered model `name`, or `name@unrecorded` when it is not offered or cannot be read: an
+    identity no model has, which every query model's differs from."""
+    try:
+        if name in embeddings.offered_models():
+            return embeddings.model_identity(name)
+    except embeddings.EmbeddingModelUnavailable:
+        pass
+    return f"{name}@unrecorded"
 
 
 def _reindex_claim(*, tenant_id: int, knowledge_base_id: int, token: str) -> bool:

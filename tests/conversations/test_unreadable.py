@@ -168,6 +168,10 @@ def test_a_chinese_conversation_on_the_bundled_model_makes_no_false_hit(
     again = ask(api_client, conversation_id, "什么时候发货?")
     assert again["dedup"]["action"] == "served_cached"
     assert again["dedup"]["matched_turn_id"] == asked["什么时候发货？"]
+    # A question that stands alone (the Chinese rules read it so) is served its exact repeat turns later too.
+    later = ask(api_client, conversation_id, "怎么重置密码")
+    assert later["dedup"]["action"] == "served_cached"
+    assert later["dedup"]["matched_turn_id"] == asked["怎么重置密码？"]
     event = DedupEvent.objects.for_tenant(tenant).get(turn_id=again["turn_id"])
     assert event.reason == d.UNREADABLE_REPEAT_REASON and event.similarity is None
     missed = DedupEvent.objects.for_tenant(tenant).get(turn_id=asked["退款多久能到账？"])
