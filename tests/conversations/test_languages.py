@@ -139,3 +139,41 @@ def test_a_broken_multilingual_model_is_a_503_for_its_turns_and_the_english_one_
     assert response.status_code == 503, response.content
     assert response.json()["extra"]["code"] == embeddings.EMBEDDING_MODEL_UNAVAILABLE
     assert ask(api_client, start(api_client, english), "How do I reset my password?")["sources"]
+
+
+def test_indexing_into_a_knowledge_base_whose_model_is_broken_waits_and_retries(
+    tenant, services, monkeypatch, tmp_path
+):
+    from retrieval import embedding_use
+    from retrieval.models import Document, DocumentStatus, SourceKind
+    from retrieval.services import TransientIngestError, documents_index, knowledge_base_create
+
+    knowledge_base = knowledge_base_create(
+        tenant=tenant, name="zh-broken", embedding_model=MULTILINGUAL, text_analyzer="chinese"
+    )
+    document = Document.objects.create(
+        tenant=tenant,
+        knowledge_base=knowledge_base,
+        title="退款",
+        source_kind=SourceKind.TEXT,
+        source_text="退款审核通过后三到五个工作日到账。",
+    )
+    weights = tmp_path / "resources"
+    weights.mkdir()
+    (weights / "sp.model").write_bytes(b"not a sentencepiece model")
+    monkeypatch.setattr(embedding_use, "model_path", lambda: weights)
+    monkeypatch.setattr(embeddings, "_models", {})
+    embeddings._identity_of.cache_clear()
+    with pytest.raises(TransientIngestError):
+        documents_index(tenant_id=tenant.pk, document_ids=[document.pk])
+    document.refresh_from_db()
+    assert document.status == DocumentStatus.QUEUED
+    assert document.error_message.startswith("Waiting to retry: The embedding model cannot be read at")
+
+    monkeypatch.undo()
+    embeddings._identity_of.cache_clear()
+    assert documents_index(tenant_id=tenant.pk, document_ids=[document.pk]).encoded == 1
+    document.refresh_from_db()
+    assert document.status == DocumentStatus.INDEXED
+    knowledge_base.refresh_from_db()
+    assert knowledge_base.embedding_model_identity == embeddings.model_identity(MULTILINGUAL)

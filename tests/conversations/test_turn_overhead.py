@@ -29,24 +29,26 @@ def kb(redis_available, milvus_server, tenant):
     return indexed_kb(tenant)
 
 
-def test_the_question_is_embedded_while_the_conversation_is_read(api_client, kb, monkeypatch):
+def test_the_question_is_embedded_while_the_conversation_state_is_read(api_client, kb, monkeypatch):
+    """The conversation's row names the knowledge base, whose model embeds the question; the embedding then runs while
+    the tenant's settings and the conversation's state are read."""
     conversation_id = start(api_client, kb)
     reading = threading.Event()
     seen_while_embedding = []
-    real_embed, real_conversation_for = embeddings.embed_query, turns.conversation_for
+    real_embed, real_state_load = embeddings.embed_query, turns.state_load
 
-    def embed_waiting_for_the_read(text):
+    def embed_waiting_for_the_read(text, model=None):
         # Sequential work (embedding, then the reads) would never see the read start: this waits for it, and gives up
         # after a while so the test fails rather than hangs.
         seen_while_embedding.append(reading.wait(timeout=20))
-        return real_embed(text)
+        return real_embed(text, model)
 
-    def conversation_for_noticed(**kwargs):
+    def state_load_noticed(**kwargs):
         reading.set()
-        return real_conversation_for(**kwargs)
+        return real_state_load(**kwargs)
 
     monkeypatch.setattr(embeddings, "embed_query", embed_waiting_for_the_read)
-    monkeypatch.setattr(turns, "conversation_for", conversation_for_noticed)
+    monkeypatch.setattr(turns, "state_load", state_load_noticed)
     assert ask(api_client, conversation_id, QUESTION)["dedup"]["action"] == "answered"
     assert seen_while_embedding == [True]
 
@@ -55,9 +57,9 @@ def test_a_refused_turn_does_not_wait_for_its_embedding(api_client, kb, monkeypa
     release, finished = threading.Event(), threading.Event()
     real_embed = embeddings.embed_query
 
-    def embed_held(text):
+    def embed_held(text, model=None):
         release.wait(timeout=10)
-        vector = real_embed(text)
+        vector = real_embed(text, model)
         finished.set()
         return vector
 

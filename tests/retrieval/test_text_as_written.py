@@ -177,12 +177,12 @@ def test_a_reindex_onto_a_model_that_breaks_runs_otherwise_records_what_the_new_
     (hex_chunk,) = Chunk.objects.for_tenant(tenant).filter(document=document, text__contains=HEX_RUN)
     assert hex_chunk.model_input_hash == text_hash(embeddings.long_runs_break(hex_chunk.text))
 
-    def breaks_every_40(text: str) -> str:
+    def breaks_every_40(text: str, model: str | None = None) -> str:
         return re.sub(r"\S{41,}", lambda run: " ".join(textwrap.wrap(run.group(), 40)), text)
 
     new_model = embeddings.identity_name(embeddings.model_identity()) + "@fedcba9876543210"
     monkeypatch.setattr(embeddings, "long_runs_break", breaks_every_40)
-    monkeypatch.setattr(embeddings, "model_identity", lambda: new_model)
+    monkeypatch.setattr(embeddings, "model_identity", lambda model=None: new_model)
     assert breaks_every_40(hex_chunk.text) != hex_chunk.text
     KnowledgeBase.objects.for_tenant(tenant).filter(pk=kb.pk).update(reindex_status=ReindexStatus.RUNNING)
     assert services.knowledge_base_reindex(tenant_id=tenant.pk, knowledge_base_id=kb.pk)
