@@ -4,9 +4,10 @@ many entities each holds, and which question collections no unexpired conversati
 Tenant-scope dedup keeps one question collection per embedding model (`<MILVUS_COLLECTION>_questions_<model id>`).
 After a model change the old model's collection is never searched again, but its questions are found again if the
 operator switches back while their conversations live; once no unexpired turn carries that model id, nothing can
-ever read it, and it may go. The chunk collections (MILVUS_COLLECTION, and `<MILVUS_COLLECTION>_text` beside it in a
-deployment from before full text) and the question collection of the model in use are never dropped, nor anything
-that is not named as this deployment's question collections are.
+ever read it, and it may go. The chunk collections (MILVUS_COLLECTION, `<MILVUS_COLLECTION>_text` beside it in a
+deployment from before full text, and each offered model's own, `<MILVUS_COLLECTION>_<model>`) and the question
+collections of the offered models are never dropped, nor anything that is not named as this deployment's question
+collections are.
 
 Crosses tenants by design: it is the platform's own housekeeping, as the purge of expired conversations is.
 """
@@ -58,11 +59,11 @@ def live_turns_text(collection: DeploymentCollection) -> str:
 
 def collection_drop_refusal(collection: DeploymentCollection) -> str | None:
     """Why `collection` must not be dropped, or None when it may be: only a question collection of this deployment,
-    of a model other than the one in use, that no unexpired turn's question vector came from."""
+    of a model the deployment does not offer, that no unexpired turn's question vector came from."""
     if collection.kind == CHUNKS:
         return (
-            "it is a chunk collection (MILVUS_COLLECTION, or the full-text one beside it, <MILVUS_COLLECTION>_text): "
-            "knowledge bases' vectors are there"
+            "it is a chunk collection (MILVUS_COLLECTION, the full-text one beside it, <MILVUS_COLLECTION>_text, or an "
+            "offered model's own): knowledge bases' vectors are there"
         )
     if collection.kind != QUESTIONS:
         return (
@@ -70,7 +71,10 @@ def collection_drop_refusal(collection: DeploymentCollection) -> str | None:
             f"{settings.MILVUS_COLLECTION}_questions_<model id> ever are)"
         )
     if collection.in_use:
-        return "it holds the questions of the embedding model in use: tenant-scope dedup searches it"
+        return (
+            "it holds the questions of an embedding model in use (one the deployment offers): tenant-scope dedup "
+            "searches it"
+        )
     if collection.live_turns:
         return (
             f"{live_turns_text(collection)} still carry model {collection.model or '(none recorded)'}: "
@@ -94,9 +98,10 @@ def deployment_collections(*, now: datetime | None = None) -> list[DeploymentCol
     """Every collection named after MILVUS_COLLECTION, with its role and, for question collections, the unexpired
     turns of its model. Raises VectorStoreUnavailable when Milvus does not answer."""
     now = now or timezone.now()
-    current_model = embeddings.model_id()
+    # Every offered model's questions are in use: a knowledge base may be on any of them.
+    offered_ids = {embeddings.model_id(model) for model in embeddings.offered_models()}
     names = vectorstore.deployment_collection_names()
-    chunk_names = vectorstore.chunk_collection_names()
+    chunk_names = {*vectorstore.chunk_collection_names(), *vectorstore.model_chunk_collection_names()}
     live = _live_turns_by_model(now=now)
     collections = []
     for name in names:
@@ -104,7 +109,7 @@ def deployment_collections(*, now: datetime | None = None) -> list[DeploymentCol
         if name in chunk_names:
             kind, in_use = CHUNKS, True
         elif model is not None:
-            kind, in_use = QUESTIONS, model == current_model
+            kind, in_use = QUESTIONS, model in offered_ids
         else:
             kind, in_use = OTHER, False
         conversations, turns = live.get(model, (0, 0)) if model is not None else (0, 0)

@@ -2,7 +2,7 @@
 (those named after MILVUS_COLLECTION) with their entities and roles, and the drop of question collections of
 embedding models no unexpired conversation uses any more (docs/operations.md, "Re-index after a model change").
 
-Run it with the settings of the web and worker hosts: "the model in use" is the one EMBEDDING_MODEL_PATH names here.
+Run it with the settings of the web and worker hosts: "the models in use" are the ones EMBEDDING_MODELS offers here.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ def _role(collection: DeploymentCollection) -> str:
     if collection.kind == CHUNKS:
         if collection.name == settings.MILVUS_COLLECTION:
             return "chunks (MILVUS_COLLECTION)"
+        if collection.name in vectorstore.model_chunk_collection_names():
+            return "chunks (an offered model's own)"
         return "chunks (full text, beside MILVUS_COLLECTION)"
     if collection.kind != QUESTIONS:
         return "other: not named as this deployment's collections are, never dropped"
@@ -89,8 +91,9 @@ class Command(BaseCommand):
     def _list(self) -> None:
         collections = deployment_collections()
         self.stdout.write(
-            f"Collections named after MILVUS_COLLECTION={settings.MILVUS_COLLECTION!r}; embedding model in use: "
-            f"{embeddings.model_name()} ({embeddings.model_id()})."
+            f"Collections named after MILVUS_COLLECTION={settings.MILVUS_COLLECTION!r}; embedding models in use: "
+            + ", ".join(f"{model} ({embeddings.model_id(model)})" for model in embeddings.offered_models())
+            + "."
         )
         if not collections:
             self.stdout.write("None exists yet.")
