@@ -102,22 +102,32 @@ def never_trained_on(*, set_name: str, path: Path, pair_id: str, id_prefix_templ
     return is_held_out(f"{id_prefix_template.format(file=path.stem)}{pair_id}")
 
 
-def pairs_sample(*, set_name: str, limit: int, id_prefix_template: str) -> tuple[list[dict], int]:
-    """A seeded sample of `limit` pairs of the set that the head never trained on (all with 0), in file order, and
-    how many such pairs the set has."""
+def askable(question: str) -> bool:
+    """Whether the API takes the question as it stands (`kbplatform.text`'s checks): a pair with a stray control
+    character is one no person typed, and a 400 would end the run."""
+    from kbplatform.text import control_character_problem, has_visible_character
+
+    return control_character_problem(question) is None and has_visible_character(question)
+
+
+def pairs_sample(*, set_name: str, limit: int, id_prefix_template: str) -> tuple[list[dict], int, int]:
+    """A seeded sample of `limit` pairs of the set that the head never trained on and the API takes (all with 0), in
+    file order; how many such pairs the set has, and how many it left out as not askable."""
     path = SETS[set_name]
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    eligible = [
+    never_trained = [
         row
         for row in rows
         if never_trained_on(
             set_name=set_name, path=path, pair_id=str(row["pair_id"]), id_prefix_template=id_prefix_template
         )
     ]
+    eligible = [row for row in never_trained if askable(row["question1"]) and askable(row["question2"])]
+    left_out = len(never_trained) - len(eligible)
     if not limit or limit >= len(eligible):
-        return eligible, len(eligible)
+        return eligible, len(eligible), left_out
     chosen = np.random.default_rng([SEED, zlib.crc32(set_name.encode())]).choice(len(eligible), limit, replace=False)
-    return [eligible[index] for index in sorted(chosen)], len(eligible)
+    return [eligible[index] for index in sorted(chosen)], len(eligible), left_out
 
 
 def reason_described(dedup: dict, row: dict) -> str:
@@ -177,10 +187,13 @@ def main() -> int:
             f"database: {connection.vendor}; seed {SEED}; default dedup threshold {DEFAULT_THRESHOLD}; "
             f"{load_average()} at the start"
         )
-        for name, (rows, eligible) in samples.items():
+        for name, (rows, eligible, left_out) in samples.items():
             held = " (held-out part)" if name in TRAINED_SETS else ""
             duplicates = sum(int(row["is_duplicate"]) for row in rows)
-            print(f"  {name}: {len(rows)} pairs{held} of {eligible} never trained on, {duplicates} duplicates")
+            print(
+                f"  {name}: {len(rows)} pairs{held} of {eligible} never trained on, {duplicates} duplicates "
+                f"({left_out} left out: a control character or no visible one, which the API refuses)"
+            )
 
         knowledge_bases: dict[tuple[str, str], object] = {}
         figures: list[tuple[str, str, dict]] = []
@@ -207,7 +220,7 @@ def main() -> int:
                     label=knowledge_base.name,
                 )
                 knowledge_bases[(model, analyzer)] = knowledge_base
-            rows, _ = samples[name]
+            rows, _, _ = samples[name]
             started = time.perf_counter()
             decisions = pairs_ask(client=client, knowledge_base_id=knowledge_base.pk, rows=rows)
             actions = [dedup["action"] for dedup in decisions]

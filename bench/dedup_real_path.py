@@ -27,7 +27,8 @@ from collections import Counter
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH))
+if str(BENCH) not in sys.path:  # imported by another benchmark, whose folder is this one: it must not go before ROOT
+    sys.path.insert(0, str(BENCH))
 import numpy as np  # noqa: E402
 from common import platform  # noqa: E402
 
