@@ -313,3 +313,11 @@ def load_average() -> str:
     """The machine's load average (1 and 5 minutes), printed beside every timing: other work on the cores shows."""
     one, five, _ = os.getloadavg()
     return f"load {one:.2f}/{five:.2f} (1/5 min) on {os.cpu_count()} CPUs"
+
+
+def rss_mb() -> float:
+    """This process's resident memory (VmRSS of /proc/self/status), in MB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
