@@ -262,3 +262,62 @@ def scifact_ingest(
 def _beir_text(row: dict) -> str:
     title, text = (row.get("title") or "").strip(), (row.get("text") or "").strip()
     return f"{title}\n\n{text}" if title else text
+
+
+def tenant_api_client(*, slug: str, name: str) -> tuple[object, object]:
+    """(tenant, DRF client holding an API key of every scope of it): a benchmark's tenant, reached as a client does."""
+    from rest_framework.test import APIClient
+
+    from lifecycle.services import tenant_get_or_create
+    from tenants.scopes import SCOPE_ORDER
+    from tenants.services import api_key_create
+
+    tenant, _ = tenant_get_or_create(slug=slug, name=name)
+    _, raw_key = api_key_create(tenant=tenant, name="bench", scopes=SCOPE_ORDER)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Api-Key {raw_key}")
+    return tenant, client
+
+
+def knowledge_base_through_api(*, tenant, client, **fields: object):  # noqa: ANN001, ANN201
+    """A knowledge base created by `POST /api/v1/knowledge-bases/` with `fields` (name, embedding_model,
+    text_analyzer, ...), as its model row."""
+    from retrieval.models import KnowledgeBase
+
+    response = client.post("/api/v1/knowledge-bases/", fields, format="json")
+    if response.status_code != 201:
+        raise SystemExit(f"knowledge base refused ({response.status_code}): {response.content[:300]!r}")
+    return KnowledgeBase.objects.for_tenant(tenant).get(pk=response.json()["id"])
+
+
+def documents_through_api(*, tenant, client, knowledge_base, documents: list[dict], label: str = "") -> dict:  # noqa: ANN001
+    """Add `documents` (each as `POST .../documents/bulk/` takes one: text or chunks, title, external_id) in bulk
+    requests of KB_BULK_DOCUMENTS_MAX and wait until the worker has indexed them all; returns the status counts.
+    Raises SystemExit when the API refuses one or the worker fails one: a benchmark's corpus is indexed whole."""
+    from django.conf import settings
+
+    url = f"/api/v1/knowledge-bases/{knowledge_base.pk}/documents/bulk/"
+    size = settings.BULK_DOCUMENTS_MAX
+    for start in range(0, len(documents), size):
+        response = client.post(url, {"documents": documents[start : start + size]}, format="json")
+        body = response.json() if response.status_code == 202 else {}
+        if response.status_code != 202 or body["failed"]:
+            raise SystemExit(f"documents refused ({response.status_code}): {response.content[:500]!r}")
+    counts = wait_indexed(tenant=tenant, knowledge_base=knowledge_base, expected=len(documents), label=label)
+    if counts["failed"]:
+        raise SystemExit(f"{counts['failed']} of {len(documents)} documents failed to index in {knowledge_base.name}")
+    return counts
+
+
+def load_average() -> str:
+    """The machine's load average (1 and 5 minutes), printed beside every timing: other work on the cores shows."""
+    one, five, _ = os.getloadavg()
+    return f"load {one:.2f}/{five:.2f} (1/5 min) on {os.cpu_count()} CPUs"
+
+
+def rss_mb() -> float:
+    """This process's resident memory (VmRSS of /proc/self/status), in MB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")

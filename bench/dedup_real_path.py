@@ -27,7 +27,9 @@ from collections import Counter
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH))
+if str(BENCH) not in sys.path:  # imported by another benchmark, whose folder is this one: it must not go before ROOT
+    sys.path.insert(0, str(BENCH))
+import numpy as np  # noqa: E402
 from common import platform  # noqa: E402
 
 TARGET_PRECISION, TARGET_RECALL = 0.85, 0.40
@@ -50,6 +52,40 @@ def offline_decide(*, rows: list[dict], first, second) -> list[bool]:  # noqa: A
     ]
 
 
+def pairs_ask(*, client, knowledge_base_id: int, rows: list[dict]) -> list[dict]:  # noqa: ANN001
+    """Each pair in a fresh conversation of the knowledge base: question1, then question2, through
+    `POST /api/v1/conversations/{id}/messages/`; returns the second turn's `dedup` (action, reason, similarity, ...)
+    per pair."""
+
+    def ask(conversation_id: int, question: str) -> dict:
+        response = client.post(
+            f"/api/v1/conversations/{conversation_id}/messages/", {"question": question}, format="json"
+        )
+        if response.status_code != 200:
+            raise SystemExit(f"turn refused ({response.status_code}): {response.content[:300]!r}")
+        return response.json()["dedup"]
+
+    decisions = []
+    for index, row in enumerate(rows):
+        conversation = client.post("/api/v1/conversations/", {"knowledge_base": knowledge_base_id}, format="json")
+        conversation_id = conversation.json()["id"]
+        ask(conversation_id, row["question1"])
+        decisions.append(ask(conversation_id, row["question2"]))
+        if (index + 1) % 50 == 0:
+            print(f"\r  {index + 1}/{len(rows)} pairs", end="", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
+    return decisions
+
+
+def reasons_print(title: str, mask: np.ndarray, actions: list[str], reasons: list[str], *, top: int = 12) -> None:
+    """How many pairs of `mask` each (action, audit reason) took, most first; a reason's figures cut off."""
+    counts = Counter(f"{actions[i]}: {reasons[i].split(' (p=')[0]}" for i in np.where(mask)[0])
+    print()
+    print(f"{title} ({int(mask.sum())})")
+    for reason, count in counts.most_common(top):
+        print(f"  {count:>5}  {reason}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=int, default=0, help="the first N held-out pairs only (0 = all)")
@@ -60,7 +96,6 @@ def main() -> int:
     os.environ["KB_RATE_LIMIT"] = ""
 
     with platform(name=f"dup_{run}"):
-        import numpy as np
         from django.db import connection
         from rest_framework.test import APIClient
 
@@ -89,26 +124,12 @@ def main() -> int:
         client = APIClient()
         client.credentials(HTTP_AUTHORIZATION=f"Api-Key {raw_key}")
 
-        def ask(conversation_id: int, question: str) -> dict:
-            response = client.post(
-                f"/api/v1/conversations/{conversation_id}/messages/", {"question": question}, format="json"
-            )
-            if response.status_code != 200:
-                raise SystemExit(f"turn refused ({response.status_code}): {response.content[:300]!r}")
-            return response.json()["dedup"]
-
-        actions, reasons = [], []
         started = time.perf_counter()
-        for index, row in enumerate(rows):
-            conversation = client.post("/api/v1/conversations/", {"knowledge_base": knowledge_base.pk}, format="json")
-            conversation_id = conversation.json()["id"]
-            ask(conversation_id, row["question1"])
-            dedup = ask(conversation_id, row["question2"])
-            actions.append(dedup["action"])
-            reasons.append(dedup["reason"] or "(none)")
-            if (index + 1) % 200 == 0:
-                print(f"\r  {index + 1}/{len(rows)} pairs", end="", file=sys.stderr, flush=True)
-        print(file=sys.stderr)
+        decisions = pairs_ask(client=client, knowledge_base_id=knowledge_base.pk, rows=rows)
+        actions, reasons = (
+            [dedup["action"] for dedup in decisions],
+            [dedup["reason"] or "(none)" for dedup in decisions],
+        )
         elapsed = time.perf_counter() - started
         print(f"{len(rows)} conversations of two turns in {elapsed:.0f}s")
 
@@ -122,16 +143,11 @@ def main() -> int:
         only_offline, only_api = int((offline & ~served).sum()), int((served & ~offline).sum())
         print(f"disagree on {only_offline + only_api} pairs: offline hit, API not {only_offline}; reverse {only_api}")
 
-        def histogram(title: str, mask: np.ndarray) -> None:
-            counts = Counter(f"{actions[i]}: {reasons[i].split(' (p=')[0]}" for i in np.where(mask)[0])
-            print()
-            print(f"{title} ({int(mask.sum())})")
-            for reason, count in counts.most_common(12):
-                print(f"  {count:>5}  {reason}")
-
-        histogram("true duplicates not served, by action and audit reason", (labels == 1) & ~served)
-        histogram("  of which offline served", (labels == 1) & ~served & offline)
-        histogram("false hits served (not duplicates)", (labels == 0) & served)
+        reasons_print(
+            "true duplicates not served, by action and audit reason", (labels == 1) & ~served, actions, reasons
+        )
+        reasons_print("  of which offline served", (labels == 1) & ~served & offline, actions, reasons)
+        reasons_print("false hits served (not duplicates)", (labels == 0) & served, actions, reasons)
         precision, recall, _ = precision_recall_hit(served, labels)
         met = precision >= TARGET_PRECISION and recall >= TARGET_RECALL
         print()

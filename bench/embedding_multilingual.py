@@ -81,13 +81,13 @@ class Pair:
     duplicate: int
 
 
-def _pairs(path: Path) -> list[Pair]:
+def pairs_read(path: Path) -> list[Pair]:
     with path.open(encoding="utf-8") as handle:
         rows = [json.loads(line) for line in handle if line.strip()]
     return [Pair(str(row["question1"]), str(row["question2"]), int(row["is_duplicate"])) for row in rows]
 
 
-def _sample(pairs: list[Pair], size: int | None, rng: np.random.Generator) -> list[Pair]:
+def pairs_sampled(pairs: list[Pair], size: int | None, rng: np.random.Generator) -> list[Pair]:
     if size is None or size >= len(pairs):
         return pairs
     return [pairs[index] for index in sorted(rng.choice(len(pairs), size=size, replace=False))]
@@ -251,7 +251,7 @@ def success_at(
     return hits / len(relevant)
 
 
-def _faq(pairs: list[Pair]) -> tuple[list[str], list[str], list[set[int]]]:
+def faq_split(pairs: list[Pair]) -> tuple[list[str], list[str], list[set[int]]]:
     """(queries, documents, each query's duplicate documents) of the duplicate pairs in `pairs`."""
     documents: dict[str, int] = {}
     relevant: dict[str, set[int]] = {}
@@ -297,10 +297,12 @@ def main() -> None:
         subprocess.run([sys.executable, "manage.py", "embedding_model_export"], check=True, cwd=ROOT)
 
     rng = np.random.default_rng(SEED)
-    every = {name: _pairs(path) for name, path in PAIR_SETS.items()}
-    labelled = {name: _sample(pairs, None if args.all else args.pairs, rng) for name, pairs in every.items()}
+    every = {name: pairs_read(path) for name, path in PAIR_SETS.items()}
+    labelled = {name: pairs_sampled(pairs, None if args.all else args.pairs, rng) for name, pairs in every.items()}
     faq = {
-        name: _faq(_sample([p for p in every[name] if p.duplicate], None if args.all else args.faq_pairs, rng))
+        name: faq_split(
+            pairs_sampled([p for p in every[name] if p.duplicate], None if args.all else args.faq_pairs, rng)
+        )
         for name in CHINESE_SETS
     }
     with_digits = {
@@ -308,7 +310,7 @@ def main() -> None:
         "en": [p.first for p in every["qqp"] if NUMBER.search(p.first)],
     }
     numbers = {
-        language: [(q, _number_changed(q, rng)) for q in _sample(questions, args.numbers, rng)]
+        language: [(q, _number_changed(q, rng)) for q in pairs_sampled(questions, args.numbers, rng)]
         for language, questions in with_digits.items()
     }
     texts: dict[str, int] = {}

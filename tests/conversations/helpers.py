@@ -45,6 +45,15 @@ HANDBOOK = {
 }
 
 
+# A tiny Chinese help centre: what a knowledge base of Chinese questions answers from (tests, benchmarks).
+HELP_CENTRE_ZH = {
+    "password": ["重置密码：打开设置，选择安全，点击重置密码。重置链接会发送到您的邮箱，三十分钟内有效。"],
+    "refund": ["申请退款：在订单页面点击申请退款，填写原因后提交。退款审核通过后三到五个工作日到账。"],
+    "invoice": ["发票在订单完成后七天内开具，电子发票会发送到您的邮箱。"],
+    "delivery": ["订单付款后四十八小时内发货，偏远地区可能需要更长时间。"],
+}
+
+
 def chunk_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 

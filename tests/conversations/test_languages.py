@@ -10,9 +10,8 @@ from conversations.models import Turn
 from retrieval import embeddings, vectorstore
 from retrieval.models import KnowledgeBase, ReindexStatus
 from retrieval.services import knowledge_base_reindex
-from tests.conversations.helpers import HANDBOOK, indexed_kb
+from tests.conversations.helpers import HANDBOOK, HELP_CENTRE_ZH, indexed_kb
 from tests.conversations.test_api import ask, start
-from tests.conversations.test_unreadable import HELP_CENTRE_ZH
 
 pytestmark = [pytest.mark.django_db, pytest.mark.integration]
 

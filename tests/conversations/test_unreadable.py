@@ -8,7 +8,7 @@ from conversations import decisions as d
 from conversations.label_rules import verdict_label
 from conversations.models import DedupAction, DedupEvent, ReviewVerdict
 from retrieval.embeddings import UNREADABLE_UNKNOWN_SHARE, text_readable, unknown_share
-from tests.conversations.helpers import indexed_kb
+from tests.conversations.helpers import HELP_CENTRE_ZH, indexed_kb
 from tests.conversations.test_api import ask, start
 
 SAME = np.array([1.0, 0.0, 0.0], dtype=np.float32)  # every unreadable question's vector looks alike
@@ -143,14 +143,6 @@ def test_a_decision_on_an_unreadable_question_gives_no_label(reason, action, ver
 def test_the_bundled_model_reads_english_and_not_chinese(text, readable):
     assert text_readable(text) is readable
     assert (unknown_share(text) < UNREADABLE_UNKNOWN_SHARE) is readable
-
-
-HELP_CENTRE_ZH = {
-    "password": ["重置密码：打开设置，选择安全，点击重置密码。重置链接会发送到您的邮箱，三十分钟内有效。"],
-    "refund": ["申请退款：在订单页面点击申请退款，填写原因后提交。退款审核通过后三到五个工作日到账。"],
-    "invoice": ["发票在订单完成后七天内开具，电子发票会发送到您的邮箱。"],
-    "delivery": ["订单付款后四十八小时内发货，偏远地区可能需要更长时间。"],
-}
 
 
 @pytest.mark.integration

@@ -1,0 +1,150 @@
+"""FAQ-style retrieval on the Chinese question sets through the platform (issue 35, "Must show"): the same documents
+indexed into a knowledge base of the multilingual model and one of the bundled model, searched through
+`POST /api/v1/knowledge-bases/{id}/search/` (`selectors.chunk_search`), in one run.
+
+    .venv/bin/python bench/faq_retrieval.py [--sets bq,lcqmc,afqmc,oppo] [--pairs N] [--modes hybrid,semantic]
+
+For each set, a seeded sample of --pairs duplicate pairs (all with 0): the second questions are the documents (one per
+FAQ answer, identical texts once), the first questions the queries, and a query's relevant documents are the second
+questions it was labelled a duplicate of (bench/embedding_multilingual.py's `faq_split`, which measured the models'
+cosines alone). Both knowledge bases are made through the API with text analyser chinese, so their BM25 side is the
+same and only the vectors differ, and take the documents as text through the bulk API and the worker (the real
+ingestion path). Each query is searched in each of --modes on each knowledge base (hybrid is a new knowledge base's
+mode; semantic shows each model's vectors alone), and once in full_text (BM25 alone: the same on either knowledge base).
+
+Prints per set and per knowledge base and mode: success@5 (a relevant document among the 5 first) and MRR@10, with
+the search's p50 latency and the load average beside it (indicative: the figures that matter are quality).
+The database is SQLite under var/bench unless DATABASE_URL is set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+import uuid
+import zlib
+
+import numpy as np
+from common import (
+    documents_through_api,
+    knowledge_base_through_api,
+    load_average,
+    modes_parse,
+    platform,
+    tenant_api_client,
+    worker,
+)
+from embedding_multilingual import CHINESE_SETS, PAIR_SETS, SEED, faq_split, pairs_read, pairs_sampled
+from retrieval_quality import reciprocal_rank
+
+MODELS = ("use-multilingual-v3", "all-MiniLM-L6-v2")
+TOP, DEPTH = 5, 10
+
+
+def success_at(ranked: list[str], relevant: set[str], k: int = TOP) -> float:
+    return float(bool(set(ranked[:k]) & relevant))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sets", default=",".join(CHINESE_SETS), help=f"comma-separated, of {', '.join(CHINESE_SETS)}")
+    parser.add_argument("--pairs", type=int, default=1000, help="duplicate pairs per set, a seeded sample (0 = all)")
+    parser.add_argument("--modes", default="hybrid,semantic", help="retrieval modes searched on both knowledge bases")
+    args = parser.parse_args()
+    sets = [name.strip() for name in args.sets.split(",") if name.strip()]
+    if unknown := set(sets) - set(CHINESE_SETS):
+        parser.error(f"unknown sets: {', '.join(sorted(unknown))}")
+    modes = [mode for mode, _ in modes_parse(args.modes)]
+    run = uuid.uuid4().hex[:8]
+    os.environ["KB_CACHE_PREFIX"] = f"bench-faq-{run}"
+    os.environ["KB_RATE_LIMIT"] = ""
+
+    faqs = {}
+    for name in sets:
+        duplicates = [pair for pair in pairs_read(PAIR_SETS[name]) if pair.duplicate]
+        rng = np.random.default_rng([SEED, zlib.crc32(name.encode())])
+        faqs[name] = faq_split(pairs_sampled(duplicates, args.pairs or None, rng))
+
+    with platform(name=f"faq_{run}") as env, worker(env):
+        from django.db import connection
+
+        tenant, client = tenant_api_client(slug=f"bench-faq-{run}", name="FAQ retrieval")
+        print(f"database: {connection.vendor}; seed {SEED}; {load_average()} at the start")
+        rows = []
+        for name in sets:
+            queries, documents, relevant = faqs[name]
+            print(f"\n{name}: {len(queries)} queries, {len(documents)} documents (FAQ answers)")
+            knowledge_bases = {}
+            for model in MODELS:
+                knowledge_base = knowledge_base_through_api(
+                    tenant=tenant,
+                    client=client,
+                    name=f"faq-{name}-{model}",
+                    embedding_model=model,
+                    text_analyzer="chinese",
+                )
+                started = time.perf_counter()
+                documents_through_api(
+                    tenant=tenant,
+                    client=client,
+                    knowledge_base=knowledge_base,
+                    documents=[
+                        {"title": f"{name}-{index}", "external_id": str(index), "text": text}
+                        for index, text in enumerate(documents)
+                    ],
+                    label=knowledge_base.name,
+                )
+                print(
+                    f"  {model}: indexed in {time.perf_counter() - started:.0f}s "
+                    f"(mode {knowledge_base.retrieval_mode}, analyser {knowledge_base.text_analyzer}); {load_average()}"
+                )
+                knowledge_bases[model] = knowledge_base
+            searches = [(model, mode) for model in MODELS for mode in modes] + [(MODELS[0], "full_text")]
+            for model, mode in searches:
+                url = f"/api/v1/knowledge-bases/{knowledge_bases[model].pk}/search/"
+                successes, reciprocal_ranks, latencies = [], [], []
+                for query, wanted in zip(queries, relevant, strict=True):
+                    started = time.perf_counter()
+                    response = client.post(url, {"query": query, "limit": DEPTH, "retrieval_mode": mode}, format="json")
+                    latencies.append((time.perf_counter() - started) * 1000)
+                    if response.status_code != 200:
+                        raise SystemExit(f"search refused ({response.status_code}): {response.content[:300]!r}")
+                    ranked = [hit["document_external_id"] for hit in response.json()["results"]]
+                    wanted_ids = {str(index) for index in wanted}
+                    successes.append(success_at(ranked, wanted_ids))
+                    reciprocal_ranks.append(reciprocal_rank(ranked, wanted_ids, DEPTH))
+                label = "either (BM25 alone)" if mode == "full_text" else model
+                rows.append(
+                    (
+                        name,
+                        label,
+                        mode,
+                        len(queries),
+                        float(np.mean(successes)),
+                        float(np.mean(reciprocal_ranks)),
+                        statistics.median(latencies),
+                        load_average(),
+                    )
+                )
+                print(
+                    f"  {label:20} {mode:10} success@{TOP} {rows[-1][4]:.3f}  MRR@{DEPTH} {rows[-1][5]:.3f}  "
+                    f"p50 {rows[-1][6]:.1f} ms; {rows[-1][7]}",
+                    file=sys.stderr,
+                )
+
+        print()
+        print(
+            f"{'set':6} {'knowledge base':20} {'mode':10} {'queries':>7} {f'S@{TOP}':>6} {f'MRR@{DEPTH}':>7} "
+            f"{'p50 ms':>7}  load"
+        )
+        for name, label, mode, count, success, mrr, p50, load in rows:
+            print(f"{name:6} {label:20} {mode:10} {count:>7} {success:>6.3f} {mrr:>7.3f} {p50:>7.1f}  {load}")
+        print(f"{load_average()} at the end")
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
