@@ -131,15 +131,16 @@ def pairs_sample(*, set_name: str, limit: int, id_prefix_template: str) -> tuple
 
 
 def reason_described(dedup: dict, row: dict) -> str:
-    """The turn's audit reason, and for a decision that gives none (a served match) its cosine to a tenth and whether
-    the two questions are one once normalised (`decisions.question_normalised`), so a false hit says what served it."""
+    """The turn's audit reason with the cosine of its nearest stored question in bands of 0.05 when it has one, and
+    for a served match (which gives no reason) whether the two questions are one once normalised
+    (`decisions.question_normalised`): how far below the gate a miss was, and what served a false hit."""
     from conversations.decisions import question_normalised
 
-    if dedup["reason"]:
-        return dedup["reason"]
-    same = question_normalised(row["question1"]) == question_normalised(row["question2"])
     similarity = dedup["similarity"]
     cosine = f"cosine {np.floor(similarity * 20) / 20:.2f}+" if similarity is not None else "no cosine"
+    if dedup["reason"]:
+        return f"{dedup['reason']} ({cosine})" if similarity is not None else dedup["reason"]
+    same = question_normalised(row["question1"]) == question_normalised(row["question2"])
     return f"{cosine}{', identical once normalised' if same else ''}"
 
 
