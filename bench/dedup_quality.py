@@ -1,19 +1,25 @@
-"""Quality of the duplicate-question decision on Quora Question Pairs (../shared/data/qqp/pairs.jsonl).
+"""Quality of the duplicate-question decision on labelled question pairs, with an embedding model's shipped head.
 
 For each threshold it prints precision, recall and hit rate of
-  - plain cosine (the bundled all-MiniLM-L6-v2, as the turn pipeline embeds questions), and
+  - plain cosine (the model's vectors, as the turn pipeline embeds questions), and
   - the platform's decision, `conversations.decisions.duplicate_decide` (cosine at or above the threshold AND no
-    conflict on numbers or negation AND the duplicate head's probability at or above its cut AND the follow-up
-    guard), run pair by pair exactly as a turn runs it against one stored question,
-on the HELD-OUT split (30% of the pairs by a hash of pair_id, conversations/labelled_pairs.py), which the duplicate
-head never saw,
+    conflict on numbers or negation AND the model's duplicate head's probability at or above its cut AND the
+    follow-up guard), run pair by pair exactly as a turn runs it against one stored question,
+on the HELD-OUT split (30% of the pairs by a hash of pair_id, conversations/labelled_pairs.py; by the file's name and
+pair_id when the head was trained on several files), which the head never saw, file by file when there are several,
 then the figures at the default threshold (conversations.models.DEFAULT_THRESHOLD) on the held-out split and,
 labelled as such, on all pairs (70% of which are the head's training data, so those figures are optimistic).
 
-QQP is in all-MiniLM-L6-v2's own training data (../shared/data/README.md): every figure here, cosine included,
+`--also FILE` (again for several) adds files the head never saw, none of whose pairs took part in any choice, each
+reported whole at the default threshold: a print-only check (the multilingual head's bq, oppo and afqmc_dev).
+
+QQP is in all-MiniLM-L6-v2's own training data (../shared/data/README.md): every figure there, cosine included,
 is better than the same decision on questions the model never saw.
 
-Usage: .venv/bin/python bench/dedup_quality.py [--pairs PATH] [--limit N]
+Usage: .venv/bin/python bench/dedup_quality.py [--model NAME] [--pairs PATH ...] [--also PATH ...] [--limit N]
+  e.g. --model use-multilingual-v3 --pairs ../shared/data/qqp/pairs.jsonl --pairs ../shared/data/zh/afqmc_train.jsonl
+       --pairs ../shared/data/zh/lcqmc.jsonl --also ../shared/data/zh/bq.jsonl --also ../shared/data/zh/oppo.jsonl
+       --also ../shared/data/zh/afqmc_dev.jsonl
 """
 
 from __future__ import annotations
@@ -37,84 +43,120 @@ django.setup()
 import numpy as np  # noqa: E402
 
 from conversations import decisions, question_pairs  # noqa: E402
-from conversations.duplicate_model import pair_model_default  # noqa: E402
+from conversations.duplicate_model import PairModel, pair_model_default  # noqa: E402
 from conversations.labelled_pairs import (  # noqa: E402
     PAIRS,
+    Pairs,
+    file_label_of,
     followup_guard_passes,
     pairs_embed,
     pairs_load,
+    pairs_load_many,
     precision_recall_hit,
 )
 from conversations.models import DEFAULT_THRESHOLD  # noqa: E402
+from retrieval.embeddings import model_name  # noqa: E402
 
 THRESHOLDS = [0.70, 0.74, 0.76, 0.78, 0.80, 0.84, 0.88, 0.90, 0.92, 0.94, 0.96]
 TARGET_PRECISION, TARGET_RECALL = 0.90, 0.40
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", default=str(PAIRS))
-    parser.add_argument("--limit", type=int, default=0, help="first N pairs only (0 = all)")
-    args = parser.parse_args()
+class Scored:
+    """A pairs set's vectors, cosines and the head's probabilities, and the real decision at a threshold."""
 
-    pairs = pairs_load(Path(args.pairs), limit=args.limit)
-    rows, labels, held_out = pairs.rows, pairs.labels, pairs.held_out
-    model = pair_model_default()
-    print(
-        f"QQP pairs: {len(rows)} ({int(labels.sum())} duplicates); held out {int(held_out.sum())} "
-        f"({int(labels[held_out].sum())} duplicates)"
-    )
-    print(
-        f"duplicate head: {model.meta.get('feature_version')} trained {model.meta.get('trained')} on "
-        f"{model.meta.get('train_pairs')} pairs (data sha256 {str(model.meta.get('data_sha256'))[:12]}), "
-        f"cut {model.cut:.3f}"
-    )
-    if model.meta.get("data_sha256") != pairs.data_sha256:
-        print("WARNING: the pairs file is not the one the head was trained on: the split may not be held out")
+    def __init__(self, pairs: Pairs, *, name: str, model: PairModel) -> None:
+        self.pairs, self.name, self.model = pairs, name, model
+        rows = pairs.rows
+        started = time.perf_counter()
+        self.first, self.second = pairs_embed(pairs, model=name)
+        print(f"embeddings ready in {time.perf_counter() - started:.1f}s")
+        self.cosine = (self.first * self.second).sum(axis=1)
+        started = time.perf_counter()
+        self.probability = np.array(
+            [
+                question_pairs.pair_probability(
+                    model=model,
+                    features=question_pairs.pair_features(
+                        first=r["question1"],
+                        second=r["question2"],
+                        first_vector=self.first[i],
+                        second_vector=self.second[i],
+                        feature_version=model.feature_version,
+                    ),
+                )
+                for i, r in enumerate(rows)
+            ]
+        )
+        print(f"duplicate head: {(time.perf_counter() - started) * 1e6 / max(len(rows), 1):.0f} us per pair")
+        self.no_conflict = np.array(
+            [not question_pairs.questions_conflict(r["question1"], r["question2"]) for r in rows]
+        )
+        self.followup_ok = followup_guard_passes(rows=rows, second=self.second)
 
-    started = time.perf_counter()
-    first, second = pairs_embed(pairs)
-    print(f"embeddings ready in {time.perf_counter() - started:.1f}s")
-    cosine = (first * second).sum(axis=1)
+    def vectorised(self, threshold: float) -> np.ndarray:
+        """The decision rule on the precomputed figures, as `decide` runs it pair by pair."""
+        return (
+            (self.cosine >= threshold - 1e-6)
+            & self.no_conflict
+            & (self.probability >= self.model.cut)
+            & self.followup_ok
+        )
 
-    started = time.perf_counter()
-    probability = np.array(
-        [
-            question_pairs.pair_probability(
-                model=model,
-                features=question_pairs.pair_features(
-                    first=r["question1"], second=r["question2"], first_vector=first[i], second_vector=second[i]
-                ),
-            )
-            for i, r in enumerate(rows)
-        ]
-    )
-    head_us = (time.perf_counter() - started) * 1e6 / len(rows)
-    no_conflict = np.array([not question_pairs.questions_conflict(r["question1"], r["question2"]) for r in rows])
-    followup_ok = followup_guard_passes(rows=rows, second=second)
-    print(f"duplicate head: {head_us:.0f} us per pair (features and probability)")
-
-    def decide(threshold: float, *, use_head: bool = True) -> np.ndarray:
-        """The real decision function, pair by pair (one stored question per pair)."""
+    def decide(self, threshold: float, *, use_head: bool = True) -> np.ndarray:
+        """The real decision function, pair by pair (one stored question per pair), for the model's conversations."""
+        rows = self.pairs.rows
         out = np.zeros(len(rows), dtype=bool)
-        for i in np.where(cosine >= threshold - 1e-6)[0]:
+        for i in np.where(self.cosine >= threshold - 1e-6)[0]:
             decision = decisions.duplicate_decide(
                 question=rows[i]["question1"],
-                question_vector=first[i],
+                question_vector=self.first[i],
                 previous_vector=None,
-                candidates=[decisions.StoredQuestion(1, rows[i]["question2"], second[i], 0, None)],
+                candidates=[decisions.StoredQuestion(1, rows[i]["question2"], self.second[i], 0, None)],
                 threshold=threshold,
                 use_head=use_head,
+                embedding_model=self.name,
             )
             out[i] = decision.hit
         return out
 
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default=None, help="the embedding model (default: the default model)")
+    parser.add_argument("--pairs", action="append", help="the head's pairs file(s) (default: QQP's)")
+    parser.add_argument("--also", action="append", default=[], help="a file the head never saw: print only")
+    parser.add_argument("--limit", type=int, default=0, help="first N pairs only (0 = all; one --pairs file only)")
+    args = parser.parse_args()
+
+    name = model_name(args.model)
+    paths = [Path(p) for p in args.pairs or [str(PAIRS)]]
+    pairs = pairs_load(paths[0], limit=args.limit) if len(paths) == 1 else pairs_load_many(paths)
+    rows, labels, held_out = pairs.rows, pairs.labels, pairs.held_out
+    model = pair_model_default(name)
+    print(
+        f"pairs: {len(rows)} ({int(labels.sum())} duplicates); held out {int(held_out.sum())} "
+        f"({int(labels[held_out].sum())} duplicates); embedding model {name}"
+    )
+    print(
+        f"duplicate head of {model.meta.get('embedding_model')}: {model.meta.get('feature_version')} trained "
+        f"{model.meta.get('trained')} on {model.meta.get('train_pairs')} pairs (data sha256 "
+        f"{str(model.meta.get('data_sha256'))[:12]}), cut {model.cut:.3f}"
+    )
+    if model.meta.get("embedding_model") != name:
+        print(f"WARNING: {name} has no head of its own: the decision runs without one")
+    if model.meta.get("data_sha256") != pairs.data_sha256:
+        print("WARNING: the pairs are not the ones the head was trained on: the split may not be held out")
+
+    scored = Scored(pairs, name=name, model=model)
+    cosine = scored.cosine
     decided_at = {}
     for threshold in sorted({*THRESHOLDS, DEFAULT_THRESHOLD}):
-        decided_at[threshold] = decide(threshold)
-        # The vectorised form of the same rule, as a cross-check of the per-pair run.
-        vectorised = (cosine >= threshold - 1e-6) & no_conflict & (probability >= model.cut) & followup_ok
-        assert (decided_at[threshold] == vectorised).all()
+        # The real decision at the default; the vectorised form of the same rule elsewhere, checked against it there.
+        decided_at[threshold] = scored.vectorised(threshold)
+    real = scored.decide(DEFAULT_THRESHOLD)
+    if model.meta.get("embedding_model") == name:
+        assert (real == decided_at[DEFAULT_THRESHOLD]).all()
+    decided_at[DEFAULT_THRESHOLD] = real
 
     def table(subset: np.ndarray, title: str) -> None:
         print()
@@ -134,21 +176,22 @@ def main() -> None:
     table(everything, f"all pairs ({len(rows)}; 70% are the head's training data: optimistic)")
 
     print()
+    headless = scored.decide(DEFAULT_THRESHOLD, use_head=False)
+    subsets = [("held-out", held_out), ("all pairs (optimistic)", everything)]
+    if pairs.source is not None:
+        subsets += [
+            (f"held-out {file_label_of(path)}", held_out & (pairs.source == file_label_of(path))) for path in paths
+        ]
     results = {}
-    for name, subset in (("held-out", held_out), ("all pairs (optimistic)", everything)):
+    for label, subset in subsets:
         plain = precision_recall_hit(cosine[subset] >= DEFAULT_THRESHOLD, labels[subset])
         decided = precision_recall_hit(decided_at[DEFAULT_THRESHOLD][subset], labels[subset])
-        results[name] = decided
+        without = precision_recall_hit(headless[subset], labels[subset])
+        results[label] = decided
         print(
-            f"default threshold {DEFAULT_THRESHOLD:.2f}, {name}: cosine P={plain[0]:.3f} R={plain[1]:.3f} "
-            f"hit={plain[2]:.3f}; decision P={decided[0]:.3f} R={decided[1]:.3f} hit={decided[2]:.3f}"
-        )
-    headless = decide(DEFAULT_THRESHOLD, use_head=False)
-    for name, subset in (("held-out", held_out), ("all pairs (optimistic)", everything)):
-        decided = precision_recall_hit(headless[subset], labels[subset])
-        print(
-            f"without the head (KB_DUPLICATE_HEAD=false: gate raised to {decisions.HEADLESS_THRESHOLD_FLOOR:.2f}), "
-            f"{name}: P={decided[0]:.3f} R={decided[1]:.3f} hit={decided[2]:.3f}"
+            f"default threshold {DEFAULT_THRESHOLD:.2f}, {label} ({int(subset.sum())}): cosine P={plain[0]:.3f} "
+            f"R={plain[1]:.3f}; decision P={decided[0]:.3f} R={decided[1]:.3f} hit={decided[2]:.3f}; without the "
+            f"head (gate {decisions.HEADLESS_THRESHOLD_FLOOR:.2f}) P={without[0]:.3f} R={without[1]:.3f}"
         )
     held = results["held-out"]
     target = held[0] >= TARGET_PRECISION and held[1] >= TARGET_RECALL
@@ -156,6 +199,21 @@ def main() -> None:
         f"target (P >= {TARGET_PRECISION:.2f} with R >= {TARGET_RECALL:.2f}) at the default, held-out: "
         f"{'met' if target else 'NOT met'}"
     )
+
+    for also in args.also:
+        print()
+        print(f"PRINT ONLY, a file the head never saw and no choice read: {also}")
+        other = Scored(pairs_load(Path(also)), name=name, model=model)
+        decided = other.decide(DEFAULT_THRESHOLD)
+        without = other.decide(DEFAULT_THRESHOLD, use_head=False)
+        own = other.pairs.labels
+        plain = precision_recall_hit(other.cosine >= DEFAULT_THRESHOLD, own)
+        figures, headless_figures = precision_recall_hit(decided, own), precision_recall_hit(without, own)
+        print(
+            f"  {len(own)} pairs ({int(own.sum())} duplicates), default threshold {DEFAULT_THRESHOLD:.2f}: cosine "
+            f"P={plain[0]:.3f} R={plain[1]:.3f}; decision P={figures[0]:.3f} R={figures[1]:.3f} hit={figures[2]:.3f}; "
+            f"without the head P={headless_figures[0]:.3f} R={headless_figures[1]:.3f}"
+        )
 
 
 if __name__ == "__main__":

@@ -371,7 +371,9 @@ def dedup_dashboard_view(request: HttpRequest, model_admin: admin.ModelAdmin) ->
     dashboard = None
     if not period_form.is_bound or period_form.is_valid():
         # The gate the decisions apply, which is not the policy's threshold when they run without the duplicate head,
-        # and the lowest they can apply then (the what-if table lists no threshold below it).
+        # and the lowest they can apply then (the what-if table lists no threshold below it). Read for the default
+        # model: every offered model has a head of its own applied at the policy's threshold, so the gate is the same
+        # for the tenant's knowledge bases of either model (each event records the gate it was decided at).
         head = {"use_head": settings.DUPLICATE_HEAD, "embedding_model": embedding_model_name()}
         dashboard = dashboard_get(
             tenant=tenant,

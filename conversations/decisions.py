@@ -7,11 +7,12 @@ returns plain values, so every rule is tested directly and read in one place.
   example vector);
 - whether a stored QA pair may answer a new question (`duplicate_decide`): cosine at or above the threshold is
   necessary, never sufficient. The pair must not conflict on numbers or negation (`question_pairs.questions_conflict`),
-  the duplicate head (a logistic regression on `question_pairs.pair_features` / `pair_probability`, weights in
-  conversations/duplicate_model.json) must call it a duplicate, a context-dependent follow-up must share its
-  context (`followup_context_matches`), and the stored answer's sources must be unchanged (checked by the caller
-  against the database). The head's weights are the only thing read from disk, once per process, by
-  `conversations.duplicate_model`; pass `pair_model=` to decide with another.
+  the duplicate head of the embedding model in use (a logistic regression on `question_pairs.pair_features` /
+  `pair_probability`, weights in conversations/duplicate_model.json for the bundled model and
+  duplicate_model.use-multilingual-v3.json for the multilingual one) must call it a duplicate, a context-dependent
+  follow-up must share its context (`followup_context_matches`), and the stored answer's sources must be unchanged
+  (checked by the caller against the database). The heads' weights are the only thing read from disk, once per
+  process, by `conversations.duplicate_model`; pass `pair_model=` to decide with another.
 """
 
 from __future__ import annotations
@@ -387,8 +388,9 @@ def head_applies(
 ) -> bool:
     """Whether the duplicate head scores the pairs: it is switched on (`use_head`, the operator's KB_DUPLICATE_HEAD)
     and was trained on `embedding_model` (None: the head's own) and, when `dimension` is given, for vectors of that
-    size. Without it the decision's cosine gate is raised (`cosine_gate`)."""
-    model = pair_model if pair_model is not None else pair_model_default()
+    size. The head is `pair_model`, else the shipped head of `embedding_model` (`pair_model_default`), which a model
+    without a head of its own does not have. Without it the decision's cosine gate is raised (`cosine_gate`)."""
+    model = pair_model if pair_model is not None else pair_model_default(embedding_model)
     return (
         use_head
         and (dimension is None or model.dimension == dimension)
@@ -433,14 +435,14 @@ def duplicate_decide(
     Candidates refused on a check are reported with the reason (the audit log says why a close match was not
     served).
 
-    `pair_model` defaults to the shipped head (conversations/duplicate_model.json, read once per process). A head
-    trained on another embedding model (`embedding_model` names the one in use; None means "the head's own") or for
-    another vector size cannot score the pair: the decision then runs without it, on cosine and the other checks,
-    with the gate raised to at least HEADLESS_THRESHOLD_FLOOR; so it does with `use_head=False` (the operator's
-    KB_DUPLICATE_HEAD). Candidates embedded by another model are not comparable and are left out: those of another
-    vector size, and, when `vector_model` names the model that made `question_vector`, those whose `vector_model`
-    is not that one (`vectors_comparable`: stored before a model change, even of the same size). When that leaves
-    none, the miss says so in its reason.
+    `pair_model` defaults to the shipped head of `embedding_model` (`duplicate_model.pair_model_default`: read once
+    per process; None, the bundled model's). A head trained on another embedding model (`embedding_model` names the
+    one in use; None means "the head's own") or for another vector size cannot score the pair: the decision then
+    runs without it, on cosine and the other checks, with the gate raised to at least HEADLESS_THRESHOLD_FLOOR; so it
+    does with `use_head=False` (the operator's KB_DUPLICATE_HEAD). Candidates embedded by another model are not
+    comparable and are left out: those of another vector size, and, when `vector_model` names the model that made
+    `question_vector`, those whose `vector_model` is not that one (`vectors_comparable`: stored before a model
+    change, even of the same size). When that leaves none, the miss says so in its reason.
 
     A question the model cannot read (`question_readable` False) is decided by `unreadable_decide` alone; a stored
     question it cannot read (`StoredQuestion.readable` False) is never compared by similarity with a readable one."""
@@ -456,7 +458,7 @@ def duplicate_decide(
     if not comparable:
         return DuplicateDecision(hit=False, reason=OTHER_MODEL_REASON if candidates else "")
     candidates = comparable
-    model = pair_model if pair_model is not None else pair_model_default()
+    model = pair_model if pair_model is not None else pair_model_default(embedding_model)
     if not head_applies(
         use_head=use_head, embedding_model=embedding_model, dimension=question_vector.shape[0], pair_model=model
     ):
@@ -549,12 +551,31 @@ def unreadable_decide(
     return DuplicateDecision(hit=False, reason=UNREADABLE_REASON)
 
 
+def verifier_reads(*, verifier: Verifier, embedding_model: str | None, dimension: int) -> bool:
+    """Whether `verifier` may decide for questions of `embedding_model` (by name) whose vectors have `dimension`
+    values: the shipped head always may (the decision takes that model's own, `pair_model_default`); a tenant's
+    trained one only when it was trained on that model's vectors of that size (its file names the model)."""
+    return verifier.model is None or head_applies(
+        use_head=True, embedding_model=embedding_model, dimension=dimension, pair_model=verifier.model
+    )
+
+
 def duplicate_decide_verified(
     *, verifier: Verifier, shadow: Verifier | None = None, **decide: Any
 ) -> DuplicateDecision:
     """`duplicate_decide` (with `decide`'s arguments) by `verifier`, which the decision then names; with `shadow`, the
     same decision by that verifier as well, recorded on the result and never applied. A turn without candidates
-    costs the shadow nothing (both return at once)."""
+    costs the shadow nothing (both return at once).
+
+    A verifier trained on another embedding model's vectors than the question's (`verifier_reads` False: a tenant's
+    verifier trained in the bundled model's space, asked for a knowledge base on the multilingual model) never
+    decides: the shipped head of the question's model (`embedding_model`) decides and is named instead, and such a
+    shadow does not run. Its weights would read another space's coordinates."""
+    reads = {"embedding_model": decide.get("embedding_model"), "dimension": int(np.shape(decide["question_vector"])[0])}
+    if not verifier_reads(verifier=verifier, **reads):
+        verifier = Verifier()
+    if shadow is not None and not verifier_reads(verifier=shadow, **reads):
+        shadow = None
     decided = duplicate_decide(pair_model=verifier.model, **decide)
     decided = replace(decided, verifier_version_id=verifier.version_id, verifier_label=verifier.label)
     if shadow is None or shadow.version_id is None:

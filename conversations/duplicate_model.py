@@ -1,10 +1,12 @@
-"""The duplicate head's weights: read once per process from `duplicate_model.json` beside this module.
+"""The shipped duplicate heads' weights, one per embedding model that has one (`SHIPPED_HEADS`), each read once per
+process from its file beside this module: `duplicate_model.json` reads the bundled all-MiniLM-L6-v2's vectors,
+`duplicate_model.use-multilingual-v3.json` those of the multilingual model.
 
-The file is written by `manage.py duplicate_head_train` (`conversations.duplicate_head_training`: logistic
-regression on pair features of the bundled all-MiniLM-L6-v2 vectors, trained on the train split of
-../shared/data/qqp). It carries what it was trained on and the held-out figures, so a reader of the file knows what
-its cut promises. Everything that uses the weights is a pure function in `conversations.decisions`; this module is
-the only one that reads the file.
+The files are written by `manage.py duplicate_head_train` (`conversations.duplicate_head_training`: logistic
+regression on pair features of the model's vectors, trained on the train split of public labelled pairs: QQP for the
+bundled model, QQP with AFQMC and LCQMC for the multilingual one). Each carries what it was trained on and the
+held-out figures, so a reader of the file knows what its cut promises. Everything that uses the weights is a pure
+function in `conversations.decisions`; this module is the only one that reads the files.
 """
 
 from __future__ import annotations
@@ -16,7 +18,17 @@ from pathlib import Path
 
 import numpy as np
 
-MODEL_PATH = Path(__file__).resolve().parent / "duplicate_model.json"
+from retrieval.embeddings import BUNDLED_MODEL_NAME, USE_MODEL_NAME
+
+HEADS_DIR = Path(__file__).resolve().parent
+# The bundled model's head; also what `pair_model_default` gives for a model without a head of its own.
+MODEL_PATH = HEADS_DIR / "duplicate_model.json"
+# The shipped heads, by the name of the embedding model whose vectors each reads (`retrieval.embeddings.model_name`).
+# A model not named here has no head: its decisions run without one, on a raised cosine gate (`decisions.head_applies`).
+SHIPPED_HEADS = {
+    BUNDLED_MODEL_NAME: MODEL_PATH,
+    USE_MODEL_NAME: HEADS_DIR / f"duplicate_model.{USE_MODEL_NAME}.json",
+}
 # The feature sets `question_pairs.pair_features` computes: the shipped head's, and the tenant verifiers', which is
 # the same features followed by `question_pairs.PAIR_V2_FEATURES`. A file of another version is refused, never misread.
 FEATURE_VERSION = "pair-v1"
@@ -71,7 +83,20 @@ def pair_model_load(path: Path = MODEL_PATH) -> PairModel:
     return pair_model_from_dict(json.loads(path.read_text(encoding="utf-8")))
 
 
-@lru_cache(maxsize=1)
-def pair_model_default() -> PairModel:
-    """The shipped model, read on first use and kept for the life of the process."""
-    return pair_model_load(MODEL_PATH)
+def head_path(embedding_model: str | None = None) -> Path:
+    """The file of the shipped head of `embedding_model` (by name): its own in SHIPPED_HEADS, else (None, or a model
+    without a head) the bundled model's."""
+    return SHIPPED_HEADS.get(embedding_model or BUNDLED_MODEL_NAME, MODEL_PATH)
+
+
+def pair_model_default(embedding_model: str | None = None) -> PairModel:
+    """The shipped head of `embedding_model` (by name; None: the bundled model's), read on first use and kept for the
+    life of the process. A model without a head of its own gets the bundled model's, which names the model it was
+    trained on (`meta["embedding_model"]`), so `decisions.head_applies` refuses it for any other: that model's
+    decisions run without a head."""
+    return _head_at(head_path(embedding_model))
+
+
+@lru_cache(maxsize=len(SHIPPED_HEADS))
+def _head_at(path: Path) -> PairModel:
+    return pair_model_load(path)

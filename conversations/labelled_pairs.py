@@ -3,8 +3,10 @@
 head is trained on (`manage.py duplicate_head_train`) and evaluated on (bench/dedup_quality.py), so both see the
 same split.
 
-The split is a hash of `pair_id` (30% held out), so it does not depend on file order, run or machine. Embeddings are
-cached under KB_VAR_DIR by the data's hash and the embedding model's identity, since both need them.
+The split is a hash of `pair_id` (30% held out), so it does not depend on file order, run or machine. Pairs read
+from several files at once (`pairs_load_many`) are split by a hash of the file's name and the pair_id, as ids of two
+files may be equal. Embeddings are cached under KB_VAR_DIR, per file, by the data's hash and the embedding model's id,
+since both need them.
 """
 
 from __future__ import annotations
@@ -33,6 +35,18 @@ def _pair_hash(pair_id: str) -> int:
 
 def is_held_out(pair_id: str) -> bool:
     return _pair_hash(pair_id) % 100 < HELD_OUT_PERCENT
+
+
+def split_key(*, file_label: str, pair_id: str) -> str:
+    """What a pair of a file read among several (`pairs_load_many`) is split by: the file's label (`file_label_of`)
+    before its pair_id, so equal ids of two files are two pairs, each on its own side of the split."""
+    return f"{file_label}:{pair_id}"
+
+
+def file_label_of(path: Path) -> str:
+    """A pairs file's name as the split reads it: its folder and file name ("zh/lcqmc.jsonl"), the same on every
+    machine and checkout."""
+    return f"{path.parent.name}/{path.name}"
 
 
 def label_is_held_out(label_id: int) -> bool:
@@ -82,35 +96,66 @@ class Pairs:
     labels: np.ndarray  # 1 = duplicate
     held_out: np.ndarray  # bool
     data_sha256: str
+    # The files read, in order, when there are several (`pairs_load_many`): each its own Pairs, the rows of this one
+    # theirs one after the other; `source` gives each row's file label.
+    parts: tuple[Pairs, ...] = ()
+    source: np.ndarray | None = None  # per row, its file's label (`file_label_of`); None for a single file
 
     @property
     def train(self) -> np.ndarray:
         return ~self.held_out
 
 
-def pairs_load(path: Path = PAIRS, *, limit: int = 0) -> Pairs:
+def pairs_load(path: Path = PAIRS, *, limit: int = 0, file_label: str = "") -> Pairs:
+    """The pairs of one file, split by pair_id alone; with `file_label`, by `split_key(file_label, pair_id)`, as a
+    file read among several is."""
     raw = path.read_bytes()
     rows = [json.loads(line) for line in raw.decode("utf-8").splitlines() if line.strip()]
     if limit:
         rows = rows[:limit]
+    keys = [split_key(file_label=file_label, pair_id=r["pair_id"]) if file_label else r["pair_id"] for r in rows]
     return Pairs(
         rows=rows,
         labels=np.array([int(r["is_duplicate"]) for r in rows]),
-        held_out=np.array([is_held_out(r["pair_id"]) for r in rows]),
+        held_out=np.array([is_held_out(key) for key in keys], dtype=bool),
         data_sha256=hashlib.sha256(raw).hexdigest(),
     )
 
 
-def pairs_embed(pairs: Pairs) -> tuple[np.ndarray, np.ndarray]:
-    """Unit vectors of question1 and question2 of every pair, by the platform's embedding module (cached)."""
+def pairs_load_many(paths: list[Path]) -> Pairs:
+    """The pairs of several files as one set: one file alone is `pairs_load(path)` (its split by pair_id, as the
+    bundled model's head was trained); several are each split by `split_key` (pair ids of two files may be equal),
+    and `data_sha256` is the digest of their digests, in order."""
+    if len(paths) == 1:
+        return pairs_load(paths[0])
+    parts = tuple(pairs_load(path, file_label=file_label_of(path)) for path in paths)
+    return Pairs(
+        rows=[row for part in parts for row in part.rows],
+        labels=np.concatenate([part.labels for part in parts]),
+        held_out=np.concatenate([part.held_out for part in parts]),
+        data_sha256=hashlib.sha256("".join(part.data_sha256 for part in parts).encode()).hexdigest(),
+        parts=parts,
+        source=np.concatenate(
+            [np.full(len(part.rows), file_label_of(path)) for part, path in zip(parts, paths, strict=True)]
+        ),
+    )
+
+
+def pairs_embed(pairs: Pairs, *, model: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Unit vectors of question1 and question2 of every pair, by the platform's embedding module with `model` (by
+    name; None: the default model), cached per file."""
     from retrieval.embeddings import embed_texts, model_id
 
-    cache = Path(settings.VAR_DIR) / "pairs" / f"{pairs.data_sha256[:16]}-{len(pairs.rows)}-{model_id()}.npz"
+    if pairs.parts:
+        embedded = [pairs_embed(part, model=model) for part in pairs.parts]
+        return np.concatenate([e[0] for e in embedded]), np.concatenate([e[1] for e in embedded])
+    name = f"{pairs.data_sha256[:16]}-{len(pairs.rows)}-{model_id(model)}.npz"
+    cache = Path(settings.VAR_DIR) / "pairs" / name
     if cache.exists():
         stored = np.load(cache)
         return stored["first"], stored["second"]
-    first = embed_texts([r["question1"] for r in pairs.rows])
-    second = embed_texts([r["question2"] for r in pairs.rows])
+    first = embed_texts([r["question1"] for r in pairs.rows], model=model)
+    second = embed_texts([r["question2"] for r in pairs.rows], model=model)
     cache.parent.mkdir(parents=True, exist_ok=True)
     np.savez(cache, first=first, second=second)
     return first, second

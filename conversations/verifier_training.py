@@ -45,7 +45,7 @@ from enum import StrEnum
 import numpy as np
 
 from conversations import decisions, question_pairs
-from conversations.duplicate_head_training import significant, standardise
+from conversations.duplicate_head_training import recall_at_precision, significant, standardise
 from conversations.duplicate_model import TENANT_FEATURE_VERSION, PairModel, pair_model_from_dict
 from conversations.labelled_pairs import INNER_FOLDS, LabelledQuestionPair, label_inner_fold, label_is_held_out
 
@@ -144,28 +144,6 @@ def _rule_eligible(
         ],
         dtype=bool,
     )
-
-
-def recall_at_precision(
-    *, scores: np.ndarray, labels: np.ndarray, eligible: np.ndarray, target: float, weights: np.ndarray | None = None
-) -> tuple[float, float]:
-    """(the most recall any cut reaches with precision >= target, that cut) over pairs the rule lets through; recall
-    counts every duplicate, eligible or not. (0.0, inf) when no cut reaches the target. With `weights`, each pair
-    counts by its weight in both precision and recall (unit weights give the unweighted figures exactly)."""
-    weights = np.ones(len(labels)) if weights is None else np.asarray(weights, dtype=float)
-    duplicates = float((weights * labels).sum())
-    duplicates = duplicates if duplicates > 0 else 1.0
-    index = np.where(eligible)[0]
-    order = index[np.argsort(-scores[index], kind="stable")]
-    true_positive = np.cumsum(weights[order] * labels[order])
-    precision = true_positive / np.maximum(np.cumsum(weights[order]), np.finfo(float).tiny)
-    ranked = scores[order]
-    real = np.append(ranked[1:] != ranked[:-1], True) if len(order) else np.array([], dtype=bool)
-    reached = np.where((precision >= target) & real)[0]
-    if len(reached) == 0:
-        return 0.0, float("inf")
-    best = reached[np.argmax(true_positive[reached])]
-    return float(true_positive[best] / duplicates), float(ranked[best])
 
 
 def cut_choose(

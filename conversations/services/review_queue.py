@@ -16,6 +16,8 @@ from conversations.label_rules import ANSWER_REFUSALS
 from conversations.models import DedupAction, DedupEvent, DedupPolicy, ReviewPick, ReviewVerdict
 from conversations.review_queue import ReviewCandidate, review_picks
 from conversations.services.policy import dedup_policy_get
+from retrieval.embeddings import model_id as embedding_model_id
+from retrieval.embeddings import offered_models
 from tenants.models import Tenant
 
 # Decisions older than this are not drawn: the queue is about the traffic of the days before.
@@ -29,6 +31,13 @@ CANDIDATE_FIELDS = (
     "suspected_false_hit",
     "suspected_false_hit_at",
 )
+
+
+def head_cuts() -> dict[str, float]:
+    """The cut of the shipped head of each offered embedding model, by the model's id (what a turn records as its
+    question's `question_vector_model`): a decision's probability is read against the cut of the head that gave it.
+    A turn of a model offered no longer is read against the bundled model's cut."""
+    return {embedding_model_id(name): pair_model_default(name).cut for name in offered_models()}
 
 
 def review_queue_seed(*, tenant: Tenant, day: date) -> random.Random:
@@ -73,17 +82,29 @@ def _draw(*, tenant: Tenant, day: date, quota: int, random_share: float) -> None
         .exclude(pk__in=ReviewPick.objects.for_tenant(tenant).values("dedup_event_id"))
         .order_by("-created_at", "-id")
         .values_list(
-            "pk", "similarity", "threshold", "pair_probability", "suspected_false_hit", "suspected_false_hit_at"
+            "pk",
+            "similarity",
+            "threshold",
+            "pair_probability",
+            "suspected_false_hit",
+            "suspected_false_hit_at",
+            "turn__question_vector_model",
         )
     )[:CANDIDATES_READ]
     rows = sorted(events, key=lambda row: (row[5] is None, row[5] or timezone.now(), row[0]))
-    cut = pair_model_default().cut
+    cuts = head_cuts()
+    bundled_cut = pair_model_default().cut
     picks = review_picks(
         candidates=[
             ReviewCandidate(
-                event_id=pk, similarity=similarity, gate=threshold, probability=probability, cut=cut, flagged=flagged
+                event_id=pk,
+                similarity=similarity,
+                gate=threshold,
+                probability=probability,
+                cut=cuts.get(vector_model, bundled_cut),
+                flagged=flagged,
             )
-            for pk, similarity, threshold, probability, flagged, _ in rows
+            for pk, similarity, threshold, probability, flagged, _, vector_model in rows
         ],
         quota=quota,
         random_share=random_share,

@@ -205,21 +205,28 @@ def duplicate_model_train(
         )
         labels_check(pairs)
         policy = dedup_policy_get(tenant=tenant)
+        # Labels are embedded by the default model (`_pairs_vectors`): the verifier starts from that model's shipped
+        # head and is judged against the decision in use for that model (the shipped head when the active verifier
+        # was trained on another model's vectors, as `decisions.duplicate_decide_verified` then decides).
+        embedding = embedding_model_name()
         active = tenant_verifiers_load(tenant=tenant).active
+        shipped = pair_model_default(embedding)
+        if not decisions.verifier_reads(verifier=active, embedding_model=embedding, dimension=shipped.dimension):
+            active = decisions.Verifier()
         first, second = _pairs_vectors(pairs, progress=report) if pairs else (np.zeros((0, 1)), np.zeros((0, 1)))
         trained = verifier_train(
             pairs=pairs,
             first=first,
             second=second,
-            prior=pair_model_default(),
-            active=active.model or pair_model_default(),
+            prior=shipped,
+            active=active.model or shipped,
             threshold=policy.threshold,
             precision_target=policy.precision_target,
             progress=report,
             meta={
                 "tenant_id": tenant.pk,
                 "version": row.version,
-                "embedding_model": embedding_model_name(),
+                "embedding_model": embedding,
                 "data": row.source,
                 "data_sha256": labels_sha256(pairs),
                 "active_when_trained": active.label,

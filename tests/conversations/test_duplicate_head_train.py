@@ -10,6 +10,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from conversations.duplicate_model import pair_model_load
+from conversations.labelled_pairs import file_label_of, pairs_load
+from conversations.models import DEFAULT_THRESHOLD
 
 SUPPORT_PAIRS = Path(__file__).parent / "data" / "support_pairs.jsonl"
 
@@ -47,3 +49,50 @@ def test_a_missing_or_unreadable_pairs_file_is_a_message(tmp_path):
     with pytest.raises(CommandError, match="not a file of labelled pairs"):
         call_command("duplicate_head_train", pairs=str(wrong), out=str(tmp_path / "head.json"))
     assert not (tmp_path / "head.json").exists()
+
+
+def test_a_head_of_several_files_splits_each_by_its_file_and_says_where_its_data_came_from(
+    pairs_file, tmp_path, capsys
+):
+    """Two files with the same pair ids: each pair is split by its file's name and id, every file weighs the same, and
+    with a precision target the cut is chosen on the files named; the head's meta lists each file with its digest."""
+    other = tmp_path / "other" / "pairs.jsonl"
+    other.parent.mkdir()
+    other.write_text(pairs_file.read_text())
+    out = tmp_path / "head.json"
+    call_command(
+        "duplicate_head_train",
+        pairs=[str(pairs_file), str(other)],
+        out=str(out),
+        precision_target=0.8,
+        cut_on=[str(other)],
+    )
+    printed = capsys.readouterr().out
+    assert "chosen penalty" in printed and "peak memory" in printed
+    payload = json.loads(out.read_text())
+    assert [entry["file"] for entry in payload["data"]] == [str(pairs_file), str(other)]
+    both = [pairs_load(path, file_label=file_label_of(path)).held_out for path in (pairs_file, other)]
+    assert [entry["held_out_pairs"] for entry in payload["data"]] == [int(b.sum()) for b in both]
+    assert (both[0] != both[1]).any()  # equal ids, two files: two splits
+    assert payload["cut_chosen_on"] == [file_label_of(other)] and payload["precision_target"] == 0.8
+    assert payload["threshold"] == DEFAULT_THRESHOLD  # the gate is the tenant's threshold, not chosen
+    assert set(payload["held_out_by_file"]) == {str(pairs_file), str(other)}
+    assert pair_model_load(out).meta["embedding_model"] == "all-MiniLM-L6-v2"
+
+
+def test_a_cut_on_file_must_be_one_of_the_pairs_and_the_model_one_offered(pairs_file, tmp_path):
+    with pytest.raises(CommandError, match="not one of --pairs"):
+        call_command(
+            "duplicate_head_train",
+            pairs=str(pairs_file),
+            out=str(tmp_path / "head.json"),
+            precision_target=0.9,
+            cut_on=str(tmp_path / "elsewhere.jsonl"),
+        )
+    with pytest.raises(CommandError, match="give both"):
+        call_command(
+            "duplicate_head_train", pairs=str(pairs_file), out=str(tmp_path / "h.json"), cut_on=str(pairs_file)
+        )
+    with pytest.raises(CommandError, match="not offered"):
+        call_command("duplicate_head_train", pairs=str(pairs_file), out=str(tmp_path / "h.json"), model="bge-m3")
+    assert not (tmp_path / "head.json").exists() and not (tmp_path / "h.json").exists()

@@ -1,6 +1,7 @@
 """The duplicate head: its pure feature and probability functions, the shipped weights file, and the decision
 with it. The last group embeds a few real questions with the bundled model (no database, no services)."""
 
+import hashlib
 import json
 
 import numpy as np
@@ -11,12 +12,15 @@ from conversations import question_pairs as qp
 from conversations.duplicate_model import (
     FEATURE_VERSION,
     MODEL_PATH,
+    SHIPPED_HEADS,
     TENANT_FEATURE_VERSION,
     PairModel,
+    head_path,
     pair_model_default,
     pair_model_from_dict,
 )
 from conversations.models import DEFAULT_THRESHOLD
+from retrieval.embeddings import offered_models
 
 
 def unit(*values: float) -> np.ndarray:
@@ -336,4 +340,150 @@ def test_shipped_head_refuses_changed_facts_and_topics_with_a_reason(embed, ques
     decision = _decide_real(embed, question, stored)
     assert not decision.hit
     assert decision.similarity >= DEFAULT_THRESHOLD  # close enough for the gate: refused by the check named
+    assert decision.reason.startswith(reason), decision
+
+
+# --- a head per embedding model -----------------------------------------------------------------------------------
+
+MULTILINGUAL = "use-multilingual-v3"
+# duplicate_model.json as trained on 2026-11-29: the bundled model's decisions (English) must not move.
+BUNDLED_HEAD_SHA256 = "6a8d046f9948bb2177a0d8c2f1758c34f4cea70f61b5f7debf2f1a382aa53c04"
+# Never in a shipped head's data, nor in any of its choices: a tenant's own traffic elsewhere (bq, oppo), AFQMC's
+# dev half (printed beside, never chosen on) and PAWS.
+NEVER_TRAINED_ON = ("bq.jsonl", "oppo.jsonl", "afqmc_dev.jsonl", "paws_qqp")
+
+
+def test_the_bundled_models_head_is_the_file_it_was_byte_for_byte():
+    assert hashlib.sha256(MODEL_PATH.read_bytes()).hexdigest() == BUNDLED_HEAD_SHA256
+    assert head_path(None) == head_path("all-MiniLM-L6-v2") == MODEL_PATH
+    assert pair_model_default() is pair_model_default("all-MiniLM-L6-v2")  # one head, read once
+
+
+@pytest.mark.parametrize(("name", "dimension"), [("all-MiniLM-L6-v2", 384), (MULTILINGUAL, 512)])
+def test_each_offered_model_has_a_head_of_its_own_vectors(name, dimension):
+    assert set(SHIPPED_HEADS) == set(offered_models())
+    model = pair_model_default(name)
+    assert model is pair_model_default(name)
+    assert model.meta["embedding_model"] == name and model.dimension == dimension
+    assert model.weights.shape == (qp.pair_feature_count(dimension, feature_version=model.feature_version),)
+    # The tenant's threshold is the cosine gate for every model: each head's cut was chosen at the default one.
+    assert model.meta["threshold"] == DEFAULT_THRESHOLD
+    assert d.head_applies(use_head=True, embedding_model=name, dimension=dimension)
+    assert d.cosine_gate(threshold=0.8, use_head=True, embedding_model=name, dimension=dimension) == 0.8
+    assert head_path(name).stat().st_size < 1024 * 1024
+
+
+def test_the_multilingual_head_names_its_data_and_none_of_it_is_held_back_data():
+    meta = pair_model_default(MULTILINGUAL).meta
+    files = [entry["file"] for entry in meta["data"]]
+    assert files == [
+        "../shared/data/qqp/pairs.jsonl",
+        "../shared/data/zh/afqmc_train.jsonl",
+        "../shared/data/zh/lcqmc.jsonl",
+    ]
+    assert not [f for f in files + list(meta["cut_chosen_on"]) for never in NEVER_TRAINED_ON if never in f]
+    assert all(len(entry["sha256"]) == 64 and entry["held_out_pairs"] for entry in meta["data"])
+    assert meta["train_pairs"] == sum(entry["train_pairs"] for entry in meta["data"])
+    assert {"precision", "recall", "hit_rate"} <= set(meta["held_out_by_file"]["../shared/data/zh/lcqmc.jsonl"])
+
+
+def test_a_model_without_a_head_of_its_own_is_decided_without_one():
+    assert pair_model_default("bge-small-en") is pair_model_default()  # the bundled head, which names its model
+    assert not d.head_applies(use_head=True, embedding_model="bge-small-en")
+    assert d.cosine_gate(threshold=0.76, use_head=True, embedding_model="bge-small-en") == d.HEADLESS_THRESHOLD_FLOOR
+
+
+def _verifier_of(embedding_model: str, *, dimension: int, bias: float) -> d.Verifier:
+    """A tenant's trained verifier (version 7) of `embedding_model`'s space that calls every pair what `bias` says."""
+    return d.Verifier(
+        version_id=7, label="tenant model v7", model=_model_of(embedding_model, dimension=dimension, bias=bias)
+    )
+
+
+def test_a_tenant_verifier_of_another_model_never_decides_the_models_own_head_does():
+    """A tenant's verifier trained in the bundled model's space (384 values) asked for a conversation of the
+    multilingual model: the multilingual model's shipped head decides and is named, at the tenant's gate (not the
+    headless one), and the verifier in shadow does not run. The same verifier decides its own model's turns."""
+    u = unit(*([1.0] + [0.0] * 511))
+    v = unit(*([1.0, 0.1] + [0.0] * 510))
+    kwargs = {
+        "question": "怎么重置登录密码？",
+        "question_vector": u,
+        "previous_vector": None,
+        "candidates": [_stored(4, "如何重置登录密码？", v)],
+        "threshold": 0.76,
+        "embedding_model": MULTILINGUAL,
+    }
+    tenants = _verifier_of("all-MiniLM-L6-v2", dimension=384, bias=-50)  # would refuse every pair
+    decided = d.duplicate_decide_verified(verifier=tenants, shadow=tenants, **kwargs)
+    assert decided.verifier_version_id is None and decided.verifier_label == d.SHIPPED_VERIFIER_LABEL
+    assert decided.shadow is None
+    assert decided.gate == 0.76  # the head scored the pair: no raised headless gate
+    shipped = d.duplicate_decide(**kwargs)
+    assert decided.probability == shipped.probability is not None and decided.hit == shipped.hit
+    # Of the same size and of another model, it does not decide either.
+    same_size = _verifier_of("all-MiniLM-L6-v2", dimension=512, bias=-50)
+    assert d.duplicate_decide_verified(verifier=same_size, **kwargs).verifier_version_id is None
+    # A verifier trained on the multilingual model's vectors decides its turns and is named.
+    own = _verifier_of(MULTILINGUAL, dimension=512, bias=-50)
+    by_own = d.duplicate_decide_verified(verifier=own, **kwargs)
+    assert by_own.verifier_version_id == 7 and not by_own.hit and by_own.reason.startswith("pair model says different")
+    # And the bundled model's verifier still decides the bundled model's turns.
+    english = _verifier_of("all-MiniLM-L6-v2", dimension=3, bias=-50)
+    by_english = d.duplicate_decide_verified(
+        verifier=english,
+        question="How do I reset my password quickly?",
+        question_vector=unit(1, 0, 0),
+        previous_vector=None,
+        candidates=[_stored(4, "How can I reset my password quickly?", unit(1, 0.1, 0))],
+        threshold=0.76,
+        embedding_model="all-MiniLM-L6-v2",
+    )
+    assert by_english.verifier_version_id == 7 and not by_english.hit
+
+
+@pytest.fixture(scope="module")
+def embed_multilingual():
+    from retrieval.embeddings import embed_texts
+
+    return lambda *texts: embed_texts(list(texts), model=MULTILINGUAL)
+
+
+def _decide_multilingual(embed_multilingual, question: str, stored: str) -> d.DuplicateDecision:
+    vectors = embed_multilingual(question, stored)
+    return d.duplicate_decide(
+        question=question,
+        question_vector=vectors[0],
+        previous_vector=None,
+        candidates=[_stored(1, stored, vectors[1])],
+        threshold=DEFAULT_THRESHOLD,
+        embedding_model=MULTILINGUAL,
+    )
+
+
+@pytest.mark.parametrize(
+    ("question", "stored"),
+    [
+        ("怎么重置密码？", "如何重置密码？"),
+        ("我忘了密码怎么办？", "忘记密码了怎么办？"),
+        ("退款多久能到账？", "退款要多久才能到账？"),
+    ],
+)
+def test_multilingual_head_serves_chinese_paraphrases(embed_multilingual, question, stored):
+    decision = _decide_multilingual(embed_multilingual, question, stored)
+    assert decision.hit, decision
+    assert decision.probability >= pair_model_default(MULTILINGUAL).cut
+
+
+@pytest.mark.parametrize(
+    ("question", "stored", "reason"),
+    [
+        ("转账限额是五万吗", "转账限额是3万吗", "numbers differ"),
+        ("花呗可以提前还款吗", "花呗不可以提前还款吗", "negation differs"),
+        ("如何申请退款？", "如何申请发票？", "below threshold"),
+    ],
+)
+def test_multilingual_head_refuses_changed_facts_with_a_reason(embed_multilingual, question, stored, reason):
+    decision = _decide_multilingual(embed_multilingual, question, stored)
+    assert not decision.hit
     assert decision.reason.startswith(reason), decision

@@ -176,3 +176,30 @@ def test_indexing_into_a_knowledge_base_whose_model_is_broken_waits_and_retries(
     assert document.status == DocumentStatus.INDEXED
     knowledge_base.refresh_from_db()
     assert knowledge_base.embedding_model_identity == embeddings.model_identity(MULTILINGUAL)
+
+
+def test_a_chinese_repeat_is_decided_by_the_multilingual_head_not_by_a_verifier_of_the_bundled_model(
+    api_client, tenant, chinese, settings, tmp_path
+):
+    """The tenant's active verifier was trained on the bundled model's vectors: in a conversation of the multilingual
+    model it does not decide; the multilingual model's own head does, at the tenant's threshold, and is named."""
+    from conversations.decisions import SHIPPED_VERIFIER_LABEL
+    from conversations.duplicate_model import pair_model_default
+    from conversations.models import DedupEvent
+    from conversations.services import verifiers
+    from conversations.services.verifiers import duplicate_model_activate
+    from tests.conversations.test_verifiers import _version_with_file
+
+    settings.DUPLICATE_MODEL_DIR = tmp_path / "models"
+    verifiers._models.clear()
+    english_verifier = _version_with_file(tenant, cut=0.999)  # the bundled head's weights: would refuse nearly all
+    duplicate_model_activate(tenant=tenant, version_id=english_verifier.pk)
+    conversation = start(api_client, chinese)
+    first = ask(api_client, conversation, "怎么重置密码？")
+    again = ask(api_client, conversation, "如何重置密码？")
+    assert again["dedup"]["action"] == "served_cached", again["dedup"]
+    assert again["dedup"]["matched_turn_id"] == first["turn_id"]
+    event = DedupEvent.objects.for_tenant(tenant).get(turn_id=again["turn_id"])
+    assert event.verifier_id is None and event.verifier_label == SHIPPED_VERIFIER_LABEL
+    assert event.pair_probability >= pair_model_default(MULTILINGUAL).cut
+    assert event.threshold == pytest.approx(0.76)  # the tenant's threshold: a head decided, the gate was not raised

@@ -228,3 +228,15 @@ def test_labels_carry_their_picks_reason_and_probability(tenant):
     if outside.pk not in picked:
         label = pairs[outside.turn.question]
         assert (label.pick_reason, label.pick_probability, label.random_pick_weight) == ("", None, 0.0)
+
+
+def test_each_decision_is_read_against_the_cut_of_its_own_models_head():
+    """A turn's probability came from the head of the model that embedded its question: the queue reads it against
+    that head's cut, by the model id the turn records."""
+    from conversations.duplicate_model import pair_model_default
+    from conversations.services.review_queue import head_cuts
+    from retrieval.embeddings import model_id, offered_models
+
+    cuts = head_cuts()
+    assert cuts == {model_id(name): pair_model_default(name).cut for name in offered_models()}
+    assert len(set(cuts.values())) == len(offered_models())  # each model's head has a cut of its own
