@@ -1,0 +1,80 @@
+"""The platform's own examples through the API: a Chinese help centre on the multilingual model and an English one on
+the bundled model, one conversation each. The repeat in other words is served the stored answer, the look-alikes
+(another question on the same subject) are not, and every question finds its own document. A looser rewording
+("我忘了密码怎么办？" / "I forgot my password, what do I do?" after "怎么重置密码？" / "How do I reset my password?") is
+answered afresh in both languages: each model's head calls it different (docs/conversations.md, "The duplicate
+head")."""
+
+from __future__ import annotations
+
+import pytest
+
+from retrieval import embeddings
+from tests.conversations.helpers import HELP_CENTRE_ZH, indexed_kb
+from tests.conversations.test_api import ask, start
+
+pytestmark = [pytest.mark.django_db, pytest.mark.integration]
+
+HELP_CENTRE_EN = {
+    "password": [
+        "Reset your password: open Settings, choose Security and click Reset password. A reset link is emailed to you "
+        "and stays valid for thirty minutes."
+    ],
+    "refund": [
+        "Request a refund on the order page: click Request refund, give a reason and submit. Once approved, the money "
+        "reaches your account in three to five working days."
+    ],
+    "invoice": ["Invoices are issued within seven days of the order's completion; the electronic invoice is emailed."],
+    "delivery": ["Orders ship within forty-eight hours of payment; remote areas may take longer."],
+}
+
+# (question, the document it is about, the earlier question it repeats in other words or None)
+CONVERSATION_ZH = [
+    ("怎么重置密码？", "password", None),
+    ("如何申请退款？", "refund", None),
+    ("退款多久能到账？", "refund", None),
+    ("如何重置密码？", "password", "怎么重置密码？"),
+    ("发票什么时候开？", "invoice", None),
+    ("下单后多久发货？", "delivery", None),
+    ("退款怎么申请？", "refund", "如何申请退款？"),
+]
+CONVERSATION_EN = [
+    ("How do I reset my password?", "password", None),
+    ("How do I request a refund?", "refund", None),
+    ("How long does a refund take to arrive?", "refund", None),
+    ("How can I reset my password?", "password", "How do I reset my password?"),
+    ("When is the invoice issued?", "invoice", None),
+    ("When will my order ship?", "delivery", None),
+    ("How can I request a refund?", "refund", "How do I request a refund?"),
+]
+
+
+@pytest.fixture
+def services(redis_available, milvus_server):
+    return milvus_server
+
+
+@pytest.mark.parametrize(
+    ("documents", "conversation", "model", "analyzer"),
+    [
+        (HELP_CENTRE_ZH, CONVERSATION_ZH, embeddings.USE_MODEL_NAME, "chinese"),
+        (HELP_CENTRE_EN, CONVERSATION_EN, "all-MiniLM-L6-v2", "english"),
+    ],
+    ids=["chinese", "english"],
+)
+def test_repeats_are_served_and_look_alikes_are_not(
+    api_client, tenant, services, documents, conversation, model, analyzer
+):
+    kb = indexed_kb(tenant, documents=documents, name=f"help-{analyzer}", embedding_model=model, text_analyzer=analyzer)
+    conversation_id = start(api_client, kb)
+    turn_of: dict[str, int] = {}
+    for question, document, repeats in conversation:
+        body = ask(api_client, conversation_id, question)
+        turn_of[question] = body["turn_id"]
+        if repeats is None:
+            assert body["dedup"]["action"] != "served_cached", (question, body["dedup"])
+            assert body["sources"][0]["document_external_id"] == document, (question, body["sources"])
+        else:
+            assert body["dedup"]["action"] == "served_cached", (question, body["dedup"])
+            assert body["dedup"]["matched_turn_id"] == turn_of[repeats], (question, body["dedup"])
+            assert body["sources"][0]["document_external_id"] == document
