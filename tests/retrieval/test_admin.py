@@ -234,3 +234,45 @@ def test_a_failed_model_change_is_shown_refused_and_a_failed_rebuild_current(adm
     filtered = admin_client_of_tenant.get("/admin/retrieval/knowledgebase/?search_index=awaiting_reindex")
     page = filtered.content.decode()
     assert "failed-move-kb" in page and "failed-rebuild-kb" not in page
+
+
+def test_a_knowledge_base_is_added_with_an_offered_model_which_then_only_a_reindex_changes(
+    admin_client_of_tenant, tenant
+):
+    page = admin_client_of_tenant.get("/admin/retrieval/knowledgebase/add/")
+    assert page.status_code == 200
+    for model in embeddings.offered_models():
+        assert f'value="{model}"'.encode() in page.content
+    response = admin_client_of_tenant.post(
+        "/admin/retrieval/knowledgebase/add/",
+        {
+            "tenant": tenant.pk,
+            "name": "帮助中心",
+            "description": "",
+            "embedding_model": embeddings.USE_MODEL_NAME,
+            "chunk_max_tokens": 200,
+            "chunk_overlap_tokens": 32,
+            "retrieval_mode": "hybrid",
+            "text_analyzer": "chinese",
+        },
+    )
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    made = KnowledgeBase.objects.for_tenant(tenant).get(name="帮助中心")
+    assert (made.embedding_model, made.embedding_dimension) == (embeddings.USE_MODEL_NAME, 512)
+    refused = admin_client_of_tenant.post(
+        "/admin/retrieval/knowledgebase/add/",
+        {
+            "tenant": tenant.pk,
+            "name": "x",
+            "embedding_model": "bge-m3",
+            "chunk_max_tokens": 200,
+            "chunk_overlap_tokens": 32,
+            "retrieval_mode": "hybrid",
+            "text_analyzer": "english",
+        },
+    )
+    assert refused.status_code == 200 and not KnowledgeBase.objects.for_tenant(tenant).filter(name="x").exists()
+    change = admin_client_of_tenant.get(f"/admin/retrieval/knowledgebase/{made.pk}/change/")
+    assert b'name="embedding_model"' not in change.content  # read-only once made
+    actions = admin_client_of_tenant.get("/admin/retrieval/knowledgebase/")
+    assert f"reindex_onto_{embeddings.USE_MODEL_NAME}".encode() in actions.content
