@@ -403,7 +403,20 @@ def model_chunk_collection_name(*, dimension: int) -> str | None:
     base's filter keeps its own vectors apart from any other's in any collection."""
     from retrieval import embeddings
 
-    if dimension == embeddings.embedding_dimension(embeddings.primary_model()):
+    primary = embeddings.primary_model()
+    primary_size = embeddings.embedding_dimension(primary)
+    alike = [
+        model
+        for model in embeddings.offered_models()
+        if model != primary and settings.PACKAGED_EMBEDDING_MODELS.get(model) == primary_size
+    ]
+    if alike:
+        raise ServiceUnavailableError(
+            f"EMBEDDING_MODELS offers {', '.join(alike)} beside the primary model {primary}, all of {primary_size} "
+            "dimensions: their chunks would share one collection. Offer models of different vector sizes.",
+            extra={"code": "embedding_models_clash"},
+        )
+    if dimension == primary_size:
         return None
     named = [name for name, size in settings.PACKAGED_EMBEDDING_MODELS.items() if size == dimension]
     suffix = re.sub(r"[^0-9a-z]+", "_", named[0].lower()) if named else f"d{int(dimension)}"

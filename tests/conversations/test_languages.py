@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from conversations.models import Turn
+from kbplatform.errors import ServiceUnavailableError
 from retrieval import embeddings, vectorstore
 from retrieval.models import KnowledgeBase, ReindexStatus
 from retrieval.services import knowledge_base_reindex
@@ -203,3 +204,15 @@ def test_a_chinese_repeat_is_decided_by_the_multilingual_head_not_by_a_verifier_
     assert event.verifier_id is None and event.verifier_label == SHIPPED_VERIFIER_LABEL
     assert event.pair_probability >= pair_model_default(MULTILINGUAL).cut
     assert event.threshold == pytest.approx(0.76)  # the tenant's threshold: a head decided, the gate was not raised
+
+
+def test_two_offered_models_of_one_vector_size_are_refused_rather_than_share_a_collection(monkeypatch):
+    """A primary model at EMBEDDING_MODEL_PATH of the multilingual model's size: refused with what to do."""
+    real = embeddings.embedding_dimension
+
+    def sizes(model: str | None = None) -> int:
+        return 512 if model == "all-MiniLM-L6-v2" else real(model)
+
+    monkeypatch.setattr(embeddings, "embedding_dimension", sizes)
+    with pytest.raises(ServiceUnavailableError, match="different vector sizes"):
+        vectorstore.model_chunk_collection_name(dimension=512)
