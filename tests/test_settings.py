@@ -149,3 +149,22 @@ def test_the_prepare_threshold_reaches_psycopg_or_is_off(value, expected):
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == [expected]
+
+
+@pytest.mark.parametrize(
+    ("variables", "fails"),
+    [
+        ({"EMBEDDING_MODELS": "", "EMBEDDING_MODEL_DEFAULT": ""}, False),  # compose passes empty: the defaults
+        ({"EMBEDDING_MODELS": "use-multilingual-v3", "EMBEDDING_MODEL_DEFAULT": ""}, False),
+        ({"EMBEDDING_MODEL_DEFAULT": "use-multilingual-v3"}, False),
+        ({"EMBEDDING_MODELS": "bge-m3"}, True),  # no such model here
+        ({"EMBEDDING_MODELS": "all-MiniLM-L6-v2", "EMBEDDING_MODEL_DEFAULT": "use-multilingual-v3"}, True),
+        ({"EMBEDDING_MODEL_PATH": "/models/e5-small"}, False),  # the primary model takes the directory's name
+        ({"EMBEDDING_MODEL_PATH": "/models/e5-small", "EMBEDDING_MODELS": "all-MiniLM-L6-v2"}, True),
+    ],
+)
+def test_the_offered_embedding_models_are_checked_at_start(variables, fails):
+    result = _load_production({**_production_env(), **variables})
+    assert (result.returncode != 0) is fails, result.stderr
+    if fails:
+        assert "ImproperlyConfigured" in result.stderr and "EMBEDDING_MODEL" in result.stderr

@@ -283,7 +283,7 @@ PACKAGED_EMBEDDING_MODELS = {"use-multilingual-v3": 512}
 
 def _embedding_models() -> tuple[str, ...]:
     default = f"{PRIMARY_EMBEDDING_MODEL},use-multilingual-v3"
-    listed = env.str("EMBEDDING_MODELS", default=default).split(",")
+    listed = (env.str("EMBEDDING_MODELS", default="").strip() or default).split(",")  # empty: the default
     names = tuple(dict.fromkeys(name.strip() for name in listed if name.strip()))
     unknown = [n for n in names if n != PRIMARY_EMBEDDING_MODEL and n not in PACKAGED_EMBEDDING_MODELS]
     if unknown or not names:
@@ -296,7 +296,7 @@ def _embedding_models() -> tuple[str, ...]:
 
 EMBEDDING_MODELS = _embedding_models()
 # The model of a knowledge base created without naming one.
-EMBEDDING_MODEL_DEFAULT = env.str("EMBEDDING_MODEL_DEFAULT", default=EMBEDDING_MODELS[0])
+EMBEDDING_MODEL_DEFAULT = env.str("EMBEDDING_MODEL_DEFAULT", default="").strip() or EMBEDDING_MODELS[0]
 if EMBEDDING_MODEL_DEFAULT not in EMBEDDING_MODELS:
     raise ImproperlyConfigured(
         f"EMBEDDING_MODEL_DEFAULT: {EMBEDDING_MODEL_DEFAULT!r} is none of EMBEDDING_MODELS "
