@@ -469,7 +469,16 @@ def unknown_share(text: str, model: str | None = None) -> float:
 def text_readable(text: str, model: str | None = None) -> bool:
     """Whether the model reads enough of `text` for its vector to be compared by similarity: fewer than
     UNREADABLE_UNKNOWN_SHARE of its word pieces unknown. A question that is not is never served another question's
-    answer by similarity."""
+    answer by similarity. Kept per process by the text and the model's identity: a turn asks it of every stored
+    question it may compare (up to a few hundred in user scope), and the answer of one text never changes for one
+    model."""
+    name = model_resolve(model)
+    return _readable(text, name, model_identity(name))
+
+
+@lru_cache(maxsize=1 << 15)
+def _readable(text: str, model: str, identity: str) -> bool:
+    # `identity` is not read: it keys the cache, so a model replaced in place under its name is asked afresh.
     return unknown_share(text, model) < UNREADABLE_UNKNOWN_SHARE
 
 

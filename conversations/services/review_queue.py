@@ -81,15 +81,7 @@ def _draw(*, tenant: Tenant, day: date, quota: int, random_share: float) -> None
         .exclude(reason__in=sorted(ANSWER_REFUSALS))
         .exclude(pk__in=ReviewPick.objects.for_tenant(tenant).values("dedup_event_id"))
         .order_by("-created_at", "-id")
-        .values_list(
-            "pk",
-            "similarity",
-            "threshold",
-            "pair_probability",
-            "suspected_false_hit",
-            "suspected_false_hit_at",
-            "turn__question_vector_model",
-        )
+        .values_list(*CANDIDATE_FIELDS, "turn__question_vector_model")
     )[:CANDIDATES_READ]
     rows = sorted(events, key=lambda row: (row[5] is None, row[5] or timezone.now(), row[0]))
     cuts = head_cuts()

@@ -346,7 +346,7 @@ def test_shipped_head_refuses_changed_facts_and_topics_with_a_reason(embed, ques
 # --- a head per embedding model -----------------------------------------------------------------------------------
 
 MULTILINGUAL = "use-multilingual-v3"
-# duplicate_model.json as trained on 2026-11-29: the bundled model's decisions (English) must not move.
+# duplicate_model.json's digest: adding another model's head must not move the bundled model's (English) decisions.
 BUNDLED_HEAD_SHA256 = "6a8d046f9948bb2177a0d8c2f1758c34f4cea70f61b5f7debf2f1a382aa53c04"
 # Never in a shipped head's data, nor in any of its choices: a tenant's own traffic elsewhere (bq, oppo), AFQMC's
 # dev half (printed beside, never chosen on) and PAWS.
