@@ -1,7 +1,14 @@
 """Learning from review: a tenant's duplicate verifier trained from N reviewed decisions of its own traffic, measured
 through the API on pairs it never saw.
 
-The tenant's traffic is QQP pairs of the train split (conversations/labelled_pairs.py): each pair is one end user's
+The tenant's traffic is one labelled set of ../shared/data (`--traffic-set`):
+  - `qqp`: QQP pairs of the train split (conversations/labelled_pairs.py), what the bundled model's head was fitted
+    on; the held-out split is sent after training;
+  - `paws`: PAWS-QQP (English pairs that share their words and differ in meaning), split by a hash of the file and
+    pair id (`labelled_pairs.pairs_load(..., file_label=...)`, 30% held out); never used to fit a shipped head;
+  - `bq`: the BQ bank customer-service pairs (Chinese), split the same way, on a knowledge base of the multilingual
+    model (the tenant's verifier learns in its space); never used to fit a shipped head.
+Each pair is one end user's
 two conversations (dedup scope `user`), the first asking question2, the second question1, through
 POST /api/v1/conversations/{id}/messages/ (the DRF client in-process, the whole turn_ask path). A script acting as
 support staff then reviews N of the resulting decisions with the pairs' QQP labels, picked as the admin's review queue
@@ -27,8 +34,8 @@ with a shadow beside it, and the decision alone (`duplicate_decide_verified`) ti
 
 QQP is in all-MiniLM-L6-v2's own training data (../shared/data/README.md).
 
-Usage: .venv/bin/python bench/dedup_learning.py [--traffic 3500] [--held-out 0] [--reviews 0,100,300,1000,3000]
-       [--daily-quota 100]
+Usage: .venv/bin/python bench/dedup_learning.py [--traffic-set qqp|paws|bq] [--traffic 3500] [--held-out 0]
+       [--reviews 0,100,300,1000,3000] [--daily-quota 100]
 """
 
 from __future__ import annotations
@@ -51,6 +58,13 @@ from common import ROOT, platform  # noqa: E402
 
 TARGET_PRECISION = 0.90
 BOOTSTRAP_DRAWS = 200
+DATA = ROOT.parent / "shared" / "data"
+# Per traffic set: its file (None: the QQP file split as the bundled head's was) and the knowledge base's model.
+TRAFFIC_SETS = {
+    "qqp": (None, None),
+    "paws": (DATA / "paws_qqp" / "pairs.jsonl", None),
+    "bq": (DATA / "zh" / "bq.jsonl", "use-multilingual-v3"),
+}
 
 
 def _pairs_usable(rows: list[dict]) -> list[dict]:
@@ -174,7 +188,7 @@ def _figures(hits: list[bool], labels: list[int]) -> tuple[float, float, float]:
     return precision, true_positive / max(sum(labels), 1), served / max(len(labels), 1)
 
 
-def _train_child(*, slug: str) -> tuple[float, float, str]:
+def _train_child(*, slug: str, model: str | None) -> tuple[float, float, str]:
     """Run the training command (from the tenant's reviews) as a child process: (seconds, peak resident MiB, what it
     printed)."""
     started = time.perf_counter()
@@ -185,6 +199,7 @@ def _train_child(*, slug: str) -> tuple[float, float, str]:
             "duplicate_model_train",
             "--tenant",
             slug,
+            *(["--model", model] if model else []),
         ],
         cwd=ROOT,
         env=dict(os.environ),
@@ -204,6 +219,7 @@ def _train_child(*, slug: str) -> tuple[float, float, str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--traffic-set", choices=sorted(TRAFFIC_SETS), default="qqp", help="the tenant's traffic")
     parser.add_argument("--traffic", type=int, default=3500, help="train-split pairs sent as the tenant's traffic")
     parser.add_argument(
         "--held-out", type=int, default=0, help="held-out pairs sent after each training (0: all of them)"
@@ -228,7 +244,7 @@ def main() -> None:
         from rest_framework.test import APIClient
 
         from conversations import decisions
-        from conversations.labelled_pairs import pairs_load
+        from conversations.labelled_pairs import file_label_of, pairs_load
         from conversations.models import DuplicateModelStatus, DuplicateModelVersion
         from conversations.services import (
             conversation_records_delete,
@@ -244,7 +260,9 @@ def main() -> None:
         from tenants.services import api_key_create
         from tests.conversations.helpers import indexed_kb
 
-        pairs = pairs_load()
+        path, embedding_model = TRAFFIC_SETS[args.traffic_set]
+        pairs = pairs_load() if path is None else pairs_load(path, file_label=file_label_of(path))
+        print(f"traffic set {args.traffic_set}: {path or 'QQP'}; knowledge base model {embedding_model or 'default'}")
         train = _pairs_usable([r for r, h in zip(pairs.rows, pairs.held_out, strict=True) if not h])[: args.traffic]
         held = _pairs_usable([r for r, h in zip(pairs.rows, pairs.held_out, strict=True) if h])[: args.held_out or None]
         held_labels = [int(r["is_duplicate"]) for r in held]
@@ -259,7 +277,7 @@ def main() -> None:
         _, raw_key = api_key_create(tenant=tenant, name="bench", scopes=SCOPE_ORDER)
         client = APIClient()
         client.credentials(HTTP_AUTHORIZATION=f"Api-Key {raw_key}")
-        knowledge_base = indexed_kb(tenant)
+        knowledge_base = indexed_kb(tenant, **({"embedding_model": embedding_model} if embedding_model else {}))
         dedup_policy_update(tenant=tenant, scope="user")
         gate = dedup_policy_get(tenant=tenant).threshold
         print(
@@ -313,7 +331,7 @@ def main() -> None:
                     reviewed += len(todays)
                     drawn += todays
                 by_reason = f"{statistics_by_reason(drawn)}; {days} days of the queue so far"
-                seconds, peak_mib, printed = _train_child(slug=slug)
+                seconds, peak_mib, printed = _train_child(slug=slug, model=embedding_model)
                 version = DuplicateModelVersion.objects.for_tenant(tenant).order_by("-version").first()
                 figures = version.figures or {}
                 line.update(
@@ -392,8 +410,8 @@ def main() -> None:
             settings_now.verifiers.active if settings_now.verifiers.active.version_id else settings_now.verifiers.shadow
         )
         sample = held[:300]
-        first = embed_texts([r["question1"] for r in sample])
-        second = embed_texts([r["question2"] for r in sample])
+        first = embed_texts([r["question1"] for r in sample], model=embedding_model)
+        second = embed_texts([r["question2"] for r in sample], model=embedding_model)
 
         def decide_ms(verifier, shadow) -> float:  # noqa: ANN001
             times = []
@@ -410,6 +428,7 @@ def main() -> None:
                     previous_vector=second[i],
                     candidates=[candidate],
                     threshold=gate,
+                    embedding_model=embedding_model,
                 )
                 times.append((time.perf_counter() - begun) * 1000)
             return statistics.median(times)

@@ -442,7 +442,9 @@ def duplicate_decide(
     does with `use_head=False` (the operator's KB_DUPLICATE_HEAD). Candidates embedded by another model are not
     comparable and are left out: those of another vector size, and, when `vector_model` names the model that made
     `question_vector`, those whose `vector_model` is not that one (`vectors_comparable`: stored before a model
-    change, even of the same size). When that leaves none, the miss says so in its reason.
+    change, even of the same size). When that leaves none, the miss says so in its reason. A head with a gate of its
+    own (`PairModel.gate`, a tenant's verifier that chose it from its labels) applies that gate when it is under
+    `threshold`; the decision's `gate` says which applied.
 
     A question the model cannot read (`question_readable` False) is decided by `unreadable_decide` alone; a stored
     question it cannot read (`StoredQuestion.readable` False) is never compared by similarity with a readable one."""
@@ -464,6 +466,10 @@ def duplicate_decide(
     ):
         model = None
         threshold = max(threshold, HEADLESS_THRESHOLD_FLOOR)
+    elif model.gate is not None:
+        # A tenant's verifier that chose its gate from the tenant's labels serves down to it: below the policy's
+        # threshold it was judged to keep the precision target (`verifier_training`).
+        threshold = min(threshold, model.gate)
     matrix = np.stack([c.vector for c in candidates])
     # Unit vectors: float32 rounding can take a vector's cosine with itself to 1.0000001, which is no cosine.
     scores = np.clip(matrix @ question_vector, -1.0, 1.0)

@@ -33,7 +33,90 @@ SHIPPED_HEADS = {
 # the same features followed by `question_pairs.PAIR_V2_FEATURES`. A file of another version is refused, never misread.
 FEATURE_VERSION = "pair-v1"
 TENANT_FEATURE_VERSION = "pair-v2"
-FEATURE_VERSIONS = (FEATURE_VERSION, TENANT_FEATURE_VERSION)
+# pair-v2 followed by `question_pairs.PAIR_V3_FEATURES` (where the shared words sit): what a tree head reads.
+ORDER_FEATURE_VERSION = "pair-v3"
+FEATURE_VERSIONS = (FEATURE_VERSION, TENANT_FEATURE_VERSION, ORDER_FEATURE_VERSION)
+# The kinds of head a file may hold (its "kind_of_head"; none is a regression): a logistic regression, or boosted
+# trees on a logistic regression's log-odds and the pair's text features (`TreeEnsemble`).
+LINEAR_KIND = "linear"
+TREES_KIND = "trees"
+
+
+@dataclass(frozen=True, eq=False)
+class TreeEnsemble:
+    """Boosted regression trees in flat arrays, one entry per node of every tree: a split node sends a row whose
+    value of `feature` is at or below `threshold` to `left`, else to `right` (node indices in the arrays); a leaf
+    holds its `value`. `roots` holds each tree's first node. The log-odds are `baseline` plus each tree's leaf value.
+    Every pair feature is finite, so there is no missing-value branch."""
+
+    baseline: float
+    roots: np.ndarray
+    feature: np.ndarray
+    threshold: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    value: np.ndarray
+    leaf: np.ndarray
+    inputs: int  # how many values a row has
+
+    def raw(self, row: np.ndarray) -> float:
+        """The log-odds of one row."""
+        total = self.baseline
+        feature, threshold, left, right, leaf = self.feature, self.threshold, self.left, self.right, self.leaf
+        for root in self.roots:
+            node = int(root)
+            while not leaf[node]:
+                node = int(left[node] if row[feature[node]] <= threshold[node] else right[node])
+            total += float(self.value[node])
+        return float(total)
+
+    def to_dict(self) -> dict:
+        return {
+            "baseline": self.baseline,
+            "inputs": self.inputs,
+            "roots": self.roots.tolist(),
+            "feature": self.feature.tolist(),
+            "threshold": self.threshold.tolist(),
+            "left": self.left.tolist(),
+            "right": self.right.tolist(),
+            "value": self.value.tolist(),
+            "leaf": self.leaf.astype(int).tolist(),
+        }
+
+
+def tree_ensemble_from_dict(payload: dict) -> TreeEnsemble:
+    """The trees of a file, checked so that every walk ends at a leaf: each split names an input that exists and
+    children inside the arrays that come after it (so no walk loops)."""
+    arrays = {name: np.asarray(payload[name]) for name in ("feature", "threshold", "left", "right", "value", "leaf")}
+    nodes = len(arrays["feature"])
+    if any(array.shape != (nodes,) for array in arrays.values()):
+        raise ValueError("tree head arrays must all have one value per node")
+    roots = np.asarray(payload["roots"], dtype=np.int64)
+    leaf = arrays["leaf"].astype(bool)
+    inputs = int(payload["inputs"])
+    index = np.arange(nodes)
+    splits = ~leaf
+    if (
+        nodes == 0
+        or roots.size == 0
+        or roots.min() < 0
+        or roots.max() >= nodes
+        or (splits & ((arrays["feature"] < 0) | (arrays["feature"] >= inputs))).any()
+        or (splits & ((arrays["left"] <= index) | (arrays["right"] <= index))).any()
+        or (splits & ((arrays["left"] >= nodes) | (arrays["right"] >= nodes))).any()
+    ):
+        raise ValueError("tree head nodes do not form trees over its inputs")
+    return TreeEnsemble(
+        baseline=float(payload["baseline"]),
+        roots=roots,
+        feature=arrays["feature"].astype(np.int64),
+        threshold=arrays["threshold"].astype(np.float64),
+        left=arrays["left"].astype(np.int64),
+        right=arrays["right"].astype(np.int64),
+        value=arrays["value"].astype(np.float64),
+        leaf=leaf,
+        inputs=inputs,
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -47,7 +130,13 @@ class PairModel:
     cut: float  # probability at or above which a pair counts as a duplicate (chosen on the train split)
     dimension: int  # embedding size the vector features assume
     meta: dict = field(default_factory=dict)
-    feature_version: str = FEATURE_VERSION  # which `question_pairs.pair_features` set the weights read
+    feature_version: str = FEATURE_VERSION  # which `question_pairs.pair_features` set the head is given
+    # A tree head: the trees read the regression's log-odds, then the pair's text features (`pair_probability`); the
+    # regression reads the prefix of those features its weights cover (`linear_feature_version`'s).
+    trees: TreeEnsemble | None = None
+    # The cosine gate this head was chosen for, when it chose one (a tenant's verifier, from its labels): the decision
+    # it makes applies it in place of the policy's threshold when it is lower (`decisions.duplicate_decide`).
+    gate: float | None = None
 
 
 def pair_model_from_dict(payload: dict) -> PairModel:
@@ -62,11 +151,27 @@ def pair_model_from_dict(payload: dict) -> PairModel:
         raise ValueError("duplicate model weights, mean and scale must be vectors of one length")
     from conversations.question_pairs import pair_feature_count  # it imports this module for PairModel
 
-    expected = pair_feature_count(int(payload["dimension"]), feature_version=str(payload["feature_version"]))
+    kind = payload.get("kind_of_head", LINEAR_KIND)
+    if kind not in (LINEAR_KIND, TREES_KIND):
+        raise ValueError(f"duplicate model of kind {kind!r}, expected {LINEAR_KIND!r} or {TREES_KIND!r}")
+    dimension = int(payload["dimension"])
+    linear_version = str(payload.get("linear_feature_version", payload["feature_version"]))
+    if linear_version not in FEATURE_VERSIONS:
+        raise ValueError(f"duplicate model regression of feature set {linear_version!r}")
+    expected = pair_feature_count(dimension, feature_version=linear_version)
     if weights.shape[0] != expected:
         # A file whose weights do not match its feature set would fail every turn it scored: refused at load.
         raise ValueError(f"duplicate model has {weights.shape[0]} weights, its feature set needs {expected}")
-    meta = {k: v for k, v in payload.items() if k not in ("weights", "mean", "scale", "bias", "cut", "dimension")}
+    trees = None
+    if kind == TREES_KIND:
+        trees = tree_ensemble_from_dict(payload["trees"])
+        # The trees read the log-odds, then every feature after the vector products.
+        inputs = 1 + pair_feature_count(dimension, feature_version=str(payload["feature_version"])) - 2 * dimension
+        if trees.inputs != inputs:
+            raise ValueError(f"tree head reads {trees.inputs} inputs, its feature set gives {inputs}")
+    gate = payload.get("gate")
+    skipped = ("weights", "mean", "scale", "bias", "cut", "dimension", "trees", "gate")
+    meta = {k: v for k, v in payload.items() if k not in skipped}
     return PairModel(
         weights=weights,
         bias=float(payload["bias"]),
@@ -76,6 +181,8 @@ def pair_model_from_dict(payload: dict) -> PairModel:
         dimension=int(payload["dimension"]),
         meta=meta,
         feature_version=str(payload["feature_version"]),
+        trees=trees,
+        gate=None if gate is None else float(gate),
     )
 
 

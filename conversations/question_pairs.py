@@ -13,7 +13,7 @@ from functools import lru_cache
 import numpy as np
 
 from conversations import chinese_text
-from conversations.duplicate_model import FEATURE_VERSION, TENANT_FEATURE_VERSION, PairModel
+from conversations.duplicate_model import FEATURE_VERSION, ORDER_FEATURE_VERSION, TENANT_FEATURE_VERSION, PairModel
 
 # --- question agreement (beyond cosine) -------------------------------------------------------------------------
 
@@ -283,6 +283,57 @@ def pair_extra_features(first: str, second: str) -> np.ndarray:
     )
 
 
+# Names of the features pair-v3 adds after pair-v2's, in `pair_order_features`' order: where the words of two questions
+# sit, not only which they are. "Can a message say blocked if you were delivered" and "...say delivered if you were
+# blocked" share every word and most word pairs; these see that the same words play other roles.
+PAIR_V3_FEATURES = (
+    "word_lcs_ratio",
+    "shared_words_out_of_sequence",
+    "word_context_jaccard",
+    "word_displacement",
+)
+
+
+def _common_subsequence(first: list[str], second: list[str]) -> int:
+    """Length of the longest common subsequence of two word lists (questions are short: quadratic is cheap)."""
+    previous = [0] * (len(second) + 1)
+    for word in first:
+        current = [0]
+        for j, other in enumerate(second):
+            current.append(previous[j] + 1 if word == other else max(previous[j + 1], current[j]))
+        previous = current
+    return previous[-1]
+
+
+def _contexts(words: list[str]) -> set[tuple[str, str, str]]:
+    """Each word with its left and right neighbour (sentence edges as "^" and "$")."""
+    padded = ["^", *words, "$"]
+    return {(padded[i - 1], padded[i], padded[i + 1]) for i in range(1, len(padded) - 1)}
+
+
+def pair_order_features(first: str, second: str) -> np.ndarray:
+    """The order features pair-v3 adds (PAIR_V3_FEATURES), symmetric in the two questions: the longest common word
+    subsequence as a share of the longer question; the shared words (counted with repeats) that fall outside it, as
+    a share (the same words in another order); the Jaccard of words taken with both neighbours; and how far, as a
+    share of its question's length, a shared word moved."""
+    words_a, words_b = _words(first), _words(second)
+    longest = max(len(words_a), len(words_b), 1)
+    sequence = _common_subsequence(words_a, words_b)
+    shared = set(words_a) & set(words_b)
+    bag = sum(min(words_a.count(w), words_b.count(w)) for w in shared)
+    position_a = {w: i / max(len(words_a) - 1, 1) for i, w in enumerate(words_a)}
+    position_b = {w: i / max(len(words_b) - 1, 1) for i, w in enumerate(words_b)}
+    moved = float(np.mean([abs(position_a[w] - position_b[w]) for w in shared])) if shared else 0.0
+    return np.array(
+        [
+            sequence / longest,
+            (bag - sequence) / longest,
+            _jaccard(_contexts(words_a), _contexts(words_b)),
+            moved,
+        ]
+    )
+
+
 def pair_features(
     *,
     first: str,
@@ -297,19 +348,31 @@ def pair_features(
     u = np.asarray(first_vector, dtype=np.float64)
     v = np.asarray(second_vector, dtype=np.float64)
     parts = [u * v, np.abs(u - v), [float(u @ v)], pair_lexical_features(first, second)]
-    if feature_version == TENANT_FEATURE_VERSION:
+    if feature_version in (TENANT_FEATURE_VERSION, ORDER_FEATURE_VERSION):
         parts.append(pair_extra_features(first, second))
-    elif feature_version != FEATURE_VERSION:
+    if feature_version == ORDER_FEATURE_VERSION:
+        parts.append(pair_order_features(first, second))
+    elif feature_version not in (FEATURE_VERSION, TENANT_FEATURE_VERSION):
         raise ValueError(f"unknown pair feature set {feature_version!r}")
     return np.concatenate(parts)
 
 
 def pair_feature_count(dimension: int, *, feature_version: str = FEATURE_VERSION) -> int:
-    extra = len(PAIR_V2_FEATURES) if feature_version == TENANT_FEATURE_VERSION else 0
+    extra = {
+        FEATURE_VERSION: 0,
+        TENANT_FEATURE_VERSION: len(PAIR_V2_FEATURES),
+        ORDER_FEATURE_VERSION: len(PAIR_V2_FEATURES) + len(PAIR_V3_FEATURES),
+    }[feature_version]
     return 2 * dimension + 1 + len(LEXICAL_FEATURES) + extra
 
 
 def pair_probability(*, model: PairModel, features: np.ndarray) -> float:
-    """Probability that the pair is a duplicate, by the duplicate head."""
-    z = float(((features - model.mean) / model.scale) @ model.weights) + model.bias
+    """Probability that the pair is a duplicate, by the duplicate head: its logistic regression on the features it
+    reads (a prefix of `features`), or, for a tree head, its trees on that regression's log-odds followed by the
+    pair's text features (everything after the 2 x dimension vector products: the cosine, then pair-v1's lexical
+    features and the later sets')."""
+    known = model.weights.shape[0]
+    z = float(((features[:known] - model.mean) / model.scale) @ model.weights) + model.bias
+    if model.trees is not None:
+        z = model.trees.raw(np.concatenate([[z], features[2 * model.dimension :]]))
     return float(1.0 / (1.0 + np.exp(-z))) if z >= 0 else float(np.exp(z) / (1.0 + np.exp(z)))

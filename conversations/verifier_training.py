@@ -46,7 +46,15 @@ import numpy as np
 
 from conversations import decisions, question_pairs
 from conversations.duplicate_head_training import recall_at_precision, significant, standardise
-from conversations.duplicate_model import TENANT_FEATURE_VERSION, PairModel, pair_model_from_dict
+from conversations.duplicate_model import (
+    LINEAR_KIND,
+    ORDER_FEATURE_VERSION,
+    TENANT_FEATURE_VERSION,
+    TREES_KIND,
+    PairModel,
+    TreeEnsemble,
+    pair_model_from_dict,
+)
 from conversations.labelled_pairs import INNER_FOLDS, LabelledQuestionPair, label_inner_fold, label_is_held_out
 
 # Penalties towards the shipped weights, in units of summed log-loss: the strongest keeps the shipped head almost as
@@ -72,6 +80,26 @@ MIN_RANDOM_JUDGE_DUPLICATES = 30
 # the same labels always give the same verdict).
 ACTIVATION_CONFIDENCE = 0.95
 ACTIVATION_RESAMPLES = 2000
+# How far under the policy's threshold a verifier may set its own cosine gate, tried in these steps, never under
+# GATE_FLOOR: a tenant whose duplicates are worded further apart than the shipped head's training pairs (a bank's
+# customers: most of their duplicates are under the default gate) is served only if the gate can come down, and only
+# where its labels say the target still holds there.
+GATE_STEPS = (0.0, 0.04, 0.08, 0.12, 0.16, 0.20, 0.26)
+GATE_FLOOR = 0.50
+# The tree head: boosted trees, few and shallow, on the shipped regression's log-odds and the pair's text features
+# (pair-v3: where the shared words sit as well as which they are). Few enough to fit a few thousand labels in seconds
+# on two cores and walk in a fraction of a millisecond per candidate; fixed, so a training is reproducible.
+TREE_PARAMETERS = {
+    "max_iter": 100,
+    "learning_rate": 0.1,
+    "max_leaf_nodes": 7,
+    "min_samples_leaf": 20,
+    "l2_regularization": 1.0,
+    "early_stopping": False,
+    "random_state": 0,
+}
+# A cut that no probability reaches: a verifier whose labels found no cut meeting the target serves nothing.
+SERVES_NOTHING = 1.01
 
 Progress = Callable[[float, str], None]
 
@@ -125,15 +153,13 @@ def labels_check(pairs: Sequence[LabelledQuestionPair]) -> None:
         raise TrainingRefused("Too few duplicates fall in the training or held-out part: review more decisions.")
 
 
-def _rule_eligible(
-    *, pairs: Sequence[LabelledQuestionPair], cosine: np.ndarray, threshold: float, stored: np.ndarray
-) -> np.ndarray:
-    """Per pair: whether every check of the decision but the head lets it through (gate, numbers and negation, the
-    follow-up guard of a first turn), so that only the head's probability decides it."""
+def _rule_checks(*, pairs: Sequence[LabelledQuestionPair], stored: np.ndarray) -> np.ndarray:
+    """Per pair: whether every check of the decision but the cosine gate and the head lets it through (numbers and
+    negation, the follow-up guard of a first turn). With the gate (`cosine >= gate`), only the head's probability
+    then decides the pair."""
     return np.array(
         [
-            cosine[i] >= threshold
-            and not question_pairs.questions_conflict(p.question, p.stored_question)
+            not question_pairs.questions_conflict(p.question, p.stored_question)
             and decisions.followup_context_matches(
                 question=p.question,
                 previous_vector=None,
@@ -205,6 +231,22 @@ def served_gain_lower_bound(*, gain: np.ndarray) -> float:
     return float(np.quantile(np.concatenate(totals), 1.0 - ACTIVATION_CONFIDENCE))
 
 
+def precision_upper_bound(*, decided: np.ndarray, labels: np.ndarray, weights: np.ndarray) -> float:
+    """The one-sided ACTIVATION_CONFIDENCE upper bound of the (weighted) precision of the pairs `decided` serves, by
+    the bootstrap over the labels, seeded so it is reproducible; nan when it serves none."""
+    served = np.asarray(decided, dtype=bool)
+    if not served.any():
+        return float("nan")
+    hit_weight = np.asarray(weights, dtype=float) * served
+    true_weight = hit_weight * (np.asarray(labels) == 1)
+    rng, values = np.random.default_rng(1), []
+    for start in range(0, ACTIVATION_RESAMPLES, 200):
+        draws = rng.integers(0, len(served), size=(min(200, ACTIVATION_RESAMPLES - start), len(served)))
+        hits = hit_weight[draws].sum(axis=1)
+        values.append(np.where(hits > 0, true_weight[draws].sum(axis=1) / np.maximum(hits, 1e-12), 1.0))
+    return float(np.quantile(np.concatenate(values), ACTIVATION_CONFIDENCE))
+
+
 def _verdict(
     *,
     new_scores: np.ndarray,
@@ -212,16 +254,23 @@ def _verdict(
     active_scores: np.ndarray,
     labels: np.ndarray,
     eligible: np.ndarray,
+    active_eligible: np.ndarray,
+    active_cut: float | None,
     weights: np.ndarray,
     target: float,
 ) -> tuple[bool, str, dict]:
-    """One judge's rule on one set of labels: the new model beats the active decision only by meeting `target` at its
-    own cut with more (weighted) duplicates served than the active head serves at its best cut for `target`, and by
-    more than chance gives (`served_gain_lower_bound` above 0)."""
+    """One judge's rule on one set of labels. The new model beats the active decision
+    - by meeting `target` at its own cut with more (weighted) duplicates served than the active head serves at its
+      best cut for `target`, by more than chance gives (`served_gain_lower_bound` above 0); or
+    - when the active decision, at its own cut `active_cut`, is under `target` beyond chance (the one-sided upper
+      bound of its precision, `precision_upper_bound`, is under it), by meeting `target` at its own cut or serving
+      nothing: fewer answers served right beat more served at a precision the tenant has said is too low.
+    `eligible` / `active_eligible`: the pairs each decision's other checks and own gate let through."""
+    no_cut = not np.isfinite(cut) or cut > 1.0
     decided = eligible & (new_scores >= cut)
     figures = _figures(decided, labels, weights)
-    active_recall, active_cut = recall_at_precision(
-        scores=active_scores, labels=labels, eligible=eligible, target=target, weights=weights
+    active_recall, best_active_cut = recall_at_precision(
+        scores=active_scores, labels=labels, eligible=active_eligible, target=target, weights=weights
     )
     new_best_recall, _ = recall_at_precision(
         scores=new_scores, labels=labels, eligible=eligible, target=target, weights=weights
@@ -231,14 +280,29 @@ def _verdict(
     new_served = float((weights * (decided & (labels == 1))).sum())
     active_served = active_recall * duplicate_weight
     meets = figures["precision"] is not None and figures["precision"] >= target
-    finite = bool(np.isfinite(cut))
     more = new_served > active_served + 1e-9 * max(duplicate_weight, 1.0)
-    active_decided = eligible & (active_scores >= active_cut)
+    best_active_decided = active_eligible & (active_scores >= best_active_cut)
     gain_lower = served_gain_lower_bound(
-        gain=weights * (labels == 1) * (decided.astype(float) - active_decided.astype(float))
+        gain=weights * (labels == 1) * (decided.astype(float) - best_active_decided.astype(float))
     )
-    beats = finite and meets and more and gain_lower > 0
-    if not finite:
+    active_figures, active_upper = None, float("nan")
+    if active_cut is not None:
+        active_decided = active_eligible & (active_scores >= active_cut)
+        active_figures = _figures(active_decided, labels, weights)
+        active_upper = precision_upper_bound(decided=active_decided, labels=labels, weights=weights)
+    active_under = bool(np.isfinite(active_upper) and active_upper < target)
+    gains = not no_cut and meets and more and gain_lower > 0
+    corrects = active_under and (meets or no_cut)
+    beats = gains or corrects
+    if corrects and not gains:
+        served = (
+            "serving nothing" if no_cut else f"recall {figures['recall']:.3f} at precision {figures['precision']:.3f}"
+        )
+        note = (
+            f"the active decision serves at precision {active_figures['precision']:.3f}, under the target {target:.2f} "
+            f"({ACTIVATION_CONFIDENCE:.0%} upper bound {active_upper:.3f}); the new one meets it, {served}"
+        )
+    elif no_cut:
         note = f"no cut reaches precision {target:.2f} on the training labels"
     elif not meets:
         note = f"precision {figures['precision']} at its cut is under the target {target:.2f}"
@@ -262,7 +326,9 @@ def _verdict(
         "new": figures,
         "new_recall_at_target": round(new_best_recall, 4),
         "active_recall_at_target": round(active_recall, 4),
-        "active_cut_for_target": round(active_cut, 6) if np.isfinite(active_cut) else None,
+        "active_cut_for_target": round(best_active_cut, 6) if np.isfinite(best_active_cut) else None,
+        "active_at_its_cut": active_figures,
+        "active_precision_upper_bound": round(active_upper, 4) if np.isfinite(active_upper) else None,
         "served_gain": round(new_served - active_served, 4),
         "served_gain_lower_bound": round(gain_lower, 4) if np.isfinite(gain_lower) else None,
         "labels": int(len(labels)),
@@ -280,21 +346,27 @@ def activation_judge(
     eligible: np.ndarray,
     random_weights: np.ndarray,
     precision_target: float,
+    active_eligible: np.ndarray | None = None,
+    active_cut: float | None = None,
 ) -> Judgement:
-    """Whether the new model (probabilities `new_scores`, its `cut`) beats the active decision (`active_scores`,
-    re-cut at its best for the target) on held-out labels (all arrays are of the held-out labels only; `eligible`:
-    the decision's other checks let the pair through; `random_weights`: 1 / inclusion probability of a random pick
-    of the review queue, 0 for any other label). The held-out random picks judge, weighted, when they hold at least
+    """Whether the new model (probabilities `new_scores`, its `cut`) beats the active decision (`active_scores`, at its
+    own `active_cut` and re-cut at its best for the target) on held-out labels (all arrays are of the held-out labels
+    only; `eligible` / `active_eligible`, default the same: the pairs each decision's other checks and gate let
+    through; `random_weights`: 1 / inclusion probability of a random pick of the review queue, 0 for any other label).
+    The rule is `_verdict`'s. The held-out random picks judge, weighted, when they hold at least
     MIN_RANDOM_JUDGE_DUPLICATES duplicates; every held-out label, unweighted, judges otherwise. Both figures are
     returned whenever there are random picks to figure."""
     labels = np.asarray(labels, dtype=int)
     random_weights = np.asarray(random_weights, dtype=float)
+    active_eligible = eligible if active_eligible is None else active_eligible
     beats, note, everything = _verdict(
         new_scores=new_scores,
         cut=cut,
         active_scores=active_scores,
         labels=labels,
         eligible=eligible,
+        active_eligible=active_eligible,
+        active_cut=active_cut,
         weights=np.ones(len(labels)),
         target=precision_target,
     )
@@ -308,6 +380,8 @@ def activation_judge(
             active_scores=active_scores[drawn],
             labels=labels[drawn],
             eligible=eligible[drawn],
+            active_eligible=active_eligible[drawn],
+            active_cut=active_cut,
             weights=random_weights[drawn],
             target=precision_target,
         )
@@ -385,6 +459,139 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
     return np.exp(-np.logaddexp(0.0, -z))
 
 
+def gate_candidates(threshold: float) -> list[float]:
+    """The cosine gates a verifier may choose for a policy `threshold`: the threshold and GATE_STEPS under it, never
+    under GATE_FLOOR (nor a threshold already under it), highest first."""
+    gates = {round(threshold - step, 4) for step in GATE_STEPS if threshold - step >= GATE_FLOOR - 1e-9}
+    return sorted(gates | {threshold}, reverse=True)
+
+
+def _log_odds(model: PairModel, features: np.ndarray) -> np.ndarray:
+    """The regression's log-odds of `model` for each row of `features` (the prefix its weights cover)."""
+    known = model.weights.shape[0]
+    return ((features[:, :known] - model.mean) / model.scale) @ model.weights + model.bias
+
+
+def model_probabilities(model: PairModel, features: np.ndarray) -> np.ndarray:
+    """`question_pairs.pair_probability` of `model` for each row of `features` (a feature set at least as long as
+    the one it reads: pair-v1 and pair-v2 are prefixes of pair-v3), the regression vectorised."""
+    z = _log_odds(model, features)
+    if model.trees is not None:
+        start = 2 * model.dimension
+        rows = np.column_stack([z, features[:, start : start + model.trees.inputs - 1]])
+        z = np.array([model.trees.raw(row) for row in rows])
+    return _sigmoid(z)
+
+
+def trees_export(classifier: object, *, inputs: int) -> TreeEnsemble:
+    """A fitted scikit-learn HistGradientBoostingClassifier (binary) as a TreeEnsemble whose `raw` is its
+    `decision_function` (a test holds the two equal, so a scikit-learn that stores its trees otherwise fails there)."""
+    nodes = [predictors[0].nodes for predictors in classifier._predictors]
+    offsets = np.cumsum([0] + [len(tree) for tree in nodes[:-1]])
+    glued = np.concatenate(nodes)
+    shift = np.concatenate([np.full(len(tree), offset) for tree, offset in zip(nodes, offsets, strict=True)])
+    leaf = glued["is_leaf"].astype(bool)
+    return TreeEnsemble(
+        baseline=float(np.ravel(classifier._baseline_prediction)[0]),
+        roots=offsets.astype(np.int64),
+        feature=np.where(leaf, 0, glued["feature_idx"]).astype(np.int64),
+        threshold=np.where(leaf, 0.0, glued["num_threshold"]).astype(np.float64),
+        left=np.where(leaf, 0, glued["left"] + shift).astype(np.int64),
+        right=np.where(leaf, 0, glued["right"] + shift).astype(np.int64),
+        value=np.where(leaf, glued["value"], 0.0).astype(np.float64),
+        leaf=leaf,
+        inputs=inputs,
+    )
+
+
+def _trees_fit(rows: np.ndarray, labels: np.ndarray) -> object:
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    return HistGradientBoostingClassifier(**TREE_PARAMETERS).fit(rows, labels)
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    kind: str  # LINEAR_KIND or TREES_KIND
+    oof: np.ndarray  # out-of-fold probabilities of the training labels (0 elsewhere)
+    penalty: float | None = None
+    added_penalty: float | None = None
+
+
+def _linear_candidate(
+    *,
+    standardised: np.ndarray,
+    labels: np.ndarray,
+    train: np.ndarray,
+    folds: np.ndarray,
+    eligible: np.ndarray,
+    prior: PairModel,
+    known: int,
+    precision_target: float,
+    progress: Progress,
+) -> _Candidate:
+    """The regression towards the shipped head, its two penalties chosen by out-of-fold recall at the target at the
+    policy's gate (ties: the stronger ones, the head nearer the shipped one)."""
+    train_index = np.where(train)[0]
+    choices = []
+    grid = [(penalty, added) for penalty in PENALTIES for added in ADDED_PENALTIES]
+    for number, (penalty, added) in enumerate(grid):
+        oof = np.zeros(len(labels))
+        for fold in range(INNER_FOLDS):
+            fit_on = train_index[folds[train_index] != fold]
+            score_on = train_index[folds[train_index] == fold]
+            weights, bias = fit_towards(
+                standardised[fit_on], labels[fit_on], prior=prior, penalty=penalty, added_penalty=added, known=known
+            )
+            oof[score_on] = _sigmoid(standardised[score_on] @ weights + bias)
+        recall, _ = recall_at_precision(
+            scores=oof[train], labels=labels[train], eligible=eligible[train], target=precision_target
+        )
+        choices.append((round(recall, 3), penalty, added, oof))
+        progress(0.6 + 0.2 * (number + 1) / len(grid), f"penalty {penalty:g}, added {added:g}: recall {recall:.3f}")
+    _, penalty, added, oof = max(choices, key=lambda c: (c[0], c[1], c[2]))
+    return _Candidate(kind=LINEAR_KIND, oof=oof, penalty=penalty, added_penalty=added)
+
+
+def _trees_candidate(*, rows: np.ndarray, labels: np.ndarray, train: np.ndarray, folds: np.ndarray) -> _Candidate:
+    train_index = np.where(train)[0]
+    oof = np.zeros(len(labels))
+    for fold in range(INNER_FOLDS):
+        fit_on = train_index[folds[train_index] != fold]
+        score_on = train_index[folds[train_index] == fold]
+        if len(set(labels[fit_on].tolist())) < 2:
+            return _Candidate(kind=TREES_KIND, oof=np.zeros(len(labels)))
+        oof[score_on] = _trees_fit(rows[fit_on], labels[fit_on]).predict_proba(rows[score_on])[:, 1]
+    return _Candidate(kind=TREES_KIND, oof=oof)
+
+
+def _form_and_gate_choose(
+    *,
+    candidates: Sequence[_Candidate],
+    gates: Sequence[float],
+    cosine: np.ndarray,
+    checks: np.ndarray,
+    labels: np.ndarray,
+    train: np.ndarray,
+    precision_target: float,
+) -> tuple[_Candidate, float, dict]:
+    """The head and gate whose out-of-fold probabilities, through the decision rule at that gate, reach the most
+    recall at the target on the training labels; ties go to the regression (the head nearer the shipped one) and to
+    the higher gate. Returns the figures of every pairing too."""
+    table, best = {}, None
+    for candidate in candidates:
+        for gate in gates:
+            eligible = (cosine >= gate) & checks
+            recall, _ = recall_at_precision(
+                scores=candidate.oof[train], labels=labels[train], eligible=eligible[train], target=precision_target
+            )
+            table[f"{candidate.kind}@{gate:.2f}"] = round(recall, 4)
+            key = (round(recall, 3), candidate.kind == LINEAR_KIND, gate)
+            if best is None or key > best[0]:
+                best = (key, candidate, gate)
+    return best[1], best[2], table
+
+
 def verifier_train(
     *,
     pairs: Sequence[LabelledQuestionPair],
@@ -397,14 +604,17 @@ def verifier_train(
     progress: Progress,
     meta: dict,
 ) -> VerifierTrained:
-    """Train on `pairs` (with `first`/`second` the unit vectors of each pair's question and stored question), towards
-    `prior` (the shipped head), and judge the result against `active` (the head deciding now) on the held-out part,
-    both through the decision rule at the tenant's gate `threshold`. `meta` goes into the payload as it is."""
+    """Train on `pairs` (with `first`/`second` the unit vectors of each pair's question and stored question), from
+    `prior` (the shipped head): the regression towards it and the tree head on its log-odds side by side, each at the
+    gates `gate_candidates` offers, and keep the pairing with the most out-of-fold recall at the target; then judge
+    it against `active` (the head deciding now, at its own gate) on the held-out part. `meta` goes into the payload
+    as it is."""
     labels_check(pairs)
     labels = np.array([int(p.is_duplicate) for p in pairs])
     held_out = np.array([label_is_held_out(p.label_id) for p in pairs])
     random_weights = np.array([p.random_pick_weight for p in pairs], dtype=float)
     train = ~held_out
+    folds = np.array([label_inner_fold(p.label_id) for p in pairs])
     progress(0.55, "features")
     features = np.stack(
         [
@@ -413,58 +623,88 @@ def verifier_train(
                 second=p.stored_question,
                 first_vector=first[i],
                 second_vector=second[i],
-                feature_version=TENANT_FEATURE_VERSION,
+                feature_version=ORDER_FEATURE_VERSION,
             )
             for i, p in enumerate(pairs)
         ]
     )
+    linear_count = question_pairs.pair_feature_count(prior.dimension, feature_version=TENANT_FEATURE_VERSION)
     known = prior.weights.shape[0]
-    prior = prior_extend(prior, features=features[train])
-    standardised = (features - prior.mean) / prior.scale
+    extended = prior_extend(prior, features=features[train, :linear_count])
+    standardised = (features[:, :linear_count] - extended.mean) / extended.scale
     cosine = np.clip((first * second).sum(axis=1), -1.0, 1.0)
-    eligible = _rule_eligible(pairs=pairs, cosine=cosine, threshold=threshold, stored=second)
-
-    progress(0.65, "choosing the penalties")
-    folds = np.array([label_inner_fold(p.label_id) for p in pairs])
-    train_index = np.where(train)[0]
-    choices = []
-    grid = [(penalty, added) for penalty in PENALTIES for added in ADDED_PENALTIES]
-    for number, (penalty, added) in enumerate(grid):
-        oof = np.zeros(len(pairs))
-        for fold in range(INNER_FOLDS):
-            fit_on = train_index[folds[train_index] != fold]
-            score_on = train_index[folds[train_index] == fold]
-            weights, bias = fit_towards(
-                standardised[fit_on], labels[fit_on], prior=prior, penalty=penalty, added_penalty=added, known=known
-            )
-            oof[score_on] = _sigmoid(standardised[score_on] @ weights + bias)
-        recall, _ = recall_at_precision(
-            scores=oof[train], labels=labels[train], eligible=eligible[train], target=precision_target
-        )
-        choices.append((round(recall, 3), penalty, added, oof))
-        progress(
-            0.65 + 0.25 * (number + 1) / len(grid),
-            f"penalty {penalty:g}, added {added:g}: out-of-fold recall {recall:.3f}",
-        )
-    # Ties go to the stronger penalties: the head nearer the shipped one.
-    oof_recall, penalty, added, oof = max(choices, key=lambda c: (c[0], c[1], c[2]))
+    checks = _rule_checks(pairs=pairs, stored=second)
+    linear = _linear_candidate(
+        standardised=standardised,
+        labels=labels,
+        train=train,
+        folds=folds,
+        eligible=(cosine >= threshold) & checks,
+        prior=extended,
+        known=known,
+        precision_target=precision_target,
+        progress=progress,
+    )
+    progress(0.82, "the tree head")
+    tree_rows = np.column_stack([_log_odds(prior, features), features[:, 2 * prior.dimension :]])
+    trees = _trees_candidate(rows=tree_rows, labels=labels, train=train, folds=folds)
+    chosen, gate, table = _form_and_gate_choose(
+        candidates=(linear, trees),
+        gates=gate_candidates(threshold),
+        cosine=cosine,
+        checks=checks,
+        labels=labels,
+        train=train,
+        precision_target=precision_target,
+    )
+    eligible = (cosine >= gate) & checks
     cut, cut_chosen_on = cut_choose(
-        scores=oof[train],
+        scores=chosen.oof[train],
         labels=labels[train],
         eligible=eligible[train],
         random_weights=random_weights[train],
         precision_target=precision_target,
     )
     cut_population = train & (random_weights > 0) if cut_chosen_on == CutChosenOn.RANDOM_PICKS_WEIGHTED else train
-    weights, bias = fit_towards(
-        standardised[train], labels[train], prior=prior, penalty=penalty, added_penalty=added, known=known
-    )
+    progress(0.92, f"fitting the {chosen.kind} head at gate {gate:.2f}")
+    if chosen.kind == LINEAR_KIND:
+        weights, bias = fit_towards(
+            standardised[train],
+            labels[train],
+            prior=extended,
+            penalty=chosen.penalty,
+            added_penalty=chosen.added_penalty,
+            known=known,
+        )
+        new_probability = _sigmoid(standardised @ weights + bias)
+        head = {
+            "feature_version": TENANT_FEATURE_VERSION,
+            "kind": "logistic head on pair-v2 features, regularised towards the shipped head",
+            "bias": significant(bias),
+            "weights": [significant(w) for w in weights],
+            "mean": [significant(m) for m in extended.mean],
+            "scale": [significant(s) for s in extended.scale],
+        }
+    else:
+        classifier = _trees_fit(tree_rows[train], labels[train])
+        new_probability = classifier.predict_proba(tree_rows)[:, 1]
+        ensemble = trees_export(classifier, inputs=tree_rows.shape[1])
+        head = {
+            "kind_of_head": TREES_KIND,
+            "feature_version": ORDER_FEATURE_VERSION,
+            "linear_feature_version": prior.feature_version,
+            "kind": "boosted trees on the shipped head's log-odds and pair-v3 text features",
+            "bias": prior.bias,
+            "weights": prior.weights.tolist(),
+            "mean": prior.mean.tolist(),
+            "scale": prior.scale.tolist(),
+            "trees": ensemble.to_dict(),
+        }
 
     progress(0.95, "judging on the held-out labels")
-    new_probability = _sigmoid(standardised @ weights + bias)
-    # pair-v1's features are a prefix of pair-v2's, so an active model of either set reads its own columns.
-    active_features = features[:, : active.weights.shape[0]]
-    active_probability = _sigmoid(((active_features - active.mean) / active.scale) @ active.weights + active.bias)
+    active_probability = model_probabilities(active, features)
+    active_gate = threshold if active.gate is None else min(threshold, active.gate)
+    active_eligible = (cosine >= active_gate) & checks
     held_labels, held_eligible = labels[held_out], eligible[held_out]
     judgement = activation_judge(
         new_scores=new_probability[held_out],
@@ -472,16 +712,22 @@ def verifier_train(
         active_scores=active_probability[held_out],
         labels=held_labels,
         eligible=held_eligible,
+        active_eligible=active_eligible[held_out],
+        active_cut=active.cut,
         random_weights=random_weights[held_out],
         precision_target=precision_target,
     )
     everything = judgement.figures["held_out_labels"]
+    finite = bool(np.isfinite(cut))
     figures = {
         "precision_target": precision_target,
         "threshold": threshold,
-        "penalty": penalty,
-        "added_penalty": added,
-        "cut": round(float(cut), 6) if np.isfinite(cut) else None,
+        "kind_of_head": chosen.kind,
+        "gate": gate,
+        "out_of_fold_recall_at_target": table,
+        "penalty": chosen.penalty,
+        "added_penalty": chosen.added_penalty,
+        "cut": round(float(cut), 6) if finite else None,
         "cut_chosen_on": str(cut_chosen_on),
         "cut_chosen_on_labels": int(cut_population.sum()),
         "labels": len(pairs),
@@ -489,32 +735,34 @@ def verifier_train(
         "held_out_labels": int(held_out.sum()),
         "held_out_duplicates": int(held_labels.sum()),
         "random_pick_labels": int((random_weights > 0).sum()),
-        "train_out_of_fold_recall_at_target": oof_recall,
+        "train_out_of_fold_recall_at_target": table[f"{chosen.kind}@{gate:.2f}"],
         "held_out": everything["new"],
         "held_out_recall_at_target": everything["new_recall_at_target"],
-        "active_held_out": _figures(held_eligible & (active_probability[held_out] >= active.cut), held_labels),
+        "active_held_out": _figures(
+            active_eligible[held_out] & (active_probability[held_out] >= active.cut), held_labels
+        ),
         "active_held_out_recall_at_target": everything["active_recall_at_target"],
         "active_cut_for_target": everything["active_cut_for_target"],
         "judge": str(judgement.judge),
         "judges": judgement.figures,
     }
     payload = {
-        "feature_version": TENANT_FEATURE_VERSION,
         "lexical_features": list(question_pairs.LEXICAL_FEATURES),
         "extra_features": list(question_pairs.PAIR_V2_FEATURES),
+        "order_features": list(question_pairs.PAIR_V3_FEATURES),
         **meta,
         "dimension": int(first.shape[1]),
         "trained": datetime.datetime.now(tz=datetime.UTC).isoformat(timespec="seconds"),
-        "kind": "logistic head on pair-v2 features, regularised towards the shipped head",
         "threshold": threshold,
-        "cut": round(float(cut), 6) if np.isfinite(cut) else 1.0,
+        "gate": gate if gate < threshold else None,
+        "cut": round(float(cut), 6) if finite else SERVES_NOTHING,
         "figures": figures,
-        "bias": significant(bias),
-        "weights": [significant(w) for w in weights],
-        "mean": [significant(m) for m in prior.mean],
-        "scale": [significant(s) for s in prior.scale],
+        **head,
     }
     pair_model_from_dict(payload)  # the payload reads back as a model, or this raises before anything is written
     chosen_on = "random picks, weighted" if cut_chosen_on == CutChosenOn.RANDOM_PICKS_WEIGHTED else "labels, unweighted"
-    note = f"{judgement.note} (cut chosen on {int(cut_population.sum())} training {chosen_on})"
+    note = (
+        f"{judgement.note} ({chosen.kind} head at gate {gate:.2f}; cut chosen on {int(cut_population.sum())} "
+        f"training {chosen_on})"
+    )
     return VerifierTrained(payload=payload, figures=figures, beats_active=judgement.beats_active, note=note)

@@ -198,8 +198,8 @@ def duplicate_candidates(
             .values_list(*fields)[:USER_SCOPE_MAX_PAIRS]
         )
         return _stored_from_rows(
-        tenant=tenant, rows=rows, intents=intents, model=model, just_before=just_before, embedding=embedding
-    )
+            tenant=tenant, rows=rows, intents=intents, model=model, just_before=just_before, embedding=embedding
+        )
     hits = vectorstore.question_vectors_search(
         tenant_id=tenant.pk,
         knowledge_base_id=conversation.knowledge_base_id,

@@ -148,12 +148,14 @@ def _progress_write(*, tenant: Tenant, row_id: int) -> Progress:
     return write
 
 
-def _pairs_vectors(pairs: Sequence[LabelledQuestionPair], *, progress: Progress) -> tuple[np.ndarray, np.ndarray]:
-    """Unit vectors of each pair's question and stored question, each distinct text embedded once."""
+def _pairs_vectors(
+    pairs: Sequence[LabelledQuestionPair], *, progress: Progress, model: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """Unit vectors of each pair's question and stored question by `model`, each distinct text embedded once."""
     texts = list(dict.fromkeys([p.question for p in pairs] + [p.stored_question for p in pairs]))
     vectors: list[np.ndarray] = []
     for start in range(0, len(texts), EMBED_BATCH):
-        vectors.append(embed_texts(texts[start : start + EMBED_BATCH]))
+        vectors.append(embed_texts(texts[start : start + EMBED_BATCH], model=model))
         progress(0.05 + 0.45 * min(start + EMBED_BATCH, len(texts)) / len(texts), "embedding the labelled questions")
     index = {text: i for i, text in enumerate(texts)}
     matrix = np.concatenate(vectors) if vectors else np.zeros((0, 1), dtype=np.float32)
@@ -163,17 +165,32 @@ def _pairs_vectors(pairs: Sequence[LabelledQuestionPair], *, progress: Progress)
     )
 
 
+def verifier_embedding_model(*, tenant: Tenant) -> str:
+    """The embedding model a tenant's verifier is trained in when none is named: the one model every knowledge base
+    of the tenant uses, else the deployment's default. A verifier decides only for questions of its model
+    (`decisions.verifier_reads`), so a tenant of one Chinese knowledge base on the multilingual model learns in that
+    model's space."""
+    from retrieval.embeddings import knowledge_base_model
+    from retrieval.models import KnowledgeBase
+
+    named = set(KnowledgeBase.objects.for_tenant(tenant).values_list("embedding_model", flat=True))
+    models = {knowledge_base_model(name) for name in named}
+    return models.pop() if len(models) == 1 else embedding_model_name()
+
+
 def duplicate_model_train(
     *,
     tenant: Tenant,
     version_id: int,
     pairs: Sequence[LabelledQuestionPair] | None = None,
     progress: Progress | None = None,
+    embedding_model: str | None = None,
 ) -> DuplicateModelVersion | None:
-    """Train queued version `version_id` of the tenant's verifier from `pairs` (default: the tenant's own labels),
-    write its file, and make it active when it beats the decision in use on the held-out labels at the tenant's
-    precision target; else keep it as a candidate with its figures. Claimed by a conditional update, so a second
-    run of the same version does nothing (returns the row as it stands; None when the row is gone)."""
+    """Train queued version `version_id` of the tenant's verifier from `pairs` (default: the tenant's own labels) in
+    the space of `embedding_model` (default: `verifier_embedding_model`), write its file, and make it active when it
+    beats the decision in use on the held-out labels at the tenant's precision target; else keep it as a candidate
+    with its figures. Claimed by a conditional update, so a second run of the same version does nothing (returns the
+    row as it stands; None when the row is gone)."""
     claimed = (
         DuplicateModelVersion.objects.for_tenant(tenant)
         .filter(pk=version_id, status=DuplicateModelStatus.QUEUED)
@@ -196,7 +213,12 @@ def duplicate_model_train(
             pairs = duplicate_labels_training(tenant=tenant)
         given = list(pairs)
         # A pair the embedding model cannot read on either side has a vector that says nothing: it trains noise.
-        pairs = [p for p in given if text_readable(p.question) and text_readable(p.stored_question)]
+        embedding = embedding_model_name(embedding_model or verifier_embedding_model(tenant=tenant))
+        pairs = [
+            p
+            for p in given
+            if text_readable(p.question, model=embedding) and text_readable(p.stored_question, model=embedding)
+        ]
         unread = len(given) - len(pairs)
         left_out = f" ({unread} the embedding model cannot read left out)" if unread else ""
         report(0.02, f"{len(pairs)} labels{left_out}")
@@ -205,15 +227,16 @@ def duplicate_model_train(
         )
         labels_check(pairs)
         policy = dedup_policy_get(tenant=tenant)
-        # Labels are embedded by the default model (`_pairs_vectors`): the verifier starts from that model's shipped
-        # head and is judged against the decision in use for that model (the shipped head when the active verifier
-        # was trained on another model's vectors, as `decisions.duplicate_decide_verified` then decides).
-        embedding = embedding_model_name()
+        # Labels are embedded by `embedding` (`_pairs_vectors`): the verifier starts from that model's shipped head
+        # and is judged against the decision in use for that model (the shipped head when the active verifier was
+        # trained on another model's vectors, as `decisions.duplicate_decide_verified` then decides).
         active = tenant_verifiers_load(tenant=tenant).active
         shipped = pair_model_default(embedding)
         if not decisions.verifier_reads(verifier=active, embedding_model=embedding, dimension=shipped.dimension):
             active = decisions.Verifier()
-        first, second = _pairs_vectors(pairs, progress=report) if pairs else (np.zeros((0, 1)), np.zeros((0, 1)))
+        first, second = (
+            _pairs_vectors(pairs, progress=report, model=embedding) if pairs else (np.zeros((0, 1)), np.zeros((0, 1)))
+        )
         trained = verifier_train(
             pairs=pairs,
             first=first,

@@ -1,6 +1,7 @@
-"""`manage.py duplicate_model_train --tenant SLUG [--pairs FILE]`: train a version of the tenant's duplicate verifier
-in the foreground (from its reviews, or from a labelled pairs file), with a progress bar; exits once it is trained
-and its activation decided, printing the held-out figures (`conversations.services.verifiers`)."""
+"""`manage.py duplicate_model_train --tenant SLUG [--pairs FILE] [--model NAME]`: train a version of the tenant's
+duplicate verifier in the foreground (from its reviews, or from a labelled pairs file; in the space of one embedding
+model), with a progress bar; exits once it is trained and its activation decided, printing the held-out figures
+(`conversations.services.verifiers`)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from tqdm import tqdm
 from conversations.labelled_pairs import labelled_pairs_read
 from conversations.models import DuplicateModelStatus
 from conversations.services.verifiers import duplicate_model_train, duplicate_model_version_create
+from retrieval.embeddings import offered_models
 from tenants.models import Tenant
 
 
@@ -26,11 +28,19 @@ class Command(BaseCommand):
         parser.add_argument(
             "--pairs", default="", help="a JSONL file of pair_id, question1, question2, is_duplicate (default: reviews)"
         )
+        parser.add_argument(
+            "--model",
+            default="",
+            help="the embedding model to learn in (default: the one all the tenant's knowledge bases use, else the "
+            "deployment's default)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         tenant = Tenant.objects.filter(slug=options["tenant"]).first()
         if tenant is None:
             raise CommandError(f"No tenant with slug {options['tenant']!r}.")
+        if options["model"] and options["model"] not in offered_models():
+            raise CommandError(f"No embedding model {options['model']!r}: offered are {', '.join(offered_models())}.")
         pairs, source = None, "reviews"
         if options["pairs"]:
             path = Path(options["pairs"])
@@ -48,7 +58,13 @@ class Command(BaseCommand):
                 bar.set_postfix_str(stage[:60])
                 bar.update(max(0, round(fraction * 100) - bar.n))
 
-            row = duplicate_model_train(tenant=tenant, version_id=row.pk, pairs=pairs, progress=progress)
+            row = duplicate_model_train(
+                tenant=tenant,
+                version_id=row.pk,
+                pairs=pairs,
+                progress=progress,
+                embedding_model=options["model"] or None,
+            )
         if row.status == DuplicateModelStatus.FAILED:
             raise CommandError(f"v{row.version} not trained: {row.error}")
         self.stdout.write(f"v{row.version}: {row.status} ({row.label_count} labels); {row.decision_note}")
