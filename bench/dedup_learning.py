@@ -68,7 +68,13 @@ TRAFFIC_SETS = {
 
 
 def _pairs_usable(rows: list[dict]) -> list[dict]:
-    return [r for r in rows if str(r["question1"]).strip() and str(r["question2"]).strip()]
+    """Pairs the API takes as they are: both questions non-empty and free of control characters other than tab,
+    newline and carriage return (the API refuses those with a 400; a few BQ questions hold a backspace)."""
+
+    def sendable(text: str) -> bool:
+        return bool(text.strip()) and not any(ord(c) < 32 and c not in "\t\n\r" or ord(c) == 127 for c in text)
+
+    return [r for r in rows if sendable(str(r["question1"])) and sendable(str(r["question2"]))]
 
 
 def _conversations_run(

@@ -12,8 +12,11 @@ from typing import Any
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.template.response import TemplateResponse
 
+from conversations.learning_curve import curve_svg
 from conversations.models import DuplicateModelStatus, DuplicateModelVersion
+from conversations.selectors import learning_curves
 from conversations.services.verifiers import (
     duplicate_model_activate,
     duplicate_model_rollback,
@@ -71,6 +74,22 @@ class DuplicateModelVersionAdmin(TenantScopedAdmin):
     list_filter = ("status",)
     actions = ("activate", "run_in_shadow", "stop_shadow", "roll_back")
     readonly_fields = tuple(f.name for f in DuplicateModelVersion._meta.fields)
+    change_list_template = "admin/conversations/duplicatemodelversion/change_list.html"
+    # Learning curves drawn above the list: one per tenant whose versions the user may see, at most this many.
+    CURVES_SHOWN = 6
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> TemplateResponse:
+        """The versions, with each visible tenant's learning curve above them: its reviews so far, every version's
+        held-out figures and which one decides."""
+        tenant_ids = list(
+            self.get_queryset(request)
+            .order_by("tenant")
+            .values_list("tenant", flat=True)
+            .distinct()[: self.CURVES_SHOWN]
+        )
+        curves = learning_curves(tenants=list(Tenant.objects.filter(pk__in=tenant_ids).order_by("slug")))
+        shown = [{"curve": curve, "svg": curve_svg(curve)} for curve in curves]
+        return super().changelist_view(request, extra_context={**(extra_context or {}), "learning_curves": shown})
 
     @admin.display(description="Progress")
     def progress_shown(self, obj: DuplicateModelVersion) -> str:

@@ -10,7 +10,19 @@ from django.db.models.functions import Substr
 
 from conversations.label_rules import TRAINING_SOURCES, training_labels_pick
 from conversations.labelled_pairs import LabelledQuestionPair
-from conversations.models import Conversation, DedupAction, DedupEvent, DuplicateLabel, Feedback, ReviewPick, Turn
+from conversations.learning_curve import LearningCurve, curves_for_rows
+from conversations.models import (
+    DEFAULT_PRECISION_TARGET,
+    Conversation,
+    DedupAction,
+    DedupEvent,
+    DedupPolicy,
+    DuplicateLabel,
+    DuplicateModelVersion,
+    Feedback,
+    ReviewPick,
+    Turn,
+)
 from kbplatform.errors import NotFoundError
 from kbplatform.text import user_id_canonical
 from tenants.models import Tenant
@@ -242,3 +254,23 @@ def duplicate_labels_training(*, tenant: Tenant) -> list[LabelledQuestionPair]:
         )
         for label in training_labels_pick(labels.iterator(chunk_size=2000))
     ]
+
+
+def learning_curves(*, tenants: list[Tenant]) -> list[LearningCurve]:
+    """Each tenant's learning curve (`learning_curve`): its labels that train, its versions' held-out figures and its
+    precision target; one query per tenant for each, so the caller limits how many tenants it asks for."""
+    curves = []
+    for tenant in tenants:
+        policy = DedupPolicy.objects.for_tenant(tenant).only("precision_target").first()
+        rows = DuplicateModelVersion.objects.for_tenant(tenant).values_list(
+            "version", "label_count", "status", "figures"
+        )
+        curves.append(
+            curves_for_rows(
+                tenant=tenant.name or tenant.slug,
+                reviews=DuplicateLabel.objects.for_tenant(tenant).filter(source__in=sorted(TRAINING_SOURCES)).count(),
+                precision_target=policy.precision_target if policy else DEFAULT_PRECISION_TARGET,
+                rows=list(rows),
+            )
+        )
+    return curves

@@ -414,9 +414,12 @@ def fit_towards(
     known: int | None = None,
 ) -> tuple[np.ndarray, float]:
     """Weights and bias minimising summed log-loss + penalty/2 * |weights - prior's|^2 (the bias is free), by
-    Newton's method from the prior: deterministic, and with no labels the prior itself. With `added_penalty`, the
-    weights after the first `known` (the features the shipped head does not read, whose prior weight is 0) are held
-    by that penalty instead: they have no fitted weight to stay near, only the labels."""
+    Newton's method from the prior with step halving until the objective falls: deterministic, and with no labels the
+    prior itself. A full step can overshoot where the labels disagree with the prior, the probabilities then saturate
+    and the nearly free bias's curvature vanishes, so undamped steps diverge (the bias went to 8e8 on word-swap
+    labels). With `added_penalty`, the weights after the first `known` (the features the shipped head does not read,
+    whose prior weight is 0) are held by that penalty instead: they have no fitted weight to stay near, only the
+    labels."""
     rows, columns = standardised.shape
     design = np.hstack([standardised, np.ones((rows, 1))])
     start = np.append(prior.weights, prior.bias)
@@ -425,13 +428,29 @@ def fit_towards(
     if added_penalty is not None and known is not None:
         ridge[known:columns] = added_penalty
     ridge[-1] = 1e-6
+
+    def objective(values: np.ndarray) -> float:
+        z = design @ values
+        # log(1 + e^z) - y z, summed: the log-loss without overflow
+        return float((np.logaddexp(0.0, z) - labels * z).sum() + 0.5 * (ridge * (values - start) ** 2).sum())
+
+    current = objective(theta)
     for _ in range(50):
         probability = _sigmoid(design @ theta)
         gradient = design.T @ (probability - labels) + ridge * (theta - start)
         hessian = (design * (probability * (1 - probability))[:, None]).T @ design + np.diag(ridge)
         step = np.linalg.solve(hessian, gradient)
-        theta -= step
-        if np.abs(step).max() < 1e-8:
+        scale = 1.0
+        while scale > 1e-6:
+            trial = theta - scale * step
+            value = objective(trial)
+            if value <= current:
+                break
+            scale /= 2
+        else:
+            break  # no step along Newton's direction lowers the objective: at its minimum, to rounding
+        theta, improvement, current = trial, current - value, value
+        if np.abs(scale * step).max() < 1e-8 or improvement < 1e-9 * max(abs(current), 1.0):
             break
     return theta[:-1], float(theta[-1])
 

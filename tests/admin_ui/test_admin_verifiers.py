@@ -69,3 +69,40 @@ def test_activate_and_roll_back_are_one_action_each_and_stay_in_the_tenant(clien
     # nothing left to roll back: a message, never a server error
     response = client.post(VERSIONS_URL, {"action": "roll_back", "_selected_action": [mine.pk]}, follow=True)
     assert response.status_code == 200 and "already decides" in response.content.decode()
+
+
+def _figures(recall_at_target: float, active: float, precision: float, recall: float) -> dict:
+    judged = {
+        "new": {"precision": precision, "recall": recall},
+        "new_recall_at_target": recall_at_target,
+        "active_recall_at_target": active,
+    }
+    return {"judge": "held_out_labels", "judges": {"held_out_labels": judged}, "kind_of_head": "trees",
+            "gate": 0.68, "threshold": 0.76}  # fmt: skip
+
+
+def test_the_versions_page_draws_each_tenants_learning_curve(client, admin_a, tenant_a, tenant_b):
+    from conversations.models import DuplicateLabel, LabelSource
+
+    first, second = _trained(tenant_a), _trained(tenant_a)
+    DuplicateModelVersion.objects.for_tenant(tenant_a).filter(pk=first.pk).update(
+        label_count=300, figures=_figures(0.05, 0.02, 0.8, 0.1)
+    )
+    DuplicateModelVersion.objects.for_tenant(tenant_a).filter(pk=second.pk).update(
+        label_count=1000, figures=_figures(0.42, 0.03, 0.93, 0.4), status=DuplicateModelStatus.ACTIVE
+    )
+    _trained(tenant_b)
+    for number in range(3):
+        DuplicateLabel.objects.create(
+            tenant=tenant_a, question=f"q{number}", stored_question="s", is_duplicate=True, source=LabelSource.SUPPORT
+        )
+    client.force_login(admin_a)
+    page = client.get(VERSIONS_URL).content.decode()
+    assert page.count("aria-label=\"Learning curve of") == 2 and f"{tenant_a.name}: learning curve" in page
+    assert "3 reviews that train so far" in page and "v2 decides (ringed)" in page
+    # each version's held-out figures, the tree head and its own gate
+    assert (
+        "<td>0.420</td>" in page and "<td>0.030</td>" in page and "<td>trees</td>" in page and "<td>0.68</td>" in page
+    )
+    assert "v2 (active, trees, gate 0.68): 1000 labels" in page
+    assert f"{tenant_b.name}: learning curve" not in page

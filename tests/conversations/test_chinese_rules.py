@@ -62,7 +62,9 @@ ENGLISH_FEATURES = [
 @pytest.mark.parametrize(("pair", "expected"), ENGLISH_FEATURES)
 def test_english_pair_features_are_bit_identical_to_before(pair, expected):
     features = np.concatenate([qp.pair_lexical_features(*pair), qp.pair_extra_features(*pair)])
-    assert features.tolist() == expected
+    # To the last bit but one: numpy's log1p rounds its last bit differently on different CPUs (log1p(2) ends in
+    # ...098 on one machine of this workplace and ...096 on another), which no change of the rules explains.
+    np.testing.assert_array_max_ulp(features, np.array(expected), maxulp=2)
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,238 @@
+"""What a tenant's verifier learns beyond the shipped head: where shared words sit (pair-v3's order features), a
+tree head that is exactly the classifier it was fitted as, a cosine gate of its own, and on traffic of swapped roles
+(PAWS-like pairs, where the shipped head serves wrong answers) activation, shadow and rollback, never for another
+tenant."""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conversations import decisions
+from conversations.duplicate_model import (
+    LINEAR_KIND,
+    MODEL_PATH,
+    ORDER_FEATURE_VERSION,
+    TREES_KIND,
+    pair_model_default,
+    pair_model_from_dict,
+    tree_ensemble_from_dict,
+)
+from conversations.labelled_pairs import labelled_pairs_read
+from conversations.models import DuplicateModelStatus
+from conversations.question_pairs import PAIR_V3_FEATURES, pair_order_features
+from conversations.services import verifiers
+from conversations.services.verifiers import (
+    duplicate_model_rollback,
+    duplicate_model_shadow,
+    duplicate_model_train,
+    duplicate_model_version_create,
+    tenant_verifiers_load,
+    verifier_path,
+)
+from conversations.verifier_training import TREE_PARAMETERS, gate_candidates, trees_export
+from retrieval.embeddings import embed_texts
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def model_dir(settings, tmp_path: Path) -> Path:
+    settings.DUPLICATE_MODEL_DIR = tmp_path / "duplicate_models"
+    verifiers._models.clear()
+    return settings.DUPLICATE_MODEL_DIR
+
+
+def test_order_features_see_the_same_words_in_other_roles():
+    swapped = dict(
+        zip(
+            PAIR_V3_FEATURES,
+            pair_order_features(
+                "Will a message say blocked if you were delivered?", "Will a message say delivered if you were blocked?"
+            ),
+            strict=True,
+        )
+    )
+    # 9 words, the same bag: the longest common subsequence leaves out both swapped words.
+    assert swapped["word_lcs_ratio"] == pytest.approx(7 / 9)
+    assert swapped["shared_words_out_of_sequence"] == pytest.approx(2 / 9)
+    assert swapped["word_context_jaccard"] < 0.6 and swapped["word_displacement"] > 0.0
+    same = pair_order_features("How do I reset my password?", "how do i reset my password")
+    np.testing.assert_allclose(same, [1.0, 0.0, 1.0, 0.0])
+    # symmetric in the pair
+    np.testing.assert_allclose(
+        pair_order_features("Why is the sky blue at noon?", "At noon why is the sky blue?"),
+        pair_order_features("At noon why is the sky blue?", "Why is the sky blue at noon?"),
+    )
+
+
+def test_the_tree_head_is_the_classifier_it_was_fitted_as():
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    rng = np.random.default_rng(3)
+    rows = rng.normal(size=(600, 6))
+    labels = ((rows[:, 0] > 0.2) ^ (rows[:, 3] * rows[:, 1] > 0.1)).astype(int)
+    classifier = HistGradientBoostingClassifier(**TREE_PARAMETERS).fit(rows, labels)
+    ensemble = tree_ensemble_from_dict(json.loads(json.dumps(trees_export(classifier, inputs=6).to_dict())))
+    fresh = rng.normal(size=(300, 6))
+    np.testing.assert_allclose(
+        [ensemble.raw(row) for row in fresh], classifier.decision_function(fresh), rtol=1e-9, atol=1e-9
+    )
+
+
+def test_a_tree_file_that_does_not_form_trees_is_refused():
+    good = {
+        "baseline": 0.1,
+        "inputs": 2,
+        "roots": [0],
+        "feature": [1, 0, 0],
+        "threshold": [0.5, 0.0, 0.0],
+        "left": [1, 0, 0],
+        "right": [2, 0, 0],
+        "value": [0.0, -1.0, 1.0],
+        "leaf": [0, 1, 1],
+    }
+    ensemble = tree_ensemble_from_dict(good)
+    assert ensemble.raw(np.array([0.0, 0.4])) == pytest.approx(-0.9)
+    assert ensemble.raw(np.array([0.0, 0.6])) == pytest.approx(1.1)
+    for broken in (
+        {"left": [0, 0, 0]},  # a split pointing at itself would loop
+        {"feature": [2, 0, 0]},  # an input the rows do not have
+        {"right": [3, 0, 0]},  # a node outside the arrays
+        {"value": [0.0, 1.0]},  # arrays of different lengths
+    ):
+        with pytest.raises(ValueError, match="tree head"):
+            tree_ensemble_from_dict({**good, **broken})
+    shipped = json.loads(MODEL_PATH.read_text())
+    payload = {**shipped, "kind_of_head": TREES_KIND, "feature_version": ORDER_FEATURE_VERSION, "trees": good}
+    payload["linear_feature_version"] = shipped["feature_version"]
+    with pytest.raises(ValueError, match="tree head reads 2 inputs"):
+        pair_model_from_dict(payload)
+    with pytest.raises(ValueError, match="kind"):
+        pair_model_from_dict({**payload, "kind_of_head": "forest"})
+
+
+def test_a_verifier_with_a_gate_of_its_own_serves_under_the_policys_threshold():
+    question, stored = "How can I get my money back?", "How do I ask for a refund?"
+    vectors = embed_texts([question, stored])
+    cosine = float(vectors[0] @ vectors[1])
+    candidate = decisions.StoredQuestion(1, stored, vectors[1], 1, None)
+    head = replace(pair_model_default(), cut=0.0)  # serves whatever the gate lets through, to isolate the gate
+    common = {"question": question, "question_vector": vectors[0], "previous_vector": None, "candidates": [candidate]}
+    threshold = cosine + 0.05
+    without = decisions.duplicate_decide(threshold=threshold, pair_model=head, **common)
+    assert not without.hit and without.reason == "below threshold" and without.gate == pytest.approx(threshold)
+    lower = decisions.duplicate_decide(threshold=threshold, pair_model=replace(head, gate=cosine - 0.01), **common)
+    assert lower.hit and lower.gate == pytest.approx(cosine - 0.01)
+    # A gate above the policy's threshold does not raise it: the threshold stays the highest gate.
+    higher = decisions.duplicate_decide(threshold=cosine - 0.02, pair_model=replace(head, gate=0.99), **common)
+    assert higher.hit and higher.gate == pytest.approx(cosine - 0.02)
+    assert gate_candidates(0.76) == [0.76, 0.72, 0.68, 0.64, 0.6, 0.56, 0.5]
+    assert gate_candidates(0.52) == [0.52]
+
+
+# Traffic of swapped roles, as PAWS-QQP's: a question and the same words with two of them exchanged, a different
+# question; and the same question in other words, a duplicate. The shipped head, fitted on QQP, calls most swaps
+# duplicates (they share every word).
+SWAPS = (
+    ("Can I move money from {a} to {b}?", "Can I move money from {b} to {a}?"),
+    ("Is {a} cheaper than {b}?", "Is {b} cheaper than {a}?"),
+    ("Will {a} still work if I cancel {b}?", "Will {b} still work if I cancel {a}?"),
+    ("Why does {a} stop when {b} starts?", "Why does {b} stop when {a} starts?"),
+)
+PARAPHRASES = (
+    ("Can I move money from {a} to {b}?", "Is it possible to transfer money from {a} to {b}?"),
+    ("Is {a} cheaper than {b}?", "Does {a} cost less than {b}?"),
+    ("Will {a} still work if I cancel {b}?", "If I cancel {b}, does {a} keep working?"),
+    ("Why does {a} stop when {b} starts?", "What makes {a} stop as soon as {b} starts?"),
+)
+THINGS = (
+    "my savings account", "the premium plan", "the mobile app", "my credit card", "the family plan", "the web app",
+    "my checking account", "the basic plan", "the desktop client", "my debit card", "the team plan", "the API",
+)  # fmt: skip
+
+
+def _role_traffic(tmp_path: Path, *, pairs: int = 360, seed: int = 5) -> Path:
+    rng = random.Random(seed)
+    path = tmp_path / f"roles-{seed}.jsonl"
+    with path.open("w") as handle:
+        for number in range(pairs):
+            a, b = rng.sample(THINGS, 2)
+            template = rng.randrange(len(SWAPS))
+            duplicate = rng.random() < 0.4
+            first, second = (PARAPHRASES if duplicate else SWAPS)[template]
+            row = {
+                "pair_id": f"{seed}-{number}",
+                "question1": second.format(a=a, b=b),
+                "question2": first.format(a=a, b=b),
+                "is_duplicate": int(duplicate),
+            }
+            handle.write(json.dumps(row) + "\n")
+    return path
+
+
+def _train(tenant, path: Path):
+    row = duplicate_model_version_create(tenant=tenant, source=str(path))
+    return duplicate_model_train(tenant=tenant, version_id=row.pk, pairs=labelled_pairs_read(path))
+
+
+def _served(tenant, question: str, stored: str) -> bool:
+    loaded = tenant_verifiers_load(tenant=tenant)
+    vectors = embed_texts([question, stored])
+    return decisions.duplicate_decide_verified(
+        verifier=loaded.active,
+        shadow=loaded.shadow,
+        question=question,
+        question_vector=vectors[0],
+        previous_vector=None,
+        candidates=[decisions.StoredQuestion(1, stored, vectors[1], 1, None)],
+        threshold=0.76,
+    ).hit
+
+
+def test_on_swapped_role_traffic_a_tree_head_activates_shadows_and_rolls_back(tenant, other_tenant, tmp_path):
+    swap = (
+        SWAPS[0][1].format(a="the web app", b="my debit card"),
+        SWAPS[0][0].format(a="the web app", b="my debit card"),
+    )
+    paraphrase = (
+        PARAPHRASES[1][1].format(a="the web app", b="my debit card"),
+        PARAPHRASES[1][0].format(a="the web app", b="my debit card"),
+    )
+    assert _served(tenant, *swap)  # the shipped head serves the swapped question another question's answer
+
+    row = _train(tenant, _role_traffic(tmp_path))
+    assert row.status == DuplicateModelStatus.ACTIVE, row.decision_note
+    # whichever head its labels chose (out-of-fold), the file says so and reads back as that head
+    written = json.loads(verifier_path(tenant=tenant, version=row.version).read_text())
+    assert written.get("kind_of_head", LINEAR_KIND) == row.figures["kind_of_head"] in (LINEAR_KIND, TREES_KIND)
+    assert set(row.figures["out_of_fold_recall_at_target"]) >= {f"{TREES_KIND}@0.76", f"{LINEAR_KIND}@0.76"}
+    assert row.figures["held_out"]["precision"] >= row.figures["precision_target"]
+    assert not _served(tenant, *swap) and _served(tenant, *paraphrase)
+    # never for another tenant: its turns are decided by the shipped head
+    assert tenant_verifiers_load(tenant=other_tenant).active.version_id is None
+    assert _served(other_tenant, *swap)
+
+    # rolled back, the shipped head decides again; the version, in shadow, is recorded beside it and never applied
+    duplicate_model_rollback(tenant=tenant)
+    verifiers._models.clear()
+    assert tenant_verifiers_load(tenant=tenant).active.version_id is None and _served(tenant, *swap)
+    duplicate_model_shadow(tenant=tenant, version_id=row.pk)
+    loaded = tenant_verifiers_load(tenant=tenant)
+    vectors = embed_texts(list(swap))
+    decided = decisions.duplicate_decide_verified(
+        verifier=loaded.active,
+        shadow=loaded.shadow,
+        question=swap[0],
+        question_vector=vectors[0],
+        previous_vector=None,
+        candidates=[decisions.StoredQuestion(1, swap[1], vectors[1], 1, None)],
+        threshold=0.76,
+    )
+    assert decided.hit and decided.shadow is not None and decided.shadow.verifier_version_id == row.pk
+    assert decided.shadow.hit is False
