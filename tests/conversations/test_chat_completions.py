@@ -12,12 +12,14 @@ import openai
 import pytest
 from rest_framework.test import APIClient
 
-from conversations.models import Conversation, DedupEvent, Turn
+from conversations.models import AnswerState, Conversation, DedupEvent, Turn
 from conversations.services import conversation_create
 from retrieval.models import KnowledgeBase
 from tenants.scopes import Scope
 from tenants.services import api_key_create
+from tests.conversations.fake_llm import Reply
 from tests.conversations.helpers import indexed_kb
+from tests.conversations.test_streaming import llm  # noqa: F401  (the fixture: a fake OpenAI-compatible answer service)
 
 pytestmark = pytest.mark.django_db
 
@@ -374,6 +376,27 @@ def test_a_streamed_repeat_is_the_stored_answer_in_one_chunk_with_usage_when_ask
     assert chunks[2]["kbplatform"]["dedup"]["matched_turn_id"] == first["kbplatform"]["turn_id"]
     assert chunks[-1]["usage"] == {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
     assert [c["usage"] for c in chunks[:-1]] == [None, None, None]
+
+
+def test_an_answer_service_failing_mid_answer_is_an_error_chunk_and_a_failed_turn(tenant, chat, kb, llm):  # noqa: F811
+    llm.replies = [Reply(pieces=["Half an ", "answer"], break_after=1)]
+    chunks = chunks_of(post(chat, {"model": f"kb-{kb.pk}", "messages": user(QUESTION), "stream": True}))
+    assert [c["choices"][0]["delta"] for c in chunks[:-1]] == [
+        {"role": "assistant", "content": ""},
+        {"content": "Half an "},
+    ]
+    error = chunks[-1]
+    assert set(error) == {"error", "kbplatform"} and set(error["error"]) == ERROR_FIELDS
+    assert (error["error"]["type"], error["error"]["code"]) == ("server_error", "upstream_error")
+    turn = Turn.objects.for_tenant(tenant).get()
+    assert error["kbplatform"]["turn_id"] == turn.pk and turn.answer_state == AnswerState.FAILED
+
+
+def test_an_answer_service_failing_without_streaming_is_a_502_leaving_no_conversation(tenant, chat, kb, llm):  # noqa: F811
+    llm.replies = [Reply(status=500), Reply(status=500), Reply(status=500)]
+    error = openai_error(post(chat, {"model": f"kb-{kb.pk}", "messages": user(QUESTION)}), 502)
+    assert (error["type"], error["code"]) == ("server_error", "upstream_error")
+    assert records(tenant) == (0, 0, 0)
 
 
 # --- the official openai client against a live server ------------------------------------------------------------
