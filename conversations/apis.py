@@ -284,6 +284,20 @@ class EventStreamRenderer(BaseRenderer):
         return json.dumps(data).encode()
 
 
+class JsonErrorsWhileStreamingMixin:
+    """For a view that may answer with Server-Sent Events: a JSON body (an error before the first event) is rendered
+    as JSON whatever the client accepted."""
+
+    def finalize_response(
+        self, request: Request, response: HttpResponseBase, *args: object, **kwargs: object
+    ) -> HttpResponseBase:
+        if isinstance(response, Response) and isinstance(
+            getattr(request, "accepted_renderer", None), EventStreamRenderer
+        ):
+            request.accepted_renderer, request.accepted_media_type = JSONRenderer(), JSONRenderer.media_type
+        return super().finalize_response(request, response, *args, **kwargs)
+
+
 def _wants_events(request: Request, stream: bool) -> bool:
     return stream or "text/event-stream" in request.headers.get("Accept", "")
 
@@ -334,7 +348,7 @@ STREAM_DESCRIPTION = (
 )
 
 
-class ConversationMessageApi(TenantApi):
+class ConversationMessageApi(JsonErrorsWhileStreamingMixin, TenantApi):
     required_scope = Scope.CHAT
 
     renderer_classes = [JSONRenderer, EventStreamRenderer]
@@ -442,16 +456,6 @@ class ConversationMessageApi(TenantApi):
             ),
         }
         return Response(body)
-
-    def finalize_response(
-        self, request: Request, response: HttpResponseBase, *args: object, **kwargs: object
-    ) -> HttpResponseBase:
-        # A JSON body (an error before the first event) is rendered as JSON whatever the client accepted.
-        if isinstance(response, Response) and isinstance(
-            getattr(request, "accepted_renderer", None), EventStreamRenderer
-        ):
-            request.accepted_renderer, request.accepted_media_type = JSONRenderer(), JSONRenderer.media_type
-        return super().finalize_response(request, response, *args, **kwargs)
 
 
 class TurnAnswerApi(TenantApi):

@@ -12,6 +12,7 @@ from conversations.apis import (
     TurnAnswerApi,
     TurnFeedbackApi,
 )
+from conversations.openai_apis import ChatCompletionCreateApi
 
 urlpatterns = [
     path("conversations/", ConversationListCreateApi.as_view(), name="conversation-create"),
@@ -26,4 +27,6 @@ urlpatterns = [
     path("dedup-policy/", DedupPolicyApi.as_view(), name="dedup-policy"),
     path("audit-events/", AuditEventListApi.as_view(), name="audit-events"),
     path("audit-events/<int:event_id>/review/", AuditEventReviewApi.as_view(), name="audit-event-review"),
+    # OpenAI's path exactly, with no trailing slash: OpenAI clients append `/chat/completions` to their base URL.
+    path("chat/completions", ChatCompletionCreateApi.as_view(), name="chat-completions"),
 ]

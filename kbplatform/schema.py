@@ -6,7 +6,9 @@
 - A request body that refuses unknown fields (`kbplatform.serializers.StrictInputSerializer`) says so with
   `additionalProperties: false`, so clients and schemathesis know a misspelt field is a 400, not ignored.
 - Every error is `{"message", "extra"}` (kbplatform.exception_handler); the hook documents the statuses each
-  operation can answer with that shape, so clients and schemathesis see the whole contract, not only 2xx.
+  operation can answer with that shape, so clients and schemathesis see the whole contract, not only 2xx. An
+  operation that answers in OpenAI's error shape instead (the OpenAI-compatible chat endpoint) says so with
+  `x-error-shape: openai`, and its errors are documented with that shape.
 """
 
 from __future__ import annotations
@@ -29,6 +31,26 @@ ERROR_SCHEMA = {
     },
     "required": ["message", "extra"],
 }
+OPENAI_ERROR_COMPONENT = "OpenAIError"
+OPENAI_ERROR_SCHEMA = {
+    "type": "object",
+    "description": "An error of the OpenAI-compatible endpoints, in OpenAI's shape.",
+    "properties": {
+        "error": {
+            "type": "object",
+            "properties": {
+                "message": {"type": "string"},
+                "type": {"type": "string"},
+                "param": {"type": "string", "nullable": True},
+                "code": {"type": "string", "nullable": True},
+            },
+            "required": ["message", "type", "param", "code"],
+        }
+    },
+    "required": ["error"],
+    "additionalProperties": True,
+}
+ERROR_SHAPE_EXTENSION = "x-error-shape"
 _DESCRIPTIONS = {
     "400": "The request is not valid: `message` says why, `extra.fields` names the fields.",
     "401": "No API key, or a wrong, revoked or disabled one.",
@@ -40,6 +62,14 @@ _DESCRIPTIONS = {
     "429": "The tenant's rate limit is spent, or this address made too many failed authentications: retry after "
     "`Retry-After` seconds.",
     "503": "A dependency (database, vector store) is down: retry after `Retry-After` seconds.",
+}
+# What the shared refusals mean in OpenAI's shape, where the platform's say what `extra` holds.
+_OPENAI_DESCRIPTIONS = {
+    "400": "The request is not valid: `error.message` says why, `error.param` names the field, `error.code` is "
+    "`unknown_parameter`, `missing_required_parameter`, `unsupported_parameter`, `unsupported_value` or "
+    "`invalid_value`.",
+    "401": "No API key (`error.code` `missing_api_key`), or a wrong, revoked or disabled one (`invalid_api_key`).",
+    "403": "The key lacks the scope this needs (`error.code` `insufficient_scope`; the message names the scope).",
 }
 _RETRY_AFTER = {"Retry-After": {"schema": {"type": "integer"}, "description": "Seconds to wait before retrying."}}
 
@@ -78,13 +108,21 @@ class KbAutoSchema(AutoSchema):
 
 def error_responses_add(result: dict, generator: Any, request: Any, public: bool) -> dict:
     """drf-spectacular postprocessing hook: add the shared error responses to every operation."""
-    result.setdefault("components", {}).setdefault("schemas", {})[ERROR_COMPONENT] = ERROR_SCHEMA
-    reference = {"$ref": f"#/components/schemas/{ERROR_COMPONENT}"}
+    schemas = result.setdefault("components", {}).setdefault("schemas", {})
+    schemas[ERROR_COMPONENT] = ERROR_SCHEMA
+    platform_reference = {"$ref": f"#/components/schemas/{ERROR_COMPONENT}"}
+    openai_reference = {"$ref": f"#/components/schemas/{OPENAI_ERROR_COMPONENT}"}
     for path, operations in result.get("paths", {}).items():
         for method, operation in operations.items():
             if not isinstance(operation, dict) or "responses" not in operation:
                 continue
+            reference = platform_reference
             responses = operation["responses"]
+            if operation.get(ERROR_SHAPE_EXTENSION) == "openai":
+                schemas[OPENAI_ERROR_COMPONENT] = OPENAI_ERROR_SCHEMA
+                reference = openai_reference
+                for code, description in _OPENAI_DESCRIPTIONS.items():
+                    responses[code] = {"description": description}
             secured = any(requirement for requirement in operation.get("security", [{}]))
             if path == "/api/health/":
                 # Health answers 503 with its own report when the database is down.

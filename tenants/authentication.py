@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from rest_framework.request import Request
 
 KEYWORD = "Api-Key"
+BEARER_KEYWORD = "Bearer"
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,9 @@ class ApiClient:
 
 class ApiKeyAuthentication(authentication.BaseAuthentication):
     """`Authorization: Api-Key <key>`. Wrong, revoked or malformed keys are 401 with a message saying which."""
+
+    # The header's schemes this authenticator reads, the first the one its messages name.
+    keywords: ClassVar[tuple[str, ...]] = (KEYWORD,)
 
     def authenticate(self, request: Request) -> tuple[ApiClient, ApiKey] | None:
         """Every request without a valid key (none sent, or one refused) spends its address's budget of such requests
@@ -58,7 +62,8 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         if authenticated is None:
             _hold_back(
                 unauthenticated_check(address=address),
-                f'Too many requests without a valid API key from this address: send "Authorization: {KEYWORD} <key>".',
+                "Too many requests without a valid API key from this address: send "
+                f'"Authorization: {self.keywords[0]} <key>".',
                 None,
             )
         return authenticated
@@ -71,8 +76,8 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
             keyword, _, raw_key = header.decode("latin-1").partition(" ")
         except UnicodeDecodeError as exc:
             raise exceptions.AuthenticationFailed("The Authorization header is not readable.") from exc
-        if keyword != KEYWORD:
-            raise exceptions.AuthenticationFailed(f'Use the header "Authorization: {KEYWORD} <key>".')
+        if keyword not in self.keywords:
+            raise exceptions.AuthenticationFailed(f'Use the header "Authorization: {self.keywords[0]} <key>".')
         raw_key = raw_key.strip()
         if not raw_key:
             raise exceptions.AuthenticationFailed("The API key is empty.")
@@ -87,7 +92,15 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         return ApiClient(api_key=api_key), api_key
 
     def authenticate_header(self, request: Request) -> str:
-        return KEYWORD
+        return self.keywords[0]
+
+
+class BearerApiKeyAuthentication(ApiKeyAuthentication):
+    """The same API key as `Authorization: Bearer <key>`, which every OpenAI client library sends, or as
+    `Authorization: Api-Key <key>`: for the OpenAI-compatible endpoints only, so the rest of the API keeps one header.
+    The key is checked, counted and held back exactly as `ApiKeyAuthentication` does."""
+
+    keywords: ClassVar[tuple[str, ...]] = (BEARER_KEYWORD, KEYWORD)
 
 
 def _hold_back(decision: tuple[bool, float], detail: str, cause: Exception | None) -> None:
@@ -102,3 +115,15 @@ class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):
 
     def get_security_definition(self, auto_schema: object) -> dict[str, str]:
         return {"type": "apiKey", "in": "header", "name": "Authorization", "description": "Api-Key <key>"}
+
+
+class BearerApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):
+    target_class = "tenants.authentication.BearerApiKeyAuthentication"
+    name = "BearerApiKey"
+
+    def get_security_definition(self, auto_schema: object) -> dict[str, str]:
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "The API key as a bearer token (`Authorization: Bearer <key>`); `Api-Key <key>` works too.",
+        }

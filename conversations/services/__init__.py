@@ -4,6 +4,7 @@
 - `turns`: the turn pipeline (`turn_ask`; `turn_prepare` then `turn_stream`: the same turn as events), `candidates` (the
   stored questions a question is compared with), `sources` (what a turn shows of a passage) and `turn_write` (the
   turn's one transaction);
+- `chat_completions`: a turn asked through the OpenAI-compatible endpoint, in a named or a new conversation;
 - `conversations`: starting a conversation, reading one for a turn, renaming and deleting one;
 - `client_answers`: a client's own answer to its retrieve-mode turn;
 - `feedback`: the end user's rating of an answer, and the suspected false hit it marks;
@@ -12,6 +13,7 @@
 - `rollups`: the dashboard's daily figures.
 """
 
+from conversations.services.chat_completions import ChatTurn, chat_turn_take
 from conversations.services.client_answers import ANSWER_MAX_CHARS, turn_answer_set
 from conversations.services.conversations import (
     TITLE_MAX_CHARS,
@@ -61,12 +63,14 @@ __all__ = [
     "QUESTION_MAX_CHARS",
     "TITLE_MAX_CHARS",
     "TOP_K",
+    "ChatTurn",
     "FeedbackOutcome",
     "SourceView",
     "TurnEvent",
     "TurnOutcome",
     "TurnSettings",
     "TurnStream",
+    "chat_turn_take",
     "conversation_create",
     "conversation_delete",
     "conversation_for",

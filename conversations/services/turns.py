@@ -99,6 +99,8 @@ class TurnOutcome:
     index: IndexState | None = None
     # The standalone question a follow-up was rewritten into and decided with ("" when taken as asked).
     rewritten_question: str = ""
+    # True when the turn generated no answer: it served a stored answer or a small-talk reply.
+    served: bool = False
 
 
 def _search(
@@ -699,6 +701,7 @@ def turn_record(
         reason=decision.reason,
         index=answer.searched_index,
         rewritten_question=prepared.rewritten_question,
+        served=served,
     )
 
 

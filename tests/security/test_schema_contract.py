@@ -22,13 +22,20 @@ def test_component_names_are_unique_per_view(schema):
     assert not names & {"Input", "InputRequest", "Output"}, "nested serializers must be named after their view"
 
 
+# Operations that answer in OpenAI's error shape, so that OpenAI clients read their errors; every other one answers
+# in the platform's.
+OPENAI_SHAPED = {("post", "/api/v1/chat/completions")}
+
+
 def test_every_secured_operation_documents_its_refusals(schema):
-    error = {"$ref": "#/components/schemas/Error"}
     checked = 0
     for path, operations in schema["paths"].items():
         for method, operation in operations.items():
             if not any(operation.get("security", [{}])):
                 continue
+            openai_shaped = operation.get("x-error-shape") == "openai"
+            assert openai_shaped == ((method, path) in OPENAI_SHAPED), f"{method.upper()} {path}"
+            error = {"$ref": f"#/components/schemas/{'OpenAIError' if openai_shaped else 'Error'}"}
             for code in ("400", "401", "403", "429", "503"):
                 body = operation["responses"][code]["content"]["application/json"]["schema"]
                 assert body == error, f"{method.upper()} {path} {code}"
@@ -211,3 +218,28 @@ def test_the_document_and_chunk_endpoints_of_bulk_metadata_and_chunk_edits_are_d
     assert search["metadata_filter"]["type"] == "object"
     document = schema["components"]["schemas"]["DocumentOutput"]["properties"]
     assert {"metadata", "split_oversize_chunks"} <= set(document)
+
+
+def test_the_openai_compatible_endpoint_documents_openais_shapes(schema):
+    """A client generated from the schema (and schemathesis) must see OpenAI's error shape on every refusal of the
+    chat endpoint, its bearer authentication, its stream and the platform's extra field."""
+    operation = schema["paths"]["/api/v1/chat/completions"]["post"]
+    openai_error = {"$ref": "#/components/schemas/OpenAIError"}
+    for code, response in operation["responses"].items():
+        if code[0] in "45":
+            assert response["content"]["application/json"]["schema"] == openai_error, code
+            assert "extra." not in response["description"], code
+    error = schema["components"]["schemas"]["OpenAIError"]["properties"]["error"]
+    assert set(error["required"]) == {"message", "type", "param", "code"}
+    assert operation["security"] == [{"BearerApiKey": []}] and operation["x-required-scope"] == "chat"
+    assert schema["components"]["securitySchemes"]["BearerApiKey"] == {
+        "type": "http",
+        "scheme": "bearer",
+        "description": schema["components"]["securitySchemes"]["BearerApiKey"]["description"],
+    }
+    assert set(operation["responses"]["200"]["content"]) == {"application/json", "text/event-stream"}
+    completion = schema["components"]["schemas"]["ChatCompletionCreateOutput"]
+    assert {"id", "object", "created", "model", "choices", "usage", "kbplatform"} <= set(completion["required"])
+    request = schema["components"]["schemas"]["ChatCompletionCreateInputRequest"]
+    assert request["additionalProperties"] is False and {"model", "messages"} <= set(request["required"])
+    assert {"conversation_id", "force_refresh", "stream", "user"} <= set(request["properties"])
