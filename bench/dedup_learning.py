@@ -138,6 +138,21 @@ def _eligible(event) -> bool:  # noqa: ANN001
     )
 
 
+def _shadow_eligible(event, row: dict, *, gate: float) -> bool:  # noqa: ANN001
+    """For a verifier in shadow with a gate of its own (under the applied one): the pair is at or above that gate,
+    the shadow scored it, and the decision's other checks for a first turn (numbers and negation, a question that
+    leans on its context) let it through, recomputed here as the event records the applied decision's."""
+    from conversations.question_pairs import question_is_context_dependent, questions_conflict
+
+    return (
+        event.similarity is not None
+        and event.similarity >= gate - 1e-9
+        and event.shadow_verifier_probability is not None
+        and not questions_conflict(row["question1"], row["question2"])
+        and not question_is_context_dependent(row["question1"])
+    )
+
+
 def _recall_at_precision(scored: list[tuple[float, int]], duplicates: int, target: float) -> float:
     best, true_positive = 0.0, 0
     ordered = sorted(scored, key=lambda s: -s[0])
@@ -317,7 +332,7 @@ def main() -> None:
             while DuplicateModelVersion.objects.for_tenant(tenant).filter(status=DuplicateModelStatus.ACTIVE).exists():
                 duplicate_model_rollback(tenant=tenant)
             duplicate_model_shadow(tenant=tenant, version_id=None)
-            line = {"n": n, "trained": ""}
+            line = {"n": n, "trained": "", "own_gate": gate}
             if n:
                 # Days of the queue at the daily quota, as support staff would review, until N labels are given; each
                 # day draws from what earlier days did not pick.
@@ -365,6 +380,7 @@ def main() -> None:
                     )
                 if version.status == DuplicateModelStatus.CANDIDATE:
                     duplicate_model_shadow(tenant=tenant, version_id=version.pk)
+                    line["own_gate"] = figures.get("gate") or gate
             started = time.perf_counter()
             held_ids, millis = _conversations_run(
                 client, knowledge_base, held, label=f"held-out N={n}", users=held_users, asks=("question1",)
@@ -380,18 +396,22 @@ def main() -> None:
             scored_applied = [
                 (e.pair_probability, y) for e, y in zip(ordered, held_labels, strict=True) if _eligible(e)
             ]
+            own_eligible = [
+                _eligible(e) if e.shadow_verifier_id is None else _shadow_eligible(e, row, gate=line["own_gate"])
+                for e, row in zip(ordered, held, strict=True)
+            ]
             scored_own = [
                 (e.pair_probability if e.shadow_verifier_id is None else e.shadow_verifier_probability, y)
-                for e, y in zip(ordered, held_labels, strict=True)
-                if _eligible(e)
+                for e, y, eligible in zip(ordered, held_labels, own_eligible, strict=True)
+                if eligible
             ]
             interval = _recall_interval(
                 [e.pair_probability if _eligible(e) else None for e in ordered],
                 [
                     (e.pair_probability if e.shadow_verifier_id is None else e.shadow_verifier_probability)
-                    if _eligible(e)
+                    if eligible
                     else None
-                    for e in ordered
+                    for e, eligible in zip(ordered, own_eligible, strict=True)
                 ],
                 held_labels,
             )
