@@ -44,7 +44,7 @@ def main() -> None:
     from transformers import AutoModel, AutoTokenizer
 
     from conversations.duplicate_model import pair_model_default
-    from conversations.verifier_training import PENALTIES, fit_towards, prior_extend
+    from conversations.verifier_heads import PENALTIES, fit_towards, prior_extend
     from retrieval.embeddings import model_path
 
     torch.manual_seed(0)

@@ -173,7 +173,7 @@ def _recall_interval(
     several hundredths between samples of the same pairs' population, so a figure is read with its interval."""
     import numpy as np
 
-    from conversations.verifier_training import recall_at_precision
+    from conversations.duplicate_head_training import recall_at_precision
 
     label_array = np.array(labels)
     scores = [np.array([-1.0 if p is None else p for p in column]) for column in (applied, own)]

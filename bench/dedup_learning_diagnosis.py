@@ -41,7 +41,7 @@ def main() -> None:
 
     from conversations.duplicate_head_training import logistic_fit, standardise
     from conversations.duplicate_model import pair_model_default
-    from conversations.verifier_training import PENALTIES, fit_towards, prior_extend
+    from conversations.verifier_heads import PENALTIES, fit_towards, prior_extend
 
     split = qqp_split_load(gate=args.gate)
     labels, held, train = split.labels, split.held, split.train

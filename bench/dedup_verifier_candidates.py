@@ -76,7 +76,7 @@ def main() -> None:
     from qqp_split import pair_v2_features, qqp_split_load
 
     from conversations.duplicate_model import pair_model_default
-    from conversations.verifier_training import PENALTIES, fit_towards, prior_extend
+    from conversations.verifier_heads import PENALTIES, fit_towards, prior_extend
 
     split = qqp_split_load(gate=args.gate)
     pairs, labels, held, train = split.pairs, split.labels, split.held, split.train

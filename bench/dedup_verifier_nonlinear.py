@@ -138,7 +138,7 @@ def main() -> None:
     from qqp_split import pair_v2_features, qqp_split_load
 
     from conversations import review_queue
-    from conversations.duplicate_head_training import logistic_fit, standardise
+    from conversations.duplicate_head_training import logistic_fit, recall_at_precision, standardise
     from conversations.duplicate_model import PairModel, pair_model_default, pair_model_from_dict
     from conversations.labelled_pairs import (
         INNER_FOLDS,
@@ -146,15 +146,8 @@ def main() -> None:
         label_inner_fold,
         label_is_held_out,
     )
-    from conversations.verifier_training import (
-        ADDED_PENALTIES,
-        CUT_MARGIN,
-        PENALTIES,
-        fit_towards,
-        prior_extend,
-        recall_at_precision,
-        verifier_train,
-    )
+    from conversations.verifier_heads import ADDED_PENALTIES, PENALTIES, fit_towards, prior_extend
+    from conversations.verifier_training import CUT_MARGIN, verifier_train
 
     target = 0.90
     split = qqp_split_load(gate=args.gate)

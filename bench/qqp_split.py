@@ -29,7 +29,7 @@ class QqpSplit:
 
     def recall_at_target(self, scores: np.ndarray, part: np.ndarray | None = None) -> float:
         """Recall at TARGET_PRECISION of `scores` over the pairs of `part` (the held-out ones by default)."""
-        from conversations.verifier_training import recall_at_precision
+        from conversations.duplicate_head_training import recall_at_precision
 
         part = self.held if part is None else part
         recall, _ = recall_at_precision(

@@ -35,7 +35,8 @@ from conversations.services.verifiers import (
     tenant_verifiers_load,
     verifier_path,
 )
-from conversations.verifier_training import TREE_PARAMETERS, gate_candidates, trees_export
+from conversations.verifier_heads import TREE_PARAMETERS, trees_export
+from conversations.verifier_training import gate_candidates
 from retrieval.embeddings import embed_texts
 
 pytestmark = pytest.mark.django_db

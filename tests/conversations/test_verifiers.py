@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from conversations import decisions, selectors
 from conversations.dashboard_selectors import dashboard_what_if, dashboard_what_if_models
+from conversations.duplicate_head_training import recall_at_precision
 from conversations.duplicate_model import MODEL_PATH, TENANT_FEATURE_VERSION, PairModel
 from conversations.labelled_pairs import label_is_held_out, labelled_pairs_read
 from conversations.models import DedupEvent, DuplicateModelStatus, DuplicateModelVersion
@@ -33,19 +34,9 @@ from conversations.services.verifiers import (
     verifier_path,
 )
 from conversations.tasks import duplicate_model_train_task
-from conversations.verifier_training import (
-    ADDED_PENALTIES,
-    CUT_MARGIN,
-    MIN_RANDOM_JUDGE_DUPLICATES,
-    PENALTIES,
-    CutChosenOn,
-    Judge,
-    activation_judge,
-    cut_choose,
-    fit_towards,
-    recall_at_precision,
-    served_gain_lower_bound,
-)
+from conversations.verifier_heads import ADDED_PENALTIES, PENALTIES, fit_towards
+from conversations.verifier_judging import MIN_RANDOM_JUDGE_DUPLICATES, Judge, activation_judge, served_gain_lower_bound
+from conversations.verifier_training import CUT_MARGIN, CutChosenOn, cut_choose
 from tests.conversations.helpers import indexed_kb
 from tests.conversations.test_api import ask, start
 
