@@ -181,7 +181,7 @@ class CuratedAnswerDetailApi(_CuratedApi):
             enabled=given.get("enabled"),
             source_chunk_ids=checked.source_chunk_ids if "source_chunk_ids" in given else None,
         )
-        return Response(CuratedAnswerOutputSerializer(curated_answer).data)
+        return Response(CuratedAnswerOutputSerializer(self.curated_answer_or_404(curated_answer.pk)).data)
 
     @extend_schema(responses={204: None}, summary="Delete a curated answer")
     def delete(self, request: Request, curated_answer_id: int) -> Response:

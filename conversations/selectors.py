@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import OuterRef, Prefetch, QuerySet, Subquery
 from django.db.models.functions import Substr
 
 from conversations.label_rules import TRAINING_SOURCES, training_labels_pick
@@ -15,6 +15,7 @@ from conversations.models import (
     DEFAULT_PRECISION_TARGET,
     Conversation,
     CuratedAnswer,
+    CuratedPhrasing,
     DedupAction,
     DedupEvent,
     DedupPolicy,
@@ -278,6 +279,10 @@ def learning_curves(*, tenants: list[Tenant]) -> list[LearningCurve]:
     return curves
 
 
+def _phrasings_of(tenant: Tenant) -> Prefetch:
+    return Prefetch("phrasings", queryset=CuratedPhrasing.objects.for_tenant(tenant).order_by("id"))
+
+
 def curated_answer_get(
     *, tenant: Tenant, curated_answer_id: int, only_knowledge_base_id: int | None = None
 ) -> CuratedAnswer | None:
@@ -287,7 +292,7 @@ def curated_answer_get(
         CuratedAnswer.objects.for_tenant(tenant)
         .filter(pk=curated_answer_id)
         .select_related("knowledge_base")
-        .prefetch_related("phrasings")
+        .prefetch_related(_phrasings_of(tenant))
     )
     if only_knowledge_base_id is not None:
         queryset = queryset.filter(knowledge_base_id=only_knowledge_base_id)
@@ -301,4 +306,6 @@ def curated_answers_list(
     queryset = CuratedAnswer.objects.for_tenant(tenant).filter(knowledge_base=knowledge_base)
     if enabled is not None:
         queryset = queryset.filter(enabled=enabled)
-    return queryset.count(), list(queryset.order_by("id").prefetch_related("phrasings")[offset : offset + limit])
+    return queryset.count(), list(
+        queryset.order_by("id").prefetch_related(_phrasings_of(tenant))[offset : offset + limit]
+    )
