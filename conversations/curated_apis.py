@@ -226,7 +226,7 @@ class CuratedAnswerImportApi(_CuratedApi):
         request={"multipart/form-data": InputSerializer},
         responses={
             201: inline_serializer(
-                "CuratedAnswerImportResult",
+                "CuratedAnswerImportResponse",
                 {
                     "created": serializers.IntegerField(help_text="Curated answers stored."),
                     "failed": serializers.IntegerField(help_text="Rows refused (see their results)."),
