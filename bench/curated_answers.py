@@ -58,7 +58,7 @@ CURATED = [
     (
         "Expenses are reimbursed within 10 working days of approval.",
         ["How long does expense reimbursement take?", "When are expenses paid back?"],
-        "How long does it take to get my expenses reimbursed?",
+        "How long does an expense reimbursement take?",
     ),
 ]
 HANDBOOK = {
