@@ -560,8 +560,7 @@ class CuratedAnswer(TenantOwnedModel):
     external_id = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     source_chunks = models.JSONField(default=dict, blank=True)
     source_chunk_ids = models.JSONField(default=list, blank=True)
-    # Raised by every write (`services.curated`): with the count and the highest id of a knowledge base's curated
-    # answers it tells a process that the set it holds is stale, whatever the clocks of the machines that wrote it.
+    # Raised by every write (`services.curated`): how many times it was changed, for the admin and the API's readers.
     revision = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -1,9 +1,9 @@
 """Curated answers (`CuratedAnswer`, `CuratedPhrasing`): created, edited, disabled, deleted and imported in bulk. The
 only writer of them.
 
-Every write raises the answer's `revision` (or adds or removes a row), which is what a process's copy of the set
-(`curated_set.curated_set_of`) is checked against on every turn: an edit, a disable or a delete takes effect on the
-next turn in every process, with no cache to invalidate by hand. Phrasings are embedded here, once, with the knowledge
+Every write raises the tenant's settings version in its transaction (`tenants.services.tenant_settings_changed`),
+which a process's copy of the set (`curated_set.curated_set_of`) is kept under: an edit, a disable or a delete takes
+effect on the next turn in every process. Phrasings are embedded here, once, with the knowledge
 base's own model, so a turn only compares vectors.
 """
 
@@ -23,6 +23,7 @@ from retrieval.embeddings import embed_texts, knowledge_base_model
 from retrieval.embeddings import model_id as embedding_model_id
 from retrieval.models import Chunk, KnowledgeBase
 from tenants.models import Tenant
+from tenants.services import tenant_settings_changed
 
 
 def _citations_of(
@@ -128,6 +129,7 @@ def curated_answer_update(
         if phrasings is not None:
             CuratedPhrasing.objects.for_tenant(tenant).filter(curated_answer=curated_answer).delete()
             CuratedPhrasing.objects.bulk_create(phrasings)
+        tenant_settings_changed(tenant=tenant)
     curated_answer.refresh_from_db(fields=["revision", "updated_at"])
     curated_sets_forget(knowledge_base_id=knowledge_base.pk)
     return curated_answer
@@ -136,18 +138,22 @@ def curated_answer_update(
 def curated_answer_delete(*, tenant: Tenant, curated_answer: CuratedAnswer) -> None:
     """Delete it with its phrasings; the audit events and turns that name it keep their reference number."""
     knowledge_base_id = curated_answer.knowledge_base_id
-    CuratedAnswer.objects.for_tenant(tenant).filter(pk=curated_answer.pk).delete()
+    with transaction.atomic():
+        CuratedAnswer.objects.for_tenant(tenant).filter(pk=curated_answer.pk).delete()
+        tenant_settings_changed(tenant=tenant)
     curated_sets_forget(knowledge_base_id=knowledge_base_id)
 
 
 def curated_answers_enable(*, tenant: Tenant, curated_answer_ids: Collection[int], enabled: bool) -> int:
     """Enable or disable many at once (the admin's actions); returns how many changed."""
-    changed = (
-        CuratedAnswer.objects.for_tenant(tenant)
-        .filter(pk__in=list(curated_answer_ids))
-        .exclude(enabled=enabled)
-        .update(enabled=enabled, revision=F("revision") + 1)
-    )
+    with transaction.atomic():
+        changed = (
+            CuratedAnswer.objects.for_tenant(tenant)
+            .filter(pk__in=list(curated_answer_ids))
+            .exclude(enabled=enabled)
+            .update(enabled=enabled, revision=F("revision") + 1)
+        )
+        tenant_settings_changed(tenant=tenant)
     curated_sets_forget(knowledge_base_id=None)
     return changed
 
@@ -210,6 +216,8 @@ def curated_answers_import(
             for phrasing in phrasings:
                 phrasing.curated_answer_id = phrasing.curated_answer.pk
             CuratedPhrasing.objects.bulk_create(phrasings, batch_size=500)
+            if pairs:
+                tenant_settings_changed(tenant=tenant)
     except IntegrityError as exc:
         raise ConflictError(
             "Another request added a curated answer with one of these external ids meanwhile; send the rows again."
