@@ -12,7 +12,8 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from django.contrib import admin
+from django import forms
+from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -25,9 +26,11 @@ from conversations import admin_playground, admin_views
 # Importing the audit log's admin registers it (Django imports only this module of an app).
 from conversations.admin_audit import SUPPORT_ROLES, shows_tenant
 from conversations.admin_verifiers import verifiers_train_from_reviews
+from conversations.curated_import import curated_input_check
 from conversations.models import (
     ConsumedItem,
     Conversation,
+    CuratedAnswer,
     DedupEvent,
     DedupPolicy,
     Feedback,
@@ -36,8 +39,15 @@ from conversations.models import (
     Turn,
 )
 from conversations.services import conversation_records_delete
+from conversations.services.curated import (
+    curated_answer_create,
+    curated_answer_delete,
+    curated_answer_update,
+    curated_answers_enable,
+)
+from kbplatform.errors import ApplicationError
 from tenants.admin_scoping import ServiceDeletionAdmin, TenantScopedAdmin
-from tenants.models import Role
+from tenants.models import Role, Tenant
 
 
 class RecordedByTheSystemMixin:
@@ -269,3 +279,109 @@ class SettingsChangeAdmin(TenantScopedAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+class CuratedAnswerForm(forms.ModelForm):
+    """The answer with its phrasings (one a line) and cited chunk ids, checked as the API checks them."""
+
+    questions = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 5}), help_text="The questions it answers, in any words: one a line."
+    )
+    cited_chunks = forms.CharField(
+        required=False, help_text="Ids of the chunks it cites, separated by commas (from the chunks' admin page)."
+    )
+
+    class Meta:
+        model = CuratedAnswer
+        fields = ("tenant", "knowledge_base", "answer", "enabled", "external_id")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk is not None:
+            self.fields["questions"].initial = "\n".join(p.question for p in self.instance.phrasings.all())
+            self.fields["cited_chunks"].initial = ", ".join(str(i) for i in self.instance.source_chunk_ids)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        tenant, knowledge_base = data.get("tenant") or self.instance.tenant_id, data.get("knowledge_base")
+        tenant_id = getattr(tenant, "pk", tenant)
+        if knowledge_base is not None and tenant_id is not None and knowledge_base.tenant_id != tenant_id:
+            raise forms.ValidationError("The knowledge base belongs to another tenant.")
+        try:
+            self.curated = curated_input_check(
+                answer=data.get("answer"),
+                questions=(data.get("questions") or "").splitlines(),
+                enabled=data.get("enabled", True),
+                external_id=data.get("external_id"),
+                source_chunk_ids=data.get("cited_chunks"),
+            )
+        except ApplicationError as error:
+            fields = {"source_chunk_ids": "cited_chunks"}
+            for name, problems in error.extra.get("fields", {}).items():
+                self.add_error(fields.get(name, name) if fields.get(name, name) in self.fields else None, problems)
+        return data
+
+
+@admin.register(CuratedAnswer)
+class CuratedAnswerAdmin(ServiceDeletionAdmin):
+    """A knowledge base's curated answers: added, edited, disabled and deleted through `services.curated`, which
+    embeds the phrasings with the knowledge base's model; every change takes effect on the next turn."""
+
+    form = CuratedAnswerForm
+    list_display = ("short_answer", "knowledge_base", "enabled", "phrasing_count", "updated_at")
+    list_filter = ("enabled",)
+    search_fields = ("answer", "external_id", "phrasings__question")
+    actions = ("enable_selected", "disable_selected")
+
+    @admin.display(description="Answer")
+    def short_answer(self, obj: CuratedAnswer) -> str:
+        return Truncator(obj.answer).chars(80)
+
+    @admin.display(description="Phrasings")
+    def phrasing_count(self, obj: CuratedAnswer) -> int:
+        return obj.phrasings.count()
+
+    def save_model(self, request: HttpRequest, obj: CuratedAnswer, form: CuratedAnswerForm, change: bool) -> None:
+        checked = form.curated
+        try:
+            if change:
+                curated_answer_update(
+                    tenant=obj.tenant,
+                    curated_answer=obj,
+                    answer=checked.answer,
+                    questions=checked.questions,
+                    enabled=checked.enabled,
+                    source_chunk_ids=checked.source_chunk_ids,
+                )
+            else:
+                obj.pk = curated_answer_create(tenant=obj.tenant, knowledge_base=obj.knowledge_base, curated=checked).pk
+        except ApplicationError as error:
+            self.message_user(request, f"Not saved: {error.message}", level=messages.ERROR)
+
+    def save_related(self, request: HttpRequest, form: CuratedAnswerForm, formsets: Any, change: bool) -> None:
+        """The phrasings were written by the service."""
+
+    def delete_one(self, request: HttpRequest, obj: CuratedAnswer) -> str | None:
+        curated_answer_delete(tenant=obj.tenant, curated_answer=obj)
+        return None
+
+    def deletion_summary(self, obj: CuratedAnswer) -> tuple[str, dict[str, int]]:
+        count = obj.phrasings.count()
+        return f"{obj}: with its {count} phrasings", {"curated phrasings": count}
+
+    def _enable(self, request: HttpRequest, queryset: QuerySet, enabled: bool) -> None:
+        changed = 0
+        for tenant_id in {obj.tenant_id for obj in queryset}:
+            ids = [
+                obj.pk for obj in queryset if obj.tenant_id == tenant_id and self.has_change_permission(request, obj)
+            ]
+            changed += curated_answers_enable(tenant=Tenant(pk=tenant_id), curated_answer_ids=ids, enabled=enabled)
+        self.message_user(request, f"{'Enabled' if enabled else 'Disabled'} {changed} curated answers.")
+
+    @admin.action(description="Enable the selected curated answers")
+    def enable_selected(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._enable(request, queryset, True)
+
+    @admin.action(description="Disable the selected curated answers")
+    def disable_selected(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._enable(request, queryset, False)

@@ -38,6 +38,7 @@ from conversations.dashboard import (
 from conversations.dashboard_selectors import dashboard_get, settings_changes_in_period
 from conversations.decisions import POLICY_FIELDS, cosine_gate, cosine_gate_floor
 from conversations.models import INTENT_OTHER, DedupPolicy, Intent, IntentBehaviour, ReviewVerdict, SettingsChange
+from conversations.services.labels import stored_question_of
 from conversations.services.review_queue import review_queue_of_day
 from retrieval.embeddings import model_name as embedding_model_name
 from tenants.admin_scoping import request_tenant_roles
@@ -480,7 +481,7 @@ def review_queue_view(request: HttpRequest, model_admin: admin.ModelAdmin) -> Ht
             "event": pick.dedup_event,
             "reason": REVIEW_REASONS.get(pick.reason, pick.reason),
             "question": pick.dedup_event.turn.question if pick.dedup_event.turn else "(purged)",
-            "stored_question": pick.dedup_event.matched_turn.question if pick.dedup_event.matched_turn else "(purged)",
+            "stored_question": stored_question_of(pick.dedup_event) or "(purged)",
         }
         for pick in picks
     ]

@@ -382,6 +382,11 @@ class ConversationMessageApi(JsonErrorsWhileStreamingMixin, TenantApi):
             relaxed = serializers.BooleanField()
             shadow_action = serializers.CharField(allow_null=True)
             reason = serializers.CharField(allow_blank=True)
+            curated_answer_id = serializers.IntegerField(
+                allow_null=True,
+                help_text="The curated answer served (GET /api/v1/curated-answers/{id}/): matched by one of its "
+                "phrasings (`matched_turn_id` null), or an earlier turn's copy of it; null when none was served.",
+            )
 
         turn_id = serializers.IntegerField()
         answer = serializers.CharField(allow_null=True)
@@ -453,6 +458,7 @@ class ConversationMessageApi(JsonErrorsWhileStreamingMixin, TenantApi):
                 relaxed=outcome.relaxed,
                 shadow_action=outcome.shadow_action,
                 reason=outcome.reason,
+                curated_answer_id=outcome.curated_answer_id,
             ),
         }
         return Response(body)
@@ -591,6 +597,12 @@ class AuditEventListApi(TenantApi):
         reason = serializers.CharField()
         similarity = serializers.FloatField(allow_null=True)
         matched_turn = serializers.IntegerField(source="matched_turn_ref", allow_null=True)
+        curated_answer = serializers.IntegerField(
+            source="curated_answer_ref",
+            allow_null=True,
+            help_text="The curated answer the decision was about (served, or its phrasing the nearest match refused).",
+        )
+        curated_question = serializers.CharField(help_text="That curated answer's phrasing matched (else empty).")
         pair_probability = serializers.FloatField(allow_null=True)
         match_passes_checks = serializers.BooleanField(allow_null=True)
         excluded_count = serializers.IntegerField()

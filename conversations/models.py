@@ -151,6 +151,11 @@ class Turn(TenantOwnedModel):
     # A turn that served a stored answer: the QA pair that answer belongs to (never itself a served copy), so a
     # later duplicate of this turn is served that pair's answer as it is then. Null for every other turn.
     answer_origin = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    # A turn that served a curated answer (or a copy of one): that answer. A later repeat of this turn serves it only
+    # while it is enabled, and as it reads then. Null for every other turn.
+    curated_answer = models.ForeignKey(
+        "CuratedAnswer", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
     elapsed_ms = models.FloatField(default=0.0)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -314,6 +319,16 @@ class DedupEvent(TenantOwnedModel):
         help_text="The end user rated the stored answer this turn served thumbs-down: support should review it.",
     )
     suspected_false_hit_at = models.DateTimeField(null=True, blank=True)
+    # A decision on a curated answer's phrasings (served, or a close phrasing refused): the answer and the phrasing
+    # matched, and that phrasing's text as it was (the stored question of the pair, for review and learning, which
+    # outlives an edit of the phrasing). `matched_turn` is then null: no earlier turn was matched.
+    curated_answer = models.ForeignKey(
+        "CuratedAnswer", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    curated_answer_ref = models.BigIntegerField(null=True, blank=True)
+    curated_question = models.TextField(
+        blank=True, default="", db_default="", help_text="The curated phrasing the question was matched with."
+    )
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:
@@ -528,3 +543,49 @@ class DuplicateModelVersion(TenantOwnedModel):
 
     def __str__(self) -> str:
         return f"verifier v{self.version} ({self.status})"
+
+
+class CuratedAnswer(TenantOwnedModel):
+    """An answer the business stands behind, in one knowledge base, with the phrasings (`CuratedPhrasing`) it answers.
+    A turn's duplicate decision considers the enabled ones before the user's own history; a disabled one is never
+    served, from the next turn on. Its citations (`source_chunks`: chunk id -> content hash when cited) are checked
+    as a stored answer's are: a cited chunk since changed, disabled or deleted means it is not served."""
+
+    knowledge_base = models.ForeignKey(
+        "retrieval.KnowledgeBase", on_delete=models.CASCADE, related_name="curated_answers"
+    )
+    answer = models.TextField()
+    enabled = models.BooleanField(default=True)
+    # Null, not "": several curated answers without one share no value the unique constraint would refuse.
+    external_id = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
+    source_chunks = models.JSONField(default=dict, blank=True)
+    source_chunk_ids = models.JSONField(default=list, blank=True)
+    # Raised by every write (`services.curated`): how many times it was changed, for the admin and the API's readers.
+    revision = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["knowledge_base_id", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["knowledge_base", "external_id"], name="curated_answer_unique_external_id")
+        ]
+        indexes = [models.Index(fields=["tenant", "knowledge_base", "enabled"], name="curated_tenant_kb_enabled")]
+
+    def __str__(self) -> str:
+        return self.answer[:60]
+
+
+class CuratedPhrasing(TenantOwnedModel):
+    """One question a curated answer answers, embedded with its knowledge base's model (`vector_model` names it)."""
+
+    curated_answer = models.ForeignKey(CuratedAnswer, on_delete=models.CASCADE, related_name="phrasings")
+    question = models.TextField()
+    vector = models.BinaryField(help_text="float32 little-endian, L2-normalised")
+    vector_model = models.CharField(max_length=16, blank=True, default="")
+
+    class Meta:
+        ordering = ["curated_answer_id", "id"]
+
+    def __str__(self) -> str:
+        return self.question[:60]

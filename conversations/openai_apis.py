@@ -401,6 +401,7 @@ class ChatCompletionCreateApi(JsonErrorsWhileStreamingMixin, TenantApi):
                 relaxed=outcome.relaxed,
                 shadow_action=outcome.shadow_action,
                 reason=outcome.reason,
+                curated_answer_id=outcome.curated_answer_id,
             ),
             "sources": services.turn_sources_body(outcome.sources),
             "index": index_state_body(outcome.index) if outcome.index is not None else None,

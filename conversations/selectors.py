@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import OuterRef, Prefetch, QuerySet, Subquery
 from django.db.models.functions import Substr
 
 from conversations.label_rules import TRAINING_SOURCES, training_labels_pick
@@ -14,6 +14,8 @@ from conversations.learning_curve import LearningCurve, curves_for_rows
 from conversations.models import (
     DEFAULT_PRECISION_TARGET,
     Conversation,
+    CuratedAnswer,
+    CuratedPhrasing,
     DedupAction,
     DedupEvent,
     DedupPolicy,
@@ -25,6 +27,7 @@ from conversations.models import (
 )
 from kbplatform.errors import NotFoundError
 from kbplatform.text import user_id_canonical
+from retrieval.models import KnowledgeBase
 from tenants.models import Tenant
 
 # A title made from the first question: at most this many characters, cut at a word where there is one.
@@ -274,3 +277,35 @@ def learning_curves(*, tenants: list[Tenant]) -> list[LearningCurve]:
             )
         )
     return curves
+
+
+def _phrasings_of(tenant: Tenant) -> Prefetch:
+    return Prefetch("phrasings", queryset=CuratedPhrasing.objects.for_tenant(tenant).order_by("id"))
+
+
+def curated_answer_get(
+    *, tenant: Tenant, curated_answer_id: int, only_knowledge_base_id: int | None = None
+) -> CuratedAnswer | None:
+    """The tenant's curated answer (in `only_knowledge_base_id` when a key is limited to it), with its phrasings and
+    knowledge base; None otherwise, so another tenant's looks like one that does not exist."""
+    queryset = (
+        CuratedAnswer.objects.for_tenant(tenant)
+        .filter(pk=curated_answer_id)
+        .select_related("knowledge_base")
+        .prefetch_related(_phrasings_of(tenant))
+    )
+    if only_knowledge_base_id is not None:
+        queryset = queryset.filter(knowledge_base_id=only_knowledge_base_id)
+    return queryset.first()
+
+
+def curated_answers_list(
+    *, tenant: Tenant, knowledge_base: KnowledgeBase, enabled: bool | None, limit: int, offset: int
+) -> tuple[int, list[CuratedAnswer]]:
+    """(how many match, the page): the knowledge base's curated answers oldest first, enabled or not, or either."""
+    queryset = CuratedAnswer.objects.for_tenant(tenant).filter(knowledge_base=knowledge_base)
+    if enabled is not None:
+        queryset = queryset.filter(enabled=enabled)
+    return queryset.count(), list(
+        queryset.order_by("id").prefetch_related(_phrasings_of(tenant))[offset : offset + limit]
+    )

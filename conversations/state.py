@@ -50,7 +50,7 @@ class StoredAnswer:
     """What serving a QA pair's answer again needs: the answer, what it cost, and the sources it cites with the
     content hash each had then (a source changed since means the answer is not served)."""
 
-    turn_id: int
+    turn_id: int | None  # None for a curated answer, which is no QA pair of a conversation
     answer: str
     answer_tokens: int
     context_tokens: int
@@ -60,6 +60,9 @@ class StoredAnswer:
     # For a turn that served a stored answer: the QA pair whose answer it gave. Serving this copy again serves that
     # pair's answer as it is now, so a client's later correction of it reaches every copy.
     origin_turn_id: int | None = None
+    # For an answer of a curated answer (`CuratedAnswer`), served or a copy of one served: that answer. Served again
+    # only while it is enabled, and as it reads then, so an edit or a disable takes effect on the next turn.
+    curated_answer_id: int | None = None
 
     @classmethod
     def of_turn(cls, turn: Turn) -> StoredAnswer:
@@ -72,6 +75,7 @@ class StoredAnswer:
             source_chunk_ids=[int(i) for i in turn.source_chunk_ids],
             source_chunks=dict(turn.source_chunks),
             origin_turn_id=turn.answer_origin_id,
+            curated_answer_id=turn.curated_answer_id,
         )
 
 
@@ -169,13 +173,15 @@ def _stored_encode(stored: StoredAnswer | None) -> list | None:
         stored.source_chunk_ids,
         stored.source_chunks,
         stored.origin_turn_id,
+        stored.curated_answer_id,
     ]
 
 
 def _stored_decode(turn_id: int, raw: list | None) -> StoredAnswer | None:
     if raw is None:
         return None
-    answer, answer_tokens, context_tokens, elapsed_ms, chunk_ids, chunks, origin = raw
+    # A copy written before curated answers has no eighth field: none of its answers was a curated one.
+    answer, answer_tokens, context_tokens, elapsed_ms, chunk_ids, chunks, origin, curated = (*raw, None)[:8]
     return StoredAnswer(
         turn_id=turn_id,
         answer=str(answer),
@@ -185,6 +191,7 @@ def _stored_decode(turn_id: int, raw: list | None) -> StoredAnswer | None:
         source_chunk_ids=[int(i) for i in chunk_ids],
         source_chunks=dict(chunks),
         origin_turn_id=None if origin is None else int(origin),
+        curated_answer_id=None if curated is None else int(curated),
     )
 
 
@@ -237,6 +244,7 @@ TURN_FIELDS_KEPT = (
     "source_chunk_ids",
     "source_chunks",
     "answer_origin_id",
+    "curated_answer_id",
 )
 
 

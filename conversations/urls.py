@@ -12,6 +12,7 @@ from conversations.apis import (
     TurnAnswerApi,
     TurnFeedbackApi,
 )
+from conversations.curated_apis import CuratedAnswerDetailApi, CuratedAnswerImportApi, CuratedAnswerListCreateApi
 from conversations.openai_apis import ChatCompletionCreateApi
 
 urlpatterns = [
@@ -25,6 +26,17 @@ urlpatterns = [
     path("turns/<int:turn_id>/feedback/", TurnFeedbackApi.as_view(), name="turn-feedback"),
     path("feedback/", FeedbackListApi.as_view(), name="feedback-list"),
     path("dedup-policy/", DedupPolicyApi.as_view(), name="dedup-policy"),
+    path(
+        "knowledge-bases/<int:knowledge_base_id>/curated-answers/",
+        CuratedAnswerListCreateApi.as_view(),
+        name="curated-answers",
+    ),
+    path(
+        "knowledge-bases/<int:knowledge_base_id>/curated-answers/import/",
+        CuratedAnswerImportApi.as_view(),
+        name="curated-answers-import",
+    ),
+    path("curated-answers/<int:curated_answer_id>/", CuratedAnswerDetailApi.as_view(), name="curated-answer-detail"),
     path("audit-events/", AuditEventListApi.as_view(), name="audit-events"),
     path("audit-events/<int:event_id>/review/", AuditEventReviewApi.as_view(), name="audit-event-review"),
     # OpenAI's path exactly, with no trailing slash: OpenAI clients append `/chat/completions` to their base URL.

@@ -19,14 +19,23 @@ from tenants.models import Tenant
 THUMBS_DOWN = "thumbs-down"
 
 
+def stored_question_of(event: DedupEvent) -> str | None:
+    """The stored question an event's decision compared the question with: the matched turn's, or the curated
+    phrasing's (a decision on curated answers names no turn); None when there is none (or it was purged)."""
+    if event.matched_turn is not None:
+        return event.matched_turn.question
+    return event.curated_question or None
+
+
 def _label_write(
     *, tenant: Tenant, event: DedupEvent, source: str, is_duplicate: bool, given_by: str, note: str | None
 ) -> DuplicateLabel | None:
-    if event.turn is None or event.matched_turn is None:
+    stored_question = stored_question_of(event)
+    if event.turn is None or stored_question is None:
         return None
     values = {
         "question": event.turn.question,
-        "stored_question": event.matched_turn.question,
+        "stored_question": stored_question,
         "is_duplicate": is_duplicate,
         "given_by": given_by[:255],
     }
@@ -49,13 +58,13 @@ def duplicate_labels_of_review(
         DedupEvent.objects.for_tenant(tenant)
         .filter(pk__in=list(event_ids))
         .select_related("turn", "matched_turn")
-        .only("pk", "tenant_id", "action", "reason", "turn__question", "matched_turn__question")
+        .only("pk", "tenant_id", "action", "reason", "turn__question", "matched_turn__question", "curated_question")
     )
     written = 0
     for event in events:
         is_duplicate = verdict_label(
             action=event.action,
-            has_match=event.turn is not None and event.matched_turn is not None,
+            has_match=event.turn is not None and stored_question_of(event) is not None,
             reason=event.reason,
             verdict=verdict,
         )

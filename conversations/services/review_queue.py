@@ -9,6 +9,7 @@ from datetime import date, timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from conversations.duplicate_model import pair_model_default
@@ -76,8 +77,9 @@ def _draw(*, tenant: Tenant, day: date, quota: int, random_share: float) -> None
             review_verdict=ReviewVerdict.UNREVIEWED,
             action__in=[DedupAction.SERVED_CACHED, DedupAction.BYPASSED, DedupAction.ANSWERED],
             turn__isnull=False,
-            matched_turn__isnull=False,
         )
+        # A matched stored question: an earlier turn's, or a curated answer's phrasing.
+        .filter(Q(matched_turn__isnull=False) | ~Q(curated_question=""))
         .exclude(reason__in=sorted(ANSWER_REFUSALS))
         .exclude(pk__in=ReviewPick.objects.for_tenant(tenant).values("dedup_event_id"))
         .order_by("-created_at", "-id")

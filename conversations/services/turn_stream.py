@@ -29,6 +29,7 @@ from conversations.services.turns import (
     turn_answer_apply,
     turn_record,
 )
+from conversations.turn_decision import TurnKind
 from kbplatform.errors import ApplicationError
 
 logger = logging.getLogger(__name__)
@@ -59,8 +60,10 @@ def turn_dedup_body(
     relaxed: bool,
     shadow_action: str | None,
     reason: str,
+    curated_answer_id: int | None = None,
 ) -> dict[str, Any]:
-    """The `dedup` object of a turn's response (JSON and stream alike)."""
+    """The `dedup` object of a turn's response (JSON and stream alike). `curated_answer_id`: the curated answer a
+    served turn gave (`matched_turn_id` is then null, or names the earlier turn whose copy of it was served)."""
     return {
         "action": action,
         "intent": intent,
@@ -70,6 +73,7 @@ def turn_dedup_body(
         "relaxed": bool(relaxed),
         "shadow_action": shadow_action,
         "reason": reason,
+        "curated_answer_id": curated_answer_id,
     }
 
 
@@ -155,6 +159,11 @@ class TurnStream:
                         relaxed=answer.relaxed,
                         shadow_action=decision.shadow_action,
                         reason=decision.reason,
+                        curated_answer_id=(
+                            decision.matched.curated_answer_id
+                            if decision.kind == TurnKind.STORED and decision.matched is not None
+                            else None
+                        ),
                     ),
                     # The whole answer of a turn that generates none (a stored answer, small talk); else null.
                     "answer": self.outcome.answer if served and self.outcome is not None else None,

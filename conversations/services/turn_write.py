@@ -193,13 +193,18 @@ def turn_persist(**fields: Any) -> Turn:
     decision: decisions.DuplicateDecision = fields["decision"]
     matched: StoredAnswer | None = fields["matched"]
     referenced = {pk for pk in (decision.turn_id, matched.turn_id if matched else None) if pk is not None}
+    curated = fields.get("curated_answer_id") is not None or fields["event"].get("curated_answer_id") is not None
     try:
         return _turn_write(**fields)
     except IntegrityError:
-        if not referenced:
+        if not referenced and not curated:
             raise
-        logger.info("turn write lost a race with the purge (turns %s); writing it again", sorted(referenced))
-    return _turn_write(**fields, recheck_references=referenced)
+        logger.info("turn write lost a race with a delete (turns %s); writing it again", sorted(referenced))
+    if curated:
+        # The curated answer was deleted meanwhile: the answer read while it existed still goes out; the event keeps
+        # its number in `curated_answer_ref`.
+        fields = {**fields, "curated_answer_id": None, "event": {**fields["event"], "curated_answer_id": None}}
+    return _turn_write(**fields, recheck_references=referenced or None)
 
 
 def _turn_write(
@@ -228,6 +233,7 @@ def _turn_write(
     answer_partial: str = "",
     answer_error: str = "",
     rewritten_question: str = "",
+    curated_answer_id: int | None = None,
 ) -> Turn:
     """One transaction: lock the conversation row (so concurrent turns queue here and get distinct numbers), write
     the QA pair, mark what it showed as consumed by this turn, move the expiry, write the audit event.
@@ -264,6 +270,7 @@ def _turn_write(
         "decision": action,
         "similarity": decision.similarity,
         "elapsed_ms": elapsed_ms,
+        "curated_answer_id": curated_answer_id,
     }
     rows = functools.partial(
         _turn_rows,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from django.conf import settings
@@ -33,6 +33,7 @@ from conversations.models import (
 from conversations.search_query import search_mode_choose
 from conversations.services.candidates import duplicate_candidates, stored_answer_at_origin, stored_answer_of
 from conversations.services.conversations import conversation_for
+from conversations.services.curated_set import CuratedSet, curated_set_of
 from conversations.services.policy import TurnSettings, turn_settings_load
 from conversations.services.sources import (
     SourceRows,
@@ -45,9 +46,17 @@ from conversations.services.sources import (
 from conversations.services.turn_write import turn_after_commit, turn_persist
 from conversations.state import (
     ConversationState,
+    StoredAnswer,
     state_load,
 )
-from conversations.turn_decision import MatchFacts, TurnDecision, TurnFacts, TurnKind, turn_decide
+from conversations.turn_decision import (
+    MatchFacts,
+    MatchRefusal,
+    TurnDecision,
+    TurnFacts,
+    TurnKind,
+    turn_decide,
+)
 from conversations.turn_history import history_select, rewrite_applies
 from kbplatform.errors import ApplicationError
 from kbplatform.text import control_character_problem, has_visible_character
@@ -101,6 +110,8 @@ class TurnOutcome:
     rewritten_question: str = ""
     # True when the turn generated no answer: it served a stored answer or a small-talk reply.
     served: bool = False
+    # The curated answer the turn served (matched directly, or an earlier turn's copy of it); None otherwise.
+    curated_answer_id: int | None = None
 
 
 def _search(
@@ -207,11 +218,69 @@ def question_intent(
 
 
 @dataclass(frozen=True)
+class CuratedMatch:
+    """The curated answer whose phrasing the turn's recorded duplicate decision matched (served, or the nearest match
+    refused), and that phrasing: the stored question of the pair in the audit log."""
+
+    curated_answer_id: int
+    question: str
+
+
+@dataclass(frozen=True)
 class _Judged:
-    """What a turn found out before deciding: the facts for `turn_decide`, and the matched pair's sources."""
+    """What a turn found out before deciding: the facts for `turn_decide`, the matched pair's sources, and the curated
+    answer the recorded decision is about (None: it is about the user's own history, or about nothing)."""
 
     facts: TurnFacts
     match_sources: list[SourceView] | None
+    curated: CuratedMatch | None = None
+
+
+def _curated_judge(
+    *,
+    tenant: Tenant,
+    curated: CuratedSet,
+    decide: dict,
+    sources_read: SourceRows | None,
+) -> tuple[decisions.DuplicateDecision | None, MatchFacts | None, list[SourceView] | None]:
+    """The duplicate decision on the knowledge base's curated phrasings (the same `duplicate_decide_verified`, gate,
+    checks, head and follow-up guard as on the user's history), with the matched answer's facts and sources when it
+    hit and its citations still stand. A hit whose cited chunks changed since is refused (`sources changed`), as a
+    stored answer's is. None when there is no curated phrasing."""
+    if not curated.candidates:
+        return None, None, None
+    decided = decisions.duplicate_decide_verified(candidates=curated.candidates, **decide)
+    if not decided.hit:
+        return decided, None, None
+    answer = curated.answer_of(decided.turn_id)
+    sources = stored_sources(tenant=tenant, stored=answer, read_ahead=sources_read)
+    if sources is None:
+        refused = replace(
+            decided,
+            hit=False,
+            reason=str(MatchRefusal.SOURCES_CHANGED),
+            passes_checks=False,
+            close_match_refused=True,
+        )
+        return refused, None, None
+    return decided, MatchFacts(answer=answer, sources_intact=True, cites_sources=True), sources
+
+
+def _curated_copy_current(*, answer: StoredAnswer | None, curated: CuratedSet) -> StoredAnswer | None:
+    """An earlier turn's copy of a curated answer as that curated answer reads now, or None when it is disabled or
+    deleted since (the copy is then no answer to serve). Any other stored answer as it is."""
+    if answer is None or answer.curated_answer_id is None:
+        return answer
+    current = curated.answers.get(answer.curated_answer_id)
+    if current is None:
+        return None
+    return replace(
+        answer,
+        answer=current.answer,
+        answer_tokens=current.answer_tokens,
+        source_chunk_ids=current.source_chunk_ids,
+        source_chunks=current.source_chunks,
+    )
 
 
 def _turn_judge(
@@ -258,8 +327,32 @@ def _turn_judge(
         else []
     )
     duplicate = decisions.DuplicateDecision(hit=False)
-    match, match_sources = None, None
+    match, match_sources, curated_match = None, None, None
     if plan.check_duplicates:
+        decide = {
+            "verifier": turn_settings.verifiers.active,
+            "shadow": turn_settings.verifiers.shadow,
+            "question": question,
+            "question_vector": question_vector,
+            "previous_vector": decisions.followup_context(
+                previous_vector=state.previous_vector(),
+                previous_names_topic=not recent_topics or recent_topics[-1],
+                previous_comparable=not recent_comparable or recent_comparable[-1],
+            ),
+            "threshold": policy.threshold,
+            "embedding_model": embedding,
+            "use_head": settings.DUPLICATE_HEAD,
+            "vector_model": model,
+            "question_readable": readable,
+        }
+        # The knowledge base's curated answers first: the same question always gets the standard answer.
+        curated = curated_set_of(tenant=tenant, knowledge_base_id=conversation.knowledge_base_id, embedding=embedding)
+        curated_decision, match, match_sources = _curated_judge(
+            tenant=tenant, curated=curated, decide=decide, sources_read=sources_read
+        )
+    if plan.check_duplicates and match is not None:
+        duplicate = curated_decision
+    elif plan.check_duplicates:
         try:
             candidates = duplicate_candidates(
                 tenant=tenant,
@@ -274,33 +367,31 @@ def _turn_judge(
         except vectorstore.VectorStoreUnavailable:
             logger.warning("question index unavailable: tenant-scope dedup skipped for this turn")
             candidates = []
-        duplicate = decisions.duplicate_decide_verified(
-            verifier=turn_settings.verifiers.active,
-            shadow=turn_settings.verifiers.shadow,
-            question=question,
-            question_vector=question_vector,
-            previous_vector=decisions.followup_context(
-                previous_vector=state.previous_vector(),
-                previous_names_topic=not recent_topics or recent_topics[-1],
-                previous_comparable=not recent_comparable or recent_comparable[-1],
-            ),
-            candidates=candidates,
-            threshold=policy.threshold,
-            embedding_model=embedding,
-            use_head=settings.DUPLICATE_HEAD,
-            vector_model=model,
-            question_readable=readable,
-        )
+        duplicate = decisions.duplicate_decide_verified(candidates=candidates, **decide)
         if duplicate.hit:
             answer = stored_answer_of(tenant=tenant, state=state, turn_id=duplicate.turn_id)
             if answer is not None and answer.origin_turn_id is not None:
                 answer = stored_answer_at_origin(tenant=tenant, state=state, copy=answer)
+            answer = _curated_copy_current(answer=answer, curated=curated)
             match_sources = (
                 stored_sources(tenant=tenant, stored=answer, read_ahead=sources_read) if answer is not None else None
             )
             match = MatchFacts(
-                answer=answer, sources_intact=match_sources is not None, cites_sources=bool(match_sources)
+                answer=answer,
+                sources_intact=match_sources is not None,
+                # A copy of a curated answer stands without citations, as the curated answer does.
+                cites_sources=bool(match_sources) or (answer is not None and answer.curated_answer_id is not None),
             )
+        elif curated_decision is not None and (curated_decision.similarity or -1.0) > (duplicate.similarity or -1.0):
+            # Neither served: the audit log records the nearer of the two near misses (what a lower gate would serve).
+            duplicate = curated_decision
+    if plan.check_duplicates and duplicate is curated_decision and curated_decision.turn_id is not None:
+        curated_match = CuratedMatch(
+            curated_answer_id=curated.answer_of_phrasing[curated_decision.turn_id],
+            question=next(c.question for c in curated.candidates if c.turn_id == curated_decision.turn_id),
+        )
+        # No QA pair of a conversation was matched: the phrasing is named by `curated_match` instead.
+        duplicate = replace(duplicate, turn_id=None)
     facts = TurnFacts(
         policy=policy,
         intent=intent,
@@ -313,7 +404,7 @@ def _turn_judge(
         consumed=state.consumed,
         next_turn_number=state.turn_count + 1,
     )
-    return _Judged(facts=facts, match_sources=match_sources)
+    return _Judged(facts=facts, match_sources=match_sources, curated=curated_match)
 
 
 @dataclass
@@ -411,11 +502,17 @@ def _turn_execute(
     return result
 
 
-def _audit_event(*, decision: TurnDecision, facts: TurnFacts, answer: _TurnAnswer, elapsed_ms: float) -> dict:
-    """The audit event's fields of a turn: what was decided and why, under which policy, and what a served (or, in
-    shadow mode, servable) stored answer saved."""
+def _audit_event(
+    *, decision: TurnDecision, facts: TurnFacts, answer: _TurnAnswer, elapsed_ms: float, curated: CuratedMatch | None
+) -> dict:
+    """The audit event's fields of a turn: what was decided and why, under which policy, what a served (or, in
+    shadow mode, servable) stored answer saved, and the curated answer and phrasing the decision was about."""
     policy, duplicate, matched = facts.policy, decision.duplicate, decision.matched
+    curated_answer_id = curated.curated_answer_id if curated else (matched.curated_answer_id if matched else None)
     return {
+        "curated_answer_id": curated_answer_id,
+        "curated_answer_ref": curated_answer_id,
+        "curated_question": curated.question if curated else "",
         "action": decision.audit_action,
         "intent": facts.intent,
         "reason": decision.reason[:200],
@@ -653,6 +750,7 @@ def turn_record(
             answer.context_tokens = context_tokens_of(answer.passages)
     elapsed_ms = (time.perf_counter() - prepared.started) * 1000
     duplicate, matched = decision.duplicate, decision.matched
+    served_curated = matched.curated_answer_id if matched is not None and decision.kind == TurnKind.STORED else None
     turn = turn_persist(
         tenant=tenant,
         conversation=conversation,
@@ -672,11 +770,14 @@ def turn_record(
         decision=duplicate,
         matched=matched,
         elapsed_ms=elapsed_ms,
-        event=_audit_event(decision=decision, facts=facts, answer=answer, elapsed_ms=elapsed_ms),
+        event=_audit_event(
+            decision=decision, facts=facts, answer=answer, elapsed_ms=elapsed_ms, curated=prepared.judged.curated
+        ),
         answer_state=answer_state,
         answer_partial=answer_partial,
         answer_error=answer_error,
         rewritten_question=prepared.rewritten_question,
+        curated_answer_id=served_curated,
     )
     turn_after_commit(
         tenant=tenant,
@@ -702,6 +803,7 @@ def turn_record(
         index=answer.searched_index,
         rewritten_question=prepared.rewritten_question,
         served=served,
+        curated_answer_id=served_curated,
     )
 
 
