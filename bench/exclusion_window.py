@@ -126,13 +126,13 @@ def _questions_store(tenant, knowledge_base) -> int:  # noqa: ANN001
 def _flush() -> None:
     from django.conf import settings
 
-    from retrieval import vectorstore
+    from retrieval import milvus, vectorstore
 
     flush = getattr(vectorstore, "vectors_flush", None)
     if flush is not None:
         flush()
     else:  # a branch from before the vectorstore could flush: the client's own call, for this bench only
-        vectorstore._connect().flush(settings.MILVUS_COLLECTION)
+        milvus.connect().flush(settings.MILVUS_COLLECTION)
 
 
 def main() -> None:

@@ -84,7 +84,7 @@ def main() -> None:
         from django.core.management import call_command
 
         from lifecycle.services import tenant_get_or_create
-        from retrieval import vectorstore
+        from retrieval import milvus, vectorstore
         from retrieval.models import Chunk
         from retrieval.services import knowledge_base_create
         from retrieval.vectorstore import VectorStoreUnavailable
@@ -107,7 +107,7 @@ def main() -> None:
         server.stop()
         shutil.rmtree(server.data_dir / "data")
         server.start()
-        vectorstore._reset()
+        milvus.reset()
         refused = 0
         for _ in range(2):  # the first call meets the missing collection, the second the empty one made again
             try:

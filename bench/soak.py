@@ -290,15 +290,15 @@ def milvus_restart_rss(*, tenant, knowledge_base, questions: list[str]) -> float
     run ended with, it tells growth of the data from memory the process kept beside it."""
     from django.conf import settings
 
-    from retrieval import embeddings, vectorstore
+    from retrieval import embeddings, milvus, vectorstore
     from retrieval.selectors import chunk_search
 
     server = common.milvus_server
     server.stop()
     server.start()
-    vectorstore._reset()
+    milvus.reset()
     for name in vectorstore.deployment_collection_names():
-        vectorstore._connect().load_collection(name, timeout=settings.MILVUS_SETUP_TIMEOUT)
+        milvus.connect().load_collection(name, timeout=settings.MILVUS_SETUP_TIMEOUT)
     for question in questions:
         chunk_search(
             tenant=tenant,

@@ -27,7 +27,7 @@ from conversations.models import (
 )
 from kbplatform.serializers import MAX_OFFSET, StrictInputSerializer
 from kbplatform.text import control_character_problem
-from retrieval.apis import (
+from retrieval.api_fields import (
     EMBEDDING_MODEL_MISMATCH_RESPONSE,
     IndexStateOutputSerializer,
     MetadataFilterField,

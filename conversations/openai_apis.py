@@ -37,7 +37,7 @@ from kbplatform.errors import NotFoundError
 from kbplatform.exception_handler import api_exception_handler
 from kbplatform.parsers import SafeJSONParser
 from kbplatform.serializers import StrictInputSerializer
-from retrieval.apis import IndexStateOutputSerializer, index_state_body
+from retrieval.api_fields import IndexStateOutputSerializer, index_state_body
 from tenants.api import TenantApi
 from tenants.authentication import BearerApiKeyAuthentication
 from tenants.scopes import Scope

@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from conversations.models import Turn
 from kbplatform.errors import ApplicationError, ConflictError
-from retrieval import embeddings, vectorstore
+from retrieval import embeddings, question_index, vectorstore
 
 CHUNKS = "chunks"
 QUESTIONS = "questions"
@@ -105,7 +105,7 @@ def deployment_collections(*, now: datetime | None = None) -> list[DeploymentCol
     live = _live_turns_by_model(now=now)
     collections = []
     for name in names:
-        model = vectorstore.question_collection_model(name)
+        model = question_index.question_collection_model(name)
         if name in chunk_names:
             kind, in_use = CHUNKS, True
         elif model is not None:
@@ -156,5 +156,5 @@ def question_collections_drop(
             )
     if not dry_run:
         for collection in chosen:
-            vectorstore.question_collection_drop(model=collection.model)
+            question_index.question_collection_drop(model=collection.model)
     return chosen

@@ -6,7 +6,7 @@ from celery import Task, shared_task
 
 from conversations.services import conversations_purge_expired, dedup_figures_rollup, question_index_backfill
 from conversations.services.verifiers import duplicate_model_train
-from retrieval import vectorstore
+from retrieval import question_index
 from retrieval.tasks import MAX_RETRIES, retry_countdown
 from retrieval.vectorstore import VectorStoreUnavailable
 from tenants.models import Tenant
@@ -33,7 +33,7 @@ def question_vectors_delete_task(self: Task, tenant_id: int, turn_ids: list[int]
     """Delete the question vectors of turns already deleted from the database (Milvus refused at the time); Milvus
     being down is retried with backoff. Deleting twice deletes nothing more."""
     try:
-        vectorstore.question_vectors_delete(tenant_id=tenant_id, turn_ids=turn_ids)
+        question_index.question_vectors_delete(tenant_id=tenant_id, turn_ids=turn_ids)
     except VectorStoreUnavailable as exc:
         raise self.retry(exc=exc, countdown=retry_countdown(self.request.retries)) from exc
 

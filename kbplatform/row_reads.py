@@ -72,10 +72,32 @@ def row_read(alias: str, model: type[Model], related: tuple[str, ...], equal: tu
     )
 
 
-def row_get(*, model: type[Model], related: tuple[str, ...] = (), equal: dict[str, object]) -> Model | None:
-    """The first row of `model` whose fields equal `equal` (names as `row_read` takes them), with the rows of
-    `related` cached on it, or None. Meant for lookups that match one row at most (a primary or unique key). An
-    integer no row's column can hold matches nothing, as the ORM's lookups say, without a query."""
+def row_get(
+    *, model: type[Model], tenant_id: int, related: tuple[str, ...] = (), equal: dict[str, object]
+) -> Model | None:
+    """The first row of tenant `tenant_id`'s rows of `model` whose fields equal `equal` (names as `row_read` takes
+    them), with the rows of `related` cached on it, or None. The tenant is the first condition of the WHERE clause, so
+    no caller can forget it; `model` must have a `tenant` field. Meant for lookups that match one row at most (a
+    primary or unique key). An integer no row's column can hold matches nothing, as the ORM's lookups say, without a
+    query."""
+    return _row_get(model=model, related=related, equal=_tenant_first(tenant_id, equal))
+
+
+def row_get_unscoped(*, model: type[Model], related: tuple[str, ...] = (), equal: dict[str, object]) -> Model | None:
+    """`row_get` without a tenant, for the one read that finds the tenant rather than being given it (an API key by
+    its prefix). Named so that it is easy to find in review, like a manager's `.unscoped()`."""
+    return _row_get(model=model, related=related, equal=equal)
+
+
+def _tenant_first(tenant_id: int, equal: dict[str, object]) -> dict[str, object]:
+    if tenant_id is None:
+        raise ValueError("a tenant-scoped read needs the tenant")
+    if "tenant" in equal or "tenant_id" in equal:
+        raise ValueError("the tenant is given as tenant_id=, not among the other conditions")
+    return {"tenant": tenant_id, **equal}
+
+
+def _row_get(*, model: type[Model], related: tuple[str, ...], equal: dict[str, object]) -> Model | None:
     alias = router.db_for_read(model)
     read = row_read(alias, model, related, tuple(equal))
     connection = connections[alias]
@@ -166,12 +188,15 @@ def values_by_keys(
     model: type[Model],
     columns: tuple[str, ...],
     keys: Collection[int],
-    equal: dict[str, object],
+    tenant_id: int,
+    equal: dict[str, object] | None = None,
     true: tuple[str, ...] = (),
 ) -> list[tuple]:
-    """`model.objects.filter(pk__in=keys, **equal, **{name: True for name in true}).values_list(*columns)` in one
-    statement written once per process (`values_read`), its values converted as the ORM converts them. No query
-    for no keys."""
+    """`model.objects.filter(pk__in=keys, tenant=tenant_id, **equal, **{name: True for name in true})
+    .values_list(*columns)` in one statement written once per process (`values_read`), its values converted as the
+    ORM converts them; the tenant is the first condition of the WHERE clause (`model` must have a `tenant` field). No
+    query for no keys."""
+    equal = _tenant_first(tenant_id, equal or {})
     if not keys:
         return []
     alias = router.db_for_read(model)

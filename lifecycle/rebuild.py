@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from conversations.services import question_index_backfill
 from kbplatform.errors import ApplicationError, ConflictError
-from retrieval import vectorstore
+from retrieval import question_index, vectorstore
 from retrieval.embeddings import embedding_dimension
 from retrieval.embeddings import model_id as embedding_model_id
 from retrieval.models import Chunk, DocumentStatus, KnowledgeBase, ReindexStatus
@@ -109,14 +109,14 @@ def questions_rebuild(*, tenant: Tenant, progress: Callable[[int], None] | None 
 
 def question_collection_needs_rekey() -> bool:
     """Whether the question collection of the embedding model in use exists but was made before each question stored
-    the key of its metadata filter (`vectorstore.QUESTION_FILTER_FIELD`): its search then cannot narrow by filter,
+    the key of its metadata filter (`question_index.QUESTION_FILTER_FIELD`): its search then cannot narrow by filter,
     and the duplicate check keeps fewer candidates than it could (never another filter's)."""
     model = embedding_model_id()
-    name = vectorstore.question_collection_name(model=model)
-    if name not in vectorstore.question_collection_names():
+    name = question_index.question_collection_name(model=model)
+    if name not in question_index.question_collection_names():
         return False
-    vectorstore.question_collection_ensure(model=model, dimension=embedding_dimension())
-    return not vectorstore.question_collection_keyed(name)
+    question_index.question_collection_ensure(model=model, dimension=embedding_dimension())
+    return not question_index.question_collection_keyed(name)
 
 
 def question_collection_rekey() -> str | None:
@@ -126,7 +126,7 @@ def question_collection_rekey() -> str | None:
     every tenant's questions: the collection holds them all."""
     if not question_collection_needs_rekey():
         return None
-    return vectorstore.question_collection_drop(model=embedding_model_id())
+    return question_index.question_collection_drop(model=embedding_model_id())
 
 
 def rebuild_flush() -> list[str]:

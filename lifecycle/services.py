@@ -10,7 +10,7 @@ from conversations.models import Conversation
 from conversations.services import tenant_conversations_setup
 from conversations.state import state_forget
 from kbplatform.errors import ApplicationError, ConflictError
-from retrieval import vectorstore
+from retrieval import question_index, vectorstore
 from retrieval.models import Chunk, Document, KnowledgeBase
 from retrieval.services import knowledge_base_reindex_running
 from tenants.models import Tenant
@@ -62,7 +62,7 @@ def knowledge_base_delete(*, tenant: Tenant, knowledge_base: KnowledgeBase) -> d
     dimension = knowledge_base.embedding_dimension
     with vectorstore.outage_message("The search index is unavailable; the knowledge base was kept. Retry later."):
         vectorstore.vectors_delete(tenant_id=tenant.pk, dimension=dimension, knowledge_base_id=knowledge_base.pk)
-        vectorstore.question_vectors_delete(tenant_id=tenant.pk, knowledge_base_id=knowledge_base.pk)
+        question_index.question_vectors_delete(tenant_id=tenant.pk, knowledge_base_id=knowledge_base.pk)
 
     documents = Document.objects.for_tenant(tenant).filter(knowledge_base=knowledge_base)
     files = [name for name in documents.exclude(source_file="").values_list("source_file", flat=True) if name]

@@ -18,7 +18,7 @@ import json
 import math
 from collections.abc import Mapping
 
-from retrieval.vectorstore import METADATA_KEY
+from retrieval.milvus import METADATA_KEY
 
 METADATA_MAX_BYTES = 4096
 METADATA_MAX_DEPTH = 3

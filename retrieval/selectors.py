@@ -436,7 +436,7 @@ def _hits_shown(
             model=Chunk,
             columns=_HIT_COLUMNS,
             keys=[hit.chunk_id for hit in hits],
-            equal={"tenant": tenant.pk},
+            tenant_id=tenant.pk,
             true=("enabled",),
         )
     }

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kbplatform.row_reads import row_get
+from kbplatform.row_reads import row_get_unscoped
 from tenants.keys import key_matches, key_prefix
 from tenants.models import ApiKey, Membership, Role, Tenant
 
@@ -17,7 +17,7 @@ def api_key_get_by_raw(*, raw_key: str) -> ApiKey | None:
     prefix = key_prefix(raw_key)
     if prefix is None:
         return None
-    api_key = row_get(model=ApiKey, related=("tenant",), equal={"prefix": prefix})
+    api_key = row_get_unscoped(model=ApiKey, related=("tenant",), equal={"prefix": prefix})
     if api_key is None or not key_matches(raw_key, api_key.hashed_key):
         return None
     return api_key

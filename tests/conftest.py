@@ -113,15 +113,15 @@ def redis_available() -> str:
 @pytest.fixture(scope="session")
 def milvus_server():
     """A real `milvus-lite server` for this test session; settings.MILVUS_URI points at it."""
-    from retrieval import vectorstore
+    from retrieval import milvus
 
     server = MilvusServer()
     server.start()
     previous = settings.MILVUS_URI
     settings.MILVUS_URI = server.uri
-    vectorstore._reset()
+    milvus.reset()
     yield server
-    vectorstore._reset()
+    milvus.reset()
     settings.MILVUS_URI = previous
     server.close()
 

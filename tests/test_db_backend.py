@@ -181,8 +181,8 @@ def test_a_hot_read_is_prepared_once_it_recurs_on_a_kept_connection(kept_connect
     for _ in range(4):
         read.append(
             (
-                row_get(model=Conversation, equal={"pk": conversation.pk, "tenant": tenant.pk}).pk,
-                sorted(values_by_keys(model=Chunk, columns=("pk", "text"), keys=keys, equal={"tenant": tenant.pk})),
+                row_get(model=Conversation, tenant_id=tenant.pk, equal={"pk": conversation.pk}).pk,
+                sorted(values_by_keys(model=Chunk, columns=("pk", "text"), keys=keys, tenant_id=tenant.pk)),
             )
         )
     assert read == [read[0]] * 4
@@ -202,5 +202,5 @@ def test_with_preparing_off_nothing_is_prepared(kept_connection, monkeypatch, te
     connection.ensure_connection()
     conversation = ConversationFactory(tenant=tenant)
     for _ in range(6):
-        assert row_get(model=Conversation, equal={"pk": conversation.pk, "tenant": tenant.pk}).pk == conversation.pk
+        assert row_get(model=Conversation, tenant_id=tenant.pk, equal={"pk": conversation.pk}).pk == conversation.pk
     assert _prepared_statements() == []

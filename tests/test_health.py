@@ -20,13 +20,13 @@ def test_health_reports_every_component_ok_on_real_services(client, celery_worke
 @pytest.mark.django_db
 def test_health_names_the_part_that_is_down(client, redis_available):
     with override_settings(MILVUS_URI="http://127.0.0.1:9", CELERY_TASK_ALWAYS_EAGER=True):
-        from retrieval import vectorstore
+        from retrieval import milvus
 
-        vectorstore._reset()
+        milvus.reset()
         try:
             body = client.get("/api/health/").json()
         finally:
-            vectorstore._reset()
+            milvus.reset()
     assert body["status"] == "degraded"
     assert body["components"]["milvus"]["status"] == "down"
     assert "127.0.0.1:9" in body["components"]["milvus"]["detail"]
@@ -120,14 +120,14 @@ def test_milvus_contents_state(vector_counts, expected):
 @pytest.fixture
 def empty_deployment(milvus_server, settings):
     """A deployment of its own in the session's Milvus (collections no other test writes), emptied afterwards."""
-    from retrieval import vectorstore
+    from retrieval import milvus, vectorstore
 
     settings.MILVUS_COLLECTION = f"{settings.MILVUS_COLLECTION}_health"
-    vectorstore._reset()
+    milvus.reset()
     yield settings.MILVUS_COLLECTION
     for name in vectorstore.deployment_collection_names():
-        vectorstore._connect().drop_collection(name)
-    vectorstore._reset()
+        milvus.connect().drop_collection(name)
+    milvus.reset()
 
 
 @pytest.mark.django_db

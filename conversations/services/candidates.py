@@ -22,7 +22,7 @@ from conversations.state import (
     StoredAnswer,
     vector_from_bytes,
 )
-from retrieval import vectorstore
+from retrieval import question_index
 from retrieval.embeddings import knowledge_base_model, text_readable
 from retrieval.metadata import metadata_filter_key
 from tenants.models import Tenant
@@ -200,7 +200,7 @@ def duplicate_candidates(
         return _stored_from_rows(
             tenant=tenant, rows=rows, intents=intents, model=model, just_before=just_before, embedding=embedding
         )
-    hits = vectorstore.question_vectors_search(
+    hits = question_index.question_vectors_search(
         tenant_id=tenant.pk,
         knowledge_base_id=conversation.knowledge_base_id,
         query_vector=question_vector,

@@ -68,7 +68,7 @@ def conversation_for(
     """The tenant's conversation with its knowledge base, or 404 (another tenant's, or one the API key does not
     reach); 410 once it has expired. Every turn reads it: one statement written once per process (`row_get`)."""
     conversation = row_get(
-        model=Conversation, related=("knowledge_base",), equal={"pk": conversation_id, "tenant": tenant.pk}
+        model=Conversation, related=("knowledge_base",), tenant_id=tenant.pk, equal={"pk": conversation_id}
     )
     if conversation is None or (
         allowed_knowledge_base_id is not None and conversation.knowledge_base_id != allowed_knowledge_base_id

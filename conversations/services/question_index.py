@@ -17,7 +17,7 @@ from conversations.services.policy import dedup_policy_get
 from conversations.state import (
     vector_from_bytes,
 )
-from retrieval import vectorstore
+from retrieval import question_index
 from retrieval.embeddings import model_id as embedding_model_id
 from retrieval.embeddings import offered_models
 from tenants.models import Tenant
@@ -83,7 +83,7 @@ def _model_questions_index(
         if not batch:
             return indexed
         rows = [
-            vectorstore.QuestionVector(
+            question_index.QuestionVector(
                 turn_id=pk,
                 tenant_id=tenant.pk,
                 knowledge_base_id=knowledge_base_id,
@@ -93,7 +93,7 @@ def _model_questions_index(
             )
             for pk, knowledge_base_id, created_at, vector, filter_key in batch
         ]
-        written = vectorstore.question_vectors_upsert(rows=rows, model=model)
+        written = question_index.question_vectors_upsert(rows=rows, model=model)
         indexed += written
         last_pk = batch[-1][0]
         if progress is not None:

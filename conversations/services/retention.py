@@ -19,7 +19,7 @@ from conversations.models import (
 from conversations.state import (
     state_forget,
 )
-from retrieval import vectorstore
+from retrieval import question_index, vectorstore
 from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -81,7 +81,7 @@ def _records_deleted_outside_database(*, tenant_id: int, conversation_ids: list[
     if not turn_ids:
         return
     try:
-        vectorstore.question_vectors_delete(tenant_id=tenant_id, turn_ids=turn_ids)
+        question_index.question_vectors_delete(tenant_id=tenant_id, turn_ids=turn_ids)
     except vectorstore.VectorStoreUnavailable:
         # The rows are gone (what the admin asked for); a worker deletes the vectors once Milvus answers.
         logger.warning("question index unavailable: deleting %s deleted questions' vectors queued", len(turn_ids))
@@ -150,7 +150,7 @@ def _expired_conversations_delete(*, tenant_id: int, conversation_ids: list[int]
         # questions stay indexed and its hot copy stays. One landing from here on waits for the deleted row's lock,
         # then finds its conversation gone.
         kept = set(Conversation.objects.unscoped().filter(pk__in=conversation_ids).values_list("pk", flat=True))
-        vectorstore.question_vectors_delete(
+        question_index.question_vectors_delete(
             tenant_id=tenant_id, turn_ids=[turn_id for conversation_id, turn_id in turns if conversation_id not in kept]
         )
     purged = [pk for pk in conversation_ids if pk not in kept]

@@ -61,7 +61,7 @@ def stored_source_rows_read(*, tenant: Tenant, chunk_ids: Collection[int]) -> So
 def _chunk_rows(*, tenant: Tenant, chunk_ids: Collection[int]) -> list[tuple]:
     """The tenant's chunks among `chunk_ids`, each row `_SOURCE_COLUMNS`: one statement written once per process
     (`values_by_keys`)."""
-    return values_by_keys(model=Chunk, columns=_SOURCE_COLUMNS, keys=chunk_ids, equal={"tenant": tenant.pk})
+    return values_by_keys(model=Chunk, columns=_SOURCE_COLUMNS, keys=chunk_ids, tenant_id=tenant.pk)
 
 
 def _source_rows(*, tenant: Tenant, chunk_ids: Collection[int]) -> dict[int, tuple]:

@@ -46,7 +46,7 @@ from conversations.state import (
     vector_to_bytes,
 )
 from kbplatform.errors import NotFoundError
-from retrieval import vectorstore
+from retrieval import question_index, vectorstore
 from retrieval.metadata import metadata_filter_key
 from tenants.models import Tenant
 
@@ -527,9 +527,9 @@ def turn_after_commit(
     # a candidate that can be (the search keeps the nearest TENANT_SCOPE_CANDIDATES).
     if policy.scope == DedupScope.TENANT and not turn.partial_index:
         try:
-            vectorstore.question_vectors_upsert(
+            question_index.question_vectors_upsert(
                 rows=[
-                    vectorstore.QuestionVector(
+                    question_index.QuestionVector(
                         turn_id=turn.pk,
                         tenant_id=tenant.pk,
                         knowledge_base_id=conversation.knowledge_base_id,

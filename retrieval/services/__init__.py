@@ -4,7 +4,8 @@
 - `documents`: creating (one or many), deleting and re-indexing documents, and queueing their indexing;
 - `recovery`: queueing again the documents whose run or task was lost, without flooding the broker in a backlog;
 - `stored_files`: deleting uploaded files that no document holds (left by a process that died mid-upload);
-- `indexing`: the pipeline a worker runs on a batch of documents (`documents_index`), safe to run twice;
+- `indexing`: the pipeline a worker runs on a batch of documents (`documents_index`), safe to run twice, over its
+  stages: `index_runs` (claims, leases, failures), `index_parse` (parsing, chunk rows), `index_embed` (vectors);
 - `reindex`: re-indexing a whole knowledge base from its stored chunks;
 - `text_index`: moving a knowledge base made before full text into the full-text collection.
 - `chunks`: a chunk edited, disabled or enabled by hand.
@@ -24,14 +25,14 @@ from retrieval.services.documents import (
     documents_enqueue,
     stored_file_name,
 )
-from retrieval.services.indexing import (
+from retrieval.services.index_embed import chunk_vectors_upsert
+from retrieval.services.index_runs import (
     TRANSIENT_ERRORS,
     IndexRun,
     TransientIngestError,
-    chunk_vectors_upsert,
     documents_fail_after_retries,
-    documents_index,
 )
+from retrieval.services.indexing import documents_index
 from retrieval.services.knowledge_bases import (
     embedding_model_checked,
     knowledge_base_create,

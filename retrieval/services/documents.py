@@ -25,7 +25,7 @@ from retrieval.chunking import ChunkRefusedError, chunk_token_limit, prechunked_
 from retrieval.metadata import MetadataError, metadata_validate
 from retrieval.models import Document, DocumentStatus, KnowledgeBase, SourceKind
 from retrieval.parsing import DocumentParseError, file_size_check, text_storable
-from retrieval.services.indexing import IN_PROGRESS
+from retrieval.services.index_runs import IN_PROGRESS
 from tenants.models import Tenant
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from retrieval.models import Document, DocumentStatus, IngestQueueMarker
 from retrieval.services.documents import documents_enqueue
-from retrieval.services.indexing import IN_PROGRESS
+from retrieval.services.index_runs import IN_PROGRESS
 
 logger = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from retrieval.chunking import (
 )
 from retrieval.models import Chunk, Document, DocumentStatus, KnowledgeBase, ReindexStatus
 from retrieval.selectors import knowledge_base_records_model, knowledge_base_text_settings
-from retrieval.services.indexing import (
+from retrieval.services.index_runs import (
     TRANSIENT_ERRORS,
     TransientIngestError,
     knowledge_base_lost_runs_requeue,

@@ -22,7 +22,7 @@ from kbplatform.errors import ConflictError
 from retrieval import embedding_cache, embeddings, vectorstore
 from retrieval.models import Chunk, Document, KnowledgeBase, TextIndexStatus
 from retrieval.selectors import knowledge_base_records_model
-from retrieval.services.indexing import (
+from retrieval.services.index_runs import (
     TRANSIENT_ERRORS,
     TransientIngestError,
     knowledge_base_lost_runs_requeue,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-from retrieval import vectorstore
+from retrieval import milvus, question_index, vectorstore
 from retrieval.embeddings import embed_texts, embedding_dimension, model_id, token_counts
 from retrieval.models import DEFAULT_EMBEDDING_MODEL, Chunk, Document, DocumentStatus, KnowledgeBase, SourceKind
 from retrieval.services import chunk_vectors_upsert
@@ -109,12 +109,12 @@ def indexed_kb(
 
 def indexed_question_turn_ids(tenant: Tenant, kb: KnowledgeBase) -> set[int]:
     """The turn ids whose question vectors the tenant-scope question index holds for `kb` (model in use)."""
-    client = vectorstore._connect()
+    client = milvus.connect()
     rows = client.query(
-        collection_name=vectorstore.question_collection_ensure(
+        collection_name=question_index.question_collection_ensure(
             model=model_id(kb.embedding_model), dimension=kb.embedding_dimension
         ),
-        filter=vectorstore.question_filter_build(tenant_id=tenant.pk, knowledge_base_id=kb.pk),
+        filter=question_index.question_filter_build(tenant_id=tenant.pk, knowledge_base_id=kb.pk),
         output_fields=["turn_id"],
     )
     return {row["turn_id"] for row in rows}

@@ -7,7 +7,8 @@ import pytest
 
 from conversations import decisions as d
 from conversations import question_pairs as qp
-from retrieval.vectorstore import filter_build, question_collection_name, question_filter_build
+from retrieval.question_index import question_collection_name, question_filter_build
+from retrieval.vectorstore import filter_build
 
 
 def unit(*values: float) -> np.ndarray:

@@ -19,7 +19,7 @@ from conversations.exclusion_window_bench import (
     windows_parse,
 )
 from conversations.models import ConsumedItem, DedupEvent, Granularity, Turn
-from retrieval import vectorstore
+from retrieval import milvus
 from retrieval.models import Chunk, Document, KnowledgeBase
 from tests.conversations.helpers import indexed_kb
 from tests.factories import ConversationFactory, DedupPolicyFactory, TurnFactory
@@ -134,9 +134,9 @@ def milvus_down(settings):
     """MILVUS_URI pointing at a port nothing listens on, for this test only."""
     settings.MILVUS_URI = f"http://127.0.0.1:{free_port()}"
     settings.MILVUS_TIMEOUT = 2
-    vectorstore._reset()
+    milvus.reset()
     yield
-    vectorstore._reset()
+    milvus.reset()
 
 
 @pytest.mark.django_db

@@ -38,7 +38,7 @@ from conversations.state import (
 )
 from kbplatform.errors import NotFoundError
 from kbplatform.redis_client import redis_connection
-from retrieval import vectorstore
+from retrieval import milvus, question_index, vectorstore
 from retrieval.embeddings import model_id
 from tests.conversations.helpers import indexed_kb
 from tests.conversations.test_api import ask, start
@@ -224,8 +224,8 @@ def test_switching_to_tenant_scope_indexes_the_questions_asked_before(
 
     # Under SQLite a rolled-back test's turn ids come back, and its question vectors stay in Milvus under them:
     # start from an empty question index for this tenant, so "not found before the backfill" means what it says.
-    name = vectorstore.question_collection_ensure(model=model_id(), dimension=kb.embedding_dimension)
-    vectorstore._connect().delete(collection_name=name, filter=vectorstore.question_filter_build(tenant_id=tenant.pk))
+    name = question_index.question_collection_ensure(model=model_id(), dimension=kb.embedding_dimension)
+    milvus.connect().delete(collection_name=name, filter=question_index.question_filter_build(tenant_id=tenant.pk))
 
     first = ask(api_client, start(api_client, kb, user_id="a"), "How do I reset my password?")
     enqueued = []
@@ -256,24 +256,24 @@ def test_a_question_milvus_refused_to_index_is_queued_and_indexed_later(
     just that question, and once it has, another user's paraphrase is served from it."""
     from conversations import tasks
 
-    name = vectorstore.question_collection_ensure(model=model_id(), dimension=kb.embedding_dimension)
-    vectorstore._connect().delete(collection_name=name, filter=vectorstore.question_filter_build(tenant_id=tenant.pk))
+    name = question_index.question_collection_ensure(model=model_id(), dimension=kb.embedding_dimension)
+    milvus.connect().delete(collection_name=name, filter=question_index.question_filter_build(tenant_id=tenant.pk))
     dedup_policy_update(tenant=tenant, scope="tenant")
     enqueued = []
     monkeypatch.setattr(
         tasks.question_index_backfill_task, "delay", lambda tenant_id, turn_ids: enqueued.append((tenant_id, turn_ids))
     )
-    real_upsert = vectorstore.question_vectors_upsert
+    real_upsert = question_index.question_vectors_upsert
 
     def refused(**kwargs):
         raise vectorstore.VectorStoreUnavailable("Milvus timed out")
 
-    monkeypatch.setattr(vectorstore, "question_vectors_upsert", refused)
+    monkeypatch.setattr(question_index, "question_vectors_upsert", refused)
     with django_capture_on_commit_callbacks(execute=True):
         first = ask(api_client, start(api_client, kb, user_id="a"), "How do I reset my password?")
     assert Turn.objects.for_tenant(tenant).filter(pk=first["turn_id"]).exists()
     assert enqueued == [(tenant.pk, [first["turn_id"]])]
-    monkeypatch.setattr(vectorstore, "question_vectors_upsert", real_upsert)
+    monkeypatch.setattr(question_index, "question_vectors_upsert", real_upsert)
 
     # Not found before the worker has run, found after; the task indexes that turn only.
     before = ask(api_client, start(api_client, kb, user_id="b"), "How can I reset my password?")

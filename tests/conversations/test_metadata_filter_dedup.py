@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 
 from conversations.models import Turn
-from retrieval import vectorstore
+from retrieval import milvus, question_index, vectorstore
 from retrieval.embeddings import model_id
 from retrieval.metadata import metadata_filter_key
 from tests.conversations.helpers import HANDBOOK, indexed_kb, indexed_question_turn_ids
@@ -107,9 +107,9 @@ def test_a_question_collection_made_before_filter_keys_never_serves_across_filte
     from pymilvus import DataType, MilvusClient
 
     settings.MILVUS_COLLECTION = f"kb_before_keys_{uuid.uuid4().hex[:8]}"
-    vectorstore._reset()
+    milvus.reset()
     client = MilvusClient(uri=milvus_server.uri)
-    legacy = vectorstore.question_collection_name(model=model_id())
+    legacy = question_index.question_collection_name(model=model_id())
     schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
     schema.add_field("turn_id", DataType.INT64, is_primary=True)
     schema.add_field("tenant_id", DataType.VARCHAR, max_length=64, is_partition_key=True)
@@ -126,7 +126,7 @@ def test_a_question_collection_made_before_filter_keys_never_serves_across_filte
         set_policy(tenant, scope="tenant")
         cloud = ask(api_client, start(api_client, kb, metadata_filter=CLOUD), "How do I reset my password?")
         assert indexed_question_turn_ids(tenant, kb) == {cloud["turn_id"]}  # the old collection, without its key
-        assert not vectorstore.question_collection_keyed(legacy)
+        assert not question_index.question_collection_keyed(legacy)
         server = ask(api_client, start(api_client, kb, metadata_filter=SERVER), "How can I reset my password?")
         assert server["dedup"]["action"] == "answered", server["dedup"]
         assert sources_of(server) == {"password-server"}
@@ -134,14 +134,14 @@ def test_a_question_collection_made_before_filter_keys_never_serves_across_filte
         out = StringIO()
         call_command("milvus_rebuild", questions=True, stdout=out, stderr=StringIO())
         assert f"{legacy}: made again with each question's metadata filter key" in out.getvalue()
-        assert vectorstore.question_collection_keyed(legacy)
+        assert question_index.question_collection_keyed(legacy)
         assert indexed_question_turn_ids(tenant, kb) == {cloud["turn_id"], server["turn_id"]}
         rows = client.query(
             collection_name=legacy,
-            filter=vectorstore.question_filter_build(tenant_id=tenant.pk, knowledge_base_id=kb.pk),
-            output_fields=["turn_id", vectorstore.QUESTION_FILTER_FIELD],
+            filter=question_index.question_filter_build(tenant_id=tenant.pk, knowledge_base_id=kb.pk),
+            output_fields=["turn_id", question_index.QUESTION_FILTER_FIELD],
         )
-        assert {row["turn_id"]: row[vectorstore.QUESTION_FILTER_FIELD] for row in rows} == {
+        assert {row["turn_id"]: row[question_index.QUESTION_FILTER_FIELD] for row in rows} == {
             cloud["turn_id"]: metadata_filter_key(CLOUD),
             server["turn_id"]: metadata_filter_key(SERVER),
         }
@@ -164,4 +164,4 @@ def test_a_question_collection_made_before_filter_keys_never_serves_across_filte
     finally:
         for name in vectorstore.deployment_collection_names():
             client.drop_collection(name)
-        vectorstore._reset()
+        milvus.reset()

@@ -17,7 +17,7 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from conversations.question_collections import DeploymentCollection, collection_drop_refusal
-from retrieval import vectorstore
+from retrieval import milvus, question_index, vectorstore
 from retrieval.embeddings import model_id
 from tests.factories import ConversationFactory, TurnFactory
 from tests.services import ROOT, free_port
@@ -28,7 +28,7 @@ DIMENSION = 384
 def _questions_indexed(tenant, *, model: str, count: int) -> str:
     """`count` question vectors in the collection of `model`, as tenant-scope dedup indexes them; its name."""
     rows = [
-        vectorstore.QuestionVector(
+        question_index.QuestionVector(
             turn_id=10_000 + number,
             tenant_id=tenant.pk,
             knowledge_base_id=1,
@@ -37,8 +37,8 @@ def _questions_indexed(tenant, *, model: str, count: int) -> str:
         )
         for number in range(count)
     ]
-    vectorstore.question_vectors_upsert(rows=rows, model=model)
-    return vectorstore.question_collection_name(model=model)
+    question_index.question_vectors_upsert(rows=rows, model=model)
+    return question_index.question_collection_name(model=model)
 
 
 def _turn(tenant, *, model: str, expires_in: timedelta):
@@ -59,7 +59,7 @@ def _line(output: str, name: str) -> str:
 
 
 def _exists(name: str) -> bool:
-    return name in vectorstore._call("list collections", vectorstore._connect().list_collections)
+    return name in milvus.call("list collections", milvus.connect().list_collections)
 
 
 @pytest.fixture
@@ -129,7 +129,7 @@ def test_a_named_drop_of_an_old_model_s_collection_without_live_turns_drops_it(c
 
 def test_nothing_outside_the_deployment_s_naming_is_dropped(collections):
     outside = f"{settings.MILVUS_COLLECTION}_questions_extra"
-    vectorstore._collection_ensure(name=outside, primary="turn_id", int_fields=("created_ts",), dimension=4)
+    milvus.collection_setup(name=outside, primary="turn_id", int_fields=("created_ts",), dimension=4)
     try:
         assert "never dropped" in _line(_run(), outside)
         assert f"Dropped {outside}" not in _run("--drop-unused")
@@ -138,15 +138,15 @@ def test_nothing_outside_the_deployment_s_naming_is_dropped(collections):
                 _run("--drop", name)
         assert _exists(outside)
     finally:
-        vectorstore._call("drop", vectorstore._connect().drop_collection, outside)
-        vectorstore._ready_collections.discard(outside)
+        milvus.call("drop", milvus.connect().drop_collection, outside)
+        milvus._ready_collections.discard(outside)
 
 
 def test_the_full_text_collection_beside_a_collection_of_vectors_only_is_a_chunk_collection_never_dropped(
     collections,
 ):
     beside = f"{settings.MILVUS_COLLECTION}_text"
-    vectorstore._collection_ensure(
+    milvus.collection_setup(
         name=beside, primary="chunk_id", int_fields=("knowledge_base_id", vectorstore.DOC_FIELD), dimension=4
     )
     try:
@@ -157,8 +157,8 @@ def test_the_full_text_collection_beside_a_collection_of_vectors_only_is_a_chunk
             _run("--drop", beside)
         assert _exists(beside)
     finally:
-        vectorstore._call("drop", vectorstore._connect().drop_collection, beside)
-        vectorstore._reset()  # forget the full-text collection this process may have looked up meanwhile
+        milvus.call("drop", milvus.connect().drop_collection, beside)
+        milvus.reset()  # forget the full-text collection this process may have looked up meanwhile
 
 
 def test_dry_run_alone_is_refused(milvus_server):

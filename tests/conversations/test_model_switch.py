@@ -25,7 +25,7 @@ from conversations import services
 from conversations.models import ConsumedItem, Conversation, DedupEvent, Intent, Turn
 from conversations.services import candidates, dedup_policy_update, turns
 from conversations.state import state_forget, vector_from_bytes
-from retrieval import embeddings, vectorstore
+from retrieval import embeddings, milvus, question_index, vectorstore
 from retrieval.models import KnowledgeBase, ReindexStatus
 from retrieval.services import knowledge_base_reindex
 from tests.conversations.helpers import indexed_kb
@@ -212,16 +212,16 @@ def test_the_question_index_of_the_old_model_is_left_alone_and_deletes_reach_it(
     ask(api_client, start(api_client, kb, user_id="a"), QUESTION)
     switch_model(kb)
     ask(api_client, start(api_client, kb, user_id="b"), QUESTION)
-    names = vectorstore.question_collection_names()
+    names = question_index.question_collection_names()
     assert len(names) >= 2
-    client = vectorstore._connect()
+    client = milvus.connect()
 
     def stored() -> int:
         return sum(
             len(
                 client.query(
                     collection_name=name,
-                    filter=vectorstore.question_filter_build(tenant_id=tenant.pk, knowledge_base_id=kb.pk),
+                    filter=question_index.question_filter_build(tenant_id=tenant.pk, knowledge_base_id=kb.pk),
                     output_fields=["turn_id"],
                 )
             )

@@ -105,7 +105,7 @@ def test_a_conversation_a_turn_revives_during_the_purge_keeps_its_question_vecto
     stay in the tenant-scope index, its hot copy in Redis, and the purge must not count it as deleted."""
     from conversations.models import DedupPolicy
     from conversations.services import retention as services
-    from retrieval import vectorstore
+    from retrieval import question_index
 
     DedupPolicy.objects.for_tenant(tenant).update(scope="tenant")
     kb = KnowledgeBase.objects.create(tenant=tenant, name="kb")
@@ -116,7 +116,7 @@ def test_a_conversation_a_turn_revives_during_the_purge_keeps_its_question_vecto
 
     deleted_vectors: list[int] = []
     monkeypatch.setattr(
-        vectorstore,
+        question_index,
         "question_vectors_delete",
         lambda *, tenant_id, turn_ids: deleted_vectors.extend(turn_ids),
     )
@@ -146,14 +146,14 @@ def test_a_conversation_a_turn_revives_during_the_purge_keeps_its_question_vecto
 
 def _indexed_question(tenant, kb, conversation: Conversation) -> int:
     """Index the conversation's turn in the tenant-scope question collection (as a turn under tenant scope is)."""
-    from retrieval import vectorstore
+    from retrieval import question_index
 
     turn = Turn.objects.for_tenant(tenant).get(conversation=conversation)
     vector = [0.0] * kb.embedding_dimension
     vector[turn.pk % kb.embedding_dimension] = 1.0
-    vectorstore.question_vectors_upsert(
+    question_index.question_vectors_upsert(
         rows=[
-            vectorstore.QuestionVector(
+            question_index.QuestionVector(
                 turn_id=turn.pk, tenant_id=tenant.pk, knowledge_base_id=kb.pk, created_ts=0, vector=vector
             )
         ],
@@ -187,7 +187,7 @@ def test_milvus_down_during_the_purge_keeps_the_conversations_for_the_next_run(
     so no later run deleted them. Now a conversation whose question vectors cannot be deleted is kept (still expired,
     refused with 410) and the next run deletes both; another tenant's purge goes on meanwhile."""
     from conversations.models import DedupPolicy
-    from retrieval import vectorstore
+    from retrieval import question_index, vectorstore
 
     DedupPolicy.objects.for_tenant(tenant).update(scope="tenant")
     kb = KnowledgeBase.objects.create(tenant=tenant, name="kb")
@@ -196,7 +196,7 @@ def test_milvus_down_during_the_purge_keeps_the_conversations_for_the_next_run(
     other_expired = _conversation(
         other_tenant, KnowledgeBase.objects.create(tenant=other_tenant, name="kb"), expires_in=timedelta(seconds=-1)
     )
-    real_delete = vectorstore.question_vectors_delete
+    real_delete = question_index.question_vectors_delete
 
     def unavailable_for_tenant(*, tenant_id, **kwargs) -> None:
         if tenant_id == tenant.pk:
@@ -204,7 +204,7 @@ def test_milvus_down_during_the_purge_keeps_the_conversations_for_the_next_run(
         real_delete(tenant_id=tenant_id, **kwargs)
 
     with monkeypatch.context() as patch:
-        patch.setattr(vectorstore, "question_vectors_delete", unavailable_for_tenant)
+        patch.setattr(question_index, "question_vectors_delete", unavailable_for_tenant)
         assert conversations_purge_expired(batch_size=1) == 1
     assert not Conversation.objects.for_tenant(other_tenant).filter(pk=other_expired.pk).exists()
     assert Conversation.objects.for_tenant(tenant).filter(pk=expired.pk).exists()
@@ -259,7 +259,7 @@ def test_milvus_down_while_an_admin_deletes_a_turn_leaves_its_question_vector_to
     deletion is queued for a worker, which retries until Milvus answers."""
     from conversations import tasks
     from conversations.services import conversation_records_delete
-    from retrieval import vectorstore
+    from retrieval import question_index, vectorstore
 
     kb, turn_id = _tenant_scope_turn(tenant)
     queued: list[tuple] = []
@@ -271,7 +271,7 @@ def test_milvus_down_while_an_admin_deletes_a_turn_leaves_its_question_vector_to
         raise vectorstore.VectorStoreUnavailable("Milvus is down")
 
     with monkeypatch.context() as patch:
-        patch.setattr(vectorstore, "question_vectors_delete", down)
+        patch.setattr(question_index, "question_vectors_delete", down)
         with django_capture_on_commit_callbacks(execute=True):
             conversation_records_delete(tenant=tenant, turn_ids=[turn_id])
     assert not Turn.objects.for_tenant(tenant).filter(pk=turn_id).exists()

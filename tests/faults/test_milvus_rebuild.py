@@ -18,7 +18,7 @@ from django.core.management import call_command
 from conversations.models import ConsumedItem, Conversation, Turn
 from conversations.services import dedup_policy_update
 from kbplatform import health
-from retrieval import vectorstore
+from retrieval import milvus
 from retrieval.selectors import VECTORS_LOST_MESSAGE
 from tests.faults.conftest import HANDBOOK, handbook_index
 from tests.faults.helpers import ask, conversation_start
@@ -45,9 +45,9 @@ def own_milvus(settings):
     server = MilvusServer()
     server.start()
     settings.MILVUS_URI = server.uri
-    vectorstore._reset()
+    milvus.reset()
     yield server
-    vectorstore._reset()
+    milvus.reset()
     server.close()
 
 

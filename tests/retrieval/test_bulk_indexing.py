@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from retrieval import tasks, vectorstore
+from retrieval import milvus, tasks
 from retrieval.models import Chunk, Document, DocumentStatus, IngestQueueMarker, TextIndexStatus
 from retrieval.services import documents_recover_stalled
 from tests.retrieval.factories import kb_make
@@ -283,7 +283,7 @@ def test_a_metadata_filter_on_a_collection_made_before_metadata_is_a_409(api_cli
     )
     client.create_collection(collection_name=name, schema=schema, index_params=index)
     settings.MILVUS_COLLECTION = name
-    vectorstore._reset()
+    milvus.reset()
     try:
         kb = kb_make(tenant, name="old")
         # A knowledge base made before full text: its vectors are in the old collection until it is moved over.
@@ -298,4 +298,4 @@ def test_a_metadata_filter_on_a_collection_made_before_metadata_is_a_409(api_cli
         assert "text_index" in refused.json()["message"]
     finally:
         client.drop_collection(name)
-        vectorstore._reset()
+        milvus.reset()

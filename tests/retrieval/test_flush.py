@@ -15,7 +15,7 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
-from retrieval import services, tasks, vectorstore
+from retrieval import milvus, question_index, services, tasks
 from retrieval.models import Chunk, Document, DocumentStatus, SourceKind
 from tests.retrieval.factories import kb_make
 from tests.retrieval.test_ingestion_integration import post_json, search, wait_final
@@ -90,26 +90,26 @@ def test_the_beat_flush_reaches_question_collections(tenant, milvus_server):
     kb = kb_make(tenant, name=f"flush-q-{uuid.uuid4().hex[:6]}")
     turn_id = 10**12 + uuid.uuid4().int % 10**9  # never a real turn's id: the row is this test's alone
     vector = embed_query("How do I rotate my API key?")
-    vectorstore.question_vectors_upsert(
+    question_index.question_vectors_upsert(
         rows=[
-            vectorstore.QuestionVector(
+            question_index.QuestionVector(
                 turn_id=turn_id, tenant_id=tenant.pk, knowledge_base_id=kb.pk, created_ts=0, vector=vector
             )
         ],
         model=model_id(),
     )
-    name = vectorstore.question_collection_name(model=model_id())
+    name = question_index.question_collection_name(model=model_id())
     with override_settings(MILVUS_FLUSH_INTERVAL=0):
         assert tasks.vectors_flush() == 0
     assert turn_id not in flushed_ids(milvus_server, name, "turn_id")
     assert tasks.vectors_flush() >= 2  # the chunk collection and this question collection at least
     assert turn_id in flushed_ids(milvus_server, name, "turn_id")
-    vectorstore.question_vectors_delete(tenant_id=tenant.pk, turn_ids=[turn_id])
+    question_index.question_vectors_delete(tenant_id=tenant.pk, turn_ids=[turn_id])
 
 
 def test_a_flush_milvus_refuses_is_logged_and_loses_nothing(tenant, milvus_server, monkeypatch, caplog):
     kb = kb_make(tenant, name=f"flush-refused-{uuid.uuid4().hex[:6]}")
-    client = vectorstore._connect()
+    client = milvus.connect()
 
     def refuse(*args, **kwargs):
         raise RuntimeError("flush rate exceeded")

@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from retrieval import embeddings, vectorstore
+from retrieval import embeddings, milvus, vectorstore
 from retrieval.embeddings import embed_texts
 from retrieval.models import (
     Chunk,
@@ -169,15 +169,15 @@ def legacy_deployment(milvus_server, settings):
     """A deployment whose MILVUS_COLLECTION is a collection of vectors only, as an earlier release made it."""
     name = f"{settings.MILVUS_COLLECTION}_legacy"
     settings.MILVUS_COLLECTION = name
-    vectorstore._reset()
-    vectorstore._collection_ensure(
+    milvus.reset()
+    milvus.collection_setup(
         name=name, primary="chunk_id", int_fields=("knowledge_base_id", vectorstore.DOC_FIELD), dimension=384
     )
-    vectorstore._reset()
+    milvus.reset()
     yield name
     for collection in (name, f"{name}_text"):
-        vectorstore._connect().drop_collection(collection)
-    vectorstore._reset()
+        milvus.connect().drop_collection(collection)
+    milvus.reset()
 
 
 @pytest.mark.django_db

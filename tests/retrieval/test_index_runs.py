@@ -20,7 +20,7 @@ from lifecycle import services as lifecycle_services
 from retrieval import embedding_cache, embeddings, services, tasks, vectorstore
 from retrieval.models import Chunk, Document, DocumentStatus, KnowledgeBase, SourceKind
 from retrieval.selectors import EmbeddingModelMismatchError, IndexStatus, chunk_search, index_state
-from retrieval.services import indexing, reindex
+from retrieval.services import index_parse, reindex
 from tests.migrations import migrations_crossed
 from tests.retrieval import files
 from tests.retrieval.factories import kb_make
@@ -58,7 +58,7 @@ def test_a_document_deleted_mid_run_fails_no_other_document_of_the_batch(milvus_
     kb = kb_make(tenant, name="batch")
     documents = {key: _queued(tenant, kb, key) for key in TEXTS}
     doomed = documents["glacier"]
-    parse = indexing._document_drafts
+    parse = index_parse._document_drafts
 
     def parse_then_delete(document, **kwargs):
         drafts = parse(document, **kwargs)
@@ -66,7 +66,7 @@ def test_a_document_deleted_mid_run_fails_no_other_document_of_the_batch(milvus_
             services.document_delete(tenant=tenant, document=doomed)
         return drafts
 
-    monkeypatch.setattr(indexing, "_document_drafts", parse_then_delete)
+    monkeypatch.setattr(index_parse, "_document_drafts", parse_then_delete)
     run = services.documents_index(tenant_id=tenant.pk, document_ids=[d.pk for d in documents.values()])
 
     kept = [documents["volcano"].pk, documents["tides"].pk]
@@ -204,7 +204,7 @@ def test_a_run_that_parses_a_slow_batch_keeps_its_lease(milvus_server, tenant, s
     clock = {"offset": timedelta(0)}
     real_now = timezone.now
     monkeypatch.setattr(timezone, "now", lambda: real_now() + clock["offset"])
-    parse = indexing._document_drafts
+    parse = index_parse._document_drafts
     requeued_while_alive: list[int] = []
 
     def slow_parse(document, **kwargs):
@@ -214,7 +214,7 @@ def test_a_run_that_parses_a_slow_batch_keeps_its_lease(milvus_server, tenant, s
             requeued_while_alive.append(services.documents_recover_stalled())
         return parse(document, **kwargs)
 
-    monkeypatch.setattr(indexing, "_document_drafts", slow_parse)
+    monkeypatch.setattr(index_parse, "_document_drafts", slow_parse)
     run = services.documents_index(tenant_id=tenant.pk, document_ids=[d.pk for d in documents])
 
     assert requeued_while_alive == [0]

@@ -20,7 +20,7 @@ from conversations.state import state_key
 from kbplatform.errors import ConflictError
 from kbplatform.redis_client import redis_connection
 from lifecycle.services import knowledge_base_delete
-from retrieval import vectorstore
+from retrieval import milvus, question_index, vectorstore
 from retrieval.embeddings import embed_query, model_id
 from retrieval.models import Chunk, Document, KnowledgeBase, ReindexStatus
 from retrieval.services import document_create
@@ -53,9 +53,9 @@ def _chunk_vectors(kb: KnowledgeBase) -> list:
 
 
 def _question_vectors(kb: KnowledgeBase) -> list:
-    name = vectorstore.question_collection_ensure(model=model_id(), dimension=kb.embedding_dimension)
-    expression = vectorstore.question_filter_build(tenant_id=kb.tenant_id, knowledge_base_id=kb.pk)
-    return vectorstore._connect().query(collection_name=name, filter=expression, output_fields=["turn_id"])
+    name = question_index.question_collection_ensure(model=model_id(), dimension=kb.embedding_dimension)
+    expression = question_index.question_filter_build(tenant_id=kb.tenant_id, knowledge_base_id=kb.pk)
+    return milvus.connect().query(collection_name=name, filter=expression, output_fields=["turn_id"])
 
 
 def _populated(tenant, name: str) -> tuple[KnowledgeBase, Document, Conversation]:

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from retrieval import vectorstore
+from retrieval import question_index
 from retrieval.metadata import metadata_filter_key
 
 values = st.one_of(st.text(max_size=10), st.integers(min_value=-5, max_value=5), st.booleans())
@@ -21,7 +21,7 @@ filters = st.dictionaries(
 def test_no_filter_has_the_empty_key_and_any_filter_another():
     assert metadata_filter_key(None) == metadata_filter_key({}) == ""
     key = metadata_filter_key({"lang": "en"})
-    assert len(key) == 64 and vectorstore.filter_key_checked(key) == key
+    assert len(key) == 64 and question_index.filter_key_checked(key) == key
 
 
 @pytest.mark.parametrize(
@@ -74,4 +74,4 @@ def test_the_key_ignores_order_and_repeats_but_not_values(metadata_filter, data)
 @pytest.mark.parametrize("key", ["x", "A" * 64, '" or tenant_id != "', "0" * 63])
 def test_only_a_key_reaches_a_question_filter(key):
     with pytest.raises(ValueError):
-        vectorstore.question_filter_build(tenant_id=1, metadata_filter_key=key)
+        question_index.question_filter_build(tenant_id=1, metadata_filter_key=key)

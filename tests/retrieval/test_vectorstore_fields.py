@@ -8,7 +8,7 @@ import uuid
 import numpy as np
 import pytest
 
-from retrieval import vectorstore
+from retrieval import milvus, vectorstore
 
 DIMENSION = 8
 TENANT = 7
@@ -56,7 +56,7 @@ def _exercise(collection: str) -> None:
 
 
 def _fields(collection: str) -> set[str]:
-    return {field["name"] for field in vectorstore._connect().describe_collection(collection)["fields"]}
+    return {field["name"] for field in milvus.connect().describe_collection(collection)["fields"]}
 
 
 def test_a_new_chunk_collection_groups_and_excludes_by_doc_id(milvus_server):
@@ -71,7 +71,7 @@ def test_a_collection_from_before_keeps_its_document_id_field(milvus_server):
     from pymilvus import DataType
 
     collection = f"fields_legacy_{uuid.uuid4().hex[:8]}"
-    client = vectorstore._connect()
+    client = milvus.connect()
     schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
     schema.add_field("chunk_id", DataType.INT64, is_primary=True)
     schema.add_field("tenant_id", DataType.VARCHAR, max_length=64, is_partition_key=True)
@@ -82,7 +82,7 @@ def test_a_collection_from_before_keeps_its_document_id_field(milvus_server):
     index_params.add_index(field_name="vector", index_type="HNSW", metric_type="COSINE", params={"M": 16})
     client.create_collection(collection_name=collection, schema=schema, index_params=index_params)
 
-    vectorstore._reset()  # a new process: it learns the field's name from the collection
+    milvus.reset()  # a new process: it learns the field's name from the collection
     vectorstore.collection_ensure(dimension=DIMENSION, collection=collection)
     assert vectorstore._doc_field(collection) == "document_id"
     _exercise(collection)

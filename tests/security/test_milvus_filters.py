@@ -1,9 +1,9 @@
 """Every Milvus filter the code builds names the tenant, whatever the inputs.
 
 Three layers: `filter_build` itself (a property over arbitrary ids, including hostile strings); every public
-function of `retrieval.vectorstore` that sends a filter, run against a recording client with arbitrary
-arguments; and a static check that no function sends a filter without taking a `tenant_id`, and that no other
-module talks to Milvus.
+function of the modules built on the Milvus client (`retrieval.milvus`, `retrieval.vectorstore`,
+`retrieval.question_index`) that sends a filter, run against a recording client with arbitrary arguments; and a static
+check that no function sends a filter without taking a `tenant_id`, and that no other module talks to Milvus.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from retrieval import vectorstore
+from retrieval import milvus, question_index, vectorstore
 
 ROOT = Path(__file__).resolve().parents[2]
 ids = st.integers(min_value=-(2**63), max_value=2**63 - 1)
@@ -31,7 +31,7 @@ hostile = st.one_of(
 
 
 # A question's metadata filter key: "" or 64 hex digits, quoted.
-_FILTER_KEY_CLAUSE = re.compile(rf'{vectorstore.QUESTION_FILTER_FIELD} == "([0-9a-f]{{64}})?"')
+_FILTER_KEY_CLAUSE = re.compile(rf'{question_index.QUESTION_FILTER_FIELD} == "([0-9a-f]{{64}})?"')
 
 
 def _plain_clause(clause: str) -> bool:
@@ -196,7 +196,7 @@ class RecordingClient:
             if name == "has_collection":
                 return True
             if name == "list_collections":  # both kinds of question collection, and one of another deployment
-                return [vectorstore.question_collection_name(model=m) for m in ("", "0a1b2c3d4e5f")] + ["other"]
+                return [question_index.question_collection_name(model=m) for m in ("", "0a1b2c3d4e5f")] + ["other"]
             if name == "describe_collection":
                 names = (
                     "chunk_id",
@@ -208,7 +208,7 @@ class RecordingClient:
                     "text_zh",
                     "sparse_zh",
                     "metadata",
-                    vectorstore.QUESTION_FILTER_FIELD,
+                    question_index.QUESTION_FILTER_FIELD,
                 )
                 return {"fields": [{"name": f} for f in names]}
             return None
@@ -216,9 +216,20 @@ class RecordingClient:
         return call
 
 
+MILVUS_MODULES = {"milvus": milvus, "vectorstore": vectorstore, "question_index": question_index}
+
+
 def _filter_senders() -> list[str]:
-    """Functions of vectorstore that pass a filter to the client: `filter=` or a `{"filter": ...}` of kwargs."""
-    tree = ast.parse(inspect.getsource(vectorstore))
+    """Functions of the Milvus modules that pass a filter to the client (`filter=` or a `{"filter": ...}` of kwargs),
+    as `module.function`."""
+    senders = []
+    for module_name, module in MILVUS_MODULES.items():
+        senders.extend(f"{module_name}.{name}" for name in _module_filter_senders(module))
+    return senders
+
+
+def _module_filter_senders(module: object) -> list[str]:
+    tree = ast.parse(inspect.getsource(module))
     senders = []
     for node in tree.body:
         if isinstance(node, ast.FunctionDef):
@@ -255,17 +266,28 @@ ARGUMENTS = {
 
 
 def test_every_filter_sender_takes_a_tenant():
-    assert {"vectors_search", "vectors_delete", "vectors_count"} <= set(SENDERS)
+    assert {
+        "vectorstore.vectors_search",
+        "vectorstore.vectors_delete",
+        "vectorstore.vectors_count",
+        "question_index.question_vectors_search",
+        "question_index.question_vectors_delete",
+    } <= set(SENDERS)
     for name in SENDERS:
-        parameters = inspect.signature(getattr(vectorstore, name)).parameters
-        assert "tenant_id" in parameters, f"vectorstore.{name} sends a filter but takes no tenant_id"
+        parameters = inspect.signature(_sender(name)).parameters
+        assert "tenant_id" in parameters, f"{name} sends a filter but takes no tenant_id"
+
+
+def _sender(name: str):
+    module_name, function_name = name.split(".")
+    return getattr(MILVUS_MODULES[module_name], function_name)
 
 
 @pytest.mark.parametrize("name", SENDERS)
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_every_filter_sent_to_milvus_names_the_tenant(name, data):
-    function = getattr(vectorstore, name)
+    function = _sender(name)
     kwargs = {}
     for parameter in inspect.signature(function).parameters.values():
         if parameter.name in ARGUMENTS:
@@ -273,13 +295,14 @@ def test_every_filter_sent_to_milvus_names_the_tenant(name, data):
         elif parameter.name.endswith("_ids"):
             kwargs[parameter.name] = data.draw(st.lists(ids, max_size=10), label=parameter.name)
         elif parameter.default is inspect.Parameter.empty:
-            pytest.fail(f"teach this test a strategy for vectorstore.{name}({parameter.name}=...)")
-    if name in ("vectors_delete",) and kwargs.get("document_ids") is None and kwargs.get("knowledge_base_id") is None:
+            pytest.fail(f"teach this test a strategy for {name}({parameter.name}=...)")
+    unscoped = kwargs.get("document_ids") is None and kwargs.get("knowledge_base_id") is None
+    if name == "vectorstore.vectors_delete" and unscoped:
         kwargs["knowledge_base_id"] = 1
     client = RecordingClient()
     with (
-        mock.patch.object(vectorstore, "_connect", return_value=client),
-        mock.patch.object(vectorstore, "_ready_collections", set()),
+        mock.patch.object(milvus, "connect", return_value=client),
+        mock.patch.object(milvus, "_ready_collections", set()),
     ):
         try:
             function(**kwargs)
@@ -308,8 +331,8 @@ def test_every_sub_request_of_a_hybrid_search_carries_the_whole_filter(
     would let another tenant's chunk, or an excluded one, into the results."""
     client = RecordingClient()
     with (
-        mock.patch.object(vectorstore, "_connect", return_value=client),
-        mock.patch.object(vectorstore, "_ready_collections", set()),
+        mock.patch.object(milvus, "connect", return_value=client),
+        mock.patch.object(milvus, "_ready_collections", set()),
     ):
         vectorstore.vectors_search(
             tenant_id=tenant_id,
@@ -357,12 +380,16 @@ def test_search_requests_build_puts_the_filter_on_every_field_search(mode, tenan
         )
 
 
-def test_only_vectorstore_talks_to_milvus():
+MILVUS_CLIENT_MODULES = (Path("retrieval/milvus.py"), Path("retrieval/vectorstore.py"))
+
+
+def test_only_the_milvus_modules_import_pymilvus():
+    """The client lives in retrieval/milvus.py; vectorstore builds hybrid requests from pymilvus's ranker types."""
     offenders = []
     for path in ROOT.rglob("*.py"):
         relative = path.relative_to(ROOT)
-        if relative.parts[0] in (".venv", "var", "tests", "bench") or relative == Path("retrieval/vectorstore.py"):
+        if relative.parts[0] in (".venv", "var", "tests", "bench") or relative in MILVUS_CLIENT_MODULES:
             continue
         if re.search(r"^\s*(from|import)\s+pymilvus", path.read_text(errors="replace"), re.MULTILINE):
             offenders.append(str(relative))
-    assert not offenders, f"only retrieval/vectorstore.py may import pymilvus: {offenders}"
+    assert not offenders, f"only {MILVUS_CLIENT_MODULES} may import pymilvus: {offenders}"
