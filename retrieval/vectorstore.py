@@ -799,7 +799,7 @@ def vectorstore_ping() -> bool:
 # Each question carries the key of the metadata filter its turn searched under (QUESTION_FILTER_FIELD), and a search
 # names the key of the new question's: a stored answer is compared only with questions asked under an equal filter.
 # A collection made before the key was stored has no such field: its search names no key (the caller must keep only
-# the candidates of its own filter, as `conversations.services.candidates` does from the turns' rows), until
+# the candidates of its own filter, as `conversations.turn.candidates` does from the turns' rows), until
 # `question_collection_drop` and a backfill (`manage.py milvus_rebuild --questions`) make it again with the field.
 
 _QUESTION_MODEL = re.compile(r"[0-9a-f]{1,32}")
