@@ -1,4 +1,4 @@
-"""How the question rules read Chinese (conversations/chinese_text.py) on labelled Chinese question pairs: whether
+"""How the question rules read Chinese (conversations/dedup/chinese_text.py) on labelled Chinese question pairs: whether
 `questions_conflict` refuses duplicates (it should almost never) and non-duplicates (what it is for), and how many
 duplicate pairs the follow-up guard reads as context dependent (`question_is_context_dependent`).
 
@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 DATA = ROOT.parent / "shared" / "data" / "zh"
 SETS = [DATA / "lcqmc.jsonl", DATA / "afqmc_dev.jsonl"]
 
-from conversations.question_pairs import question_is_context_dependent, questions_conflict  # noqa: E402
+from conversations.dedup.question_pairs import question_is_context_dependent, questions_conflict  # noqa: E402
 
 
 def _share(part: int, whole: int) -> str:

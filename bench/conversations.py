@@ -35,8 +35,8 @@ BM25 side found for the turn's first search, with its exclusions (two more searc
 `bench/mtrag_turn_diff.py`; `--study` replays fusion variants of bench/fusion_study.py (weighted rank fusion, a BM25
 floor, the previous question in a follow-up's BM25 query) on candidates fetched once per query, before the modes;
 `--turns-out` writes every turn's record (question, shown passages, recall figures) for a per-conversation breakdown.
-`--followup asked,semantic:1` runs hybrid once per follow-up search variant (`conversations.search_query`: every turn
-fused, or a follow-up, and a later question of at most N content words, searched by vector alone); without it, the
+`--followup asked,semantic:1` runs hybrid once per follow-up search variant (`conversations.turn.search_query`: every
+turn fused, or a follow-up, and a later question of at most N content words, searched by vector alone); without it, the
 shipped settings.
 
 Usage: .venv/bin/python bench/conversations.py [--conversations N] [--modes semantic,full_text,hybrid,hybrid:0.5]
@@ -221,8 +221,8 @@ def replay(  # noqa: ANN201
     turn's recall figures (None where the turn has no relevant, or no novel relevant, passage). `before_turn(previous
     question or "")` is called before each turn is posted (the fusion study's hook); with `legs` installed as the
     vector store's search, each record also holds what its first search's sides found (`LegRecorder`)."""
+    from conversations.dedup.question_pairs import question_is_context_dependent
     from conversations.models import Turn
-    from conversations.question_pairs import question_is_context_dependent
 
     records = []
     for index, conversation in enumerate(conversations):
@@ -376,7 +376,7 @@ def study_run(client, tenant, knowledge_base_id: int, conversations, texts, args
         format="json",
     )
     assert patched.status_code == 200, patched.content
-    from conversations.services import turns
+    from conversations.turn import turns
 
     search = CandidateSearch(vectorstore.vectors_search)
     vectorstore.vectors_search = search
@@ -426,7 +426,7 @@ def followup_parse(spec: str) -> tuple[str, bool, int]:
 def followup_guard_study(conversations: list[dict]) -> list[tuple[float, int, int, int]]:
     """(threshold, turns, hits without the guard, hits with it) of the session-scope decision on every turn
     against the earlier turns of its own conversation (all would be false hits on MTRAG)."""
-    from conversations import decisions
+    from conversations.dedup import decisions
     from retrieval.embeddings import embed_texts
 
     questions = [[t["question"] for t in c["turns"]] for c in conversations]
@@ -579,7 +579,7 @@ def main() -> None:
             ks = (rrf_ks or [shipped_k]) if mode == "hybrid" and weight is None else [shipped_k]
             mode_pools = (pools or [shipped_pool]) if mode == "hybrid" else [shipped_pool]
             runs += [(mode, weight, k, pool) for k in ks for pool in mode_pools]
-        from conversations import search_query
+        from conversations.turn import search_query
 
         recorder = None
         if args.legs:

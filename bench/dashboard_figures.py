@@ -1,7 +1,7 @@
 """Cost of the dedup dashboard's figures for one tenant and period as the period's event count grows: the shipped
-path (`conversations.dashboard_selectors.dashboard_get` once the rollup task has written the period's days: one row
-per day, and the reviewed decisions counted by the database for the review figures and the what-if table) against two
-baselines run in the same process on the same rows: the first path, which read every event of the period into
+path (`conversations.review.dashboard_selectors.dashboard_get` once the rollup task has written the period's days: one
+row per day, and the reviewed decisions counted by the database for the review figures and the what-if table) against
+two baselines run in the same process on the same rows: the first path, which read every event of the period into
 Python and computed the figures there (`dashboard_compute` over one `EventFacts` per event), and the grouped path
 without rollups (the database counts and sums the events by day, action, flags and similarity bin; what the
 dashboard still does for today and for days not rolled up yet). It also prints what writing the period's rollups
@@ -40,15 +40,15 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
-from conversations.dashboard import EventFacts, dashboard_compute  # noqa: E402
-from conversations.dashboard_selectors import (  # noqa: E402
+from conversations.models import DedupDayFigures, DedupEvent  # noqa: E402
+from conversations.review.dashboard import EventFacts, dashboard_compute  # noqa: E402
+from conversations.review.dashboard_selectors import (  # noqa: E402
     dashboard_get,
     dashboard_groups,
     dashboard_histogram_groups,
     dashboard_reviewed,
     period_bounds,
 )
-from conversations.models import DedupDayFigures, DedupEvent  # noqa: E402
 from conversations.services import dedup_figures_rollup  # noqa: E402
 from lifecycle.services import tenant_get_or_create  # noqa: E402
 

@@ -94,16 +94,16 @@ def main() -> None:
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.losses import CoSENTLoss, OnlineContrastiveLoss
 
-    from conversations.duplicate_head_training import recall_at_precision
-    from conversations.duplicate_model import pair_model_default, pair_model_from_dict
-    from conversations.labelled_pairs import (
+    from conversations.dedup.duplicate_model import pair_model_default, pair_model_from_dict
+    from conversations.training.duplicate_head_training import recall_at_precision
+    from conversations.training.labelled_pairs import (
         INNER_FOLDS,
         LabelledQuestionPair,
         label_inner_fold,
         label_is_held_out,
     )
-    from conversations.verifier_heads import ADDED_PENALTIES, PENALTIES, fit_towards, prior_extend
-    from conversations.verifier_training import verifier_train
+    from conversations.training.verifier_heads import ADDED_PENALTIES, PENALTIES, fit_towards, prior_extend
+    from conversations.training.verifier_training import verifier_train
     from retrieval.embeddings import embed_texts, model_path
 
     torch.set_num_threads(args.threads)

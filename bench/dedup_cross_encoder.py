@@ -43,8 +43,8 @@ def main() -> None:
     from qqp_split import pair_v2_features, qqp_split_load
     from transformers import AutoModel, AutoTokenizer
 
-    from conversations.duplicate_model import pair_model_default
-    from conversations.verifier_heads import PENALTIES, fit_towards, prior_extend
+    from conversations.dedup.duplicate_model import pair_model_default
+    from conversations.training.verifier_heads import PENALTIES, fit_towards, prior_extend
     from retrieval.embeddings import model_path
 
     torch.manual_seed(0)

@@ -95,7 +95,7 @@ def never_trained_on(*, set_name: str, path: Path, pair_id: str, id_prefix_templ
     behind `id_prefix_template`, whose `{file}` is the file's name without its extension ("lcqmc", "pairs"), for a
     trainer that prefixes pair ids by file (empty: the ids as the file has them, as `labelled_pairs.pairs_load`
     reads them)."""
-    from conversations.labelled_pairs import is_held_out
+    from conversations.training.labelled_pairs import is_held_out
 
     if set_name not in TRAINED_SETS:
         return True
@@ -134,7 +134,7 @@ def reason_described(dedup: dict, row: dict) -> str:
     """The turn's audit reason with the cosine of its nearest stored question in bands of 0.05 when it has one, and
     for a served match (which gives no reason) whether the two questions are one once normalised
     (`decisions.question_normalised`): how far below the gate a miss was, and what served a false hit."""
-    from conversations.decisions import question_normalised
+    from conversations.dedup.decisions import question_normalised
 
     similarity = dedup["similarity"]
     cosine = f"cosine {np.floor(similarity * 20) / 20:.2f}+" if similarity is not None else "no cosine"
@@ -174,9 +174,9 @@ def main() -> int:
     with platform(name=f"dedup_lang_{run}") as env, worker(env):
         from django.db import connection
 
-        from conversations.decisions import UNREADABLE_REASON
-        from conversations.labelled_pairs import precision_recall_hit
+        from conversations.dedup.decisions import UNREADABLE_REASON
         from conversations.models import DEFAULT_THRESHOLD
+        from conversations.training.labelled_pairs import precision_recall_hit
         from tests.conversations.helpers import HANDBOOK, HELP_CENTRE_ZH
 
         tenant, client = tenant_api_client(slug=f"bench-dedup-lang-{run}", name="Duplicate decision by language")

@@ -2,8 +2,8 @@
 through the API on pairs it never saw.
 
 The tenant's traffic is one labelled set of ../shared/data (`--traffic-set`):
-  - `qqp`: QQP pairs of the train split (conversations/labelled_pairs.py), what the bundled model's head was fitted
-    on; the held-out split is sent after training;
+  - `qqp`: QQP pairs of the train split (conversations/training/labelled_pairs.py), what the bundled model's head was
+    fitted on; the held-out split is sent after training;
   - `paws`: PAWS-QQP (English pairs that share their words and differ in meaning), split by a hash of the file and
     pair id (`labelled_pairs.pairs_load(..., file_label=...)`, 30% held out); never used to fit a shipped head;
   - `bq`: the BQ bank customer-service pairs (Chinese), split the same way, on a knowledge base of the multilingual
@@ -112,7 +112,7 @@ def _conversations_run(
 
 def _review(client, event, is_duplicate: bool) -> None:  # noqa: ANN001
     """Support's verdict on one decision through the review API: a served answer is correct when the pair is a
-    duplicate; a refused or missed match is correct when it is not (the rule of conversations.label_rules)."""
+    duplicate; a refused or missed match is correct when it is not (the rule of conversations.review.label_rules)."""
     served = event.action == "served_cached"
     verdict = "correct" if served == is_duplicate else "incorrect"
     response = client.post(f"/api/v1/audit-events/{event.pk}/review/", {"verdict": verdict}, format="json")
@@ -142,7 +142,7 @@ def _shadow_eligible(event, row: dict, *, gate: float) -> bool:  # noqa: ANN001
     """For a verifier in shadow with a gate of its own (under the applied one): the pair is at or above that gate,
     the shadow scored it, and the decision's other checks for a first turn (numbers and negation, a question that
     leans on its context) let it through, recomputed here as the event records the applied decision's."""
-    from conversations.question_pairs import question_is_context_dependent, questions_conflict
+    from conversations.dedup.question_pairs import question_is_context_dependent, questions_conflict
 
     return (
         event.similarity is not None
@@ -173,7 +173,7 @@ def _recall_interval(
     several hundredths between samples of the same pairs' population, so a figure is read with its interval."""
     import numpy as np
 
-    from conversations.duplicate_head_training import recall_at_precision
+    from conversations.training.duplicate_head_training import recall_at_precision
 
     label_array = np.array(labels)
     scores = [np.array([-1.0 if p is None else p for p in column]) for column in (applied, own)]
@@ -264,17 +264,17 @@ def main() -> None:
         from django.utils import timezone
         from rest_framework.test import APIClient
 
-        from conversations import decisions
-        from conversations.labelled_pairs import file_label_of, pairs_load
+        from conversations.dedup import decisions
         from conversations.models import DuplicateModelStatus, DuplicateModelVersion
+        from conversations.review.review_queue import review_queue_of_day
         from conversations.services import (
             conversation_records_delete,
             dedup_policy_get,
             dedup_policy_update,
             turn_settings_load,
         )
-        from conversations.services.review_queue import review_queue_of_day
-        from conversations.services.verifiers import duplicate_model_rollback, duplicate_model_shadow
+        from conversations.training.labelled_pairs import file_label_of, pairs_load
+        from conversations.training.verifiers import duplicate_model_rollback, duplicate_model_shadow
         from lifecycle.services import tenant_get_or_create
         from retrieval.embeddings import embed_texts
         from tenants.scopes import SCOPE_ORDER

@@ -1,5 +1,5 @@
-"""Why a tenant's verifier learns little: offline, on the fixed QQP split (conversations/labelled_pairs.py), the
-recall the decision reaches at precision 0.90 through the decision rule (the gate, conflicts, the follow-up guard of
+"""Why a tenant's verifier learns little: offline, on the fixed QQP split (conversations/training/labelled_pairs.py),
+the recall the decision reaches at precision 0.90 through the decision rule (the gate, conflicts, the follow-up guard of
 a first turn; recall over every held-out duplicate), for
 
   - the rule's ceiling: the share of duplicates every check but the head lets through, at several gates;
@@ -39,9 +39,9 @@ def main() -> None:
     import numpy as np
     from qqp_split import TARGET_PRECISION, pair_v2_features, qqp_split_load
 
-    from conversations.duplicate_head_training import logistic_fit, standardise
-    from conversations.duplicate_model import pair_model_default
-    from conversations.verifier_heads import PENALTIES, fit_towards, prior_extend
+    from conversations.dedup.duplicate_model import pair_model_default
+    from conversations.training.duplicate_head_training import logistic_fit, standardise
+    from conversations.training.verifier_heads import PENALTIES, fit_towards, prior_extend
 
     split = qqp_split_load(gate=args.gate)
     labels, held, train = split.labels, split.held, split.train

@@ -2,12 +2,12 @@
 
 For each threshold it prints precision, recall and hit rate of
   - plain cosine (the model's vectors, as the turn pipeline embeds questions), and
-  - the platform's decision, `conversations.decisions.duplicate_decide` (cosine at or above the threshold AND no
+  - the platform's decision, `conversations.dedup.decisions.duplicate_decide` (cosine at or above the threshold AND no
     conflict on numbers or negation AND the model's duplicate head's probability at or above its cut AND the
     follow-up guard), run pair by pair exactly as a turn runs it against one stored question,
-on the HELD-OUT split (30% of the pairs by a hash of pair_id, conversations/labelled_pairs.py; by the file's name and
-pair_id when the head was trained on several files), which the head never saw, file by file when there are several,
-then the figures at the default threshold (conversations.models.DEFAULT_THRESHOLD) on the held-out split and,
+on the HELD-OUT split (30% of the pairs by a hash of pair_id, conversations/training/labelled_pairs.py; by the file's
+name and pair_id when the head was trained on several files), which the head never saw, file by file when there are
+several, then the figures at the default threshold (conversations.models.DEFAULT_THRESHOLD) on the held-out split and,
 labelled as such, on all pairs (70% of which are the head's training data, so those figures are optimistic).
 
 `--also FILE` (again for several) adds files the head never saw, none of whose pairs took part in any choice, each
@@ -42,9 +42,10 @@ django.setup()
 
 import numpy as np  # noqa: E402
 
-from conversations import decisions, question_pairs  # noqa: E402
-from conversations.duplicate_model import PairModel, pair_model_default  # noqa: E402
-from conversations.labelled_pairs import (  # noqa: E402
+from conversations.dedup import decisions, question_pairs  # noqa: E402
+from conversations.dedup.duplicate_model import PairModel, pair_model_default, pair_probability  # noqa: E402
+from conversations.models import DEFAULT_THRESHOLD  # noqa: E402
+from conversations.training.labelled_pairs import (  # noqa: E402
     PAIRS,
     Pairs,
     file_label_of,
@@ -54,7 +55,6 @@ from conversations.labelled_pairs import (  # noqa: E402
     pairs_load_many,
     precision_recall_hit,
 )
-from conversations.models import DEFAULT_THRESHOLD  # noqa: E402
 from retrieval.embeddings import model_name  # noqa: E402
 
 THRESHOLDS = [0.70, 0.74, 0.76, 0.78, 0.80, 0.84, 0.88, 0.90, 0.92, 0.94, 0.96]
@@ -74,7 +74,7 @@ class Scored:
         started = time.perf_counter()
         self.probability = np.array(
             [
-                question_pairs.pair_probability(
+                pair_probability(
                     model=model,
                     features=question_pairs.pair_features(
                         first=r["question1"],

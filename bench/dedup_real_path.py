@@ -2,8 +2,8 @@
 conversation per pair, with the offline decision (`decisions.duplicate_decide` on the pair alone, as
 bench/dedup_quality.py runs it) beside it as a diagnostic.
 
-Per held-out pair (conversations.labelled_pairs' split: never used to train or tune the duplicate head): start a
-conversation on a small indexed knowledge base, ask question1, then question2, and read the second turn's
+Per held-out pair (conversations.training.labelled_pairs' split: never used to train or tune the duplicate head): start
+a conversation on a small indexed knowledge base, ask question1, then question2, and read the second turn's
 `dedup.action`; served_cached is a hit. Everything of the turn runs: intents, the follow-up guard with the
 conversation's own context, conflicts, the duplicate head, the stored answer's sources check. The offline decision
 takes the same pair the same way round (question2 new, question1 stored) with no context of either.
@@ -37,7 +37,7 @@ TARGET_PRECISION, TARGET_RECALL = 0.85, 0.40
 
 def offline_decide(*, rows: list[dict], first, second) -> list[bool]:  # noqa: ANN001
     """`duplicate_decide` on each pair alone: question2 new, question1 its one stored question, no context."""
-    from conversations import decisions
+    from conversations.dedup import decisions
     from conversations.models import DEFAULT_THRESHOLD
 
     return [
@@ -99,7 +99,7 @@ def main() -> int:
         from django.db import connection
         from rest_framework.test import APIClient
 
-        from conversations.labelled_pairs import PAIRS, pairs_embed, pairs_load, precision_recall_hit
+        from conversations.training.labelled_pairs import PAIRS, pairs_embed, pairs_load, precision_recall_hit
         from lifecycle.services import tenant_get_or_create
         from tenants.scopes import SCOPE_ORDER
         from tenants.services import api_key_create

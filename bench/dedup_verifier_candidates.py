@@ -1,5 +1,5 @@
-"""Verifier candidates side by side, offline, on the fixed QQP split (conversations/labelled_pairs.py): recall at
-precision 0.90 through the decision rule (gate, conflicts, the follow-up guard of a first turn; recall over every
+"""Verifier candidates side by side, offline, on the fixed QQP split (conversations/training/labelled_pairs.py): recall
+at precision 0.90 through the decision rule (gate, conflicts, the follow-up guard of a first turn; recall over every
 held-out duplicate), N labels picked as bench/dedup_learning.py picks them (nearest the gate among the first 3,500
 usable train pairs), for
 
@@ -75,16 +75,16 @@ def main() -> None:
     from django.conf import settings
     from qqp_split import pair_v2_features, qqp_split_load
 
-    from conversations.duplicate_model import pair_model_default
-    from conversations.verifier_heads import PENALTIES, fit_towards, prior_extend
+    from conversations.dedup.duplicate_model import pair_model_default
+    from conversations.training.verifier_heads import PENALTIES, fit_towards, prior_extend
 
     split = qqp_split_load(gate=args.gate)
     pairs, labels, held, train = split.pairs, split.labels, split.held, split.train
     first, second, cosine = split.first, split.second, split.cosine
     r90 = split.recall_at_target
 
-    from conversations import decisions
-    from conversations.labelled_pairs import precision_recall_hit
+    from conversations.dedup import decisions
+    from conversations.training.labelled_pairs import precision_recall_hit
 
     held_usable = [
         i for i in np.where(held)[0] if pairs.rows[i]["question1"].strip() and pairs.rows[i]["question2"].strip()

@@ -137,17 +137,17 @@ def main() -> None:
     django.setup()
     from qqp_split import pair_v2_features, qqp_split_load
 
-    from conversations import review_queue
-    from conversations.duplicate_head_training import logistic_fit, recall_at_precision, standardise
-    from conversations.duplicate_model import PairModel, pair_model_default, pair_model_from_dict
-    from conversations.labelled_pairs import (
+    from conversations.dedup.duplicate_model import PairModel, pair_model_default, pair_model_from_dict
+    from conversations.review import review_queue_rules as review_queue
+    from conversations.training.duplicate_head_training import logistic_fit, recall_at_precision, standardise
+    from conversations.training.labelled_pairs import (
         INNER_FOLDS,
         LabelledQuestionPair,
         label_inner_fold,
         label_is_held_out,
     )
-    from conversations.verifier_heads import ADDED_PENALTIES, PENALTIES, fit_towards, prior_extend
-    from conversations.verifier_training import CUT_MARGIN, verifier_train
+    from conversations.training.verifier_heads import ADDED_PENALTIES, PENALTIES, fit_towards, prior_extend
+    from conversations.training.verifier_training import CUT_MARGIN, verifier_train
 
     target = 0.90
     split = qqp_split_load(gate=args.gate)

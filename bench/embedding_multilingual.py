@@ -290,7 +290,7 @@ def main() -> None:
     django.setup()
     from django.conf import settings
 
-    from conversations.duplicate_head_training import recall_at_precision
+    from conversations.training.duplicate_head_training import recall_at_precision
     from retrieval import embeddings
 
     if "minilm" in names and settings.EMBEDDING_BACKEND == "onnx" and not embeddings.onnx_file().is_file():

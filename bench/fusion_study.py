@@ -126,7 +126,7 @@ class CandidateSearch:
         return self.cache[key]
 
     def __call__(self, **kwargs: Any) -> list:
-        from conversations.question_pairs import question_is_context_dependent
+        from conversations.dedup.question_pairs import question_is_context_dependent
 
         if kwargs.get("metadata_filter") or not kwargs.get("group_by_document", True):
             return self.real(**kwargs)

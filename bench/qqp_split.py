@@ -17,7 +17,7 @@ TRAFFIC = 3500
 
 @dataclass(frozen=True)
 class QqpSplit:
-    pairs: object  # conversations.labelled_pairs.pairs_load's
+    pairs: object  # conversations.training.labelled_pairs.pairs_load's
     labels: np.ndarray
     held: np.ndarray
     train: np.ndarray
@@ -29,7 +29,7 @@ class QqpSplit:
 
     def recall_at_target(self, scores: np.ndarray, part: np.ndarray | None = None) -> float:
         """Recall at TARGET_PRECISION of `scores` over the pairs of `part` (the held-out ones by default)."""
-        from conversations.duplicate_head_training import recall_at_precision
+        from conversations.training.duplicate_head_training import recall_at_precision
 
         part = self.held if part is None else part
         recall, _ = recall_at_precision(
@@ -48,8 +48,8 @@ class QqpSplit:
 
 
 def qqp_split_load(*, gate: float) -> QqpSplit:
-    from conversations import question_pairs
-    from conversations.labelled_pairs import followup_guard_passes, pairs_embed, pairs_load
+    from conversations.dedup import question_pairs
+    from conversations.training.labelled_pairs import followup_guard_passes, pairs_embed, pairs_load
 
     pairs = pairs_load()
     first, second = pairs_embed(pairs)
@@ -73,8 +73,8 @@ def pair_v2_features(split: QqpSplit) -> np.ndarray:
     """The tenant verifier's features of every pair, made once per data file under VAR_DIR/pairs."""
     from django.conf import settings
 
-    from conversations import question_pairs
-    from conversations.duplicate_model import TENANT_FEATURE_VERSION
+    from conversations.dedup import question_pairs
+    from conversations.dedup.question_pairs import TENANT_FEATURE_VERSION
 
     cache = Path(settings.VAR_DIR) / "pairs" / f"{split.pairs.data_sha256[:16]}-pair-v2.npy"
     if cache.exists():

@@ -1,4 +1,4 @@
-"""CPU cost of the conversation hot copy's codec (conversations.state: `_encode` on every turn's Redis refresh,
+"""CPU cost of the conversation hot copy's codec (conversations.turn.state: `_encode` on every turn's Redis refresh,
 `_decode` on every turn's read), by conversation length, against the previous codec run in the same process as the
 baseline: JSON with each question vector as a base64 string and consumed ids decoded into frozen dataclasses
 (state version 3's layout, kept here only as that baseline). The baseline carries what later versions added to the
@@ -35,8 +35,8 @@ django.setup()
 
 import numpy as np  # noqa: E402
 
-from conversations.decisions import ConsumedRef  # noqa: E402
-from conversations.state import (  # noqa: E402
+from conversations.dedup.decisions import ConsumedRef  # noqa: E402
+from conversations.turn.state import (  # noqa: E402
     STATE_VERSION,
     ConversationState,
     RecentTurn,

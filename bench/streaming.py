@@ -50,7 +50,7 @@ def main() -> None:
         from django.test import override_settings
         from rest_framework.test import APIClient
 
-        from conversations.question_pairs import question_is_context_dependent
+        from conversations.dedup.question_pairs import question_is_context_dependent
         from lifecycle.services import tenant_get_or_create
         from retrieval.embeddings import embed_texts
         from retrieval.models import KnowledgeBase

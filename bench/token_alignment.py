@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from conversations.question_pairs import STOPWORDS
+from conversations.dedup.question_pairs import STOPWORDS
 
 # Names of the features, in `alignment_features`' order (the verifier file lists them too).
 ALIGNMENT_FEATURES = (

@@ -190,12 +190,12 @@ def index_ready(*, tenant, knowledge_base, vector, timeout: float = 300) -> floa
 # call), so the miss's overhead over raw can be read against its parts in the same run: label, module, attribute.
 MISS_STAGES = (
     ("API key", "tenants.authentication", "api_key_get_by_raw"),
-    ("conversation", "conversations.services.turns", "conversation_for"),
+    ("conversation", "conversations.turn.turns", "conversation_for"),
     ("search", "retrieval.vectorstore", "vectors_search"),
     ("hits' rows", "retrieval.selectors", "_hits_shown"),
-    ("answer", "conversations.answering", "answer_collect"),
-    ("transaction", "conversations.services.turns", "turn_persist"),
-    ("its statements", "conversations.services.turn_write", "_statements_send"),
+    ("answer", "conversations.turn.answering", "answer_collect"),
+    ("transaction", "conversations.turn.turns", "turn_persist"),
+    ("its statements", "conversations.turn.turn_write", "_statements_send"),
 )
 
 
@@ -248,7 +248,7 @@ def measure(client, tenant, knowledge_base, questions: list[str], samples: int) 
     from django.test import override_settings
 
     from conversations.services import dedup_policy_update
-    from conversations.services.turns import TOP_K
+    from conversations.turn.turns import TOP_K
     from retrieval.embeddings import embed_query
     from retrieval.selectors import first_search_limit
 
@@ -471,7 +471,7 @@ def main() -> None:
         for line in (MTRAG / "conversations.jsonl").open(encoding="utf-8"):
             questions.extend(turn["question"] for turn in json.loads(line)["turns"])
         # Standalone questions only: asking a follow-up twice is, by design, not a duplicate (follow-up guard).
-        from conversations.question_pairs import question_is_context_dependent
+        from conversations.dedup.question_pairs import question_is_context_dependent
 
         questions = list(dict.fromkeys(q for q in questions if not question_is_context_dependent(q)))
 

@@ -37,9 +37,8 @@ def arms(change: str) -> dict:
     from django.conf import settings
     from django.db import connection
 
-    from conversations import state
-    from conversations.services import conversations, sources
-    from conversations.services import turn_write as tw
+    from conversations.turn import conversations, sources, state
+    from conversations.turn import turn_write as tw
     from kbplatform import redis_client
     from retrieval import selectors
 
@@ -107,7 +106,7 @@ def main() -> None:
         from django.test import override_settings
         from rest_framework.test import APIClient
 
-        from conversations.question_pairs import question_is_context_dependent
+        from conversations.dedup.question_pairs import question_is_context_dependent
         from lifecycle.services import tenant_get_or_create
         from retrieval.embeddings import embed_query, embed_texts
         from retrieval.models import KnowledgeBase

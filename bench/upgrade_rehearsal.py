@@ -325,7 +325,7 @@ def phase_new(root: Path, state_path: Path) -> int:  # one rehearsal, read top t
     from django.db import connection
 
     from conversations.models import Conversation, Turn
-    from conversations.state import MAGIC, state_key, state_load
+    from conversations.turn.state import MAGIC, state_key, state_load
     from kbplatform.redis_client import redis_connection
     from retrieval import services
     from retrieval.models import (

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, TextIO
 
-from conversations import decisions
+from conversations.dedup import decisions
 from conversations.models import Granularity
 from conversations.selectors import knowledge_base_recent_questions
 from retrieval.embeddings import embed_query

@@ -1,7 +1,7 @@
 """Conversations, their QA pairs, what each turn showed, the tenant's dedup policy and intents, and the audit log.
 
 The database is the source of truth for all of it; Redis holds only a hot copy per conversation
-(`conversations.state`), rebuilt from these rows on a miss.
+(`conversations.turn.state`), rebuilt from these rows on a miss.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from django.db import models
 from tenants.scoping import TenantOwnedModel
 
 # The cosine gate in front of the duplicate head, chosen with it on the train split of ../shared/data/qqp by
-# `manage.py duplicate_head_train` (it is the "threshold" in conversations/duplicate_model.json): see
+# `manage.py duplicate_head_train` (it is the "threshold" in conversations/dedup/duplicate_model.json): see
 # docs/conversations.md ("Threshold choice").
 DEFAULT_THRESHOLD = 0.76
 DEFAULT_QUESTION_WINDOW = 10
@@ -392,7 +392,7 @@ class DuplicateLabel(TenantOwnedModel):
 
     The two texts are copied when the label is given, so a label outlives the turns (and the audit event) it was
     taken from. A label of an audit event is one per (event, source), changed when given again; an imported label
-    has no event. Written only by `conversations.services.labels`."""
+    has no event. Written only by `conversations.review.labels`."""
 
     dedup_event = models.ForeignKey(
         DedupEvent, on_delete=models.SET_NULL, null=True, blank=True, related_name="duplicate_labels"
@@ -423,9 +423,9 @@ class DuplicateLabel(TenantOwnedModel):
 
 
 class ReviewPick(TenantOwnedModel):
-    """A decision the review queue picked for one tenant's day (`conversations.review_queue`): written once, when
-    the day's queue is first opened, so reloading the page shows the same picks and the day's quota is not drawn
-    again. An event is picked once ever."""
+    """A decision the review queue picked for one tenant's day (`conversations.review.review_queue_rules`): written
+    once, when the day's queue is first opened, so reloading the page shows the same picks and the day's quota is not
+    drawn again. An event is picked once ever."""
 
     day = models.DateField()
     dedup_event = models.ForeignKey(DedupEvent, on_delete=models.CASCADE, related_name="review_picks")
@@ -471,7 +471,7 @@ class DedupDayFigures(TenantOwnedModel):
 
 class SettingsChange(TenantOwnedModel):
     """The settings history: one row per changed field of the tenant's dedup policy or of one of its intents,
-    saying who changed it, when, and from what to what. Written only by `conversations.admin_services`; rows
+    saying who changed it, when, and from what to what. Written only by `conversations.admin.services`; rows
     are never edited, and outlive the user who made the change (`changed_by_label` keeps their name)."""
 
     changed_by = models.ForeignKey(
@@ -507,7 +507,7 @@ class DuplicateModelVersion(TenantOwnedModel):
     """One trained duplicate verifier of one tenant, from that tenant's own labels only. Its file lives under
     settings.DUPLICATE_MODEL_DIR at a path derived from the tenant and version (`verifiers.verifier_path`), so no
     row can point a tenant at another tenant's file. At most one version of a tenant is active and one in shadow;
-    with none active the shipped head decides. Written only by `conversations.services.verifiers`."""
+    with none active the shipped head decides. Written only by `conversations.training.verifiers`."""
 
     version = models.PositiveIntegerField()
     status = models.CharField(max_length=10, choices=DuplicateModelStatus.choices, default=DuplicateModelStatus.QUEUED)

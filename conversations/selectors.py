@@ -8,9 +8,6 @@ from datetime import datetime
 from django.db.models import OuterRef, Prefetch, QuerySet, Subquery
 from django.db.models.functions import Substr
 
-from conversations.label_rules import TRAINING_SOURCES, training_labels_pick
-from conversations.labelled_pairs import LabelledQuestionPair
-from conversations.learning_curve import LearningCurve, curves_for_rows
 from conversations.models import (
     DEFAULT_PRECISION_TARGET,
     Conversation,
@@ -25,6 +22,9 @@ from conversations.models import (
     ReviewPick,
     Turn,
 )
+from conversations.review.label_rules import TRAINING_SOURCES, training_labels_pick
+from conversations.review.learning_curve import LearningCurve, curves_for_rows
+from conversations.training.labelled_pairs import LabelledQuestionPair
 from kbplatform.errors import NotFoundError
 from kbplatform.text import user_id_canonical
 from retrieval.models import KnowledgeBase

@@ -5,7 +5,7 @@ from __future__ import annotations
 from celery import Task, shared_task
 
 from conversations.services import conversations_purge_expired, dedup_figures_rollup, question_index_backfill
-from conversations.services.verifiers import duplicate_model_train
+from conversations.training.verifiers import duplicate_model_train
 from retrieval import question_index
 from retrieval.tasks import MAX_RETRIES, retry_countdown
 from retrieval.vectorstore import VectorStoreUnavailable

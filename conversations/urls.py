@@ -1,6 +1,6 @@
 from django.urls import path
 
-from conversations.apis import (
+from conversations.api.apis import (
     AuditEventListApi,
     AuditEventReviewApi,
     ConversationDetailApi,
@@ -12,8 +12,8 @@ from conversations.apis import (
     TurnAnswerApi,
     TurnFeedbackApi,
 )
-from conversations.curated_apis import CuratedAnswerDetailApi, CuratedAnswerImportApi, CuratedAnswerListCreateApi
-from conversations.openai_apis import ChatCompletionCreateApi
+from conversations.api.curated_apis import CuratedAnswerDetailApi, CuratedAnswerImportApi, CuratedAnswerListCreateApi
+from conversations.api.openai_apis import ChatCompletionCreateApi
 
 urlpatterns = [
     path("conversations/", ConversationListCreateApi.as_view(), name="conversation-create"),

@@ -8,7 +8,7 @@ from django.db import transaction
 
 from conversations.models import Conversation
 from conversations.services import tenant_conversations_setup
-from conversations.state import state_forget
+from conversations.turn.state import state_forget
 from kbplatform.errors import ApplicationError, ConflictError
 from retrieval import question_index, vectorstore
 from retrieval.models import Chunk, Document, KnowledgeBase

@@ -1,5 +1,5 @@
 """The conversations' question index: the vectors of the questions their turns answered, for the tenant-wide
-duplicate search (`conversations.services.candidates`), built on `retrieval.milvus` like the chunks' vectors.
+duplicate search (`conversations.turn.candidates`), built on `retrieval.milvus` like the chunks' vectors.
 
 One collection per embedding model, one row per QA pair: the tenant-wide duplicate search is one ANN query, not a
 Python loop over every stored question. Same rules as chunks: tenant as partition key, every filter built here
@@ -10,7 +10,7 @@ were per model are in the collection without a model suffix, never searched; del
 Each question carries the key of the metadata filter its turn searched under (QUESTION_FILTER_FIELD), and a search
 names the key of the new question's: a stored answer is compared only with questions asked under an equal filter.
 A collection made before the key was stored has no such field: its search names no key (the caller must keep only
-the candidates of its own filter, as `conversations.services.candidates` does from the turns' rows), until
+the candidates of its own filter, as `conversations.turn.candidates` does from the turns' rows), until
 `question_collection_drop` and a backfill (`manage.py milvus_rebuild --questions`) make it again with the field.
 """
 

@@ -5,7 +5,7 @@ from django.db import migrations
 
 
 def seed(apps, schema_editor):
-    from conversations.builtins import BUILTIN_INTENTS
+    from conversations.dedup.builtins import BUILTIN_INTENTS
 
     Tenant = apps.get_model("tenants", "Tenant")
     DedupPolicy = apps.get_model("conversations", "DedupPolicy")

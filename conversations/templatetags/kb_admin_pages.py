@@ -8,8 +8,8 @@ from typing import Any
 from django import template
 from django.urls import reverse
 
-from conversations.admin_playground import PLAYGROUND_ROLES
-from conversations.admin_views import DASHBOARD_ROLES, SETTINGS_ROLES
+from conversations.admin.playground import PLAYGROUND_ROLES
+from conversations.admin.views import DASHBOARD_ROLES, SETTINGS_ROLES
 from tenants.admin_scoping import request_tenant_roles
 
 register = template.Library()

@@ -361,15 +361,15 @@ BULK_BODY_MAX_BYTES = _whole_number("KB_BULK_BODY_MAX_BYTES", default=10 * 1024 
 # anything), for the time of a disk flush off each cache hit (BENCHMARKS.md measures it). Off by default: nothing
 # acknowledged is lost.
 ASYNC_COMMIT_CACHED_TURNS = env.bool("KB_ASYNC_COMMIT_CACHED_TURNS", default=False)
-# The duplicate head (conversations/duplicate_model.json) is fitted on QQP pairs, whose terms are non-commercial,
+# The duplicate head (conversations/dedup/duplicate_model.json) is fitted on QQP pairs, whose terms are non-commercial,
 # evaluation only (docs/conversations.md, "Where the head's weights come from"). false: the duplicate decision runs
 # without it (cosine gate raised to at least 0.90, numbers, negation and follow-up checks), as for an embedding model
 # the head was not trained on.
 DUPLICATE_HEAD = env.bool("KB_DUPLICATE_HEAD", default=True)
-# Where tenants' trained duplicate verifiers are kept (`conversations.services.verifiers`): one directory per tenant
+# Where tenants' trained duplicate verifiers are kept (`conversations.training.verifiers`): one directory per tenant
 # under it. Shared storage when web and workers run on several machines: workers write, web reads.
 DUPLICATE_MODEL_DIR = Path(env.str("KB_DUPLICATE_MODEL_DIR", default=str(VAR_DIR / "duplicate_models")))
-# Decisions the admin's review queue picks per tenant per day (conversations.review_queue).
+# Decisions the admin's review queue picks per tenant per day (conversations.review.review_queue_rules).
 REVIEW_QUEUE_DAILY_QUOTA = env.int("KB_REVIEW_QUEUE_DAILY_QUOTA", default=20)
 # The share of that quota drawn at random from what the queue's rules leave: the sample that judges a new verifier
 # on the tenant's traffic rather than on the hard near-gate picks (docs/conversations.md, "The review queue"). A
@@ -380,7 +380,7 @@ REVIEW_QUEUE_RANDOM_SHARE = env.float("KB_REVIEW_QUEUE_RANDOM_SHARE", default=0.
 LLM_BASE_URL = env.str("LLM_BASE_URL", default="")
 LLM_MODEL = env.str("LLM_MODEL", default="")
 LLM_API_KEY = env.str("LLM_API_KEY", default="")
-# The whole answer's budget in seconds, every attempt included (conversations/answering.py); keep it below the web
+# The whole answer's budget in seconds, every attempt included (conversations/turn/answering.py); keep it below the web
 # server's request timeout (gunicorn --timeout 60 in the Dockerfile), or the worker is killed before the 504.
 LLM_TIMEOUT = _positive_seconds("LLM_TIMEOUT", default="30")
 # The budget of a follow-up's rewrite into a standalone question (DedupPolicy.rewrite_followups), before the search;

@@ -3,7 +3,7 @@
 Each change reaches Milvus in the same request (the edited text embedded and upserted under the chunk's id, a
 disabled chunk's vector deleted, an enabled one's upserted), inside the transaction that writes the row: Milvus
 down is a 503 and the row is left as it was. An edit changes the chunk's `content_hash`, which is what a stored
-answer is checked against before it is served (`conversations.services.sources.stored_sources`), so an answer
+answer is checked against before it is served (`conversations.turn.sources.stored_sources`), so an answer
 citing the chunk as it was is never served again.
 
 An edited document is indexed from then on from its chunks as they stand (its source becomes `chunks`), so a

@@ -216,7 +216,7 @@ def test_the_settings_page_saves_with_as_many_intents_as_a_tenant_may_have(clien
     so it saves; past about 250 intents it could not be saved at all."""
     from django.conf import settings
 
-    from conversations.admin_services import MAX_INTENTS_PER_TENANT
+    from conversations.admin.services import MAX_INTENTS_PER_TENANT
 
     existing = Intent.objects.for_tenant(tenant_a).count()
     Intent.objects.bulk_create(
@@ -588,7 +588,7 @@ def test_dashboard_bad_period_is_a_form_error(client, support_a, events_a, start
 
 
 def test_dashboard_lists_the_policy_changes_of_the_period(client, admin_a, tenant_a, tenant_b, events_a):
-    from conversations.admin_services import dedup_policy_change
+    from conversations.admin.services import dedup_policy_change
 
     dedup_policy_change(tenant=tenant_a, user=admin_a, changes={"threshold": 0.87})
     dedup_policy_change(tenant=tenant_b, user=None, actor="someone at b", changes={"threshold": 0.5})
@@ -611,7 +611,7 @@ def test_dashboard_marks_the_gate_the_decisions_apply_without_the_duplicate_head
 ):
     """Without the head the decision raises its gate to at least 0.90 (the events record it): the histogram's line
     and the what-if table's current row showed the policy's 0.76 instead, a threshold no decision applied."""
-    from conversations.decisions import HEADLESS_THRESHOLD_FLOOR
+    from conversations.dedup.decisions import HEADLESS_THRESHOLD_FLOOR
 
     settings.DUPLICATE_HEAD = False
     client.force_login(support_a)
@@ -633,7 +633,7 @@ def test_without_the_duplicate_head_the_what_if_table_shows_no_threshold_the_gat
     """Without the head the decision never serves below HEADLESS_THRESHOLD_FLOOR, whatever the policy says: rows
     for 0.70 to 0.88 promised hits no decision could give. Only thresholds the gate can apply are listed then;
     with the head every candidate is."""
-    from conversations.decisions import HEADLESS_THRESHOLD_FLOOR
+    from conversations.dedup.decisions import HEADLESS_THRESHOLD_FLOOR
     from conversations.models import DedupPolicy
 
     DedupPolicy.objects.for_tenant(tenant_a).update(threshold=0.8)
@@ -707,7 +707,7 @@ def test_the_dashboards_audit_log_link_opens_the_events_of_its_tenant_and_period
 def test_the_dashboard_shows_the_threshold_as_the_what_if_table_does(client, admin_a, tenant_a, events_a):
     """A threshold set through the API need not be a multiple of 0.01: 0.855 was shown as "0.86" above the
     histogram and on its line, which was drawn at 0.855, beside a what-if row marked current at 0.855."""
-    from conversations.admin_services import dedup_policy_change
+    from conversations.admin.services import dedup_policy_change
 
     dedup_policy_change(tenant=tenant_a, user=admin_a, changes={"threshold": 0.855})
     client.force_login(admin_a)

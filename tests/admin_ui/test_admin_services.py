@@ -4,7 +4,7 @@ the review fields of the tenant's own events."""
 import pytest
 from django.core.exceptions import ValidationError
 
-from conversations.admin_services import dedup_events_review, dedup_policy_change, intent_delete, intent_save
+from conversations.admin.services import dedup_events_review, dedup_policy_change, intent_delete, intent_save
 from conversations.models import DEFAULT_THRESHOLD, DedupEvent, DedupPolicy, Intent, SettingsChange
 from kbplatform.errors import ApplicationError, NotFoundError
 from tests.factories import DedupEventFactory
@@ -93,7 +93,7 @@ def test_review_without_a_note_keeps_the_note(tenant_a, support_a):
 def test_intents_and_their_examples_are_bounded(tenant_a):
     """Every turn compares its question with every example, and the settings page must stay under Django's form
     field limit: more intents, more phrases or longer phrases than that are refused with a reason."""
-    from conversations.admin_services import MAX_EXAMPLE_CHARS, MAX_EXAMPLES_PER_INTENT, MAX_INTENTS_PER_TENANT
+    from conversations.admin.services import MAX_EXAMPLE_CHARS, MAX_EXAMPLES_PER_INTENT, MAX_INTENTS_PER_TENANT
 
     with pytest.raises(ValidationError, match=f"at most {MAX_EXAMPLES_PER_INTENT} example phrases"):
         intent_save(

@@ -8,10 +8,10 @@ import json
 import pytest
 from django.urls import reverse
 
-from conversations.duplicate_model import MODEL_PATH
+from conversations.dedup.duplicate_model import MODEL_PATH
 from conversations.models import DedupPolicy, DuplicateModelStatus, DuplicateModelVersion
-from conversations.services import verifiers
-from conversations.services.verifiers import duplicate_model_version_create, verifier_path
+from conversations.training import verifiers
+from conversations.training.verifiers import duplicate_model_version_create, verifier_path
 
 pytestmark = pytest.mark.django_db
 

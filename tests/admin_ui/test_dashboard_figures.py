@@ -4,7 +4,8 @@ from datetime import date
 
 import pytest
 
-from conversations.dashboard import (
+from conversations.models import DedupAction, ReviewVerdict
+from conversations.review.dashboard import (
     EventFacts,
     days_compute,
     duration_display,
@@ -18,7 +19,6 @@ from conversations.dashboard import (
     what_if_candidates,
     what_if_compute,
 )
-from conversations.models import DedupAction, ReviewVerdict
 
 DAY1 = date(2026, 3, 1)
 DAY2 = date(2026, 3, 2)
@@ -231,9 +231,9 @@ def test_figures_from_database_groups_equal_the_figures_of_every_event(tenant, o
 
     from django.utils import timezone
 
-    from conversations.dashboard import dashboard_compute
-    from conversations.dashboard_selectors import dashboard_get
     from conversations.models import DedupEvent
+    from conversations.review.dashboard import dashboard_compute
+    from conversations.review.dashboard_selectors import dashboard_get
     from tests.factories import DedupEventFactory
 
     local = ZoneInfo("America/New_York")
@@ -368,7 +368,7 @@ def test_rollup_writes_each_past_day_once_after_it_settles_and_per_time_zone(ten
     # In another time zone the rows are not used, and the next run rewrites them (3 May 23:59 UTC is 4 May there).
     tokyo = ZoneInfo("Asia/Tokyo")
     with timezone.override(tokyo):
-        from conversations.dashboard_selectors import dashboard_get
+        from conversations.review.dashboard_selectors import dashboard_get
 
         live = dashboard_get(tenant=tenant, start=date(2026, 5, 1), end=date(2026, 5, 7), threshold=0.9)
         assert [d.totals.turns for d in live.days] == [1, 0, 0, 1, 0, 0, 0]

@@ -10,7 +10,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from conversations.admin_playground import form_errors_message, playground_user_id, turn_display
+from conversations.admin.playground import form_errors_message, playground_user_id, turn_display
 from conversations.models import Conversation, DedupAction, Turn
 from conversations.services import SourceView, TurnOutcome, conversation_create
 from retrieval.models import KnowledgeBase
@@ -343,7 +343,7 @@ def test_turn_display_carries_the_decision_and_each_sources_document_title():
 
 
 def test_form_errors_name_every_field_at_fault():
-    from conversations.admin_playground import PlaygroundSearchForm
+    from conversations.admin.playground import PlaygroundSearchForm
 
     form = PlaygroundSearchForm({"knowledge_base": "x", "query": "", "top_k": "0"})
     assert not form.is_valid()

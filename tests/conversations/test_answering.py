@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conversations.answering import (
+from conversations.turn.answering import (
     AnswerDelta,
     ChatCompletionsAnswerGenerator,
     ExtractiveAnswerGenerator,

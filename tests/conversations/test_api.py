@@ -19,7 +19,7 @@ from conversations.models import (
     Turn,
 )
 from conversations.services import dedup_policy_update
-from conversations.state import hot_copy_writes_wait, state_key
+from conversations.turn.state import hot_copy_writes_wait, state_key
 from kbplatform.redis_client import redis_connection
 from retrieval.models import Chunk
 from tenants.scopes import SCOPE_ORDER, Scope
@@ -85,7 +85,7 @@ def test_turn_answers_with_sources_and_writes_audit_event(api_client, tenant, kb
 
 def test_turn_body_is_exactly_what_its_documented_serializer_says(api_client, kb):
     # The view builds the body by hand (cheaper than DRF serializing it); it must stay what the schema documents.
-    from conversations.apis import ConversationMessageApi
+    from conversations.api.apis import ConversationMessageApi
 
     conversation_id = start(api_client, kb)
     for body in (

@@ -1,5 +1,5 @@
-"""The question rules read Chinese (conversations/chinese_text.py, conversations/intent_rules.py): numbers by value,
-negation by word, follow-ups, and the built-in intents by rule; English is read exactly as before. Pure: no
+"""The question rules read Chinese (conversations/dedup/chinese_text.py, conversations/dedup/intent_rules.py): numbers
+by value, negation by word, follow-ups, and the built-in intents by rule; English is read exactly as before. Pure: no
 database, no model (jieba's dictionary is the only thing loaded)."""
 
 import functools
@@ -7,11 +7,11 @@ import functools
 import numpy as np
 import pytest
 
-from conversations import decisions as d
-from conversations import question_pairs as qp
-from conversations.builtins import BUILTIN_INTENTS
-from conversations.chinese_text import numeral_value
-from conversations.intent_rules import intent_by_rules
+from conversations.dedup import decisions as d
+from conversations.dedup import question_pairs as qp
+from conversations.dedup.builtins import BUILTIN_INTENTS
+from conversations.dedup.chinese_text import numeral_value
+from conversations.dedup.intent_rules import intent_by_rules
 
 
 def unit(*values: float) -> np.ndarray:

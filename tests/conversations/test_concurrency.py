@@ -68,7 +68,7 @@ def test_a_hit_whose_pair_is_purged_before_the_commit_still_lands(redis_availabl
     """The purge deletes the matched pair's conversation (from another connection, committed) after the decision and
     before the turn's write: the deferred foreign-key check fails at COMMIT, and the turn is written again without
     naming the vanished pair, instead of the request ending in a 500."""
-    from conversations.services import turn_write
+    from conversations.turn import turn_write
 
     dedup_policy_update(tenant=tenant, scope="user")
     kb = indexed_kb(tenant)

@@ -8,7 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from conversations.services import dedup_policy_update, sources
+from conversations.services import dedup_policy_update
+from conversations.turn import sources
 from retrieval import vectorstore
 from retrieval.models import Chunk
 from retrieval.selectors import CONTENT_REPEAT_SLACK, ChunkHit, hits_of_distinct_content

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from conversations.apis import ConversationDetailApi
+from conversations.api.apis import ConversationDetailApi
 from conversations.models import ConsumedItem, Conversation, DedupEvent, Feedback, Turn
-from conversations.state import hot_copy_writes_wait, state_key
+from conversations.turn.state import hot_copy_writes_wait, state_key
 from kbplatform.redis_client import redis_connection
 from retrieval.models import KnowledgeBase
 from tenants.scopes import Scope

@@ -14,7 +14,7 @@ import pytest
 from django.utils import timezone
 
 from conversations.models import CuratedAnswer, DedupEvent, Turn
-from conversations.services.review_queue import review_queue_of_day
+from conversations.review.review_queue import review_queue_of_day
 from retrieval import embeddings
 from retrieval.models import Chunk, KnowledgeBase
 from tests.conversations.helpers import HANDBOOK, HELP_CENTRE_ZH, indexed_kb
@@ -244,7 +244,7 @@ def test_a_curated_hit_is_a_review_candidate_with_the_phrasing_as_stored_questio
 @pytest.mark.django_db
 def test_an_import_reports_bad_rows_per_row_and_keeps_the_rest(api_client, tenant, monkeypatch):
     monkeypatch.setattr(
-        "conversations.services.curated.embed_texts",
+        "conversations.curated.curated.embed_texts",
         lambda texts, model=None: np.ones((len(texts), 384), dtype="float32") / 384**0.5,
     )
     knowledge_base = KnowledgeBase.objects.create(tenant=tenant, name="kb", embedding_dimension=384)

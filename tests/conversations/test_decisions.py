@@ -5,8 +5,8 @@ import functools
 import numpy as np
 import pytest
 
-from conversations import decisions as d
-from conversations import question_pairs as qp
+from conversations.dedup import decisions as d
+from conversations.dedup import question_pairs as qp
 from retrieval.question_index import question_collection_name, question_filter_build
 from retrieval.vectorstore import filter_build
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from conversations.duplicate_model import pair_model_load
-from conversations.labelled_pairs import file_label_of, pairs_load
+from conversations.dedup.duplicate_model import pair_model_load
 from conversations.models import DEFAULT_THRESHOLD
+from conversations.training.labelled_pairs import file_label_of, pairs_load
 
 SUPPORT_PAIRS = Path(__file__).parent / "data" / "support_pairs.jsonl"
 

@@ -7,18 +7,18 @@ import json
 import numpy as np
 import pytest
 
-from conversations import decisions as d
-from conversations import question_pairs as qp
-from conversations.duplicate_model import (
-    FEATURE_VERSION,
+from conversations.dedup import decisions as d
+from conversations.dedup import question_pairs as qp
+from conversations.dedup.duplicate_model import (
     MODEL_PATH,
     SHIPPED_HEADS,
-    TENANT_FEATURE_VERSION,
     PairModel,
     head_path,
     pair_model_default,
     pair_model_from_dict,
+    pair_probability,
 )
+from conversations.dedup.question_pairs import FEATURE_VERSION, TENANT_FEATURE_VERSION
 from conversations.models import DEFAULT_THRESHOLD
 from retrieval.embeddings import offered_models
 
@@ -144,9 +144,9 @@ def test_pair_probability_is_the_logistic_of_the_standardised_score():
     )
     features = np.zeros(count)
     features[4] = 1.0
-    assert qp.pair_probability(model=model, features=features) == pytest.approx(1 / (1 + np.exp(-(2.0 * 2.0 - 1.0))))
-    assert qp.pair_probability(model=_model(dimension=2, bias=-800.0), features=features) == 0.0
-    assert qp.pair_probability(model=_model(dimension=2, bias=800.0), features=features) == 1.0
+    assert pair_probability(model=model, features=features) == pytest.approx(1 / (1 + np.exp(-(2.0 * 2.0 - 1.0))))
+    assert pair_probability(model=_model(dimension=2, bias=-800.0), features=features) == 0.0
+    assert pair_probability(model=_model(dimension=2, bias=800.0), features=features) == 1.0
 
 
 # --- the shipped weights ------------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from conversations.admin_services import dedup_events_review
+from conversations.admin.services import dedup_events_review
 from conversations.models import DedupEvent, Feedback, ReviewVerdict
 from retrieval.models import KnowledgeBase
 from tenants.models import Role

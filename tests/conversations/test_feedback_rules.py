@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from conversations.feedback_rules import FalseHitSuspicion, false_hit_suspicion
 from conversations.models import DedupAction, ReviewVerdict
+from conversations.review.feedback_rules import FalseHitSuspicion, false_hit_suspicion
 from conversations.selectors import DEFAULT_TITLE_CHARS, title_from_question
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)

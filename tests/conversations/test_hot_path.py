@@ -15,12 +15,14 @@ from django.conf import settings
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from conversations import admin_services, services
-from conversations import state as state_module
-from conversations.decisions import ConsumedRef
+from conversations import services
+from conversations.admin import services as admin_services
+from conversations.dedup.decisions import ConsumedRef
 from conversations.models import Conversation, Intent, Turn
-from conversations.services import dedup_policy_update, intent_set, turn_ask, turn_settings_load, turns
-from conversations.state import (
+from conversations.services import dedup_policy_update, intent_set, turn_ask, turn_settings_load
+from conversations.turn import state as state_module
+from conversations.turn import turns
+from conversations.turn.state import (
     ANSWERS_KEPT,
     ConversationState,
     RecentTurn,

@@ -7,13 +7,13 @@ from dataclasses import dataclass
 
 import pytest
 
-from conversations.admin_services import dedup_events_review
-from conversations.label_rules import training_labels_pick, verdict_label
-from conversations.labelled_pairs import LabelledQuestionPair
+from conversations.admin.services import dedup_events_review
 from conversations.models import DedupAction, DuplicateLabel, LabelSource
+from conversations.review.label_rules import training_labels_pick, verdict_label
+from conversations.review.labels import duplicate_label_of_thumbs_down
 from conversations.selectors import duplicate_labels_training
-from conversations.services.labels import duplicate_label_of_thumbs_down
-from conversations.turn_decision import MatchRefusal
+from conversations.training.labelled_pairs import LabelledQuestionPair
+from conversations.turn.turn_decision import MatchRefusal
 from tests.conversations.test_feedback import event_of, kb, rate, served, services
 from tests.factories import DedupEventFactory, TurnFactory, UserFactory
 

@@ -184,11 +184,11 @@ def test_a_chinese_repeat_is_decided_by_the_multilingual_head_not_by_a_verifier_
 ):
     """The tenant's active verifier was trained on the bundled model's vectors: in a conversation of the multilingual
     model it does not decide; the multilingual model's own head does, at the tenant's threshold, and is named."""
-    from conversations.decisions import SHIPPED_VERIFIER_LABEL
-    from conversations.duplicate_model import pair_model_default
+    from conversations.dedup.decisions import SHIPPED_VERIFIER_LABEL
+    from conversations.dedup.duplicate_model import pair_model_default
     from conversations.models import DedupEvent
-    from conversations.services import verifiers
-    from conversations.services.verifiers import duplicate_model_activate
+    from conversations.training import verifiers
+    from conversations.training.verifiers import duplicate_model_activate
     from tests.conversations.test_verifiers import _version_with_file
 
     settings.DUPLICATE_MODEL_DIR = tmp_path / "models"

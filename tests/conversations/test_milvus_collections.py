@@ -16,7 +16,7 @@ from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from conversations.question_collections import DeploymentCollection, collection_drop_refusal
+from conversations.dedup.question_collections import DeploymentCollection, collection_drop_refusal
 from retrieval import milvus, question_index, vectorstore
 from retrieval.embeddings import model_id
 from tests.factories import ConversationFactory, TurnFactory

@@ -23,8 +23,9 @@ from django.test.utils import CaptureQueriesContext
 
 from conversations import services
 from conversations.models import ConsumedItem, Conversation, DedupEvent, Intent, Turn
-from conversations.services import candidates, dedup_policy_update, turns
-from conversations.state import state_forget, vector_from_bytes
+from conversations.services import dedup_policy_update
+from conversations.turn import candidates, turns
+from conversations.turn.state import state_forget, vector_from_bytes
 from retrieval import embeddings, milvus, question_index, vectorstore
 from retrieval.models import KnowledgeBase, ReindexStatus
 from retrieval.services import knowledge_base_reindex

@@ -1,10 +1,10 @@
-"""OpenAI's Chat Completions shapes as plain functions (conversations/openai_chat.py): no database, no services."""
+"""OpenAI's Chat Completions shapes as plain functions (conversations/turn/openai_chat.py): no database, no services."""
 
 from __future__ import annotations
 
 import pytest
 
-from conversations.openai_chat import (
+from conversations.turn.openai_chat import (
     ChunkWriter,
     chat_question,
     error_body,

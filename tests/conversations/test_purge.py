@@ -104,7 +104,7 @@ def test_a_conversation_a_turn_revives_during_the_purge_keeps_its_question_vecto
     its batch and deleting it: the turn moved the expiry, so the delete leaves the conversation. Its questions must
     stay in the tenant-scope index, its hot copy in Redis, and the purge must not count it as deleted."""
     from conversations.models import DedupPolicy
-    from conversations.services import retention as services
+    from conversations.turn import retention as services
     from retrieval import question_index
 
     DedupPolicy.objects.for_tenant(tenant).update(scope="tenant")

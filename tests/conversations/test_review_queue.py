@@ -9,11 +9,11 @@ from datetime import date
 
 import pytest
 
-from conversations.admin_services import dedup_events_review
+from conversations.admin.services import dedup_events_review
 from conversations.models import DedupAction, ReviewPick
-from conversations.review_queue import PickReason, ReviewCandidate, pick_reason, random_quota, review_picks
+from conversations.review.review_queue import review_queue_of_day
+from conversations.review.review_queue_rules import PickReason, ReviewCandidate, pick_reason, random_quota, review_picks
 from conversations.selectors import duplicate_labels_training
-from conversations.services.review_queue import review_queue_of_day
 from tests.factories import DedupEventFactory, TurnFactory
 
 CUT, GATE = 0.73, 0.76
@@ -233,8 +233,8 @@ def test_labels_carry_their_picks_reason_and_probability(tenant):
 def test_each_decision_is_read_against_the_cut_of_its_own_models_head():
     """A turn's probability came from the head of the model that embedded its question: the queue reads it against
     that head's cut, by the model id the turn records."""
-    from conversations.duplicate_model import pair_model_default
-    from conversations.services.review_queue import head_cuts
+    from conversations.dedup.duplicate_model import pair_model_default
+    from conversations.review.review_queue import head_cuts
     from retrieval.embeddings import model_id, offered_models
 
     cuts = head_cuts()

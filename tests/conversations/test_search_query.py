@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from conversations import search_query
-from conversations.question_pairs import content_words
-from conversations.search_query import search_mode_choose
+from conversations.dedup.question_pairs import content_words
+from conversations.turn import search_query
+from conversations.turn.search_query import search_mode_choose
 
 TOPIC = "What sports are played at the Olympics?"
 FOLLOWUP = "Can women play it?"

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from conversations.models import AnswerState, ConsumedItem, Conversation, DedupEvent, Turn
 from conversations.services import dedup_policy_update
-from conversations.state import vector_from_bytes
+from conversations.turn.state import vector_from_bytes
 from retrieval.embeddings import embed_query
 from tests.conftest import _client_for
 from tests.conversations.fake_llm import FakeLLM, Reply

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conversations import decisions as d
+from conversations.dedup import decisions as d
 from conversations.models import DEFAULT_THRESHOLD
 
 SUPPORT_PAIRS = [

@@ -7,10 +7,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from conversations.decisions import ConsumedRef, DuplicateDecision, PolicyView
+from conversations.dedup.decisions import ConsumedRef, DuplicateDecision, PolicyView
 from conversations.models import DedupAction
-from conversations.state import RecentTurn, StoredAnswer
-from conversations.turn_decision import (
+from conversations.turn.state import RecentTurn, StoredAnswer
+from conversations.turn.turn_decision import (
     SHADOW_SERVE_REASON,
     MatchFacts,
     TurnFacts,

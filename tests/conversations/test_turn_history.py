@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conversations.models import IntentBehaviour
-from conversations.turn_history import history_select, rewrite_applies
+from conversations.turn.turn_history import history_select, rewrite_applies
 
 EXCHANGES = [("q1", "a1"), ("q2", "a2"), ("q3", "a3"), ("q4", "a4")]
 

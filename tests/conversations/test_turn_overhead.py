@@ -12,9 +12,10 @@ from django.test.utils import CaptureQueriesContext
 from psycopg.pq import TransactionStatus
 
 from conversations.models import ConsumedItem, Conversation, DedupEvent, Turn
-from conversations.services import conversation_create, turn_ask, turn_write, turns
-from conversations.services import sources as sources_service
-from conversations.state import StoredAnswer
+from conversations.services import conversation_create, turn_ask
+from conversations.turn import sources as sources_service
+from conversations.turn import turn_write, turns
+from conversations.turn.state import StoredAnswer
 from retrieval import embeddings
 from retrieval.models import Chunk, Document
 from tests.conversations.helpers import indexed_kb

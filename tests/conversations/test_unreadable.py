@@ -4,9 +4,9 @@ the bundled model's readability measure, the labels they give, and the path of a
 import numpy as np
 import pytest
 
-from conversations import decisions as d
-from conversations.label_rules import verdict_label
+from conversations.dedup import decisions as d
 from conversations.models import DedupAction, DedupEvent, ReviewVerdict
+from conversations.review.label_rules import verdict_label
 from retrieval.embeddings import UNREADABLE_UNKNOWN_SHARE, text_readable, unknown_share
 from tests.conversations.helpers import HELP_CENTRE_ZH, indexed_kb
 from tests.conversations.test_api import ask, start

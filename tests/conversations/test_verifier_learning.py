@@ -13,21 +13,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conversations import decisions
-from conversations.duplicate_model import (
+from conversations.dedup import decisions
+from conversations.dedup.duplicate_model import (
     LINEAR_KIND,
     MODEL_PATH,
-    ORDER_FEATURE_VERSION,
     TREES_KIND,
     pair_model_default,
     pair_model_from_dict,
     tree_ensemble_from_dict,
 )
-from conversations.labelled_pairs import labelled_pairs_read
+from conversations.dedup.question_pairs import ORDER_FEATURE_VERSION, PAIR_V3_FEATURES, pair_order_features
 from conversations.models import DuplicateModelStatus
-from conversations.question_pairs import PAIR_V3_FEATURES, pair_order_features
-from conversations.services import verifiers
-from conversations.services.verifiers import (
+from conversations.training import verifiers
+from conversations.training.labelled_pairs import labelled_pairs_read
+from conversations.training.verifier_heads import TREE_PARAMETERS, trees_export
+from conversations.training.verifier_training import gate_candidates
+from conversations.training.verifiers import (
     duplicate_model_rollback,
     duplicate_model_shadow,
     duplicate_model_train,
@@ -35,8 +36,6 @@ from conversations.services.verifiers import (
     tenant_verifiers_load,
     verifier_path,
 )
-from conversations.verifier_heads import TREE_PARAMETERS, trees_export
-from conversations.verifier_training import gate_candidates
 from retrieval.embeddings import embed_texts
 
 pytestmark = pytest.mark.django_db

@@ -15,15 +15,25 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from conversations import decisions, selectors
-from conversations.dashboard_selectors import dashboard_what_if, dashboard_what_if_models
-from conversations.duplicate_head_training import recall_at_precision
-from conversations.duplicate_model import MODEL_PATH, TENANT_FEATURE_VERSION, PairModel
-from conversations.labelled_pairs import label_is_held_out, labelled_pairs_read
+from conversations import selectors
+from conversations.dedup import decisions
+from conversations.dedup.duplicate_model import MODEL_PATH, PairModel
+from conversations.dedup.question_pairs import PAIR_V2_FEATURES, TENANT_FEATURE_VERSION
 from conversations.models import DedupEvent, DuplicateModelStatus, DuplicateModelVersion
-from conversations.question_pairs import PAIR_V2_FEATURES
-from conversations.services import verifiers
-from conversations.services.verifiers import (
+from conversations.review.dashboard_selectors import dashboard_what_if, dashboard_what_if_models
+from conversations.tasks import duplicate_model_train_task
+from conversations.training import verifiers
+from conversations.training.duplicate_head_training import recall_at_precision
+from conversations.training.labelled_pairs import label_is_held_out, labelled_pairs_read
+from conversations.training.verifier_heads import ADDED_PENALTIES, PENALTIES, fit_towards
+from conversations.training.verifier_judging import (
+    MIN_RANDOM_JUDGE_DUPLICATES,
+    Judge,
+    activation_judge,
+    served_gain_lower_bound,
+)
+from conversations.training.verifier_training import CUT_MARGIN, CutChosenOn, cut_choose
+from conversations.training.verifiers import (
     duplicate_model_activate,
     duplicate_model_rollback,
     duplicate_model_shadow,
@@ -33,10 +43,6 @@ from conversations.services.verifiers import (
     verifier_load,
     verifier_path,
 )
-from conversations.tasks import duplicate_model_train_task
-from conversations.verifier_heads import ADDED_PENALTIES, PENALTIES, fit_towards
-from conversations.verifier_judging import MIN_RANDOM_JUDGE_DUPLICATES, Judge, activation_judge, served_gain_lower_bound
-from conversations.verifier_training import CUT_MARGIN, CutChosenOn, cut_choose
 from tests.conversations.helpers import indexed_kb
 from tests.conversations.test_api import ask, start
 
@@ -270,7 +276,7 @@ def test_with_too_few_random_picks_the_held_out_labels_judge(tenant, tmp_path):
 def test_the_versions_page_shows_the_figures_of_the_judge_that_decided():
     from django.contrib import admin
 
-    from conversations.admin_verifiers import DuplicateModelVersionAdmin
+    from conversations.admin.verifiers import DuplicateModelVersionAdmin
 
     shown = DuplicateModelVersionAdmin(DuplicateModelVersion, admin.site).held_out_shown
     everything = {"held_out": {"precision": 0.88, "recall": 0.3}, "active_held_out": {"precision": 0.9, "recall": 0.2}}
@@ -292,7 +298,7 @@ def test_the_versions_page_shows_the_figures_of_the_judge_that_decided():
 def test_the_versions_page_shows_which_labels_chose_the_cut():
     from django.contrib import admin
 
-    from conversations.admin_verifiers import DuplicateModelVersionAdmin
+    from conversations.admin.verifiers import DuplicateModelVersionAdmin
 
     shown = DuplicateModelVersionAdmin(DuplicateModelVersion, admin.site).cut_shown
     on_picks = {"cut": 0.61234, "cut_chosen_on": "random_picks_weighted", "cut_chosen_on_labels": 180}
@@ -551,7 +557,7 @@ def test_a_missing_or_corrupt_model_file_falls_back_to_the_shipped_head_with_an_
     else:
         path.write_text(json.dumps({**json.loads(path.read_text()), "version": row.version + 1}))
     verifiers._models.clear()
-    with caplog.at_level(logging.ERROR, logger="conversations.services.verifiers"):
+    with caplog.at_level(logging.ERROR, logger="conversations.training.verifiers"):
         loaded = tenant_verifiers_load(tenant=tenant)
     assert loaded.active == decisions.Verifier()
     assert any("cannot be loaded" in r.getMessage() and r.levelno == logging.ERROR for r in caplog.records)

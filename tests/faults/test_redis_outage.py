@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from conversations.models import ConsumedItem, Conversation, DedupEvent, Turn
-from conversations.state import hot_copy_writes_wait, state_key, state_load
+from conversations.turn.state import hot_copy_writes_wait, state_key, state_load
 from tests.faults.conftest import handbook_index
 from tests.faults.helpers import ask, conversation_start, returns_within
 

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from conversations.models import Conversation, DedupEvent, Turn
 from conversations.services import conversation_create, dedup_policy_update, turn_ask
-from conversations.state import state_key
+from conversations.turn.state import state_key
 from kbplatform.errors import ConflictError
 from kbplatform.redis_client import redis_connection
 from lifecycle.services import knowledge_base_delete

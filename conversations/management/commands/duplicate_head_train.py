@@ -1,6 +1,6 @@
 """`manage.py duplicate_head_train [--model NAME] [--pairs PATH ...] [--out PATH] [--precision-target P]
 [--cut-on PATH ...]`: fit the shipped duplicate head of an embedding model on labelled question pairs (QQP's by
-default) and write its file (`duplicate_model.head_path(NAME)`; `conversations.duplicate_head_training`).
+default) and write its file (`duplicate_model.head_path(NAME)`; `conversations.training.duplicate_head_training`).
 
 The multilingual model's head, as shipped (docs/conversations.md, "Where the head's weights come from"):
 
@@ -17,9 +17,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from conversations.duplicate_head_training import head_train
-from conversations.duplicate_model import head_path
-from conversations.labelled_pairs import PAIRS
+from conversations.dedup.duplicate_model import head_path
+from conversations.training.duplicate_head_training import head_train
+from conversations.training.labelled_pairs import PAIRS
 from retrieval.embeddings import EmbeddingModelNotOffered, model_name
 
 

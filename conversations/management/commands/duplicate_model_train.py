@@ -1,7 +1,7 @@
 """`manage.py duplicate_model_train --tenant SLUG [--pairs FILE] [--model NAME]`: train a version of the tenant's
 duplicate verifier in the foreground (from its reviews, or from a labelled pairs file; in the space of one embedding
 model), with a progress bar; exits once it is trained and its activation decided, printing the held-out figures
-(`conversations.services.verifiers`)."""
+(`conversations.training.verifiers`)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from conversations.labelled_pairs import labelled_pairs_read
 from conversations.models import DuplicateModelStatus
-from conversations.services.verifiers import duplicate_model_train, duplicate_model_version_create
+from conversations.training.labelled_pairs import labelled_pairs_read
+from conversations.training.verifiers import duplicate_model_train, duplicate_model_version_create
 from retrieval.embeddings import offered_models
 from tenants.models import Tenant
 

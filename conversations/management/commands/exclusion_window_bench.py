@@ -12,7 +12,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError
 
-from conversations import decisions
+from conversations.dedup import decisions
 from conversations.exclusion_window_bench import (
     NO_EXCLUSION,
     BenchSettings,

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError
 
-from conversations.question_collections import (
+from conversations.dedup.question_collections import (
     CHUNKS,
     QUESTIONS,
     DeploymentCollection,

@@ -1,4 +1,4 @@
-// The admin playground (conversations/admin_playground.py): a chat with one knowledge base and a retrieval test.
+// The admin playground (conversations/admin/playground.py): a chat with one knowledge base and a retrieval test.
 // Every text from the server is written with textContent, never as HTML.
 //
 // A turn is streamed (Server-Sent Events read from fetch's ReadableStream, as the API's messages endpoint sends them)

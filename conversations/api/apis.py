@@ -1,0 +1,805 @@
+"""REST endpoints of conversations: thin views over services and selectors. Another tenant's conversation, turn or
+knowledge base is a 404; a key bound to one knowledge base reaches only that one's conversations."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+from django.http import StreamingHttpResponse
+from django.http.response import HttpResponseBase
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_serializer, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from conversations import selectors, services
+from conversations.admin import services as admin_services
+from conversations.models import (
+    Conversation,
+    DedupAction,
+    DedupScope,
+    DuplicateLabel,
+    FeedbackRating,
+    Granularity,
+    LabelSource,
+    ReviewVerdict,
+)
+from kbplatform.serializers import MAX_OFFSET, StrictInputSerializer
+from kbplatform.text import control_character_problem
+from retrieval.api_fields import (
+    EMBEDDING_MODEL_MISMATCH_RESPONSE,
+    IndexStateOutputSerializer,
+    MetadataFilterField,
+    index_state_body,
+)
+from tenants.api import TenantApi
+from tenants.permissions import IsTenantWideKeyForMethods
+from tenants.scopes import Scope
+
+
+class StrictFloatField(serializers.FloatField):
+    """A number, not a boolean: DRF's FloatField takes `true` as 1.0, which set a threshold of 1.0 by accident."""
+
+    def to_internal_value(self, data: object) -> float:
+        if isinstance(data, bool):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class IsTenantWideKeyForPolicy(IsTenantWideKeyForMethods):
+    methods = frozenset({"PUT"})
+    message = "This API key is limited to one knowledge base and cannot change the tenant's dedup policy."
+
+
+class TurnSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    number = serializers.IntegerField()
+    question = serializers.CharField()
+    intent = serializers.CharField()
+    mode = serializers.CharField()
+    answer = serializers.CharField()
+    decision = serializers.CharField()
+    similarity = serializers.FloatField(allow_null=True)
+    matched_turn_id = serializers.IntegerField(allow_null=True)
+    source_chunk_ids = serializers.ListField(child=serializers.IntegerField())
+    context_tokens = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+
+
+class ConversationSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    knowledge_base = serializers.IntegerField(source="knowledge_base_id")
+    user_id = serializers.CharField()
+    title = serializers.SerializerMethodField(
+        help_text="The title the client gave (PATCH), else the start of the first question asked (small talk is no "
+        "question), else empty."
+    )
+    title_is_default = serializers.SerializerMethodField(
+        help_text="True when `title` was made from the first question (the client gave none)."
+    )
+    turn_count = serializers.IntegerField()
+    metadata_filter = serializers.JSONField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    last_active_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField()
+
+    def get_title(self, conversation: Conversation) -> str:
+        return selectors.conversation_title(conversation)
+
+    def get_title_is_default(self, conversation: Conversation) -> bool:
+        return not conversation.title
+
+
+class ConversationListCreateApi(TenantApi):
+    """GET lists the conversations the key reaches; POST starts one."""
+
+    required_scope = Scope.CHAT
+
+    class FilterSerializer(StrictInputSerializer):
+        user_id = serializers.CharField(
+            max_length=255,
+            required=False,
+            allow_blank=True,
+            trim_whitespace=False,
+            help_text="Only this end user's conversations (exact match; empty reads as absent).",
+        )
+        knowledge_base = serializers.IntegerField(
+            required=False, min_value=1, help_text="Only conversations over this knowledge base."
+        )
+        limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=100)
+        offset = serializers.IntegerField(required=False, min_value=0, max_value=MAX_OFFSET, default=0)
+
+        def validate_user_id(self, value: str) -> str:
+            problem = control_character_problem(value)
+            if problem is not None:
+                raise serializers.ValidationError(problem)
+            return value
+
+    # Named as it was when the view only started conversations (ConversationCreateApi), so clients generated from the
+    # schema keep the request type.
+    @extend_schema_serializer(component_name="ConversationCreateInput")
+    class InputSerializer(StrictInputSerializer):
+        knowledge_base = serializers.IntegerField(min_value=1)
+        user_id = serializers.CharField(max_length=255, required=False, allow_blank=True, default="")
+        metadata_filter = MetadataFilterField(
+            required=False, default=None, help_text="Applied to every turn's search of the conversation."
+        )
+
+    @extend_schema(
+        parameters=[FilterSerializer],
+        responses=inline_serializer(
+            "ConversationPage",
+            {
+                "count": serializers.IntegerField(help_text="The conversations that match the filters, on every page."),
+                "results": ConversationSerializer(many=True, help_text="Most recently active first."),
+            },
+        ),
+        summary="The conversations, most recently active first, one page (limit/offset)",
+        operation_id="v1_conversations_list",
+    )
+    def get(self, request: Request) -> Response:
+        """Conversations are listed until purged (expired ones too: `expires_at` says which). A key limited to one
+        knowledge base lists that one's only."""
+        filters = self.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        params = dict(filters.validated_data)
+        limit, offset = params.pop("limit"), params.pop("offset")
+        conversations = selectors.conversation_list(
+            tenant=self.tenant,
+            user_id=params.get("user_id") or None,
+            knowledge_base_id=params.get("knowledge_base"),
+            allowed_knowledge_base_id=self.api_key.knowledge_base_id,
+        )
+        page = list(conversations[offset : offset + limit])
+        return Response({"count": conversations.count(), "results": ConversationSerializer(page, many=True).data})
+
+    @extend_schema(request=InputSerializer, responses={201: ConversationSerializer}, summary="Start a conversation")
+    def post(self, request: Request) -> Response:
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        conversation = services.conversation_create(
+            tenant=self.tenant,
+            knowledge_base_id=data.validated_data["knowledge_base"],
+            user_id=data.validated_data["user_id"],
+            metadata_filter=data.validated_data["metadata_filter"],
+            allowed_knowledge_base_id=self.api_key.knowledge_base_id,
+        )
+        return Response(ConversationSerializer(conversation).data, status=status.HTTP_201_CREATED)
+
+
+class ConversationDetailApi(TenantApi):
+    """GET reads a conversation with its latest turns; PATCH renames it; DELETE deletes it with everything held for
+    it. Any key that reaches the conversation may do all three."""
+
+    required_scope = Scope.CHAT
+
+    # The turns a conversation's detail holds: the latest ones. Older turns: GET .../turns/?offset=.
+    DETAIL_TURNS = 20
+
+    class InputSerializer(StrictInputSerializer):
+        title = serializers.CharField(
+            max_length=services.TITLE_MAX_CHARS,
+            allow_blank=True,
+            help_text="The conversation's title; empty removes it (the title is then made from the first question).",
+        )
+
+    class OutputSerializer(ConversationSerializer):
+        turns = TurnSerializer(
+            many=True,
+            help_text="The latest stored turns (at most 20), oldest of them first; all of them: GET "
+            "/api/v1/conversations/{id}/turns/.",
+        )
+        turns_total = serializers.IntegerField(
+            help_text="How many turns the conversation holds (`turns` has the latest of them); less than "
+            "`turn_count` when turns were deleted."
+        )
+
+    def _conversation(self, conversation_id: int) -> Conversation:
+        return selectors.conversation_get(
+            tenant=self.tenant,
+            conversation_id=conversation_id,
+            allowed_knowledge_base_id=self.api_key.knowledge_base_id,
+        )
+
+    @extend_schema(responses=OutputSerializer, summary="A conversation with its latest turns")
+    def get(self, request: Request, conversation_id: int) -> Response:
+        conversation = self._conversation(conversation_id)
+        turns = selectors.conversation_latest_turns(
+            tenant=self.tenant, conversation=conversation, limit=self.DETAIL_TURNS
+        )
+        data = ConversationSerializer(conversation).data
+        data["turns"] = TurnSerializer(turns, many=True).data
+        data["turns_total"] = (
+            len(turns)
+            if len(turns) < self.DETAIL_TURNS
+            else selectors.conversation_turns(tenant=self.tenant, conversation=conversation).count()
+        )
+        return Response(data)
+
+    @extend_schema(request=InputSerializer, responses=ConversationSerializer, summary="Rename a conversation")
+    def patch(self, request: Request, conversation_id: int) -> Response:
+        conversation = self._conversation(conversation_id)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        conversation = services.conversation_rename(
+            tenant=self.tenant, conversation=conversation, title=data.validated_data["title"]
+        )
+        return Response(ConversationSerializer(conversation).data)
+
+    @extend_schema(
+        responses={204: None},
+        summary="Delete a conversation: its turns, what they showed, feedback, hot state and question vectors "
+        "(audit events stay)",
+    )
+    def delete(self, request: Request, conversation_id: int) -> Response:
+        services.conversation_delete(tenant=self.tenant, conversation=self._conversation(conversation_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ConversationTurnListApi(TenantApi):
+    required_scope = Scope.CHAT
+
+    class FilterSerializer(StrictInputSerializer):
+        limit = serializers.IntegerField(required=False, min_value=1, max_value=100, default=20)
+        offset = serializers.IntegerField(required=False, min_value=0, max_value=MAX_OFFSET, default=0)
+
+    @extend_schema(
+        parameters=[FilterSerializer],
+        responses=inline_serializer(
+            "TurnPage",
+            {
+                "count": serializers.IntegerField(help_text="The conversation's stored turns, on every page."),
+                "results": TurnSerializer(many=True, help_text="In the order they were taken (turn number)."),
+            },
+        ),
+        summary="A conversation's turns, oldest first, one page (limit/offset)",
+        operation_id="v1_conversations_turns_list",
+    )
+    def get(self, request: Request, conversation_id: int) -> Response:
+        conversation = selectors.conversation_get(
+            tenant=self.tenant,
+            conversation_id=conversation_id,
+            allowed_knowledge_base_id=self.api_key.knowledge_base_id,
+        )
+        filters = self.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        limit, offset = filters.validated_data["limit"], filters.validated_data["offset"]
+        turns = selectors.conversation_turns(tenant=self.tenant, conversation=conversation)
+        page = list(turns[offset : offset + limit])
+        return Response({"count": turns.count(), "results": TurnSerializer(page, many=True).data})
+
+
+class EventStreamRenderer(BaseRenderer):
+    """Lets a client that accepts only `text/event-stream` through content negotiation; the events themselves are
+    written by the view (a StreamingHttpResponse), and a JSON error is rendered as JSON (`finalize_response`)."""
+
+    media_type = "text/event-stream"
+    format = "sse"
+    charset = "utf-8"
+
+    def render(
+        self, data: object, accepted_media_type: str | None = None, renderer_context: dict | None = None
+    ) -> bytes:
+        return json.dumps(data).encode()
+
+
+class JsonErrorsWhileStreamingMixin:
+    """For a view that may answer with Server-Sent Events: a JSON body (an error before the first event) is rendered
+    as JSON whatever the client accepted."""
+
+    def finalize_response(
+        self, request: Request, response: HttpResponseBase, *args: object, **kwargs: object
+    ) -> HttpResponseBase:
+        if isinstance(response, Response) and isinstance(
+            getattr(request, "accepted_renderer", None), EventStreamRenderer
+        ):
+            request.accepted_renderer, request.accepted_media_type = JSONRenderer(), JSONRenderer.media_type
+        return super().finalize_response(request, response, *args, **kwargs)
+
+
+def _wants_events(request: Request, stream: bool) -> bool:
+    return stream or "text/event-stream" in request.headers.get("Accept", "")
+
+
+def _sse(event: services.TurnEvent) -> bytes:
+    data = event.data
+    if event.name == "sources":
+        index = data["index"]
+        data = {**data, "index": index_state_body(index) if index is not None else None}
+    return f"event: {event.name}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+
+
+# One event of the stream, as an SSE client reads it: its type and its data line (a JSON object, per type below).
+STREAM_EVENT = inline_serializer(
+    "ConversationMessageEvent",
+    {
+        "event": serializers.ChoiceField(choices=services.EVENT_TYPES),
+        "data": serializers.CharField(help_text="A JSON object: its fields per event type are in the description."),
+    },
+)
+
+
+class _EventStream:
+    """The SSE bytes of a TurnStream; closing it (the WSGI server does, the client gone or not) closes the turn's
+    stream, which records the turn if it was not recorded yet."""
+
+    def __init__(self, turn_stream: services.TurnStream) -> None:
+        self.turn_stream = turn_stream
+
+    def __iter__(self) -> Iterator[bytes]:
+        for event in self.turn_stream:
+            yield _sse(event)
+
+    def close(self) -> None:
+        self.turn_stream.close()
+
+
+STREAM_DESCRIPTION = (
+    "The turn as JSON; or as Server-Sent Events (text/event-stream), sent when the request has "
+    '`Accept: text/event-stream` or `"stream": true`. Each event is '
+    "`event: <type>` and `data: <JSON>`, in this order: `decision` (`dedup` as in the JSON response; `answer` is the "
+    "whole answer of a served stored answer or small talk, else null; `rewritten_question`), `sources` (`sources`, "
+    "`index`), zero or more `delta` (`text`: the next piece of a generated answer), then `done` (`turn_id`, "
+    "`answer`, `answer_tokens`, `context_tokens`, `rewritten_question`) or `error` (`message`, `extra`, `status` "
+    "502/504/500, `turn_id`: the answer service failed mid-stream and the turn is recorded as failed). A client that "
+    "disconnects leaves exactly one turn, recorded `interrupted` with no answer to serve again. Refusals before the "
+    "first event (400, 404, 410, 409) are JSON errors."
+)
+
+
+class ConversationMessageApi(JsonErrorsWhileStreamingMixin, TenantApi):
+    required_scope = Scope.CHAT
+
+    renderer_classes = [JSONRenderer, EventStreamRenderer]
+
+    class InputSerializer(StrictInputSerializer):
+        question = serializers.CharField(max_length=services.QUESTION_MAX_CHARS, trim_whitespace=True)
+        force_refresh = serializers.BooleanField(required=False, default=False)
+        mode = serializers.ChoiceField(choices=["answer", "retrieve"], required=False, default="answer")
+        stream = serializers.BooleanField(
+            required=False,
+            default=False,
+            help_text="Answer as Server-Sent Events (as `Accept: text/event-stream` does); see the 200 "
+            "text/event-stream response.",
+        )
+
+    class OutputSerializer(serializers.Serializer):
+        class SourceSerializer(serializers.Serializer):
+            chunk_id = serializers.IntegerField()
+            document_id = serializers.IntegerField()
+            external_id = serializers.CharField(allow_null=True)
+            document_external_id = serializers.CharField(allow_null=True)
+            score = serializers.FloatField(allow_null=True)
+            text = serializers.CharField()
+
+        class DedupSerializer(serializers.Serializer):
+            action = serializers.ChoiceField(choices=DedupAction.choices)
+            intent = serializers.CharField()
+            similarity = serializers.FloatField(allow_null=True)
+            matched_turn_id = serializers.IntegerField(allow_null=True)
+            excluded_count = serializers.IntegerField()
+            relaxed = serializers.BooleanField()
+            shadow_action = serializers.CharField(allow_null=True)
+            reason = serializers.CharField(allow_blank=True)
+            curated_answer_id = serializers.IntegerField(
+                allow_null=True,
+                help_text="The curated answer served (GET /api/v1/curated-answers/{id}/): matched by one of its "
+                "phrasings (`matched_turn_id` null), or an earlier turn's copy of it; null when none was served.",
+            )
+
+        turn_id = serializers.IntegerField()
+        answer = serializers.CharField(allow_null=True)
+        sources = SourceSerializer(many=True)
+        index = IndexStateOutputSerializer(
+            allow_null=True,
+            help_text=(
+                "How the knowledge base's vectors stood when this turn searched them (see the search endpoint); null "
+                "when the turn searched nothing (a stored answer served, small talk)."
+            ),
+        )
+        dedup = DedupSerializer()
+
+    @extend_schema(
+        request=InputSerializer,
+        responses={
+            (200, "application/json"): OpenApiResponse(response=OutputSerializer, description=STREAM_DESCRIPTION),
+            (200, "text/event-stream"): OpenApiResponse(response=STREAM_EVENT, description=STREAM_DESCRIPTION),
+            409: EMBEDDING_MODEL_MISMATCH_RESPONSE,
+            410: OpenApiResponse(
+                description="The conversation has expired (the policy's TTL passed since its last turn): start a new "
+                "one. `extra.conversation` is its id."
+            ),
+            502: OpenApiResponse(
+                description="The answer service (LLM_BASE_URL) failed or sent a reply that is not an answer; nothing "
+                "was written. Retry, or ask in `retrieve` mode. (Streamed, this is an `error` event.)"
+            ),
+            504: OpenApiResponse(
+                description="The answer service did not reply within LLM_TIMEOUT; nothing was written. Retry later. "
+                "(Streamed, this is an `error` event.)"
+            ),
+        },
+        summary="Ask a question in a conversation",
+    )
+    def post(self, request: Request, conversation_id: int) -> Response | StreamingHttpResponse:
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        turn = {
+            "tenant": self.tenant,
+            "conversation_id": conversation_id,
+            "question": data.validated_data["question"],
+            "force_refresh": data.validated_data["force_refresh"],
+            "mode": data.validated_data["mode"],
+            "allowed_knowledge_base_id": self.api_key.knowledge_base_id,
+        }
+        if _wants_events(request, data.validated_data["stream"]):
+            # Refusals raise here, before the response starts: they are JSON errors like any other.
+            events = _EventStream(services.turn_stream(prepared=services.turn_prepare(**turn)))
+            response = StreamingHttpResponse(events, content_type="text/event-stream; charset=utf-8")
+            # Proxies (nginx) must pass each event on as it comes, and nothing may cache a turn.
+            response["Cache-Control"] = "no-cache"
+            response["X-Accel-Buffering"] = "no"
+            return response
+        outcome = services.turn_ask(**turn)
+        # Built with plain types rather than through OutputSerializer (which documents it, and which a test holds it
+        # to): serializing the turn's few fields through DRF took about 0.6 ms of CPU, on a cache hit's budget of
+        # a few milliseconds.
+        body = {
+            "turn_id": outcome.turn.pk,
+            "answer": outcome.answer,
+            "sources": services.turn_sources_body(outcome.sources),
+            "index": index_state_body(outcome.index) if outcome.index is not None else None,
+            "dedup": services.turn_dedup_body(
+                action=outcome.action,
+                intent=outcome.intent,
+                similarity=outcome.similarity,
+                matched_turn_id=outcome.matched_turn_id,
+                excluded_count=outcome.excluded_count,
+                relaxed=outcome.relaxed,
+                shadow_action=outcome.shadow_action,
+                reason=outcome.reason,
+                curated_answer_id=outcome.curated_answer_id,
+            ),
+        }
+        return Response(body)
+
+
+class TurnAnswerApi(TenantApi):
+    required_scope = Scope.CHAT
+
+    class InputSerializer(StrictInputSerializer):
+        answer = serializers.CharField(max_length=services.ANSWER_MAX_CHARS)
+
+    @extend_schema(
+        request=InputSerializer,
+        responses={
+            200: TurnSerializer,
+            409: OpenApiResponse(description="The turn was asked in answer mode, or is small talk: no answer."),
+            410: OpenApiResponse(
+                description="The turn's conversation has expired: it takes no answer. `extra.conversation` is its id."
+            ),
+        },
+        summary="Store the client's answer to a turn",
+    )
+    def put(self, request: Request, turn_id: int) -> Response:
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        turn = services.turn_answer_set(
+            tenant=self.tenant,
+            turn_id=turn_id,
+            answer=data.validated_data["answer"],
+            allowed_knowledge_base_id=self.api_key.knowledge_base_id,
+        )
+        return Response(TurnSerializer(turn).data)
+
+
+class DedupPolicyApi(TenantApi):
+    """The tenant's policy: keys with the admin scope read it; changing it, which applies to every knowledge base of
+    the tenant, needs such a key of the whole tenant (a key limited to one knowledge base is a 403)."""
+
+    required_scope = Scope.ADMIN
+    extra_permission_classes = [IsTenantWideKeyForPolicy]
+
+    class PolicySerializer(StrictInputSerializer):
+        scope = serializers.ChoiceField(choices=DedupScope.choices)
+        threshold = StrictFloatField()
+        question_window = serializers.IntegerField()
+        exclusion_enabled = serializers.BooleanField()
+        exclusion_window = serializers.IntegerField()
+        granularity = serializers.ChoiceField(choices=Granularity.choices)
+        min_results = serializers.IntegerField()
+        ttl_seconds = serializers.IntegerField()
+        allowlisted_intents = serializers.ListField(child=serializers.CharField(max_length=64), allow_empty=True)
+        shadow_mode = serializers.BooleanField()
+        rewrite_followups = serializers.BooleanField(
+            help_text="With an LLM configured, rewrite a follow-up into a standalone question before the duplicate "
+            "check and the search (recorded on the turn and its audit event)."
+        )
+
+    @extend_schema(responses=PolicySerializer, summary="The tenant's dedup policy (admin scope)")
+    def get(self, request: Request) -> Response:
+        return Response(self.PolicySerializer(services.dedup_policy_get(tenant=self.tenant)).data)
+
+    @extend_schema(
+        request=PolicySerializer,
+        responses=PolicySerializer,
+        summary="Change the dedup policy (admin scope, a key of the whole tenant; send the fields to change, each is "
+        "recorded)",
+    )
+    def put(self, request: Request) -> Response:
+        data = self.PolicySerializer(data=request.data, partial=True)
+        data.is_valid(raise_exception=True)
+        if not data.validated_data:
+            raise serializers.ValidationError({"non_field_errors": ["Send at least one policy field to change."]})
+        # Through the settings history, so a change made with an API key shows in the admin's audit view too.
+        admin_services.dedup_policy_change(
+            tenant=self.tenant, user=None, actor=f"API key {self.api_key.prefix}", changes=dict(data.validated_data)
+        )
+        return Response(self.PolicySerializer(services.dedup_policy_get(tenant=self.tenant)).data)
+
+
+_POLICY_FIELD_HELP = (
+    "Only for a key with the admin scope (left out for others): the policy's setting the decision was made under."
+)
+
+
+class AuditEventListApi(TenantApi):
+    """The dedup audit log, for any key with the chat scope. The policy's settings each decision was made under
+    (`scope`, `threshold`, `question_window`, `exclusion_window`, `granularity`) are in it only for a key with the
+    admin scope: a chat key is the one a customer app embeds, and the tenant's tuning is not the app's to read."""
+
+    required_scope = Scope.CHAT
+
+    MAX_LIMIT = 500
+
+    class FilterSerializer(StrictInputSerializer):
+        action = serializers.ChoiceField(choices=DedupAction.choices, required=False)
+        conversation = serializers.IntegerField(required=False, min_value=1)
+        created_from = serializers.DateTimeField(required=False, help_text="Events created at or after this time.")
+        created_to = serializers.DateTimeField(required=False, help_text="Events created before this time.")
+        similarity_min = serializers.FloatField(required=False, min_value=-1, max_value=1)
+        similarity_max = serializers.FloatField(required=False, min_value=-1, max_value=1)
+        # allow_null: a BooleanField missing from a query string is otherwise read as false (HTML checkbox rules).
+        suspected_false_hit = serializers.BooleanField(
+            required=False,
+            allow_null=True,
+            help_text="true: only served stored answers the end user rated thumbs-down (for support to review); "
+            "false: only the others.",
+        )
+        shadow = serializers.BooleanField(
+            required=False,
+            allow_null=True,
+            help_text="true: only decisions shadow mode logged without applying them (a `served_cached` event whose "
+            "answer was made fresh); false: only decisions applied.",
+        )
+        limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=100)
+        offset = serializers.IntegerField(required=False, min_value=0, max_value=MAX_OFFSET, default=0)
+
+        def validate(self, attrs: dict) -> dict:
+            """A range that no event can fall in is the client's mistake (the two ends swapped), not an empty log."""
+            created_from, created_to = attrs.get("created_from"), attrs.get("created_to")
+            if created_from is not None and created_to is not None and created_to <= created_from:
+                raise serializers.ValidationError(
+                    {"created_to": ["Must be later than created_from (created_to is exclusive)."]}
+                )
+            similarity_min, similarity_max = attrs.get("similarity_min"), attrs.get("similarity_max")
+            if similarity_min is not None and similarity_max is not None and similarity_max < similarity_min:
+                raise serializers.ValidationError({"similarity_max": ["Must be at least similarity_min."]})
+            return attrs
+
+    class OutputSerializer(serializers.Serializer):
+        id = serializers.IntegerField()
+        created_at = serializers.DateTimeField()
+        conversation = serializers.IntegerField(source="conversation_ref")
+        turn = serializers.IntegerField(source="turn_ref", allow_null=True)
+        action = serializers.CharField()
+        intent = serializers.CharField()
+        reason = serializers.CharField()
+        similarity = serializers.FloatField(allow_null=True)
+        matched_turn = serializers.IntegerField(source="matched_turn_ref", allow_null=True)
+        curated_answer = serializers.IntegerField(
+            source="curated_answer_ref",
+            allow_null=True,
+            help_text="The curated answer the decision was about (served, or its phrasing the nearest match refused).",
+        )
+        curated_question = serializers.CharField(help_text="That curated answer's phrasing matched (else empty).")
+        pair_probability = serializers.FloatField(allow_null=True)
+        match_passes_checks = serializers.BooleanField(allow_null=True)
+        excluded_count = serializers.IntegerField()
+        relaxed = serializers.BooleanField()
+        shadow = serializers.BooleanField()
+        tokens_saved = serializers.IntegerField()
+        ms_saved = serializers.FloatField()
+        review_verdict = serializers.CharField()
+        suspected_false_hit = serializers.BooleanField(
+            help_text="The end user rated the stored answer this turn served thumbs-down (POST "
+            "/api/v1/turns/{id}/feedback/); cleared by a thumbs-up until the event is reviewed."
+        )
+        suspected_false_hit_at = serializers.DateTimeField(allow_null=True)
+
+    class PolicyOutputSerializer(OutputSerializer):
+        """An event with the policy's settings it was decided under: what a key with the admin scope reads. The
+        thresholds, windows and scope are the tenant's tuning, which a key embedded in a customer app (chat) has no
+        need of; what the event says of the decision itself (action, similarity, reason) it already had in the
+        turn's response."""
+
+        scope = serializers.CharField(required=False, help_text=_POLICY_FIELD_HELP)
+        threshold = serializers.FloatField(required=False, help_text=_POLICY_FIELD_HELP)
+        question_window = serializers.IntegerField(required=False, help_text=_POLICY_FIELD_HELP)
+        exclusion_window = serializers.IntegerField(required=False, help_text=_POLICY_FIELD_HELP)
+        granularity = serializers.CharField(required=False, help_text=_POLICY_FIELD_HELP)
+
+    @extend_schema(
+        parameters=[FilterSerializer],
+        responses=inline_serializer(
+            "AuditEventPage", {"count": serializers.IntegerField(), "results": PolicyOutputSerializer(many=True)}
+        ),
+        summary="The dedup audit log, newest first, one page (limit/offset)",
+    )
+    def get(self, request: Request) -> Response:
+        filters = self.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        params = dict(filters.validated_data)
+        limit, offset = params.pop("limit"), params.pop("offset")
+        events = selectors.dedup_event_list(
+            tenant=self.tenant,
+            conversation_id=params.pop("conversation", None),
+            allowed_knowledge_base_id=self.api_key.knowledge_base_id,
+            **params,
+        )
+        page = list(events[offset : offset + limit])
+        serializer = self.PolicyOutputSerializer if Scope.ADMIN in self.api_key.scopes else self.OutputSerializer
+        return Response({"count": events.count(), "results": serializer(page, many=True).data})
+
+
+class AuditEventReviewApi(TenantApi):
+    """Support tooling's verdict on one dedup decision (admin scope), as the admin's review gives it: the event's
+    verdict and note, and the support label the verdict says (docs/conversations.md, "Labels"): on a served stored
+    answer, `correct` means the questions are duplicates; on a refused or missed match, `incorrect` means they are.
+    A verdict that says nothing of the two questions (no stored question compared, or a match refused for its
+    answer's sake) is recorded with no label (`label` null). Given again, the verdict and label are changed."""
+
+    required_scope = Scope.ADMIN
+
+    class InputSerializer(StrictInputSerializer):
+        verdict = serializers.ChoiceField(choices=[ReviewVerdict.CORRECT, ReviewVerdict.INCORRECT])
+        note = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
+
+    class OutputSerializer(serializers.Serializer):
+        class LabelSerializer(serializers.Serializer):
+            id = serializers.IntegerField()
+            is_duplicate = serializers.BooleanField()
+            source = serializers.ChoiceField(choices=LabelSource.choices)
+            given_by = serializers.CharField()
+
+        id = serializers.IntegerField()
+        action = serializers.CharField()
+        review_verdict = serializers.CharField()
+        review_note = serializers.CharField(allow_blank=True)
+        reviewed_at = serializers.DateTimeField(allow_null=True)
+        label = LabelSerializer(source="support_label", allow_null=True)
+
+    @extend_schema(
+        request=InputSerializer,
+        responses=OutputSerializer,
+        summary="Review a dedup decision (admin scope): the verdict, and the duplicate label it says",
+    )
+    def post(self, request: Request, event_id: int) -> Response:
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        event = selectors.dedup_event_get(
+            tenant=self.tenant, event_id=event_id, allowed_knowledge_base_id=self.api_key.knowledge_base_id
+        )
+        admin_services.dedup_events_review(
+            tenant=self.tenant,
+            event_ids=[event.pk],
+            user=None,
+            actor=f"API key {self.api_key.prefix}",
+            verdict=data.validated_data["verdict"],
+            note=data.validated_data["note"],
+        )
+        event.refresh_from_db()
+        event.support_label = (
+            DuplicateLabel.objects.for_tenant(self.tenant).filter(dedup_event=event, source=LabelSource.SUPPORT).first()
+        )
+        return Response(self.OutputSerializer(event).data)
+
+
+class FeedbackSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    turn = serializers.IntegerField(source="turn_id")
+    conversation = serializers.IntegerField(source="conversation_id")
+    rating = serializers.ChoiceField(choices=FeedbackRating.choices)
+    comment = serializers.CharField(allow_blank=True)
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+class TurnFeedbackApi(TenantApi):
+    """The end user's feedback on a turn's answer, one per turn: POST or PUT gives it or replaces it, GET reads it.
+    A thumbs-down on a turn that was served a stored answer marks its audit event a suspected false hit."""
+
+    required_scope = Scope.CHAT
+
+    class InputSerializer(StrictInputSerializer):
+        rating = serializers.ChoiceField(choices=FeedbackRating.choices)
+        comment = serializers.CharField(
+            max_length=services.COMMENT_MAX_CHARS, required=False, allow_blank=True, default=""
+        )
+
+    @extend_schema(
+        responses={200: FeedbackSerializer, 404: OpenApiResponse(description="No such turn, or no feedback on it.")},
+        summary="The feedback on a turn",
+    )
+    def get(self, request: Request, turn_id: int) -> Response:
+        turn = selectors.turn_get(
+            tenant=self.tenant, turn_id=turn_id, allowed_knowledge_base_id=self.api_key.knowledge_base_id
+        )
+        return Response(FeedbackSerializer(selectors.feedback_get(tenant=self.tenant, turn=turn)).data)
+
+    def _set(self, request: Request, turn_id: int) -> Response:
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        outcome = services.feedback_set(
+            tenant=self.tenant,
+            turn_id=turn_id,
+            rating=data.validated_data["rating"],
+            comment=data.validated_data["comment"],
+            allowed_knowledge_base_id=self.api_key.knowledge_base_id,
+        )
+        return Response(
+            FeedbackSerializer(outcome.feedback).data,
+            status=status.HTTP_201_CREATED if outcome.created else status.HTTP_200_OK,
+        )
+
+    _SET_RESPONSES = {
+        200: OpenApiResponse(FeedbackSerializer, description="The turn's feedback, replaced."),
+        201: OpenApiResponse(FeedbackSerializer, description="The turn's feedback, given for the first time."),
+        409: OpenApiResponse(description="The turn has no answer to rate yet (retrieve mode, no client answer)."),
+    }
+
+    @extend_schema(request=InputSerializer, responses=_SET_RESPONSES, summary="Rate a turn's answer")
+    def post(self, request: Request, turn_id: int) -> Response:
+        return self._set(request, turn_id)
+
+    @extend_schema(request=InputSerializer, responses=_SET_RESPONSES, summary="Rate a turn's answer (replace)")
+    def put(self, request: Request, turn_id: int) -> Response:
+        return self._set(request, turn_id)
+
+
+class FeedbackListApi(TenantApi):
+    required_scope = Scope.CHAT
+
+    class FilterSerializer(StrictInputSerializer):
+        rating = serializers.ChoiceField(choices=FeedbackRating.choices, required=False)
+        conversation = serializers.IntegerField(required=False, min_value=1)
+        limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=100)
+        offset = serializers.IntegerField(required=False, min_value=0, max_value=MAX_OFFSET, default=0)
+
+    @extend_schema(
+        parameters=[FilterSerializer],
+        responses=inline_serializer(
+            "FeedbackPage",
+            {
+                "count": serializers.IntegerField(help_text="The feedback that matches the filters, on every page."),
+                "results": FeedbackSerializer(many=True, help_text="Most recently given or changed first."),
+            },
+        ),
+        summary="Feedback on answers, most recent first, one page (limit/offset)",
+        operation_id="v1_feedback_list",
+    )
+    def get(self, request: Request) -> Response:
+        """A key limited to one knowledge base lists the feedback on that one's conversations only."""
+        filters = self.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        params = dict(filters.validated_data)
+        limit, offset = params.pop("limit"), params.pop("offset")
+        feedback = selectors.feedback_list(
+            tenant=self.tenant,
+            rating=params.get("rating"),
+            conversation_id=params.get("conversation"),
+            allowed_knowledge_base_id=self.api_key.knowledge_base_id,
+        )
+        page = list(feedback[offset : offset + limit])
+        return Response({"count": feedback.count(), "results": FeedbackSerializer(page, many=True).data})

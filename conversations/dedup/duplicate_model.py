@@ -1,0 +1,217 @@
+"""The shipped duplicate heads' weights, one per embedding model that has one (`SHIPPED_HEADS`), each read once per
+process from its file beside this module: `duplicate_model.json` reads the bundled all-MiniLM-L6-v2's vectors,
+`duplicate_model.use-multilingual-v3.json` those of the multilingual model.
+
+The files are written by `manage.py duplicate_head_train` (`conversations.training.duplicate_head_training`: logistic
+regression on pair features of the model's vectors, trained on the train split of public labelled pairs: QQP for the
+bundled model, QQP with AFQMC and LCQMC for the multilingual one). Each carries what it was trained on and the
+held-out figures, so a reader of the file knows what its cut promises. Everything that uses the weights is a pure
+function in `conversations.dedup.decisions`; this module is the only one that reads the files.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from conversations.dedup.question_pairs import (
+    FEATURE_VERSION,
+    FEATURE_VERSIONS,
+    pair_feature_count,
+)
+from retrieval.embeddings import BUNDLED_MODEL_NAME, USE_MODEL_NAME
+
+HEADS_DIR = Path(__file__).resolve().parent
+# The bundled model's head; also what `pair_model_default` gives for a model without a head of its own.
+MODEL_PATH = HEADS_DIR / "duplicate_model.json"
+# The shipped heads, by the name of the embedding model whose vectors each reads (`retrieval.embeddings.model_name`).
+# A model not named here has no head: its decisions run without one, on a raised cosine gate (`decisions.head_applies`).
+SHIPPED_HEADS = {
+    BUNDLED_MODEL_NAME: MODEL_PATH,
+    USE_MODEL_NAME: HEADS_DIR / f"duplicate_model.{USE_MODEL_NAME}.json",
+}
+# The kinds of head a file may hold (its "kind_of_head"; none is a regression): a logistic regression, or boosted
+# trees on a logistic regression's log-odds and the pair's text features (`TreeEnsemble`).
+LINEAR_KIND = "linear"
+TREES_KIND = "trees"
+
+
+@dataclass(frozen=True, eq=False)
+class TreeEnsemble:
+    """Boosted regression trees in flat arrays, one entry per node of every tree: a split node sends a row whose
+    value of `feature` is at or below `threshold` to `left`, else to `right` (node indices in the arrays); a leaf
+    holds its `value`. `roots` holds each tree's first node. The log-odds are `baseline` plus each tree's leaf value.
+    Every pair feature is finite, so there is no missing-value branch."""
+
+    baseline: float
+    roots: np.ndarray
+    feature: np.ndarray
+    threshold: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    value: np.ndarray
+    leaf: np.ndarray
+    inputs: int  # how many values a row has
+
+    def raw(self, row: np.ndarray) -> float:
+        """The log-odds of one row."""
+        total = self.baseline
+        feature, threshold, left, right, leaf = self.feature, self.threshold, self.left, self.right, self.leaf
+        for root in self.roots:
+            node = int(root)
+            while not leaf[node]:
+                node = int(left[node] if row[feature[node]] <= threshold[node] else right[node])
+            total += float(self.value[node])
+        return float(total)
+
+    def to_dict(self) -> dict:
+        return {
+            "baseline": self.baseline,
+            "inputs": self.inputs,
+            "roots": self.roots.tolist(),
+            "feature": self.feature.tolist(),
+            "threshold": self.threshold.tolist(),
+            "left": self.left.tolist(),
+            "right": self.right.tolist(),
+            "value": self.value.tolist(),
+            "leaf": self.leaf.astype(int).tolist(),
+        }
+
+
+def tree_ensemble_from_dict(payload: dict) -> TreeEnsemble:
+    """The trees of a file, checked so that every walk ends at a leaf: each split names an input that exists and
+    children inside the arrays that come after it (so no walk loops)."""
+    arrays = {name: np.asarray(payload[name]) for name in ("feature", "threshold", "left", "right", "value", "leaf")}
+    nodes = len(arrays["feature"])
+    if any(array.shape != (nodes,) for array in arrays.values()):
+        raise ValueError("tree head arrays must all have one value per node")
+    roots = np.asarray(payload["roots"], dtype=np.int64)
+    leaf = arrays["leaf"].astype(bool)
+    inputs = int(payload["inputs"])
+    index = np.arange(nodes)
+    splits = ~leaf
+    if (
+        nodes == 0
+        or roots.size == 0
+        or roots.min() < 0
+        or roots.max() >= nodes
+        or (splits & ((arrays["feature"] < 0) | (arrays["feature"] >= inputs))).any()
+        or (splits & ((arrays["left"] <= index) | (arrays["right"] <= index))).any()
+        or (splits & ((arrays["left"] >= nodes) | (arrays["right"] >= nodes))).any()
+    ):
+        raise ValueError("tree head nodes do not form trees over its inputs")
+    return TreeEnsemble(
+        baseline=float(payload["baseline"]),
+        roots=roots,
+        feature=arrays["feature"].astype(np.int64),
+        threshold=arrays["threshold"].astype(np.float64),
+        left=arrays["left"].astype(np.int64),
+        right=arrays["right"].astype(np.int64),
+        value=arrays["value"].astype(np.float64),
+        leaf=leaf,
+        inputs=inputs,
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class PairModel:
+    """Logistic regression on standardised pair features: p = sigmoid(weights . (x - mean) / scale + bias)."""
+
+    weights: np.ndarray
+    bias: float
+    mean: np.ndarray
+    scale: np.ndarray
+    cut: float  # probability at or above which a pair counts as a duplicate (chosen on the train split)
+    dimension: int  # embedding size the vector features assume
+    meta: dict = field(default_factory=dict)
+    feature_version: str = FEATURE_VERSION  # which `question_pairs.pair_features` set the head is given
+    # A tree head: the trees read the regression's log-odds, then the pair's text features (`pair_probability`); the
+    # regression reads the prefix of those features its weights cover (`linear_feature_version`'s).
+    trees: TreeEnsemble | None = None
+    # The cosine gate this head was chosen for, when it chose one (a tenant's verifier, from its labels): the decision
+    # it makes applies it in place of the policy's threshold when it is lower (`decisions.duplicate_decide`).
+    gate: float | None = None
+
+
+def pair_model_from_dict(payload: dict) -> PairModel:
+    if payload.get("feature_version") not in FEATURE_VERSIONS:
+        raise ValueError(
+            f"duplicate model of feature set {payload.get('feature_version')!r}, expected one of {FEATURE_VERSIONS}"
+        )
+    weights = np.asarray(payload["weights"], dtype=np.float64)
+    mean = np.asarray(payload["mean"], dtype=np.float64)
+    scale = np.asarray(payload["scale"], dtype=np.float64)
+    if not (weights.shape == mean.shape == scale.shape) or weights.ndim != 1:
+        raise ValueError("duplicate model weights, mean and scale must be vectors of one length")
+    kind = payload.get("kind_of_head", LINEAR_KIND)
+    if kind not in (LINEAR_KIND, TREES_KIND):
+        raise ValueError(f"duplicate model of kind {kind!r}, expected {LINEAR_KIND!r} or {TREES_KIND!r}")
+    dimension = int(payload["dimension"])
+    linear_version = str(payload.get("linear_feature_version", payload["feature_version"]))
+    if linear_version not in FEATURE_VERSIONS:
+        raise ValueError(f"duplicate model regression of feature set {linear_version!r}")
+    expected = pair_feature_count(dimension, feature_version=linear_version)
+    if weights.shape[0] != expected:
+        # A file whose weights do not match its feature set would fail every turn it scored: refused at load.
+        raise ValueError(f"duplicate model has {weights.shape[0]} weights, its feature set needs {expected}")
+    trees = None
+    if kind == TREES_KIND:
+        trees = tree_ensemble_from_dict(payload["trees"])
+        # The trees read the log-odds, then every feature after the vector products.
+        inputs = 1 + pair_feature_count(dimension, feature_version=str(payload["feature_version"])) - 2 * dimension
+        if trees.inputs != inputs:
+            raise ValueError(f"tree head reads {trees.inputs} inputs, its feature set gives {inputs}")
+    gate = payload.get("gate")
+    skipped = ("weights", "mean", "scale", "bias", "cut", "dimension", "trees", "gate")
+    meta = {k: v for k, v in payload.items() if k not in skipped}
+    return PairModel(
+        weights=weights,
+        bias=float(payload["bias"]),
+        mean=mean,
+        scale=scale,
+        cut=float(payload["cut"]),
+        dimension=int(payload["dimension"]),
+        meta=meta,
+        feature_version=str(payload["feature_version"]),
+        trees=trees,
+        gate=None if gate is None else float(gate),
+    )
+
+
+def pair_model_load(path: Path = MODEL_PATH) -> PairModel:
+    return pair_model_from_dict(json.loads(path.read_text(encoding="utf-8")))
+
+
+def head_path(embedding_model: str | None = None) -> Path:
+    """The file of the shipped head of `embedding_model` (by name): its own in SHIPPED_HEADS, else (None, or a model
+    without a head) the bundled model's."""
+    return SHIPPED_HEADS.get(embedding_model or BUNDLED_MODEL_NAME, MODEL_PATH)
+
+
+def pair_model_default(embedding_model: str | None = None) -> PairModel:
+    """The shipped head of `embedding_model` (by name; None: the bundled model's), read on first use and kept for the
+    life of the process. A model without a head of its own gets the bundled model's, which names the model it was
+    trained on (`meta["embedding_model"]`), so `decisions.head_applies` refuses it for any other: that model's
+    decisions run without a head."""
+    return _head_at(head_path(embedding_model))
+
+
+@lru_cache(maxsize=len(SHIPPED_HEADS))
+def _head_at(path: Path) -> PairModel:
+    return pair_model_load(path)
+
+
+def pair_probability(*, model: PairModel, features: np.ndarray) -> float:
+    """Probability that the pair is a duplicate, by the duplicate head: its logistic regression on the features it
+    reads (a prefix of `features`), or, for a tree head, its trees on that regression's log-odds followed by the
+    pair's text features (everything after the 2 x dimension vector products: the cosine, then pair-v1's lexical
+    features and the later sets')."""
+    known = model.weights.shape[0]
+    z = float(((features[:known] - model.mean) / model.scale) @ model.weights) + model.bias
+    if model.trees is not None:
+        z = model.trees.raw(np.concatenate([[z], features[2 * model.dimension :]]))
+    return float(1.0 / (1.0 + np.exp(-z))) if z >= 0 else float(np.exp(z) / (1.0 + np.exp(z)))

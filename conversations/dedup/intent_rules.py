@@ -1,0 +1,76 @@
+"""The built-in intents of a Chinese question by rules: greetings and thanks (small talk), "show me that again"
+(repeat) and "explain it differently" (elaborate). A pure function, no I/O.
+
+Intents are otherwise told by the nearest example vector (`decisions.intent_classify`). That cannot read Chinese with
+an English embedding model (the bundled one reads Chinese characters as unknown tokens), and these formulas are few
+and fixed, so a rule reads them exactly. A rule matches the whole question (its punctuation, spaces and polite
+fillers aside), never a part of it: "谢谢，怎么重置密码？" asks something and is no small talk.
+"""
+
+from __future__ import annotations
+
+import re
+
+from conversations.dedup.builtins import BUILTIN_INTENTS
+
+# Said before or after the formula without changing it: please, could you, particles, "OK".
+_BEFORE = r"(?:请问|请|麻烦你|麻烦您|麻烦|你|您|能不能|可不可以|能否|可以|能|帮我|给我|好的|好|嗯|那)*"
+_AFTER = r"(?:好吗|好不好|可以吗|行吗|行不行|谢谢|谢谢你|谢谢您|吗|吧|呢|啊|呀|哦|嘛|啦)*"
+
+_GREETING = (
+    r"(?:你好|您好|你们好|大家好|嗨|哈喽|哈罗|hi|hello|hey"
+    r"|早上好|上午好|中午好|下午好|晚上好|早安|早|在吗|在不在|有人吗)+"
+)
+_THANKS = (
+    r"(?:好的|好|嗯|嗯嗯|ok|明白了|知道了|懂了|收到|了解了)*"
+    r"(?:谢谢|谢谢你|谢谢您|谢谢你们|谢啦|谢了|多谢|多谢了|感谢|感谢你|感谢您|非常感谢|十分感谢|太感谢了|万分感谢"
+    r"|辛苦了|辛苦你了|辛苦您了|麻烦你了|麻烦您了|不客气)+"
+    r"(?:你的|您的)?(?:帮助|帮忙|回答|解答|耐心解答)?(?:很有帮助|有帮助|很有用|有用)?"
+    r"|好的|明白了|知道了|懂了|收到|了解了|没问题了"
+)
+_THAT = r"(?:刚才的|刚刚的|之前的|前面的|上面的|上一个|上一条|上个|那个|这个|你的)?"
+_ANSWER = r"(?:回答|答案|结果|内容|来源|资料|出处|话|那段话|那句话)?"
+_TIMES = r"(?:一遍|一次|一下|一回|遍|次|下)?"
+_REPEAT = (
+    rf"(?:没听清楚?|没看清楚?|没看到)?(?:再|重新)(?:给我|帮我|跟我)?"
+    rf"(?:说|讲|显示|展示|发|列|念|读|来|看|给我看|复述)(?:看|看看)?{_TIMES}{_THAT}{_ANSWER}"
+    rf"|重复{_TIMES}{_THAT}{_ANSWER}"
+    r"|(?:刚才|刚刚|之前|前面|上面)你?(?:说|讲|回答|显示)(?:的|了)(?:是|些)?(?:什么|啥)"
+    rf"|把?{_THAT}(?:回答|答案|结果|内容|来源|资料|出处)再?(?:发|显示|给我看|说|看)(?:看|看看)?{_TIMES}"
+)
+_NOT_UNDERSTOOD = r"(?:我?没听懂|我?没看懂|我?不懂|我?不太懂|我?不明白|我?不太明白|我?听不懂|我?看不懂|我?没懂)"
+_EXPLAIN = r"(?:解释|说明|说|讲|介绍|阐述)"
+_MORE = r"(?:一点|一些|点|些)?"
+_ELABORATE = (
+    rf"{_NOT_UNDERSTOOD}?(?:能|可以)?(?:再|重新)?(?:详细|具体|仔细|深入)(?:一点|一些|点)?地?{_EXPLAIN}(?:讲|说)?{_TIMES}"
+    rf"|{_NOT_UNDERSTOOD}?(?:再|重新){_EXPLAIN}{_TIMES}"
+    rf"|{_NOT_UNDERSTOOD}?{_EXPLAIN}得?(?:详细|具体|清楚|简单|通俗|明白|浅显|易懂)(?:一点|一些|点|些)?"
+    rf"|{_NOT_UNDERSTOOD}?换(?:个|一个|一种|种)?(?:说法|方式|角度|讲法)(?:来)?{_EXPLAIN}?{_TIMES}"
+    rf"|展开(?:讲讲|说说|讲|说|解释|介绍)?{_TIMES}(?:讲讲|说说)?"
+    rf"|(?:再|能)?多(?:说|讲|介绍|解释){_MORE}"
+    rf"|{_NOT_UNDERSTOOD}"
+)
+# "What does that mean?": read alone, without the polite fillers, so "你好是什么意思" asks about a word.
+_MEANING = r"(?:这|那|这个|那个|这句话|这段话|你说的|刚才说的)?(?:是)?什么意思"
+_RULES = (
+    ("greeting", re.compile(rf"{_BEFORE}{_GREETING}{_AFTER}")),
+    ("thanks", re.compile(rf"{_BEFORE}(?:{_THANKS}){_AFTER}")),
+    ("repeat", re.compile(rf"{_BEFORE}(?:{_REPEAT}){_AFTER}")),
+    ("elaborate", re.compile(rf"{_BEFORE}(?:{_ELABORATE}){_AFTER}|{_MEANING}{_AFTER}")),
+)
+# Punctuation (ASCII and CJK), spaces and emoji-like symbols, which no rule reads.
+_NOT_READ = re.compile(r"[\s\W_]+")
+# No formula is longer: a longer question is an ordinary question, and the regular expressions never see it.
+MAX_RULE_CHARS = 24
+
+
+def intent_by_rules(text: str) -> tuple[str, str] | None:
+    """(built-in intent name, its built-in behaviour) when the whole of `text` is one of the Chinese formulas of the
+    built-in intents, else None. Only the built-in names (BUILTIN_INTENTS) come out."""
+    compact = _NOT_READ.sub("", text.lower())
+    if not compact or len(compact) > MAX_RULE_CHARS:
+        return None
+    for name, rule in _RULES:
+        if rule.fullmatch(compact):
+            return name, BUILTIN_INTENTS[name]["behaviour"]
+    return None

@@ -1,0 +1,373 @@
+"""What two questions say beyond their vectors' cosine: their words, numbers and negations, whether they conflict,
+whether one depends on its context, and the features and probability of the duplicate head for a pair. Pure
+functions, no I/O: `decisions.duplicate_decide` runs them on every candidate.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from difflib import SequenceMatcher
+from functools import lru_cache
+
+import numpy as np
+
+from conversations.dedup import chinese_text
+
+# The feature sets `pair_features` computes: the shipped head's, and the tenant verifiers', which is
+# the same features followed by `PAIR_V2_FEATURES`. A file of another version is refused, never misread.
+FEATURE_VERSION = "pair-v1"
+TENANT_FEATURE_VERSION = "pair-v2"
+# pair-v2 followed by `PAIR_V3_FEATURES` (where the shared words sit): what a tree head reads.
+ORDER_FEATURE_VERSION = "pair-v3"
+FEATURE_VERSIONS = (FEATURE_VERSION, TENANT_FEATURE_VERSION, ORDER_FEATURE_VERSION)
+
+# --- question agreement (beyond cosine) -------------------------------------------------------------------------
+
+_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+# A quantity: digits (with thousands or decimal separators) that stand alone or carry a unit or ordinal suffix
+# ("5GB", "24h", "3rd"). Digits glued to other letters name a thing, not a quantity ("2FA", "mp3", "h264", "v2",
+# "iPhone6"): they are words, so "turn on 2FA" and "enable 2FA" do not differ on numbers.
+_NUMBER = re.compile(r"(?<![A-Za-z0-9.,])(\d+(?:[.,]\d+)*)([A-Za-z]*)")
+_NUMBER_SUFFIXES = frozenset(
+    """st nd rd th s k m bn mm cm km kg g lb lbs mg ml kb mb gb tb pb hz khz mhz ghz ms sec secs min mins h hr hrs
+    am pm x px pt""".split()
+)
+_NEGATIONS = frozenset({"not", "no", "never", "without", "nor", "cannot", "none", "nothing"})
+STOPWORDS = frozenset(
+    """a an the and or but if then than so to of in on at by for with from into onto about as is are was were be been
+    being am do does did doing done have has had having i me my mine we us our you your yours he him his she her hers
+    it its they them their theirs this that these those there here what which who whom whose when where why how can
+    could would should will shall may might must just also very really any some all each every more most much many
+    such own same other others only even ever get got getting one ones s t don doesn didn isn aren wasn weren haven
+    hasn hadn won wouldn shouldn couldn ll ve re d m o y best good way ways make makes thing things someone something
+    anyone anything people person use used using""".split()
+)
+# Words that point back at an earlier turn: a question built on them means something only with its context.
+_ANAPHORA = frozenset(
+    """it its it's this that these those they them their theirs he him his she her hers there then such same one ones
+    former latter above previous aforementioned""".split()
+)
+_FOLLOWUP_OPENERS = (
+    "and ",
+    "what about",
+    "how about",
+    "what if",
+    "also",
+    "but ",
+    "so ",
+    "then ",
+    "or ",
+    "same ",
+    "why not",
+    "is that",
+    "does that",
+    "do they",
+    "are they",
+    "is it",
+    "does it",
+    "can it",
+    "can they",
+)
+FOLLOWUP_MAX_CONTENT_WORDS = 1
+
+
+def _words(text: str) -> list[str]:
+    if not chinese_text.reads_as_chinese(text):
+        return _WORD.findall(text.lower().replace("\u2019", "'"))
+    lowered = chinese_text.normalized(text).lower().replace("\u2019", "'")
+    return chinese_text.words_of(lowered, _WORD.findall)
+
+
+def question_words(text: str) -> list[str]:
+    """A question's words as these rules read them: lowercased runs of Latin letters and digits, and in Chinese text
+    the words of its Chinese runs as the segmenter cuts them (`chinese_text`)."""
+    return _words(text)
+
+
+@lru_cache(maxsize=1 << 16)
+def _stem(word: str) -> str:
+    """A light suffix strip, enough to match plural/verb forms ("prices" ~ "price", "running" ~ "run")."""
+    for suffix in ("ies", "ing", "ed", "es", "s"):
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            return word[: -len(suffix)] + ("y" if suffix == "ies" else "")
+    return word
+
+
+@lru_cache(maxsize=1 << 16)
+def _content_stem(word: str) -> str:
+    """The stem a word counts as in `content_words`, or "" for a word that counts as none (a stopword, a negation, a
+    number)."""
+    if word in STOPWORDS or word in _NEGATIONS or word.isdigit():
+        return ""
+    if word in chinese_text.STOPWORDS or word in chinese_text.NEGATIONS or chinese_text.is_numeral_word(word):
+        return ""
+    return _stem(word)
+
+
+def content_words(text: str) -> set[str]:
+    """The stems of the words of `text` that carry its content: not stopwords, negations or numbers."""
+    stems = set(map(_content_stem, _words(text)))
+    stems.discard("")
+    return stems
+
+
+def numbers_in(text: str) -> set[str]:
+    """The quantities a question names ("2,016" and "2016" are one), leaving out digits that are part of a word; in
+    Chinese text also those written in Chinese numerals, by value ("三" is "3", "5万" and "五万" are "50000":
+    `chinese_text.chinese_quantities`)."""
+    quantities: set[str] = set()
+    if chinese_text.reads_as_chinese(text):
+        quantities, text = chinese_text.chinese_quantities(chinese_text.normalized(text))
+    return quantities | {
+        number.replace(",", "")
+        for number, suffix in _NUMBER.findall(text)
+        if not suffix or suffix.lower() in _NUMBER_SUFFIXES
+    }
+
+
+def is_negated(text: str) -> bool:
+    words = _words(text)
+    return any(w in _NEGATIONS or w.endswith("n't") for w in words) or (
+        chinese_text.reads_as_chinese(text) and chinese_text.negated(text)
+    )
+
+
+def questions_conflict(first: str, second: str) -> str:
+    """Why two questions the embedding calls close cannot be the same question, or "" when nothing says so: other
+    numbers ("...in 2016" vs "...in 2017") or the opposite polarity ("can" vs "can't"). Embeddings of short
+    questions blur exactly these, a wrong stored answer costs more than a fresh one, and a learned model gives no
+    guarantee on them, so they refuse outright."""
+    if numbers_in(first) != numbers_in(second):
+        return "numbers differ"
+    if is_negated(first) != is_negated(second):
+        return "negation differs"
+    return ""
+
+
+def question_is_context_dependent(text: str) -> bool:
+    """A follow-up whose meaning leans on earlier turns: it opens like a follow-up ("and for admins?",
+    "what about..."), it points back with a pronoun ("how do I change it?"), or it names too little to stand
+    alone (a single content word: "pricing?"). Chinese the same way (`chinese_text.leans_on_context`): "那企业用户呢？",
+    "它怎么收费？", "费用呢？"."""
+    words = _words(text)
+    lowered = " ".join(words)
+    if any(lowered.startswith(opener) for opener in _FOLLOWUP_OPENERS):
+        return True
+    if any(w in _ANAPHORA for w in words):
+        return True
+    if chinese_text.reads_as_chinese(text) and chinese_text.leans_on_context(words):
+        return True
+    return len(content_words(text)) <= FOLLOWUP_MAX_CONTENT_WORDS
+
+
+# --- pair features and the duplicate head -------------------------------------------------------------------------
+
+_QUESTION_WORDS = ("what", "why", "how", "when", "where", "who", "which")
+# Each asking word as the English one it stands for: Chinese 怎么 and 如何 are both "how".
+_ASKING = {word: word for word in _QUESTION_WORDS} | chinese_text.QUESTION_WORDS
+# Names of the lexical features, in the order `pair_lexical_features` returns them (the weights file lists them too).
+LEXICAL_FEATURES = (
+    "content_jaccard",
+    "content_overlap",
+    "numbers_differ",
+    "negation_differs",
+    "question_words_differ",
+    "length_ratio",
+    "log_words_on_one_side",
+    "log_length_difference",
+    "shared_word_order",
+    "character_ratio",
+    "sorted_word_ratio",
+    "same_first_word",
+    "same_last_word",
+)
+
+
+def _shared_word_order(first: list[str], second: list[str]) -> float:
+    """Share of pairs of shared content words that come in the same order in both questions (1.0 with fewer than
+    two shared words): "France beat Germany" vs "Germany beat France" scores 0."""
+    common = set(first) & set(second)
+    ordered_first = [w for w in dict.fromkeys(first) if w in common]
+    if len(ordered_first) < 2:
+        return 1.0
+    position = {w: i for i, w in enumerate(w for w in dict.fromkeys(second) if w in common)}
+    sequence = [position[w] for w in ordered_first]
+    n = len(sequence)
+    same = sum(1 for i in range(n) for j in range(i + 1, n) if sequence[i] < sequence[j])
+    return same / (n * (n - 1) / 2)
+
+
+def pair_lexical_features(first: str, second: str) -> np.ndarray:
+    """Cheap text features of a question pair, symmetric in the two questions (see LEXICAL_FEATURES): what the
+    embedding blurs (numbers, negation, the question word, word order, the words only one side has)."""
+    words_a, words_b = _words(first), _words(second)
+    content_a, content_b = content_words(first), content_words(second)
+    shared = len(content_a & content_b)
+    union = len(content_a | content_b)
+    jaccard = shared / union if union else 1.0
+    if content_a and content_b:
+        overlap = shared / min(len(content_a), len(content_b))
+    else:
+        overlap = float(content_a == content_b)
+    question_words_a = {_ASKING[w] for w in words_a if w in _ASKING}
+    question_words_b = {_ASKING[w] for w in words_b if w in _ASKING}
+    length_a, length_b = len(words_a), len(words_b)
+    stems_a = [_stem(w) for w in words_a if w not in STOPWORDS]
+    stems_b = [_stem(w) for w in words_b if w not in STOPWORDS]
+    # SequenceMatcher's ratio depends on argument order; a fixed order keeps the features symmetric.
+    low, high = sorted((first.lower(), second.lower()))
+    sorted_low, sorted_high = sorted((" ".join(sorted(words_a)), " ".join(sorted(words_b))))
+    return np.array(
+        [
+            jaccard,
+            overlap,
+            float(numbers_in(first) != numbers_in(second)),
+            float(is_negated(first) != is_negated(second)),
+            float(question_words_a != question_words_b),
+            min(length_a, length_b) / max(length_a, length_b, 1),
+            np.log1p(len(content_a ^ content_b)),
+            np.log1p(abs(length_a - length_b)),
+            _shared_word_order(stems_a, stems_b),
+            SequenceMatcher(None, low, high, autojunk=False).ratio(),
+            SequenceMatcher(None, sorted_low, sorted_high, autojunk=False).ratio(),
+            float(bool(words_a) and bool(words_b) and words_a[0] == words_b[0]),
+            float(bool(words_a) and bool(words_b) and words_a[-1] == words_b[-1]),
+        ]
+    )
+
+
+# Names of the features the tenant verifiers' set (pair-v2) adds after pair-v1's, in `pair_extra_features`' order.
+PAIR_V2_FEATURES = (
+    "char_trigram_jaccard",
+    "char_fivegram_jaccard",
+    "word_bigram_jaccard",
+    "fewer_words_on_one_side",
+    "more_words_on_one_side",
+    "names_differ",
+    "first_question_word_differs",
+)
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9]*")
+
+
+def _character_grams(text: str, size: int) -> set[str]:
+    joined = " ".join(_words(text))
+    return {joined[i : i + size] for i in range(max(len(joined) - size + 1, 1))}
+
+
+def _jaccard(first: set, second: set) -> float:
+    union = first | second
+    return len(first & second) / len(union) if union else 1.0
+
+
+def _names(text: str) -> set[str]:
+    """Capitalised words after the first: the names a question is about ("Paris"), when its writer capitalises."""
+    return {w.lower() for w in _NAME.findall(text)[1:] if w[0].isupper()}
+
+
+def _first_question_word(text: str) -> str:
+    return next((_ASKING[w] for w in _words(text) if w in _ASKING), "")
+
+
+def pair_extra_features(first: str, second: str) -> np.ndarray:
+    """The text features pair-v2 adds (PAIR_V2_FEATURES), symmetric in the two questions: spelling-level overlap that
+    survives typos and inflections, word pairs in common, how many content words each side has alone, and the names
+    and the asking word (what vs how) each side uses: where a paraphrase and a different question part most often."""
+    stems_a = [_stem(w) for w in _words(first)]
+    stems_b = [_stem(w) for w in _words(second)]
+    content_a, content_b = content_words(first), content_words(second)
+    alone_a, alone_b = len(content_a - content_b), len(content_b - content_a)
+    return np.array(
+        [
+            _jaccard(_character_grams(first, 3), _character_grams(second, 3)),
+            _jaccard(_character_grams(first, 5), _character_grams(second, 5)),
+            _jaccard(set(itertools.pairwise(stems_a)), set(itertools.pairwise(stems_b))),
+            float(min(alone_a, alone_b)),
+            float(max(alone_a, alone_b)),
+            float(len(_names(first) ^ _names(second))),
+            float(_first_question_word(first) != _first_question_word(second)),
+        ]
+    )
+
+
+# Names of the features pair-v3 adds after pair-v2's, in `pair_order_features`' order: where the words of two questions
+# sit, not only which they are. "Can a message say blocked if you were delivered" and "...say delivered if you were
+# blocked" share every word and most word pairs; these see that the same words play other roles.
+PAIR_V3_FEATURES = (
+    "word_lcs_ratio",
+    "shared_words_out_of_sequence",
+    "word_context_jaccard",
+    "word_displacement",
+)
+
+
+def _common_subsequence(first: list[str], second: list[str]) -> int:
+    """Length of the longest common subsequence of two word lists (questions are short: quadratic is cheap)."""
+    previous = [0] * (len(second) + 1)
+    for word in first:
+        current = [0]
+        for j, other in enumerate(second):
+            current.append(previous[j] + 1 if word == other else max(previous[j + 1], current[j]))
+        previous = current
+    return previous[-1]
+
+
+def _contexts(words: list[str]) -> set[tuple[str, str, str]]:
+    """Each word with its left and right neighbour (sentence edges as "^" and "$")."""
+    padded = ["^", *words, "$"]
+    return {(padded[i - 1], padded[i], padded[i + 1]) for i in range(1, len(padded) - 1)}
+
+
+def pair_order_features(first: str, second: str) -> np.ndarray:
+    """The order features pair-v3 adds (PAIR_V3_FEATURES), symmetric in the two questions: the longest common word
+    subsequence as a share of the longer question; the shared words (counted with repeats) that fall outside it, as
+    a share (the same words in another order); the Jaccard of words taken with both neighbours; and how far, as a
+    share of its question's length, a shared word moved."""
+    words_a, words_b = _words(first), _words(second)
+    longest = max(len(words_a), len(words_b), 1)
+    sequence = _common_subsequence(words_a, words_b)
+    shared = set(words_a) & set(words_b)
+    bag = sum(min(words_a.count(w), words_b.count(w)) for w in shared)
+    position_a = {w: i / max(len(words_a) - 1, 1) for i, w in enumerate(words_a)}
+    position_b = {w: i / max(len(words_b) - 1, 1) for i, w in enumerate(words_b)}
+    moved = float(np.mean([abs(position_a[w] - position_b[w]) for w in shared])) if shared else 0.0
+    return np.array(
+        [
+            sequence / longest,
+            (bag - sequence) / longest,
+            _jaccard(_contexts(words_a), _contexts(words_b)),
+            moved,
+        ]
+    )
+
+
+def pair_features(
+    *,
+    first: str,
+    second: str,
+    first_vector: np.ndarray,
+    second_vector: np.ndarray,
+    feature_version: str = FEATURE_VERSION,
+) -> np.ndarray:
+    """Features of a question pair for the duplicate head, in the spirit of SBERT's classification objective:
+    u*v and |u-v| of the unit vectors, their cosine, then `pair_lexical_features` (pair-v1), and for pair-v2
+    `pair_extra_features` after them, so a pair-v1 model reads a prefix of pair-v2's. Symmetric in the pair."""
+    u = np.asarray(first_vector, dtype=np.float64)
+    v = np.asarray(second_vector, dtype=np.float64)
+    parts = [u * v, np.abs(u - v), [float(u @ v)], pair_lexical_features(first, second)]
+    if feature_version in (TENANT_FEATURE_VERSION, ORDER_FEATURE_VERSION):
+        parts.append(pair_extra_features(first, second))
+    if feature_version == ORDER_FEATURE_VERSION:
+        parts.append(pair_order_features(first, second))
+    elif feature_version not in (FEATURE_VERSION, TENANT_FEATURE_VERSION):
+        raise ValueError(f"unknown pair feature set {feature_version!r}")
+    return np.concatenate(parts)
+
+
+def pair_feature_count(dimension: int, *, feature_version: str = FEATURE_VERSION) -> int:
+    extra = {
+        FEATURE_VERSION: 0,
+        TENANT_FEATURE_VERSION: len(PAIR_V2_FEATURES),
+        ORDER_FEATURE_VERSION: len(PAIR_V2_FEATURES) + len(PAIR_V3_FEATURES),
+    }[feature_version]
+    return 2 * dimension + 1 + len(LEXICAL_FEATURES) + extra

@@ -1,0 +1,221 @@
+"""The two heads a tenant's verifier may be, fitted on labels and scored out of fold: the regression towards the
+shipped duplicate head, and boosted trees on that head's log-odds and the pair's text features. No database: features
+and labels in, weights or trees out. `verifier_training` chooses between them.
+
+The regression: the duplicate head's logistic regression on the pair-v2 features (`question_pairs.pair_features`:
+the shipped head's pair-v1 features, then `PAIR_V2_FEATURES`), with an L2 penalty towards the shipped head's weights
+(0 for the features it does not read) rather than towards zero, in the shipped head's standardisation (the added
+features': the training labels'). The shipped features' weights and the added ones' have penalties of their own
+(`PENALTIES`, `ADDED_PENALTIES`): the added ones have no fitted weight to stay near. A few hundred labels then move
+the head only where they disagree with it, and no labels leave it deciding as shipped.
+
+The trees: scikit-learn's HistGradientBoostingClassifier (`TREE_PARAMETERS`), exported to a
+`duplicate_model.TreeEnsemble` that decisions walk in numpy (`trees_export`), so turns never import scikit-learn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from conversations.dedup.duplicate_model import LINEAR_KIND, TREES_KIND, PairModel, TreeEnsemble
+from conversations.dedup.question_pairs import TENANT_FEATURE_VERSION
+from conversations.training.duplicate_head_training import recall_at_precision, standardise
+from conversations.training.labelled_pairs import INNER_FOLDS
+
+Progress = Callable[[float, str], None]
+
+# Penalties towards the shipped weights, in units of summed log-loss: the strongest keeps the shipped head almost as
+# it is, the weakest lets a few thousand labels move it well away. Weaker ones than these overfit 3,000 labels.
+PENALTIES = (300.0, 3000.0, 10000.0, 30000.0)
+# Penalties on the weights of the features the shipped head does not read (prior weight 0, `PAIR_V2_FEATURES`): they
+# have no fitted weight to stay near, and held as strongly as the shipped ones they stay at almost no effect. Chosen
+# by cross-validation together with PENALTIES.
+ADDED_PENALTIES = (1.0, 10.0, 100.0)
+# The tree head: boosted trees, few and shallow, on the shipped regression's log-odds and the pair's text features
+# (pair-v3: where the shared words sit as well as which they are). Few enough to fit a few thousand labels in seconds
+# on two cores and walk in a fraction of a millisecond per candidate; fixed, so a training is reproducible.
+TREE_PARAMETERS = {
+    "max_iter": 100,
+    "learning_rate": 0.1,
+    "max_leaf_nodes": 7,
+    "min_samples_leaf": 20,
+    "l2_regularization": 1.0,
+    "early_stopping": False,
+    "random_state": 0,
+}
+
+
+def fit_towards(
+    standardised: np.ndarray,
+    labels: np.ndarray,
+    *,
+    prior: PairModel,
+    penalty: float,
+    added_penalty: float | None = None,
+    known: int | None = None,
+) -> tuple[np.ndarray, float]:
+    """Weights and bias minimising summed log-loss + penalty/2 * |weights - prior's|^2 (the bias is free), by
+    Newton's method from the prior with step halving until the objective falls: deterministic, and with no labels the
+    prior itself. A full step can overshoot where the labels disagree with the prior, the probabilities then saturate
+    and the nearly free bias's curvature vanishes, so undamped steps diverge (the bias went to 8e8 on word-swap
+    labels). With `added_penalty`, the weights after the first `known` (the features the shipped head does not read,
+    whose prior weight is 0) are held by that penalty instead: they have no fitted weight to stay near, only the
+    labels."""
+    rows, columns = standardised.shape
+    design = np.hstack([standardised, np.ones((rows, 1))])
+    start = np.append(prior.weights, prior.bias)
+    theta = start.copy()
+    ridge = np.full(columns + 1, penalty)
+    if added_penalty is not None and known is not None:
+        ridge[known:columns] = added_penalty
+    ridge[-1] = 1e-6
+
+    def objective(values: np.ndarray) -> float:
+        z = design @ values
+        # log(1 + e^z) - y z, summed: the log-loss without overflow
+        return float((np.logaddexp(0.0, z) - labels * z).sum() + 0.5 * (ridge * (values - start) ** 2).sum())
+
+    current = objective(theta)
+    for _ in range(50):
+        probability = sigmoid(design @ theta)
+        gradient = design.T @ (probability - labels) + ridge * (theta - start)
+        hessian = (design * (probability * (1 - probability))[:, None]).T @ design + np.diag(ridge)
+        step = np.linalg.solve(hessian, gradient)
+        scale = 1.0
+        while scale > 1e-6:
+            trial = theta - scale * step
+            value = objective(trial)
+            if value <= current:
+                break
+            scale /= 2
+        else:
+            break  # no step along Newton's direction lowers the objective: at its minimum, to rounding
+        theta, improvement, current = trial, current - value, value
+        if np.abs(scale * step).max() < 1e-8 or improvement < 1e-9 * max(abs(current), 1.0):
+            break
+    return theta[:-1], float(theta[-1])
+
+
+def prior_extend(prior: PairModel, *, features: np.ndarray) -> PairModel:
+    """`prior` (a pair-v1 or pair-v2 head) as a pair-v2 head: the features it does not read get weight 0, so the
+    penalty pulls them towards no effect, and the mean and scale of `features` (the training labels' pair-v2
+    features) for their standardisation; what it reads keeps its own weights and standardisation."""
+    known = prior.weights.shape[0]
+    if known == features.shape[1]:
+        return prior
+    mean, scale = standardise(features[:, known:])
+    extra = features.shape[1] - known
+    return replace(
+        prior,
+        weights=np.concatenate([prior.weights, np.zeros(extra)]),
+        mean=np.concatenate([prior.mean, mean]),
+        scale=np.concatenate([prior.scale, scale]),
+        feature_version=TENANT_FEATURE_VERSION,
+    )
+
+
+def sigmoid(z: np.ndarray) -> np.ndarray:
+    """1 / (1 + e^-z) without overflow for a large |z| (labels a model separates perfectly drive z far out)."""
+    return np.exp(-np.logaddexp(0.0, -z))
+
+
+def log_odds(model: PairModel, features: np.ndarray) -> np.ndarray:
+    """The regression's log-odds of `model` for each row of `features` (the prefix its weights cover)."""
+    known = model.weights.shape[0]
+    return ((features[:, :known] - model.mean) / model.scale) @ model.weights + model.bias
+
+
+def model_probabilities(model: PairModel, features: np.ndarray) -> np.ndarray:
+    """`duplicate_model.pair_probability` of `model` for each row of `features` (a feature set at least as long as
+    the one it reads: pair-v1 and pair-v2 are prefixes of pair-v3), the regression vectorised."""
+    z = log_odds(model, features)
+    if model.trees is not None:
+        start = 2 * model.dimension
+        rows = np.column_stack([z, features[:, start : start + model.trees.inputs - 1]])
+        z = np.array([model.trees.raw(row) for row in rows])
+    return sigmoid(z)
+
+
+def trees_export(classifier: object, *, inputs: int) -> TreeEnsemble:
+    """A fitted scikit-learn HistGradientBoostingClassifier (binary) as a TreeEnsemble whose `raw` is its
+    `decision_function` (a test holds the two equal, so a scikit-learn that stores its trees otherwise fails there)."""
+    nodes = [predictors[0].nodes for predictors in classifier._predictors]
+    offsets = np.cumsum([0] + [len(tree) for tree in nodes[:-1]])
+    glued = np.concatenate(nodes)
+    shift = np.concatenate([np.full(len(tree), offset) for tree, offset in zip(nodes, offsets, strict=True)])
+    leaf = glued["is_leaf"].astype(bool)
+    return TreeEnsemble(
+        baseline=float(np.ravel(classifier._baseline_prediction)[0]),
+        roots=offsets.astype(np.int64),
+        feature=np.where(leaf, 0, glued["feature_idx"]).astype(np.int64),
+        threshold=np.where(leaf, 0.0, glued["num_threshold"]).astype(np.float64),
+        left=np.where(leaf, 0, glued["left"] + shift).astype(np.int64),
+        right=np.where(leaf, 0, glued["right"] + shift).astype(np.int64),
+        value=np.where(leaf, glued["value"], 0.0).astype(np.float64),
+        leaf=leaf,
+        inputs=inputs,
+    )
+
+
+def trees_fit(rows: np.ndarray, labels: np.ndarray) -> object:
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    return HistGradientBoostingClassifier(**TREE_PARAMETERS).fit(rows, labels)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    kind: str  # LINEAR_KIND or TREES_KIND
+    oof: np.ndarray  # out-of-fold probabilities of the training labels (0 elsewhere)
+    penalty: float | None = None
+    added_penalty: float | None = None
+
+
+def linear_candidate(
+    *,
+    standardised: np.ndarray,
+    labels: np.ndarray,
+    train: np.ndarray,
+    folds: np.ndarray,
+    eligible: np.ndarray,
+    prior: PairModel,
+    known: int,
+    precision_target: float,
+    progress: Progress,
+) -> Candidate:
+    """The regression towards the shipped head, its two penalties chosen by out-of-fold recall at the target at the
+    policy's gate (ties: the stronger ones, the head nearer the shipped one)."""
+    train_index = np.where(train)[0]
+    choices = []
+    grid = [(penalty, added) for penalty in PENALTIES for added in ADDED_PENALTIES]
+    for number, (penalty, added) in enumerate(grid):
+        oof = np.zeros(len(labels))
+        for fold in range(INNER_FOLDS):
+            fit_on = train_index[folds[train_index] != fold]
+            score_on = train_index[folds[train_index] == fold]
+            weights, bias = fit_towards(
+                standardised[fit_on], labels[fit_on], prior=prior, penalty=penalty, added_penalty=added, known=known
+            )
+            oof[score_on] = sigmoid(standardised[score_on] @ weights + bias)
+        recall, _ = recall_at_precision(
+            scores=oof[train], labels=labels[train], eligible=eligible[train], target=precision_target
+        )
+        choices.append((round(recall, 3), penalty, added, oof))
+        progress(0.6 + 0.2 * (number + 1) / len(grid), f"penalty {penalty:g}, added {added:g}: recall {recall:.3f}")
+    _, penalty, added, oof = max(choices, key=lambda c: (c[0], c[1], c[2]))
+    return Candidate(kind=LINEAR_KIND, oof=oof, penalty=penalty, added_penalty=added)
+
+
+def trees_candidate(*, rows: np.ndarray, labels: np.ndarray, train: np.ndarray, folds: np.ndarray) -> Candidate:
+    train_index = np.where(train)[0]
+    oof = np.zeros(len(labels))
+    for fold in range(INNER_FOLDS):
+        fit_on = train_index[folds[train_index] != fold]
+        score_on = train_index[folds[train_index] == fold]
+        if len(set(labels[fit_on].tolist())) < 2:
+            return Candidate(kind=TREES_KIND, oof=np.zeros(len(labels)))
+        oof[score_on] = trees_fit(rows[fit_on], labels[fit_on]).predict_proba(rows[score_on])[:, 1]
+    return Candidate(kind=TREES_KIND, oof=oof)

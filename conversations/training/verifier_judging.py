@@ -1,0 +1,252 @@
+"""Whether a newly trained verifier beats the decision in use, judged on held-out labels it was not trained on. No
+database, no model: scores and labels in, a verdict with its figures out.
+
+The rule (`_verdict`): the new model beats the active decision
+  - by meeting the tenant's precision target at its own cut with more served duplicates than the active decision
+    serves at its best cut for the target, by more than chance gives (`served_gain_lower_bound`: the bootstrap's
+    one-sided ACTIVATION_CONFIDENCE bound of the difference is above 0); or
+  - when the active decision, at its own cut, serves under the target beyond chance (`precision_upper_bound` under
+    it) and the new model meets the target at its cut, or serves nothing.
+Which held-out labels judge (`activation_judge`):
+  - with at least MIN_RANDOM_JUDGE_DUPLICATES duplicates among the held-out labels the review queue drew at random,
+    those labels alone, each weighted by the inverse of its pick's probability: a sample of the tenant's traffic,
+    whose weighted precision and recall estimate the decision's on that traffic;
+  - else every held-out label, unweighted. Most are the queue's near-gate picks, the hardest decisions, where a model
+    better on the traffic can still miss the target; that judge is kept only until the random share has enough.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+import numpy as np
+
+from conversations.training.duplicate_head_training import recall_at_precision
+
+# Held-out random picks judge only with this many duplicates among them: with fewer, their weighted recall moves by
+# more than the differences between models worth telling apart (at 30 duplicates and a recall near 0.3, a binomial
+# standard deviation near 0.08), and the near-gate labels, biased but many more, judge instead.
+MIN_RANDOM_JUDGE_DUPLICATES = 30
+# A new model beats the active decision only when the duplicates it serves beyond the active decision's would still
+# be more than none in this share of resamples of the judging labels: a handful of labels (3 served against 1) must
+# not swap the decision that serves every turn. One-sided, by the bootstrap (ACTIVATION_RESAMPLES, a fixed seed, so
+# the same labels always give the same verdict).
+ACTIVATION_CONFIDENCE = 0.95
+ACTIVATION_RESAMPLES = 2000
+
+
+class Judge(StrEnum):
+    RANDOM_PICKS_WEIGHTED = "random_picks_weighted"  # the held-out random picks, by inverse inclusion probability
+    HELD_OUT_LABELS = "held_out_labels"  # every held-out label, unweighted
+
+
+@dataclass(frozen=True)
+class Judgement:
+    judge: Judge
+    beats_active: bool
+    note: str  # why it was or was not judged better, in one sentence
+    figures: dict  # both judges' figures, whichever decided
+
+
+def decision_figures(decided: np.ndarray, labels: np.ndarray, weights: np.ndarray | None = None) -> dict:
+    """Precision, recall and hit rate of the pairs `decided` served, each pair counted by its weight when `weights`
+    are given (ratios of inverse-probability weighted totals), else once; `hits` and `pairs` stay counts of labels."""
+    weights = np.ones(len(labels)) if weights is None else weights
+    hit_weight = float((weights * decided).sum())
+    true_positive = float((weights * (decided & (labels == 1))).sum())
+    duplicate_weight = float((weights * labels).sum())
+    return {
+        "precision": round(true_positive / hit_weight, 4) if hit_weight > 0 else None,
+        "recall": round(true_positive / duplicate_weight, 4) if duplicate_weight > 0 else 0.0,
+        "hit_rate": round(hit_weight / float(weights.sum()), 4) if weights.sum() > 0 else 0.0,
+        "hits": int(decided.sum()),
+        "pairs": len(labels),
+    }
+
+
+def served_gain_lower_bound(*, gain: np.ndarray) -> float:
+    """The one-sided ACTIVATION_CONFIDENCE lower bound of `gain.sum()` (per judging label: its weight when the new
+    model serves a duplicate the active decision does not, minus it for one the active decision serves and the new
+    model does not, else 0) by the bootstrap over the labels, seeded so it is reproducible. -inf with no labels."""
+    gain = np.asarray(gain, dtype=float)
+    if len(gain) == 0:
+        return float("-inf")
+    rng, totals = np.random.default_rng(0), []
+    for start in range(0, ACTIVATION_RESAMPLES, 200):  # blocks, so thousands of labels stay a few megabytes
+        draws = rng.integers(0, len(gain), size=(min(200, ACTIVATION_RESAMPLES - start), len(gain)))
+        totals.append(gain[draws].sum(axis=1))
+    return float(np.quantile(np.concatenate(totals), 1.0 - ACTIVATION_CONFIDENCE))
+
+
+def precision_upper_bound(*, decided: np.ndarray, labels: np.ndarray, weights: np.ndarray) -> float:
+    """The one-sided ACTIVATION_CONFIDENCE upper bound of the (weighted) precision of the pairs `decided` serves, by
+    the bootstrap over the labels, seeded so it is reproducible; nan when it serves none."""
+    served = np.asarray(decided, dtype=bool)
+    if not served.any():
+        return float("nan")
+    hit_weight = np.asarray(weights, dtype=float) * served
+    true_weight = hit_weight * (np.asarray(labels) == 1)
+    rng, values = np.random.default_rng(1), []
+    for start in range(0, ACTIVATION_RESAMPLES, 200):
+        draws = rng.integers(0, len(served), size=(min(200, ACTIVATION_RESAMPLES - start), len(served)))
+        hits = hit_weight[draws].sum(axis=1)
+        values.append(np.where(hits > 0, true_weight[draws].sum(axis=1) / np.maximum(hits, 1e-12), 1.0))
+    return float(np.quantile(np.concatenate(values), ACTIVATION_CONFIDENCE))
+
+
+def _verdict(
+    *,
+    new_scores: np.ndarray,
+    cut: float,
+    active_scores: np.ndarray,
+    labels: np.ndarray,
+    eligible: np.ndarray,
+    active_eligible: np.ndarray,
+    active_cut: float | None,
+    weights: np.ndarray,
+    target: float,
+) -> tuple[bool, str, dict]:
+    """One judge's rule on one set of labels. The new model beats the active decision
+    - by meeting `target` at its own cut with more (weighted) duplicates served than the active head serves at its
+      best cut for `target`, by more than chance gives (`served_gain_lower_bound` above 0); or
+    - when the active decision, at its own cut `active_cut`, is under `target` beyond chance (the one-sided upper
+      bound of its precision, `precision_upper_bound`, is under it), by meeting `target` at its own cut or serving
+      nothing: fewer answers served right beat more served at a precision the tenant has said is too low.
+    `eligible` / `active_eligible`: the pairs each decision's other checks and own gate let through."""
+    no_cut = not np.isfinite(cut) or cut > 1.0
+    decided = eligible & (new_scores >= cut)
+    figures = decision_figures(decided, labels, weights)
+    active_recall, best_active_cut = recall_at_precision(
+        scores=active_scores, labels=labels, eligible=active_eligible, target=target, weights=weights
+    )
+    new_best_recall, _ = recall_at_precision(
+        scores=new_scores, labels=labels, eligible=eligible, target=target, weights=weights
+    )
+    duplicate_weight = float((weights * labels).sum())
+    # Served duplicates compared, not rounded recalls: a rounded recall must not beat an equal one.
+    new_served = float((weights * (decided & (labels == 1))).sum())
+    active_served = active_recall * duplicate_weight
+    meets = figures["precision"] is not None and figures["precision"] >= target
+    more = new_served > active_served + 1e-9 * max(duplicate_weight, 1.0)
+    best_active_decided = active_eligible & (active_scores >= best_active_cut)
+    gain_lower = served_gain_lower_bound(
+        gain=weights * (labels == 1) * (decided.astype(float) - best_active_decided.astype(float))
+    )
+    active_figures, active_upper = None, float("nan")
+    if active_cut is not None:
+        active_decided = active_eligible & (active_scores >= active_cut)
+        active_figures = decision_figures(active_decided, labels, weights)
+        active_upper = precision_upper_bound(decided=active_decided, labels=labels, weights=weights)
+    active_under = bool(np.isfinite(active_upper) and active_upper < target)
+    gains = not no_cut and meets and more and gain_lower > 0
+    corrects = active_under and (meets or no_cut)
+    beats = gains or corrects
+    if corrects and not gains:
+        served = (
+            "serving nothing" if no_cut else f"recall {figures['recall']:.3f} at precision {figures['precision']:.3f}"
+        )
+        note = (
+            f"the active decision serves at precision {active_figures['precision']:.3f}, under the target {target:.2f} "
+            f"({ACTIVATION_CONFIDENCE:.0%} upper bound {active_upper:.3f}); the new one meets it, {served}"
+        )
+    elif no_cut:
+        note = f"no cut reaches precision {target:.2f} on the training labels"
+    elif not meets:
+        note = f"precision {figures['precision']} at its cut is under the target {target:.2f}"
+    elif beats:
+        note = (
+            f"recall {figures['recall']:.3f} at precision {figures['precision']:.3f} beats the active decision's "
+            f"{active_recall:.3f} at precision >= {target:.2f}"
+        )
+    elif more:
+        note = (
+            f"recall {figures['recall']:.3f} at precision {figures['precision']:.3f} is above the active decision's "
+            f"{active_recall:.3f} by too few served duplicates to tell from chance ({new_served - active_served:.3g} "
+            f"more; {ACTIVATION_CONFIDENCE:.0%} lower bound {gain_lower:.3g})"
+        )
+    else:
+        note = (
+            f"recall {figures['recall']:.3f} does not beat the active decision's {active_recall:.3f} at "
+            f"precision >= {target:.2f}"
+        )
+    verdict = {
+        "new": figures,
+        "new_recall_at_target": round(new_best_recall, 4),
+        "active_recall_at_target": round(active_recall, 4),
+        "active_cut_for_target": round(best_active_cut, 6) if np.isfinite(best_active_cut) else None,
+        "active_at_its_cut": active_figures,
+        "active_precision_upper_bound": round(active_upper, 4) if np.isfinite(active_upper) else None,
+        "served_gain": round(new_served - active_served, 4),
+        "served_gain_lower_bound": round(gain_lower, 4) if np.isfinite(gain_lower) else None,
+        "labels": int(len(labels)),
+        "duplicates": int(labels.sum()),
+    }
+    return beats, note, verdict
+
+
+def activation_judge(
+    *,
+    new_scores: np.ndarray,
+    cut: float,
+    active_scores: np.ndarray,
+    labels: np.ndarray,
+    eligible: np.ndarray,
+    random_weights: np.ndarray,
+    precision_target: float,
+    active_eligible: np.ndarray | None = None,
+    active_cut: float | None = None,
+) -> Judgement:
+    """Whether the new model (probabilities `new_scores`, its `cut`) beats the active decision (`active_scores`, at its
+    own `active_cut` and re-cut at its best for the target) on held-out labels (all arrays are of the held-out labels
+    only; `eligible` / `active_eligible`, default the same: the pairs each decision's other checks and gate let
+    through; `random_weights`: 1 / inclusion probability of a random pick of the review queue, 0 for any other label).
+    The rule is `_verdict`'s. The held-out random picks judge, weighted, when they hold at least
+    MIN_RANDOM_JUDGE_DUPLICATES duplicates; every held-out label, unweighted, judges otherwise. Both figures are
+    returned whenever there are random picks to figure."""
+    labels = np.asarray(labels, dtype=int)
+    random_weights = np.asarray(random_weights, dtype=float)
+    active_eligible = eligible if active_eligible is None else active_eligible
+    beats, note, everything = _verdict(
+        new_scores=new_scores,
+        cut=cut,
+        active_scores=active_scores,
+        labels=labels,
+        eligible=eligible,
+        active_eligible=active_eligible,
+        active_cut=active_cut,
+        weights=np.ones(len(labels)),
+        target=precision_target,
+    )
+    figures: dict = {"held_out_labels": everything}
+    drawn = random_weights > 0
+    random_duplicates = int(labels[drawn].sum())
+    if drawn.any():
+        random_beats, random_note, weighted = _verdict(
+            new_scores=new_scores[drawn],
+            cut=cut,
+            active_scores=active_scores[drawn],
+            labels=labels[drawn],
+            eligible=eligible[drawn],
+            active_eligible=active_eligible[drawn],
+            active_cut=active_cut,
+            weights=random_weights[drawn],
+            target=precision_target,
+        )
+        figures["random_picks_weighted"] = {**weighted, "weight": round(float(random_weights[drawn].sum()), 3)}
+    if random_duplicates >= MIN_RANDOM_JUDGE_DUPLICATES:
+        return Judgement(
+            judge=Judge.RANDOM_PICKS_WEIGHTED,
+            beats_active=random_beats,
+            note=f"on {int(drawn.sum())} held-out random picks, weighted: {random_note}",
+            figures=figures,
+        )
+    return Judgement(
+        judge=Judge.HELD_OUT_LABELS,
+        beats_active=beats,
+        note=(
+            f"on {len(labels)} held-out labels ({random_duplicates} random-pick duplicates, under "
+            f"{MIN_RANDOM_JUDGE_DUPLICATES}): {note}"
+        ),
+        figures=figures,
+    )

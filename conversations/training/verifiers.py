@@ -1,0 +1,368 @@
+"""A tenant's trained duplicate verifiers: training one from the tenant's own labels, activating it only when it beats
+the decision in use, running a candidate in shadow, rolling back, and loading the ones a turn decides with.
+
+Guarantees:
+- a version is trained on its tenant's labels only (`selectors.duplicate_labels_training(tenant=...)`, or a pairs
+  file an operator names) and its file is written at `verifier_path(tenant, version)`, derived from the tenant;
+- the loader takes the tenant, refuses a row of another tenant, reads only that tenant's path, and checks that the
+  file names the same tenant and version: no tenant's model ever decides for another;
+- a missing or unreadable file logs an error and the shipped head decides (never a failed turn);
+- a model is read once per process per version (`_models`, keyed by tenant and version).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from conversations.dedup import decisions
+from conversations.dedup.duplicate_model import PairModel, pair_model_default, pair_model_from_dict
+from conversations.models import DuplicateModelStatus, DuplicateModelVersion
+from conversations.training.labelled_pairs import LabelledQuestionPair
+from conversations.training.verifier_training import TrainingRefused, labels_check, labels_sha256, verifier_train
+from conversations.turn.policy import dedup_policy_get
+from kbplatform.errors import ApplicationError, ConflictError, NotFoundError
+from retrieval.embeddings import embed_texts, text_readable
+from retrieval.embeddings import model_name as embedding_model_name
+from tenants.models import Tenant
+from tenants.services import tenant_settings_changed
+
+logger = logging.getLogger(__name__)
+
+Progress = Callable[[float, str], None]
+EMBED_BATCH = 256
+
+
+def verifier_path(*, tenant: Tenant, version: int) -> Path:
+    """Where version `version` of `tenant`'s verifier lives: derived from the tenant's id, never read from a row."""
+    return Path(settings.DUPLICATE_MODEL_DIR) / f"tenant-{int(tenant.pk)}" / f"v{int(version)}.json"
+
+
+def verifier_label(version: int) -> str:
+    return f"tenant model v{version}"
+
+
+# (tenant id, version row id) -> model, per process: a version's file never changes once written.
+_models: dict[tuple[int, int], PairModel] = {}
+
+
+def verifier_load(*, tenant: Tenant, row: DuplicateModelVersion) -> decisions.Verifier:
+    """The verifier of `row`, a version of `tenant`. Raises ValueError for a row of another tenant and OSError or
+    ValueError for a file that is missing, unreadable, or names another tenant or version."""
+    if row.tenant_id != tenant.pk:
+        raise ValueError(f"verifier version {row.pk} is not tenant {tenant.pk}'s")
+    key = (tenant.pk, row.pk)
+    model = _models.get(key)
+    if model is None:
+        path = verifier_path(tenant=tenant, version=row.version)
+        payload = json.loads(path.read_text(encoding="utf-8"))
+        if payload.get("tenant_id") != tenant.pk or payload.get("version") != row.version:
+            raise ValueError(f"{path} names tenant {payload.get('tenant_id')} v{payload.get('version')}")
+        model = pair_model_from_dict(payload)
+        _models[key] = model
+    return decisions.Verifier(version_id=row.pk, label=verifier_label(row.version), model=model)
+
+
+def tenant_verifiers_load(*, tenant: Tenant) -> decisions.TenantVerifiers:
+    """The tenant's active verifier and shadow candidate. A file that cannot be read is logged as an error and left
+    out: the shipped head decides instead of an active model, and no shadow runs instead of a shadow one."""
+    rows = {
+        row.status: row
+        for row in DuplicateModelVersion.objects.for_tenant(tenant).filter(
+            status__in=(DuplicateModelStatus.ACTIVE, DuplicateModelStatus.SHADOW)
+        )
+    }
+    loaded: dict[str, decisions.Verifier | None] = {}
+    for status, row in rows.items():
+        try:
+            loaded[status] = verifier_load(tenant=tenant, row=row)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            logger.error(
+                "tenant %s: verifier v%s (%s) cannot be loaded, %s: %s",
+                tenant.pk,
+                row.version,
+                status,
+                "the shipped head decides" if status == DuplicateModelStatus.ACTIVE else "no shadow runs",
+                exc,
+            )
+    return decisions.TenantVerifiers(
+        active=loaded.get(DuplicateModelStatus.ACTIVE) or decisions.Verifier(),
+        shadow=loaded.get(DuplicateModelStatus.SHADOW),
+    )
+
+
+# --- training ------------------------------------------------------------------------------------------------------
+
+
+def duplicate_model_version_create(
+    *, tenant: Tenant, user: Any = None, source: str = "reviews"
+) -> DuplicateModelVersion:
+    """A new queued version of the tenant's verifier, numbered after the last one."""
+    label = (getattr(user, "get_username", lambda: "")() or "") if user is not None else ""
+    for _ in range(3):
+        number = (DuplicateModelVersion.objects.for_tenant(tenant).aggregate(top=Max("version"))["top"] or 0) + 1
+        try:
+            with transaction.atomic():
+                return DuplicateModelVersion.objects.create(
+                    tenant=tenant,
+                    version=number,
+                    source=source[:255],
+                    started_by=user if getattr(user, "pk", None) else None,
+                    started_by_label=label or "system",
+                )
+        except IntegrityError:
+            continue  # another start took this number: take the next
+    raise ConflictError("Another training is being started for this tenant; try again.")
+
+
+def duplicate_model_train_start(*, tenant: Tenant, user: Any = None) -> DuplicateModelVersion:
+    """Queue a training from the tenant's reviews (the `conversations.duplicate_model_train` task), after commit."""
+    from conversations.tasks import duplicate_model_train_task
+
+    if (
+        DuplicateModelVersion.objects.for_tenant(tenant)
+        .filter(status__in=(DuplicateModelStatus.QUEUED, DuplicateModelStatus.TRAINING))
+        .exists()
+    ):
+        raise ConflictError("A verifier of this tenant is already being trained; wait for it to finish.")
+    row = duplicate_model_version_create(tenant=tenant, user=user)
+    transaction.on_commit(lambda: duplicate_model_train_task.delay(tenant.pk, row.pk), robust=True)
+    return row
+
+
+def _progress_write(*, tenant: Tenant, row_id: int) -> Progress:
+    def write(fraction: float, stage: str) -> None:
+        DuplicateModelVersion.objects.for_tenant(tenant).filter(pk=row_id).update(
+            progress=round(min(max(fraction, 0.0), 1.0), 3), stage=stage[:80]
+        )
+
+    return write
+
+
+def _pairs_vectors(
+    pairs: Sequence[LabelledQuestionPair], *, progress: Progress, model: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """Unit vectors of each pair's question and stored question by `model`, each distinct text embedded once."""
+    texts = list(dict.fromkeys([p.question for p in pairs] + [p.stored_question for p in pairs]))
+    vectors: list[np.ndarray] = []
+    for start in range(0, len(texts), EMBED_BATCH):
+        vectors.append(embed_texts(texts[start : start + EMBED_BATCH], model=model))
+        progress(0.05 + 0.45 * min(start + EMBED_BATCH, len(texts)) / len(texts), "embedding the labelled questions")
+    index = {text: i for i, text in enumerate(texts)}
+    matrix = np.concatenate(vectors) if vectors else np.zeros((0, 1), dtype=np.float32)
+    return (
+        matrix[[index[p.question] for p in pairs]],
+        matrix[[index[p.stored_question] for p in pairs]],
+    )
+
+
+def verifier_embedding_model(*, tenant: Tenant) -> str:
+    """The embedding model a tenant's verifier is trained in when none is named: the one model every knowledge base
+    of the tenant uses, else the deployment's default. A verifier decides only for questions of its model
+    (`decisions.verifier_reads`), so a tenant of one Chinese knowledge base on the multilingual model learns in that
+    model's space."""
+    from retrieval.embeddings import knowledge_base_model
+    from retrieval.models import KnowledgeBase
+
+    named = set(KnowledgeBase.objects.for_tenant(tenant).values_list("embedding_model", flat=True))
+    models = {knowledge_base_model(name) for name in named}
+    return models.pop() if len(models) == 1 else embedding_model_name()
+
+
+def duplicate_model_train(
+    *,
+    tenant: Tenant,
+    version_id: int,
+    pairs: Sequence[LabelledQuestionPair] | None = None,
+    progress: Progress | None = None,
+    embedding_model: str | None = None,
+) -> DuplicateModelVersion | None:
+    """Train queued version `version_id` of the tenant's verifier from `pairs` (default: the tenant's own labels) in
+    the space of `embedding_model` (default: `verifier_embedding_model`), write its file, and make it active when it
+    beats the decision in use on the held-out labels at the tenant's precision target; else keep it as a candidate
+    with its figures. Claimed by a conditional update, so a second run of the same version does nothing (returns the
+    row as it stands; None when the row is gone)."""
+    claimed = (
+        DuplicateModelVersion.objects.for_tenant(tenant)
+        .filter(pk=version_id, status=DuplicateModelStatus.QUEUED)
+        .update(status=DuplicateModelStatus.TRAINING, progress=0.0, stage="loading the labels")
+    )
+    row = DuplicateModelVersion.objects.for_tenant(tenant).filter(pk=version_id).first()
+    if not claimed or row is None:
+        return row
+    write = _progress_write(tenant=tenant, row_id=row.pk)
+
+    def report(fraction: float, stage: str) -> None:
+        write(fraction, stage)
+        if progress is not None:
+            progress(fraction, stage)
+
+    try:
+        if pairs is None:
+            from conversations.selectors import duplicate_labels_training
+
+            pairs = duplicate_labels_training(tenant=tenant)
+        given = list(pairs)
+        # A pair the embedding model cannot read on either side has a vector that says nothing: it trains noise.
+        embedding = embedding_model_name(embedding_model or verifier_embedding_model(tenant=tenant))
+        pairs = [
+            p
+            for p in given
+            if text_readable(p.question, model=embedding) and text_readable(p.stored_question, model=embedding)
+        ]
+        unread = len(given) - len(pairs)
+        left_out = f" ({unread} the embedding model cannot read left out)" if unread else ""
+        report(0.02, f"{len(pairs)} labels{left_out}")
+        DuplicateModelVersion.objects.for_tenant(tenant).filter(pk=row.pk).update(
+            label_count=len(pairs), training_set_sha256=labels_sha256(pairs)
+        )
+        labels_check(pairs)
+        policy = dedup_policy_get(tenant=tenant)
+        # Labels are embedded by `embedding` (`_pairs_vectors`): the verifier starts from that model's shipped head
+        # and is judged against the decision in use for that model (the shipped head when the active verifier was
+        # trained on another model's vectors, as `decisions.duplicate_decide_verified` then decides).
+        active = tenant_verifiers_load(tenant=tenant).active
+        shipped = pair_model_default(embedding)
+        if not decisions.verifier_reads(verifier=active, embedding_model=embedding, dimension=shipped.dimension):
+            active = decisions.Verifier()
+        first, second = (
+            _pairs_vectors(pairs, progress=report, model=embedding) if pairs else (np.zeros((0, 1)), np.zeros((0, 1)))
+        )
+        trained = verifier_train(
+            pairs=pairs,
+            first=first,
+            second=second,
+            prior=shipped,
+            active=active.model or shipped,
+            threshold=policy.threshold,
+            precision_target=policy.precision_target,
+            progress=report,
+            meta={
+                "tenant_id": tenant.pk,
+                "version": row.version,
+                "embedding_model": embedding,
+                "data": row.source,
+                "data_sha256": labels_sha256(pairs),
+                "active_when_trained": active.label,
+            },
+        )
+    except TrainingRefused as exc:
+        _finish(tenant=tenant, row_id=row.pk, status=DuplicateModelStatus.FAILED, error=str(exc))
+        return DuplicateModelVersion.objects.for_tenant(tenant).get(pk=row.pk)
+    except Exception as exc:
+        _finish(tenant=tenant, row_id=row.pk, status=DuplicateModelStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
+        raise
+    path = verifier_path(tenant=tenant, version=row.version)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(trained.payload, indent=1) + "\n", encoding="utf-8")
+    temporary.replace(path)
+    figures = {**trained.figures, "compared_with": active.label}
+    with transaction.atomic():
+        _finish(
+            tenant=tenant,
+            row_id=row.pk,
+            status=DuplicateModelStatus.CANDIDATE,
+            figures=figures,
+            decision_note=("activated: " if trained.beats_active else "kept as a candidate: ") + trained.note,
+        )
+        if trained.beats_active:
+            duplicate_model_activate(tenant=tenant, version_id=row.pk)
+    return DuplicateModelVersion.objects.for_tenant(tenant).get(pk=row.pk)
+
+
+def _finish(*, tenant: Tenant, row_id: int, status: str, **fields: Any) -> None:
+    DuplicateModelVersion.objects.for_tenant(tenant).filter(pk=row_id).update(
+        status=status,
+        progress=1.0,
+        stage="done" if status != DuplicateModelStatus.FAILED else "failed",
+        finished_at=timezone.now(),
+        **{k: (v[:300] if k == "decision_note" else v) for k, v in fields.items()},
+    )
+
+
+# --- which version decides -----------------------------------------------------------------------------------------
+
+
+def _version_of(*, tenant: Tenant, version_id: int) -> DuplicateModelVersion:
+    row = DuplicateModelVersion.objects.for_tenant(tenant).select_for_update().filter(pk=version_id).first()
+    if row is None:
+        raise NotFoundError("Verifier version not found.")
+    return row
+
+
+_DEPLOYABLE = (DuplicateModelStatus.CANDIDATE, DuplicateModelStatus.SHADOW, DuplicateModelStatus.RETIRED)
+
+
+@transaction.atomic
+def duplicate_model_activate(*, tenant: Tenant, version_id: int) -> DuplicateModelVersion:
+    """Make a trained version the one that decides the tenant's turns; the one active before is retired (and can be
+    activated again: that is a rollback)."""
+    row = _version_of(tenant=tenant, version_id=version_id)
+    if row.status == DuplicateModelStatus.ACTIVE:
+        return row
+    if row.status not in _DEPLOYABLE:
+        raise ApplicationError(f"Version v{row.version} is {row.status}: only a trained version can be activated.")
+    DuplicateModelVersion.objects.for_tenant(tenant).filter(status=DuplicateModelStatus.ACTIVE).update(
+        status=DuplicateModelStatus.RETIRED
+    )
+    row.status, row.activated_at = DuplicateModelStatus.ACTIVE, timezone.now()
+    row.save(update_fields=["status", "activated_at"])
+    tenant_settings_changed(tenant=tenant)
+    return row
+
+
+@transaction.atomic
+def duplicate_model_rollback(*, tenant: Tenant) -> DuplicateModelVersion | None:
+    """Retire the active version and reactivate the one active before it, or, with none, the shipped head (None)."""
+    current = (
+        DuplicateModelVersion.objects.for_tenant(tenant)
+        .select_for_update()
+        .filter(status=DuplicateModelStatus.ACTIVE)
+        .first()
+    )
+    if current is None:
+        raise ApplicationError("No trained verifier is active: the shipped head already decides.")
+    current.status = DuplicateModelStatus.RETIRED
+    current.save(update_fields=["status"])
+    previous = (
+        DuplicateModelVersion.objects.for_tenant(tenant)
+        .filter(status=DuplicateModelStatus.RETIRED, activated_at__isnull=False)
+        .exclude(pk=current.pk)
+        .filter(activated_at__lt=current.activated_at)
+        .order_by("-activated_at")
+        .first()
+    )
+    if previous is not None:
+        # It keeps its own activation time, so a second rollback goes further back, not to the version just retired.
+        previous.status = DuplicateModelStatus.ACTIVE
+        previous.save(update_fields=["status"])
+    tenant_settings_changed(tenant=tenant)
+    return previous
+
+
+@transaction.atomic
+def duplicate_model_shadow(*, tenant: Tenant, version_id: int | None) -> DuplicateModelVersion | None:
+    """Run a trained version in shadow beside the active one (the shadow before it goes back to candidate); None
+    stops the shadow."""
+    DuplicateModelVersion.objects.for_tenant(tenant).filter(status=DuplicateModelStatus.SHADOW).update(
+        status=DuplicateModelStatus.CANDIDATE
+    )
+    row = None
+    if version_id is not None:
+        row = _version_of(tenant=tenant, version_id=version_id)
+        if row.status not in (DuplicateModelStatus.CANDIDATE, DuplicateModelStatus.RETIRED):
+            raise ApplicationError(f"Version v{row.version} is {row.status}: only a trained, inactive one can shadow.")
+        row.status = DuplicateModelStatus.SHADOW
+        row.save(update_fields=["status"])
+    tenant_settings_changed(tenant=tenant)
+    return row

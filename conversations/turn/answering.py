@@ -1,0 +1,432 @@
+"""Answer generation behind one interface, streamed as it is made.
+
+- `ExtractiveAnswerGenerator` (the default, no network): the answer is the retrieved chunks' sentences that
+  share the most salient words with the question, in order of relevance, each cited as [n] by its source; it
+  streams one sentence at a time.
+- `ChatCompletionsAnswerGenerator`: any OpenAI-compatible `/chat/completions` endpoint (`LLM_BASE_URL`,
+  `LLM_MODEL`, `LLM_API_KEY`) through the `openai` SDK, always asked to stream, with one deadline for the whole
+  answer (`LLM_TIMEOUT`), retries with backoff on transient failures within it (only before the first piece of
+  text: text already passed on cannot be taken back), and a clear 502 or 504 when the upstream fails. It is given
+  the conversation's recent turns (`history`) and can rewrite a follow-up into a standalone question.
+
+`stream()` yields `AnswerDelta`s and, last, the `GeneratedAnswer`; `generate()` is the same stream collected, so a
+turn answered as JSON and one answered as Server-Sent Events go through one path. Closing a stream early (the
+client went away) closes the upstream request.
+
+Context tokens are counted with the embedding model's tokenizer (or taken from the LLM's reported usage), so the
+tokens a served duplicate saves are real counts.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import re
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Protocol
+
+import httpx2
+import openai
+from django.conf import settings
+
+from conversations.dedup.question_pairs import content_words
+from kbplatform.errors import UpstreamError, UpstreamTimeoutError
+from retrieval.embeddings import token_count, token_counts
+
+logger = logging.getLogger(__name__)
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+@dataclass(frozen=True)
+class SourcePassage:
+    chunk_id: int
+    text: str
+    token_count: int
+
+
+@dataclass(frozen=True)
+class HistoryTurn:
+    """One earlier exchange of the conversation, as the model is shown it."""
+
+    question: str
+    answer: str
+
+
+@dataclass(frozen=True)
+class GeneratedAnswer:
+    text: str
+    context_tokens: int  # tokens of the prompt's context (the passages, or the LLM's reported prompt tokens)
+    answer_tokens: int
+
+
+@dataclass(frozen=True)
+class AnswerDelta:
+    """A piece of the answer, in order: the answer is the pieces joined."""
+
+    text: str
+
+
+AnswerPiece = AnswerDelta | GeneratedAnswer
+
+
+class AnswerGenerator(Protocol):
+    # Whether the generator reads `history` (the turn loads it only for one that does) and can `rewrite`.
+    uses_history: bool
+
+    def stream(
+        self, *, question: str, passages: Sequence[SourcePassage], history: Sequence[HistoryTurn] = ()
+    ) -> Iterator[AnswerPiece]: ...
+
+    def generate(
+        self, *, question: str, passages: Sequence[SourcePassage], history: Sequence[HistoryTurn] = ()
+    ) -> GeneratedAnswer: ...
+
+    def rewrite(self, *, question: str, history: Sequence[HistoryTurn]) -> str: ...
+
+
+def context_tokens_of(passages: Sequence[SourcePassage]) -> int:
+    missing = [p.text for p in passages if not p.token_count]
+    counted = iter(token_counts(missing)) if missing else iter(())
+    return sum(p.token_count or next(counted) for p in passages)
+
+
+def answer_collect(pieces: Iterator[AnswerPiece]) -> GeneratedAnswer:
+    """The whole answer of a stream (its last piece)."""
+    final = None
+    for piece in pieces:
+        if isinstance(piece, GeneratedAnswer):
+            final = piece
+    if final is None:
+        raise UpstreamError("The answer stream ended without an answer.")
+    return final
+
+
+class ExtractiveAnswerGenerator:
+    """Composes the answer from the passages' best sentences. Deterministic and local: it never fails upstream.
+    It reads no history and rewrites nothing: a follow-up is searched with its own words."""
+
+    max_sentences = 3
+    uses_history = False
+
+    def stream(
+        self, *, question: str, passages: Sequence[SourcePassage], history: Sequence[HistoryTurn] = ()
+    ) -> Iterator[AnswerPiece]:
+        context_tokens = context_tokens_of(passages)
+        if not passages:
+            text = "I found nothing in the knowledge base that answers this."
+            yield AnswerDelta(text)
+            yield GeneratedAnswer(text=text, context_tokens=0, answer_tokens=token_count(text))
+            return
+        question_words = content_words(question)
+        scored: list[tuple[float, int, int, str]] = []
+        for rank, passage in enumerate(passages):
+            for position, sentence in enumerate(s.strip() for s in _SENTENCE_END.split(passage.text)):
+                if len(sentence) < 20:
+                    continue
+                words = content_words(sentence)
+                overlap = len(question_words & words) / (len(question_words) or 1)
+                # Overlap first; on a tie the better-ranked passage and the earlier sentence win.
+                scored.append((overlap - 0.01 * rank - 0.001 * position, rank, position, sentence))
+        scored.sort(key=lambda item: -item[0])
+        chosen = scored[: self.max_sentences]
+        if not chosen:
+            chosen = [(0.0, 0, 0, passages[0].text.strip()[:500])]
+        cited = [f"{sentence} [{rank + 1}]" for _, rank, _, sentence in chosen]
+        for index, sentence in enumerate(cited):
+            yield AnswerDelta(sentence if index == 0 else " " + sentence)
+        text = " ".join(cited)
+        yield GeneratedAnswer(text=text, context_tokens=context_tokens, answer_tokens=token_count(text))
+
+    def generate(
+        self, *, question: str, passages: Sequence[SourcePassage], history: Sequence[HistoryTurn] = ()
+    ) -> GeneratedAnswer:
+        return answer_collect(self.stream(question=question, passages=passages, history=history))
+
+    def rewrite(self, *, question: str, history: Sequence[HistoryTurn]) -> str:
+        return question
+
+
+# A chat completion is a few kilobytes; a reply past this is a broken (or hostile) upstream, not an answer. Counted on
+# the bytes read off the socket, so it also bounds a reply that never ends a line.
+REPLY_MAX_BYTES = 4 * 1024 * 1024
+_REWRITE_MAX_CHARS = 1000
+
+
+class _ReplyTooLarge(Exception):
+    pass
+
+
+class _CappedByteStream(httpx2.SyncByteStream):
+    def __init__(self, inner: httpx2.SyncByteStream, limit: int) -> None:
+        self.inner, self.limit = inner, limit
+
+    def __iter__(self) -> Iterator[bytes]:
+        size = 0
+        for chunk in self.inner:
+            size += len(chunk)
+            if size > self.limit:
+                raise _ReplyTooLarge
+            yield chunk
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class _CappedTransport(httpx2.HTTPTransport):
+    """Every reply body is read through a counter that stops it at REPLY_MAX_BYTES."""
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = super().handle_request(request)
+        response.stream = _CappedByteStream(response.stream, REPLY_MAX_BYTES)
+        return response
+
+
+@lru_cache(maxsize=8)
+def _client(base_url: str, api_key: str) -> openai.OpenAI:
+    """One SDK client (and its connection pool) per upstream. The SDK's own retries are off: they wait on their own
+    schedule with no overall deadline, so the attempts are made by `ChatCompletionsAnswerGenerator` within one."""
+    return openai.OpenAI(
+        base_url=base_url,
+        # The SDK refuses to start without a key; an upstream on a private network may need none, and is then sent
+        # no Authorization header at all (each request omits it).
+        api_key=api_key or "none",
+        max_retries=0,
+        http_client=httpx2.Client(transport=_CappedTransport()),
+    )
+
+
+_END = object()
+
+
+class ChatCompletionsAnswerGenerator:
+    """An OpenAI-compatible chat-completions backend. Retries connection errors, 429 and 5xx with backoff while no
+    text has come yet; any other failure is a 502, and running out of time a 504, both with a message for the
+    client. `timeout` is the budget of the whole answer (every attempt and the pauses between them), so a turn never
+    waits longer than `LLM_TIMEOUT` for the answer service: keep it below the web server's own request timeout."""
+
+    uses_history = True
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        api_key: str = "",
+        timeout: float = 30.0,
+        retries: int = 2,
+        backoff_seconds: float = 0.5,
+        rewrite_timeout: float = 10.0,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.rewrite_timeout = rewrite_timeout
+        self.model = model
+        self.api_key = api_key
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff_seconds = backoff_seconds
+
+    def _messages(self, question: str, passages: Sequence[SourcePassage], history: Sequence[HistoryTurn]) -> list[dict]:
+        context = "\n\n".join(f"[{i + 1}] {p.text}" for i, p in enumerate(passages))
+        system = (
+            "Answer the user's question using only the numbered passages. Cite passages as [n]. "
+            "If they do not contain the answer, say so. Earlier turns of the conversation are given for context."
+        )
+        messages: list[dict] = [{"role": "system", "content": system}]
+        for turn in history:
+            messages += [{"role": "user", "content": turn.question}, {"role": "assistant", "content": turn.answer}]
+        messages.append({"role": "user", "content": f"Passages:\n{context}\n\nQuestion: {question}"})
+        return messages
+
+    def _exchange(self, *, messages: list[dict], deadline: float, pieces: queue.Queue, cancel: threading.Event) -> None:
+        """One streamed request, its chunks put on `pieces` (text, usage dicts), then `_END` or the exception. Runs
+        on a thread of its own so that the caller can stop waiting at the deadline whatever the upstream does (the
+        SDK's timeout bounds each socket read, not the reply: a reply that trickles in never trips it)."""
+        stream = None
+        try:
+            stream = _client(self.base_url, self.api_key).chat.completions.create(
+                model=self.model,
+                messages=messages,
+                temperature=0,
+                stream=True,
+                stream_options={"include_usage": True},
+                extra_headers=None if self.api_key else {"Authorization": openai.omit},
+                timeout=httpx2.Timeout(max(0.001, deadline - time.monotonic()), connect=min(10.0, self.timeout)),
+            )
+            finished = False
+            for chunk in stream:
+                if cancel.is_set():
+                    return
+                if chunk.usage is not None:
+                    pieces.put(
+                        {"prompt_tokens": chunk.usage.prompt_tokens, "completion": chunk.usage.completion_tokens}
+                    )
+                for choice in chunk.choices or ():
+                    content = choice.delta.content if choice.delta is not None else None
+                    if content:
+                        pieces.put(content)
+                    finished = finished or choice.finish_reason is not None
+            if not finished:
+                # The connection closed before the model said it was done: a cut answer, not a short one.
+                raise httpx2.RemoteProtocolError("the reply ended before the answer did")
+            pieces.put(_END)
+        except Exception as exc:  # noqa: BLE001 - handed to the waiting turn, which classifies it
+            pieces.put(exc)
+        finally:
+            if stream is not None:
+                stream.close()
+
+    def stream(
+        self, *, question: str, passages: Sequence[SourcePassage], history: Sequence[HistoryTurn] = ()
+    ) -> Iterator[AnswerPiece]:
+        deadline = time.monotonic() + self.timeout
+        messages = self._messages(question, passages, history)
+        parts: list[str] = []
+        usage: dict = {}
+        yield from self._attempts(messages=messages, deadline=deadline, parts=parts, usage=usage)
+        text = "".join(parts).strip()
+        if not text:
+            # A refusal or a tool call comes with no text: never an answer to store and serve again ("None").
+            raise UpstreamError("The answer service sent no answer text.")
+        prompt_tokens, completion_tokens = usage.get("prompt_tokens"), usage.get("completion")
+        yield GeneratedAnswer(
+            text=text,
+            context_tokens=int(prompt_tokens) if _is_count(prompt_tokens) else context_tokens_of(passages),
+            answer_tokens=int(completion_tokens) if _is_count(completion_tokens) else token_count(text),
+        )
+
+    def _attempts(
+        self, *, messages: list[dict], deadline: float, parts: list[str], usage: dict
+    ) -> Iterator[AnswerDelta]:
+        """Up to 1 + `retries` exchanges within `deadline`, passing on their text as it comes; a failure after the
+        first piece of text ends the answer (a retry would say it twice)."""
+        last_error: Exception | None = None
+        attempts = 0
+        for attempt in range(self.retries + 1):
+            if attempt:
+                pause = self.backoff_seconds * (2 ** (attempt - 1))
+                if time.monotonic() + pause >= deadline:
+                    break
+                time.sleep(pause)
+            attempts += 1
+            pieces: queue.Queue = queue.Queue()
+            cancel = threading.Event()
+            threading.Thread(
+                target=self._exchange,
+                kwargs={"messages": messages, "deadline": deadline, "pieces": pieces, "cancel": cancel},
+                name="answer-service",
+                daemon=True,
+            ).start()
+            try:
+                while True:
+                    try:
+                        piece = pieces.get(timeout=max(0.0, deadline - time.monotonic()))
+                    except queue.Empty:
+                        last_error = TimeoutError("deadline")
+                        break
+                    if piece is _END:
+                        return
+                    if isinstance(piece, dict):
+                        usage.update(piece)
+                        continue
+                    if isinstance(piece, str):
+                        parts.append(piece)
+                        yield AnswerDelta(piece)
+                        continue
+                    # An exception from the exchange.
+                    if parts:
+                        raise UpstreamError(f"The answer service broke off mid-answer ({_describe(piece)}).")
+                    if not _transient(piece):
+                        raise _fatal(piece)
+                    last_error = piece
+                    break
+            finally:
+                # Past the deadline, or the consumer went away: the exchange stops at its next chunk, and its thread
+                # ends at the latest when the request's own timeout (the same deadline) trips.
+                cancel.set()
+            if isinstance(last_error, TimeoutError):
+                break
+        if isinstance(last_error, (TimeoutError, openai.APITimeoutError)):
+            raise UpstreamTimeoutError(
+                f"The answer service did not reply within {self.timeout:g}s ({attempts} attempt"
+                f"{'s' if attempts != 1 else ''}); retry later."
+            )
+        if isinstance(last_error, openai.APIStatusError):
+            raise UpstreamError(f"The answer service returned HTTP {last_error.status_code}.")
+        raise UpstreamError(f"The answer service is unreachable: {_describe(last_error)}")
+
+    def generate(
+        self, *, question: str, passages: Sequence[SourcePassage], history: Sequence[HistoryTurn] = ()
+    ) -> GeneratedAnswer:
+        return answer_collect(self.stream(question=question, passages=passages, history=history))
+
+    def rewrite(self, *, question: str, history: Sequence[HistoryTurn]) -> str:
+        """The question as one that stands on its own, read in the context of `history`, within `rewrite_timeout`
+        (failures as an answer's). What comes back is one line of at most a thousand characters, else the question."""
+        messages: list[dict] = [
+            {
+                "role": "system",
+                "content": "Rewrite the user's last question so that it can be understood without the conversation "
+                "before it: name what its pronouns and short references stand for. Reply with the rewritten "
+                "question only, on one line. If it already stands on its own, repeat it unchanged.",
+            }
+        ]
+        for turn in history:
+            messages += [{"role": "user", "content": turn.question}, {"role": "assistant", "content": turn.answer}]
+        messages.append({"role": "user", "content": question})
+        parts: list[str] = []
+        for _ in self._attempts(
+            messages=messages, deadline=time.monotonic() + self.rewrite_timeout, parts=parts, usage={}
+        ):
+            pass
+        rewritten = " ".join("".join(parts).split())
+        return rewritten if 0 < len(rewritten) <= _REWRITE_MAX_CHARS else question
+
+
+def _transient(error: BaseException) -> bool:
+    if isinstance(error, openai.APIStatusError):
+        return error.status_code == 429 or error.status_code >= 500
+    # Connection refused or reset, a read timeout, a reply that broke off before any text (httpx2's own errors reach
+    # here from the stream's iteration, the SDK's from the request).
+    return isinstance(error, (openai.APIConnectionError, httpx2.TransportError))
+
+
+def _fatal(error: BaseException) -> UpstreamError:
+    if isinstance(error, _ReplyTooLarge):
+        return UpstreamError(f"The answer service sent a reply larger than {REPLY_MAX_BYTES // (1024 * 1024)} MiB.")
+    if isinstance(error, openai.APIStatusError):
+        return UpstreamError(
+            f"The answer service refused the request (HTTP {error.status_code}).",
+            extra={"upstream_status": error.status_code},
+        )
+    # A reply that is no chat-completion stream (not JSON, not the chunks' shape).
+    logger.warning("answer service reply not understood: %r", error)
+    return UpstreamError("The answer service sent a reply that is not a chat completion.")
+
+
+def _describe(error: BaseException | None) -> str:
+    if error is None:
+        return "no attempt could be made in time"
+    cause = error.__cause__ or error.__context__
+    return f"{error}" + (f" ({cause})" if cause is not None and str(cause) not in str(error) else "")
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def answer_generator() -> AnswerGenerator:
+    """The configured generator: chat completions when `LLM_BASE_URL` and `LLM_MODEL` are set, else extractive."""
+    if settings.LLM_BASE_URL and settings.LLM_MODEL:
+        return ChatCompletionsAnswerGenerator(
+            base_url=settings.LLM_BASE_URL,
+            model=settings.LLM_MODEL,
+            api_key=settings.LLM_API_KEY,
+            timeout=settings.LLM_TIMEOUT,
+            rewrite_timeout=settings.LLM_REWRITE_TIMEOUT,
+        )
+    return ExtractiveAnswerGenerator()
