@@ -37,6 +37,7 @@ URL_OBJECTS = {
     "chunk_id": "chunk",
     "event_id": "dedup_event",
     "dedup_event_id": "dedup_event",
+    "curated_answer_id": "curated_answer",
 }
 # The same, for a key limited to the first knowledge base: objects of the tenant's second knowledge base.
 URL_OBJECTS_OTHER_KB = {
@@ -45,6 +46,7 @@ URL_OBJECTS_OTHER_KB = {
     "chunk_id": "second_chunk",
     "conversation_id": "second_conversation",
     "turn_id": "second_turn",
+    "curated_answer_id": "second_curated_answer",
 }
 # Body fields that reference an object, and the object they name.
 BODY_REFERENCES = {

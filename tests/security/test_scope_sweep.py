@@ -77,6 +77,12 @@ REQUIRED = {
     ("api/v1/audit-events/", "GET"): CHAT,
     ("api/v1/audit-events/<int:event_id>/review/", "POST"): ADMIN,
     ("api/v1/chat/completions", "POST"): CHAT,
+    (KB + "curated-answers/", "GET"): INGEST,
+    (KB + "curated-answers/", "POST"): INGEST,
+    (KB + "curated-answers/import/", "POST"): INGEST,
+    ("api/v1/curated-answers/<int:curated_answer_id>/", "GET"): INGEST,
+    ("api/v1/curated-answers/<int:curated_answer_id>/", "PATCH"): INGEST,
+    ("api/v1/curated-answers/<int:curated_answer_id>/", "DELETE"): INGEST,
 }
 # Routes that answer errors in OpenAI's shape (`{"error": {"message", "type", "param", "code"}}`): their 403 names the
 # scope in its message and says `insufficient_scope` in its code; OpenAI's shape has no room for the platform's extra.

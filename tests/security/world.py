@@ -15,6 +15,8 @@ from django.utils import timezone
 from conversations.models import (
     ConsumedItem,
     Conversation,
+    CuratedAnswer,
+    CuratedPhrasing,
     DedupAction,
     DedupEvent,
     DedupScope,
@@ -130,6 +132,15 @@ def world_build(*, tenant: Tenant, marker: str) -> TenantWorld:
         exclusion_window=5,
         granularity=Granularity.DOC,
     )
+    curated = CuratedAnswer.objects.create(
+        tenant=tenant, knowledge_base=knowledge_base, answer=f"{marker} curated answer", external_id=f"{marker}-faq"
+    )
+    CuratedPhrasing.objects.create(
+        tenant=tenant, curated_answer=curated, question=f"{marker} curated question", vector=_UNIT_VECTOR
+    )
+    second_curated = CuratedAnswer.objects.create(
+        tenant=tenant, knowledge_base=second_kb, answer=f"{marker} second curated answer"
+    )
     admin_key, world.raw_keys["admin"] = api_key_create(tenant=tenant, name=f"{marker} admin", scopes=SCOPE_ORDER)
     standard_key, world.raw_keys["standard"] = api_key_create(
         tenant=tenant, name=f"{marker} standard", scopes=[Scope.CHAT, Scope.INGEST]
@@ -154,6 +165,8 @@ def world_build(*, tenant: Tenant, marker: str) -> TenantWorld:
         consumed_item=consumed,
         feedback=feedback,
         dedup_event=event,
+        curated_answer=curated,
+        second_curated_answer=second_curated,
         api_key=standard_key,
         admin_key=admin_key,
         kb_key=kb_key,
