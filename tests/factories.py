@@ -12,6 +12,7 @@ from django.utils import timezone
 from conversations.models import (
     ConsumedItem,
     Conversation,
+    CuratedAnswer,
     DedupAction,
     DedupEvent,
     DedupPolicy,
@@ -187,6 +188,15 @@ class DuplicateModelVersionFactory(factory.django.DjangoModelFactory):
     label_count = 300
 
 
+class CuratedAnswerFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = CuratedAnswer
+
+    knowledge_base = factory.LazyAttribute(lambda o: KnowledgeBaseFactory(tenant=o.tenant))
+    answer = "Open Settings, then Security, then Reset password."
+    external_id = factory.Sequence(lambda n: f"faq-{n}")
+
+
 ADMIN_FACTORIES = {
     ApiKey: ApiKeyFactory,
     KnowledgeBase: KnowledgeBaseFactory,
@@ -202,4 +212,5 @@ ADMIN_FACTORIES = {
     Feedback: FeedbackFactory,
     SettingsChange: SettingsChangeFactory,
     DuplicateModelVersion: DuplicateModelVersionFactory,
+    CuratedAnswer: CuratedAnswerFactory,
 }
