@@ -1,19 +1,21 @@
 from django.urls import path
 
 from conversations.api.apis import (
-    AuditEventListApi,
-    AuditEventReviewApi,
     ConversationDetailApi,
     ConversationListCreateApi,
     ConversationMessageApi,
     ConversationTurnListApi,
-    DedupPolicyApi,
-    FeedbackListApi,
     TurnAnswerApi,
-    TurnFeedbackApi,
 )
 from conversations.api.curated_apis import CuratedAnswerDetailApi, CuratedAnswerImportApi, CuratedAnswerListCreateApi
 from conversations.api.openai_apis import ChatCompletionCreateApi
+from conversations.api.review_apis import (
+    AuditEventListApi,
+    AuditEventReviewApi,
+    DedupPolicyApi,
+    FeedbackListApi,
+    TurnFeedbackApi,
+)
 
 urlpatterns = [
     path("conversations/", ConversationListCreateApi.as_view(), name="conversation-create"),
