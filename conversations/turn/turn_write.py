@@ -7,7 +7,7 @@ import functools
 import logging
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -184,18 +184,48 @@ def _shape_keeps(*, connection: BaseDatabaseWrapper, fields: list[Field], rows: 
     return len(rows) == 1 or " UNNEST(" in statement
 
 
-def turn_persist(**fields: Any) -> Turn:
-    """Write the turn (`turn_write`). A turn that names another turn (the pair it matched or served, or a close
+@dataclass(frozen=True)
+class TurnRecord:
+    """Everything a turn stores: the QA pair, the consumed items (from `sources`) and the audit event (`event`, the
+    DedupEvent's own fields). Typed, so a field misnamed or missing fails where the turn is built, not in the write."""
+
+    tenant: Tenant
+    conversation: Conversation
+    ttl_seconds: int
+    question: str
+    question_vector: np.ndarray
+    question_vector_model: str
+    partial_index: bool
+    intent: str
+    mode: str
+    answer: str
+    answer_tokens: int
+    sources: list[SourceView]
+    source_chunks: dict
+    context_tokens: int
+    action: str
+    decision: decisions.DuplicateDecision
+    matched: StoredAnswer | None
+    elapsed_ms: float
+    event: dict
+    answer_state: str = AnswerState.COMPLETE
+    answer_partial: str = ""
+    answer_error: str = ""
+    rewritten_question: str = ""
+    curated_answer_id: int | None = None
+
+
+def turn_persist(record: TurnRecord) -> Turn:
+    """Write the turn (`_turn_write`). A turn that names another turn (the pair it matched or served, or a close
     match it refused) can lose a race with the purge: the other turn's conversation expires and is deleted between
     the decision and this commit, and the deferred foreign-key check fails at COMMIT. The answer is still right (it
     was read while the pair existed), so the write is redone once with the vanished references left empty (the
     audit event keeps their numbers in its `_ref` columns); the common path pays no extra query."""
-    decision: decisions.DuplicateDecision = fields["decision"]
-    matched: StoredAnswer | None = fields["matched"]
+    decision, matched = record.decision, record.matched
     referenced = {pk for pk in (decision.turn_id, matched.turn_id if matched else None) if pk is not None}
-    curated = fields.get("curated_answer_id") is not None or fields["event"].get("curated_answer_id") is not None
+    curated = record.curated_answer_id is not None or record.event.get("curated_answer_id") is not None
     try:
-        return _turn_write(**fields)
+        return _turn_write(record)
     except IntegrityError:
         if not referenced and not curated:
             raise
@@ -203,38 +233,11 @@ def turn_persist(**fields: Any) -> Turn:
     if curated:
         # The curated answer was deleted meanwhile: the answer read while it existed still goes out; the event keeps
         # its number in `curated_answer_ref`.
-        fields = {**fields, "curated_answer_id": None, "event": {**fields["event"], "curated_answer_id": None}}
-    return _turn_write(**fields, recheck_references=referenced or None)
+        record = replace(record, curated_answer_id=None, event={**record.event, "curated_answer_id": None})
+    return _turn_write(record, recheck_references=referenced or None)
 
 
-def _turn_write(
-    *,
-    tenant: Tenant,
-    conversation: Conversation,
-    ttl_seconds: int,
-    question: str,
-    question_vector: np.ndarray,
-    question_vector_model: str,
-    partial_index: bool,
-    intent: str,
-    mode: str,
-    answer: str,
-    answer_tokens: int,
-    sources: list[SourceView],
-    source_chunks: dict,
-    context_tokens: int,
-    action: str,
-    decision: decisions.DuplicateDecision,
-    matched: StoredAnswer | None,
-    elapsed_ms: float,
-    event: dict,
-    recheck_references: set[int] | None = None,
-    answer_state: str = AnswerState.COMPLETE,
-    answer_partial: str = "",
-    answer_error: str = "",
-    rewritten_question: str = "",
-    curated_answer_id: int | None = None,
-) -> Turn:
+def _turn_write(record: TurnRecord, *, recheck_references: set[int] | None = None) -> Turn:
     """One transaction: lock the conversation row (so concurrent turns queue here and get distinct numbers), write
     the QA pair, mark what it showed as consumed by this turn, move the expiry, write the audit event.
     `recheck_references`: turns this one names that may have been deleted since the decision; those still there are
@@ -245,32 +248,34 @@ def _turn_write(
     (a locking read the ORM does), it is Django's atomic block: a savepoint or BEGIN, the conversation row, the QA
     pair, consumed items and audit event as one batch, the release or COMMIT. Elsewhere (SQLite, in process) the rows
     are written one statement after another."""
+    tenant, conversation, decision, action = record.tenant, record.conversation, record.decision, record.action
+    sources = record.sources
     now = timezone.now()
     turn_fields = {
         "tenant": tenant,
         "conversation": conversation,
         "knowledge_base_id": conversation.knowledge_base_id,
         "user_id": conversation.user_id,
-        "question": question,
-        "question_vector": vector_to_bytes(question_vector),
-        "question_vector_model": question_vector_model,
-        "partial_index": partial_index,
+        "question": record.question,
+        "question_vector": vector_to_bytes(record.question_vector),
+        "question_vector_model": record.question_vector_model,
+        "partial_index": record.partial_index,
         "metadata_filter_key": metadata_filter_key(conversation.metadata_filter),
-        "intent": intent,
-        "mode": mode,
-        "answer": answer,
-        "answer_tokens": answer_tokens,
-        "answer_state": answer_state,
-        "answer_partial": answer_partial,
-        "answer_error": answer_error[:300],
-        "rewritten_question": rewritten_question,
-        "source_chunks": source_chunks,
+        "intent": record.intent,
+        "mode": record.mode,
+        "answer": record.answer,
+        "answer_tokens": record.answer_tokens,
+        "answer_state": record.answer_state,
+        "answer_partial": record.answer_partial,
+        "answer_error": record.answer_error[:300],
+        "rewritten_question": record.rewritten_question,
+        "source_chunks": record.source_chunks,
         "source_chunk_ids": [s.chunk_id for s in sources],
-        "context_tokens": context_tokens,
+        "context_tokens": record.context_tokens,
         "decision": action,
         "similarity": decision.similarity,
-        "elapsed_ms": elapsed_ms,
-        "curated_answer_id": curated_answer_id,
+        "elapsed_ms": record.elapsed_ms,
+        "curated_answer_id": record.curated_answer_id,
     }
     rows = functools.partial(
         _turn_rows,
@@ -278,16 +283,16 @@ def _turn_write(
         sources=sources,
         action=action,
         decision=decision,
-        matched=matched,
-        event=event,
-        rewritten_question=rewritten_question,
+        matched=record.matched,
+        event=record.event,
+        rewritten_question=record.rewritten_question,
     )
     number_take = functools.partial(
         _turn_number_take,
         tenant=tenant,
         conversation=conversation,
         now=now,
-        expires_at=now + timedelta(seconds=ttl_seconds),
+        expires_at=now + timedelta(seconds=record.ttl_seconds),
     )
     connection = transaction.get_connection()
     batched = writes_batched(connection=connection)

@@ -51,7 +51,7 @@ from conversations.turn.turn_decision import (
     turn_decide,
 )
 from conversations.turn.turn_history import history_select, rewrite_applies
-from conversations.turn.turn_write import turn_after_commit, turn_persist
+from conversations.turn.turn_write import TurnRecord, turn_after_commit, turn_persist
 from kbplatform.errors import ApplicationError
 from kbplatform.text import control_character_problem, has_visible_character
 from retrieval.embeddings import (
@@ -525,32 +525,34 @@ def turn_record(
     duplicate, matched = decision.duplicate, decision.matched
     served_curated = matched.curated_answer_id if matched is not None and decision.kind == TurnKind.STORED else None
     turn = turn_persist(
-        tenant=tenant,
-        conversation=conversation,
-        ttl_seconds=policy.ttl_seconds,
-        question=prepared.question,
-        question_vector=prepared.question_vector,
-        question_vector_model=prepared.model,
-        partial_index=answer.searched_index is not None and answer.searched_index.partial,
-        intent=facts.intent,
-        mode=mode,
-        answer=answer.text,
-        answer_tokens=answer.answer_tokens,
-        sources=answer.sources,
-        source_chunks=answer.source_chunks,
-        context_tokens=answer.context_tokens,
-        action=decision.action,
-        decision=duplicate,
-        matched=matched,
-        elapsed_ms=elapsed_ms,
-        event=_audit_event(
-            decision=decision, facts=facts, answer=answer, elapsed_ms=elapsed_ms, curated=prepared.judged.curated
-        ),
-        answer_state=answer_state,
-        answer_partial=answer_partial,
-        answer_error=answer_error,
-        rewritten_question=prepared.rewritten_question,
-        curated_answer_id=served_curated,
+        TurnRecord(
+            tenant=tenant,
+            conversation=conversation,
+            ttl_seconds=policy.ttl_seconds,
+            question=prepared.question,
+            question_vector=prepared.question_vector,
+            question_vector_model=prepared.model,
+            partial_index=answer.searched_index is not None and answer.searched_index.partial,
+            intent=facts.intent,
+            mode=mode,
+            answer=answer.text,
+            answer_tokens=answer.answer_tokens,
+            sources=answer.sources,
+            source_chunks=answer.source_chunks,
+            context_tokens=answer.context_tokens,
+            action=decision.action,
+            decision=duplicate,
+            matched=matched,
+            elapsed_ms=elapsed_ms,
+            event=_audit_event(
+                decision=decision, facts=facts, answer=answer, elapsed_ms=elapsed_ms, curated=prepared.judged.curated
+            ),
+            answer_state=answer_state,
+            answer_partial=answer_partial,
+            answer_error=answer_error,
+            rewritten_question=prepared.rewritten_question,
+            curated_answer_id=served_curated,
+        )
     )
     turn_after_commit(
         tenant=tenant,

@@ -79,7 +79,7 @@ def test_a_hit_whose_pair_is_purged_before_the_commit_still_lands(redis_availabl
     real_write = turn_write._turn_write
     purges: list[int] = []
 
-    def purge_then_write(**kwargs):
+    def purge_then_write(record, **kwargs):
         if not purges:
 
             def purge() -> None:
@@ -91,7 +91,7 @@ def test_a_hit_whose_pair_is_purged_before_the_commit_still_lands(redis_availabl
             thread = threading.Thread(target=purge)
             thread.start()
             thread.join(timeout=30)
-        return real_write(**kwargs)
+        return real_write(record, **kwargs)
 
     monkeypatch.setattr(turn_write, "_turn_write", purge_then_write)
     outcome = turn_ask(tenant=tenant, conversation_id=second_conversation.pk, question="How can I reset my password?")
