@@ -251,6 +251,7 @@ def turn_judge(
         intent=intent,
         behaviour=behaviour,
         force_refresh=force_refresh,
+        plan=plan,
         duplicate=duplicate,
         match=match,
         recent_turns=state.recent_turns,

@@ -17,8 +17,8 @@ from conversations.dedup.decisions import (
     ConsumedRef,
     DuplicateDecision,
     PolicyView,
+    TurnPlan,
     excluded_ids,
-    turn_plan,
 )
 from conversations.models import DedupAction, Granularity, IntentBehaviour
 from conversations.turn.state import RecentTurn, StoredAnswer
@@ -62,6 +62,7 @@ class TurnFacts:
     intent: str
     behaviour: str
     force_refresh: bool
+    plan: TurnPlan  # `decisions.turn_plan` of the four above, worked out once, before the candidates are looked for
     duplicate: DuplicateDecision  # `duplicate_decide`'s, or a miss when duplicates were not looked for
     match: MatchFacts | None  # loaded for a duplicate hit only
     recent_turns: Sequence[RecentTurn]  # oldest first
@@ -114,7 +115,7 @@ def turn_decide(facts: TurnFacts) -> TurnDecision:
     window consumed (recorded but not applied in shadow mode), and is `bypassed` when question dedup was skipped on
     purpose or refused a close match, else `answered`."""
     policy = facts.policy
-    plan = turn_plan(policy=policy, intent=facts.intent, behaviour=facts.behaviour, force_refresh=facts.force_refresh)
+    plan = facts.plan
     duplicate, matched = facts.duplicate, None
     if duplicate.hit:
         refusal = match_refusal(facts.match)

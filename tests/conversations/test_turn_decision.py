@@ -7,7 +7,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from conversations.dedup.decisions import ConsumedRef, DuplicateDecision, PolicyView
+from conversations.dedup.decisions import ConsumedRef, DuplicateDecision, PolicyView, turn_plan
 from conversations.models import DedupAction
 from conversations.turn.state import RecentTurn, StoredAnswer
 from conversations.turn.turn_decision import (
@@ -65,6 +65,7 @@ def facts(**changes: object) -> TurnFacts:
         intent="other",
         behaviour="normal",
         force_refresh=False,
+        plan=turn_plan(policy=PolicyView(), intent="other", behaviour="normal", force_refresh=False),
         duplicate=NONE,
         match=None,
         recent_turns=RECENT,
@@ -73,7 +74,12 @@ def facts(**changes: object) -> TurnFacts:
         next_turn_number=3,
     )
     policy_changes = changes.pop("policy", {})
-    return replace(base, policy=replace(base.policy, **policy_changes), **changes)
+    changed = replace(base, policy=replace(base.policy, **policy_changes), **changes)
+    # The plan the turn's judging works out once from the policy, intent, behaviour and flag (`decisions.turn_plan`).
+    plan = turn_plan(
+        policy=changed.policy, intent=changed.intent, behaviour=changed.behaviour, force_refresh=changed.force_refresh
+    )
+    return replace(changed, plan=plan)
 
 
 SHADOW = {"shadow_mode": True}
