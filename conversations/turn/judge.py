@@ -137,6 +137,74 @@ def _curated_copy_current(*, answer: StoredAnswer | None, curated: CuratedSet) -
     )
 
 
+def _own_history_judge(
+    *,
+    tenant: Tenant,
+    conversation: Conversation,
+    turn_settings: TurnSettings,
+    state: ConversationState,
+    question_vector: np.ndarray,
+    recent_topics: list[bool],
+    model: str,
+    curated: CuratedSet,
+    decide: dict,
+    sources_read: SourceRows | None,
+) -> tuple[decisions.DuplicateDecision, MatchFacts | None, list[SourceView] | None]:
+    """The duplicate decision on the user's own history within the policy's scope, and for a hit the stored answer
+    it would serve (at its origin, as its curated answer reads now) with that answer's sources."""
+    try:
+        candidates = duplicate_candidates(
+            tenant=tenant,
+            conversation=conversation,
+            state=state,
+            policy=turn_settings.policy,
+            question_vector=question_vector,
+            intents=turn_settings.intents,
+            recent_topics=recent_topics,
+            model=model,
+        )
+    except vectorstore.VectorStoreUnavailable:
+        logger.warning("question index unavailable: tenant-scope dedup skipped for this turn")
+        candidates = []
+    duplicate = decisions.duplicate_decide_verified(candidates=candidates, **decide)
+    if not duplicate.hit:
+        return duplicate, None, None
+    answer = stored_answer_of(tenant=tenant, state=state, turn_id=duplicate.turn_id)
+    if answer is not None and answer.origin_turn_id is not None:
+        answer = stored_answer_at_origin(tenant=tenant, state=state, copy=answer)
+    answer = _curated_copy_current(answer=answer, curated=curated)
+    match_sources = (
+        stored_sources(tenant=tenant, stored=answer, read_ahead=sources_read) if answer is not None else None
+    )
+    match = MatchFacts(
+        answer=answer,
+        sources_intact=match_sources is not None,
+        # A copy of a curated answer stands without citations, as the curated answer does.
+        cites_sources=bool(match_sources) or (answer is not None and answer.curated_answer_id is not None),
+    )
+    return duplicate, match, match_sources
+
+
+def _recent_context(
+    *, turn_settings: TurnSettings, state: ConversationState, model: str, wanted: bool
+) -> tuple[list[bool], list[bool]]:
+    """Per recent question: whether this model embedded it (no other vector is compared with this one's), and, when
+    `wanted`, whether it names a topic of its own (not small talk, "show me that again"): a follow-up is read in the
+    context of the question before it only when that one does, and a repeat re-asks the last one that does."""
+    recent_comparable = [
+        decisions.vectors_comparable(stored_model=t.vector_model, current_model=model) for t in state.recent_turns
+    ]
+    if not wanted:
+        return recent_comparable, []
+    recent_topics = decisions.names_topic(
+        vectors=[t.vector for t in state.recent_turns],
+        intents=turn_settings.intents,
+        comparable=recent_comparable,
+        questions=[t.question for t in state.recent_turns],
+    )
+    return recent_comparable, list(recent_topics)
+
+
 def turn_judge(
     *,
     tenant: Tenant,
@@ -164,21 +232,11 @@ def turn_judge(
         embedding=embedding,
     )
     plan = decisions.turn_plan(policy=policy, intent=intent, behaviour=behaviour, force_refresh=force_refresh)
-    # Which recent questions this model embedded: no other vector is compared with this one's.
-    recent_comparable = [
-        decisions.vectors_comparable(stored_model=t.vector_model, current_model=model) for t in state.recent_turns
-    ]
-    # Which recent questions name a topic of their own (not small talk, "show me that again"): a follow-up is read in
-    # the context of the question before it only when that one does, and a repeat re-asks the last one that does.
-    recent_topics = (
-        decisions.names_topic(
-            vectors=[t.vector for t in state.recent_turns],
-            intents=turn_settings.intents,
-            comparable=recent_comparable,
-            questions=[t.question for t in state.recent_turns],
-        )
-        if plan.check_duplicates or behaviour in (IntentBehaviour.REPEAT, IntentBehaviour.ELABORATE)
-        else []
+    recent_comparable, recent_topics = _recent_context(
+        turn_settings=turn_settings,
+        state=state,
+        model=model,
+        wanted=plan.check_duplicates or behaviour in (IntentBehaviour.REPEAT, IntentBehaviour.ELABORATE),
     )
     duplicate = decisions.DuplicateDecision(hit=False)
     match, match_sources, curated_match = None, None, None
@@ -207,36 +265,23 @@ def turn_judge(
     if plan.check_duplicates and match is not None:
         duplicate = curated_decision
     elif plan.check_duplicates:
-        try:
-            candidates = duplicate_candidates(
-                tenant=tenant,
-                conversation=conversation,
-                state=state,
-                policy=policy,
-                question_vector=question_vector,
-                intents=turn_settings.intents,
-                recent_topics=recent_topics,
-                model=model,
-            )
-        except vectorstore.VectorStoreUnavailable:
-            logger.warning("question index unavailable: tenant-scope dedup skipped for this turn")
-            candidates = []
-        duplicate = decisions.duplicate_decide_verified(candidates=candidates, **decide)
-        if duplicate.hit:
-            answer = stored_answer_of(tenant=tenant, state=state, turn_id=duplicate.turn_id)
-            if answer is not None and answer.origin_turn_id is not None:
-                answer = stored_answer_at_origin(tenant=tenant, state=state, copy=answer)
-            answer = _curated_copy_current(answer=answer, curated=curated)
-            match_sources = (
-                stored_sources(tenant=tenant, stored=answer, read_ahead=sources_read) if answer is not None else None
-            )
-            match = MatchFacts(
-                answer=answer,
-                sources_intact=match_sources is not None,
-                # A copy of a curated answer stands without citations, as the curated answer does.
-                cites_sources=bool(match_sources) or (answer is not None and answer.curated_answer_id is not None),
-            )
-        elif curated_decision is not None and (curated_decision.similarity or -1.0) > (duplicate.similarity or -1.0):
+        duplicate, match, match_sources = _own_history_judge(
+            tenant=tenant,
+            conversation=conversation,
+            turn_settings=turn_settings,
+            state=state,
+            question_vector=question_vector,
+            recent_topics=recent_topics,
+            model=model,
+            curated=curated,
+            decide=decide,
+            sources_read=sources_read,
+        )
+        if (
+            not duplicate.hit
+            and curated_decision is not None
+            and (curated_decision.similarity or -1.0) > (duplicate.similarity or -1.0)
+        ):
             # Neither served: the audit log records the nearer of the two near misses (what a lower gate would serve).
             duplicate = curated_decision
     if plan.check_duplicates and duplicate is curated_decision and curated_decision.turn_id is not None:
