@@ -415,6 +415,32 @@ def cosine_gate(
     return threshold if floor is None else max(threshold, floor)
 
 
+def _comparable(
+    candidates: Sequence[StoredQuestion], *, question_vector: np.ndarray, vector_model: str | None
+) -> list[StoredQuestion]:
+    """The candidates whose vectors can be compared with `question_vector`: of its size and, when `vector_model`
+    names the model that made it, made by that model (`vectors_comparable`)."""
+    return [
+        c
+        for c in candidates
+        if c.vector.shape == question_vector.shape
+        and (vector_model is None or vectors_comparable(stored_model=c.vector_model, current_model=vector_model))
+    ]
+
+
+def _head_and_gate(
+    *, pair_model: PairModel | None, embedding_model: str | None, use_head: bool, dimension: int, threshold: float
+) -> tuple[PairModel | None, float]:
+    """The head that scores the pairs (None: none can) and the cosine gate the decision applies: the policy's
+    `threshold`, raised to HEADLESS_THRESHOLD_FLOOR without a head, lowered to the head's own gate when it has one (a
+    tenant's verifier that chose it from the tenant's labels: under the policy's threshold it was judged to keep the
+    precision target, `verifier_training`)."""
+    model = pair_model if pair_model is not None else pair_model_default(embedding_model)
+    if not head_applies(use_head=use_head, embedding_model=embedding_model, dimension=dimension, pair_model=model):
+        return None, max(threshold, HEADLESS_THRESHOLD_FLOOR)
+    return model, threshold if model.gate is None else min(threshold, model.gate)
+
+
 def duplicate_decide(
     *,
     question: str,
@@ -428,47 +454,32 @@ def duplicate_decide(
     vector_model: str | None = None,
     question_readable: bool = True,
 ) -> DuplicateDecision:
-    """The best candidate (by cosine) at or above `threshold` that also passes, in this order: it has a stored
-    answer, made from a complete index; the questions do not conflict (`questions_conflict`); the duplicate head
-    calls the pair a duplicate (`pair_probability` >= the model's cut); the follow-up guard. Otherwise no hit.
-    Candidates refused on a check are reported with the reason (the audit log says why a close match was not
-    served).
+    """The best candidate (by cosine) at or above the gate that also passes, in this order: it has a stored answer,
+    made from a complete index; the questions do not conflict (`questions_conflict`); the duplicate head calls the
+    pair a duplicate (`pair_probability` >= the model's cut); the follow-up guard. Otherwise no hit. Candidates
+    refused on a check are reported with the reason (the audit log says why a close match was not served).
 
-    `pair_model` defaults to the shipped head of `embedding_model` (`duplicate_model.pair_model_default`: read once
-    per process; None, the bundled model's). A head trained on another embedding model (`embedding_model` names the
-    one in use; None means "the head's own") or for another vector size cannot score the pair: the decision then
-    runs without it, on cosine and the other checks, with the gate raised to at least HEADLESS_THRESHOLD_FLOOR; so it
-    does with `use_head=False` (the operator's KB_DUPLICATE_HEAD). Candidates embedded by another model are not
-    comparable and are left out: those of another vector size, and, when `vector_model` names the model that made
-    `question_vector`, those whose `vector_model` is not that one (`vectors_comparable`: stored before a model
-    change, even of the same size). When that leaves none, the miss says so in its reason. A head with a gate of its
-    own (`PairModel.gate`, a tenant's verifier that chose it from its labels) applies that gate when it is under
-    `threshold`; the decision's `gate` says which applied.
-
-    A question the model cannot read (`question_readable` False) is decided by `unreadable_decide` alone; a stored
-    question it cannot read (`StoredQuestion.readable` False) is never compared by similarity with a readable one."""
+    The head and the gate: `_head_and_gate` (`pair_model`, default the shipped head of `embedding_model`; without a
+    head that can score the pair, or with `use_head=False`, the gate is raised to HEADLESS_THRESHOLD_FLOOR; a head's
+    own gate applies under `threshold`); the decision's `gate` says which applied. Candidates embedded by another
+    model are left out (`_comparable`: another vector size, or another `vector_model`, as before a model change);
+    when that leaves none, the miss says so in its reason. A question the model cannot read (`question_readable`
+    False) is decided by `unreadable_decide` alone; a stored question it cannot read is never compared with a
+    readable one by similarity."""
     if not question_readable:
         return unreadable_decide(question=question, previous_vector=previous_vector, candidates=candidates)
     candidates = [c for c in candidates if c.readable]
-    comparable = [
-        c
-        for c in candidates
-        if c.vector.shape == question_vector.shape
-        and (vector_model is None or vectors_comparable(stored_model=c.vector_model, current_model=vector_model))
-    ]
+    comparable = _comparable(candidates, question_vector=question_vector, vector_model=vector_model)
     if not comparable:
         return DuplicateDecision(hit=False, reason=OTHER_MODEL_REASON if candidates else "")
     candidates = comparable
-    model = pair_model if pair_model is not None else pair_model_default(embedding_model)
-    if not head_applies(
-        use_head=use_head, embedding_model=embedding_model, dimension=question_vector.shape[0], pair_model=model
-    ):
-        model = None
-        threshold = max(threshold, HEADLESS_THRESHOLD_FLOOR)
-    elif model.gate is not None:
-        # A tenant's verifier that chose its gate from the tenant's labels serves down to it: below the policy's
-        # threshold it was judged to keep the precision target (`verifier_training`).
-        threshold = min(threshold, model.gate)
+    model, threshold = _head_and_gate(
+        pair_model=pair_model,
+        embedding_model=embedding_model,
+        use_head=use_head,
+        dimension=question_vector.shape[0],
+        threshold=threshold,
+    )
     matrix = np.stack([c.vector for c in candidates])
     # Unit vectors: float32 rounding can take a vector's cosine with itself to 1.0000001, which is no cosine.
     scores = np.clip(matrix @ question_vector, -1.0, 1.0)
