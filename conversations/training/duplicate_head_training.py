@@ -341,96 +341,59 @@ def _peak_memory_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kilobytes on Linux
 
 
-def head_train(
+def _choices_for_target(
     *,
-    pairs_paths: Sequence[Path],
-    out: Path,
+    features: np.ndarray,
+    labels: np.ndarray,
+    folds: np.ndarray,
+    pair_weights: np.ndarray | None,
+    cosine: np.ndarray,
+    passes_checks: np.ndarray,
+    source: np.ndarray | None,
+    cut_on: Sequence[Path],
+    target: float,
     say: Callable[[str], None],
-    model: str | None = None,
-    precision_target: float | None = None,
-    cut_on: Sequence[Path] = (),
-) -> dict:
-    """Train the head of embedding model `model` (by name; None: the default) on the train split of `pairs_paths`,
-    by the recall-floor rule, or, with `precision_target`, by that target on the files `cut_on` (all when empty);
-    report every choice and the held-out figures through `say`, write the model to `out` and return what was
-    written."""
-    began = time.perf_counter()
-    pairs = pairs_load_many(list(pairs_paths))
-    labels, train, held_out, source = pairs.labels, pairs.train, pairs.held_out, pairs.source
-    name = model_name(model)
-    say(
-        f"pairs: {len(labels)} ({int(labels.sum())} duplicates) from {len(pairs_paths)} file(s); train "
-        f"{int(train.sum())}, held out {int(held_out.sum())} (never used for a choice); model {name}"
+) -> tuple[float, np.ndarray, float, float, tuple, dict]:
+    """The penalty and cut for `target` at the default gate, the cut chosen on the train pairs of the files `cut_on`
+    (all when empty), each file weighing the same: (penalty, out-of-fold probabilities, gate, cut, their figures,
+    the rule as the model file records it)."""
+    count = len(labels)
+    choosing = {file_label_of(path) for path in cut_on} if cut_on else None
+    among = np.isin(source, sorted(choosing)) if choosing is not None and source is not None else np.ones(count, bool)
+    chooser_weights = file_weights(source, count, among=among)
+    chooser_weights = among.astype(float) if chooser_weights is None else chooser_weights
+    penalty, oof, cut, oof_figures = _penalty_and_cut_for_target(
+        features=features,
+        labels=labels,
+        folds=folds,
+        pair_weights=pair_weights,
+        chooser_weights=chooser_weights,
+        cosine=cosine,
+        passes_checks=passes_checks,
+        source=source,
+        target=target,
+        say=say,
     )
-    started = time.perf_counter()
-    first, second = pairs_embed(pairs, model=name)
-    say(f"embeddings ready in {time.perf_counter() - started:.1f}s")
-    started = time.perf_counter()
-    features = _pair_features(pairs, first, second)
-    rows = pairs.rows
-    say(f"features {features.shape} in {time.perf_counter() - started:.1f}s")
-    cosine = (first * second).sum(axis=1)
-    agree = np.array([not question_pairs.questions_conflict(r["question1"], r["question2"]) for r in rows])
-    followup_ok = followup_guard_passes(rows=rows, second=second)
-    passes_checks = agree & followup_ok
+    rule = {
+        "precision_target": target,
+        "cut_chosen_on": sorted(set(source[among])) if source is not None else "all pairs",
+    }
+    return penalty, oof, DEFAULT_THRESHOLD, cut, oof_figures, rule
 
-    folds = np.array(
-        [
-            inner_fold(
-                split_key(file_label=str(source[i]), pair_id=r["pair_id"]) if source is not None else r["pair_id"]
-            )
-            for i, r in enumerate(rows)
-        ]
-    )[train]
-    train_features, train_labels = features[train], labels[train]
-    train_source = source[train] if source is not None else None
-    pair_weights = file_weights(train_source, int(train.sum()))
-    started = time.perf_counter()
-    if precision_target is None:
-        # 1. penalty, by inner cross-validation on the train split; 2. gate and cut, through the decision rule
-        penalty, oof = _penalty_choose(features=train_features, labels=train_labels, folds=folds, say=say)
-        gate, cut, oof_figures = _gate_and_cut_choose(
-            oof=oof,
-            labels=train_labels,
-            cosine=cosine[train],
-            passes_checks=passes_checks[train],
-            followup_ok=followup_ok[train],
-            say=say,
-        )
-        rule = {"recall_floor": RECALL_FLOOR}
-    else:
-        choosing = {file_label_of(path) for path in cut_on} if cut_on else None
-        among = (
-            np.isin(train_source, sorted(choosing))
-            if choosing is not None and train_source is not None
-            else np.ones(int(train.sum()), dtype=bool)
-        )
-        chooser_weights = file_weights(train_source, int(train.sum()), among=among)
-        chooser_weights = among.astype(float) if chooser_weights is None else chooser_weights
-        penalty, oof, cut, oof_figures = _penalty_and_cut_for_target(
-            features=train_features,
-            labels=train_labels,
-            folds=folds,
-            pair_weights=pair_weights,
-            chooser_weights=chooser_weights,
-            cosine=cosine[train],
-            passes_checks=passes_checks[train],
-            source=train_source,
-            target=precision_target,
-            say=say,
-        )
-        gate = DEFAULT_THRESHOLD
-        rule = {
-            "precision_target": precision_target,
-            "cut_chosen_on": sorted(set(train_source[among])) if train_source is not None else "all pairs",
-        }
-    say(f"choices made in {time.perf_counter() - started:.0f}s")
 
-    # 3. the model: the chosen penalty on the whole train split; figures on held-out and all pairs
-    mean, scale = standardise(train_features)
-    weights, bias = logistic_fit((train_features - mean) / scale, train_labels, penalty=penalty, weights=pair_weights)
-    probability = probabilities(features, weights, bias, mean, scale)
-    decided = (cosine >= gate) & passes_checks & (probability >= cut)
+def _held_out_report(
+    *,
+    decided: np.ndarray,
+    labels: np.ndarray,
+    held_out: np.ndarray,
+    cosine: np.ndarray,
+    gate: float,
+    source: np.ndarray | None,
+    pairs_paths: Sequence[Path],
+    say: Callable[[str], None],
+) -> tuple[tuple, tuple, dict]:
+    """The decision's figures on the held-out pairs (in all and per file, beside plain cosine at the gate) and on
+    every pair, said through `say`: (held out, every pair, held out by file)."""
     held = precision_recall_hit(decided[held_out], labels[held_out])
     everything = precision_recall_hit(decided, labels)
     plain_held = precision_recall_hit(cosine[held_out] >= gate, labels[held_out])
@@ -454,14 +417,116 @@ def head_train(
         f"all pairs, 70% of them the model's own training data (optimistic): P={everything[0]:.3f} "
         f"R={everything[1]:.3f} hit={everything[2]:.3f}"
     )
+    return held, everything, held_by_file
+
+
+def _weights_payload(*, weights: np.ndarray, bias: float, mean: np.ndarray, scale: np.ndarray) -> dict:
+    """The head's fitted numbers as the model file keeps them (significant digits), with its feature set."""
+    return {
+        "feature_version": FEATURE_VERSION,
+        "lexical_features": list(question_pairs.LEXICAL_FEATURES),
+        "trained": datetime.datetime.now(tz=datetime.UTC).date().isoformat(),
+        "bias": significant(bias),
+        "weights": [significant(w) for w in weights],
+        "mean": [significant(m) for m in mean],
+        "scale": [significant(s) for s in scale],
+    }
+
+
+def _inner_folds(pairs: Pairs) -> np.ndarray:
+    """Each pair's inner cross-validation fold, by its split key (the file and pair id when several files are read)."""
+    source = pairs.source
+    return np.array(
+        [
+            inner_fold(
+                split_key(file_label=str(source[i]), pair_id=r["pair_id"]) if source is not None else r["pair_id"]
+            )
+            for i, r in enumerate(pairs.rows)
+        ]
+    )
+
+
+def head_train(
+    *,
+    pairs_paths: Sequence[Path],
+    out: Path,
+    say: Callable[[str], None],
+    model: str | None = None,
+    precision_target: float | None = None,
+    cut_on: Sequence[Path] = (),
+) -> dict:
+    """Train the head of embedding model `model` (by name; None: the default) on the train split of `pairs_paths`,
+    by the recall-floor rule, or, with `precision_target`, by that target on the files `cut_on` (all when empty);
+    report every choice and the held-out figures through `say`, write the model to `out` and return what was
+    written."""
+    began = time.perf_counter()
+    pairs = pairs_load_many(list(pairs_paths))
+    labels, train, held_out, source = pairs.labels, pairs.train, pairs.held_out, pairs.source
+    name = model_name(model)
+    say(
+        f"pairs: {len(labels)} ({int(labels.sum())} duplicates) from {len(pairs_paths)} file(s); train "
+        f"{int(train.sum())}, held out {int(held_out.sum())} (never used for a choice); model {name}"
+    )
+    started = time.perf_counter()
+    first, second = pairs_embed(pairs, model=name)
+    features, rows = _pair_features(pairs, first, second), pairs.rows
+    say(f"embeddings and features {features.shape} ready in {time.perf_counter() - started:.1f}s")
+    cosine = (first * second).sum(axis=1)
+    agree = np.array([not question_pairs.questions_conflict(r["question1"], r["question2"]) for r in rows])
+    followup_ok = followup_guard_passes(rows=rows, second=second)
+    passes_checks = agree & followup_ok
+    folds = _inner_folds(pairs)[train]
+    train_features, train_labels = features[train], labels[train]
+    train_source = source[train] if source is not None else None
+    pair_weights = file_weights(train_source, int(train.sum()))
+    started = time.perf_counter()
+    if precision_target is None:
+        # 1. penalty, by inner cross-validation on the train split; 2. gate and cut, through the decision rule
+        penalty, oof = _penalty_choose(features=train_features, labels=train_labels, folds=folds, say=say)
+        gate, cut, oof_figures = _gate_and_cut_choose(
+            oof=oof,
+            labels=train_labels,
+            cosine=cosine[train],
+            passes_checks=passes_checks[train],
+            followup_ok=followup_ok[train],
+            say=say,
+        )
+        rule = {"recall_floor": RECALL_FLOOR}
+    else:
+        penalty, oof, gate, cut, oof_figures, rule = _choices_for_target(
+            features=train_features,
+            labels=train_labels,
+            folds=folds,
+            pair_weights=pair_weights,
+            cosine=cosine[train],
+            passes_checks=passes_checks[train],
+            source=train_source,
+            cut_on=cut_on,
+            target=precision_target,
+            say=say,
+        )
+    say(f"choices made in {time.perf_counter() - started:.0f}s")
+
+    # 3. the model: the chosen penalty on the whole train split; figures on held-out and all pairs
+    mean, scale = standardise(train_features)
+    weights, bias = logistic_fit((train_features - mean) / scale, train_labels, penalty=penalty, weights=pair_weights)
+    probability = probabilities(features, weights, bias, mean, scale)
+    decided = (cosine >= gate) & passes_checks & (probability >= cut)
+    held, everything, held_by_file = _held_out_report(
+        decided=decided,
+        labels=labels,
+        held_out=held_out,
+        cosine=cosine,
+        gate=gate,
+        source=source,
+        pairs_paths=pairs_paths,
+        say=say,
+    )
     say(f"trained in {time.perf_counter() - began:.0f}s, peak memory {_peak_memory_mib():.0f} MiB")
 
     payload = {
-        "feature_version": FEATURE_VERSION,
-        "lexical_features": list(question_pairs.LEXICAL_FEATURES),
         "embedding_model": name,
         "dimension": int(first.shape[1]),
-        "trained": datetime.datetime.now(tz=datetime.UTC).date().isoformat(),
         **_provenance(pairs=pairs, paths=pairs_paths),
         "train_pairs": int(train.sum()),
         "held_out_pairs": int(held_out.sum()),
@@ -473,10 +538,7 @@ def head_train(
         "held_out": figures(held),
         **({"held_out_by_file": held_by_file} if held_by_file else {}),
         "all_pairs_including_train": figures(everything),
-        "bias": significant(bias),
-        "weights": [significant(w) for w in weights],
-        "mean": [significant(m) for m in mean],
-        "scale": [significant(s) for s in scale],
+        **_weights_payload(weights=weights, bias=bias, mean=mean, scale=scale),
     }
     out.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
     say(f"wrote {out} ({out.stat().st_size / 1024:.0f} KiB)")
