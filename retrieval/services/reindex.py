@@ -314,6 +314,12 @@ def knowledge_base_reindex(
         left=left_dimension,
         now=embeddings.embedding_dimension(model_name),
     )
+    _reindex_done(tenant_id=tenant_id, knowledge_base_id=knowledge_base_id, token=token)
+    return done
+
+
+def _reindex_done(*, tenant_id: int, knowledge_base_id: int, token: str) -> None:
+    """The run that holds `token` marks the re-index done and lets go of its claim."""
     _reindex_update(
         tenant_id=tenant_id,
         knowledge_base_id=knowledge_base_id,
@@ -326,7 +332,6 @@ def knowledge_base_reindex(
         reindex_lease_expires_at=None,
         reindex_from_model_identity="",  # every vector is the recorded model's now
     )
-    return done
 
 
 def _left_collection_clear(*, tenant_id: int, knowledge_base_id: int, left: int, now: int) -> None:
