@@ -119,6 +119,8 @@ def _curated_set_load(*, tenant: Tenant, knowledge_base_id: int, embedding: str,
 
 
 def _phrasings_embedded_again(*, tenant: Tenant, phrasings: list[tuple], embedding: str, model: str) -> list[tuple]:
+    """`phrasings` (pk, answer id, question, vector, vector model) with those another model embedded (before the
+    knowledge base changed its model) embedded again by `embedding`, stored back within the tenant."""
     stale = [row for row in phrasings if row[4] != model]
     vectors = embed_texts([row[2] for row in stale], model=embedding)
     updated = {row[0]: np.asarray(vector, dtype="<f4") for row, vector in zip(stale, vectors, strict=True)}
@@ -126,7 +128,7 @@ def _phrasings_embedded_again(*, tenant: Tenant, phrasings: list[tuple], embeddi
         CuratedPhrasing(pk=pk, tenant=tenant, vector=vector_to_bytes(vector), vector_model=model)
         for pk, vector in updated.items()
     ]
-    CuratedPhrasing.objects.bulk_update(rows, ["vector", "vector_model"], batch_size=500)
+    CuratedPhrasing.objects.for_tenant(tenant).bulk_update(rows, ["vector", "vector_model"], batch_size=500)
     return [
         (pk, answer_id, question, vector_to_bytes(updated[pk]), model) if pk in updated else row
         for row in phrasings

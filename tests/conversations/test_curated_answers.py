@@ -281,3 +281,23 @@ def test_an_import_reports_bad_rows_per_row_and_keeps_the_rest(api_client, tenan
         assert response.status_code == 400, (name, response.content)
         assert response.json()["message"]
     assert stored.count() == 3
+
+
+@pytest.mark.django_db
+@pytest.mark.integration
+def test_phrasings_another_model_embedded_are_embedded_again_on_the_next_turn(api_client, tenant, english):
+    from conversations.models import CuratedPhrasing
+
+    answer, phrasings, paraphrase = ENGLISH[1]
+    made = api_client.post(
+        f"/api/v1/knowledge-bases/{english.pk}/curated-answers/",
+        {"answer": answer, "questions": phrasings},
+        format="json",
+    )
+    assert made.status_code == 201, made.content
+    # As if the knowledge base had been on another model when they were written: a vector of another size and model.
+    CuratedPhrasing.objects.for_tenant(tenant).update(vector=np.ones(8, dtype="<f4").tobytes(), vector_model="old")
+    turn = ask(api_client, start(api_client, english), paraphrase)
+    assert turn["dedup"]["curated_answer_id"] == made.json()["id"]
+    stored = CuratedPhrasing.objects.for_tenant(tenant)
+    assert stored.count() == len(phrasings) and not stored.filter(vector_model="old").exists()
