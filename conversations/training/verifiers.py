@@ -31,8 +31,9 @@ from conversations.training.labelled_pairs import LabelledQuestionPair
 from conversations.training.verifier_training import TrainingRefused, labels_check, labels_sha256, verifier_train
 from conversations.turn.policy import dedup_policy_get
 from kbplatform.errors import ApplicationError, ConflictError, NotFoundError
-from retrieval.embeddings import embed_texts, text_readable
+from retrieval.embeddings import embed_texts, knowledge_base_model, text_readable
 from retrieval.embeddings import model_name as embedding_model_name
+from retrieval.models import KnowledgeBase
 from tenants.models import Tenant
 from tenants.services import tenant_settings_changed
 
@@ -170,9 +171,6 @@ def verifier_embedding_model(*, tenant: Tenant) -> str:
     of the tenant uses, else the deployment's default. A verifier decides only for questions of its model
     (`decisions.verifier_reads`), so a tenant of one Chinese knowledge base on the multilingual model learns in that
     model's space."""
-    from retrieval.embeddings import knowledge_base_model
-    from retrieval.models import KnowledgeBase
-
     named = set(KnowledgeBase.objects.for_tenant(tenant).values_list("embedding_model", flat=True))
     models = {knowledge_base_model(name) for name in named}
     return models.pop() if len(models) == 1 else embedding_model_name()

@@ -236,3 +236,21 @@ def test_on_swapped_role_traffic_a_tree_head_activates_shadows_and_rolls_back(te
     )
     assert decided.hit and decided.shadow is not None and decided.shadow.verifier_version_id == row.pk
     assert decided.shadow.hit is False
+
+
+def test_a_verifier_learns_in_the_model_of_the_tenants_knowledge_bases(tenant):
+    from conversations.training.verifiers import verifier_embedding_model
+    from retrieval.embeddings import USE_MODEL_NAME, embedding_dimension
+    from retrieval.embeddings import model_name as default_model
+    from retrieval.models import KnowledgeBase
+
+    assert verifier_embedding_model(tenant=tenant) == default_model()  # no knowledge base yet
+    KnowledgeBase.objects.create(
+        tenant=tenant,
+        name="zh",
+        embedding_model=USE_MODEL_NAME,
+        embedding_dimension=embedding_dimension(USE_MODEL_NAME),
+    )
+    assert verifier_embedding_model(tenant=tenant) == USE_MODEL_NAME  # the one model all its knowledge bases use
+    KnowledgeBase.objects.create(tenant=tenant, name="en")
+    assert verifier_embedding_model(tenant=tenant) == default_model()  # two models: the deployment's default
