@@ -21,6 +21,7 @@ from django.conf import settings
 
 from conversations.dedup import decisions
 from conversations.review.review_queue_rules import PickReason
+from retrieval.embeddings import embed_texts, model_id
 
 # The public QQP pairs beside this checkout (../shared/data); the evaluation data, not something the platform ships.
 PAIRS = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "qqp" / "pairs.jsonl"
@@ -144,8 +145,6 @@ def pairs_load_many(paths: list[Path]) -> Pairs:
 def pairs_embed(pairs: Pairs, *, model: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Unit vectors of question1 and question2 of every pair, by the platform's embedding module with `model` (by
     name; None: the default model), cached per file."""
-    from retrieval.embeddings import embed_texts, model_id
-
     if pairs.parts:
         embedded = [pairs_embed(part, model=model) for part in pairs.parts]
         return np.concatenate([e[0] for e in embedded]), np.concatenate([e[1] for e in embedded])

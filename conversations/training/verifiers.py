@@ -4,10 +4,7 @@ the decision in use, running a candidate in shadow, rolling back, and loading th
 Guarantees:
 - a version is trained on its tenant's labels only (`selectors.duplicate_labels_training(tenant=...)`, or a pairs
   file an operator names) and its file is written at `verifier_path(tenant, version)`, derived from the tenant;
-- the loader takes the tenant, refuses a row of another tenant, reads only that tenant's path, and checks that the
-  file names the same tenant and version: no tenant's model ever decides for another;
-- a missing or unreadable file logs an error and the shipped head decides (never a failed turn);
-- a model is read once per process per version (`_models`, keyed by tenant and version).
+- loading (`conversations.dedup.tenant_verifiers`) never lets one tenant's model decide for another.
 """
 
 from __future__ import annotations
@@ -15,22 +12,23 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
 from conversations.dedup import decisions
-from conversations.dedup.duplicate_model import PairModel, pair_model_default, pair_model_from_dict
+from conversations.dedup.duplicate_model import pair_model_default
+from conversations.dedup.tenant_verifiers import tenant_verifiers_load, verifier_path
 from conversations.models import DuplicateModelStatus, DuplicateModelVersion
+from conversations.selectors import duplicate_labels_training
 from conversations.training.labelled_pairs import LabelledQuestionPair
 from conversations.training.verifier_training import TrainingRefused, labels_check, labels_sha256, verifier_train
 from conversations.turn.policy import dedup_policy_get
 from kbplatform.errors import ApplicationError, ConflictError, NotFoundError
+from kbplatform.jobs import task_enqueue_on_commit
 from retrieval.embeddings import embed_texts, knowledge_base_model, text_readable
 from retrieval.embeddings import model_name as embedding_model_name
 from retrieval.models import KnowledgeBase
@@ -41,64 +39,6 @@ logger = logging.getLogger(__name__)
 
 Progress = Callable[[float, str], None]
 EMBED_BATCH = 256
-
-
-def verifier_path(*, tenant: Tenant, version: int) -> Path:
-    """Where version `version` of `tenant`'s verifier lives: derived from the tenant's id, never read from a row."""
-    return Path(settings.DUPLICATE_MODEL_DIR) / f"tenant-{int(tenant.pk)}" / f"v{int(version)}.json"
-
-
-def verifier_label(version: int) -> str:
-    return f"tenant model v{version}"
-
-
-# (tenant id, version row id) -> model, per process: a version's file never changes once written.
-_models: dict[tuple[int, int], PairModel] = {}
-
-
-def verifier_load(*, tenant: Tenant, row: DuplicateModelVersion) -> decisions.Verifier:
-    """The verifier of `row`, a version of `tenant`. Raises ValueError for a row of another tenant and OSError or
-    ValueError for a file that is missing, unreadable, or names another tenant or version."""
-    if row.tenant_id != tenant.pk:
-        raise ValueError(f"verifier version {row.pk} is not tenant {tenant.pk}'s")
-    key = (tenant.pk, row.pk)
-    model = _models.get(key)
-    if model is None:
-        path = verifier_path(tenant=tenant, version=row.version)
-        payload = json.loads(path.read_text(encoding="utf-8"))
-        if payload.get("tenant_id") != tenant.pk or payload.get("version") != row.version:
-            raise ValueError(f"{path} names tenant {payload.get('tenant_id')} v{payload.get('version')}")
-        model = pair_model_from_dict(payload)
-        _models[key] = model
-    return decisions.Verifier(version_id=row.pk, label=verifier_label(row.version), model=model)
-
-
-def tenant_verifiers_load(*, tenant: Tenant) -> decisions.TenantVerifiers:
-    """The tenant's active verifier and shadow candidate. A file that cannot be read is logged as an error and left
-    out: the shipped head decides instead of an active model, and no shadow runs instead of a shadow one."""
-    rows = {
-        row.status: row
-        for row in DuplicateModelVersion.objects.for_tenant(tenant).filter(
-            status__in=(DuplicateModelStatus.ACTIVE, DuplicateModelStatus.SHADOW)
-        )
-    }
-    loaded: dict[str, decisions.Verifier | None] = {}
-    for status, row in rows.items():
-        try:
-            loaded[status] = verifier_load(tenant=tenant, row=row)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            logger.error(
-                "tenant %s: verifier v%s (%s) cannot be loaded, %s: %s",
-                tenant.pk,
-                row.version,
-                status,
-                "the shipped head decides" if status == DuplicateModelStatus.ACTIVE else "no shadow runs",
-                exc,
-            )
-    return decisions.TenantVerifiers(
-        active=loaded.get(DuplicateModelStatus.ACTIVE) or decisions.Verifier(),
-        shadow=loaded.get(DuplicateModelStatus.SHADOW),
-    )
 
 
 # --- training ------------------------------------------------------------------------------------------------------
@@ -127,8 +67,6 @@ def duplicate_model_version_create(
 
 def duplicate_model_train_start(*, tenant: Tenant, user: Any = None) -> DuplicateModelVersion:
     """Queue a training from the tenant's reviews (the `conversations.duplicate_model_train` task), after commit."""
-    from conversations.tasks import duplicate_model_train_task
-
     if (
         DuplicateModelVersion.objects.for_tenant(tenant)
         .filter(status__in=(DuplicateModelStatus.QUEUED, DuplicateModelStatus.TRAINING))
@@ -136,7 +74,7 @@ def duplicate_model_train_start(*, tenant: Tenant, user: Any = None) -> Duplicat
     ):
         raise ConflictError("A verifier of this tenant is already being trained; wait for it to finish.")
     row = duplicate_model_version_create(tenant=tenant, user=user)
-    transaction.on_commit(lambda: duplicate_model_train_task.delay(tenant.pk, row.pk), robust=True)
+    task_enqueue_on_commit("conversations.duplicate_model_train", tenant.pk, row.pk)
     return row
 
 
@@ -206,8 +144,6 @@ def duplicate_model_train(
 
     try:
         if pairs is None:
-            from conversations.selectors import duplicate_labels_training
-
             pairs = duplicate_labels_training(tenant=tenant)
         given = list(pairs)
         # A pair the embedding model cannot read on either side has a vector that says nothing: it trains noise.

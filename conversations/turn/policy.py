@@ -14,6 +14,7 @@ from django.db.models import F
 
 from conversations.dedup import decisions
 from conversations.dedup.builtins import BUILTIN_INTENTS
+from conversations.dedup.tenant_verifiers import tenant_verifiers_load
 from conversations.models import (
     Conversation,
     DedupPolicy,
@@ -26,6 +27,7 @@ from conversations.turn.state import (
     vector_to_bytes,
 )
 from kbplatform.errors import ApplicationError
+from kbplatform.jobs import task_enqueue_on_commit
 from retrieval.embeddings import embed_texts, embedding_dimension
 from retrieval.embeddings import model_id as embedding_model_id
 from tenants.models import Tenant
@@ -104,9 +106,7 @@ def dedup_policy_update(*, tenant: Tenant, **changes: Any) -> DedupPolicy:
     if policy.scope == DedupScope.TENANT and scope_before != DedupScope.TENANT:
         # Questions asked under another scope were never indexed for tenant-wide search: index those within the
         # TTL, so the new scope covers them too (a worker does it; the change itself does not wait for it).
-        from conversations.tasks import question_index_backfill_task
-
-        transaction.on_commit(lambda: question_index_backfill_task.delay(tenant.pk), robust=True)
+        task_enqueue_on_commit("conversations.question_index_backfill", tenant.pk)
     return policy
 
 
@@ -179,8 +179,6 @@ def turn_settings_load(*, tenant: Tenant, model: str | None = None) -> TurnSetti
     if cached is not None and cached[0] == version:
         return cached[1]
     # Activating, rolling back or shadowing a verifier bumps the settings version, so its models are loaded here too.
-    from conversations.training.verifiers import tenant_verifiers_load
-
     loaded = TurnSettings(
         policy=policy_view(dedup_policy_get(tenant=tenant)),
         intents=intents_load(tenant=tenant, model=model),

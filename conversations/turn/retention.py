@@ -19,6 +19,7 @@ from conversations.models import (
 from conversations.turn.state import (
     state_forget,
 )
+from kbplatform.jobs import task_get
 from retrieval import question_index, vectorstore
 from tenants.models import Tenant
 
@@ -85,10 +86,8 @@ def _records_deleted_outside_database(*, tenant_id: int, conversation_ids: list[
     except vectorstore.VectorStoreUnavailable:
         # The rows are gone (what the admin asked for); a worker deletes the vectors once Milvus answers.
         logger.warning("question index unavailable: deleting %s deleted questions' vectors queued", len(turn_ids))
-        from conversations.tasks import question_vectors_delete_task
-
         try:
-            question_vectors_delete_task.delay(tenant_id, turn_ids)
+            task_get("conversations.question_vectors_delete").delay(tenant_id, turn_ids)
         except Exception:  # the broker down too: the deletion stands, the vectors stay (logged)
             logger.exception("could not queue the deletion of %s question vectors", len(turn_ids))
 

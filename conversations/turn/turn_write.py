@@ -46,6 +46,7 @@ from conversations.turn.state import (
     vector_to_bytes,
 )
 from kbplatform.errors import NotFoundError
+from kbplatform.jobs import task_enqueue_on_commit
 from retrieval import question_index, vectorstore
 from retrieval.metadata import metadata_filter_key
 from tenants.models import Tenant
@@ -549,8 +550,4 @@ def turn_after_commit(
             # The turn is committed; its question is indexed by a worker once Milvus answers again, so it is not
             # missing from tenant-scope dedup for good.
             logger.warning("question index unavailable: turn %s queued for indexing by a worker", turn.pk)
-            from conversations.tasks import question_index_backfill_task
-
-            transaction.on_commit(
-                lambda: question_index_backfill_task.delay(tenant.pk, turn_ids=[turn.pk]), robust=True
-            )
+            task_enqueue_on_commit("conversations.question_index_backfill", tenant.pk, turn_ids=[turn.pk])

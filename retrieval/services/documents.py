@@ -20,6 +20,7 @@ from django.utils import timezone
 from django.utils.text import get_valid_filename
 
 from kbplatform.errors import ApplicationError, ConflictError, NotFoundError
+from kbplatform.jobs import task_enqueue_on_commit
 from retrieval import embeddings, vectorstore
 from retrieval.chunking import ChunkRefusedError, chunk_token_limit, prechunked_drafts
 from retrieval.metadata import MetadataError, metadata_validate
@@ -435,8 +436,6 @@ def documents_enqueue(*, tenant_id: int, document_ids: Sequence[int], per_task: 
     fail them when their retries run out (`documents_fail_after_retries`), not a task of an earlier queueing still
     waiting to retry. `per_task` documents go in one task (INGEST_DOCUMENTS_PER_TASK unless given: a bulk request
     sends its batch as one)."""
-    from retrieval.tasks import document_index, documents_index_batch
-
     ids = list(document_ids)
     queue_token = uuid.uuid4().hex
     for start in range(0, len(ids), 500):
@@ -445,14 +444,9 @@ def documents_enqueue(*, tenant_id: int, document_ids: Sequence[int], per_task: 
     for start in range(0, len(ids), size):
         group = ids[start : start + size]
         if len(group) == 1:
-            transaction.on_commit(
-                lambda doc_id=group[0]: document_index.delay(doc_id, tenant_id, queue_token=queue_token), robust=True
-            )
+            task_enqueue_on_commit("document_index", group[0], tenant_id, queue_token=queue_token)
         else:
-            transaction.on_commit(
-                lambda group=group: documents_index_batch.delay(group, tenant_id, queue_token=queue_token),
-                robust=True,
-            )
+            task_enqueue_on_commit("documents_index_batch", group, tenant_id, queue_token=queue_token)
 
 
 # --- documents: delete and re-index ---------------------------------------------------------------------

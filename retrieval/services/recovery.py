@@ -20,6 +20,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from kbplatform.jobs import task_enqueue_on_commit
 from retrieval.models import Document, DocumentStatus, IngestQueueMarker
 from retrieval.services.documents import documents_enqueue
 from retrieval.services.index_runs import IN_PROGRESS
@@ -40,13 +41,11 @@ def ingest_queue_marker_seen(*, sent_at: datetime) -> None:
 
 def _ingest_queue_marker_send(*, now: datetime, marker: IngestQueueMarker) -> None:
     """Send a marker unless one is still on its way (sent, not yet seen, and not so long ago that it must be lost)."""
-    from retrieval.tasks import ingest_queue_marker
-
     in_flight = marker.sent_at is not None and (marker.seen_at_sent is None or marker.seen_at_sent < marker.sent_at)
     if in_flight and marker.sent_at > now - timedelta(seconds=settings.INGEST_QUEUED_STALE_SECONDS):
         return
     IngestQueueMarker.objects.filter(pk=_MARKER_PK).update(sent_at=now)
-    transaction.on_commit(lambda: ingest_queue_marker.delay(now.isoformat()), robust=True)
+    task_enqueue_on_commit("ingest_queue_marker", now.isoformat())
 
 
 def documents_recover_stalled() -> int:

@@ -17,6 +17,7 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from kbplatform.errors import ConflictError
+from kbplatform.jobs import task_enqueue_on_commit, task_get
 from retrieval import embedding_cache, embeddings, vectorstore
 from retrieval.chunking import (
     model_input_hash,
@@ -29,6 +30,7 @@ from retrieval.services.index_runs import (
     knowledge_base_lost_runs_requeue,
     lease_end,
 )
+from retrieval.services.knowledge_bases import embedding_model_checked
 from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
@@ -66,9 +68,6 @@ def knowledge_base_reindex_start(
     wait in the queue: a task that never arrives is noticed when it runs out. Without `queue`, the caller runs
     `knowledge_base_reindex` itself (within the lease, so a lost caller's re-index is recovered by the sweep as a
     lost task's is)."""
-    from retrieval.services.knowledge_bases import embedding_model_checked
-    from retrieval.tasks import knowledge_base_reindex as reindex_task
-
     moved = {}
     if embedding_model and embedding_model_checked(embedding_model) != knowledge_base.embedding_model:
         # The model its vectors are of, recorded before the name moves on, so that until the re-index runs every
@@ -103,7 +102,7 @@ def knowledge_base_reindex_start(
         # Read as started, before the commit sends the task: a worker may finish it before this returns.
         knowledge_base.refresh_from_db()
         if queue:
-            transaction.on_commit(lambda: reindex_task.delay(knowledge_base.pk, tenant.pk), robust=True)
+            task_enqueue_on_commit("knowledge_base_reindex", knowledge_base.pk, tenant.pk)
     return knowledge_base
 
 
@@ -365,8 +364,6 @@ def knowledge_base_reindexes_recover() -> int:
     task never reached one). The status message says so; the new run goes quickly through the vectors cached so far.
     After INGEST_MAX_ATTEMPTS lost runs it fails with the reason instead. Crosses tenants by design, as
     `documents_recover_stalled` does; claiming makes a duplicate queueing harmless. Returns how many were requeued."""
-    from retrieval.tasks import knowledge_base_reindex as reindex_task
-
     now = timezone.now()
     lost = KnowledgeBase.objects.unscoped().filter(_reindex_lost(now))
     stamp = f"{now:%Y-%m-%d %H:%M} UTC"
@@ -394,7 +391,7 @@ def knowledge_base_reindexes_recover() -> int:
             ),
             "updated_at": now,
         },
-        enqueue=reindex_task.delay,
+        enqueue=task_get("knowledge_base_reindex").delay,
     )
     if requeued:
         logger.info("requeued %s lost knowledge-base re-indexes", requeued)

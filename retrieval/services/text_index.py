@@ -19,6 +19,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from kbplatform.errors import ConflictError
+from kbplatform.jobs import task_enqueue_on_commit, task_get
 from retrieval import embedding_cache, embeddings, vectorstore
 from retrieval.models import Chunk, Document, KnowledgeBase, TextIndexStatus
 from retrieval.selectors import knowledge_base_records_model
@@ -42,8 +43,6 @@ def knowledge_base_text_index_start(
     queue the copy once that is committed (without, the caller runs `knowledge_base_text_index` itself). One already
     moving is queued again (a copy lost with its worker resumes this way); one already moved is a ConflictError. The
     lease starts here, so a task that never arrives is noticed when it runs out."""
-    from retrieval.tasks import knowledge_base_text_index as text_index_task
-
     now = timezone.now()
     with transaction.atomic():
         updated = (
@@ -61,7 +60,7 @@ def knowledge_base_text_index_start(
             raise ConflictError("This knowledge base's chunks already carry their text in the search index.")
         knowledge_base.refresh_from_db()
         if queue:
-            transaction.on_commit(lambda: text_index_task.delay(knowledge_base.pk, tenant.pk), robust=True)
+            task_enqueue_on_commit("knowledge_base_text_index", knowledge_base.pk, tenant.pk)
     return knowledge_base
 
 
@@ -221,8 +220,6 @@ def knowledge_base_text_indexes_recover() -> int:
     INGEST_MAX_ATTEMPTS lost runs it stops with the reason instead (`knowledge_base_text_index_fail`: still moving,
     resumed by `manage.py text_index`). Crosses tenants by design, as `documents_recover_stalled` does; each claim is
     one conditional UPDATE, so two sweeps at once queue a move once. Returns how many were queued again."""
-    from retrieval.tasks import knowledge_base_text_index as text_index_task
-
     now = timezone.now()
     stamp = f"{now:%Y-%m-%d %H:%M} UTC"
     lost = KnowledgeBase.objects.unscoped().filter(_text_index_lost(now))
@@ -248,7 +245,7 @@ def knowledge_base_text_indexes_recover() -> int:
             ),
             "updated_at": now,
         },
-        enqueue=text_index_task.delay,
+        enqueue=task_get("knowledge_base_text_index").delay,
     )
     if requeued:
         logger.info("requeued %s lost moves to full text", requeued)

@@ -8,10 +8,11 @@ import json
 import pytest
 from django.urls import reverse
 
+from conversations.dedup import tenant_verifiers
 from conversations.dedup.duplicate_model import MODEL_PATH
+from conversations.dedup.tenant_verifiers import verifier_path
 from conversations.models import DedupPolicy, DuplicateModelStatus, DuplicateModelVersion
-from conversations.training import verifiers
-from conversations.training.verifiers import duplicate_model_version_create, verifier_path
+from conversations.training.verifiers import duplicate_model_version_create
 
 pytestmark = pytest.mark.django_db
 
@@ -22,7 +23,7 @@ VERSIONS_URL = reverse("admin:conversations_duplicatemodelversion_changelist")
 @pytest.fixture(autouse=True)
 def model_dir(settings, tmp_path):
     settings.DUPLICATE_MODEL_DIR = tmp_path / "models"
-    verifiers._models.clear()
+    tenant_verifiers._models.clear()
 
 
 def _trained(tenant) -> DuplicateModelVersion:
@@ -98,7 +99,7 @@ def test_the_versions_page_draws_each_tenants_learning_curve(client, admin_a, te
         )
     client.force_login(admin_a)
     page = client.get(VERSIONS_URL).content.decode()
-    assert page.count("aria-label=\"Learning curve of") == 2 and f"{tenant_a.name}: learning curve" in page
+    assert page.count('aria-label="Learning curve of') == 2 and f"{tenant_a.name}: learning curve" in page
     assert "3 reviews that train so far" in page and "v2 decides (ringed)" in page
     # each version's held-out figures, the tree head and its own gate
     assert (

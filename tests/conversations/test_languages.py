@@ -71,9 +71,12 @@ def test_each_knowledge_base_is_searched_with_its_own_model_in_its_own_collectio
         tenant_id=chinese.tenant_id, knowledge_base_id=chinese.pk, dimension=512, collection=model_collection
     ) == len(HELP_CENTRE_ZH)
     assert vectorstore.vectors_count(tenant_id=english.tenant_id, knowledge_base_id=chinese.pk, dimension=384) == 0
-    assert vectorstore.vectors_count(
-        tenant_id=english.tenant_id, knowledge_base_id=english.pk, dimension=512, collection=model_collection
-    ) == 0
+    assert (
+        vectorstore.vectors_count(
+            tenant_id=english.tenant_id, knowledge_base_id=english.pk, dimension=512, collection=model_collection
+        )
+        == 0
+    )
 
 
 def test_conversations_embed_their_questions_with_their_knowledge_bases_model(api_client, tenant, english, chinese):
@@ -184,15 +187,15 @@ def test_a_chinese_repeat_is_decided_by_the_multilingual_head_not_by_a_verifier_
 ):
     """The tenant's active verifier was trained on the bundled model's vectors: in a conversation of the multilingual
     model it does not decide; the multilingual model's own head does, at the tenant's threshold, and is named."""
+    from conversations.dedup import tenant_verifiers
     from conversations.dedup.decisions import SHIPPED_VERIFIER_LABEL
     from conversations.dedup.duplicate_model import pair_model_default
     from conversations.models import DedupEvent
-    from conversations.training import verifiers
     from conversations.training.verifiers import duplicate_model_activate
     from tests.conversations.test_verifiers import _version_with_file
 
     settings.DUPLICATE_MODEL_DIR = tmp_path / "models"
-    verifiers._models.clear()
+    tenant_verifiers._models.clear()
     english_verifier = _version_with_file(tenant, cut=0.999)  # the bundled head's weights: would refuse nearly all
     duplicate_model_activate(tenant=tenant, version_id=english_verifier.pk)
     conversation = start(api_client, chinese)

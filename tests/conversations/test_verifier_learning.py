@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conversations.dedup import decisions
+from conversations.dedup import decisions, tenant_verifiers
 from conversations.dedup.duplicate_model import (
     LINEAR_KIND,
     MODEL_PATH,
@@ -23,8 +23,8 @@ from conversations.dedup.duplicate_model import (
     tree_ensemble_from_dict,
 )
 from conversations.dedup.question_pairs import ORDER_FEATURE_VERSION, PAIR_V3_FEATURES, pair_order_features
+from conversations.dedup.tenant_verifiers import tenant_verifiers_load, verifier_path
 from conversations.models import DuplicateModelStatus
-from conversations.training import verifiers
 from conversations.training.labelled_pairs import labelled_pairs_read
 from conversations.training.verifier_heads import TREE_PARAMETERS, trees_export
 from conversations.training.verifier_training import gate_candidates
@@ -33,8 +33,6 @@ from conversations.training.verifiers import (
     duplicate_model_shadow,
     duplicate_model_train,
     duplicate_model_version_create,
-    tenant_verifiers_load,
-    verifier_path,
 )
 from retrieval.embeddings import embed_texts
 
@@ -44,7 +42,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture(autouse=True)
 def model_dir(settings, tmp_path: Path) -> Path:
     settings.DUPLICATE_MODEL_DIR = tmp_path / "duplicate_models"
-    verifiers._models.clear()
+    tenant_verifiers._models.clear()
     return settings.DUPLICATE_MODEL_DIR
 
 
@@ -220,7 +218,7 @@ def test_on_swapped_role_traffic_a_tree_head_activates_shadows_and_rolls_back(te
 
     # rolled back, the shipped head decides again; the version, in shadow, is recorded beside it and never applied
     duplicate_model_rollback(tenant=tenant)
-    verifiers._models.clear()
+    tenant_verifiers._models.clear()
     assert tenant_verifiers_load(tenant=tenant).active.version_id is None and _served(tenant, *swap)
     duplicate_model_shadow(tenant=tenant, version_id=row.pk)
     loaded = tenant_verifiers_load(tenant=tenant)

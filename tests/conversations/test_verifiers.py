@@ -15,10 +15,10 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from conversations import selectors
-from conversations.dedup import decisions
+from conversations.dedup import decisions, tenant_verifiers
 from conversations.dedup.duplicate_model import MODEL_PATH, PairModel
 from conversations.dedup.question_pairs import PAIR_V2_FEATURES, TENANT_FEATURE_VERSION
+from conversations.dedup.tenant_verifiers import tenant_verifiers_load, verifier_load, verifier_path
 from conversations.models import DedupEvent, DuplicateModelStatus, DuplicateModelVersion
 from conversations.review.dashboard_selectors import dashboard_what_if, dashboard_what_if_models
 from conversations.tasks import duplicate_model_train_task
@@ -39,9 +39,6 @@ from conversations.training.verifiers import (
     duplicate_model_shadow,
     duplicate_model_train,
     duplicate_model_version_create,
-    tenant_verifiers_load,
-    verifier_load,
-    verifier_path,
 )
 from tests.conversations.helpers import indexed_kb
 from tests.conversations.test_api import ask, start
@@ -54,7 +51,7 @@ SUPPORT_PAIRS = Path(__file__).parent / "data" / "support_pairs.jsonl"
 @pytest.fixture(autouse=True)
 def model_dir(settings, tmp_path: Path) -> Path:
     settings.DUPLICATE_MODEL_DIR = tmp_path / "models"
-    verifiers._models.clear()
+    tenant_verifiers._models.clear()
     return settings.DUPLICATE_MODEL_DIR
 
 
@@ -222,7 +219,7 @@ def test_the_task_trains_from_the_tenants_own_labels_and_runs_once(tenant, other
         asked_for.append(tenant.pk)
         return own
 
-    monkeypatch.setattr(selectors, "duplicate_labels_training", labels, raising=False)
+    monkeypatch.setattr(verifiers, "duplicate_labels_training", labels)
     row = duplicate_model_version_create(tenant=tenant)
     assert duplicate_model_train_task(tenant.pk, row.pk) in (
         DuplicateModelStatus.ACTIVE,
@@ -526,7 +523,7 @@ def test_a_tenants_model_never_decides_for_another_and_its_files_are_never_read(
         verifier_path(tenant=tenant, version=mine.version).read_text()
     )
     duplicate_model_activate(tenant=other_tenant, version_id=theirs.pk)
-    verifiers._models.clear()
+    tenant_verifiers._models.clear()
     read = []
     real_read = Path.read_text
 
@@ -556,7 +553,7 @@ def test_a_missing_or_corrupt_model_file_falls_back_to_the_shipped_head_with_an_
         path.write_text('{"feature_version": "pair-v1", "weights": [1, 2')
     else:
         path.write_text(json.dumps({**json.loads(path.read_text()), "version": row.version + 1}))
-    verifiers._models.clear()
+    tenant_verifiers._models.clear()
     with caplog.at_level(logging.ERROR, logger="conversations.training.verifiers"):
         loaded = tenant_verifiers_load(tenant=tenant)
     assert loaded.active == decisions.Verifier()
@@ -614,7 +611,7 @@ def test_a_corrupt_active_model_file_is_no_server_error(api_client, kb, tenant, 
     row = _version_with_file(tenant)
     duplicate_model_activate(tenant=tenant, version_id=row.pk)
     verifier_path(tenant=tenant, version=row.version).write_text("not json")
-    verifiers._models.clear()
+    tenant_verifiers._models.clear()
     conversation_id = start(api_client, kb)
     ask(api_client, conversation_id, "How do I reset my password?")
     with caplog.at_level(logging.ERROR):
