@@ -31,7 +31,11 @@ embedded for real, then, to reach the larger sizes, copies of them with their ve
 then flushed, as an indexing run does, and searched until its index is built.
 
 With `--against REF` the same benchmark of build REF (a git revision, e.g. the main branch before a change) runs
-first, on the same data and machine, and a last table sets each case's p50 beside that build's.
+first, on the same data and machine, and a last table sets each case's p50 beside that build's. With `--rounds N` as
+well, the two builds run N times each, alternating (earlier, this, this, earlier, ...) each in a process of its own, so
+a drift of the machine during the run moves both; the table gives per case the median over rounds of each build's p50,
+their ratio, and the same ratio taken against each run's own raw (raw is the same embedding and Milvus search in both
+builds: that ratio reads a change of the turn's code apart from a change of the machine between two runs).
 
 With `--modes semantic,full_text,hybrid,hybrid:0.5` (`hybrid:W`: weighted, W the vector side's share) it measures,
 instead of the cases above, per retrieval mode and side by side for each question (the modes' order rotated from one
@@ -43,7 +47,7 @@ that mode; each mode's p50 is also given as a ratio to semantic's of the same ru
 its raw with a semantic search whatever its turns searched with, so its raw line is left out of the comparison when
 the modes differ.
 
-Usage: .venv/bin/python bench/turn_latency.py [--sizes 5000,100000] [--samples 60] [--against REF]
+Usage: .venv/bin/python bench/turn_latency.py [--sizes 5000,100000] [--samples 60] [--against REF [--rounds N]]
        [--mode semantic|full_text|hybrid|hybrid:W] [--modes semantic,full_text,hybrid]
 """
 
@@ -426,6 +430,9 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=60)
     parser.add_argument("--base-passages", type=int, default=600, help="MTRAG passages embedded for real")
     parser.add_argument("--against", metavar="REF", help="also run this benchmark of git revision REF, first")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="with --against: run each build this many times, alternating (see above)"
+    )
     parser.add_argument("--modes", default="", help="search and miss per retrieval mode, against semantic (see above)")
     parser.add_argument(
         "--mode", default="", help="the knowledge base's retrieval mode, for turns and raw alike (default: a new one's)"
@@ -442,6 +449,11 @@ def main() -> None:
         modes.insert(0, ("semantic", None))
     if modes and args.against:
         raise SystemExit("--modes compares the modes of this build: run it without --against")
+    if args.rounds > 1:
+        if not args.against:
+            raise SystemExit("--rounds alternates this build with --against REF: name REF")
+        interleaved(args)
+        return
     earlier = None
     if args.against:
         own = ["--sizes", args.sizes, "--samples", str(args.samples), "--base-passages", str(args.base_passages)]
@@ -573,6 +585,48 @@ def main() -> None:
                 if (size, case) in earlier:
                     before = earlier[(size, case)]
                     print(f"{size:>7} {case:<16} {p50:>8.1f} {before:>10.1f}   {p50 / before:.2f}x")
+
+
+def interleaved(args: argparse.Namespace) -> None:
+    """Run this build and build `args.against` `args.rounds` times each, alternating, each in a process of its own,
+    and print per case the medians over rounds of each build's p50, their ratio, and the ratio of each case to its own
+    run's raw (the same work in both builds), paired by round."""
+    import subprocess
+
+    own = ["--sizes", args.sizes, "--samples", str(args.samples), "--base-passages", str(args.base_passages)]
+    runs: dict[str, list[dict[tuple[int, str], float]]] = {"this": [], "earlier": []}
+    modes: set[str] = set()
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    for round_number in range(args.rounds):
+        order = ("earlier", "this") if round_number % 2 == 0 else ("this", "earlier")
+        for which in order:
+            if which == "earlier":
+                printed = run_build(args.against, "turn_latency.py", own)
+            else:
+                print(f"[this build] running bench/turn_latency.py {' '.join(own)}", file=sys.stderr, flush=True)
+                printed = subprocess.run(
+                    [sys.executable, __file__, *own], cwd=BENCH.parent, stdout=subprocess.PIPE, text=True, check=True
+                ).stdout
+            runs[which].append(table_parse(printed))
+            modes.add(mode_line_parse(printed))
+            print(f"round {round_number + 1}, {which}: done", file=sys.stderr, flush=True)
+    print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    if len(modes) > 1:
+        print(f"the builds' raw searched in different modes ({', '.join(sorted(modes))}): the ratio vs raw is moot")
+    print(f"p50 medians over {args.rounds} alternating rounds of each build against {args.against}")
+    header = f"{'chunks':>7} {'case':<16} {'this':>8} {args.against[:10]:>10}"
+    print(f"{header}   ratio   ratio vs own raw (paired by round)")
+    for key in runs["this"][0]:
+        if not all(key in table for table in runs["this"] + runs["earlier"]):
+            continue
+        size, case = key
+        this = statistics.median(table[key] for table in runs["this"])
+        before = statistics.median(table[key] for table in runs["earlier"])
+        relative = statistics.median(
+            (mine[key] / mine[(size, "raw")]) / (theirs[key] / theirs[(size, "raw")])
+            for mine, theirs in zip(runs["this"], runs["earlier"], strict=True)
+        )
+        print(f"{size:>7} {case:<16} {this:>8.1f} {before:>10.1f}   {this / before:.2f}x   {relative:.2f}x")
 
 
 MODE_LINE = "retrieval mode of the turns and of raw: "
