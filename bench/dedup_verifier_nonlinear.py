@@ -147,7 +147,7 @@ def main() -> None:
         label_is_held_out,
     )
     from conversations.training.verifier_heads import ADDED_PENALTIES, PENALTIES, fit_towards, prior_extend
-    from conversations.training.verifier_training import CUT_MARGIN, verifier_train
+    from conversations.training.verifier_training import cut_choose, verifier_train
 
     target = 0.90
     split = qqp_split_load(gate=args.gate)
@@ -210,13 +210,14 @@ def main() -> None:
         return recall
 
     def cut_for(scores: np.ndarray, index: np.ndarray) -> float:
-        _, cut = recall_at_precision(
-            scores=scores, labels=labels[index], eligible=split.eligible[index], target=target + CUT_MARGIN
+        # The product's cut, on every training label unweighted (these labels are not the review queue's picks).
+        cut, _ = cut_choose(
+            scores=scores,
+            labels=labels[index],
+            eligible=split.eligible[index],
+            random_weights=np.zeros(len(index)),
+            precision_target=target,
         )
-        if not np.isfinite(cut):
-            _, cut = recall_at_precision(
-                scores=scores, labels=labels[index], eligible=split.eligible[index], target=target
-            )
         return cut
 
     def smooth_recall(scores: np.ndarray, index: np.ndarray) -> float:

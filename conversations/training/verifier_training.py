@@ -12,8 +12,9 @@ How it chooses, on the training part of the labels only (70% by a salted hash of
      the decision rule at the tenant's gate, reach the most recall at the tenant's precision target (ties: the
      stronger ones), on every training label, unweighted, random picks or not;
   2. the head and the gate, by the same out-of-fold recall (`_form_and_gate_choose`);
-  3. the cut: the lowest at which those out-of-fold probabilities reach the target plus CUT_MARGIN (`cut_choose`),
-     among the training part's random picks of the review queue, each weighted by the inverse of its pick's
+  3. the cut: the lowest at which those out-of-fold probabilities reach the target with CUT_CONFIDENCE
+     (`cut_choose`: a lower confidence bound of the precision above the cut, not its point estimate), among the
+     training part's random picks of the review queue, each weighted by the inverse of its pick's
      probability, once they hold MIN_RANDOM_JUDGE_DUPLICATES duplicates: the population the judge uses, so the cut is
      set for the tenant's traffic and not for the near-gate picks, the hardest decisions, where it comes out far too
      high for that traffic; among every training label, unweighted, until then.
@@ -28,6 +29,7 @@ import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from statistics import NormalDist
 
 import numpy as np
 
@@ -60,9 +62,11 @@ from conversations.training.verifier_judging import (
     decision_figures,
 )
 
-# The cut is chosen for the target plus this much on the training labels' out-of-fold probabilities, so that the
-# held-out precision, about 0.02 noisier at 1,000 labels, still reaches the target more often than not.
-CUT_MARGIN = 0.02
+# The cut is the lowest at which the one-sided CUT_CONFIDENCE lower bound of the (weighted) precision above it reaches
+# the target. The lowest cut whose point estimate reaches the target is where the running precision of a small sample
+# last touched it, by chance as often as not, so its precision on the held-out labels falls under the target about
+# half the time and a better model is refused; the bound's margin is wide on few labels and narrows as they grow.
+CUT_CONFIDENCE = 0.90
 # Fewer labels than this, or of one class only, train nothing: no cut could be chosen nor judged.
 MIN_LABELS = 20
 MIN_DUPLICATES = 5
@@ -149,10 +153,11 @@ def cut_choose(
 ) -> tuple[float, CutChosenOn]:
     """(the cut, the population that chose it) for out-of-fold probabilities `scores` of the training labels
     (`eligible`: the decision's other checks let the pair through; `random_weights`: 1 / inclusion probability of a
-    random pick of the review queue, 0 for any other label). The lowest cut at which precision reaches the target plus
-    CUT_MARGIN, else the target itself, inf when no cut reaches either: on the random picks, each counted by its
-    weight, when they hold at least MIN_RANDOM_JUDGE_DUPLICATES duplicates, the traffic the weighted judge measures;
-    on every label, unweighted, otherwise."""
+    random pick of the review queue, 0 for any other label). The lowest cut at which the CUT_CONFIDENCE lower bound of
+    precision reaches the target (`precision_lower_bounds`), else the lowest at which its point estimate does, inf
+    when neither: on the random picks, each counted by its weight, when they hold at least
+    MIN_RANDOM_JUDGE_DUPLICATES duplicates, the traffic the weighted judge measures; on every label, unweighted,
+    otherwise."""
     labels = np.asarray(labels, dtype=int)
     random_weights = np.asarray(random_weights, dtype=float)
     drawn = random_weights > 0
@@ -161,11 +166,44 @@ def cut_choose(
         scores, labels, eligible, weights = scores[drawn], labels[drawn], eligible[drawn], random_weights[drawn]
     else:
         population, weights = CutChosenOn.TRAINING_LABELS, None
-    for target in (min(precision_target + CUT_MARGIN, 1.0), precision_target):
-        _, cut = recall_at_precision(scores=scores, labels=labels, eligible=eligible, target=target, weights=weights)
-        if np.isfinite(cut):
-            break
+    cut = _cut_at_lower_bound(scores=scores, labels=labels, eligible=eligible, weights=weights, target=precision_target)
+    if not np.isfinite(cut):
+        _, cut = recall_at_precision(
+            scores=scores, labels=labels, eligible=eligible, target=precision_target, weights=weights
+        )
     return cut, population
+
+
+def precision_lower_bounds(*, true_weight: np.ndarray, weight: np.ndarray, square_weight: np.ndarray) -> np.ndarray:
+    """The one-sided CUT_CONFIDENCE Wilson lower bound of precision for each running total: `true_weight` of the
+    duplicates served, `weight` and `square_weight` the sums of the served pairs' weights and of their squares. The
+    sample size is Kish's effective one, weight² / square_weight, so a few heavily weighted picks count as few. Pure."""
+    z = NormalDist().inv_cdf(CUT_CONFIDENCE)
+    n = np.maximum(weight**2 / np.maximum(square_weight, np.finfo(float).tiny), np.finfo(float).tiny)
+    p = true_weight / np.maximum(weight, np.finfo(float).tiny)
+    spread = z * np.sqrt(p * (1.0 - p) / n + z**2 / (4.0 * n**2))
+    return (p + z**2 / (2.0 * n) - spread) / (1.0 + z**2 / n)
+
+
+def _cut_at_lower_bound(
+    *, scores: np.ndarray, labels: np.ndarray, eligible: np.ndarray, weights: np.ndarray | None, target: float
+) -> float:
+    """The lowest cut (a score served at or above) whose precision lower bound reaches `target`, among pairs
+    `eligible`; inf when none does. Ties are one cut: only the last of equal scores is a place to cut."""
+    weights = np.ones(len(labels)) if weights is None else np.asarray(weights, dtype=float)
+    index = np.where(eligible)[0]
+    if len(index) == 0:
+        return float("inf")
+    order = index[np.argsort(-scores[index], kind="stable")]
+    bounds = precision_lower_bounds(
+        true_weight=np.cumsum(weights[order] * labels[order]),
+        weight=np.cumsum(weights[order]),
+        square_weight=np.cumsum(weights[order] ** 2),
+    )
+    ranked = scores[order]
+    real = np.append(ranked[1:] != ranked[:-1], True)
+    reached = np.where((bounds >= target) & real)[0]
+    return float(ranked[reached[-1]]) if len(reached) else float("inf")
 
 
 def gate_candidates(threshold: float) -> list[float]:

@@ -32,7 +32,7 @@ from conversations.training.verifier_judging import (
     activation_judge,
     served_gain_lower_bound,
 )
-from conversations.training.verifier_training import CUT_MARGIN, CutChosenOn, cut_choose
+from conversations.training.verifier_training import CutChosenOn, cut_choose, precision_lower_bounds
 from conversations.training.verifiers import (
     duplicate_model_activate,
     duplicate_model_rollback,
@@ -346,7 +346,7 @@ def test_with_enough_random_picks_the_cut_is_the_lowest_that_meets_the_target_on
     # quarter of its duplicates: the rule before this one.
     scores, labels, _ = _scored(*RANDOM_SCORED, *NEAR_GATE_SCORED)
     _, old_cut = recall_at_precision(
-        scores=scores, labels=labels, eligible=np.ones(len(labels), dtype=bool), target=TARGET + CUT_MARGIN
+        scores=scores, labels=labels, eligible=np.ones(len(labels), dtype=bool), target=TARGET + 0.02
     )
     assert old_cut == 0.9
 
@@ -356,9 +356,11 @@ def test_with_too_few_random_duplicates_every_training_label_chooses_the_cut():
     cut, chosen_on = _cut(*few, *NEAR_GATE_SCORED)
     assert chosen_on == CutChosenOn.TRAINING_LABELS
     assert cut == 0.9
-    # One more duplicate among the picks and they choose it.
+    # One more duplicate among the picks and they choose it (on 31 picks, 30 / 31 at 0.4 is not yet sure enough
+    # to cut there; the picks alone choose the same).
     enough = ((MIN_RANDOM_JUDGE_DUPLICATES - 10, 0.9, 1, 4.0), *RANDOM_SCORED[1:])
-    assert _cut(*enough, *NEAR_GATE_SCORED) == (0.4, CutChosenOn.RANDOM_PICKS_WEIGHTED)
+    assert _cut(*enough, *NEAR_GATE_SCORED) == _cut(*enough)
+    assert _cut(*enough)[1] == CutChosenOn.RANDOM_PICKS_WEIGHTED
 
 
 def test_the_cut_weighs_each_random_pick_by_its_inverse_probability():
@@ -368,9 +370,31 @@ def test_the_cut_weighs_each_random_pick_by_its_inverse_probability():
     assert _cut(*rare, *NEAR_GATE_SCORED) == (0.9, CutChosenOn.RANDOM_PICKS_WEIGHTED)
 
 
-def test_the_cut_falls_back_to_the_target_without_the_margin_and_is_inf_when_nothing_reaches_it():
-    # At 0.4 the picks' precision is 40 / 44 = 0.909: over the target, under the target plus the margin, and no
-    # higher cut is over either, so the cut is 0.4 for the target itself.
+def test_a_cut_whose_precision_reaches_the_target_only_by_chance_is_not_taken():
+    # At 0.6 the picks' precision is 48 / 51 = 0.941, over the target plus the old fixed margin, but on 51 picks the
+    # 90% lower bound is 0.88: a sample that size touches 0.94 by chance at a true precision under the target. At 0.9,
+    # 40 of 40, the bound is 0.96, so the cut stays there.
+    noisy = ((40, 0.9, 1, 4.0), (8, 0.6, 1, 4.0), (3, 0.6, 0, 4.0), (50, 0.1, 0, 4.0))
+    assert _cut(*noisy) == (0.9, CutChosenOn.RANDOM_PICKS_WEIGHTED)
+    # Ten times the picks at the same rates: the bound at 0.6 is 0.93 and the cut comes down to it.
+    many = tuple((count * 10, score, label, weight) for count, score, label, weight in noisy)
+    assert _cut(*many) == (0.6, CutChosenOn.RANDOM_PICKS_WEIGHTED)
+
+
+def test_the_lower_bound_counts_heavily_weighted_picks_as_few():
+    # 40 duplicates of 41 served, as 41 equal picks and as the same weight carried by 5 picks of 8.2 ... each.
+    equal = precision_lower_bounds(
+        true_weight=np.array([160.0]), weight=np.array([164.0]), square_weight=np.array([41 * 16.0])
+    )
+    few = precision_lower_bounds(
+        true_weight=np.array([160.0]), weight=np.array([164.0]), square_weight=np.array([164.0**2 / 5])
+    )
+    assert 0.9 < equal[0] < 40 / 41 and few[0] < equal[0] - 0.1
+
+
+def test_the_cut_falls_back_to_the_targets_point_estimate_and_is_inf_when_nothing_reaches_it():
+    # At 0.4 the picks' precision is 40 / 44 = 0.909: over the target, its lower bound under it, and no higher cut is
+    # over either, so the cut is 0.4 for the point estimate.
     tight = ((40, 0.4, 1, 4.0), (4, 0.4, 0, 4.0), (50, 0.1, 0, 4.0))
     assert _cut(*tight) == (0.4, CutChosenOn.RANDOM_PICKS_WEIGHTED)
     hopeless = ((40, 0.4, 1, 4.0), (40, 0.4, 0, 4.0))
