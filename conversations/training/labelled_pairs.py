@@ -24,7 +24,8 @@ from conversations.review.review_queue_rules import PickReason
 from retrieval.embeddings import embed_texts, model_id
 
 # The public QQP pairs beside this checkout (../shared/data); the evaluation data, not something the platform ships.
-PAIRS = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "qqp" / "pairs.jsonl"
+# This file is conversations/training/labelled_pairs.py of the checkout, so the checkout is parents[2].
+PAIRS = Path(__file__).resolve().parents[3] / "shared" / "data" / "qqp" / "pairs.jsonl"
 HELD_OUT_PERCENT = 30
 INNER_FOLDS = 5
 RANDOM_PICK = str(PickReason.RANDOM)

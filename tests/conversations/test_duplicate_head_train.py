@@ -11,7 +11,7 @@ from django.core.management import CommandError, call_command
 
 from conversations.dedup.duplicate_model import pair_model_load
 from conversations.models import DEFAULT_THRESHOLD
-from conversations.training.labelled_pairs import file_label_of, pairs_load
+from conversations.training.labelled_pairs import PAIRS, file_label_of, pairs_load
 
 SUPPORT_PAIRS = Path(__file__).parent / "data" / "support_pairs.jsonl"
 
@@ -96,3 +96,9 @@ def test_a_cut_on_file_must_be_one_of_the_pairs_and_the_model_one_offered(pairs_
     with pytest.raises(CommandError, match="not offered"):
         call_command("duplicate_head_train", pairs=str(pairs_file), out=str(tmp_path / "h.json"), model="bge-m3")
     assert not (tmp_path / "head.json").exists() and not (tmp_path / "h.json").exists()
+
+
+def test_the_default_pairs_are_the_shared_data_beside_the_checkout(settings):
+    # The training commands and benches read ../shared/data/qqp/pairs.jsonl beside the checkout, wherever the module
+    # that names it lives in the package.
+    assert PAIRS == Path(settings.BASE_DIR).resolve().parent / "shared" / "data" / "qqp" / "pairs.jsonl"
