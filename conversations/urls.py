@@ -8,7 +8,7 @@ from conversations.api.apis import (
     TurnAnswerApi,
 )
 from conversations.api.curated_apis import CuratedAnswerDetailApi, CuratedAnswerImportApi, CuratedAnswerListCreateApi
-from conversations.api.openai_apis import ChatCompletionCreateApi
+from conversations.api.openai_apis import ChatCompletionCreateApi, ModelListApi
 from conversations.api.review_apis import (
     AuditEventListApi,
     AuditEventReviewApi,
@@ -43,4 +43,5 @@ urlpatterns = [
     path("audit-events/<int:event_id>/review/", AuditEventReviewApi.as_view(), name="audit-event-review"),
     # OpenAI's path exactly, with no trailing slash: OpenAI clients append `/chat/completions` to their base URL.
     path("chat/completions", ChatCompletionCreateApi.as_view(), name="chat-completions"),
+    path("models", ModelListApi.as_view(), name="models"),
 ]

@@ -1,8 +1,9 @@
-"""The OpenAI-compatible chat endpoint, `POST /api/v1/chat/completions`: OpenAI's Chat Completions request and
-response (streamed as `chat.completion.chunk` Server-Sent Events ending in `data: [DONE]`), over a knowledge base
-(`model: "kb-<id>"`) or an existing conversation (`conversation_id`), authenticated by a `chat` key sent as
-`Authorization: Bearer <key>`, every error in OpenAI's shape. A thin view: the shapes are `openai_chat`'s, the turn is
-`services.chat_turn_take`'s, which takes the very turn the messages endpoint takes."""
+"""The OpenAI-compatible endpoints: `GET /api/v1/models` (the knowledge bases a key reaches, as the models a chat
+completion names) and `POST /api/v1/chat/completions`: OpenAI's Chat Completions request and response (streamed as
+`chat.completion.chunk` Server-Sent Events ending in `data: [DONE]`), over a knowledge base (`model: "kb-<id>"`) or an
+existing conversation (`conversation_id`), authenticated by a `chat` key sent as `Authorization: Bearer <key>`, every
+error in OpenAI's shape. Thin views: the shapes are `openai_chat`'s, the turn is `services.chat_turn_take`'s, which
+takes the very turn the messages endpoint takes."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from conversations.turn.openai_chat import (
     error_body,
     error_body_of,
     knowledge_base_id_of_model,
+    model_list_body,
     usage_body,
     validation_error_body,
 )
@@ -38,6 +40,7 @@ from kbplatform.exception_handler import api_exception_handler
 from kbplatform.parsers import SafeJSONParser
 from kbplatform.serializers import StrictInputSerializer
 from retrieval.api_fields import IndexStateOutputSerializer, index_state_body
+from retrieval.selectors import knowledge_base_list
 from tenants.api import TenantApi
 from tenants.authentication import BearerApiKeyAuthentication
 from tenants.scopes import Scope
@@ -417,6 +420,44 @@ class ChatCompletionCreateApi(JsonErrorsWhileStreamingMixin, TenantApi):
                 platform=platform,
             )
         )
+
+    def get_exception_handler(self) -> Any:
+        return chat_exception_handler
+
+
+class ModelListApi(TenantApi):
+    """OpenAI's model list: the knowledge bases this key reaches (one for a key limited to one), each as the model a
+    chat completion names, `kb-<id>`. OpenAI clients (`client.models.list()`) and chat front ends read it to offer a
+    choice of model. Errors in OpenAI's shape, as the chat endpoint's."""
+
+    required_scope = Scope.CHAT
+    authentication_classes = [BearerApiKeyAuthentication]
+    renderer_classes = [JSONRenderer]
+
+    class OutputSerializer(serializers.Serializer):
+        class ModelSerializer(serializers.Serializer):
+            class PlatformSerializer(serializers.Serializer):
+                knowledge_base_id = serializers.IntegerField()
+                name = serializers.CharField()
+                embedding_model = serializers.CharField()
+
+            id = serializers.CharField(help_text="`kb-<id>`: a chat completion's `model` for this knowledge base.")
+            object = serializers.ChoiceField(choices=["model"])
+            created = serializers.IntegerField(help_text="When the knowledge base was created (Unix seconds).")
+            owned_by = serializers.CharField(help_text="The tenant's slug.")
+            kbplatform = PlatformSerializer(help_text="Platform extension: the knowledge base this model is.")
+
+        object = serializers.ChoiceField(choices=["list"])
+        data = ModelSerializer(many=True)
+
+    @extend_schema(
+        responses={200: OutputSerializer},
+        summary="OpenAI-compatible model list: the knowledge bases this key reaches, as kb-<id>",
+        extensions={"x-error-shape": "openai"},
+    )
+    def get(self, request: Request) -> Response:
+        knowledge_bases = knowledge_base_list(tenant=self.tenant, only_id=self.api_key.knowledge_base_id)
+        return Response(model_list_body(knowledge_bases=knowledge_bases, owned_by=self.tenant.slug))
 
     def get_exception_handler(self) -> Any:
         return chat_exception_handler

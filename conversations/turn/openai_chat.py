@@ -67,6 +67,28 @@ def model_name(knowledge_base_id: int) -> str:
     return f"{MODEL_PREFIX}{knowledge_base_id}"
 
 
+def model_list_body(*, knowledge_bases: list[Any], owned_by: str) -> dict:
+    """OpenAI's model list (`GET /v1/models`): each knowledge base as a model named `model_name(id)`, the name a chat
+    completion takes as `model`, with the platform's own description of it under `kbplatform`."""
+    return {
+        "object": "list",
+        "data": [
+            {
+                "id": model_name(knowledge_base.pk),
+                "object": "model",
+                "created": int(knowledge_base.created_at.timestamp()),
+                "owned_by": owned_by,
+                "kbplatform": {
+                    "knowledge_base_id": knowledge_base.pk,
+                    "name": knowledge_base.name,
+                    "embedding_model": knowledge_base.embedding_model,
+                },
+            }
+            for knowledge_base in knowledge_bases
+        ],
+    }
+
+
 def knowledge_base_id_of_model(model: str) -> int | None:
     """The id of the knowledge base `model` names (`kb-<id>`), or None when it names none (`gpt-4o`, `kb-0`)."""
     match = _MODEL_NAME.fullmatch(model.strip())

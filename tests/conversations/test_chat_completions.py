@@ -399,6 +399,37 @@ def test_an_answer_service_failing_without_streaming_is_a_502_leaving_no_convers
     assert records(tenant) == (0, 0, 0)
 
 
+# --- the model list ---------------------------------------------------------------------------------------------
+
+
+def test_the_model_list_names_each_knowledge_base_the_key_reaches_as_its_chat_model(tenant, other_tenant, chat):
+    second = KnowledgeBase.objects.create(tenant=tenant, name="billing", embedding_model="use-multilingual-v3")
+    first = KnowledgeBase.objects.create(tenant=tenant, name="account")
+    KnowledgeBase.objects.create(tenant=other_tenant, name="theirs")
+    response = chat.get("/api/v1/models")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["object"] == "list"
+    assert [model["id"] for model in body["data"]] == [f"kb-{first.pk}", f"kb-{second.pk}"]
+    listed = body["data"][1]
+    assert listed["object"] == "model" and listed["owned_by"] == tenant.slug
+    assert listed["created"] == int(second.created_at.timestamp())
+    assert listed["kbplatform"] == {
+        "knowledge_base_id": second.pk,
+        "name": "billing",
+        "embedding_model": "use-multilingual-v3",
+    }
+    # A key limited to one knowledge base lists that one only.
+    limited = bearer_client(tenant, knowledge_base=second)
+    assert [model["id"] for model in limited.get("/api/v1/models").json()["data"]] == [f"kb-{second.pk}"]
+
+
+def test_the_model_list_refuses_in_openais_shape(tenant, bare_kb):
+    assert openai_error(APIClient().get("/api/v1/models"), 401)["code"] == "missing_api_key"
+    ingest_only = bearer_client(tenant, scopes=(Scope.INGEST,))
+    assert openai_error(ingest_only.get("/api/v1/models"), 403)["code"] == "insufficient_scope"
+
+
 # --- the official openai client against a live server ------------------------------------------------------------
 
 
@@ -441,3 +472,5 @@ def test_the_openai_client_streams_a_turn_and_reads_its_decision(live_server, te
         wrong.chat.completions.create(model=model, messages=user(QUESTION))
     assert refused_key.value.code == "invalid_api_key"
     assert records(tenant) == (1, 2, 2)
+    # The model list offers the knowledge base under the name the completion took.
+    assert [listed.id for listed in client.models.list()] == [model]

@@ -77,6 +77,7 @@ REQUIRED = {
     ("api/v1/audit-events/", "GET"): CHAT,
     ("api/v1/audit-events/<int:event_id>/review/", "POST"): ADMIN,
     ("api/v1/chat/completions", "POST"): CHAT,
+    ("api/v1/models", "GET"): CHAT,
     (KB + "curated-answers/", "GET"): INGEST,
     (KB + "curated-answers/", "POST"): INGEST,
     (KB + "curated-answers/import/", "POST"): INGEST,
@@ -86,7 +87,7 @@ REQUIRED = {
 }
 # Routes that answer errors in OpenAI's shape (`{"error": {"message", "type", "param", "code"}}`): their 403 names the
 # scope in its message and says `insufficient_scope` in its code; OpenAI's shape has no room for the platform's extra.
-OPENAI_SHAPED = {"api/v1/chat/completions"}
+OPENAI_SHAPED = {"api/v1/chat/completions", "api/v1/models"}
 # The keys swept: world key name -> the scopes it holds.
 KEYS = {
     "only_chat": {CHAT},
