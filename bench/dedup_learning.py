@@ -35,7 +35,7 @@ with a shadow beside it, and the decision alone (`duplicate_decide_verified`) ti
 QQP is in all-MiniLM-L6-v2's own training data (../shared/data/README.md).
 
 Usage: .venv/bin/python bench/dedup_learning.py [--traffic-set qqp|paws|bq] [--traffic 3500] [--held-out 0]
-       [--reviews 0,100,300,1000,3000] [--daily-quota 100]
+       [--reviews 0,100,300,1000,3000] [--daily-quota 100] [--start-day 0]
 """
 
 from __future__ import annotations
@@ -252,6 +252,13 @@ def main() -> None:
         default=100,
         help="the review queue's picks a day (KB_REVIEW_QUEUE_DAILY_QUOTA): N labels take N / quota days",
     )
+    parser.add_argument(
+        "--start-day",
+        type=int,
+        default=0,
+        help="the review queue's first day, in days after today: the random share is seeded by tenant and day, so "
+        "another start draws other random picks (a second run of one set that is not a replay of the first)",
+    )
     args = parser.parse_args()
     reviews = [int(n) for n in args.reviews.split(",")]
     run = uuid.uuid4().hex[:8]
@@ -340,7 +347,7 @@ def main() -> None:
                 while reviewed < n:
                     picks = review_queue_of_day(
                         tenant=tenant,
-                        day=timezone.localdate() + timedelta(days=days),
+                        day=timezone.localdate() + timedelta(days=args.start_day + days),
                         quota=min(args.daily_quota, n - reviewed),
                     )
                     days += 1
