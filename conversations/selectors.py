@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from django.db.models import OuterRef, Prefetch, QuerySet, Subquery
+from django.db.models import Max, Min, OuterRef, Prefetch, QuerySet, Subquery
 from django.db.models.functions import Substr
 
 from conversations.models import (
@@ -24,6 +24,8 @@ from conversations.models import (
 )
 from conversations.review.label_rules import TRAINING_SOURCES, training_labels_pick
 from conversations.review.learning_curve import LearningCurve, curves_for_rows
+from conversations.review.review_queue import LOOKBACK_DAYS
+from conversations.review.review_queue_rules import PickReason, RandomDraw, random_inclusion_probability
 from conversations.training.labelled_pairs import LabelledQuestionPair
 from kbplatform.errors import NotFoundError
 from kbplatform.text import user_id_canonical
@@ -227,13 +229,18 @@ def knowledge_base_recent_questions(*, tenant: Tenant, knowledge_base_id: int, l
     return questions
 
 
+LOOKBACK = timedelta(days=LOOKBACK_DAYS)
+
+
 def duplicate_labels_training(*, tenant: Tenant) -> list[LabelledQuestionPair]:
     """The tenant's labelled question pairs a verifier trains on, in label id order
     (`label_rules.training_labels_pick`): support verdicts and imported labels, one per audit event with support's
     first. An end user's thumbs-down is a
     suspicion and is left out until support reviews the event (which writes a support label that then counts). Each
     label carries the review queue's pick of its event, when there is one (an event is picked at most once): its
-    reason and inclusion probability, which tell a random pick of known chance from the rest."""
+    reason and inclusion probability, which tell a random pick of known chance from the rest; a random pick's is the
+    chance the queue's random draws so far had of picking its event (`random_inclusion_probability`), not that of the
+    one draw that did."""
     picks = ReviewPick.objects.for_tenant(tenant).filter(dedup_event_id=OuterRef("dedup_event_id"))
     labels = (
         DuplicateLabel.objects.for_tenant(tenant)
@@ -242,9 +249,13 @@ def duplicate_labels_training(*, tenant: Tenant) -> list[LabelledQuestionPair]:
         .annotate(
             pick_reason=Subquery(picks.values("reason")[:1]),
             pick_probability=Subquery(picks.values("inclusion_probability")[:1]),
+            event_created_at=Subquery(
+                DedupEvent.objects.for_tenant(tenant).filter(pk=OuterRef("dedup_event_id")).values("created_at")[:1]
+            ),
         )
         .order_by("pk")
     )
+    draws = random_draws(tenant=tenant)
     return [
         LabelledQuestionPair(
             question=label.question,
@@ -253,10 +264,27 @@ def duplicate_labels_training(*, tenant: Tenant) -> list[LabelledQuestionPair]:
             source=label.source,
             label_id=label.pk,
             pick_reason=label.pick_reason or "",
-            pick_probability=label.pick_probability,
+            pick_probability=(
+                random_inclusion_probability(created_at=label.event_created_at, draws=draws, lookback=LOOKBACK)
+                if label.pick_reason == PickReason.RANDOM and label.event_created_at is not None
+                else label.pick_probability
+            ),
         )
         for label in training_labels_pick(labels.iterator(chunk_size=2000))
     ]
+
+
+def random_draws(*, tenant: Tenant) -> list[RandomDraw]:
+    """Each day's random draw of the tenant's review queue: when it ran and each candidate's chance in it (every
+    random pick of one draw carries the same)."""
+    days = (
+        ReviewPick.objects.for_tenant(tenant)
+        .filter(reason=PickReason.RANDOM, inclusion_probability__isnull=False)
+        .values("day")
+        .annotate(drawn_at=Min("picked_at"), probability=Max("inclusion_probability"))
+        .order_by("day")
+    )
+    return [RandomDraw(drawn_at=row["drawn_at"], probability=row["probability"]) for row in days]
 
 
 def learning_curves(*, tenants: list[Tenant]) -> list[LearningCurve]:

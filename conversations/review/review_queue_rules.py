@@ -21,14 +21,20 @@ head most, but they are the hardest decisions, so a verifier judged on them alon
 traffic; the random picks, weighted by the inverse of their chance, are a sample of that traffic
 (`verifier_training.activation_judge`). The randomness is a `random.Random` the caller seeds, so one day's draw of
 one tenant is reproducible.
+
+A decision left unpicked stays a candidate of the next days' draws while it is recent (the queue's lookback), so its
+chance of being drawn at random by now is that of any of those draws, not of the one that drew it
+(`random_inclusion_probability`): weighted by the inverse of one day's chance alone, a pick of a busy first day would
+stand for 30 to 70 decisions that later days also drew, and a few such picks would outweigh the rest.
 """
 
 from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from enum import StrEnum
 from itertools import zip_longest
 from typing import NamedTuple
@@ -150,3 +156,21 @@ def review_picks(
         key=lambda placed: (placed[0], placed[1]),
     )
     return [*flagged, *(pick for _, _, pick in spread)]
+
+
+class RandomDraw(NamedTuple):
+    """One day's random draw of a tenant's queue: when it ran and the chance each candidate had (k / M)."""
+
+    drawn_at: datetime
+    probability: float
+
+
+def random_inclusion_probability(*, created_at: datetime, draws: Iterable[RandomDraw], lookback: timedelta) -> float:
+    """The chance that the queue's random draws so far picked a decision made at `created_at`: one minus the chance
+    that every draw it was a candidate of (run at or after it, within `lookback` of it) passed it by. At least the
+    chance of the draw that picked it, which is one of `draws`; 0 when none could have."""
+    missed = 1.0
+    for draw in draws:
+        if created_at <= draw.drawn_at <= created_at + lookback and 0.0 < draw.probability <= 1.0:
+            missed *= 1.0 - draw.probability
+    return 1.0 - missed

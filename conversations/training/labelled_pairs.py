@@ -72,7 +72,8 @@ class LabelledQuestionPair:
     """One labelled pair of a tenant's own traffic (`selectors.duplicate_labels_training`): `question` was asked,
     `stored_question` is the stored one it was compared with, `source` is the `LabelSource` of the label and
     `label_id` its `DuplicateLabel` id. When the review queue picked the label's event, `pick_reason` is the pick's
-    `review_queue.PickReason` and `pick_probability` the chance its draw had of picking it; both are empty for a
+    `review_queue.PickReason` and `pick_probability` the chance the queue had of picking it (for a random pick, that any
+    of its random draws so far did: `review_queue_rules.random_inclusion_probability`); both are empty for a
     label given outside the queue (an audit-log verdict, an import, a file)."""
 
     question: str

@@ -5,14 +5,22 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from datetime import date
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
 from conversations.admin.services import dedup_events_review
 from conversations.models import DedupAction, ReviewPick
 from conversations.review.review_queue import review_queue_of_day
-from conversations.review.review_queue_rules import PickReason, ReviewCandidate, pick_reason, random_quota, review_picks
+from conversations.review.review_queue_rules import (
+    PickReason,
+    RandomDraw,
+    ReviewCandidate,
+    pick_reason,
+    random_inclusion_probability,
+    random_quota,
+    review_picks,
+)
 from conversations.selectors import duplicate_labels_training
 from tests.factories import DedupEventFactory, TurnFactory
 
@@ -228,6 +236,38 @@ def test_labels_carry_their_picks_reason_and_probability(tenant):
     if outside.pk not in picked:
         label = pairs[outside.turn.question]
         assert (label.pick_reason, label.pick_probability, label.random_pick_weight) == ("", None, 0.0)
+
+
+def test_a_decisions_random_chance_is_that_of_every_draw_it_was_a_candidate_of():
+    made = datetime(2026, 12, 1, 9, tzinfo=UTC)
+    draws = [
+        RandomDraw(made - timedelta(hours=1), 0.9),  # before it was made
+        RandomDraw(made + timedelta(hours=1), 0.1),
+        RandomDraw(made + timedelta(days=1), 0.5),
+        RandomDraw(made + timedelta(days=8), 0.5),  # past the lookback: no longer a candidate
+    ]
+    chance = random_inclusion_probability(created_at=made, draws=draws, lookback=timedelta(days=7))
+    assert chance == pytest.approx(1 - 0.9 * 0.5)
+    assert random_inclusion_probability(created_at=made, draws=draws[:1], lookback=timedelta(days=7)) == 0.0
+
+
+@pytest.mark.django_db
+def test_a_random_picks_weight_counts_the_later_draws_that_could_have_picked_it_too(tenant):
+    events = [labelable_event(tenant, similarity=0.40 + 0.001 * i) for i in range(12)]
+    first = review_queue_of_day(tenant=tenant, day=date(2026, 12, 1), quota=2, random_share=1.0)
+    second = review_queue_of_day(tenant=tenant, day=date(2026, 12, 2), quota=2, random_share=1.0)
+    assert [p.inclusion_probability for p in first] == pytest.approx([2 / 12] * 2)
+    assert [p.inclusion_probability for p in second] == pytest.approx([2 / 10] * 2)
+    picked = [p.dedup_event_id for p in [*first, *second]]
+    dedup_events_review(tenant=tenant, event_ids=picked, user=None, actor="support", verdict="correct")
+
+    pairs = duplicate_labels_training(tenant=tenant)
+    assert len(pairs) == 4 and {e.pk for e in events} >= set(picked)
+    # Each of the twelve was a candidate of both draws: the first day's picks stand for as many decisions as the
+    # second's, not 6 against 5.
+    chance = 1 - (1 - 2 / 12) * (1 - 2 / 10)
+    assert [pair.pick_probability for pair in pairs] == pytest.approx([chance] * 4)
+    assert [pair.random_pick_weight for pair in pairs] == pytest.approx([1 / chance] * 4)
 
 
 def test_each_decision_is_read_against_the_cut_of_its_own_models_head():
