@@ -24,7 +24,7 @@ from conversations.review.review_queue_rules import PickReason
 from retrieval.embeddings import embed_texts, model_id
 
 # The public QQP pairs beside this checkout (../shared/data); the evaluation data, not something the platform ships.
-# This file is <checkout>/conversations/training/labelled_pairs.py: parents[2] is the checkout, parents[3] beside it.
+# This file is <checkout>/conversations/training/labelled_pairs.py: parents[3] holds the checkout and shared/.
 PAIRS = Path(__file__).resolve().parents[3] / "shared" / "data" / "qqp" / "pairs.jsonl"
 HELD_OUT_PERCENT = 30
 INNER_FOLDS = 5
