@@ -2,11 +2,17 @@
 database, no model: scores and labels in, a verdict with its figures out.
 
 The rule (`_verdict`): the new model beats the active decision
-  - by meeting the tenant's precision target at its own cut with more served duplicates than the active decision
-    serves at its best cut for the target, by more than chance gives (`served_gain_lower_bound`: the bootstrap's
-    one-sided ACTIVATION_CONFIDENCE bound of the difference is above 0); or
+  - by ranking the tenant's pairs better and serving more as applied: at each one's best cut for the tenant's
+    precision target on these labels, the new model serves more duplicates than the active head by more than chance
+    gives (`served_gain_lower_bound`: the bootstrap's one-sided ACTIVATION_CONFIDENCE bound of the difference is above
+    0); at its own cut it serves more duplicates than the active decision at its own cut, at a precision not under
+    the target beyond chance (`precision_upper_bound` at or above it); or
   - when the active decision, at its own cut, serves under the target beyond chance (`precision_upper_bound` under
-    it) and the new model meets the target at its cut, or serves nothing.
+    it) and the new model serves nothing, or meets the target at its cut and is more precise than it beyond chance.
+Both models are ranked at a cut chosen on the judging labels, and both are applied at the cut they serve with: the
+new model's cut is set on its training labels at a lower confidence bound (`verifier_training.cut_choose`), so
+comparing it there with the active head re-cut at its best on the judging labels would set a conservative cut
+against an oracle one and refuse a model that ranks far better and serves more than the decision in use.
 Which held-out labels judge (`activation_judge`):
   - with at least MIN_RANDOM_JUDGE_DUPLICATES duplicates among the held-out labels the review queue drew at random,
     those labels alone, each weighted by the inverse of its pick's probability: a sample of the tenant's traffic,
@@ -19,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from statistics import NormalDist
 
 import numpy as np
 
@@ -31,7 +38,8 @@ MIN_RANDOM_JUDGE_DUPLICATES = 30
 # A new model beats the active decision only when the duplicates it serves beyond the active decision's would still
 # be more than none in this share of resamples of the judging labels: a handful of labels (3 served against 1) must
 # not swap the decision that serves every turn. One-sided, by the bootstrap (ACTIVATION_RESAMPLES, a fixed seed, so
-# the same labels always give the same verdict).
+# the same labels always give the same verdict). The same confidence, one-sided, bounds a precision said to be under
+# the target (`precision_upper_bound`).
 ACTIVATION_CONFIDENCE = 0.95
 ACTIVATION_RESAMPLES = 2000
 
@@ -79,20 +87,40 @@ def served_gain_lower_bound(*, gain: np.ndarray) -> float:
     return float(np.quantile(np.concatenate(totals), 1.0 - ACTIVATION_CONFIDENCE))
 
 
-def precision_upper_bound(*, decided: np.ndarray, labels: np.ndarray, weights: np.ndarray) -> float:
-    """The one-sided ACTIVATION_CONFIDENCE upper bound of the (weighted) precision of the pairs `decided` serves, by
-    the bootstrap over the labels, seeded so it is reproducible; nan when it serves none."""
+def precision_wilson_bounds(
+    *, true_weight: np.ndarray, weight: np.ndarray, square_weight: np.ndarray, confidence: float, upper: bool = False
+) -> np.ndarray:
+    """The one-sided `confidence` Wilson bound of precision (the lower one, or with `upper` the upper one) for each
+    total: `true_weight` of the duplicates served, `weight` and `square_weight` the sums of the served pairs' weights
+    and of their squares. The sample size is Kish's effective one, weight² / square_weight, so a few heavily weighted
+    picks count as few: a bootstrap over such picks leaves them all out of many resamples and reads precision 1.0
+    there, whatever they say. Pure."""
+    z = NormalDist().inv_cdf(confidence)
+    tiny = np.finfo(float).tiny
+    n = np.maximum(np.asarray(weight) ** 2 / np.maximum(square_weight, tiny), tiny)
+    p = np.asarray(true_weight) / np.maximum(weight, tiny)
+    spread = z * np.sqrt(p * (1.0 - p) / n + z**2 / (4.0 * n**2))
+    return (p + z**2 / (2.0 * n) + (spread if upper else -spread)) / (1.0 + z**2 / n)
+
+
+def precision_upper_bound(
+    *, decided: np.ndarray, labels: np.ndarray, weights: np.ndarray, lower: bool = False
+) -> float:
+    """The one-sided ACTIVATION_CONFIDENCE upper bound (with `lower`, the lower one) of the (weighted) precision of
+    the pairs `decided` serves (`precision_wilson_bounds`); nan when it serves none."""
     served = np.asarray(decided, dtype=bool)
     if not served.any():
         return float("nan")
-    hit_weight = np.asarray(weights, dtype=float) * served
-    true_weight = hit_weight * (np.asarray(labels) == 1)
-    rng, values = np.random.default_rng(1), []
-    for start in range(0, ACTIVATION_RESAMPLES, 200):
-        draws = rng.integers(0, len(served), size=(min(200, ACTIVATION_RESAMPLES - start), len(served)))
-        hits = hit_weight[draws].sum(axis=1)
-        values.append(np.where(hits > 0, true_weight[draws].sum(axis=1) / np.maximum(hits, 1e-12), 1.0))
-    return float(np.quantile(np.concatenate(values), ACTIVATION_CONFIDENCE))
+    served_weight = np.asarray(weights, dtype=float)[served]
+    return float(
+        precision_wilson_bounds(
+            true_weight=float((served_weight * (np.asarray(labels)[served] == 1)).sum()),
+            weight=float(served_weight.sum()),
+            square_weight=float((served_weight**2).sum()),
+            confidence=ACTIVATION_CONFIDENCE,
+            upper=not lower,
+        )
+    )
 
 
 def _verdict(
@@ -108,39 +136,53 @@ def _verdict(
     target: float,
 ) -> tuple[bool, str, dict]:
     """One judge's rule on one set of labels. The new model beats the active decision
-    - by meeting `target` at its own cut with more (weighted) duplicates served than the active head serves at its
-      best cut for `target`, by more than chance gives (`served_gain_lower_bound` above 0); or
-    - when the active decision, at its own cut `active_cut`, is under `target` beyond chance (the one-sided upper
-      bound of its precision, `precision_upper_bound`, is under it), by meeting `target` at its own cut or serving
-      nothing: fewer answers served right beat more served at a precision the tenant has said is too low.
+    - when it ranks better and serves more: at each one's best cut for `target` on these labels it serves more
+      (weighted) duplicates than the active head, by more than chance gives (`served_gain_lower_bound` above 0), and
+      at its own `cut` it serves more duplicates than the active decision at its own `active_cut` (at its best cut
+      when none is given) at a precision not under `target` beyond chance (`precision_upper_bound` at or above it); or
+    - when the active decision, at `active_cut`, is under `target` beyond chance (its precision's upper bound is under
+      it), by serving nothing, or by meeting `target` at its own cut and being more precise than the active decision
+      beyond chance (its precision's lower bound above the active decision's upper bound): fewer answers served right
+      beat more served at a precision the tenant has said is too low, but a sliver served that the judging labels
+      read as precise by chance (3 pairs at 1.0) is not fewer answers served right.
     `eligible` / `active_eligible`: the pairs each decision's other checks and own gate let through."""
     no_cut = not np.isfinite(cut) or cut > 1.0
+    duplicates = weights * (labels == 1)
     decided = eligible & (new_scores >= cut)
     figures = decision_figures(decided, labels, weights)
     active_recall, best_active_cut = recall_at_precision(
         scores=active_scores, labels=labels, eligible=active_eligible, target=target, weights=weights
     )
-    new_best_recall, _ = recall_at_precision(
+    new_best_recall, best_new_cut = recall_at_precision(
         scores=new_scores, labels=labels, eligible=eligible, target=target, weights=weights
     )
-    duplicate_weight = float((weights * labels).sum())
-    # Served duplicates compared, not rounded recalls: a rounded recall must not beat an equal one.
-    new_served = float((weights * (decided & (labels == 1))).sum())
-    active_served = active_recall * duplicate_weight
-    meets = figures["precision"] is not None and figures["precision"] >= target
-    more = new_served > active_served + 1e-9 * max(duplicate_weight, 1.0)
+    duplicate_weight = float(duplicates.sum())
+    tolerance = 1e-9 * max(duplicate_weight, 1.0)
     best_active_decided = active_eligible & (active_scores >= best_active_cut)
+    best_new_decided = eligible & (new_scores >= best_new_cut)
+    # Served duplicates compared, not rounded recalls: a rounded recall must not beat an equal one.
+    ranks_gain = float((duplicates * best_new_decided).sum() - (duplicates * best_active_decided).sum())
     gain_lower = served_gain_lower_bound(
-        gain=weights * (labels == 1) * (decided.astype(float) - best_active_decided.astype(float))
+        gain=duplicates * (best_new_decided.astype(float) - best_active_decided.astype(float))
     )
     active_figures, active_upper = None, float("nan")
+    applied_active = best_active_decided
     if active_cut is not None:
-        active_decided = active_eligible & (active_scores >= active_cut)
-        active_figures = decision_figures(active_decided, labels, weights)
-        active_upper = precision_upper_bound(decided=active_decided, labels=labels, weights=weights)
+        applied_active = active_eligible & (active_scores >= active_cut)
+        active_figures = decision_figures(applied_active, labels, weights)
+        active_upper = precision_upper_bound(decided=applied_active, labels=labels, weights=weights)
+    new_served = float((duplicates * decided).sum())
+    applied_active_served = float((duplicates * applied_active).sum())
+    new_upper = precision_upper_bound(decided=decided, labels=labels, weights=weights)
+    new_lower = precision_upper_bound(decided=decided, labels=labels, weights=weights, lower=True)
+    meets = figures["precision"] is not None and figures["precision"] >= target
+    not_under = bool(np.isfinite(new_upper) and new_upper >= target)
+    ranks_better = ranks_gain > tolerance and gain_lower > 0
+    serves_more = new_served > applied_active_served + tolerance
     active_under = bool(np.isfinite(active_upper) and active_upper < target)
-    gains = not no_cut and meets and more and gain_lower > 0
-    corrects = active_under and (meets or no_cut)
+    gains = not no_cut and not_under and serves_more and ranks_better
+    more_precise = bool(np.isfinite(active_upper) and new_lower > active_upper)
+    corrects = active_under and ((meets and more_precise) or no_cut)
     beats = gains or corrects
     if corrects and not gains:
         served = (
@@ -152,33 +194,52 @@ def _verdict(
         )
     elif no_cut:
         note = f"no cut reaches precision {target:.2f} on the training labels"
-    elif not meets:
-        note = f"precision {figures['precision']} at its cut is under the target {target:.2f}"
+    elif active_under and meets:
+        note = (
+            f"the active decision is under the target {target:.2f} at its cut (precision "
+            f"{active_figures['precision']:.3f}, {ACTIVATION_CONFIDENCE:.0%} upper bound {active_upper:.3f}), but the "
+            "new one is not more precise beyond "
+            f"chance: precision {figures['precision']:.3f} on {figures['hits']} served, lower bound {new_lower:.3f}"
+        )
+    elif not not_under:
+        note = (
+            f"precision {figures['precision']} at its cut is under the target {target:.2f} "
+            f"({ACTIVATION_CONFIDENCE:.0%} upper bound {new_upper:.3f})"
+        )
     elif beats:
         note = (
-            f"recall {figures['recall']:.3f} at precision {figures['precision']:.3f} beats the active decision's "
-            f"{active_recall:.3f} at precision >= {target:.2f}"
+            f"recall {new_best_recall:.3f} at precision >= {target:.2f} beats the active decision's "
+            f"{active_recall:.3f}, and at its cut it serves recall {figures['recall']:.3f} at precision "
+            f"{figures['precision']:.3f}"
         )
-    elif more:
+    elif ranks_gain <= tolerance:
         note = (
-            f"recall {figures['recall']:.3f} at precision {figures['precision']:.3f} is above the active decision's "
-            f"{active_recall:.3f} by too few served duplicates to tell from chance ({new_served - active_served:.3g} "
-            f"more; {ACTIVATION_CONFIDENCE:.0%} lower bound {gain_lower:.3g})"
+            f"recall {new_best_recall:.3f} does not beat the active decision's {active_recall:.3f} at "
+            f"precision >= {target:.2f}"
+        )
+    elif not ranks_better:
+        note = (
+            f"recall {new_best_recall:.3f} at precision >= {target:.2f} is above the active decision's "
+            f"{active_recall:.3f} by too few served duplicates to tell from chance ({ranks_gain:.3g} more; "
+            f"{ACTIVATION_CONFIDENCE:.0%} lower bound {gain_lower:.3g})"
         )
     else:
         note = (
-            f"recall {figures['recall']:.3f} does not beat the active decision's {active_recall:.3f} at "
-            f"precision >= {target:.2f}"
+            f"at its cut it serves recall {figures['recall']:.3f}, no more than the active decision at its own cut "
+            f"({applied_active_served / max(duplicate_weight, 1e-12):.3f})"
         )
     verdict = {
         "new": figures,
         "new_recall_at_target": round(new_best_recall, 4),
+        "new_precision_upper_bound": round(new_upper, 4) if np.isfinite(new_upper) else None,
+        "new_precision_lower_bound": round(new_lower, 4) if np.isfinite(new_lower) else None,
         "active_recall_at_target": round(active_recall, 4),
         "active_cut_for_target": round(best_active_cut, 6) if np.isfinite(best_active_cut) else None,
         "active_at_its_cut": active_figures,
         "active_precision_upper_bound": round(active_upper, 4) if np.isfinite(active_upper) else None,
-        "served_gain": round(new_served - active_served, 4),
+        "served_gain": round(ranks_gain, 4),
         "served_gain_lower_bound": round(gain_lower, 4) if np.isfinite(gain_lower) else None,
+        "served_beyond_active_at_its_cut": round(new_served - applied_active_served, 4),
         "labels": int(len(labels)),
         "duplicates": int(labels.sum()),
     }

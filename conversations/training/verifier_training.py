@@ -29,7 +29,6 @@ import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from statistics import NormalDist
 
 import numpy as np
 
@@ -60,6 +59,7 @@ from conversations.training.verifier_judging import (
     Judgement,
     activation_judge,
     decision_figures,
+    precision_wilson_bounds,
 )
 
 # The cut is the lowest at which the one-sided CUT_CONFIDENCE lower bound of the (weighted) precision above it reaches
@@ -175,14 +175,11 @@ def cut_choose(
 
 
 def precision_lower_bounds(*, true_weight: np.ndarray, weight: np.ndarray, square_weight: np.ndarray) -> np.ndarray:
-    """The one-sided CUT_CONFIDENCE Wilson lower bound of precision for each running total: `true_weight` of the
-    duplicates served, `weight` and `square_weight` the sums of the served pairs' weights and of their squares. The
-    sample size is Kish's effective one, weight² / square_weight, so a few heavily weighted picks count as few. Pure."""
-    z = NormalDist().inv_cdf(CUT_CONFIDENCE)
-    n = np.maximum(weight**2 / np.maximum(square_weight, np.finfo(float).tiny), np.finfo(float).tiny)
-    p = true_weight / np.maximum(weight, np.finfo(float).tiny)
-    spread = z * np.sqrt(p * (1.0 - p) / n + z**2 / (4.0 * n**2))
-    return (p + z**2 / (2.0 * n) - spread) / (1.0 + z**2 / n)
+    """The one-sided CUT_CONFIDENCE Wilson lower bound of precision for each running total
+    (`verifier_judging.precision_wilson_bounds`, on Kish's effective sample size). Pure."""
+    return precision_wilson_bounds(
+        true_weight=true_weight, weight=weight, square_weight=square_weight, confidence=CUT_CONFIDENCE
+    )
 
 
 def _cut_at_lower_bound(

@@ -514,6 +514,67 @@ def test_a_gain_of_a_few_served_duplicates_does_not_swap_the_decision():
     assert more.beats_active, more.note
 
 
+# Random picks (weight 10): the new model's own cut 0.9 serves 20 of 40 duplicates, no false hit; at its best cut on
+# these labels (0.7) it would serve all 40 at precision 0.952. The active head at its own cut 0.8 serves 5; at its best
+# cut on these labels (0.65) 30, at 0.909.
+CONSERVATIVE_CUT = _labels(
+    (5, 0.95, 0.85, 1),
+    (15, 0.95, 0.65, 1),
+    (10, 0.7, 0.65, 1),
+    (10, 0.7, 0.3, 1),
+    (2, 0.7, 0.3, 0),
+    (3, 0.2, 0.65, 0),
+    (55, 0.1, 0.1, 0),
+)
+
+
+def _judge_at(groups, *, cut: float, active_cut: float, random_weight: float):
+    new, active, labels = groups
+    return activation_judge(
+        new_scores=new,
+        cut=cut,
+        active_scores=active,
+        labels=labels,
+        eligible=np.ones(len(labels), dtype=bool),
+        random_weights=np.full(len(labels), random_weight),
+        precision_target=TARGET,
+        active_cut=active_cut,
+    )
+
+
+def test_a_model_ranking_better_at_a_conservative_cut_beats_the_decision_as_applied():
+    judged = _judge_at(CONSERVATIVE_CUT, cut=0.9, active_cut=0.8, random_weight=10.0)
+    weighted = judged.figures["random_picks_weighted"]
+    # Ranked each at its best cut on the judging labels: 40 duplicates against 30. As applied: 20 against 5.
+    assert weighted["new_recall_at_target"] == 1.0 and weighted["active_recall_at_target"] == 0.75
+    assert weighted["new"]["recall"] == 0.5 and weighted["active_at_its_cut"]["recall"] == 0.125
+    assert weighted["served_gain_lower_bound"] > 0 and weighted["served_beyond_active_at_its_cut"] == 150.0
+    # Its cut serves fewer than the active head re-cut at its best on these labels (20 against 30): an oracle cut,
+    # which the decision in use does not serve at, does not hold it back.
+    assert judged.judge == Judge.RANDOM_PICKS_WEIGHTED and judged.beats_active, judged.note
+    # Applied at a cut serving no more than the active decision at its own, it does not beat it, however it ranks.
+    tied = _judge_at(CONSERVATIVE_CUT, cut=0.9, active_cut=0.6, random_weight=10.0)
+    assert not tied.beats_active and "no more than the active decision at its own cut" in tied.note
+
+
+# Held-out labels, none a random pick: the active decision at its cut 0.5 serves 70 duplicates and 30 others
+# (precision 0.70, under the target beyond chance); the new model at its cut 0.9 serves the first group only.
+def _sliver(served: int):
+    return _labels((served, 0.95, 0.8, 1), (70 - served, 0.3, 0.8, 1), (30, 0.3, 0.8, 0), (50, 0.1, 0.1, 0))
+
+
+def test_under_the_target_the_active_decision_loses_only_to_one_more_precise_beyond_chance():
+    few = _judge_at(_sliver(3), cut=0.9, active_cut=0.5, random_weight=0.0)
+    verdict = few.figures["held_out_labels"]
+    assert verdict["active_precision_upper_bound"] < TARGET and verdict["new"]["precision"] == 1.0
+    # 3 pairs served at precision 1.0: a lower bound under the active decision's upper one, as chance gives.
+    assert verdict["new_precision_lower_bound"] < verdict["active_precision_upper_bound"]
+    assert not few.beats_active and "not more precise beyond chance" in few.note
+    many = _judge_at(_sliver(40), cut=0.9, active_cut=0.5, random_weight=0.0)
+    assert many.figures["held_out_labels"]["new_precision_lower_bound"] > TARGET
+    assert many.beats_active and "under the target" in many.note, many.note
+
+
 def test_the_gain_bound_is_reproducible_and_weighs_each_label():
     gain = np.array([1.0, 1.0, -1.0, 0.0] * 20)
     assert served_gain_lower_bound(gain=gain) == served_gain_lower_bound(gain=gain)
