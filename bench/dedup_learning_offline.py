@@ -14,12 +14,13 @@ best cut, the figure bench/dedup_learning.py reports). Variants change one choic
   - linear / trees: that head only, at any gate;
   - gate-threshold: the policy's threshold only, either head;
   - gate-by-bound: the head and gate whose out-of-fold probabilities reach the most recall at the cut the lower bound
-    chooses (what will be served), not at the best cut of the point estimate.
+    chooses (what will be served), not at the best cut of the point estimate;
+  - cut-C (cut-0.75): the cut at a one-sided C lower bound of precision instead of `verifier_training.CUT_CONFIDENCE`.
 
 The set's pairs are embedded once and cached under KB_VAR_DIR (`labelled_pairs.pairs_embed`).
 
 Usage: nice .venv/bin/python bench/dedup_learning_offline.py [--set bq|paws|qqp] [--labels 3000] [--draws 3]
-       [--variants product,linear,trees,gate-threshold,gate-by-bound]
+       [--variants product,linear,trees,gate-threshold,gate-by-bound,cut-0.75]
 """
 
 from __future__ import annotations
@@ -178,9 +179,15 @@ def main() -> None:
 
     original_choose = verifier_training._form_and_gate_choose
 
+    original_confidence = verifier_training.CUT_CONFIDENCE
+
     def variant_apply(name: str) -> None:
         verifier_training._form_and_gate_choose = original_choose
+        verifier_training.CUT_CONFIDENCE = original_confidence
         if name == "product":
+            return
+        if name.startswith("cut-"):
+            verifier_training.CUT_CONFIDENCE = float(name.removeprefix("cut-"))
             return
 
         def choose(*, candidates, gates, data, precision_target):  # noqa: ANN001, ANN202

@@ -6,8 +6,8 @@ The rule (`_verdict`): the new model beats the active decision
     precision target on these labels, the new model serves more duplicates than the active head by more than chance
     gives (`served_gain_lower_bound`: the bootstrap's one-sided ACTIVATION_CONFIDENCE bound of the difference is above
     0); at its own cut it serves more duplicates than the active decision at its own cut, at a precision not under
-    the target beyond chance (`precision_upper_bound` at or above it); or
-  - when the active decision, at its own cut, serves under the target beyond chance (`precision_upper_bound` under
+    the target beyond chance (`precision_bound` at or above it); or
+  - when the active decision, at its own cut, serves under the target beyond chance (`precision_bound` under
     it) and the new model serves nothing, or meets the target at its cut and is more precise than it beyond chance.
 Both models are ranked at a cut chosen on the judging labels, and both are applied at the cut they serve with: the
 new model's cut is set on its training labels at a lower confidence bound (`verifier_training.cut_choose`), so
@@ -39,7 +39,7 @@ MIN_RANDOM_JUDGE_DUPLICATES = 30
 # be more than none in this share of resamples of the judging labels: a handful of labels (3 served against 1) must
 # not swap the decision that serves every turn. One-sided, by the bootstrap (ACTIVATION_RESAMPLES, a fixed seed, so
 # the same labels always give the same verdict). The same confidence, one-sided, bounds a precision said to be under
-# the target (`precision_upper_bound`).
+# the target (`precision_bound`).
 ACTIVATION_CONFIDENCE = 0.95
 ACTIVATION_RESAMPLES = 2000
 
@@ -103,11 +103,9 @@ def precision_wilson_bounds(
     return (p + z**2 / (2.0 * n) + (spread if upper else -spread)) / (1.0 + z**2 / n)
 
 
-def precision_upper_bound(
-    *, decided: np.ndarray, labels: np.ndarray, weights: np.ndarray, lower: bool = False
-) -> float:
-    """The one-sided ACTIVATION_CONFIDENCE upper bound (with `lower`, the lower one) of the (weighted) precision of
-    the pairs `decided` serves (`precision_wilson_bounds`); nan when it serves none."""
+def precision_bound(*, decided: np.ndarray, labels: np.ndarray, weights: np.ndarray, upper: bool) -> float:
+    """The one-sided ACTIVATION_CONFIDENCE upper bound (or with `upper` false, the lower one) of the (weighted)
+    precision of the pairs `decided` serves (`precision_wilson_bounds`); nan when it serves none."""
     served = np.asarray(decided, dtype=bool)
     if not served.any():
         return float("nan")
@@ -118,7 +116,7 @@ def precision_upper_bound(
             weight=float(served_weight.sum()),
             square_weight=float((served_weight**2).sum()),
             confidence=ACTIVATION_CONFIDENCE,
-            upper=not lower,
+            upper=upper,
         )
     )
 
@@ -139,7 +137,7 @@ def _verdict(
     - when it ranks better and serves more: at each one's best cut for `target` on these labels it serves more
       (weighted) duplicates than the active head, by more than chance gives (`served_gain_lower_bound` above 0), and
       at its own `cut` it serves more duplicates than the active decision at its own `active_cut` (at its best cut
-      when none is given) at a precision not under `target` beyond chance (`precision_upper_bound` at or above it); or
+      when none is given) at a precision not under `target` beyond chance (`precision_bound` at or above it); or
     - when the active decision, at `active_cut`, is under `target` beyond chance (its precision's upper bound is under
       it), by serving nothing, or by meeting `target` at its own cut and being more precise than the active decision
       beyond chance (its precision's lower bound above the active decision's upper bound): fewer answers served right
@@ -170,11 +168,11 @@ def _verdict(
     if active_cut is not None:
         applied_active = active_eligible & (active_scores >= active_cut)
         active_figures = decision_figures(applied_active, labels, weights)
-        active_upper = precision_upper_bound(decided=applied_active, labels=labels, weights=weights)
+        active_upper = precision_bound(decided=applied_active, labels=labels, weights=weights, upper=True)
     new_served = float((duplicates * decided).sum())
     applied_active_served = float((duplicates * applied_active).sum())
-    new_upper = precision_upper_bound(decided=decided, labels=labels, weights=weights)
-    new_lower = precision_upper_bound(decided=decided, labels=labels, weights=weights, lower=True)
+    new_upper = precision_bound(decided=decided, labels=labels, weights=weights, upper=True)
+    new_lower = precision_bound(decided=decided, labels=labels, weights=weights, upper=False)
     meets = figures["precision"] is not None and figures["precision"] >= target
     not_under = bool(np.isfinite(new_upper) and new_upper >= target)
     ranks_better = ranks_gain > tolerance and gain_lower > 0
