@@ -99,24 +99,22 @@ class DuplicateModelVersionAdmin(TenantScopedAdmin):
 
     @admin.display(description="Held out: new vs active (P / R)")
     def held_out_shown(self, obj: DuplicateModelVersion) -> str:
+        """Precision and recall of the new model and of the decision in use, each at the cut it serves with, on the
+        held-out labels of the judge that decided (the random picks, weighted, when they judged)."""
         figures = obj.figures or {}
-        weighted = (figures.get("judges") or {}).get("random_picks_weighted")
-        if figures.get("judge") == "random_picks_weighted" and weighted:
-            # The judge that decided: the new model at its cut against the active head at its best for the target.
-            new = weighted["new"]
-            precision = "-" if new.get("precision") is None else f"{new['precision']:.2f}"
-            return (
-                f"{precision} / {new['recall']:.2f} vs R {weighted['active_recall_at_target']:.2f} "
-                f"(random picks, weighted)"
-            )
-        new, old = figures.get("held_out"), figures.get("active_held_out")
-        if not new or not old:
-            return ""
 
         def pr(f: dict) -> str:
             precision = "-" if f.get("precision") is None else f"{f['precision']:.2f}"
             return f"{precision} / {f['recall']:.2f}"
 
+        weighted = (figures.get("judges") or {}).get("random_picks_weighted")
+        if figures.get("judge") == "random_picks_weighted" and weighted:
+            active = weighted.get("active_at_its_cut")
+            against = pr(active) if active else f"R {weighted['active_recall_at_target']:.2f}"
+            return f"{pr(weighted['new'])} vs {against} (random picks, weighted)"
+        new, old = figures.get("held_out"), figures.get("active_held_out")
+        if not new or not old:
+            return ""
         return f"{pr(new)} vs {pr(old)}"
 
     @admin.display(description="Cut, chosen on")

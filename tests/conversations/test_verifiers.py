@@ -289,6 +289,16 @@ def test_the_versions_page_shows_the_figures_of_the_judge_that_decided():
         )
         == "0.93 / 0.41 vs R 0.33 (random picks, weighted)"
     )
+    # The decision in use at the cut it serves with, when the judge figured it.
+    applied = {**weighted, "active_at_its_cut": {"precision": 0.97, "recall": 0.03}}
+    assert (
+        shown(
+            DuplicateModelVersion(
+                figures={**everything, "judge": "random_picks_weighted", "judges": {"random_picks_weighted": applied}}
+            )
+        )
+        == "0.93 / 0.41 vs 0.97 / 0.03 (random picks, weighted)"
+    )
     assert shown(DuplicateModelVersion(figures={})) == ""
 
 
