@@ -5,8 +5,8 @@ The rule (`_verdict`): the new model beats the active decision
   - by ranking the tenant's pairs better and serving more as applied: at each one's best cut for the tenant's
     precision target on these labels, the new model serves more duplicates than the active head by more than chance
     gives (`served_gain_lower_bound`: the bootstrap's one-sided ACTIVATION_CONFIDENCE bound of the difference is above
-    0); at its own cut it serves more duplicates than the active decision at its own cut, at a precision not under
-    the target beyond chance (`precision_bound` at or above it); or
+    0); at its own cut it serves more duplicates than the active decision at its own cut, at a precision that
+    reaches the target; or
   - when the active decision, at its own cut, serves under the target beyond chance (`precision_bound` under
     it) and the new model serves nothing, or meets the target at its cut and is more precise than it beyond chance.
 Both models are ranked at a cut chosen on the judging labels, and both are applied at the cut they serve with: the
@@ -137,7 +137,7 @@ def _verdict(
     - when it ranks better and serves more: at each one's best cut for `target` on these labels it serves more
       (weighted) duplicates than the active head, by more than chance gives (`served_gain_lower_bound` above 0), and
       at its own `cut` it serves more duplicates than the active decision at its own `active_cut` (at its best cut
-      when none is given) at a precision not under `target` beyond chance (`precision_bound` at or above it); or
+      when none is given) at a precision that reaches `target` on these labels; or
     - when the active decision, at `active_cut`, is under `target` beyond chance (its precision's upper bound is under
       it), by serving nothing, or by meeting `target` at its own cut and being more precise than the active decision
       beyond chance (its precision's lower bound above the active decision's upper bound): fewer answers served right
@@ -171,14 +171,12 @@ def _verdict(
         active_upper = precision_bound(decided=applied_active, labels=labels, weights=weights, upper=True)
     new_served = float((duplicates * decided).sum())
     applied_active_served = float((duplicates * applied_active).sum())
-    new_upper = precision_bound(decided=decided, labels=labels, weights=weights, upper=True)
     new_lower = precision_bound(decided=decided, labels=labels, weights=weights, upper=False)
     meets = figures["precision"] is not None and figures["precision"] >= target
-    not_under = bool(np.isfinite(new_upper) and new_upper >= target)
     ranks_better = ranks_gain > tolerance and gain_lower > 0
     serves_more = new_served > applied_active_served + tolerance
     active_under = bool(np.isfinite(active_upper) and active_upper < target)
-    gains = not no_cut and not_under and serves_more and ranks_better
+    gains = not no_cut and meets and serves_more and ranks_better
     more_precise = bool(np.isfinite(active_upper) and new_lower > active_upper)
     corrects = active_under and ((meets and more_precise) or no_cut)
     beats = gains or corrects
@@ -199,11 +197,8 @@ def _verdict(
             "new one is not more precise beyond "
             f"chance: precision {figures['precision']:.3f} on {figures['hits']} served, lower bound {new_lower:.3f}"
         )
-    elif not not_under:
-        note = (
-            f"precision {figures['precision']} at its cut is under the target {target:.2f} "
-            f"({ACTIVATION_CONFIDENCE:.0%} upper bound {new_upper:.3f})"
-        )
+    elif not meets:
+        note = f"precision {figures['precision']} at its cut is under the target {target:.2f}"
     elif beats:
         note = (
             f"recall {new_best_recall:.3f} at precision >= {target:.2f} beats the active decision's "
@@ -229,7 +224,6 @@ def _verdict(
     verdict = {
         "new": figures,
         "new_recall_at_target": round(new_best_recall, 4),
-        "new_precision_upper_bound": round(new_upper, 4) if np.isfinite(new_upper) else None,
         "new_precision_lower_bound": round(new_lower, 4) if np.isfinite(new_lower) else None,
         "active_recall_at_target": round(active_recall, 4),
         "active_cut_for_target": round(best_active_cut, 6) if np.isfinite(best_active_cut) else None,
