@@ -67,7 +67,7 @@ TRAFFIC_SETS = {
 }
 
 
-def _pairs_usable(rows: list[dict]) -> list[dict]:
+def pairs_usable(rows: list[dict]) -> list[dict]:
     """Pairs the API takes as they are: both questions non-empty and free of control characters other than tab,
     newline and carriage return (the API refuses those with a 400; a few BQ questions hold a backspace)."""
 
@@ -291,8 +291,8 @@ def main() -> None:
         path, embedding_model = TRAFFIC_SETS[args.traffic_set]
         pairs = pairs_load() if path is None else pairs_load(path, file_label=file_label_of(path))
         print(f"traffic set {args.traffic_set}: {path or 'QQP'}; knowledge base model {embedding_model or 'default'}")
-        train = _pairs_usable([r for r, h in zip(pairs.rows, pairs.held_out, strict=True) if not h])[: args.traffic]
-        held = _pairs_usable([r for r, h in zip(pairs.rows, pairs.held_out, strict=True) if h])[: args.held_out or None]
+        train = pairs_usable([r for r, h in zip(pairs.rows, pairs.held_out, strict=True) if not h])[: args.traffic]
+        held = pairs_usable([r for r, h in zip(pairs.rows, pairs.held_out, strict=True) if h])[: args.held_out or None]
         held_labels = [int(r["is_duplicate"]) for r in held]
         print(
             f"traffic: {len(train)} train-split pairs ({sum(int(r['is_duplicate']) for r in train)} duplicates); "

@@ -34,6 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 DATA = ROOT.parent / "shared" / "data"
 SETS = {
     "bq": (DATA / "zh" / "bq.jsonl", "zh/bq.jsonl", "use-multilingual-v3"),
@@ -59,6 +60,7 @@ def main() -> None:
 
     django.setup()
     import numpy as np
+    from dedup_learning import pairs_usable
 
     from conversations.dedup import question_pairs
     from conversations.dedup.duplicate_model import pair_model_default, pair_model_from_dict, pair_probability
@@ -81,10 +83,8 @@ def main() -> None:
     first, second = pairs_embed(pairs, model=model_name)
     head = pair_model_default(model_name)
 
-    def sendable(text: str) -> bool:
-        return bool(text.strip()) and not any(ord(c) < 32 and c not in "\t\n\r" or ord(c) == 127 for c in text)
-
-    usable = np.array([sendable(str(r["question1"])) and sendable(str(r["question2"])) for r in pairs.rows])
+    kept = {id(row) for row in pairs_usable(pairs.rows)}  # what the API takes, as bench/dedup_learning.py sends
+    usable = np.array([id(row) in kept for row in pairs.rows])
     traffic = np.where(usable & pairs.train)[0][:TRAFFIC]
     test = np.where(usable & pairs.held_out)[0]
     cosine = np.clip(np.einsum("ij,ij->i", first, second), -1.0, 1.0)
@@ -132,8 +132,9 @@ def main() -> None:
         f"R@.90 {base['R@.90']:.3f}"
     )
 
-    def queue_labels(n: int, draw: int) -> list[LabelledQuestionPair]:
-        """N labels as the queue picks them, day by day, with each random pick's inclusion probability at the end."""
+    def queue_labels(n: int, draw: int) -> tuple[list[LabelledQuestionPair], np.ndarray]:
+        """N labels as the queue picks them, day by day, with each random pick's inclusion probability at the end,
+        and the pairs' row numbers in label order."""
         candidates = [
             ReviewCandidate(
                 event_id=int(i),
@@ -203,11 +204,12 @@ def main() -> None:
             for candidate in candidates:
                 for gate in gates:
                     eligible = data.eligible(gate)
-                    cut, _, population = verifier_training._cut_for(
+                    cut, chosen_on, population = verifier_training._cut_for(
                         candidate, eligible=eligible, data=data, target=precision_target
                     )
                     served = population & eligible & (candidate.oof >= cut)
-                    weights = data.random_weights if population is not data.train else np.ones(len(data.labels))
+                    weighted = chosen_on == verifier_training.CutChosenOn.RANDOM_PICKS_WEIGHTED
+                    weights = data.random_weights if weighted else np.ones(len(data.labels))
                     value = float(
                         (weights * served * data.labels).sum() / max((weights * population * data.labels).sum(), 1e-9)
                     )
