@@ -19,7 +19,9 @@ How it chooses, on the training part of the labels only (70% by a salted hash of
      set for the tenant's traffic and not for the near-gate picks, the hardest decisions, where it comes out far too
      high for that traffic; among every training label, unweighted, until then.
 It is then judged on the held-out 30%, which took no part in any choice, against the decision in use at its own gate
-(`verifier_judging.activation_judge`).
+(`verifier_judging.activation_judge`), told whether the lower bound reached the target at the cut (`cut_confident`):
+a cut the point estimate set must show its precision on the held-out labels, one the bound set must not be
+contradicted there.
 """
 
 from __future__ import annotations
@@ -346,6 +348,25 @@ def _cut_for(
     return cut, chosen_on, drawn if chosen_on == CutChosenOn.RANDOM_PICKS_WEIGHTED else train
 
 
+def _cut_lower_bound(
+    chosen: Candidate, *, cut: float, eligible: np.ndarray, data: _Labelled, population: np.ndarray, weighted: bool
+) -> float:
+    """The CUT_CONFIDENCE lower bound (`precision_lower_bounds`) of the out-of-fold precision above `cut` among the
+    training labels that chose it (`population`, each counted by its random-pick weight when `weighted`); nan when
+    nothing there is served."""
+    served = population & eligible & (chosen.oof >= cut)
+    if not served.any():
+        return float("nan")
+    weights = data.random_weights[served] if weighted else np.ones(int(served.sum()))
+    return float(
+        precision_lower_bounds(
+            true_weight=np.array([(weights * data.labels[served]).sum()]),
+            weight=np.array([weights.sum()]),
+            square_weight=np.array([(weights**2).sum()]),
+        )[0]
+    )
+
+
 def _judge(
     *,
     new_probability: np.ndarray,
@@ -356,6 +377,7 @@ def _judge(
     threshold: float,
     data: _Labelled,
     precision_target: float,
+    cut_confident: bool,
 ) -> tuple[Judgement, np.ndarray]:
     """The new model judged against `active` at its own gate and cut on the held-out labels, and the pairs the active
     decision serves (every label)."""
@@ -373,6 +395,7 @@ def _judge(
         active_cut=active.cut,
         random_weights=random_weights[held_out],
         precision_target=precision_target,
+        cut_confident=cut_confident,
     )
     return judgement, active_eligible & (active_probability >= active.cut)
 
@@ -387,6 +410,7 @@ def _version_figures(
     cut: float,
     cut_chosen_on: CutChosenOn,
     cut_population: np.ndarray,
+    cut_bound: float,
     data: _Labelled,
     judgement: Judgement,
     active_decided: np.ndarray,
@@ -407,6 +431,7 @@ def _version_figures(
         "cut": round(float(cut), 6) if np.isfinite(cut) else None,
         "cut_chosen_on": str(cut_chosen_on),
         "cut_chosen_on_labels": int(cut_population.sum()),
+        "cut_precision_lower_bound": round(cut_bound, 4) if np.isfinite(cut_bound) else None,
         "labels": len(labels),
         "train_labels": int((~held_out).sum()),
         "held_out_labels": int(held_out.sum()),
@@ -470,6 +495,14 @@ def verifier_train(
     )
     eligible = data.eligible(gate)
     cut, cut_chosen_on, cut_population = _cut_for(chosen, eligible=eligible, data=data, target=precision_target)
+    cut_bound = _cut_lower_bound(
+        chosen,
+        cut=cut,
+        eligible=eligible,
+        data=data,
+        population=cut_population,
+        weighted=cut_chosen_on == CutChosenOn.RANDOM_PICKS_WEIGHTED,
+    )
     progress(0.92, f"fitting the {chosen.kind} head at gate {gate:.2f}")
     new_probability, head = _head_fit(
         chosen=chosen,
@@ -492,6 +525,7 @@ def verifier_train(
         threshold=threshold,
         data=data,
         precision_target=precision_target,
+        cut_confident=bool(cut_bound >= precision_target),
     )
     figures = _version_figures(
         precision_target=precision_target,
@@ -502,6 +536,7 @@ def verifier_train(
         cut=cut,
         cut_chosen_on=cut_chosen_on,
         cut_population=cut_population,
+        cut_bound=cut_bound,
         data=data,
         judgement=judgement,
         active_decided=active_decided,

@@ -585,6 +585,51 @@ def test_under_the_target_the_active_decision_loses_only_to_one_more_precise_bey
     assert many.beats_active and "under the target" in many.note, many.note
 
 
+# Random picks (weight 10): the new model at its cut 0.9 serves 26 duplicates and `false_hits` others; at its best
+# cut on these labels (0.97) 20 duplicates alone. The active head serves 10 at its cut 0.8, all it can at the target.
+def _near_target(false_hits: int):
+    return _labels(
+        (10, 0.97, 0.85, 1),
+        (10, 0.97, 0.3, 1),
+        (6, 0.95, 0.3, 1),
+        (false_hits, 0.95, 0.3, 0),
+        (10, 0.1, 0.3, 1),
+        (50, 0.1, 0.3, 0),
+    )
+
+
+def _judge_near_target(false_hits: int, *, cut_confident: bool):
+    new, active, labels = _near_target(false_hits)
+    return activation_judge(
+        new_scores=new,
+        cut=0.9,
+        active_scores=active,
+        labels=labels,
+        eligible=np.ones(len(labels), dtype=bool),
+        random_weights=np.full(len(labels), 10.0),
+        precision_target=TARGET,
+        active_cut=0.8,
+        cut_confident=cut_confident,
+    )
+
+
+def test_a_cut_the_training_bound_set_needs_only_not_to_be_contradicted_on_the_held_out_labels():
+    # 26 of 30 at its cut: 0.867 on the held-out labels, a point estimate under the target, and a reading a true
+    # 0.92 gives one time in five on so few.
+    confident = _judge_near_target(4, cut_confident=True)
+    weighted = confident.figures["random_picks_weighted"]
+    assert weighted["new"]["precision"] == pytest.approx(26 / 30, abs=1e-4)
+    assert weighted["new_precision_upper_bound"] >= TARGET and weighted["cut_confident"] is True
+    assert confident.beats_active, confident.note
+    # A cut that fell back to the training labels' point estimate has shown nothing: the held-out one must reach it.
+    fallback = _judge_near_target(4, cut_confident=False)
+    assert not fallback.beats_active and "was not set at a lower bound" in fallback.note
+    # Under the target beyond chance (26 of 38), a confident cut is refused too.
+    under = _judge_near_target(12, cut_confident=True)
+    assert under.figures["random_picks_weighted"]["new_precision_upper_bound"] < TARGET
+    assert not under.beats_active and "beyond chance" in under.note, under.note
+
+
 def test_the_gain_bound_is_reproducible_and_weighs_each_label():
     gain = np.array([1.0, 1.0, -1.0, 0.0] * 20)
     assert served_gain_lower_bound(gain=gain) == served_gain_lower_bound(gain=gain)
