@@ -6,6 +6,7 @@ functions, no I/O: `decisions.duplicate_decide` runs them on every candidate.
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from difflib import SequenceMatcher
 from functools import lru_cache
@@ -330,7 +331,10 @@ def pair_order_features(first: str, second: str) -> np.ndarray:
     bag = sum(min(words_a.count(w), words_b.count(w)) for w in shared)
     position_a = {w: i / max(len(words_a) - 1, 1) for i, w in enumerate(words_a)}
     position_b = {w: i / max(len(words_b) - 1, 1) for i, w in enumerate(words_b)}
-    moved = float(np.mean([abs(position_a[w] - position_b[w]) for w in shared])) if shared else 0.0
+    # fsum: a set's order changes with each process's string hashing, and a float sum with its order; a feature
+    # that differs in its last bit between processes bins differently in the tree head, which then trains another
+    # version from the same labels.
+    moved = math.fsum(abs(position_a[w] - position_b[w]) for w in shared) / len(shared) if shared else 0.0
     return np.array(
         [
             sequence / longest,

@@ -6,6 +6,7 @@ tenant."""
 from __future__ import annotations
 
 import json
+import os
 import random
 from dataclasses import replace
 from pathlib import Path
@@ -67,6 +68,42 @@ def test_order_features_see_the_same_words_in_other_roles():
         pair_order_features("Why is the sky blue at noon?", "At noon why is the sky blue?"),
         pair_order_features("At noon why is the sky blue?", "Why is the sky blue at noon?"),
     )
+
+
+# Pairs whose shared words are many, in several orders, in English and Chinese.
+_HASHING_PAIRS = (
+    ("Will a message say blocked if you were delivered?", "Will a message say delivered if you were blocked?"),
+    ("how can i learn to cook rice and beans quickly", "quickly learn how to cook beans and rice"),
+    ("为什么我的信用卡还款没有到账", "信用卡还款为什么还没有到账呢"),
+)
+
+
+def test_the_pair_features_are_the_same_bits_in_every_process():
+    # A set's order follows the process's string hashing; a feature summed in that order differs in its last bit
+    # between processes, the tree head bins it otherwise, and the same labels train another version.
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, json\n"
+        "from conversations.dedup.question_pairs import pair_lexical_features, pair_extra_features, "
+        "pair_order_features\n"
+        "for a, b in json.loads(sys.argv[1]):\n"
+        "    for f in (pair_lexical_features, pair_extra_features, pair_order_features):\n"
+        "        print(f(a, b).tobytes().hex())\n"
+    )
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", script, json.dumps(_HASHING_PAIRS)],
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=Path(__file__).resolve().parents[2],
+        ).stdout
+        for seed in (1, 2, 3, 4)
+    }
+    assert len(outputs) == 1, outputs
 
 
 def test_the_tree_head_is_the_classifier_it_was_fitted_as():
