@@ -250,7 +250,8 @@ def main() -> None:
                 summary.setdefault((name, n), []).append({**result, "beats": trained.beats_active})
                 print(
                     f"  {name:15} {figures['kind_of_head']:6} gate {figures['gate']:.2f} cut {figures['cut']} "
-                    f"oof R {figures['train_out_of_fold_recall_at_target']:.3f} bound at cut {figures['cut_precision_lower_bound']} "
+                    f"oof R {figures['train_out_of_fold_recall_at_target']:.3f} "
+                    f"bound at cut {figures['cut_precision_lower_bound']} "
                     f"| judge P {judged.get('precision')} (upper {verdict.get('new_precision_upper_bound')}) "
                     f"{'beats' if trained.beats_active else 'does not beat'} | held-out split: P {result['P']:.3f} "
                     f"R {result['R']:.3f} R@.90 {result['R@.90']:.3f} ({time.perf_counter() - started:.0f}s)"
