@@ -17,6 +17,7 @@ from django.template.response import TemplateResponse
 from conversations.models import DuplicateModelStatus, DuplicateModelVersion
 from conversations.review.learning_curve import curve_svg
 from conversations.selectors import learning_curves
+from conversations.training.verifier_training import CUT_CONFIDENCE
 from conversations.training.verifiers import (
     duplicate_model_activate,
     duplicate_model_rollback,
@@ -126,7 +127,11 @@ class DuplicateModelVersionAdmin(TenantScopedAdmin):
         on = figures.get("cut_chosen_on", "training_labels")
         population = "random picks, weighted" if on == "random_picks_weighted" else "labels, unweighted"
         counted = f"{figures['cut_chosen_on_labels']} training " if "cut_chosen_on_labels" in figures else "training "
-        return f"{figures['cut']:.3f} ({counted}{population})"
+        # The precision those labels show above the cut: at the target or over it, the judge asks the held-out labels
+        # only not to contradict it (`verifier_judging._meets_target`).
+        bound = figures.get("cut_precision_lower_bound")
+        shown_bound = "" if bound is None else f"; precision there, {CUT_CONFIDENCE:.0%} lower bound {bound:.3f}"
+        return f"{figures['cut']:.3f} ({counted}{population}{shown_bound})"
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # versions are made by training only

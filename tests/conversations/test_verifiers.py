@@ -312,6 +312,10 @@ def test_the_versions_page_shows_which_labels_chose_the_cut():
     assert shown(DuplicateModelVersion(figures=on_picks)) == "0.612 (180 training random picks, weighted)"
     on_labels = {"cut": 0.85, "cut_chosen_on": "training_labels", "cut_chosen_on_labels": 700}
     assert shown(DuplicateModelVersion(figures=on_labels)) == "0.850 (700 training labels, unweighted)"
+    bounded = {**on_picks, "cut_precision_lower_bound": 0.9012}
+    assert shown(DuplicateModelVersion(figures=bounded)) == (
+        "0.612 (180 training random picks, weighted; precision there, 90% lower bound 0.901)"
+    )
     # A version trained before the random picks chose cuts had its cut chosen on every training label.
     assert shown(DuplicateModelVersion(figures={"cut": 0.9})) == "0.900 (training labels, unweighted)"
     assert shown(DuplicateModelVersion(figures={"cut": None})) == ""
