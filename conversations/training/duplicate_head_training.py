@@ -149,6 +149,25 @@ def file_weights(source: np.ndarray | None, rows: int, *, among: np.ndarray | No
     return weights
 
 
+def ranked_totals(
+    *, scores: np.ndarray, labels: np.ndarray, eligible: np.ndarray, weights: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The pairs `eligible` ranked by score, highest first, with running totals for a cut after each: (the scores in
+    that order, the weight of the duplicates served, of every pair served, the sum of the served weights' squares,
+    whether a cut may fall there). Ties are one cut: only the last of equal scores is a place to cut. Pure."""
+    index = np.where(eligible)[0]
+    order = index[np.argsort(-scores[index], kind="stable")]
+    ranked = scores[order]
+    real = np.append(ranked[1:] != ranked[:-1], True) if len(order) else np.array([], dtype=bool)
+    return (
+        ranked,
+        np.cumsum(weights[order] * labels[order]),
+        np.cumsum(weights[order]),
+        np.cumsum(weights[order] ** 2),
+        real,
+    )
+
+
 def recall_at_precision(
     *, scores: np.ndarray, labels: np.ndarray, eligible: np.ndarray, target: float, weights: np.ndarray | None = None
 ) -> tuple[float, float]:
@@ -158,12 +177,10 @@ def recall_at_precision(
     weights = np.ones(len(labels)) if weights is None else np.asarray(weights, dtype=float)
     duplicates = float((weights * labels).sum())
     duplicates = duplicates if duplicates > 0 else 1.0
-    index = np.where(eligible)[0]
-    order = index[np.argsort(-scores[index], kind="stable")]
-    true_positive = np.cumsum(weights[order] * labels[order])
-    precision = true_positive / np.maximum(np.cumsum(weights[order]), np.finfo(float).tiny)
-    ranked = scores[order]
-    real = np.append(ranked[1:] != ranked[:-1], True) if len(order) else np.array([], dtype=bool)
+    ranked, true_positive, served, _, real = ranked_totals(
+        scores=scores, labels=labels, eligible=eligible, weights=weights
+    )
+    precision = true_positive / np.maximum(served, np.finfo(float).tiny)
     reached = np.where((precision >= target) & real)[0]
     if len(reached) == 0:
         return 0.0, float("inf")

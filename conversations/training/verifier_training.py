@@ -42,7 +42,7 @@ from conversations.dedup.duplicate_model import (
     pair_model_from_dict,
 )
 from conversations.dedup.question_pairs import ORDER_FEATURE_VERSION, TENANT_FEATURE_VERSION
-from conversations.training.duplicate_head_training import recall_at_precision, significant
+from conversations.training.duplicate_head_training import ranked_totals, recall_at_precision, significant
 from conversations.training.labelled_pairs import LabelledQuestionPair, label_inner_fold, label_is_held_out
 from conversations.training.verifier_heads import (
     Candidate,
@@ -190,17 +190,12 @@ def _cut_at_lower_bound(
     """The lowest cut (a score served at or above) whose precision lower bound reaches `target`, among pairs
     `eligible`; inf when none does. Ties are one cut: only the last of equal scores is a place to cut."""
     weights = np.ones(len(labels)) if weights is None else np.asarray(weights, dtype=float)
-    index = np.where(eligible)[0]
-    if len(index) == 0:
+    if not np.any(eligible):
         return float("inf")
-    order = index[np.argsort(-scores[index], kind="stable")]
-    bounds = precision_lower_bounds(
-        true_weight=np.cumsum(weights[order] * labels[order]),
-        weight=np.cumsum(weights[order]),
-        square_weight=np.cumsum(weights[order] ** 2),
+    ranked, true_weight, weight, square_weight, real = ranked_totals(
+        scores=scores, labels=labels, eligible=eligible, weights=weights
     )
-    ranked = scores[order]
-    real = np.append(ranked[1:] != ranked[:-1], True)
+    bounds = precision_lower_bounds(true_weight=true_weight, weight=weight, square_weight=square_weight)
     reached = np.where((bounds >= target) & real)[0]
     return float(ranked[reached[-1]]) if len(reached) else float("inf")
 
