@@ -15,12 +15,19 @@ best cut, the figure bench/dedup_learning.py reports). Variants change one choic
   - gate-threshold: the policy's threshold only, either head;
   - gate-by-bound: the head and gate whose out-of-fold probabilities reach the most recall at the cut the lower bound
     chooses (what will be served), not at the best cut of the point estimate;
-  - cut-C (cut-0.75): the cut at a one-sided C lower bound of precision instead of `verifier_training.CUT_CONFIDENCE`.
+  - cut-C (cut-0.75): the cut at a one-sided C lower bound of precision instead of `verifier_training.CUT_CONFIDENCE`;
+  - penalty-at-threshold: the regression's penalties chosen at the policy's threshold alone, then the head and gate
+    (as training chose before they were chosen together);
+  - band: every choice by the mean out-of-fold recall at five precisions around the target (target -0.04 to +0.04)
+    instead of at the target alone.
+`--shifts` adds offsets to the label ids: each moves the 70/30 split and the folds and nothing else, so the spread a
+split alone causes shows beside the spread of the queue's draws.
 
 The set's pairs are embedded once and cached under KB_VAR_DIR (`labelled_pairs.pairs_embed`).
 
 Usage: nice .venv/bin/python bench/dedup_learning_offline.py [--set bq|paws|qqp] [--labels 3000] [--draws 3]
-       [--variants product,linear,trees,gate-threshold,gate-by-bound,cut-0.75]
+       [--shifts 0,1000]
+       [--variants product,linear,trees,gate-threshold,gate-by-bound,cut-0.75,penalty-at-threshold,band]
 """
 
 from __future__ import annotations
@@ -54,6 +61,9 @@ def main() -> None:
     parser.add_argument("--labels", default="3000")
     parser.add_argument("--draws", type=int, default=3)
     parser.add_argument("--variants", default="product,linear,trees,gate-threshold,gate-by-bound")
+    parser.add_argument(
+        "--shifts", default="0", help="label-id offsets: each moves the 70/30 split and the folds, nothing else"
+    )
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kbplatform.settings.base")
     import django
@@ -69,7 +79,7 @@ def main() -> None:
         ReviewCandidate,
         review_picks,
     )
-    from conversations.training import verifier_training
+    from conversations.training import verifier_heads, verifier_training
     from conversations.training.duplicate_head_training import recall_at_precision
     from conversations.training.labelled_pairs import (
         LabelledQuestionPair,
@@ -132,7 +142,7 @@ def main() -> None:
         f"R@.90 {base['R@.90']:.3f}"
     )
 
-    def queue_labels(n: int, draw: int) -> tuple[list[LabelledQuestionPair], np.ndarray]:
+    def queue_labels(n: int, draw: int, shift: int = 0) -> tuple[list[LabelledQuestionPair], np.ndarray]:
         """N labels as the queue picks them, day by day, with each random pick's inclusion probability at the end,
         and the pairs' row numbers in label order."""
         candidates = [
@@ -171,7 +181,7 @@ def main() -> None:
                 stored_question=pairs.rows[i]["question2"],
                 is_duplicate=bool(labels[i]),
                 source="review",
-                label_id=number + 1,
+                label_id=number + 1 + shift,
                 pick_reason=str(picked[i].reason),
                 pick_probability=(1.0 - missed) if picked[i].reason == PickReason.RANDOM else 1.0,
             )
@@ -182,17 +192,55 @@ def main() -> None:
 
     original_confidence = verifier_training.CUT_CONFIDENCE
 
+    original_selection = verifier_heads.selection_recall
+
+    def band_selection(*, scores, labels, eligible, target):  # noqa: ANN001, ANN202
+        return float(
+            np.mean(
+                [
+                    original_selection(scores=scores, labels=labels, eligible=eligible, target=target + step)
+                    for step in (-0.04, -0.02, 0.0, 0.02, 0.04)
+                ]
+            )
+        )
+
     def variant_apply(name: str) -> None:
         verifier_training._form_and_gate_choose = original_choose
         verifier_training.CUT_CONFIDENCE = original_confidence
+        verifier_heads.selection_recall = original_selection
         if name == "product":
             return
         if name.startswith("cut-"):
             verifier_training.CUT_CONFIDENCE = float(name.removeprefix("cut-"))
             return
+        if name == "band":
+            verifier_heads.selection_recall = band_selection
+            return
 
         def choose(*, candidates, gates, data, precision_target):  # noqa: ANN001, ANN202
-            if name == "linear":
+            if name == "penalty-at-threshold":
+                linear = [c for c in candidates if c.kind == "linear"]
+                threshold_eligible = data.eligible(max(gates))[data.train]
+                scored = [
+                    (
+                        round(
+                            original_selection(
+                                scores=c.oof[data.train],
+                                labels=data.labels[data.train],
+                                eligible=threshold_eligible,
+                                target=precision_target,
+                            ),
+                            3,
+                        ),
+                        c.penalty,
+                        c.added_penalty,
+                        number,
+                    )
+                    for number, c in enumerate(linear)
+                ]
+                kept = linear[max(scored)[3]]
+                candidates = [kept, *(c for c in candidates if c.kind != "linear")]
+            elif name == "linear":
                 candidates = [c for c in candidates if c.kind == "linear"]
             elif name == "trees":
                 candidates = [c for c in candidates if c.kind != "linear"]
@@ -223,11 +271,11 @@ def main() -> None:
 
     summary: dict[tuple[str, int], list[dict]] = {}
     for n in [int(v) for v in args.labels.split(",")]:
-        for draw in range(args.draws):
-            labelled, order = queue_labels(n, draw)
+        for draw, shift in [(d, int(k)) for d in range(args.draws) for k in args.shifts.split(",")]:
+            labelled, order = queue_labels(n, draw, shift)
             row_first, row_second = first[order], second[order]
             randoms = sum(1 for p in labelled if p.pick_reason == str(PickReason.RANDOM))
-            print(f"\nN={n} draw {draw}: {len(labelled)} labels, {randoms} random picks")
+            print(f"\nN={n} draw {draw} shift {shift}: {len(labelled)} labels, {randoms} random picks")
             for name in args.variants.split(","):
                 variant_apply(name)
                 started = time.perf_counter()
@@ -250,6 +298,7 @@ def main() -> None:
                 summary.setdefault((name, n), []).append({**result, "beats": trained.beats_active})
                 print(
                     f"  {name:15} {figures['kind_of_head']:6} gate {figures['gate']:.2f} cut {figures['cut']} "
+                    f"penalties {figures['penalty']}/{figures['added_penalty']} "
                     f"oof R {figures['train_out_of_fold_recall_at_target']:.3f} "
                     f"bound at cut {figures['cut_precision_lower_bound']} "
                     f"| judge P {judged.get('precision')} (upper {verdict.get('new_precision_upper_bound')}) "
@@ -257,7 +306,7 @@ def main() -> None:
                     f"R {result['R']:.3f} R@.90 {result['R@.90']:.3f} ({time.perf_counter() - started:.0f}s)"
                 )
                 print(f"    {trained.note}")
-    print(f"\nmean over {args.draws} draws (shipped: R@.90 {base['R@.90']:.3f})")
+    print(f"\nmean over draws x shifts (shipped: R@.90 {base['R@.90']:.3f})")
     for (name, n), rows in summary.items():
         applied = [r["R@.90"] if r["beats"] else base["R@.90"] for r in rows]
         print(

@@ -139,6 +139,12 @@ def model_probabilities(model: PairModel, features: np.ndarray) -> np.ndarray:
     return sigmoid(z)
 
 
+def selection_recall(*, scores: np.ndarray, labels: np.ndarray, eligible: np.ndarray, target: float) -> float:
+    """What the penalties, the head and the gate are chosen by: the out-of-fold recall at precision `target`
+    (`recall_at_precision`) of `scores` among the pairs `eligible`."""
+    return recall_at_precision(scores=scores, labels=labels, eligible=eligible, target=target)[0]
+
+
 def trees_export(classifier: object, *, inputs: int) -> TreeEnsemble:
     """A fitted scikit-learn HistGradientBoostingClassifier (binary) as a TreeEnsemble whose `raw` is its
     `decision_function` (a test holds the two equal, so a scikit-learn that stores its trees otherwise fails there)."""
@@ -174,22 +180,21 @@ class Candidate:
     added_penalty: float | None = None
 
 
-def linear_candidate(
+def linear_candidates(
     *,
     standardised: np.ndarray,
     labels: np.ndarray,
     train: np.ndarray,
     folds: np.ndarray,
-    eligible: np.ndarray,
     prior: PairModel,
     known: int,
-    precision_target: float,
     progress: Progress,
-) -> Candidate:
-    """The regression towards the shipped head, its two penalties chosen by out-of-fold recall at the target at the
-    policy's gate (ties: the stronger ones, the head nearer the shipped one)."""
+) -> list[Candidate]:
+    """The regression towards the shipped head at each pair of penalties (`PENALTIES` x `ADDED_PENALTIES`), with its
+    out-of-fold probabilities: `verifier_training` chooses among them together with the gate, since the penalties that
+    rank best among the pairs over the policy's threshold need not be those that rank best down to a lower gate."""
     train_index = np.where(train)[0]
-    choices = []
+    candidates = []
     grid = [(penalty, added) for penalty in PENALTIES for added in ADDED_PENALTIES]
     for number, (penalty, added) in enumerate(grid):
         oof = np.zeros(len(labels))
@@ -200,13 +205,9 @@ def linear_candidate(
                 standardised[fit_on], labels[fit_on], prior=prior, penalty=penalty, added_penalty=added, known=known
             )
             oof[score_on] = sigmoid(standardised[score_on] @ weights + bias)
-        recall, _ = recall_at_precision(
-            scores=oof[train], labels=labels[train], eligible=eligible[train], target=precision_target
-        )
-        choices.append((round(recall, 3), penalty, added, oof))
-        progress(0.6 + 0.2 * (number + 1) / len(grid), f"penalty {penalty:g}, added {added:g}: recall {recall:.3f}")
-    _, penalty, added, oof = max(choices, key=lambda c: (c[0], c[1], c[2]))
-    return Candidate(kind=LINEAR_KIND, oof=oof, penalty=penalty, added_penalty=added)
+        candidates.append(Candidate(kind=LINEAR_KIND, oof=oof, penalty=penalty, added_penalty=added))
+        progress(0.6 + 0.2 * (number + 1) / len(grid), f"penalty {penalty:g}, added {added:g}")
+    return candidates
 
 
 def trees_candidate(*, rows: np.ndarray, labels: np.ndarray, train: np.ndarray, folds: np.ndarray) -> Candidate:

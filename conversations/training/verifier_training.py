@@ -8,11 +8,11 @@ fine-tuned from the bundled MiniLM: docs/conversations.md ("Learning from review
 
 How it chooses, on the training part of the labels only (70% by a salted hash of `label_id`,
 `labelled_pairs.label_is_held_out`):
-  1. the regression's two penalties, by 5-fold cross-validation: the pair whose out-of-fold probabilities, run through
-     the decision rule at the tenant's gate, reach the most recall at the tenant's precision target (ties: the
-     stronger ones), on every training label, unweighted, random picks or not;
-  2. the head and the gate, by the same out-of-fold recall (`_form_and_gate_choose`);
-  3. the cut: the lowest at which those out-of-fold probabilities reach the target with CUT_CONFIDENCE
+  1. the head, the regression's two penalties when it is the regression, and the gate, together, by 5-fold
+     cross-validation: those whose out-of-fold probabilities, run through the decision rule at that gate, reach the
+     most recall at the tenant's precision target (ties: the regression, the higher gate, the stronger penalties), on
+     every training label, unweighted, random picks or not (`_form_and_gate_choose`);
+  2. the cut: the lowest at which those out-of-fold probabilities reach the target with CUT_CONFIDENCE
      (`cut_choose`: a lower confidence bound of the precision above the cut, not its point estimate), among the
      training part's random picks of the review queue, each weighted by the inverse of its pick's
      probability, once they hold MIN_RANDOM_JUDGE_DUPLICATES duplicates: the population the judge uses, so the cut is
@@ -42,12 +42,13 @@ from conversations.dedup.duplicate_model import (
     pair_model_from_dict,
 )
 from conversations.dedup.question_pairs import ORDER_FEATURE_VERSION, TENANT_FEATURE_VERSION
+from conversations.training import verifier_heads
 from conversations.training.duplicate_head_training import ranked_totals, recall_at_precision, significant
 from conversations.training.labelled_pairs import LabelledQuestionPair, label_inner_fold, label_is_held_out
 from conversations.training.verifier_heads import (
     Candidate,
     fit_towards,
-    linear_candidate,
+    linear_candidates,
     log_odds,
     model_probabilities,
     prior_extend,
@@ -245,21 +246,28 @@ def _form_and_gate_choose(
     data: _Labelled,
     precision_target: float,
 ) -> tuple[Candidate, float, dict]:
-    """The head and gate whose out-of-fold probabilities, through the decision rule at that gate, reach the most
-    recall at the target on the training labels; ties go to the regression (the head nearer the shipped one) and to
-    the higher gate. Returns the figures of every pairing too."""
-    table, best = {}, None
-    for candidate in candidates:
-        for gate in gates:
-            train = data.train
-            recall, _ = recall_at_precision(
-                scores=candidate.oof[train],
-                labels=data.labels[train],
-                eligible=data.eligible(gate)[train],
-                target=precision_target,
+    """The head (a regression at one pair of penalties, or the trees) and gate whose out-of-fold probabilities, through
+    the decision rule at that gate, reach the most recall at the target on the training labels
+    (`verifier_heads.selection_recall`); ties go to the regression (the head nearer the shipped one), then to the
+    higher gate, then to the stronger penalties. Returns, per head kind and gate, the best figure of that kind too."""
+    table: dict[str, float] = {}
+    best = None
+    train = data.train
+    for gate in gates:
+        eligible = data.eligible(gate)[train]
+        for candidate in candidates:
+            recall = verifier_heads.selection_recall(
+                scores=candidate.oof[train], labels=data.labels[train], eligible=eligible, target=precision_target
             )
-            table[f"{candidate.kind}@{gate:.2f}"] = round(recall, 4)
-            key = (round(recall, 3), candidate.kind == LINEAR_KIND, gate)
+            name = f"{candidate.kind}@{gate:.2f}"
+            table[name] = max(table.get(name, 0.0), round(recall, 4))
+            key = (
+                round(recall, 3),
+                candidate.kind == LINEAR_KIND,
+                gate,
+                candidate.penalty or 0.0,
+                candidate.added_penalty or 0.0,
+            )
             if best is None or key > best[0]:
                 best = (key, candidate, gate)
     return best[1], best[2], table
@@ -468,22 +476,20 @@ def verifier_train(
     known = prior.weights.shape[0]
     extended = prior_extend(prior, features=features[train, :linear_count])
     standardised = (features[:, :linear_count] - extended.mean) / extended.scale
-    linear = linear_candidate(
+    linear = linear_candidates(
         standardised=standardised,
         labels=labels,
         train=train,
         folds=data.folds,
-        eligible=data.eligible(threshold),
         prior=extended,
         known=known,
-        precision_target=precision_target,
         progress=progress,
     )
     progress(0.82, "the tree head")
     tree_rows = np.column_stack([log_odds(prior, features), features[:, 2 * prior.dimension :]])
     trees = trees_candidate(rows=tree_rows, labels=labels, train=train, folds=data.folds)
     chosen, gate, table = _form_and_gate_choose(
-        candidates=(linear, trees),
+        candidates=(*linear, trees),
         gates=gate_candidates(threshold),
         data=data,
         precision_target=precision_target,
