@@ -126,10 +126,9 @@ def _meets_target(*, precision: float | None, upper_bound: float, cut_confident:
     """Whether a new model serves at a precision that reaches `target` at its cut, on the judging labels. A cut set at
     the training labels' lower bound (`cut_confident`) has its precision shown there already, on more labels than the
     held-out part serves at it (a few dozen, where a true precision of 0.92 reads under 0.90 about one time in five,
-    by the binomial at 30 served): the
-    held-out labels must then not contradict it, their upper bound (`precision_bound`) at or above `target`. A cut
-    that fell back to where the training labels' point estimate touched the target has shown nothing: its held-out
-    precision must reach `target` itself."""
+    by the binomial at 30 served): the held-out labels must then only not contradict it, their upper bound
+    (`precision_bound`) at or above `target`. A cut that fell back to where the training labels' point estimate
+    touched the target has shown nothing: its held-out precision must reach `target` itself."""
     if precision is None:
         return False
     if precision >= target:

@@ -256,6 +256,10 @@ def test_with_enough_random_picks_they_judge_weighted_and_the_row_records_it(ten
     training_picks = sum(not label_is_held_out(p.label_id) for p in pairs)
     assert row.figures["cut_chosen_on_labels"] == training_picks
     assert f"cut chosen on {training_picks} training random picks, weighted" in row.decision_note
+    # The judge is told whether those picks bound the precision above the cut at the target.
+    bound = row.figures["cut_precision_lower_bound"]
+    assert bound is not None and 0.0 < bound <= 1.0
+    assert weighted["cut_confident"] is (bound >= row.figures["precision_target"])
 
 
 def test_with_too_few_random_picks_the_held_out_labels_judge(tenant, tmp_path):
