@@ -546,7 +546,7 @@ CONSERVATIVE_CUT = _labels(
 )
 
 
-def _judge_at(groups, *, cut: float, active_cut: float, random_weight: float):
+def _judge_at(groups, *, cut: float, active_cut: float, random_weight: float, cut_confident: bool = False):
     new, active, labels = groups
     return activation_judge(
         new_scores=new,
@@ -557,6 +557,7 @@ def _judge_at(groups, *, cut: float, active_cut: float, random_weight: float):
         random_weights=np.full(len(labels), random_weight),
         precision_target=TARGET,
         active_cut=active_cut,
+        cut_confident=cut_confident,
     )
 
 
@@ -607,18 +608,7 @@ def _near_target(false_hits: int):
 
 
 def _judge_near_target(false_hits: int, *, cut_confident: bool):
-    new, active, labels = _near_target(false_hits)
-    return activation_judge(
-        new_scores=new,
-        cut=0.9,
-        active_scores=active,
-        labels=labels,
-        eligible=np.ones(len(labels), dtype=bool),
-        random_weights=np.full(len(labels), 10.0),
-        precision_target=TARGET,
-        active_cut=0.8,
-        cut_confident=cut_confident,
-    )
+    return _judge_at(_near_target(false_hits), cut=0.9, active_cut=0.8, random_weight=10.0, cut_confident=cut_confident)
 
 
 def test_a_cut_the_training_bound_set_needs_only_not_to_be_contradicted_on_the_held_out_labels():
