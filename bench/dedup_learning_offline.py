@@ -13,6 +13,7 @@ best cut, the figure bench/dedup_learning.py reports). Variants change one choic
   - product: as it ships;
   - linear / trees: that head only, at any gate;
   - gate-threshold: the policy's threshold only, either head;
+  - linear-any-gate: the regression competes at every gate too, not at the lowest only (the rule before);
   - gate-by-bound: the head and gate whose out-of-fold probabilities reach the most recall at the cut the lower bound
     chooses (what will be served), not at the best cut of the point estimate;
   - cut-C (cut-0.75): the cut at a one-sided C lower bound of precision instead of `verifier_training.CUT_CONFIDENCE`;
@@ -27,7 +28,7 @@ The set's pairs are embedded once and cached under KB_VAR_DIR (`labelled_pairs.p
 
 Usage: nice .venv/bin/python bench/dedup_learning_offline.py [--set bq|paws|qqp] [--labels 3000] [--draws 3]
        [--shifts 0,1000]
-       [--variants product,linear,trees,gate-threshold,gate-by-bound,cut-0.75,penalty-at-threshold,band]
+       [--variants product,linear,trees,gate-threshold,linear-any-gate,gate-by-bound,cut-0.75,penalty-at-threshold,band]
 """
 
 from __future__ import annotations
@@ -218,6 +219,19 @@ def main() -> None:
             return
 
         def choose(*, candidates, gates, data, precision_target):  # noqa: ANN001, ANN202
+            if name == "linear-any-gate":
+                table, best = {}, None
+                for gate in gates:  # one gate at a time, each the lowest: every head competes there
+                    chosen, _, at_gate = original_choose(
+                        candidates=candidates, gates=[gate], data=data, precision_target=precision_target
+                    )
+                    table.update(at_gate)
+                    recall = at_gate[f"{chosen.kind}@{gate:.2f}"]
+                    is_linear = chosen.kind == "linear"
+                    key = (round(recall, 3), is_linear, gate, chosen.penalty or 0.0, chosen.added_penalty or 0.0)
+                    if best is None or key > best[0]:
+                        best = (key, chosen, gate)
+                return best[1], best[2], table
             if name == "penalty-at-threshold":
                 linear = [c for c in candidates if c.kind == "linear"]
                 threshold_eligible = data.eligible(max(gates))[data.train]

@@ -11,7 +11,8 @@ How it chooses, on the training part of the labels only (70% by a salted hash of
   1. the head, the regression's two penalties when it is the regression, and the gate, together, by 5-fold
      cross-validation: those whose out-of-fold probabilities, run through the decision rule at that gate, reach the
      most recall at the tenant's precision target (ties: the regression, the higher gate, the stronger penalties), on
-     every training label, unweighted, random picks or not (`_form_and_gate_choose`);
+     every training label, unweighted, random picks or not (`_form_and_gate_choose`); the regression at the lowest
+     gate only, the trees at any;
   2. the cut: the lowest at which those out-of-fold probabilities reach the target with CUT_CONFIDENCE
      (`cut_choose`: a lower confidence bound of the precision above the cut, not its point estimate), among the
      training part's random picks of the review queue, each weighted by the inverse of its pick's
@@ -249,10 +250,15 @@ def _form_and_gate_choose(
     """The head (a regression at one pair of penalties, or the trees) and gate whose out-of-fold probabilities, through
     the decision rule at that gate, reach the most recall at the target on the training labels
     (`verifier_heads.selection_recall`); ties go to the regression (the head nearer the shipped one), then to the
-    higher gate, then to the stronger penalties. Returns, per head kind and gate, the best figure of that kind too."""
+    higher gate, then to the stronger penalties. The regression competes at the lowest gate only: it reads the pair's
+    cosine among its features, so its probability already ranks the pairs a higher gate would drop, and the cut it
+    gets there keeps the target; a gate chosen among seven by a few hundred labels' recall is chosen by their noise
+    as much as by the tenant's traffic. The trees compete at every gate. Returns, per head kind and gate, the best
+    figure of that kind too (the regression's at every gate, for the reader: only the lowest is a choice)."""
     table: dict[str, float] = {}
     best = None
     train = data.train
+    lowest = min(gates)
     for gate in gates:
         eligible = data.eligible(gate)[train]
         for candidate in candidates:
@@ -261,6 +267,8 @@ def _form_and_gate_choose(
             )
             name = f"{candidate.kind}@{gate:.2f}"
             table[name] = max(table.get(name, 0.0), round(recall, 4))
+            if candidate.kind == LINEAR_KIND and gate != lowest:
+                continue
             key = (
                 round(recall, 3),
                 candidate.kind == LINEAR_KIND,

@@ -27,8 +27,8 @@ from conversations.dedup.question_pairs import ORDER_FEATURE_VERSION, PAIR_V3_FE
 from conversations.dedup.tenant_verifiers import tenant_verifiers_load, verifier_path
 from conversations.models import DuplicateModelStatus
 from conversations.training.labelled_pairs import labelled_pairs_read
-from conversations.training.verifier_heads import TREE_PARAMETERS, trees_export
-from conversations.training.verifier_training import gate_candidates
+from conversations.training.verifier_heads import TREE_PARAMETERS, Candidate, trees_export
+from conversations.training.verifier_training import _form_and_gate_choose, _Labelled, gate_candidates
 from conversations.training.verifiers import (
     duplicate_model_rollback,
     duplicate_model_shadow,
@@ -169,6 +169,36 @@ def test_a_verifier_with_a_gate_of_its_own_serves_under_the_policys_threshold():
     assert higher.hit and higher.gate == pytest.approx(cosine - 0.02)
     assert gate_candidates(0.76) == [0.76, 0.72, 0.68, 0.64, 0.6, 0.56, 0.5]
     assert gate_candidates(0.52) == [0.52]
+
+
+def test_the_regression_competes_at_the_lowest_gate_and_the_trees_at_any():
+    # 20 pairs over the policy's threshold and 20 near the floor, half duplicates each. Both heads rank the pairs
+    # over the threshold right and those near the floor backwards, so a higher gate serves more at precision 0.90.
+    high = np.repeat([0.8, 0.55], 20)
+    labels = np.tile(np.repeat([1, 0], 10), 2)
+    misranked = np.concatenate([np.repeat([0.8, 0.1], 10), np.repeat([0.2, 0.9], 10)])
+    data = _Labelled(
+        labels=labels,
+        held_out=np.zeros(40, dtype=bool),
+        random_weights=np.zeros(40),
+        folds=np.arange(40) % 5,
+        cosine=high,
+        checks=np.ones(40, dtype=bool),
+    )
+    gates = gate_candidates(0.76)
+    regression = Candidate(kind=LINEAR_KIND, oof=misranked, penalty=1.0, added_penalty=1.0)
+    useless_trees = Candidate(kind=TREES_KIND, oof=np.full(40, 0.5))
+    chosen, gate, table = _form_and_gate_choose(
+        candidates=[regression, useless_trees], gates=gates, data=data, precision_target=0.9
+    )
+    assert chosen is regression and gate == 0.5
+    # The reader still sees what the regression would reach at the threshold: half the duplicates, against none.
+    assert table[f"{LINEAR_KIND}@0.76"] == 0.5 and table[f"{LINEAR_KIND}@0.50"] == 0.0
+    trees = Candidate(kind=TREES_KIND, oof=misranked)
+    chosen, gate, _ = _form_and_gate_choose(
+        candidates=[regression, trees], gates=gates, data=data, precision_target=0.9
+    )
+    assert chosen is trees and gate == 0.76
 
 
 # Traffic of swapped roles, as PAWS-QQP's: a question and the same words with two of them exchanged, a different
