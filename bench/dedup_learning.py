@@ -34,6 +34,10 @@ with a shadow beside it, and the decision alone (`duplicate_decide_verified`) ti
 
 QQP is in all-MiniLM-L6-v2's own training data (../shared/data/README.md).
 
+It ends with the learning's targets on the decision applied (`targets_print`): on PAWS-QQP and BQ, recall at precision
+0.90 with the most reviews at least 0.15 above N = 0 (PAWS-QQP's ambition too: P >= 0.90 with R >= 0.60); on QQP,
+no N worse than N = 0.
+
 Usage: .venv/bin/python bench/dedup_learning.py [--traffic-set qqp|paws|bq] [--traffic 3500] [--held-out 0]
        [--reviews 0,100,300,1000,3000] [--daily-quota 100] [--start-day 0]
 """
@@ -514,15 +518,29 @@ def main() -> None:
         )
         print(f"bench process peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
         zero = next((line for line in results if line["n"] == 0), None)
-        top = results[-1]
         if zero:
-            met = zero["applied"][0] >= 0.85 and zero["applied"][1] >= 0.40
-            print(f"target N=0 (P >= 0.85 at R >= 0.40): {'met' if met else 'NOT met'}")
-        met = top["own"][0] >= 0.90 and top["own"][1] >= 0.35
-        print(
-            f"target N={top['n']} (R >= 0.35 at P >= 0.90, the model at its cut): {'met' if met else 'NOT met'}; "
-            f"its R@P.90 {top['own_r90']:.3f}"
-        )
+            targets_print(results=results, zero=zero, traffic_set=args.traffic_set)
+
+
+def targets_print(*, results: list[dict], zero: dict, traffic_set: str) -> None:
+    """The learning's targets, judged on the decision applied to the held-out pairs: on traffic the shipped head was
+    not fitted on (PAWS-QQP, BQ), recall at precision 0.90 with the most reviews at least 0.15 above N = 0 (and, on
+    PAWS-QQP, the ambition of precision >= 0.90 with recall >= 0.60); on QQP, its own data, nothing worse at any N."""
+    top = results[-1]
+    if traffic_set == "qqp":
+        worse = [line["n"] for line in results if line["applied_r90"] < zero["applied_r90"]]
+        verdict = f"NOT met (worse at N={worse})" if worse else "met"
+        print(f"target (QQP, the shipped head's own data): R@.90 applied no worse than N=0 at every N: {verdict}")
+        return
+    gain = top["applied_r90"] - zero["applied_r90"]
+    print(
+        f"target (N={top['n']} R@.90 applied >= N=0's + 0.15): {'met' if gain >= 0.15 - 1e-9 else 'NOT met'}; "
+        f"{zero['applied_r90']:.3f} -> {top['applied_r90']:.3f} ({gain:+.3f})"
+    )
+    if traffic_set == "paws":
+        precision, recall = top["applied"][0], top["applied"][1]
+        met = precision >= 0.90 and recall >= 0.60  # NaN (serves nothing) is not met
+        print(f"ambition (N={top['n']} applied P >= 0.90 with R >= 0.60): {'met' if met else 'NOT met'}")
 
 
 if __name__ == "__main__":
