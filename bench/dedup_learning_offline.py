@@ -23,17 +23,20 @@ best cut, the figure bench/dedup_learning.py reports). Variants change one choic
     instead of at the target alone.
 `--shifts` adds offsets to the label ids: each moves the 70/30 split and the folds and nothing else, so the spread a
 split alone causes shows beside the spread of the queue's draws.
+`--measure` reads version files a run of bench/dedup_learning.py trained (under KB_VAR_DIR) and prints what each
+does on the whole held-out split, where that run sends only part of it.
 
 The set's pairs are embedded once and cached under KB_VAR_DIR (`labelled_pairs.pairs_embed`).
 
 Usage: nice .venv/bin/python bench/dedup_learning_offline.py [--set bq|paws|qqp] [--labels 3000] [--draws 3]
-       [--shifts 0,1000]
+       [--shifts 0,1000] [--measure VERSION_FILE,...]
        [--variants product,linear,trees,gate-threshold,linear-any-gate,gate-by-bound,cut-0.75,penalty-at-threshold,band]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import sys
@@ -64,6 +67,11 @@ def main() -> None:
     parser.add_argument("--variants", default="product,linear,trees,gate-threshold,gate-by-bound")
     parser.add_argument(
         "--shifts", default="0", help="label-id offsets: each moves the 70/30 split and the folds, nothing else"
+    )
+    parser.add_argument(
+        "--measure",
+        default="",
+        help="version files (comma-separated): measure each on the held-out split, as trained by the API run, and stop",
     )
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kbplatform.settings.base")
@@ -142,6 +150,12 @@ def main() -> None:
         f"({int(test_labels.sum())} duplicates); shipped head at {THRESHOLD}: P {base['P']:.3f} R {base['R']:.3f} "
         f"R@.90 {base['R@.90']:.3f}"
     )
+
+    for file in filter(None, args.measure.split(",")):
+        version = test_figures(pair_model_from_dict(json.loads(Path(file).read_text())))
+        print(f"  {file}: P {version['P']:.3f} R {version['R']:.3f} R@.90 {version['R@.90']:.3f}")
+    if args.measure:
+        return
 
     def queue_labels(n: int, draw: int, shift: int = 0) -> tuple[list[LabelledQuestionPair], np.ndarray]:
         """N labels as the queue picks them, day by day, with each random pick's inclusion probability at the end,
