@@ -50,6 +50,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from datetime import timedelta
@@ -215,7 +216,8 @@ def _figures(hits: list[bool], labels: list[int]) -> tuple[float, float, float]:
 
 def _train_child(*, slug: str, model: str | None) -> tuple[float, float, str]:
     """Run the training command (from the tenant's reviews) as a child process: (seconds, peak resident MiB, what it
-    printed)."""
+    printed). The peak is the child's own high-water mark (VmHWM, read while it runs): the rusage `wait4` returns
+    starts from the forked copy of this process, so it reads this process's size whenever that is the larger."""
     started = time.perf_counter()
     child = subprocess.Popen(
         [
@@ -232,12 +234,26 @@ def _train_child(*, slug: str, model: str | None) -> tuple[float, float, str]:
         stderr=subprocess.DEVNULL,
         text=True,
     )
+    peak_kib = [0]
+
+    def high_water_follow() -> None:
+        status = Path(f"/proc/{child.pid}/status")
+        while child.poll() is None:
+            try:
+                line = next(x for x in status.read_text().splitlines() if x.startswith("VmHWM:"))
+            except (OSError, StopIteration):  # gone, or a zombie without memory
+                break
+            peak_kib[0] = max(peak_kib[0], int(line.split()[1]))
+            time.sleep(0.05)
+
+    follower = threading.Thread(target=high_water_follow, daemon=True)
+    follower.start()
     output = child.stdout.read()
-    _, status, usage = os.wait4(child.pid, 0)
-    child.returncode = os.waitstatus_to_exitcode(status)
+    child.wait()
+    follower.join()
     return (
         time.perf_counter() - started,
-        usage.ru_maxrss / 1024,
+        peak_kib[0] / 1024,
         output if child.returncode == 0 else f"FAILED {output}",
     )
 
