@@ -174,7 +174,7 @@ def test_a_verifier_with_a_gate_of_its_own_serves_under_the_policys_threshold():
 def test_the_regression_competes_at_the_lowest_gate_and_the_trees_at_any():
     # 20 pairs over the policy's threshold and 20 near the floor, half duplicates each. Both heads rank the pairs
     # over the threshold right and those near the floor backwards, so a higher gate serves more at precision 0.90.
-    high = np.repeat([0.8, 0.55], 20)
+    cosine = np.repeat([0.8, 0.55], 20)
     labels = np.tile(np.repeat([1, 0], 10), 2)
     misranked = np.concatenate([np.repeat([0.8, 0.1], 10), np.repeat([0.2, 0.9], 10)])
     data = _Labelled(
@@ -182,7 +182,7 @@ def test_the_regression_competes_at_the_lowest_gate_and_the_trees_at_any():
         held_out=np.zeros(40, dtype=bool),
         random_weights=np.zeros(40),
         folds=np.arange(40) % 5,
-        cosine=high,
+        cosine=cosine,
         checks=np.ones(40, dtype=bool),
     )
     gates = gate_candidates(0.76)
