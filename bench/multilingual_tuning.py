@@ -37,6 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "data"
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 TRAIN_FILES = ("qqp/pairs.jsonl", "zh/afqmc_train.jsonl", "zh/lcqmc.jsonl")
 CUT_FILES = ("zh/afqmc_train.jsonl", "zh/lcqmc.jsonl")
 HEAD_FOLD = 0
@@ -302,9 +303,9 @@ def main() -> None:
 
     django.setup()
     import numpy as np
+    from common import load_average
     from django.conf import settings
 
-    from bench.common import load_average
     from conversations.training.labelled_pairs import inner_fold, pairs_load, pairs_load_many, split_key
     from retrieval import embedding_use
 
