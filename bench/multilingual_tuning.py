@@ -17,8 +17,9 @@ no services.
    fold 0's AFQMC and LCQMC pairs (in equal shares), scored by a head fitted on folds 1-4: the shipped multilingual
    head's rule with its choice moved to pairs the tuned model never saw. Per set and gate: the decision's precision /
    recall (conflict checks and a first turn's follow-up guard applied, recall over every duplicate), the recall an
-   oracle cut of the head reaches at precision 0.85 (chosen on the set itself: a bound, not a decision), and the share
-   of duplicates the checks and the gate let through at all.
+   oracle cut of the head reaches at precision 0.85 (chosen on the set itself: a bound, not a decision), the same for a
+   head fitted on the set's own pairs out of fold ("own": what a tenant's labels could teach, the learning loop's
+   route), and the share of duplicates the checks and the gate let through at all.
 
 Sets: bq, oppo and afqmc_dev whole; the held-out 30% of LCQMC and QQP. Usage:
     KB_VAR_DIR=var .venv/bin/python bench/multilingual_tuning.py [--steps 2000] [--layers FILE (skip tuning)]
@@ -273,24 +274,44 @@ def measure(*, label: str, backend, pairs, folds, sets: dict) -> None:  # noqa: 
             for name, m in measured.items()
         )
     )
-    print(f"  {'gate':>5} {'cut':>6}  " + "  ".join(f"{name:>26}" for name in measured))
-    print(f"  {'':>5} {'':>6}  " + "  ".join(f"{'P / R  oracle  ceiling':>26}" for _ in measured))
+    own = {name: own_labels_head(m[0], m[3]) for name, m in measured.items()}
+    print(f"  {'gate':>5} {'cut':>6}  " + "  ".join(f"{name:>32}" for name in measured))
+    print(f"  {'':>5} {'':>6}  " + "  ".join(f"{'P / R  oracle  own  ceiling':>32}" for _ in measured))
     for gate in GATES:
         eligible = passes[choosing] & (cosine[choosing] >= gate) & cut_files
         _, cut = recall_at_precision(
             scores=chooser, labels=labels[choosing], eligible=eligible, target=CUT_PRECISION, weights=cut_weights
         )
         cells = []
-        for set_features, set_passes, set_cosine, set_labels in measured.values():
+        for name, (set_features, set_passes, set_cosine, set_labels) in measured.items():
             probability = shipped(set_features)
             through = set_passes & (set_cosine >= gate)
             served = through & (probability >= cut)
             precision = float(set_labels[served].mean()) if served.any() else float("nan")
             recall = float((served & (set_labels == 1)).sum() / set_labels.sum())
             oracle = recall_at_precision(scores=probability, labels=set_labels, eligible=through, target=0.85)[0]
+            fitted = recall_at_precision(scores=own[name], labels=set_labels, eligible=through, target=0.85)[0]
             ceiling = float((through & (set_labels == 1)).sum() / set_labels.sum())
-            cells.append(f"{precision:.3f} / {recall:.3f}  {oracle:.3f}  {ceiling:.3f}")
-        print(f"  {gate:>5.2f} {cut:>6.3f}  " + "  ".join(f"{cell:>26}" for cell in cells), flush=True)
+            cells.append(f"{precision:.3f} / {recall:.3f}  {oracle:.3f}  {fitted:.3f}  {ceiling:.3f}")
+        print(f"  {gate:>5.2f} {cut:>6.3f}  " + "  ".join(f"{cell:>32}" for cell in cells), flush=True)
+
+
+def own_labels_head(features, labels):  # noqa: ANN001, ANN201
+    """Out-of-fold probabilities of a logistic head on the same features fitted on the set's own pairs (5 folds by
+    position, penalty 30 as bench/dedup_head_ceiling.py fits one): what a tenant's own labels could teach a head on
+    these vectors, the bound of the learning loop's route rather than a decision."""
+    import numpy as np
+
+    from conversations.training.duplicate_head_training import logistic_fit, standardise
+
+    folds = np.arange(len(labels)) % 5
+    fitted = np.zeros(len(labels))
+    for fold in range(5):
+        train = folds != fold
+        mean, scale = standardise(features[train])
+        weights, bias = logistic_fit((features[train] - mean) / scale, labels[train], penalty=30.0)
+        fitted[~train] = 1.0 / (1.0 + np.exp(-(((features[~train] - mean) / scale) @ weights + bias)))
+    return fitted
 
 
 def main() -> None:
