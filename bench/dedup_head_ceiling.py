@@ -41,8 +41,8 @@ def main() -> None:
 
     from conversations.dedup import question_pairs
     from conversations.dedup.duplicate_model import pair_model_default, pair_probability
-    from conversations.training.duplicate_head_training import logistic_fit, recall_at_precision, standardise
-    from conversations.training.labelled_pairs import followup_guard_passes, pairs_embed, pairs_load
+    from conversations.training.duplicate_head_training import out_of_fold, recall_at_precision
+    from conversations.training.labelled_pairs import INNER_FOLDS, followup_guard_passes, pairs_embed, pairs_load
 
     path = ROOT.parent / "shared" / "data" / "zh" / f"{args.set}.jsonl"
     pairs = pairs_load(path, file_label=f"zh/{args.set}.jsonl")
@@ -82,13 +82,7 @@ def main() -> None:
             f"({(refused & (labels == 1)).sum() / labels.sum():.3f} of them), "
             f"{int((refused & (labels == 0)).sum())} others"
         )
-    folds = np.arange(len(labels)) % 5
-    fitted = np.zeros(len(labels))
-    for fold in range(5):
-        train = folds != fold
-        mean, scale = standardise(features[train])
-        weights, bias = logistic_fit((features[train] - mean) / scale, labels[train], penalty=30.0)
-        fitted[~train] = 1.0 / (1.0 + np.exp(-(((features[~train] - mean) / scale) @ weights + bias)))
+    fitted = out_of_fold(features, labels, np.arange(len(labels)) % INNER_FOLDS, penalty=30.0)
     for target in (0.85, 0.90):
         print(f"precision {target:.2f}: recall at each gate")
         print(

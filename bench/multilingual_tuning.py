@@ -220,10 +220,12 @@ def measure(*, label: str, backend, pairs, folds, sets: dict) -> None:  # noqa: 
     from conversations.training.duplicate_head_training import (
         file_weights,
         logistic_fit,
+        out_of_fold,
+        probabilities,
         recall_at_precision,
         standardise,
     )
-    from conversations.training.labelled_pairs import followup_guard_passes
+    from conversations.training.labelled_pairs import INNER_FOLDS, followup_guard_passes
 
     began = time.perf_counter()
 
@@ -258,7 +260,7 @@ def measure(*, label: str, backend, pairs, folds, sets: dict) -> None:  # noqa: 
             penalty=PENALTY,
             weights=file_weights(source[mask], int(mask.sum())),
         )
-        return lambda rows: 1.0 / (1.0 + np.exp(-(((rows - mean) / scale) @ weights + bias)))
+        return lambda rows: probabilities(rows, weights, bias, mean, scale)
 
     choosing = pairs.train & (folds == HEAD_FOLD)
     chooser = head(pairs.train & (folds != HEAD_FOLD))(features[choosing])
@@ -274,7 +276,11 @@ def measure(*, label: str, backend, pairs, folds, sets: dict) -> None:  # noqa: 
             for name, m in measured.items()
         )
     )
-    own = {name: own_labels_head(m[0], m[3]) for name, m in measured.items()}
+    # what a tenant's own labels could teach a head on these vectors (the learning loop's bound, not a decision): a
+    # head fitted on the set's own pairs, 5 folds by position, penalty 30 as bench/dedup_head_ceiling.py fits one
+    own = {
+        name: out_of_fold(m[0], m[3], np.arange(len(m[3])) % INNER_FOLDS, penalty=30.0) for name, m in measured.items()
+    }
     print(f"  {'gate':>5} {'cut':>6}  " + "  ".join(f"{name:>32}" for name in measured))
     print(f"  {'':>5} {'':>6}  " + "  ".join(f"{'P / R  oracle  own  ceiling':>32}" for _ in measured))
     for gate in GATES:
@@ -294,24 +300,6 @@ def measure(*, label: str, backend, pairs, folds, sets: dict) -> None:  # noqa: 
             ceiling = float((through & (set_labels == 1)).sum() / set_labels.sum())
             cells.append(f"{precision:.3f} / {recall:.3f}  {oracle:.3f}  {fitted:.3f}  {ceiling:.3f}")
         print(f"  {gate:>5.2f} {cut:>6.3f}  " + "  ".join(f"{cell:>32}" for cell in cells), flush=True)
-
-
-def own_labels_head(features, labels):  # noqa: ANN001, ANN201
-    """Out-of-fold probabilities of a logistic head on the same features fitted on the set's own pairs (5 folds by
-    position, penalty 30 as bench/dedup_head_ceiling.py fits one): what a tenant's own labels could teach a head on
-    these vectors, the bound of the learning loop's route rather than a decision."""
-    import numpy as np
-
-    from conversations.training.duplicate_head_training import logistic_fit, standardise
-
-    folds = np.arange(len(labels)) % 5
-    fitted = np.zeros(len(labels))
-    for fold in range(5):
-        train = folds != fold
-        mean, scale = standardise(features[train])
-        weights, bias = logistic_fit((features[train] - mean) / scale, labels[train], penalty=30.0)
-        fitted[~train] = 1.0 / (1.0 + np.exp(-(((features[~train] - mean) / scale) @ weights + bias)))
-    return fitted
 
 
 def main() -> None:
