@@ -301,9 +301,13 @@ def main() -> None:
             turn_settings_load,
         )
         from conversations.training.labelled_pairs import file_label_of, pairs_load
-        from conversations.training.verifiers import duplicate_model_rollback, duplicate_model_shadow
+        from conversations.training.verifiers import (
+            duplicate_model_rollback,
+            duplicate_model_shadow,
+            duplicate_model_shadow_stop,
+        )
         from lifecycle.services import tenant_get_or_create
-        from retrieval.embeddings import embed_texts
+        from retrieval.embeddings import embed_texts, knowledge_base_model
         from tenants.scopes import SCOPE_ORDER
         from tenants.services import api_key_create
         from tests.conversations.helpers import indexed_kb
@@ -356,9 +360,14 @@ def main() -> None:
         _conversations_run(client, knowledge_base, held, label="held-out stored", users=held_users, asks=("question2",))
         results, reviewed, days = [], 0, 0
         for n in reviews:
-            while DuplicateModelVersion.objects.for_tenant(tenant).filter(status=DuplicateModelStatus.ACTIVE).exists():
-                duplicate_model_rollback(tenant=tenant)
-            duplicate_model_shadow(tenant=tenant, version_id=None)
+            kb_model = knowledge_base_model(knowledge_base.embedding_model)
+            while (
+                DuplicateModelVersion.objects.for_tenant(tenant)
+                .filter(embedding_model=kb_model, status=DuplicateModelStatus.ACTIVE)
+                .exists()
+            ):
+                duplicate_model_rollback(tenant=tenant, embedding_model=kb_model)
+            duplicate_model_shadow_stop(tenant=tenant, embedding_model=kb_model)
             line = {"n": n, "trained": "", "own_gate": gate}
             if n:
                 # Days of the queue at the daily quota, as support staff would review, until N labels are given; each

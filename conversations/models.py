@@ -329,6 +329,10 @@ class DedupEvent(TenantOwnedModel):
     curated_question = models.TextField(
         blank=True, default="", db_default="", help_text="The curated phrasing the question was matched with."
     )
+    # The embedding model (by name) the question was embedded and decided with: its knowledge base's. A label of this
+    # event trains that model's verifier only (`selectors.duplicate_labels_training`); empty for events from before
+    # it was kept whose conversation was gone.
+    embedding_model = models.CharField(max_length=200, blank=True, default="", db_default="")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:
@@ -498,18 +502,23 @@ class DuplicateModelStatus(models.TextChoices):
     TRAINING = "training", "Training"
     CANDIDATE = "candidate", "Candidate (trained, not active)"
     SHADOW = "shadow", "Shadow (decides beside the active one, never applied)"
-    ACTIVE = "active", "Active (decides the tenant's turns)"
+    ACTIVE = "active", "Active (decides the turns of its model's knowledge bases)"
     RETIRED = "retired", "Retired (was active)"
     FAILED = "failed", "Failed"
 
 
 class DuplicateModelVersion(TenantOwnedModel):
-    """One trained duplicate verifier of one tenant, from that tenant's own labels only. Its file lives under
-    settings.DUPLICATE_MODEL_DIR at a path derived from the tenant and version (`verifiers.verifier_path`), so no
-    row can point a tenant at another tenant's file. At most one version of a tenant is active and one in shadow;
-    with none active the shipped head decides. Written only by `conversations.training.verifiers`."""
+    """One trained duplicate verifier of one tenant, from that tenant's own labels only, in the space of one
+    embedding model. Its file lives under settings.DUPLICATE_MODEL_DIR at a path derived from the tenant and version
+    (`verifiers.verifier_path`), so no row can point a tenant at another tenant's file. At most one version of a tenant
+    and embedding model is active and one in shadow: an English and a Chinese knowledge base on two models each learn
+    from their own traffic at once. With none active for a model, its shipped head decides. Written only by
+    `conversations.training.verifiers`."""
 
     version = models.PositiveIntegerField()
+    # The embedding model (by name) whose vectors it reads: it decides the conversations of that model's knowledge
+    # bases only, and learns from their labels.
+    embedding_model = models.CharField(max_length=200)
     status = models.CharField(max_length=10, choices=DuplicateModelStatus.choices, default=DuplicateModelStatus.QUEUED)
     progress = models.FloatField(default=0.0, help_text="0 to 1, while training.")
     stage = models.CharField(max_length=80, blank=True, default="")
@@ -534,15 +543,19 @@ class DuplicateModelVersion(TenantOwnedModel):
         constraints = [
             models.UniqueConstraint(fields=["tenant", "version"], name="duplicate_model_unique_version"),
             models.UniqueConstraint(
-                fields=["tenant"], condition=models.Q(status="active"), name="duplicate_model_one_active"
+                fields=["tenant", "embedding_model"],
+                condition=models.Q(status="active"),
+                name="duplicate_model_one_active_per_model",
             ),
             models.UniqueConstraint(
-                fields=["tenant"], condition=models.Q(status="shadow"), name="duplicate_model_one_shadow"
+                fields=["tenant", "embedding_model"],
+                condition=models.Q(status="shadow"),
+                name="duplicate_model_one_shadow_per_model",
             ),
         ]
 
     def __str__(self) -> str:
-        return f"verifier v{self.version} ({self.status})"
+        return f"verifier v{self.version} of {self.embedding_model} ({self.status})"
 
 
 class CuratedAnswer(TenantOwnedModel):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta
 
-from django.db.models import Max, Min, OuterRef, Prefetch, QuerySet, Subquery
+from django.db.models import Max, Min, OuterRef, Prefetch, Q, QuerySet, Subquery
 from django.db.models.functions import Substr
 
 from conversations.models import (
@@ -29,6 +29,7 @@ from conversations.review.review_queue_rules import PickReason, RandomDraw, rand
 from conversations.training.labelled_pairs import LabelledQuestionPair
 from kbplatform.errors import NotFoundError
 from kbplatform.text import user_id_canonical
+from retrieval.embeddings import offered_models, primary_model
 from retrieval.models import KnowledgeBase
 from tenants.models import Tenant
 
@@ -232,10 +233,22 @@ def knowledge_base_recent_questions(*, tenant: Tenant, knowledge_base_id: int, l
 LOOKBACK = timedelta(days=LOOKBACK_DAYS)
 
 
-def duplicate_labels_training(*, tenant: Tenant) -> list[LabelledQuestionPair]:
-    """The tenant's labelled question pairs a verifier trains on, in label id order
-    (`label_rules.training_labels_pick`): support verdicts and imported labels, one per audit event with support's
-    first. An end user's thumbs-down is a
+def labels_of_model(*, embedding_model: str) -> Q:
+    """The labels that teach the verifier of `embedding_model` (by name), a filter of DuplicateLabel: those of the
+    audit events of that model's conversations, and those that name no model (imported, their event gone, or an
+    event from before events named their model), which are text pairs any model can learn from. An event of a model
+    the deployment no longer offers counts for the primary model, as its knowledge base is then searched with it
+    (`embeddings.knowledge_base_model`)."""
+    of_model = Q(dedup_event__isnull=True) | Q(dedup_event__embedding_model__in=("", embedding_model))
+    if embedding_model == primary_model():
+        of_model |= ~Q(dedup_event__embedding_model__in=offered_models())
+    return of_model
+
+
+def duplicate_labels_training(*, tenant: Tenant, embedding_model: str) -> list[LabelledQuestionPair]:
+    """The tenant's labelled question pairs the verifier of `embedding_model` trains on (`labels_of_model`), in
+    label id order (`label_rules.training_labels_pick`): support verdicts and imported labels, one per audit event
+    with support's first. An end user's thumbs-down is a
     suspicion and is left out until support reviews the event (which writes a support label that then counts). Each
     label carries the review queue's pick of its event, when there is one (an event is picked at most once): its
     reason and inclusion probability, which tell a random pick of known chance from the rest; a random pick's is the
@@ -244,7 +257,7 @@ def duplicate_labels_training(*, tenant: Tenant) -> list[LabelledQuestionPair]:
     picks = ReviewPick.objects.for_tenant(tenant).filter(dedup_event_id=OuterRef("dedup_event_id"))
     labels = (
         DuplicateLabel.objects.for_tenant(tenant)
-        .filter(source__in=sorted(TRAINING_SOURCES))
+        .filter(labels_of_model(embedding_model=embedding_model), source__in=sorted(TRAINING_SOURCES))
         .only("pk", "dedup_event_id", "source", "question", "stored_question", "is_duplicate")
         .annotate(
             pick_reason=Subquery(picks.values("reason")[:1]),
@@ -288,22 +301,32 @@ def random_draws(*, tenant: Tenant) -> list[RandomDraw]:
 
 
 def learning_curves(*, tenants: list[Tenant]) -> list[LearningCurve]:
-    """Each tenant's learning curve (`learning_curve`): its labels that train, its versions' held-out figures and its
-    precision target; one query per tenant for each, so the caller limits how many tenants it asks for."""
+    """The learning curve (`learning_curve`) of each tenant and embedding model it has verifier versions of: the labels
+    that train that model's verifier, its versions' held-out figures and the tenant's precision target; a few queries
+    per tenant and model, so the caller limits how many tenants it asks for."""
     curves = []
     for tenant in tenants:
         policy = DedupPolicy.objects.for_tenant(tenant).only("precision_target").first()
-        rows = DuplicateModelVersion.objects.for_tenant(tenant).values_list(
-            "version", "label_count", "status", "figures"
-        )
-        curves.append(
-            curves_for_rows(
-                tenant=tenant.name or tenant.slug,
-                reviews=DuplicateLabel.objects.for_tenant(tenant).filter(source__in=sorted(TRAINING_SOURCES)).count(),
-                precision_target=policy.precision_target if policy else DEFAULT_PRECISION_TARGET,
-                rows=list(rows),
+        rows_by_model: dict[str, list[tuple]] = {}
+        for model, *row in DuplicateModelVersion.objects.for_tenant(tenant).values_list(
+            "embedding_model", "version", "label_count", "status", "figures"
+        ):
+            rows_by_model.setdefault(model, []).append(tuple(row))
+        for model, rows in sorted(rows_by_model.items()):
+            reviews = (
+                DuplicateLabel.objects.for_tenant(tenant)
+                .filter(labels_of_model(embedding_model=model), source__in=sorted(TRAINING_SOURCES))
+                .count()
             )
-        )
+            curves.append(
+                curves_for_rows(
+                    tenant=tenant.name or tenant.slug,
+                    embedding_model=model,
+                    reviews=reviews,
+                    precision_target=policy.precision_target if policy else DEFAULT_PRECISION_TARGET,
+                    rows=rows,
+                )
+            )
     return curves
 
 

@@ -184,6 +184,7 @@ class DuplicateModelVersionFactory(factory.django.DjangoModelFactory):
         model = DuplicateModelVersion
 
     version = factory.Sequence(lambda n: n + 1)
+    embedding_model = "all-MiniLM-L6-v2"
     status = DuplicateModelStatus.CANDIDATE
     label_count = 300
 

@@ -1,7 +1,8 @@
 """The admin of tenants' trained duplicate verifiers: the versions with their figures and training progress, and the
-one-click actions that decide which version decides (activate, shadow, roll back). "Train from reviews" is an action
-of the dedup policies' list (`conversations.admin`). Every action goes through `conversations.training.verifiers`
-and only for tenants where the user is an admin.
+one-click actions that decide which version decides (activate, shadow, roll back), each for the embedding model of
+the selected versions only (a tenant has a verifier per model its knowledge bases use). "Train from reviews" is an
+action of the dedup policies' list (`conversations.admin`). Every action goes through
+`conversations.training.verifiers` and only for tenants where the user is an admin.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from conversations.training.verifiers import (
     duplicate_model_activate,
     duplicate_model_rollback,
     duplicate_model_shadow,
+    duplicate_model_shadow_stop,
     duplicate_model_train_start,
+    verifier_embedding_models,
 )
 from kbplatform.errors import ApplicationError
 from tenants.admin_scoping import TenantScopedAdmin, request_tenant_roles
@@ -45,15 +48,20 @@ def _run(model_admin: admin.ModelAdmin, request: HttpRequest, done: Callable[[],
 
 
 def verifiers_train_from_reviews(model_admin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet) -> None:
-    """Queue a training of each selected tenant's verifier from its reviewed decisions."""
+    """Queue a training of each selected tenant's verifier from its reviewed decisions: one per embedding model its
+    knowledge bases use, each from the labels of that model's conversations."""
     tenants = _each_allowed(request, list({row.tenant for row in queryset.select_related("tenant")}))
     for tenant in tenants:
+        for model in verifier_embedding_models(tenant=tenant):
 
-        def started(tenant: Tenant = tenant) -> str:
-            row = duplicate_model_train_start(tenant=tenant, user=request.user)
-            return f"{tenant.slug}: verifier v{row.version} queued; its progress is on the verifier versions page."
+            def started(tenant: Tenant = tenant, model: str = model) -> str:
+                row = duplicate_model_train_start(tenant=tenant, embedding_model=model, user=request.user)
+                return (
+                    f"{tenant.slug}: verifier v{row.version} of {model} queued; its progress is on the verifier "
+                    "versions page."
+                )
 
-        _run(model_admin, request, started)
+            _run(model_admin, request, started)
 
 
 @admin.register(DuplicateModelVersion)
@@ -63,6 +71,7 @@ class DuplicateModelVersionAdmin(TenantScopedAdmin):
     list_display = (
         "tenant",
         "version",
+        "embedding_model",
         "status",
         "progress_shown",
         "label_count",
@@ -72,7 +81,7 @@ class DuplicateModelVersionAdmin(TenantScopedAdmin):
         "started_by_label",
         "created_at",
     )
-    list_filter = ("status",)
+    list_filter = ("status", "embedding_model")
     actions = ("activate", "run_in_shadow", "stop_shadow", "roll_back")
     readonly_fields = tuple(f.name for f in DuplicateModelVersion._meta.fields)
     change_list_template = "admin/conversations/duplicatemodelversion/change_list.html"
@@ -148,11 +157,18 @@ class DuplicateModelVersionAdmin(TenantScopedAdmin):
             if row.tenant_id in allowed:
                 _run(self, request, lambda row=row: act(row))
 
-    @admin.action(description="Activate (decides this tenant's turns)", permissions=["change"])
+    def _each_tenant_model(self, request: HttpRequest, queryset: QuerySet) -> list[tuple[Tenant, str]]:
+        """The (tenant, embedding model) pairs of the selected versions, of tenants the user may act for."""
+        rows = list(queryset.select_related("tenant"))
+        allowed = {t.pk for t in _each_allowed(request, [row.tenant for row in rows])}
+        pairs = {(row.tenant_id, row.embedding_model): row.tenant for row in rows if row.tenant_id in allowed}
+        return [(tenant, model) for (_, model), tenant in sorted(pairs.items())]
+
+    @admin.action(description="Activate (decides its model's turns of this tenant)", permissions=["change"])
     def activate(self, request: HttpRequest, queryset: QuerySet) -> None:
         def act(row: DuplicateModelVersion) -> str:
             duplicate_model_activate(tenant=row.tenant, version_id=row.pk)
-            return f"{row.tenant.slug}: v{row.version} is active."
+            return f"{row.tenant.slug}: v{row.version} is active for {row.embedding_model}."
 
         self._one_per_tenant(request, queryset, act)
 
@@ -160,29 +176,30 @@ class DuplicateModelVersionAdmin(TenantScopedAdmin):
     def run_in_shadow(self, request: HttpRequest, queryset: QuerySet) -> None:
         def act(row: DuplicateModelVersion) -> str:
             duplicate_model_shadow(tenant=row.tenant, version_id=row.pk)
-            return f"{row.tenant.slug}: v{row.version} runs in shadow."
+            return f"{row.tenant.slug}: v{row.version} runs in shadow for {row.embedding_model}."
 
         self._one_per_tenant(request, queryset, act)
 
-    @admin.action(description="Stop the shadow of these tenants", permissions=["change"])
+    @admin.action(description="Stop the shadow of these tenants' models", permissions=["change"])
     def stop_shadow(self, request: HttpRequest, queryset: QuerySet) -> None:
-        for tenant in _each_allowed(request, list({row.tenant for row in queryset.select_related("tenant")})):
-            _run(
-                self,
-                request,
-                lambda tenant=tenant: (
-                    duplicate_model_shadow(tenant=tenant, version_id=None),
-                    f"{tenant.slug}: no shadow runs.",
-                )[1],
-            )
+        for tenant, model in self._each_tenant_model(request, queryset):
 
-    @admin.action(description="Roll back (the version active before, or the shipped head)", permissions=["change"])
+            def stopped(tenant: Tenant = tenant, model: str = model) -> str:
+                duplicate_model_shadow_stop(tenant=tenant, embedding_model=model)
+                return f"{tenant.slug}: no shadow runs for {model}."
+
+            _run(self, request, stopped)
+
+    @admin.action(
+        description="Roll back these tenants' models (the version active before, or the shipped head)",
+        permissions=["change"],
+    )
     def roll_back(self, request: HttpRequest, queryset: QuerySet) -> None:
-        for tenant in _each_allowed(request, list({row.tenant for row in queryset.select_related("tenant")})):
+        for tenant, model in self._each_tenant_model(request, queryset):
 
-            def rolled(tenant: Tenant = tenant) -> str:
-                previous = duplicate_model_rollback(tenant=tenant)
+            def rolled(tenant: Tenant = tenant, model: str = model) -> str:
+                previous = duplicate_model_rollback(tenant=tenant, embedding_model=model)
                 now = f"v{previous.version}" if previous is not None else "the shipped head"
-                return f"{tenant.slug}: rolled back; {now} decides."
+                return f"{tenant.slug}: {model} rolled back; {now} decides."
 
             _run(self, request, rolled)

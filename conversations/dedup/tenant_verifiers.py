@@ -57,13 +57,14 @@ def verifier_load(*, tenant: Tenant, row: DuplicateModelVersion) -> decisions.Ve
     return decisions.Verifier(version_id=row.pk, label=verifier_label(row.version), model=model)
 
 
-def tenant_verifiers_load(*, tenant: Tenant) -> decisions.TenantVerifiers:
-    """The tenant's active verifier and shadow candidate. A file that cannot be read is logged as an error and left
-    out: the shipped head decides instead of an active model, and no shadow runs instead of a shadow one."""
+def tenant_verifiers_load(*, tenant: Tenant, embedding_model: str) -> decisions.TenantVerifiers:
+    """The tenant's active verifier and shadow candidate of `embedding_model` (by name): the ones that decide the
+    conversations of that model's knowledge bases. A file that cannot be read is logged as an error and left out: the
+    shipped head decides instead of an active model, and no shadow runs instead of a shadow one."""
     rows = {
         row.status: row
         for row in DuplicateModelVersion.objects.for_tenant(tenant).filter(
-            status__in=(DuplicateModelStatus.ACTIVE, DuplicateModelStatus.SHADOW)
+            embedding_model=embedding_model, status__in=(DuplicateModelStatus.ACTIVE, DuplicateModelStatus.SHADOW)
         )
     }
     loaded: dict[str, decisions.Verifier | None] = {}
@@ -72,9 +73,10 @@ def tenant_verifiers_load(*, tenant: Tenant) -> decisions.TenantVerifiers:
             loaded[status] = verifier_load(tenant=tenant, row=row)
         except (OSError, ValueError, KeyError, TypeError) as exc:
             logger.error(
-                "tenant %s: verifier v%s (%s) cannot be loaded, %s: %s",
+                "tenant %s: verifier v%s of %s (%s) cannot be loaded, %s: %s",
                 tenant.pk,
                 row.version,
+                embedding_model,
                 status,
                 "the shipped head decides" if status == DuplicateModelStatus.ACTIVE else "no shadow runs",
                 exc,

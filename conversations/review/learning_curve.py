@@ -31,6 +31,7 @@ class CurvePoint:
 @dataclass(frozen=True)
 class LearningCurve:
     tenant: str
+    embedding_model: str  # the model whose verifier it is: each model of a tenant learns on its own
     reviews: int  # labels that train (support verdicts and imports)
     precision_target: float
     points: tuple[CurvePoint, ...]  # in version order
@@ -155,7 +156,7 @@ def curve_svg(curve: LearningCurve) -> str:
                     f"{_y(point.recall_at_target):.1f}",
                 )  # fmt: skip
             )
-    label = f"Learning curve of {curve.tenant}"
+    label = f"Learning curve of {curve.tenant} ({curve.embedding_model})"
     return format_html(
         '<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" role="img" aria-label="{}">{}</svg>',
         WIDTH,
@@ -166,9 +167,15 @@ def curve_svg(curve: LearningCurve) -> str:
 
 
 def curves_for_rows(
-    *, tenant: str, reviews: int, precision_target: float, rows: Sequence[tuple[int, int, str, dict]]
+    *,
+    tenant: str,
+    embedding_model: str,
+    reviews: int,
+    precision_target: float,
+    rows: Sequence[tuple[int, int, str, dict]],
 ) -> LearningCurve:
-    """The curve of one tenant from its versions' (version, label_count, status, figures), any order."""
+    """The curve of one tenant's verifier of `embedding_model` from its versions' (version, label_count, status,
+    figures), any order."""
     points = []
     for version, labels, status, figures in sorted(rows):
         point = curve_point(version=version, labels=labels, status=status, figures=figures or {})
@@ -177,6 +184,7 @@ def curves_for_rows(
     active = next((p.version for p in points if p.status == "active"), None)
     return LearningCurve(
         tenant=tenant,
+        embedding_model=embedding_model,
         reviews=reviews,
         precision_target=precision_target,
         points=tuple(points),

@@ -4,6 +4,9 @@ the decision in use, running a candidate in shadow, rolling back, and loading th
 Guarantees:
 - a version is trained on its tenant's labels only (`selectors.duplicate_labels_training(tenant=...)`, or a pairs
   file an operator names) and its file is written at `verifier_path(tenant, version)`, derived from the tenant;
+- a version belongs to one embedding model (`DuplicateModelVersion.embedding_model`): it learns from the labels of
+  that model's conversations, and activating, shadowing or rolling back one model's verifier never touches another's,
+  so a tenant's English and Chinese knowledge bases each have the verifier their own traffic taught;
 - loading (`conversations.dedup.tenant_verifiers`) never lets one tenant's model decide for another.
 """
 
@@ -29,7 +32,7 @@ from conversations.training.verifier_training import TrainingRefused, labels_che
 from conversations.turn.policy import dedup_policy_get
 from kbplatform.errors import ApplicationError, ConflictError, NotFoundError
 from kbplatform.jobs import task_enqueue_on_commit
-from retrieval.embeddings import embed_texts, knowledge_base_model, text_readable
+from retrieval.embeddings import embed_texts, knowledge_base_model, offered_models, text_readable
 from retrieval.embeddings import model_name as embedding_model_name
 from retrieval.models import KnowledgeBase
 from tenants.models import Tenant
@@ -45,9 +48,11 @@ EMBED_BATCH = 256
 
 
 def duplicate_model_version_create(
-    *, tenant: Tenant, user: Any = None, source: str = "reviews"
+    *, tenant: Tenant, embedding_model: str, user: Any = None, source: str = "reviews"
 ) -> DuplicateModelVersion:
-    """A new queued version of the tenant's verifier, numbered after the last one."""
+    """A new queued version of the tenant's verifier of `embedding_model` (an offered model's name; raises
+    EmbeddingModelNotOffered for any other), numbered after the tenant's last one of any model."""
+    embedding_model = embedding_model_name(embedding_model)
     label = (getattr(user, "get_username", lambda: "")() or "") if user is not None else ""
     for _ in range(3):
         number = (DuplicateModelVersion.objects.for_tenant(tenant).aggregate(top=Max("version"))["top"] or 0) + 1
@@ -56,6 +61,7 @@ def duplicate_model_version_create(
                 return DuplicateModelVersion.objects.create(
                     tenant=tenant,
                     version=number,
+                    embedding_model=embedding_model,
                     source=source[:255],
                     started_by=user if getattr(user, "pk", None) else None,
                     started_by_label=label or "system",
@@ -65,15 +71,22 @@ def duplicate_model_version_create(
     raise ConflictError("Another training is being started for this tenant; try again.")
 
 
-def duplicate_model_train_start(*, tenant: Tenant, user: Any = None) -> DuplicateModelVersion:
-    """Queue a training from the tenant's reviews (the `conversations.duplicate_model_train` task), after commit."""
+def duplicate_model_train_start(*, tenant: Tenant, embedding_model: str, user: Any = None) -> DuplicateModelVersion:
+    """Queue a training of the tenant's verifier of `embedding_model` from its reviews (the
+    `conversations.duplicate_model_train` task), after commit."""
+    embedding_model = embedding_model_name(embedding_model)
     if (
         DuplicateModelVersion.objects.for_tenant(tenant)
-        .filter(status__in=(DuplicateModelStatus.QUEUED, DuplicateModelStatus.TRAINING))
+        .filter(
+            embedding_model=embedding_model,
+            status__in=(DuplicateModelStatus.QUEUED, DuplicateModelStatus.TRAINING),
+        )
         .exists()
     ):
-        raise ConflictError("A verifier of this tenant is already being trained; wait for it to finish.")
-    row = duplicate_model_version_create(tenant=tenant, user=user)
+        raise ConflictError(
+            f"A verifier of this tenant for {embedding_model} is already being trained; wait for it to finish."
+        )
+    row = duplicate_model_version_create(tenant=tenant, embedding_model=embedding_model, user=user)
     task_enqueue_on_commit("conversations.duplicate_model_train", tenant.pk, row.pk)
     return row
 
@@ -104,14 +117,21 @@ def _pairs_vectors(
     )
 
 
+def verifier_embedding_models(*, tenant: Tenant) -> list[str]:
+    """The embedding models the tenant's knowledge bases are searched with (`embeddings.knowledge_base_model`), in the
+    order the deployment offers them; the deployment's default for a tenant with no knowledge base. Each has a
+    verifier of its own to train: a verifier decides only for questions of its model."""
+    named = set(KnowledgeBase.objects.for_tenant(tenant).values_list("embedding_model", flat=True))
+    used = {knowledge_base_model(name) for name in named}
+    return [model for model in offered_models() if model in used] or [embedding_model_name()]
+
+
 def verifier_embedding_model(*, tenant: Tenant) -> str:
     """The embedding model a tenant's verifier is trained in when none is named: the one model every knowledge base
-    of the tenant uses, else the deployment's default. A verifier decides only for questions of its model
-    (`decisions.verifier_reads`), so a tenant of one Chinese knowledge base on the multilingual model learns in that
-    model's space."""
-    named = set(KnowledgeBase.objects.for_tenant(tenant).values_list("embedding_model", flat=True))
-    models = {knowledge_base_model(name) for name in named}
-    return models.pop() if len(models) == 1 else embedding_model_name()
+    of the tenant uses, else the deployment's default. So a tenant of one Chinese knowledge base on the multilingual
+    model learns in that model's space without naming it."""
+    models = verifier_embedding_models(tenant=tenant)
+    return models[0] if len(models) == 1 else embedding_model_name()
 
 
 def duplicate_model_train(
@@ -120,13 +140,12 @@ def duplicate_model_train(
     version_id: int,
     pairs: Sequence[LabelledQuestionPair] | None = None,
     progress: Progress | None = None,
-    embedding_model: str | None = None,
 ) -> DuplicateModelVersion | None:
-    """Train queued version `version_id` of the tenant's verifier from `pairs` (default: the tenant's own labels) in
-    the space of `embedding_model` (default: `verifier_embedding_model`), write its file, and make it active when it
-    beats the decision in use on the held-out labels at the tenant's precision target; else keep it as a candidate
-    with its figures. Claimed by a conditional update, so a second run of the same version does nothing (returns the
-    row as it stands; None when the row is gone)."""
+    """Train queued version `version_id` of the tenant's verifier, in the space of its embedding model, from `pairs`
+    (default: the tenant's own labels of that model's conversations), write its file, and make it active when it
+    beats that model's decision in use on the held-out labels at the tenant's precision target; else keep it as a
+    candidate with its figures. Claimed by a conditional update, so a second run of the same version does nothing
+    (returns the row as it stands; None when the row is gone)."""
     claimed = (
         DuplicateModelVersion.objects.for_tenant(tenant)
         .filter(pk=version_id, status=DuplicateModelStatus.QUEUED)
@@ -143,11 +162,11 @@ def duplicate_model_train(
             progress(fraction, stage)
 
     try:
+        embedding = embedding_model_name(row.embedding_model)
         if pairs is None:
-            pairs = duplicate_labels_training(tenant=tenant)
+            pairs = duplicate_labels_training(tenant=tenant, embedding_model=embedding)
         given = list(pairs)
         # A pair the embedding model cannot read on either side has a vector that says nothing: it trains noise.
-        embedding = embedding_model_name(embedding_model or verifier_embedding_model(tenant=tenant))
         pairs = [
             p
             for p in given
@@ -164,7 +183,7 @@ def duplicate_model_train(
         # Labels are embedded by `embedding` (`_pairs_vectors`): the verifier starts from that model's shipped head
         # and is judged against the decision in use for that model (the shipped head when the active verifier was
         # trained on another model's vectors, as `decisions.duplicate_decide_verified` then decides).
-        active = tenant_verifiers_load(tenant=tenant).active
+        active = tenant_verifiers_load(tenant=tenant, embedding_model=embedding).active
         shipped = pair_model_default(embedding)
         if not decisions.verifier_reads(verifier=active, embedding_model=embedding, dimension=shipped.dimension):
             active = decisions.Verifier()
@@ -239,16 +258,16 @@ _DEPLOYABLE = (DuplicateModelStatus.CANDIDATE, DuplicateModelStatus.SHADOW, Dupl
 
 @transaction.atomic
 def duplicate_model_activate(*, tenant: Tenant, version_id: int) -> DuplicateModelVersion:
-    """Make a trained version the one that decides the tenant's turns; the one active before is retired (and can be
-    activated again: that is a rollback)."""
+    """Make a trained version the one that decides the turns of its embedding model's knowledge bases; the one of that
+    model active before is retired (and can be activated again: that is a rollback). Other models' are untouched."""
     row = _version_of(tenant=tenant, version_id=version_id)
     if row.status == DuplicateModelStatus.ACTIVE:
         return row
     if row.status not in _DEPLOYABLE:
         raise ApplicationError(f"Version v{row.version} is {row.status}: only a trained version can be activated.")
-    DuplicateModelVersion.objects.for_tenant(tenant).filter(status=DuplicateModelStatus.ACTIVE).update(
-        status=DuplicateModelStatus.RETIRED
-    )
+    DuplicateModelVersion.objects.for_tenant(tenant).filter(
+        embedding_model=row.embedding_model, status=DuplicateModelStatus.ACTIVE
+    ).update(status=DuplicateModelStatus.RETIRED)
     row.status, row.activated_at = DuplicateModelStatus.ACTIVE, timezone.now()
     row.save(update_fields=["status", "activated_at"])
     tenant_settings_changed(tenant=tenant)
@@ -256,21 +275,24 @@ def duplicate_model_activate(*, tenant: Tenant, version_id: int) -> DuplicateMod
 
 
 @transaction.atomic
-def duplicate_model_rollback(*, tenant: Tenant) -> DuplicateModelVersion | None:
-    """Retire the active version and reactivate the one active before it, or, with none, the shipped head (None)."""
+def duplicate_model_rollback(*, tenant: Tenant, embedding_model: str) -> DuplicateModelVersion | None:
+    """Retire the active version of `embedding_model` and reactivate the one of that model active before it, or, with
+    none, its shipped head (None)."""
     current = (
         DuplicateModelVersion.objects.for_tenant(tenant)
         .select_for_update()
-        .filter(status=DuplicateModelStatus.ACTIVE)
+        .filter(embedding_model=embedding_model, status=DuplicateModelStatus.ACTIVE)
         .first()
     )
     if current is None:
-        raise ApplicationError("No trained verifier is active: the shipped head already decides.")
+        raise ApplicationError(
+            f"No trained verifier of {embedding_model} is active: the shipped head already decides its turns."
+        )
     current.status = DuplicateModelStatus.RETIRED
     current.save(update_fields=["status"])
     previous = (
         DuplicateModelVersion.objects.for_tenant(tenant)
-        .filter(status=DuplicateModelStatus.RETIRED, activated_at__isnull=False)
+        .filter(embedding_model=embedding_model, status=DuplicateModelStatus.RETIRED, activated_at__isnull=False)
         .exclude(pk=current.pk)
         .filter(activated_at__lt=current.activated_at)
         .order_by("-activated_at")
@@ -285,18 +307,29 @@ def duplicate_model_rollback(*, tenant: Tenant) -> DuplicateModelVersion | None:
 
 
 @transaction.atomic
-def duplicate_model_shadow(*, tenant: Tenant, version_id: int | None) -> DuplicateModelVersion | None:
-    """Run a trained version in shadow beside the active one (the shadow before it goes back to candidate); None
-    stops the shadow."""
-    DuplicateModelVersion.objects.for_tenant(tenant).filter(status=DuplicateModelStatus.SHADOW).update(
-        status=DuplicateModelStatus.CANDIDATE
-    )
-    row = None
-    if version_id is not None:
-        row = _version_of(tenant=tenant, version_id=version_id)
-        if row.status not in (DuplicateModelStatus.CANDIDATE, DuplicateModelStatus.RETIRED):
-            raise ApplicationError(f"Version v{row.version} is {row.status}: only a trained, inactive one can shadow.")
-        row.status = DuplicateModelStatus.SHADOW
-        row.save(update_fields=["status"])
+def duplicate_model_shadow(*, tenant: Tenant, version_id: int) -> DuplicateModelVersion:
+    """Run a trained version in shadow beside the active one of its embedding model (that model's shadow before it
+    goes back to candidate)."""
+    row = _version_of(tenant=tenant, version_id=version_id)
+    if row.status == DuplicateModelStatus.SHADOW:
+        return row
+    if row.status not in (DuplicateModelStatus.CANDIDATE, DuplicateModelStatus.RETIRED):
+        raise ApplicationError(f"Version v{row.version} is {row.status}: only a trained, inactive one can shadow.")
+    _shadow_stopped(tenant=tenant, embedding_model=row.embedding_model)
+    row.status = DuplicateModelStatus.SHADOW
+    row.save(update_fields=["status"])
     tenant_settings_changed(tenant=tenant)
     return row
+
+
+@transaction.atomic
+def duplicate_model_shadow_stop(*, tenant: Tenant, embedding_model: str) -> None:
+    """Stop the shadow of `embedding_model`'s verifier (it goes back to candidate); nothing when none runs."""
+    _shadow_stopped(tenant=tenant, embedding_model=embedding_model)
+    tenant_settings_changed(tenant=tenant)
+
+
+def _shadow_stopped(*, tenant: Tenant, embedding_model: str) -> None:
+    DuplicateModelVersion.objects.for_tenant(tenant).filter(
+        embedding_model=embedding_model, status=DuplicateModelStatus.SHADOW
+    ).update(status=DuplicateModelStatus.CANDIDATE)

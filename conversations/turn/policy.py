@@ -30,6 +30,7 @@ from kbplatform.errors import ApplicationError
 from kbplatform.jobs import task_enqueue_on_commit
 from retrieval.embeddings import embed_texts, embedding_dimension
 from retrieval.embeddings import model_id as embedding_model_id
+from retrieval.embeddings import model_name as embedding_model_name
 from tenants.models import Tenant
 from tenants.services import tenant_settings_changed
 
@@ -182,7 +183,7 @@ def turn_settings_load(*, tenant: Tenant, model: str | None = None) -> TurnSetti
     loaded = TurnSettings(
         policy=policy_view(dedup_policy_get(tenant=tenant)),
         intents=intents_load(tenant=tenant, model=model),
-        verifiers=tenant_verifiers_load(tenant=tenant),
+        verifiers=tenant_verifiers_load(tenant=tenant, embedding_model=embedding_model_name(model)),
     )
     _turn_settings[(tenant.pk, model)] = (version, loaded)
     return loaded

@@ -276,13 +276,21 @@ def _turn_execute(
 
 
 def _audit_event(
-    *, decision: TurnDecision, facts: TurnFacts, answer: _TurnAnswer, elapsed_ms: float, curated: CuratedMatch | None
+    *,
+    decision: TurnDecision,
+    facts: TurnFacts,
+    answer: _TurnAnswer,
+    elapsed_ms: float,
+    curated: CuratedMatch | None,
+    embedding_model: str,
 ) -> dict:
-    """The audit event's fields of a turn: what was decided and why, under which policy, what a served (or, in
-    shadow mode, servable) stored answer saved, and the curated answer and phrasing the decision was about."""
+    """The audit event's fields of a turn: what was decided and why, under which policy and embedding model, what a
+    served (or, in shadow mode, servable) stored answer saved, and the curated answer and phrasing the decision was
+    about."""
     policy, duplicate, matched = facts.policy, decision.duplicate, decision.matched
     curated_answer_id = curated.curated_answer_id if curated else (matched.curated_answer_id if matched else None)
     return {
+        "embedding_model": embedding_model,
         "curated_answer_id": curated_answer_id,
         "curated_answer_ref": curated_answer_id,
         "curated_question": curated.question if curated else "",
@@ -545,7 +553,12 @@ def turn_record(
             matched=matched,
             elapsed_ms=elapsed_ms,
             event=_audit_event(
-                decision=decision, facts=facts, answer=answer, elapsed_ms=elapsed_ms, curated=prepared.judged.curated
+                decision=decision,
+                facts=facts,
+                answer=answer,
+                elapsed_ms=elapsed_ms,
+                curated=prepared.judged.curated,
+                embedding_model=conversation_model(conversation),
             ),
             answer_state=answer_state,
             answer_partial=answer_partial,

@@ -13,6 +13,7 @@ from conversations.dedup.duplicate_model import MODEL_PATH
 from conversations.dedup.tenant_verifiers import verifier_path
 from conversations.models import DedupPolicy, DuplicateModelStatus, DuplicateModelVersion
 from conversations.training.verifiers import duplicate_model_version_create
+from retrieval.embeddings import BUNDLED_MODEL_NAME
 
 pytestmark = pytest.mark.django_db
 
@@ -27,7 +28,7 @@ def model_dir(settings, tmp_path):
 
 
 def _trained(tenant) -> DuplicateModelVersion:
-    row = duplicate_model_version_create(tenant=tenant, source="test")
+    row = duplicate_model_version_create(tenant=tenant, embedding_model=BUNDLED_MODEL_NAME, source="test")
     path = verifier_path(tenant=tenant, version=row.version)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({**json.loads(MODEL_PATH.read_text()), "tenant_id": tenant.pk, "version": row.version}))
@@ -70,6 +71,53 @@ def test_activate_and_roll_back_are_one_action_each_and_stay_in_the_tenant(clien
     # nothing left to roll back: a message, never a server error
     response = client.post(VERSIONS_URL, {"action": "roll_back", "_selected_action": [mine.pk]}, follow=True)
     assert response.status_code == 200 and "already decides" in response.content.decode()
+
+
+def test_a_tenant_of_two_models_trains_and_rolls_back_each_models_verifier_on_its_own(
+    client, admin_a, tenant_a, django_capture_on_commit_callbacks, monkeypatch
+):
+    """A tenant with an English and a Chinese knowledge base: "Train from reviews" queues one version per model, and
+    rolling back the selected version's model leaves the other model's active verifier deciding."""
+    from conversations import tasks
+    from conversations.dedup.duplicate_model import head_path
+    from retrieval.embeddings import USE_MODEL_NAME
+    from tests.factories import KnowledgeBaseFactory
+
+    monkeypatch.setattr(tasks.duplicate_model_train_task, "delay", lambda *ids: None)
+    KnowledgeBaseFactory(tenant=tenant_a)
+    KnowledgeBaseFactory(tenant=tenant_a, embedding_model=USE_MODEL_NAME)
+    client.force_login(admin_a)
+    policy = DedupPolicy.objects.for_tenant(tenant_a).get()
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(POLICIES_URL, {"action": "train_from_reviews", "_selected_action": [policy.pk]})
+    queued = DuplicateModelVersion.objects.for_tenant(tenant_a).order_by("version")
+    assert [(row.embedding_model, row.status) for row in queued] == [
+        (BUNDLED_MODEL_NAME, "queued"),
+        (USE_MODEL_NAME, "queued"),
+    ]
+    queued.update(status=DuplicateModelStatus.FAILED)
+
+    english = _trained(tenant_a)
+    chinese = duplicate_model_version_create(tenant=tenant_a, embedding_model=USE_MODEL_NAME, source="test")
+    payload = {
+        **json.loads(head_path(USE_MODEL_NAME).read_text()),
+        "tenant_id": tenant_a.pk,
+        "version": chinese.version,
+    }
+    verifier_path(tenant=tenant_a, version=chinese.version).write_text(json.dumps(payload))
+    DuplicateModelVersion.objects.for_tenant(tenant_a).filter(pk=chinese.pk).update(
+        status=DuplicateModelStatus.CANDIDATE
+    )
+    client.post(VERSIONS_URL, {"action": "activate", "_selected_action": [english.pk, chinese.pk]})
+    statuses = dict(DuplicateModelVersion.objects.for_tenant(tenant_a).values_list("pk", "status"))
+    assert statuses[english.pk] == statuses[chinese.pk] == DuplicateModelStatus.ACTIVE
+    page = client.post(VERSIONS_URL, {"action": "roll_back", "_selected_action": [chinese.pk]}, follow=True)
+    assert f"{USE_MODEL_NAME} rolled back; the shipped head decides" in page.content.decode()
+    statuses = dict(DuplicateModelVersion.objects.for_tenant(tenant_a).values_list("pk", "status"))
+    assert (statuses[english.pk], statuses[chinese.pk]) == (DuplicateModelStatus.ACTIVE, DuplicateModelStatus.RETIRED)
+    listed = client.get(VERSIONS_URL).content.decode()
+    assert f"learning curve of the {USE_MODEL_NAME} verifier" in listed
+    assert f"learning curve of the {BUNDLED_MODEL_NAME} verifier" in listed
 
 
 def _figures(recall_at_target: float, active: float, precision: float, recall: float) -> dict:

@@ -14,6 +14,7 @@ from conversations.review.labels import duplicate_label_of_thumbs_down
 from conversations.selectors import duplicate_labels_training
 from conversations.training.labelled_pairs import LabelledQuestionPair
 from conversations.turn.turn_decision import MatchRefusal
+from retrieval.embeddings import BUNDLED_MODEL_NAME
 from tests.conversations.test_feedback import event_of, kb, rate, served, services
 from tests.factories import DedupEventFactory, TurnFactory, UserFactory
 
@@ -125,7 +126,7 @@ def test_training_selector_reads_one_tenant_and_leaves_suspicions_out(tenant, ot
         tenant=tenant, question="a", stored_question="b", is_duplicate=True, source=LabelSource.IMPORT, given_by="csv"
     )
 
-    pairs = duplicate_labels_training(tenant=tenant)
+    pairs = duplicate_labels_training(tenant=tenant, embedding_model=BUNDLED_MODEL_NAME)
     assert [(p.question, p.is_duplicate, p.source) for p in pairs] == [
         ("I forgot my password", False, LabelSource.SUPPORT),
         ("I forgot my password", True, LabelSource.SUPPORT),
@@ -133,9 +134,10 @@ def test_training_selector_reads_one_tenant_and_leaves_suspicions_out(tenant, ot
     ]
     assert all(isinstance(p, LabelledQuestionPair) for p in pairs)
     assert pairs == sorted(pairs, key=lambda p: p.label_id)
-    assert [(p.is_duplicate, p.source) for p in duplicate_labels_training(tenant=other_tenant)] == [
-        (True, LabelSource.SUPPORT)
-    ]
+    assert [
+        (p.is_duplicate, p.source)
+        for p in duplicate_labels_training(tenant=other_tenant, embedding_model=BUNDLED_MODEL_NAME)
+    ] == [(True, LabelSource.SUPPORT)]
     # The suspicion on the unconfirmed event is kept (the queue reads it), not trained on.
     assert DuplicateLabel.objects.for_tenant(tenant).filter(dedup_event=suspected, source=LabelSource.END_USER).exists()
     duplicate_label_of_thumbs_down(tenant=tenant, event=suspected, suspected=False)
@@ -158,7 +160,7 @@ def test_a_thumbs_down_on_a_served_answer_is_a_suspected_label_until_support_con
     label = DuplicateLabel.objects.for_tenant(tenant).get()
     assert (label.source, label.is_duplicate, label.given_by) == (LabelSource.END_USER, False, "thumbs-down")
     assert (label.question, label.stored_question) == ("How can I reset my password?", "How do I reset my password?")
-    assert duplicate_labels_training(tenant=tenant) == []  # a suspicion only
+    assert duplicate_labels_training(tenant=tenant, embedding_model=BUNDLED_MODEL_NAME) == []  # a suspicion only
     rate(api_client, repeat, "up")  # withdrawn before review
     assert not DuplicateLabel.objects.for_tenant(tenant).exists()
 
@@ -166,6 +168,6 @@ def test_a_thumbs_down_on_a_served_answer_is_a_suspected_label_until_support_con
     event = event_of(tenant, repeat)
     response = api_client.post(f"/api/v1/audit-events/{event.pk}/review/", {"verdict": "correct"}, format="json")
     assert response.status_code == 200, response.content
-    assert [(p.is_duplicate, p.source) for p in duplicate_labels_training(tenant=tenant)] == [
-        (True, LabelSource.SUPPORT)
-    ]
+    assert [
+        (p.is_duplicate, p.source) for p in duplicate_labels_training(tenant=tenant, embedding_model=BUNDLED_MODEL_NAME)
+    ] == [(True, LabelSource.SUPPORT)]

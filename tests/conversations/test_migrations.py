@@ -93,3 +93,44 @@ def test_turns_get_the_metadata_filter_key_of_their_conversation(tenant):
         pk: expected if conversation_id == filtered.pk else "" for (conversation_id, _), pk in turns.items()
     }
     assert expected
+
+
+@pytest.mark.django_db(transaction=True)
+def test_verifier_versions_and_audit_events_get_their_embedding_model(tenant, settings, tmp_path):
+    import json
+
+    from conversations.models import DedupEvent, DuplicateModelVersion
+
+    settings.DUPLICATE_MODEL_DIR = tmp_path / "models"
+    before = [("conversations", "0019_curated_answers")]
+    after = [("conversations", "0020_verifier_per_embedding_model")]
+    with migrations_crossed(before, after) as apps:
+        chinese = KnowledgeBase.objects.create(tenant=tenant, name="zh", embedding_model="use-multilingual-v3")
+        english = KnowledgeBase.objects.create(tenant=tenant, name="en")
+        version_model = apps.get_model("conversations", "DuplicateModelVersion")
+        # v1's file names the multilingual model; v2 has no file left (trained before files named their model)
+        for number in (1, 2):
+            version_model.objects.create(tenant_id=tenant.pk, version=number, status="retired")
+        named = tmp_path / "models" / f"tenant-{tenant.pk}" / "v1.json"
+        named.parent.mkdir(parents=True)
+        named.write_text(json.dumps({"embedding_model": "use-multilingual-v3", "tenant_id": tenant.pk, "version": 1}))
+        conversation_model = apps.get_model("conversations", "Conversation")
+        event_model = apps.get_model("conversations", "DedupEvent")
+
+        def event(knowledge_base):
+            conversation = None
+            if knowledge_base is not None:
+                conversation = conversation_model.objects.create(
+                    tenant_id=tenant.pk, knowledge_base_id=knowledge_base.pk, expires_at=timezone.now()
+                )
+            return event_model.objects.create(
+                tenant_id=tenant.pk, conversation=conversation, conversation_ref=0, action="answered",
+                scope="session", threshold=0.76, question_window=5, exclusion_window=5, granularity="chunk",
+            ).pk  # fmt: skip
+
+        events = {"zh": event(chinese), "en": event(english), "gone": event(None)}
+
+    models = dict(DuplicateModelVersion.objects.for_tenant(tenant).values_list("version", "embedding_model"))
+    assert models == {1: "use-multilingual-v3", 2: "all-MiniLM-L6-v2"}
+    named_events = dict(DedupEvent.objects.for_tenant(tenant).values_list("pk", "embedding_model"))
+    assert named_events == {events["zh"]: "use-multilingual-v3", events["en"]: "all-MiniLM-L6-v2", events["gone"]: ""}

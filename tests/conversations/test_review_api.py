@@ -7,6 +7,7 @@ import pytest
 
 from conversations.models import DedupAction, DedupEvent, DuplicateLabel
 from conversations.selectors import duplicate_labels_training
+from retrieval.embeddings import BUNDLED_MODEL_NAME
 from tests.conversations.test_labels import event_with_match
 
 pytestmark = pytest.mark.django_db
@@ -28,7 +29,9 @@ def test_verdict_on_a_served_answer_labels_the_pair_and_can_be_changed(api_clien
     body = review(api_client, event.pk, verdict="correct").json()
     assert body["label"]["is_duplicate"] is True
     assert DuplicateLabel.objects.for_tenant(tenant).count() == 1
-    assert [p.is_duplicate for p in duplicate_labels_training(tenant=tenant)] == [True]
+    assert [p.is_duplicate for p in duplicate_labels_training(tenant=tenant, embedding_model=BUNDLED_MODEL_NAME)] == [
+        True
+    ]
 
 
 def test_incorrect_on_a_refused_close_match_means_duplicate(api_client, tenant):

@@ -22,6 +22,7 @@ from conversations.review.review_queue_rules import (
     review_picks,
 )
 from conversations.selectors import duplicate_labels_training
+from retrieval.embeddings import BUNDLED_MODEL_NAME
 from tests.factories import DedupEventFactory, TurnFactory
 
 CUT, GATE = 0.73, 0.76
@@ -225,7 +226,9 @@ def test_labels_carry_their_picks_reason_and_probability(tenant):
     reviewed = [*picked, *([outside.pk] if outside.pk not in picked else [])]
     dedup_events_review(tenant=tenant, event_ids=reviewed, user=None, actor="support", verdict="correct")
 
-    pairs = {pair.question: pair for pair in duplicate_labels_training(tenant=tenant)}
+    pairs = {
+        pair.question: pair for pair in duplicate_labels_training(tenant=tenant, embedding_model=BUNDLED_MODEL_NAME)
+    }
     by_event = {e.pk: e.turn.question for e in [*events, near, outside]}
     for event_id, pick in picked.items():
         pair = pairs[by_event[event_id]]
@@ -261,7 +264,7 @@ def test_a_random_picks_weight_counts_the_later_draws_that_could_have_picked_it_
     picked = [p.dedup_event_id for p in [*first, *second]]
     dedup_events_review(tenant=tenant, event_ids=picked, user=None, actor="support", verdict="correct")
 
-    pairs = duplicate_labels_training(tenant=tenant)
+    pairs = duplicate_labels_training(tenant=tenant, embedding_model=BUNDLED_MODEL_NAME)
     assert len(pairs) == 4 and {e.pk for e in events} >= set(picked)
     # Each of the twelve was a candidate of both draws: the first day's picks stand for as many decisions as the
     # second's, not 6 against 5.

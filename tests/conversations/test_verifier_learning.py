@@ -35,7 +35,7 @@ from conversations.training.verifiers import (
     duplicate_model_train,
     duplicate_model_version_create,
 )
-from retrieval.embeddings import embed_texts
+from retrieval.embeddings import BUNDLED_MODEL_NAME, embed_texts
 
 pytestmark = pytest.mark.django_db
 
@@ -242,12 +242,12 @@ def _role_traffic(tmp_path: Path, *, pairs: int = 360, seed: int = 5) -> Path:
 
 
 def _train(tenant, path: Path):
-    row = duplicate_model_version_create(tenant=tenant, source=str(path))
+    row = duplicate_model_version_create(tenant=tenant, embedding_model=BUNDLED_MODEL_NAME, source=str(path))
     return duplicate_model_train(tenant=tenant, version_id=row.pk, pairs=labelled_pairs_read(path))
 
 
 def _served(tenant, question: str, stored: str) -> bool:
-    loaded = tenant_verifiers_load(tenant=tenant)
+    loaded = tenant_verifiers_load(tenant=tenant, embedding_model=BUNDLED_MODEL_NAME)
     vectors = embed_texts([question, stored])
     return decisions.duplicate_decide_verified(
         verifier=loaded.active,
@@ -280,15 +280,17 @@ def test_on_swapped_role_traffic_a_tree_head_activates_shadows_and_rolls_back(te
     assert row.figures["held_out"]["precision"] >= row.figures["precision_target"]
     assert not _served(tenant, *swap) and _served(tenant, *paraphrase)
     # never for another tenant: its turns are decided by the shipped head
-    assert tenant_verifiers_load(tenant=other_tenant).active.version_id is None
+    assert tenant_verifiers_load(tenant=other_tenant, embedding_model=BUNDLED_MODEL_NAME).active.version_id is None
     assert _served(other_tenant, *swap)
 
     # rolled back, the shipped head decides again; the version, in shadow, is recorded beside it and never applied
-    duplicate_model_rollback(tenant=tenant)
+    duplicate_model_rollback(tenant=tenant, embedding_model=BUNDLED_MODEL_NAME)
     tenant_verifiers._models.clear()
-    assert tenant_verifiers_load(tenant=tenant).active.version_id is None and _served(tenant, *swap)
+    assert tenant_verifiers_load(
+        tenant=tenant, embedding_model=BUNDLED_MODEL_NAME
+    ).active.version_id is None and _served(tenant, *swap)
     duplicate_model_shadow(tenant=tenant, version_id=row.pk)
-    loaded = tenant_verifiers_load(tenant=tenant)
+    loaded = tenant_verifiers_load(tenant=tenant, embedding_model=BUNDLED_MODEL_NAME)
     vectors = embed_texts(list(swap))
     decided = decisions.duplicate_decide_verified(
         verifier=loaded.active,

@@ -40,6 +40,7 @@ from conversations.training.verifiers import (
     duplicate_model_train,
     duplicate_model_version_create,
 )
+from retrieval.embeddings import BUNDLED_MODEL_NAME
 from tests.conversations.helpers import indexed_kb
 from tests.conversations.test_api import ask, start
 
@@ -75,7 +76,7 @@ def _pairs_file(tmp_path: Path, *, labels: str = "true", copies: int = 4) -> Pat
 
 def _version_with_file(tenant, *, cut: float | None = None) -> DuplicateModelVersion:
     """A trained version whose file is the shipped head's weights (with another cut when given), as training writes."""
-    row = duplicate_model_version_create(tenant=tenant, source="test")
+    row = duplicate_model_version_create(tenant=tenant, embedding_model=BUNDLED_MODEL_NAME, source="test")
     payload = json.loads(MODEL_PATH.read_text())
     payload.update(tenant_id=tenant.pk, version=row.version, cut=cut if cut is not None else payload["cut"])
     path = verifier_path(tenant=tenant, version=row.version)
@@ -86,7 +87,7 @@ def _version_with_file(tenant, *, cut: float | None = None) -> DuplicateModelVer
 
 
 def _train_file(tenant, path: Path) -> DuplicateModelVersion:
-    row = duplicate_model_version_create(tenant=tenant, source=str(path))
+    row = duplicate_model_version_create(tenant=tenant, embedding_model=BUNDLED_MODEL_NAME, source=str(path))
     return duplicate_model_train(tenant=tenant, version_id=row.pk, pairs=labelled_pairs_read(path))
 
 
@@ -98,7 +99,8 @@ def test_the_command_trains_on_a_pairs_file_and_prints_its_figures(tenant, tmp_p
     printed = capsys.readouterr().out
     row = DuplicateModelVersion.objects.for_tenant(tenant).get()
     assert row.status in (DuplicateModelStatus.ACTIVE, DuplicateModelStatus.CANDIDATE)
-    assert f"v1: {row.status} (220 labels)" in printed and '"held_out"' in printed
+    assert f"v1 of {BUNDLED_MODEL_NAME}: {row.status} (220 labels)" in printed and '"held_out"' in printed
+    assert row.embedding_model == BUNDLED_MODEL_NAME
     assert row.label_count == 220 and len(row.training_set_sha256) == 64
     # A pairs file has no random picks of the review queue: every held-out label judges, and the row says so.
     assert row.figures["judge"] == Judge.HELD_OUT_LABELS and row.figures["random_pick_labels"] == 0
@@ -171,7 +173,7 @@ def test_a_model_that_does_not_beat_the_active_decision_stays_a_candidate(tenant
     again = _train_file(tenant, _pairs_file(tmp_path))
     assert again.status == DuplicateModelStatus.CANDIDATE, again.decision_note
     assert again.decision_note.startswith("kept as a candidate")
-    assert tenant_verifiers_load(tenant=tenant).active.version_id == first.pk
+    assert tenant_verifiers_load(tenant=tenant, embedding_model=BUNDLED_MODEL_NAME).active.version_id == first.pk
 
 
 def test_a_decision_under_the_target_loses_to_one_that_serves_less(tenant, tmp_path):
@@ -183,7 +185,7 @@ def test_a_decision_under_the_target_loses_to_one_that_serves_less(tenant, tmp_p
     assert "under the target" in row.decision_note
     judged = row.figures["judges"]["held_out_labels"]
     assert judged["active_precision_upper_bound"] < row.figures["precision_target"]
-    model = tenant_verifiers_load(tenant=tenant).active.model
+    model = tenant_verifiers_load(tenant=tenant, embedding_model=BUNDLED_MODEL_NAME).active.model
     vector = np.ones(model.dimension) / np.sqrt(model.dimension)
     decided = decisions.duplicate_decide(
         question="How do I reset my password?",
@@ -208,26 +210,26 @@ def test_a_model_that_beats_the_active_decision_becomes_active(tenant, tmp_path)
     assert good.figures["held_out"]["recall"] > good.figures["active_held_out_recall_at_target"]
     bad.refresh_from_db()
     assert bad.status == DuplicateModelStatus.RETIRED
-    assert tenant_verifiers_load(tenant=tenant).active.version_id == good.pk
+    assert tenant_verifiers_load(tenant=tenant, embedding_model=BUNDLED_MODEL_NAME).active.version_id == good.pk
 
 
 def test_the_task_trains_from_the_tenants_own_labels_and_runs_once(tenant, other_tenant, tmp_path, monkeypatch):
     asked_for = []
     own = labelled_pairs_read(_pairs_file(tmp_path))
 
-    def labels(*, tenant):
-        asked_for.append(tenant.pk)
+    def labels(*, tenant, embedding_model):
+        asked_for.append((tenant.pk, embedding_model))
         return own
 
     monkeypatch.setattr(verifiers, "duplicate_labels_training", labels)
-    row = duplicate_model_version_create(tenant=tenant)
+    row = duplicate_model_version_create(tenant=tenant, embedding_model=BUNDLED_MODEL_NAME)
     assert duplicate_model_train_task(tenant.pk, row.pk) in (
         DuplicateModelStatus.ACTIVE,
         DuplicateModelStatus.CANDIDATE,
     )
-    assert asked_for == [tenant.pk]
+    assert asked_for == [(tenant.pk, BUNDLED_MODEL_NAME)]  # the labels of the version's own model
     duplicate_model_train_task(tenant.pk, row.pk)  # a second run of the same version does nothing
-    assert asked_for == [tenant.pk]
+    assert asked_for == [(tenant.pk, BUNDLED_MODEL_NAME)]
     # another tenant's id with this version's id is no version of that tenant
     assert duplicate_model_train_task(other_tenant.pk, row.pk) is None
     assert duplicate_model_train_task(10**9, row.pk) is None
@@ -243,7 +245,7 @@ def _as_random_picks(pairs, *, probability: float, every: int = 1):
 
 def test_with_enough_random_picks_they_judge_weighted_and_the_row_records_it(tenant, tmp_path):
     pairs = _as_random_picks(labelled_pairs_read(_pairs_file(tmp_path, copies=8)), probability=0.2)
-    row = duplicate_model_version_create(tenant=tenant, source="test")
+    row = duplicate_model_version_create(tenant=tenant, embedding_model=BUNDLED_MODEL_NAME, source="test")
     row = duplicate_model_train(tenant=tenant, version_id=row.pk, pairs=pairs)
     assert row.figures["judge"] == Judge.RANDOM_PICKS_WEIGHTED, row.decision_note
     weighted = row.figures["judges"]["random_picks_weighted"]
@@ -264,7 +266,7 @@ def test_with_enough_random_picks_they_judge_weighted_and_the_row_records_it(ten
 
 def test_with_too_few_random_picks_the_held_out_labels_judge(tenant, tmp_path):
     pairs = _as_random_picks(labelled_pairs_read(_pairs_file(tmp_path)), probability=0.2, every=10)
-    row = duplicate_model_version_create(tenant=tenant, source="test")
+    row = duplicate_model_version_create(tenant=tenant, embedding_model=BUNDLED_MODEL_NAME, source="test")
     row = duplicate_model_train(tenant=tenant, version_id=row.pk, pairs=pairs)
     assert row.figures["judge"] == Judge.HELD_OUT_LABELS
     assert row.figures["judges"]["random_picks_weighted"]["duplicates"] < MIN_RANDOM_JUDGE_DUPLICATES
@@ -643,11 +645,11 @@ def test_rollback_goes_back_one_version_then_to_the_shipped_head(tenant):
     first, second = _version_with_file(tenant), _version_with_file(tenant)
     duplicate_model_activate(tenant=tenant, version_id=first.pk)
     duplicate_model_activate(tenant=tenant, version_id=second.pk)
-    assert tenant_verifiers_load(tenant=tenant).active.version_id == second.pk
-    assert duplicate_model_rollback(tenant=tenant).pk == first.pk
-    assert tenant_verifiers_load(tenant=tenant).active.version_id == first.pk
-    assert duplicate_model_rollback(tenant=tenant) is None
-    assert tenant_verifiers_load(tenant=tenant).active == decisions.Verifier()
+    assert tenant_verifiers_load(tenant=tenant, embedding_model=BUNDLED_MODEL_NAME).active.version_id == second.pk
+    assert duplicate_model_rollback(tenant=tenant, embedding_model=BUNDLED_MODEL_NAME).pk == first.pk
+    assert tenant_verifiers_load(tenant=tenant, embedding_model=BUNDLED_MODEL_NAME).active.version_id == first.pk
+    assert duplicate_model_rollback(tenant=tenant, embedding_model=BUNDLED_MODEL_NAME) is None
+    assert tenant_verifiers_load(tenant=tenant, embedding_model=BUNDLED_MODEL_NAME).active == decisions.Verifier()
     statuses = set(DuplicateModelVersion.objects.for_tenant(tenant).values_list("status", flat=True))
     assert statuses == {DuplicateModelStatus.RETIRED}
 
@@ -670,14 +672,14 @@ def test_a_tenants_model_never_decides_for_another_and_its_files_are_never_read(
         return real_read(self, *args, **kwargs)
 
     monkeypatch.setattr(Path, "read_text", recording)
-    loaded = tenant_verifiers_load(tenant=other_tenant)
+    loaded = tenant_verifiers_load(tenant=other_tenant, embedding_model=BUNDLED_MODEL_NAME)
     assert loaded.active.version_id is None  # refused: the file names another tenant; the shipped head decides
     assert read and all(
         f"tenant-{other_tenant.pk}" in str(path) for path in read if "duplicate_model.json" not in str(path)
     )
     with pytest.raises(ValueError, match="not tenant"):
         verifier_load(tenant=other_tenant, row=mine)
-    assert tenant_verifiers_load(tenant=tenant).active.version_id == mine.pk
+    assert tenant_verifiers_load(tenant=tenant, embedding_model=BUNDLED_MODEL_NAME).active.version_id == mine.pk
 
 
 @pytest.mark.parametrize("damage", ["missing", "corrupt", "wrong version"])
@@ -693,7 +695,7 @@ def test_a_missing_or_corrupt_model_file_falls_back_to_the_shipped_head_with_an_
         path.write_text(json.dumps({**json.loads(path.read_text()), "version": row.version + 1}))
     tenant_verifiers._models.clear()
     with caplog.at_level(logging.ERROR, logger="conversations.training.verifiers"):
-        loaded = tenant_verifiers_load(tenant=tenant)
+        loaded = tenant_verifiers_load(tenant=tenant, embedding_model=BUNDLED_MODEL_NAME)
     assert loaded.active == decisions.Verifier()
     assert any("cannot be loaded" in r.getMessage() and r.levelno == logging.ERROR for r in caplog.records)
 

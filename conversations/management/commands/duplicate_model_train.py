@@ -15,7 +15,11 @@ from tqdm import tqdm
 
 from conversations.models import DuplicateModelStatus
 from conversations.training.labelled_pairs import labelled_pairs_read
-from conversations.training.verifiers import duplicate_model_train, duplicate_model_version_create
+from conversations.training.verifiers import (
+    duplicate_model_train,
+    duplicate_model_version_create,
+    verifier_embedding_model,
+)
 from retrieval.embeddings import offered_models
 from tenants.models import Tenant
 
@@ -51,8 +55,9 @@ class Command(BaseCommand):
             except (KeyError, ValueError, TypeError) as exc:
                 raise CommandError(f"{path} is not a file of labelled pairs ({type(exc).__name__}: {exc}).") from exc
             source = str(path)
-        row = duplicate_model_version_create(tenant=tenant, source=source)
-        with tqdm(total=100, desc=f"v{row.version}", unit="%", file=self.stderr._out) as bar:
+        model = options["model"] or verifier_embedding_model(tenant=tenant)
+        row = duplicate_model_version_create(tenant=tenant, embedding_model=model, source=source)
+        with tqdm(total=100, desc=f"v{row.version} of {model}", unit="%", file=self.stderr._out) as bar:
 
             def progress(fraction: float, stage: str) -> None:
                 bar.set_postfix_str(stage[:60])
@@ -63,9 +68,10 @@ class Command(BaseCommand):
                 version_id=row.pk,
                 pairs=pairs,
                 progress=progress,
-                embedding_model=options["model"] or None,
             )
         if row.status == DuplicateModelStatus.FAILED:
             raise CommandError(f"v{row.version} not trained: {row.error}")
-        self.stdout.write(f"v{row.version}: {row.status} ({row.label_count} labels); {row.decision_note}")
+        self.stdout.write(
+            f"v{row.version} of {row.embedding_model}: {row.status} ({row.label_count} labels); {row.decision_note}"
+        )
         self.stdout.write(json.dumps(row.figures, indent=1))
