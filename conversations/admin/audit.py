@@ -232,6 +232,7 @@ EXPORT_COLUMNS = (
     "reviewed_at",
     "suspected_false_hit",
     "suspected_false_hit_at",
+    "embedding_model",
 )
 
 
@@ -295,6 +296,7 @@ class DedupEventAdmin(TenantScopedAdmin):
         "similarity",
         "pair_probability",
         "match_passes_checks",
+        "embedding_model",
         "threshold",
         "scope",
         "shadow",
@@ -327,6 +329,7 @@ class DedupEventAdmin(TenantScopedAdmin):
                     "similarity",
                     "pair_probability",
                     "match_passes_checks",
+                    "embedding_model",
                     "threshold",
                     "scope",
                     "shadow",
@@ -518,6 +521,7 @@ class DedupEventAdmin(TenantScopedAdmin):
                     event.reviewed_at.isoformat() if event.reviewed_at else "",
                     event.suspected_false_hit,
                     event.suspected_false_hit_at.isoformat() if event.suspected_false_hit_at else "",
+                    event.embedding_model,
                 ]
                 yield writer.writerow(
                     [csv_safe(value) for value in ([event.tenant.slug] if with_tenant else []) + values]

@@ -151,6 +151,10 @@ class AuditEventListApi(TenantApi):
         curated_question = serializers.CharField(help_text="That curated answer's phrasing matched (else empty).")
         pair_probability = serializers.FloatField(allow_null=True)
         match_passes_checks = serializers.BooleanField(allow_null=True)
+        embedding_model = serializers.CharField(
+            help_text="The embedding model (its knowledge base's) the question was embedded and decided with; its "
+            "similarity and probability are of that model. Empty for events from before it was kept."
+        )
         excluded_count = serializers.IntegerField()
         relaxed = serializers.BooleanField()
         shadow = serializers.BooleanField()

@@ -155,3 +155,6 @@ def test_an_english_and_a_chinese_knowledge_base_each_decide_with_their_own_veri
         event = DedupEvent.objects.for_tenant(tenant).get(turn_id=repeated["turn_id"])
         assert (event.verifier_id, event.verifier_label) == (verifier.pk, f"tenant model v{verifier.version}")
         assert event.embedding_model == verifier.embedding_model
+        listed = api_client.get("/api/v1/audit-events/", {"conversation": conversation})
+        assert listed.status_code == 200, listed.content
+        assert {row["embedding_model"] for row in listed.json()["results"]} == {verifier.embedding_model}
