@@ -2,7 +2,9 @@
 question was decided with (so a label trains that model's verifier only).
 
 Existing versions take the model their file names (its `embedding_model`); a version whose file is gone or names none
-was trained before a knowledge base could choose its model, on the primary model of the deployment. Existing events
+was trained before a knowledge base could choose its model, on the primary model of the deployment. Run where
+KB_DUPLICATE_MODEL_DIR is mounted: a file it cannot read names its version the primary model, and a version trained on
+another model then never decides (its file's model is checked at every turn, `decisions.verifier_reads`). Existing events
 take their conversation's knowledge base's model when the conversation is still there, else stay unnamed (their labels
 then train every model's verifier, as all labels did before).
 """
