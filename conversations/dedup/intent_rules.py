@@ -4,7 +4,8 @@
 Intents are otherwise told by the nearest example vector (`decisions.intent_classify`). That cannot read Chinese with
 an English embedding model (the bundled one reads Chinese characters as unknown tokens), and these formulas are few
 and fixed, so a rule reads them exactly. A rule matches the whole question (its punctuation, spaces and polite
-fillers aside), never a part of it: "谢谢，怎么重置密码？" asks something and is no small talk.
+fillers aside), never a part of it: "谢谢，怎么重置密码？" asks something and is no small talk. Traditional characters
+are read as Simplified ones (`chinese_text.simplified`): "謝謝" is thanks as "谢谢" is.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import re
 
 from conversations.dedup.builtins import BUILTIN_INTENTS
+from conversations.dedup.chinese_text import simplified
 
 # Said before or after the formula without changing it: please, could you, particles, "OK".
 _BEFORE = r"(?:请问|请|麻烦你|麻烦您|麻烦|你|您|能不能|可不可以|能否|可以|能|帮我|给我|好的|好|嗯|那)*"
@@ -67,7 +69,7 @@ MAX_RULE_CHARS = 24
 def intent_by_rules(text: str) -> tuple[str, str] | None:
     """(built-in intent name, its built-in behaviour) when the whole of `text` is one of the Chinese formulas of the
     built-in intents, else None. Only the built-in names (BUILTIN_INTENTS) come out."""
-    compact = _NOT_READ.sub("", text.lower())
+    compact = _NOT_READ.sub("", simplified(text.lower()))
     if not compact or len(compact) > MAX_RULE_CHARS:
         return None
     for name, rule in _RULES:

@@ -216,8 +216,9 @@ def pair_lexical_features(first: str, second: str) -> np.ndarray:
     length_a, length_b = len(words_a), len(words_b)
     stems_a = [_stem(w) for w in words_a if w not in STOPWORDS]
     stems_b = [_stem(w) for w in words_b if w not in STOPWORDS]
-    # SequenceMatcher's ratio depends on argument order; a fixed order keeps the features symmetric.
-    low, high = sorted((first.lower(), second.lower()))
+    # SequenceMatcher's ratio depends on argument order; a fixed order keeps the features symmetric. Characters are
+    # compared in one script (`chinese_text.simplified`: English text passes unchanged), as the words are.
+    low, high = sorted((chinese_text.simplified(first.lower()), chinese_text.simplified(second.lower())))
     sorted_low, sorted_high = sorted((" ".join(sorted(words_a)), " ".join(sorted(words_b))))
     return np.array(
         [

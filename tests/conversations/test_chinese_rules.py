@@ -393,3 +393,55 @@ def test_the_duplicate_decision_refuses_a_chinese_pair_that_differs_in_number_or
     assert not negation.hit and negation.reason == "negation differs"
     same = decide(question="转账限额是五万吗", candidates=[_stored(3, "转账限额是5万吗", vector)])
     assert same.hit and same.turn_id == 3
+
+
+# --- Traditional characters ----------------------------------------------------------------------------------------
+
+# (Traditional spelling, Simplified spelling) of one question: Taiwan and Hong Kong users write the first, and mainland
+# users slip single Traditional characters into the second ("3分鐘沒有到帳" is a question of the bank set).
+SCRIPTS = [
+    ("我沒收到退款怎麼辦？", "我没收到退款怎么办？"),
+    ("3分鐘沒有到帳", "3分钟没有到帐"),
+    ("額度是兩千五百元嗎", "额度是两千五百元吗"),
+    ("轉帳限額是三萬嗎", "转帐限额是三万吗"),
+    ("那企業用戶呢？", "那企业用户呢？"),
+    ("為什麼無法登入", "为什么无法登入"),
+    ("別扣我的錢", "别扣我的钱"),
+    ("怎麼重設密碼？", "怎么重设密码？"),
+]
+
+
+@pytest.mark.parametrize(("traditional", "simplified"), SCRIPTS)
+def test_a_question_in_traditional_characters_is_read_as_its_simplified_spelling(traditional, simplified):
+    assert qp.question_words(traditional) == qp.question_words(simplified)
+    assert qp.numbers_in(traditional) == qp.numbers_in(simplified)
+    assert qp.is_negated(traditional) == qp.is_negated(simplified)
+    assert qp.question_is_context_dependent(traditional) == qp.question_is_context_dependent(simplified)
+    assert qp.questions_conflict(traditional, simplified) == ""
+    assert np.array_equal(
+        qp.pair_lexical_features(traditional, simplified), qp.pair_lexical_features(simplified, simplified)
+    )
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "reason"),
+    [
+        ("我收到退款了嗎？", "我沒收到退款怎麼辦？", "negation differs"),
+        ("為什麼能轉帳", "為什麼不能轉帳", "negation differs"),
+        ("轉帳限額是五萬嗎", "轉帳限額是3萬嗎", "numbers differ"),
+        ("兩千元能分幾期", "三千元能分幾期", "numbers differ"),
+        ("額度是兩千五百元嗎", "額度是2500元嗎", ""),
+        ("轉帳限額是五萬嗎", "转账限额是5万吗", ""),
+    ],
+)
+def test_traditional_characters_conflict_as_simplified_ones_do(first, second, reason):
+    assert qp.questions_conflict(first, second) == reason
+
+
+@pytest.mark.parametrize(
+    ("question", "name"),
+    [("謝謝！", "thanks"), ("您好，在嗎？", "greeting"), ("再說一遍", "repeat"), ("把剛才的答案再發一遍", "repeat"),
+     ("沒聽懂，再解釋一下", "elaborate"), ("換個說法", "elaborate")],
+)  # fmt: skip
+def test_built_in_intents_are_recognised_in_traditional_characters(question, name):
+    assert intent_by_rules(question) == (name, BUILTIN_INTENTS[name]["behaviour"])

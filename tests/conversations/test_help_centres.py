@@ -38,6 +38,17 @@ CONVERSATION_ZH = [
     ("下单后多久发货？", "delivery", None),
     ("退款怎么申请？", "refund", "如何申请退款？"),
 ]
+# The same conversation written in Traditional characters (a user in Taiwan or Hong Kong) over the same Simplified help
+# centre: the multilingual model reads both scripts, and the rules read Traditional characters as Simplified ones.
+CONVERSATION_ZH_TRADITIONAL = [
+    ("怎麼重置密碼？", "password", None),
+    ("如何申請退款？", "refund", None),
+    ("退款多久能到帳？", "refund", None),
+    ("如何重置密碼？", "password", "怎麼重置密碼？"),
+    ("發票什麼時候開？", "invoice", None),
+    ("下單後多久發貨？", "delivery", None),
+    ("退款怎麼申請？", "refund", "如何申請退款？"),
+]
 CONVERSATION_EN = [
     ("How do I reset my password?", "password", None),
     ("How do I request a refund?", "refund", None),
@@ -58,9 +69,10 @@ def services(redis_available, milvus_server):
     ("documents", "conversation", "model", "analyzer"),
     [
         (HELP_CENTRE_ZH, CONVERSATION_ZH, embeddings.USE_MODEL_NAME, "chinese"),
+        (HELP_CENTRE_ZH, CONVERSATION_ZH_TRADITIONAL, embeddings.USE_MODEL_NAME, "chinese"),
         (HELP_CENTRE_EN, CONVERSATION_EN, "all-MiniLM-L6-v2", "english"),
     ],
-    ids=["chinese", "english"],
+    ids=["chinese", "chinese-traditional", "english"],
 )
 def test_repeats_are_served_and_look_alikes_are_not(
     api_client, tenant, services, documents, conversation, model, analyzer
