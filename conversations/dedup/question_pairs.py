@@ -13,7 +13,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from conversations.dedup import chinese_text
+from conversations.dedup import chinese_text, other_languages
 
 # The feature sets `pair_features` computes: the shipped head's, and the tenant verifiers', which is
 # the same features followed by `PAIR_V2_FEATURES`. A file of another version is refused, never misread.
@@ -25,7 +25,9 @@ FEATURE_VERSIONS = (FEATURE_VERSION, TENANT_FEATURE_VERSION, ORDER_FEATURE_VERSI
 
 # --- question agreement (beyond cosine) -------------------------------------------------------------------------
 
-_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+# Letters and digits of any script ("contraseña", "zurück", "пароль" are one word each), and an elision or contraction
+# of letters after an apostrophe ("don't", "n'est"); on ASCII text exactly `[a-z0-9]+(?:'[a-z]+)?`.
+_WORD = re.compile(r"[^\W_]+(?:'[^\W\d_]+)?")
 # A quantity: digits (with thousands or decimal separators) that stand alone or carry a unit or ordinal suffix
 # ("5GB", "24h", "3rd"). Digits glued to other letters name a thing, not a quantity ("2FA", "mp3", "h264", "v2",
 # "iPhone6"): they are words, so "turn on 2FA" and "enable 2FA" do not differ on numbers.
@@ -99,7 +101,7 @@ def _stem(word: str) -> str:
 def _content_stem(word: str) -> str:
     """The stem a word counts as in `content_words`, or "" for a word that counts as none (a stopword, a negation, a
     number)."""
-    if word in STOPWORDS or word in _NEGATIONS or word.isdigit():
+    if word in STOPWORDS or word in _NEGATIONS or word in other_languages.NEGATIONS or word.isdigit():
         return ""
     if word in chinese_text.STOPWORDS or word in chinese_text.NEGATIONS or chinese_text.is_numeral_word(word):
         return ""
@@ -129,8 +131,10 @@ def numbers_in(text: str) -> set[str]:
 
 def is_negated(text: str) -> bool:
     words = _words(text)
-    return any(w in _NEGATIONS or w.endswith("n't") for w in words) or (
-        chinese_text.reads_as_chinese(text) and chinese_text.negated(text)
+    return (
+        any(w in _NEGATIONS or w.endswith("n't") for w in words)
+        or other_languages.negated(words)
+        or (chinese_text.reads_as_chinese(text) and chinese_text.negated(text))
     )
 
 

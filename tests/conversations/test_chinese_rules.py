@@ -1,6 +1,7 @@
 """The question rules read Chinese (conversations/dedup/chinese_text.py, conversations/dedup/intent_rules.py): numbers
-by value, negation by word, follow-ups, and the built-in intents by rule; English is read exactly as before. Pure: no
-database, no model (jieba's dictionary is the only thing loaded)."""
+by value, negation by word, follow-ups, and the built-in intents by rule; words of every script, and negation in the
+other languages of the multilingual model (conversations/dedup/other_languages.py); English is read as before, bit for
+bit on ASCII text. Pure: no database, no model (jieba's dictionary is the only thing loaded)."""
 
 import functools
 
@@ -445,3 +446,70 @@ def test_traditional_characters_conflict_as_simplified_ones_do(first, second, re
 )  # fmt: skip
 def test_built_in_intents_are_recognised_in_traditional_characters(question, name):
     assert intent_by_rules(question) == (name, BUILTIN_INTENTS[name]["behaviour"])
+
+
+# --- the other languages the multilingual model reads ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("question", "words"),
+    [
+        ("¿Cómo restablezco mi contraseña?", ["cómo", "restablezco", "mi", "contraseña"]),
+        ("Wie setze ich mein Passwort zurück?", ["wie", "setze", "ich", "mein", "passwort", "zurück"]),
+        ("Как сбросить пароль?", ["как", "сбросить", "пароль"]),
+        (
+            "Pourquoi n'ai-je pas reçu le remboursement ?",
+            ["pourquoi", "n'ai", "je", "pas", "reçu", "le", "remboursement"],
+        ),
+        ("Is a 5'6 man short?", ["is", "a", "5", "6", "man", "short"]),  # as the ASCII rules read it
+    ],
+)
+def test_words_of_every_script_are_whole(question, words):
+    assert qp.question_words(question) == words
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("Почему я получил возврат?", "Почему я не получил возврат?"),
+        ("Warum habe ich die Rückerstattung erhalten?", "Warum habe ich die Rückerstattung nicht erhalten?"),
+        ("Pourquoi ai-je reçu le remboursement ?", "Pourquoi n'ai-je pas reçu le remboursement ?"),
+        ("Pourquoi ai-je reçu le remboursement ?", "Pourquoi je n'ai jamais reçu le remboursement ?"),
+        ("Posso pagare con la carta?", "Posso pagare senza la carta?"),
+        ("Recebi o reembolso?", "Não recebi o reembolso?"),
+        ("Ik heb de terugbetaling ontvangen", "Ik heb de terugbetaling niet ontvangen"),
+        ("Otrzymałem zwrot pieniędzy", "Nie otrzymałem zwrotu pieniędzy"),
+        ("Bu kart geçerli mi?", "Bu kart neden geçerli değil?"),
+        ("هل استلمت المبلغ؟", "لم أستلم المبلغ"),
+        ("¿Puedo pagar con tarjeta?", "¿Puedo pagar sin tarjeta?"),
+    ],
+)
+def test_a_negation_in_another_language_conflicts(first, second):
+    assert qp.questions_conflict(first, second) == "negation differs"
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What are some cultural faux pas in Germany?",
+        "Is pre marital sex a sin?",
+        "What are some lesser-known sights to see when visiting Chiang Mai, Thailand?",
+        "How do I apply for doing final sem 8th year project?",
+        "Non proliferation treaty?",
+    ],
+)
+def test_english_words_that_negate_in_another_language_do_not_negate_english(question):
+    assert not qp.is_negated(question)
+
+
+def test_the_duplicate_decision_refuses_a_russian_question_and_its_opposite():
+    vector = unit(1, 0, 0)
+    decided = d.duplicate_decide(
+        question="Почему я не получил возврат?",
+        question_vector=vector,
+        previous_vector=None,
+        candidates=[_stored(1, "Почему я получил возврат?", vector)],
+        threshold=0.9,
+        use_head=False,
+    )
+    assert not decided.hit and decided.reason == "negation differs"
