@@ -167,6 +167,7 @@ def dedup_event_list(
     similarity_max: float | None = None,
     shadow: bool | None = None,
     suspected_false_hit: bool | None = None,
+    embedding_model: str | None = None,
     allowed_knowledge_base_id: int | None = None,
 ) -> QuerySet[DedupEvent]:
     """The tenant's audit events, newest first. With `allowed_knowledge_base_id` (a key bound to one knowledge
@@ -191,6 +192,8 @@ def dedup_event_list(
         events = events.filter(shadow=shadow)
     if suspected_false_hit is not None:
         events = events.filter(suspected_false_hit=suspected_false_hit)
+    if embedding_model:
+        events = events.filter(embedding_model=embedding_model)
     return events.order_by("-created_at", "-id")
 
 

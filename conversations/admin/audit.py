@@ -283,6 +283,7 @@ class DedupEventAdmin(TenantScopedAdmin):
         "suspected_false_hit",
         "shadow",
         "relaxed",
+        "embedding_model",
     )
     search_fields = ("turn__question",)
     search_help_text = "Search the question text."

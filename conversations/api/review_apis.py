@@ -118,6 +118,12 @@ class AuditEventListApi(TenantApi):
             help_text="true: only decisions shadow mode logged without applying them (a `served_cached` event whose "
             "answer was made fresh); false: only decisions applied.",
         )
+        embedding_model = serializers.CharField(
+            required=False,
+            max_length=200,
+            help_text="Only decisions made with this embedding model (a knowledge base's `embedding_model`): "
+            "similarities of two models are on scales of their own.",
+        )
         limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=100)
         offset = serializers.IntegerField(required=False, min_value=0, max_value=MAX_OFFSET, default=0)
 

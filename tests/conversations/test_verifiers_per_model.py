@@ -158,3 +158,8 @@ def test_an_english_and_a_chinese_knowledge_base_each_decide_with_their_own_veri
         listed = api_client.get("/api/v1/audit-events/", {"conversation": conversation})
         assert listed.status_code == 200, listed.content
         assert {row["embedding_model"] for row in listed.json()["results"]} == {verifier.embedding_model}
+    for model in (ENGLISH, CHINESE):
+        listed = api_client.get("/api/v1/audit-events/", {"embedding_model": model})
+        assert listed.status_code == 200, listed.content
+        assert listed.json()["count"] == 2
+        assert {row["embedding_model"] for row in listed.json()["results"]} == {model}
