@@ -1,17 +1,17 @@
 """Negation in the other languages the multilingual embedding model reads (`question_pairs`): German, Spanish, French,
-Italian, Portuguese, Dutch, Polish, Russian, Turkish and Arabic write "not" as a word of its own, which these rules can
-read as they read English "not" and Chinese 不. Pure functions, no I/O.
+Italian, Portuguese, Dutch, Polish, Russian, Turkish and Arabic have words that say "not", which these rules read as
+they read English "not" and Chinese 不. Pure functions, no I/O.
 
-A question and its opposite ("Почему я получил возврат?" / "Почему я не получил возврат?", cosine 0.94 in
-use-multilingual-v3) are otherwise served each other's stored answers: the embedding blurs exactly this, and the
-duplicate head was fitted on English and Chinese words only.
+A question and its opposite ("Почему я получил возврат?" / "Почему я не получил возврат?") are as close to the
+embedding in these languages as in English, and the duplicate head was fitted on English and Chinese words only: only
+this conflict keeps one from being served the other's stored answer.
 
 Some of these words are English words too: French "pas" (a faux pas), Italian "mai" (Chiang Mai), Polish "nie" (an
 acronym), Spanish "sin" and Portuguese "sem" (the sine, a semester). They count only in a text with none of
-`_ENGLISH_SIGNS`, the English function words no text of these languages uses; on the 18,041 QQP and PAWS-QQP pairs
-English text is so read exactly as before. Not read: Italian "non", which English writes without a sign of its own
-often enough ("Non proliferation treaty?", "a non-work program"); negation written inside a word (Turkish -me/-ma,
-Japanese -ない, Korean 않다); and the Arabic ما, which also asks "what".
+`_ENGLISH_SIGNS`, English function words no text of these languages uses, so English text is read as before. Not read:
+Italian "non", which English writes without such a sign beside it ("Non proliferation treaty?", "a non-work
+program"); negation written inside a word (Turkish -me/-ma, Japanese -ない, Korean 않다); and the Arabic ما, which
+also asks "what". docs/conversations.md has what was measured.
 """
 
 from __future__ import annotations
