@@ -148,20 +148,22 @@ class DuplicateModelVersionAdmin(TenantScopedAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # audit events name them
 
+    @staticmethod
+    def _allowed_rows(request: HttpRequest, queryset: QuerySet) -> list[DuplicateModelVersion]:
+        """The selected versions of tenants the user may act for."""
+        rows = list(queryset.select_related("tenant"))
+        allowed = {t.pk for t in _each_allowed(request, [row.tenant for row in rows])}
+        return [row for row in rows if row.tenant_id in allowed]
+
     def _one_per_tenant(
         self, request: HttpRequest, queryset: QuerySet, act: Callable[[DuplicateModelVersion], str]
     ) -> None:
-        rows = list(queryset.select_related("tenant"))
-        allowed = {t.pk for t in _each_allowed(request, [row.tenant for row in rows])}
-        for row in rows:
-            if row.tenant_id in allowed:
-                _run(self, request, lambda row=row: act(row))
+        for row in self._allowed_rows(request, queryset):
+            _run(self, request, lambda row=row: act(row))
 
     def _each_tenant_model(self, request: HttpRequest, queryset: QuerySet) -> list[tuple[Tenant, str]]:
         """The (tenant, embedding model) pairs of the selected versions, of tenants the user may act for."""
-        rows = list(queryset.select_related("tenant"))
-        allowed = {t.pk for t in _each_allowed(request, [row.tenant for row in rows])}
-        pairs = {(row.tenant_id, row.embedding_model): row.tenant for row in rows if row.tenant_id in allowed}
+        pairs = {(row.tenant_id, row.embedding_model): row.tenant for row in self._allowed_rows(request, queryset)}
         return [(tenant, model) for (_, model), tenant in sorted(pairs.items())]
 
     @admin.action(description="Activate (decides its model's turns of this tenant)", permissions=["change"])

@@ -3,17 +3,13 @@ are one action each, and another tenant's versions are neither listed nor change
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from django.urls import reverse
 
 from conversations.dedup import tenant_verifiers
-from conversations.dedup.duplicate_model import MODEL_PATH
-from conversations.dedup.tenant_verifiers import verifier_path
 from conversations.models import DedupPolicy, DuplicateModelStatus, DuplicateModelVersion
-from conversations.training.verifiers import duplicate_model_version_create
 from retrieval.embeddings import BUNDLED_MODEL_NAME
+from tests.conversations.verifier_files import trained_version
 
 pytestmark = pytest.mark.django_db
 
@@ -25,15 +21,6 @@ VERSIONS_URL = reverse("admin:conversations_duplicatemodelversion_changelist")
 def model_dir(settings, tmp_path):
     settings.DUPLICATE_MODEL_DIR = tmp_path / "models"
     tenant_verifiers._models.clear()
-
-
-def _trained(tenant) -> DuplicateModelVersion:
-    row = duplicate_model_version_create(tenant=tenant, embedding_model=BUNDLED_MODEL_NAME, source="test")
-    path = verifier_path(tenant=tenant, version=row.version)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({**json.loads(MODEL_PATH.read_text()), "tenant_id": tenant.pk, "version": row.version}))
-    DuplicateModelVersion.objects.for_tenant(tenant).filter(pk=row.pk).update(status=DuplicateModelStatus.CANDIDATE)
-    return row
 
 
 def test_train_from_reviews_queues_a_version_of_the_admins_tenant_only(
@@ -59,7 +46,7 @@ def test_train_from_reviews_queues_a_version_of_the_admins_tenant_only(
 
 
 def test_activate_and_roll_back_are_one_action_each_and_stay_in_the_tenant(client, admin_a, tenant_a, tenant_b):
-    mine, theirs = _trained(tenant_a), _trained(tenant_b)
+    mine, theirs = trained_version(tenant_a), trained_version(tenant_b)
     client.force_login(admin_a)
     listed = client.get(VERSIONS_URL)
     assert listed.status_code == 200 and "tenant-b" not in listed.content.decode()
@@ -79,7 +66,6 @@ def test_a_tenant_of_two_models_trains_and_rolls_back_each_models_verifier_on_it
     """A tenant with an English and a Chinese knowledge base: "Train from reviews" queues one version per model, and
     rolling back the selected version's model leaves the other model's active verifier deciding."""
     from conversations import tasks
-    from conversations.dedup.duplicate_model import head_path
     from retrieval.embeddings import USE_MODEL_NAME
     from tests.factories import KnowledgeBaseFactory
 
@@ -97,17 +83,7 @@ def test_a_tenant_of_two_models_trains_and_rolls_back_each_models_verifier_on_it
     ]
     queued.update(status=DuplicateModelStatus.FAILED)
 
-    english = _trained(tenant_a)
-    chinese = duplicate_model_version_create(tenant=tenant_a, embedding_model=USE_MODEL_NAME, source="test")
-    payload = {
-        **json.loads(head_path(USE_MODEL_NAME).read_text()),
-        "tenant_id": tenant_a.pk,
-        "version": chinese.version,
-    }
-    verifier_path(tenant=tenant_a, version=chinese.version).write_text(json.dumps(payload))
-    DuplicateModelVersion.objects.for_tenant(tenant_a).filter(pk=chinese.pk).update(
-        status=DuplicateModelStatus.CANDIDATE
-    )
+    english, chinese = trained_version(tenant_a), trained_version(tenant_a, model=USE_MODEL_NAME)
     client.post(VERSIONS_URL, {"action": "activate", "_selected_action": [english.pk, chinese.pk]})
     statuses = dict(DuplicateModelVersion.objects.for_tenant(tenant_a).values_list("pk", "status"))
     assert statuses[english.pk] == statuses[chinese.pk] == DuplicateModelStatus.ACTIVE
@@ -133,14 +109,14 @@ def _figures(recall_at_target: float, active: float, precision: float, recall: f
 def test_the_versions_page_draws_each_tenants_learning_curve(client, admin_a, tenant_a, tenant_b):
     from conversations.models import DuplicateLabel, LabelSource
 
-    first, second = _trained(tenant_a), _trained(tenant_a)
+    first, second = trained_version(tenant_a), trained_version(tenant_a)
     DuplicateModelVersion.objects.for_tenant(tenant_a).filter(pk=first.pk).update(
         label_count=300, figures=_figures(0.05, 0.02, 0.8, 0.1)
     )
     DuplicateModelVersion.objects.for_tenant(tenant_a).filter(pk=second.pk).update(
         label_count=1000, figures=_figures(0.42, 0.03, 0.93, 0.4), status=DuplicateModelStatus.ACTIVE
     )
-    _trained(tenant_b)
+    trained_version(tenant_b)
     for number in range(3):
         DuplicateLabel.objects.create(
             tenant=tenant_a, question=f"q{number}", stored_question="s", is_duplicate=True, source=LabelSource.SUPPORT

@@ -192,11 +192,11 @@ def test_a_chinese_repeat_is_decided_by_the_multilingual_head_not_by_a_verifier_
     from conversations.dedup.duplicate_model import pair_model_default
     from conversations.models import DedupEvent
     from conversations.training.verifiers import duplicate_model_activate
-    from tests.conversations.test_verifiers import _version_with_file
+    from tests.conversations.verifier_files import trained_version
 
     settings.DUPLICATE_MODEL_DIR = tmp_path / "models"
     tenant_verifiers._models.clear()
-    english_verifier = _version_with_file(tenant, cut=0.999)  # the bundled head's weights: would refuse nearly all
+    english_verifier = trained_version(tenant, cut=0.999)  # the bundled head's weights: would refuse nearly all
     duplicate_model_activate(tenant=tenant, version_id=english_verifier.pk)
     conversation = start(api_client, chinese)
     first = ask(api_client, conversation, "怎么重置密码？")

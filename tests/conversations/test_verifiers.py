@@ -16,7 +16,7 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from conversations.dedup import decisions, tenant_verifiers
-from conversations.dedup.duplicate_model import MODEL_PATH, PairModel
+from conversations.dedup.duplicate_model import PairModel
 from conversations.dedup.question_pairs import PAIR_V2_FEATURES, TENANT_FEATURE_VERSION
 from conversations.dedup.tenant_verifiers import tenant_verifiers_load, verifier_load, verifier_path
 from conversations.models import DedupEvent, DuplicateModelStatus, DuplicateModelVersion
@@ -43,6 +43,7 @@ from conversations.training.verifiers import (
 from retrieval.embeddings import BUNDLED_MODEL_NAME
 from tests.conversations.helpers import indexed_kb
 from tests.conversations.test_api import ask, start
+from tests.conversations.verifier_files import trained_version
 
 pytestmark = pytest.mark.django_db
 
@@ -72,18 +73,6 @@ def _pairs_file(tmp_path: Path, *, labels: str = "true", copies: int = 4) -> Pat
                 }[labels]
                 handle.write(json.dumps({**row, "is_duplicate": label, "pair_id": f"{copy}-{index}"}) + "\n")
     return path
-
-
-def _version_with_file(tenant, *, cut: float | None = None) -> DuplicateModelVersion:
-    """A trained version whose file is the shipped head's weights (with another cut when given), as training writes."""
-    row = duplicate_model_version_create(tenant=tenant, embedding_model=BUNDLED_MODEL_NAME, source="test")
-    payload = json.loads(MODEL_PATH.read_text())
-    payload.update(tenant_id=tenant.pk, version=row.version, cut=cut if cut is not None else payload["cut"])
-    path = verifier_path(tenant=tenant, version=row.version)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(payload))
-    DuplicateModelVersion.objects.for_tenant(tenant).filter(pk=row.pk).update(status=DuplicateModelStatus.CANDIDATE)
-    return DuplicateModelVersion.objects.for_tenant(tenant).get(pk=row.pk)
 
 
 def _train_file(tenant, path: Path) -> DuplicateModelVersion:
@@ -642,7 +631,7 @@ def test_the_gain_bound_is_reproducible_and_weighs_each_label():
 
 
 def test_rollback_goes_back_one_version_then_to_the_shipped_head(tenant):
-    first, second = _version_with_file(tenant), _version_with_file(tenant)
+    first, second = trained_version(tenant), trained_version(tenant)
     duplicate_model_activate(tenant=tenant, version_id=first.pk)
     duplicate_model_activate(tenant=tenant, version_id=second.pk)
     assert tenant_verifiers_load(tenant=tenant, embedding_model=BUNDLED_MODEL_NAME).active.version_id == second.pk
@@ -655,9 +644,9 @@ def test_rollback_goes_back_one_version_then_to_the_shipped_head(tenant):
 
 
 def test_a_tenants_model_never_decides_for_another_and_its_files_are_never_read(tenant, other_tenant, monkeypatch):
-    mine = _version_with_file(tenant)
+    mine = trained_version(tenant)
     duplicate_model_activate(tenant=tenant, version_id=mine.pk)
-    theirs = _version_with_file(other_tenant)
+    theirs = trained_version(other_tenant)
     # a file in the other tenant's place that claims to be this tenant's is refused too
     verifier_path(tenant=other_tenant, version=theirs.version).write_text(
         verifier_path(tenant=tenant, version=mine.version).read_text()
@@ -684,7 +673,7 @@ def test_a_tenants_model_never_decides_for_another_and_its_files_are_never_read(
 
 @pytest.mark.parametrize("damage", ["missing", "corrupt", "wrong version"])
 def test_a_missing_or_corrupt_model_file_falls_back_to_the_shipped_head_with_an_error(tenant, caplog, damage):
-    row = _version_with_file(tenant)
+    row = trained_version(tenant)
     duplicate_model_activate(tenant=tenant, version_id=row.pk)
     path = verifier_path(tenant=tenant, version=row.version)
     if damage == "missing":
@@ -701,7 +690,7 @@ def test_a_missing_or_corrupt_model_file_falls_back_to_the_shipped_head_with_an_
 
 
 def test_shadow_needs_a_trained_inactive_version(tenant):
-    row = _version_with_file(tenant)
+    row = trained_version(tenant)
     duplicate_model_activate(tenant=tenant, version_id=row.pk)
     with pytest.raises(Exception, match="only a trained, inactive one"):
         duplicate_model_shadow(tenant=tenant, version_id=row.pk)
@@ -723,9 +712,9 @@ def test_every_audit_event_names_the_verifier_that_decided_and_the_shadows_verdi
     assert shipped.verifier_id is None and shipped.verifier_label == decisions.SHIPPED_VERIFIER_LABEL
     assert shipped.shadow_verifier_id is None
 
-    active = _version_with_file(tenant)
+    active = trained_version(tenant)
     duplicate_model_activate(tenant=tenant, version_id=active.pk)
-    never = _version_with_file(tenant, cut=1.0)  # would serve nothing
+    never = trained_version(tenant, cut=1.0)  # would serve nothing
     duplicate_model_shadow(tenant=tenant, version_id=never.pk)
     body = ask(api_client, conversation_id, "How could I reset my password?")
     assert body["dedup"]["action"] == "served_cached"
@@ -748,7 +737,7 @@ def test_every_audit_event_names_the_verifier_that_decided_and_the_shadows_verdi
 
 
 def test_a_corrupt_active_model_file_is_no_server_error(api_client, kb, tenant, caplog):
-    row = _version_with_file(tenant)
+    row = trained_version(tenant)
     duplicate_model_activate(tenant=tenant, version_id=row.pk)
     verifier_path(tenant=tenant, version=row.version).write_text("not json")
     tenant_verifiers._models.clear()

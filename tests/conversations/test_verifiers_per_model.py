@@ -5,13 +5,10 @@ decided with."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from conversations.dedup import decisions, tenant_verifiers
-from conversations.dedup.duplicate_model import head_path
-from conversations.dedup.tenant_verifiers import tenant_verifiers_load, verifier_path
+from conversations.dedup.tenant_verifiers import tenant_verifiers_load
 from conversations.models import DedupEvent, DuplicateLabel, DuplicateModelStatus, DuplicateModelVersion, LabelSource
 from conversations.selectors import duplicate_labels_training, learning_curves
 from conversations.training.verifiers import (
@@ -27,6 +24,7 @@ from kbplatform.errors import ApplicationError, ConflictError
 from retrieval.embeddings import BUNDLED_MODEL_NAME, USE_MODEL_NAME, EmbeddingModelNotOffered
 from tests.conversations.helpers import HANDBOOK, HELP_CENTRE_ZH, indexed_kb
 from tests.conversations.test_api import ask, start
+from tests.conversations.verifier_files import trained_version
 from tests.factories import DedupEventFactory, KnowledgeBaseFactory
 
 pytestmark = pytest.mark.django_db
@@ -40,27 +38,16 @@ def model_dir(settings, tmp_path):
     tenant_verifiers._models.clear()
 
 
-def _trained(tenant, model: str) -> DuplicateModelVersion:
-    """A trained version of `model` whose file is that model's shipped head, as training writes it."""
-    row = duplicate_model_version_create(tenant=tenant, embedding_model=model, source="test")
-    payload = {**json.loads(head_path(model).read_text()), "tenant_id": tenant.pk, "version": row.version}
-    path = verifier_path(tenant=tenant, version=row.version)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(payload))
-    DuplicateModelVersion.objects.for_tenant(tenant).filter(pk=row.pk).update(status=DuplicateModelStatus.CANDIDATE)
-    return DuplicateModelVersion.objects.for_tenant(tenant).get(pk=row.pk)
-
-
 def _status(row: DuplicateModelVersion) -> str:
     return DuplicateModelVersion.objects.unscoped().get(pk=row.pk).status
 
 
 def test_each_model_has_its_own_active_shadow_and_rollback(tenant):
     en1, en2, zh1, zh2 = (
-        _trained(tenant, ENGLISH),
-        _trained(tenant, ENGLISH),
-        _trained(tenant, CHINESE),
-        _trained(tenant, CHINESE),
+        trained_version(tenant, model=ENGLISH),
+        trained_version(tenant, model=ENGLISH),
+        trained_version(tenant, model=CHINESE),
+        trained_version(tenant, model=CHINESE),
     )
     duplicate_model_activate(tenant=tenant, version_id=en1.pk)
     duplicate_model_activate(tenant=tenant, version_id=zh1.pk)
@@ -127,7 +114,8 @@ def test_a_label_trains_the_verifier_of_the_model_its_question_was_decided_with(
     assert questions(ENGLISH) == shared | {"english traffic", "a model the deployment stopped offering"}
     assert questions(CHINESE) == shared | {"chinese traffic"}
 
-    _trained(tenant, ENGLISH), _trained(tenant, CHINESE)
+    for model in (ENGLISH, CHINESE):
+        trained_version(tenant, model=model)
     curves = {curve.embedding_model: curve for curve in learning_curves(tenants=[tenant])}
     assert {model: curve.reviews for model, curve in curves.items()} == {ENGLISH: 4, CHINESE: 3}
 
@@ -140,7 +128,7 @@ def test_an_english_and_a_chinese_knowledge_base_each_decide_with_their_own_veri
     chinese = indexed_kb(
         tenant, documents=HELP_CENTRE_ZH, name="help-zh", embedding_model=CHINESE, text_analyzer="chinese"
     )
-    english_verifier, chinese_verifier = _trained(tenant, ENGLISH), _trained(tenant, CHINESE)
+    english_verifier, chinese_verifier = trained_version(tenant, model=ENGLISH), trained_version(tenant, model=CHINESE)
     duplicate_model_activate(tenant=tenant, version_id=english_verifier.pk)
     duplicate_model_activate(tenant=tenant, version_id=chinese_verifier.pk)
     for knowledge_base, first, again, verifier in (
