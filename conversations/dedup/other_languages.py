@@ -8,15 +8,25 @@ this conflict keeps one from being served the other's stored answer.
 
 Some of these words are English words too: French "pas" (a faux pas), Italian "mai" (Chiang Mai), Polish "nie" (an
 acronym), Spanish "sin" and Portuguese "sem" (the sine, a semester). They count only in a text with none of
-`_ENGLISH_SIGNS`, English function words no text of these languages uses, so English text is read as before. Not read:
-Italian "non", which English writes without such a sign beside it ("Non proliferation treaty?", "a non-work
-program"); negation written inside a word (Turkish -me/-ma, Japanese -ない, Korean 않다); and the Arabic ما, which
-also asks "what". docs/conversations.md has what was measured.
+`_ENGLISH_SIGNS`, English function words no text of these languages uses, so English text is read as before.
+
+Japanese, Korean and Thai say "not" inside a word or with no space around it (`negated_in_text`):
+- Japanese in a verb's or adjective's ending (届きません, 届かない, 受け取っていない);
+- Korean in a word of its own or a verb's ending (안, 못, 받지 않았다, 받지 못했다, 없다, 아니다);
+- Thai with ไม่ written into the phrase (ไม่ได้รับ).
+Read as the text is written: the letters that make the ending, less the words where those letters deny nothing
+(Japanese すみません "excuse me", 少ない "few", 間もなく "soon", the polite request くれませんか "could you";
+Korean 아니면 "or else", 없애다 "remove"; Thai ไม่ว่า "whatever", อย่างไร "how").
+
+Not read: Italian "non", which English writes without such a sign beside it ("Non proliferation treaty?", "a non-work
+program"); Turkish -me/-ma, which also ends nouns (ödeme "payment", ödemede "in the payment" beside ödemedim "I did not
+pay"); and the Arabic ما, which also asks "what". docs/conversations.md has what was measured.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Sequence
 
 # Words that say "not", "no", "never", "nothing", "none" or "without" and are no English word.
 NEGATIONS = frozenset(
@@ -50,3 +60,72 @@ def negated(words: Iterable[str]) -> bool:
     if any(word in _ENGLISH_SIGNS for word in words):
         return False
     return any(word in AMBIGUOUS_NEGATIONS or (word.startswith(_ELIDED_NE) and len(word) > 2) for word in words)
+
+
+# --- negation inside a word: Japanese, Korean, Thai -------------------------------------------------------------
+
+# Hiragana and katakana (halfwidth katakana too): a text with them is read for Japanese endings.
+_KANA = re.compile(r"[\u3041-\u30ff\uff66-\uff9d]")
+# A verb's or adjective's negative ending (ない, なかった, なくて, なければ, ません), and the kanji that deny the word
+# they lead: 未 (not yet: 未着, 未反映), 不可 (not possible), 不要 (not needed), 無効 (invalid), 無し / 無い (none).
+_JA_NEGATION = re.compile(r"ない|なかった|なくて|なければ|なきゃ|ません|未(?![来満])|不可|不要|無効|無し|無い|無く")
+# Where those letters deny nothing: "excuse me", "it does not matter (if...)", "few", "dangerous", "soon", "to lose",
+# the polite request "could you ..." (くれませんか, いただけないでしょうか: asked as "can you" is), and "I don't
+# know / understand", which hedges a question as Chinese 不知道 does. Taken out before the endings are read.
+_JA_NOT_NEGATION = re.compile(
+    r"すみません|済みません|すいません|かまいません|構いません|少な[いく]|すくな[いく]|危な[いく]|あぶな[いく]"
+    r"|間もなく|まもなく|(?:無|な)く(?:す|し)"
+    r"|(?:くれ|もらえ|いただけ|頂け)(?:ませんか|ないでしょうか|ないか)"
+    r"|(?:わか|分か)(?:らない|らなく|りません)|知(?:らない|らなく|りません)"
+)
+# Korean: 안 and 못 before a verb are words of their own; the other forms begin a word: -지 않다 / -지 못하다
+# (않았다, 못했다), 없다 (there is none, cannot: 할 수 없다), 아니다 (is not), 안 되다 written as one word (안돼요).
+_KO_NEGATION_WORDS = frozenset({"안", "못"})
+_KO_NEGATION_STARTS = ("않", "못", "없", "아니", "아닌", "아닙", "아냐", "안되", "안돼", "안됩", "안됐", "안될", "안된")
+_KO_NOT_NEGATION_STARTS = ("아니면", "없애", "없앨", "없앴")  # "or else"; "to remove"
+# -지 마세요 / 말아요: "don't", the 지 ending the word before.
+_KO_PROHIBITION_STARTS = ("마세요", "마십시오", "말아", "말라", "말고")
+_HANGUL = re.compile(r"[\uac00-\ud7a3]")
+# Thai ไม่ ("not", written into the phrase: ไม่ได้รับ, ไม่ใช่), ห้าม ("must not"), อย่า ("don't"), but not ไม่ว่า
+# ("whatever") or the อย่า of อย่าง ("manner": อย่างไร is "how").
+_TH_NEGATION = re.compile(r"ไม่(?!ว่า)|ห้าม|อย่า(?!ง)")
+_THAI = re.compile(r"[\u0e01-\u0e5b]")
+
+# Every Korean word that says "not" on its own, which is no content word (as English "not" is none).
+KOREAN_NEGATION_WORDS = _KO_NEGATION_WORDS
+
+
+def reads_as_japanese(text: str) -> bool:
+    """Whether `text` ends as Japanese does: its last letter is kana (ですか, ません, ください). A Chinese question that
+    quotes Japanese ("日语ない是什么意思") ends in Chinese and is read as Chinese."""
+    for character in reversed(text):
+        if character.isalpha():
+            return _KANA.match(character) is not None
+    return False
+
+
+def _japanese_negated(text: str) -> bool:
+    return _KANA.search(text) is not None and _JA_NEGATION.search(_JA_NOT_NEGATION.sub(" ", text)) is not None
+
+
+def _korean_negated(words: Sequence[str]) -> bool:
+    for index, word in enumerate(words):
+        if not _HANGUL.match(word):
+            continue
+        if word in _KO_NEGATION_WORDS:
+            return True
+        if word.startswith(_KO_NEGATION_STARTS) and not word.startswith(_KO_NOT_NEGATION_STARTS):
+            return True
+        if word.startswith(_KO_PROHIBITION_STARTS) and index > 0 and words[index - 1].endswith("지"):
+            return True
+    return False
+
+
+def _thai_negated(text: str) -> bool:
+    return _THAI.search(text) is not None and _TH_NEGATION.search(text) is not None
+
+
+def negated_in_text(text: str, words: Sequence[str]) -> bool:
+    """Whether `text` says no in Japanese, Korean or Thai, which write "not" inside a word or without spaces;
+    `words` are its words as `question_pairs` reads them (Korean separates its words with spaces)."""
+    return _japanese_negated(text) or _korean_negated(words) or _thai_negated(text)

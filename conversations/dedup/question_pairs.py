@@ -101,7 +101,13 @@ def _stem(word: str) -> str:
 def _content_stem(word: str) -> str:
     """The stem a word counts as in `content_words`, or "" for a word that counts as none (a stopword, a negation, a
     number)."""
-    if word in STOPWORDS or word in _NEGATIONS or word in other_languages.NEGATIONS or word.isdigit():
+    if (
+        word in STOPWORDS
+        or word in _NEGATIONS
+        or word in other_languages.NEGATIONS
+        or word in other_languages.KOREAN_NEGATION_WORDS
+        or word.isdigit()
+    ):
         return ""
     if word in chinese_text.STOPWORDS or word in chinese_text.NEGATIONS or chinese_text.is_numeral_word(word):
         return ""
@@ -130,11 +136,17 @@ def numbers_in(text: str) -> set[str]:
 
 
 def is_negated(text: str) -> bool:
+    """Whether `text` says no: English "not" and its kin, the word that says it in the other languages
+    (`other_languages`), Japanese, Korean and Thai negation written inside words, and Chinese negation, which is not
+    read in Japanese text (its kanji do not deny as the same characters do in Chinese: 不具合 is "a fault", 別
+    "another", 無料 "free")."""
     words = _words(text)
+    chinese = chinese_text.reads_as_chinese(text) and not other_languages.reads_as_japanese(text)
     return (
         any(w in _NEGATIONS or w.endswith("n't") for w in words)
         or other_languages.negated(words)
-        or (chinese_text.reads_as_chinese(text) and chinese_text.negated(text))
+        or other_languages.negated_in_text(text, words)
+        or (chinese and chinese_text.negated(text))
     )
 
 

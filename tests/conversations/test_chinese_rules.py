@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from conversations.dedup import decisions as d
+from conversations.dedup import other_languages
 from conversations.dedup import question_pairs as qp
 from conversations.dedup.builtins import BUILTIN_INTENTS
 from conversations.dedup.chinese_text import numeral_value
@@ -482,6 +483,21 @@ def test_words_of_every_script_are_whole(question, words):
         ("Bu kart geçerli mi?", "Bu kart neden geçerli değil?"),
         ("هل استلمت المبلغ؟", "لم أستلم المبلغ"),
         ("¿Puedo pagar con tarjeta?", "¿Puedo pagar sin tarjeta?"),
+        # Japanese, Korean and Thai say "not" inside a word or with no space around it
+        ("返金が届きました", "返金が届きません"),
+        ("なぜ返金を受け取ったのですか？", "なぜ返金を受け取っていないのですか？"),
+        ("パスワードを変更できますか？", "パスワードを変更できないのはなぜですか？"),
+        ("ログインできる理由", "ログインできない理由"),  # ends in a noun: the ending is read all the same
+        ("注文は発送済みですか？", "注文が未発送なのはなぜですか？"),
+        ("登録は必要ですか？", "登録は不要ですか？"),
+        ("환불을 받았습니다", "환불을 받지 못했습니다"),
+        ("왜 환불을 받았나요?", "왜 환불을 안 받았나요?"),
+        ("카드로 결제할 수 있나요?", "카드로 결제할 수 없나요?"),
+        ("주문이 도착했나요?", "주문이 도착하지 않았어요"),
+        ("이 카드는 유효한가요?", "이 카드는 유효하지 않은가요?"),
+        ("비밀번호를 변경하세요", "비밀번호를 변경하지 마세요"),
+        ("ทำไมฉันได้รับเงินคืน", "ทำไมฉันไม่ได้รับเงินคืน"),
+        ("ชำระด้วยบัตรได้ไหม", "ชำระด้วยบัตรไม่ได้หรือ"),
     ],
 )
 def test_a_negation_in_another_language_conflicts(first, second):
@@ -500,6 +516,34 @@ def test_a_negation_in_another_language_conflicts(first, second):
 )
 def test_english_words_that_negate_in_another_language_do_not_negate_english(question):
     assert not qp.is_negated(question)
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "すみません、パスワードを変更したいです",  # "excuse me"
+        "手数料が少ないカードはどれですか？",  # "few"
+        "注文はまもなく届きますか？",  # "soon"
+        "使い方を教えてくれませんか？",  # the polite request "could you tell me"
+        "返金方法を教えていただけないでしょうか",
+        "パスワードがわからないのですが、どうすればいいですか？",  # "I don't know", a hedge as 不知道 is
+        "アプリの不具合について",  # 不具合 is "a fault": Japanese text is not read for Chinese negation
+        "別の支払い方法はありますか？",  # 別 is "another"
+        "카드 아니면 계좌로 결제할 수 있나요?",  # "or else"
+        "계정을 없애려면 어떻게 하나요?",  # "to remove"
+        "안내 메일을 다시 받을 수 있나요?",  # 안내 is "guidance"
+        "รีเซ็ตรหัสผ่านอย่างไร",  # อย่างไร is "how"
+        "ไม่ว่าจะใช้บัตรอะไรก็ได้ใช่ไหม",  # ไม่ว่า is "whatever"
+    ],
+)
+def test_words_that_only_look_negative_in_japanese_korean_and_thai_do_not_negate(question):
+    assert not qp.is_negated(question)
+
+
+def test_a_chinese_question_quoting_japanese_is_read_as_chinese():
+    assert not other_languages.reads_as_japanese("日语中的こころ是什么意思？")
+    assert other_languages.reads_as_japanese("返金はいつ届きますか？")
+    assert qp.is_negated("“ありがとう”没有对应的中文吗")  # the Chinese reader reads its 没有
 
 
 def test_the_duplicate_decision_refuses_a_russian_question_and_its_opposite():

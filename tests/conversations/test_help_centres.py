@@ -3,7 +3,8 @@ the bundled model, one conversation each. The repeat in other words is served th
 (another question on the same subject) are not, and every question finds its own document. A looser rewording
 ("我忘了密码怎么办？" / "I forgot my password, what do I do?" after "怎么重置密码？" / "How do I reset my password?") is
 answered afresh in both languages: each model's head calls it different (docs/conversations.md, "The duplicate
-head")."""
+head"). In Japanese, Korean and Thai, which say "not" inside a word, a reworded question is served and a question's
+opposite never is."""
 
 from __future__ import annotations
 
@@ -90,3 +91,48 @@ def test_repeats_are_served_and_look_alikes_are_not(
             assert body["dedup"]["action"] == "served_cached", (question, body["dedup"])
             assert body["dedup"]["matched_turn_id"] == turn_of[repeats], (question, body["dedup"])
             assert body["sources"][0]["document_external_id"] == document
+
+
+# The multilingual model's languages that say "not" inside a word or without spaces. Per language: a question and
+# the same question reworded, which is served; a statement and its opposite, which is not (the embedding puts them
+# 0.93-0.95 apart, and the shipped head served each opposite before the rules read these languages' negation).
+HELP_CENTRE_OTHER = {
+    "refund-ja": ["返金は承認後、三から五営業日で口座に入金されます。届かない場合はサポートにご連絡ください。"],
+    "refund-ko": ["환불은 승인 후 3~5 영업일 안에 계좌로 입금됩니다. 받지 못한 경우 고객센터에 문의하세요."],
+    "refund-th": ["เงินคืนจะเข้าบัญชีภายในสามถึงห้าวันทำการหลังอนุมัติ หากไม่ได้รับโปรดติดต่อฝ่ายบริการ"],
+}
+REPEATS_AND_OPPOSITES = [
+    (
+        "返金はいつ届きますか？",
+        "返金はいつ届くのですか？",
+        "返金が届きました。いつ口座に入りますか？",
+        "返金が届きません。いつ口座に入りますか？",
+    ),
+    (
+        "환불은 언제 입금되나요?",
+        "환불은 언제 입금돼요?",
+        "환불을 받았습니다. 언제 입금되나요?",
+        "환불을 받지 못했습니다. 언제 입금되나요?",
+    ),
+    ("เงินคืนจะเข้าบัญชีเมื่อไร", "เงินคืนจะเข้าบัญชีเมื่อไหร่", "ทำไมฉันได้รับเงินคืน", "ทำไมฉันไม่ได้รับเงินคืน"),
+]
+
+
+@pytest.mark.parametrize(
+    ("question", "reworded", "statement", "opposite"), REPEATS_AND_OPPOSITES, ids=["japanese", "korean", "thai"]
+)
+def test_a_negation_written_inside_a_word_is_never_served_its_opposite(
+    api_client, tenant, services, question, reworded, statement, opposite
+):
+    kb = indexed_kb(tenant, documents=HELP_CENTRE_OTHER, name="help-other", embedding_model=embeddings.USE_MODEL_NAME)
+    repeat = start(api_client, kb)
+    first = ask(api_client, repeat, question)
+    served = ask(api_client, repeat, reworded)
+    assert served["dedup"]["action"] == "served_cached", served["dedup"]
+    assert served["dedup"]["matched_turn_id"] == first["turn_id"]
+
+    opposites = start(api_client, kb)
+    ask(api_client, opposites, statement)
+    refused = ask(api_client, opposites, opposite)
+    assert refused["dedup"]["action"] != "served_cached", refused["dedup"]
+    assert refused["dedup"]["reason"] == "negation differs", refused["dedup"]
