@@ -27,6 +27,7 @@ import numpy as np
 from conversations.dedup.chinese_text import reads_as_chinese
 from conversations.dedup.duplicate_model import PairModel, pair_model_default, pair_probability
 from conversations.dedup.intent_rules import intent_by_rules
+from conversations.dedup.other_languages import reads_as_japanese
 from conversations.dedup.question_pairs import (
     pair_features,
     question_is_context_dependent,
@@ -37,6 +38,10 @@ INTENT_OTHER = "other"
 # Nearest example at or above this cosine names the intent; chosen so that ordinary questions ("how do I reset my
 # password") stay `other` while the short formulaic phrases the built-ins cover are recognised.
 INTENT_FLOOR = 0.80
+# The built-in intents' shipped phrasings in the multilingual model's other languages (`IntentExamples.phrases`) name
+# their intent at or above this cosine: the lowest at which, leaving each phrasing out in turn, the others name it an
+# intent not its own least often (docs/conversations.md, "Intents in the model's other languages").
+PHRASE_FLOOR = 0.75
 
 # --- plan of a turn ----------------------------------------------------------------------------------------
 
@@ -146,7 +151,36 @@ def relaxed_merge(
 class IntentExamples:
     name: str
     behaviour: str
-    vectors: np.ndarray  # (n, d), normalised
+    vectors: np.ndarray  # (n, d), normalised: the tenant's examples
+    # The built-in intent's phrasings in the embedding model's other languages (`builtins.MULTILINGUAL_PHRASES`),
+    # compared at PHRASE_FLOOR with the questions that read them (`_reads_phrases`); None when the model has none.
+    phrases: np.ndarray | None = None
+
+
+def _reads_phrases(question: str) -> bool:
+    """Whether the shipped phrasings are compared with `question`: not when it reads as Chinese, which the rules read
+    (`intent_rules`) and whose characters only look like other languages' phrasings across the model's languages
+    ("再次致电", "call again", sits 0.77 from an Arabic "say it again")."""
+    return not reads_as_chinese(question) or reads_as_japanese(question)
+
+
+def _nearest_intent(
+    *, question: str | None, question_vector: np.ndarray, intents: Sequence[IntentExamples], floor: float
+) -> tuple[IntentExamples | None, float]:
+    """(the intent of the example or phrasing nearest the question when that one reaches its floor, else None; its
+    cosine). The tenant's examples reach at `floor`; the shipped phrasings at PHRASE_FLOOR and are compared only with
+    a `question` that reads them (none when the text is not given)."""
+    nearest: IntentExamples | None = None
+    nearest_score, nearest_reach = -1.0, floor
+    phrases_read = question is not None and _reads_phrases(question)
+    for intent in intents:
+        for vectors, reach in ((intent.vectors, floor), (intent.phrases if phrases_read else None, PHRASE_FLOOR)):
+            if vectors is None or len(vectors) == 0 or vectors.shape[-1] != question_vector.shape[-1]:
+                continue
+            score = float(np.max(vectors @ question_vector))
+            if score > nearest_score:
+                nearest, nearest_score, nearest_reach = intent, score, reach
+    return (nearest if nearest_score >= nearest_reach else None), nearest_score
 
 
 def intent_by_tenant_rules(*, question: str, intents: Sequence[IntentExamples]) -> tuple[str, str] | None:
@@ -166,20 +200,15 @@ def intent_classify(
     *, question: str, question_vector: np.ndarray, intents: Sequence[IntentExamples], floor: float = INTENT_FLOOR
 ) -> tuple[str, str, float]:
     """(intent name, behaviour, similarity) of the intent `intent_by_tenant_rules` gives a Chinese question
-    (similarity 1.0), else of the nearest example at or above `floor`, else `other`."""
+    (similarity 1.0), else of the nearest example at or above `floor` or shipped phrasing at or above PHRASE_FLOOR
+    (`_nearest_intent`), else `other`."""
     ruled = intent_by_tenant_rules(question=question, intents=intents)
     if ruled is not None:
         return ruled[0], ruled[1], 1.0
-    best_name, best_behaviour, best_score = INTENT_OTHER, "normal", -1.0
-    for intent in intents:
-        if intent.vectors is None or len(intent.vectors) == 0:
-            continue
-        score = float(np.max(intent.vectors @ question_vector))
-        if score > best_score:
-            best_name, best_behaviour, best_score = intent.name, intent.behaviour, score
-    if best_score >= floor:
-        return best_name, best_behaviour, best_score
-    return INTENT_OTHER, "normal", max(best_score, 0.0)
+    named, score = _nearest_intent(question=question, question_vector=question_vector, intents=intents, floor=floor)
+    if named is not None:
+        return named.name, named.behaviour, score
+    return INTENT_OTHER, "normal", max(score, 0.0)
 
 
 # Behaviours of intents that name no topic of their own: small talk, and "show me that again" / "explain in more
@@ -212,21 +241,36 @@ def names_topic(
     if not usable or not flags:
         return flags
     dimension = usable[0].vectors.shape[-1]
-    usable = [intent for intent in usable if intent.vectors.shape[-1] == dimension]
-    examples = np.concatenate([intent.vectors for intent in usable])
-    topicless = np.concatenate(
-        [np.full(len(intent.vectors), intent.behaviour in TOPICLESS_BEHAVIOURS) for intent in usable]
-    )
+    examples, topicless = _examples_matrix([(i.vectors, i.behaviour) for i in usable], dimension)
+    phrases, phrase_topicless = _examples_matrix([(i.phrases, i.behaviour) for i in intents], dimension)
     for index, vector in enumerate(vectors):
         if ruled[index] or np.shape(vector) != (dimension,) or (comparable is not None and not comparable[index]):
             continue
         # One matrix-vector product per question, not one matrix product for all: OpenBLAS runs a matrix product
         # on a thread per core that then spins beside the database, where the vector products stay on the calling
-        # thread.
+        # thread. The nearest example or phrasing decides, as in `_nearest_intent`.
         scores = examples @ vector
         example = int(np.argmax(scores))
-        flags[index] = not (scores[example] >= floor and topicless[example])
+        reached, nearest_topicless = scores[example] >= floor, topicless[example]
+        if len(phrases) and questions is not None and _reads_phrases(questions[index]):
+            phrase_scores = phrases @ vector
+            phrase = int(np.argmax(phrase_scores))
+            if phrase_scores[phrase] > scores[example]:
+                reached, nearest_topicless = phrase_scores[phrase] >= PHRASE_FLOOR, phrase_topicless[phrase]
+        flags[index] = not (reached and nearest_topicless)
     return flags
+
+
+def _examples_matrix(rows: Sequence[tuple[np.ndarray | None, str]], dimension: int) -> tuple[np.ndarray, np.ndarray]:
+    """The vectors of `rows` ((vectors, behaviour) per intent) of size `dimension` as one matrix, and per row whether
+    its behaviour names no topic."""
+    usable = [(v, b) for v, b in rows if v is not None and len(v) and v.shape[-1] == dimension]
+    if not usable:
+        return np.zeros((0, dimension)), np.zeros(0, dtype=bool)
+    return (
+        np.concatenate([v for v, _ in usable]),
+        np.concatenate([np.full(len(v), b in TOPICLESS_BEHAVIOURS) for v, b in usable]),
+    )
 
 
 # --- the decision's gates and reasons ----------------------------------------------------------------------

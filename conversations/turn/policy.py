@@ -13,7 +13,7 @@ from django.db import transaction
 from django.db.models import F
 
 from conversations.dedup import decisions
-from conversations.dedup.builtins import BUILTIN_INTENTS
+from conversations.dedup.builtins import BUILTIN_INTENTS, MULTILINGUAL_PHRASES
 from conversations.dedup.tenant_verifiers import tenant_verifiers_load
 from conversations.models import (
     Conversation,
@@ -28,7 +28,7 @@ from conversations.turn.state import (
 )
 from kbplatform.errors import ApplicationError
 from kbplatform.jobs import task_enqueue_on_commit
-from retrieval.embeddings import embed_texts, embedding_dimension
+from retrieval.embeddings import embed_texts, embedding_dimension, is_multilingual
 from retrieval.embeddings import model_id as embedding_model_id
 from retrieval.embeddings import model_name as embedding_model_name
 from tenants.models import Tenant
@@ -114,6 +114,20 @@ def dedup_policy_update(*, tenant: Tenant, **changes: Any) -> DedupPolicy:
 # --- intents --------------------------------------------------------------------------------------------------------
 
 _intent_vectors: dict[tuple[int, str, str], np.ndarray] = {}  # (intent id, its last change, model id) -> vectors
+_phrase_vectors: dict[tuple[str, str], np.ndarray] = {}  # (intent name, model id) -> MULTILINGUAL_PHRASES' vectors
+
+
+def _multilingual_phrase_vectors(intent: str, *, name: str | None, model: str) -> np.ndarray | None:
+    """Vectors of the built-in intent `intent`'s phrasings in the multilingual model's other languages
+    (`builtins.MULTILINGUAL_PHRASES`), when the model `name` is that model: embedded once per process and model;
+    None for any other model or intent."""
+    phrases = MULTILINGUAL_PHRASES.get(intent)
+    if not phrases or not is_multilingual(name):
+        return None
+    vectors = _phrase_vectors.get((intent, model))
+    if vectors is None:
+        vectors = _phrase_vectors[(intent, model)] = embed_texts(list(phrases), model=name)
+    return vectors
 
 
 def intents_load(*, tenant: Tenant, model: str | None = None) -> list[decisions.IntentExamples]:
@@ -121,7 +135,10 @@ def intents_load(*, tenant: Tenant, model: str | None = None) -> list[decisions.
     model that made them, then kept per process keyed by the row's last change and the model, so a turn reads one
     small query and embeds nothing here. Vectors stored by another model (before a model change, or before the model
     was recorded) are embedded again: they cannot be compared with a question, whatever their size. `model` is the
-    embedding model (by name) of the questions they are compared with (None: the default)."""
+    embedding model (by name) of the questions they are compared with (None: the default). On the multilingual model
+    an intent named as a built-in one also holds that intent's phrasings in the model's other languages
+    (`IntentExamples.phrases`, `_multilingual_phrase_vectors`), with the tenant's behaviour, as the Chinese rules give
+    it (`decisions.intent_by_tenant_rules`)."""
     name = model
     model = embedding_model_id(name)
     rows = list(
@@ -149,7 +166,14 @@ def intents_load(*, tenant: Tenant, model: str | None = None) -> list[decisions.
                     example_vectors_model=model if len(vectors) else "",
                 )
             _intent_vectors[key] = vectors
-        loaded.append(decisions.IntentExamples(name=intent.name, behaviour=intent.behaviour, vectors=vectors))
+        loaded.append(
+            decisions.IntentExamples(
+                name=intent.name,
+                behaviour=intent.behaviour,
+                vectors=vectors,
+                phrases=_multilingual_phrase_vectors(intent.name, name=name, model=model),
+            )
+        )
     return loaded
 
 

@@ -162,6 +162,37 @@ def test_names_topic_follows_the_intent_and_its_behaviour():
     assert d.names_topic(vectors=[unit(1, 0, 0)], intents=[]) == [True]
 
 
+def test_shipped_phrasings_name_their_intent_at_their_own_floor_for_text_that_is_not_chinese():
+    """The built-ins' phrasings in the multilingual model's other languages reach at PHRASE_FLOOR, the tenant's own
+    examples at the policy's floor; the nearest of all decides; Chinese text, which the rules read, is never compared
+    with the phrasings (Japanese text is)."""
+    phrase_reach = d.PHRASE_FLOOR + 0.02  # cosine of the question with the repeat phrasing
+    near_phrase = np.array([0.0, phrase_reach, np.sqrt(1 - phrase_reach**2)])
+    intents = [
+        d.IntentExamples("greeting", "smalltalk", np.stack([unit(1, 0, 0)]), phrases=np.stack([unit(1, 0.1, 0)])),
+        d.IntentExamples("repeat", "repeat", np.stack([unit(0, 0, 1)]), phrases=np.stack([unit(0, 1, 0)])),
+    ]
+    classify = functools.partial(d.intent_classify, question_vector=near_phrase, intents=intents, floor=0.8)
+    assert classify(question="다시 보여 주세요")[:2] == ("repeat", "repeat")
+    assert classify(question="もう一度見せてください")[:2] == ("repeat", "repeat")
+    assert classify(question="请再次致电")[:2] == ("other", "normal")  # Chinese: the phrasings are not read
+    without = [d.IntentExamples(i.name, i.behaviour, i.vectors) for i in intents]
+    assert d.intent_classify(question="다시 보여 주세요", question_vector=near_phrase, intents=without, floor=0.8)[
+        0
+    ] == ("other")
+    # Under its floor a phrasing names nothing, even as the nearest.
+    under = np.array([0.0, d.PHRASE_FLOOR - 0.02, np.sqrt(1 - (d.PHRASE_FLOOR - 0.02) ** 2)])
+    assert d.intent_classify(question="다시", question_vector=under, intents=intents, floor=0.8)[0] == "other"
+    # names_topic reads them alike, for the questions whose text it is given.
+    assert d.names_topic(
+        vectors=[near_phrase, near_phrase, near_phrase],
+        intents=intents,
+        floor=0.8,
+        questions=["다시 보여 주세요", "请再次致电", "もう一度見せてください"],
+    ) == [False, True, False]
+    assert d.names_topic(vectors=[near_phrase], intents=intents, floor=0.8) == [True]
+
+
 # --- agreement and follow-ups --------------------------------------------------------------------------------------
 
 

@@ -136,3 +136,25 @@ def test_a_negation_written_inside_a_word_is_never_served_its_opposite(
     refused = ask(api_client, opposites, opposite)
     assert refused["dedup"]["action"] != "served_cached", refused["dedup"]
     assert refused["dedup"]["reason"] == "negation differs", refused["dedup"]
+
+
+def test_the_built_in_intents_are_recognised_in_the_multilingual_models_other_languages(api_client, tenant, services):
+    """ "Show me that again", "explain it differently" and thanks in Korean, Japanese and Russian on a multilingual
+    knowledge base: the built-ins' own phrasings in those languages name them (the tenant's English examples sit
+    under the floor across languages). An English knowledge base reads none of them."""
+    kb = indexed_kb(tenant, documents=HELP_CENTRE_OTHER, name="help-other", embedding_model=embeddings.USE_MODEL_NAME)
+    conversation = start(api_client, kb)
+    first = ask(api_client, conversation, "환불은 언제 입금되나요?")
+    assert first["dedup"]["intent"] == "other"
+    again = ask(api_client, conversation, "다시 보여 주세요")
+    assert again["dedup"]["intent"] == "repeat", again["dedup"]
+    assert [s["chunk_id"] for s in again["sources"]] == [s["chunk_id"] for s in first["sources"]]
+    differently = ask(api_client, conversation, "別の言い方で説明して")
+    assert differently["dedup"]["intent"] == "elaborate", differently["dedup"]
+    thanks = ask(api_client, conversation, "Спасибо")
+    assert (thanks["dedup"]["intent"], thanks["dedup"]["action"]) == ("thanks", "smalltalk")
+
+    english = indexed_kb(tenant, documents=HELP_CENTRE_EN, name="help-en", embedding_model="all-MiniLM-L6-v2")
+    conversation = start(api_client, english)
+    ask(api_client, conversation, "How long does a refund take to arrive?")
+    assert ask(api_client, conversation, "다시 보여 주세요")["dedup"]["intent"] == "other"
