@@ -91,8 +91,9 @@ _HANGUL = re.compile(r"[\uac00-\ud7a3]")
 _TH_NEGATION = re.compile(r"ไม่(?!ว่า)|ห้าม|อย่า(?!ง)")
 _THAI = re.compile(r"[\u0e01-\u0e5b]")
 
-# Every Korean word that says "not" on its own, which is no content word (as English "not" is none).
-KOREAN_NEGATION_WORDS = _KO_NEGATION_WORDS
+# Words that carry no content of a question, as English STOPWORDS do: Korean words that say "not" on their own, and
+# the Japanese particles, which stand as words of their own where the script changes ("パスワード", "を", "リセット").
+FUNCTION_WORDS = _KO_NEGATION_WORDS | frozenset("を は が の に で と も へ や か ね よ".split())
 
 
 def reads_as_japanese(text: str) -> bool:

@@ -75,11 +75,26 @@ _FOLLOWUP_OPENERS = (
 FOLLOWUP_MAX_CONTENT_WORDS = 1
 
 
+# Hiragana, and katakana with its long-vowel mark: Japanese writes no spaces, and where one script gives way to the
+# other (or to kanji, which the Chinese segmenter cuts) is where a word most often ends: "パスワードをリセット" is
+# パスワード, を, リセット.
+_KANA_RUNS = re.compile(r"[\u3041-\u309f]+|[\u30a0-\u30ff\uff66-\uff9f]+|[^\u3041-\u30ff\uff66-\uff9f]+")
+_KANA = re.compile(r"[\u3041-\u30ff\uff66-\uff9f]")
+
+
+def _letter_words(text: str) -> list[str]:
+    """The words of text without Chinese characters: `_WORD`'s, a word with kana cut where its script changes."""
+    words = _WORD.findall(text)
+    if not _KANA.search(text):
+        return words
+    return [part for word in words for part in (_KANA_RUNS.findall(word) if _KANA.search(word) else (word,))]
+
+
 def _words(text: str) -> list[str]:
     if not chinese_text.reads_as_chinese(text):
-        return _WORD.findall(text.lower().replace("\u2019", "'"))
+        return _letter_words(text.lower().replace("\u2019", "'"))
     lowered = chinese_text.normalized(text).lower().replace("\u2019", "'")
-    return chinese_text.words_of(lowered, _WORD.findall)
+    return chinese_text.words_of(lowered, _letter_words)
 
 
 def question_words(text: str) -> list[str]:
@@ -105,7 +120,7 @@ def _content_stem(word: str) -> str:
         word in STOPWORDS
         or word in _NEGATIONS
         or word in other_languages.NEGATIONS
-        or word in other_languages.KOREAN_NEGATION_WORDS
+        or word in other_languages.FUNCTION_WORDS
         or word.isdigit()
     ):
         return ""

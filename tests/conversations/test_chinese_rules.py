@@ -469,6 +469,15 @@ def test_words_of_every_script_are_whole(question, words):
     assert qp.question_words(question) == words
 
 
+def test_japanese_words_end_where_the_script_changes_and_its_particles_carry_no_content():
+    question = "パスワードをリセットするにはどうすればいいですか？"
+    assert qp.question_words(question) == ["パスワード", "を", "リセット", "するにはどうすればいいですか"]
+    assert qp.content_words(question) == {"パスワード", "リセット", "するにはどうすればいいですか"}
+    # a question of its own, not a follow-up of one content word
+    assert not qp.question_is_context_dependent(question)
+    assert "の" not in qp.content_words("パスワードのリセット方法")
+
+
 @pytest.mark.parametrize(
     ("first", "second"),
     [
