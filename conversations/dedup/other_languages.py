@@ -65,7 +65,9 @@ def negated(words: Iterable[str]) -> bool:
 # --- negation inside a word: Japanese, Korean, Thai -------------------------------------------------------------
 
 # Hiragana and katakana (halfwidth katakana too): a text with them is read for Japanese endings.
-_KANA = re.compile(r"[\u3041-\u30ff\uff66-\uff9d]")
+_KANA = re.compile(r"[\u3041-\u30ff\uff66-\uff9f]")
+# A run of hiragana, of katakana (with its long-vowel mark), or of anything else.
+_KANA_RUNS = re.compile(r"[\u3041-\u309f]+|[\u30a0-\u30ff\uff66-\uff9f]+|[^\u3041-\u30ff\uff66-\uff9f]+")
 # A verb's or adjective's negative ending (ない, なかった, なくて, なければ, ません), and the kanji that deny the word
 # they lead: 未 (not yet: 未着, 未反映), 不可 (not possible), 不要 (not needed), 無効 (invalid), 無し / 無い (none).
 _JA_NEGATION = re.compile(r"ない|なかった|なくて|なければ|なきゃ|ません|未(?![来満])|不可|不要|無効|無し|無い|無く")
@@ -96,6 +98,17 @@ _THAI = re.compile(r"[\u0e01-\u0e5b]")
 FUNCTION_WORDS = _KO_NEGATION_WORDS | frozenset("を は が の に で と も へ や か ね よ".split())
 
 
+def has_kana(text: str) -> bool:
+    return _KANA.search(text) is not None
+
+
+def kana_words_cut(words: Sequence[str]) -> list[str]:
+    """`words` with each word that holds kana cut where its script changes: Japanese writes no spaces, and where
+    hiragana gives way to katakana or to anything else (kanji, which the Chinese segmenter cuts) is where a word most
+    often ends, so "パスワードをリセット" is パスワード, を, リセット. Other words pass unchanged."""
+    return [part for word in words for part in (_KANA_RUNS.findall(word) if _KANA.search(word) else (word,))]
+
+
 def reads_as_japanese(text: str) -> bool:
     """Whether `text` ends as Japanese does: its last letter is kana (ですか, ません, ください). A Chinese question that
     quotes Japanese ("日语ない是什么意思") ends in Chinese and is read as Chinese."""
@@ -106,7 +119,7 @@ def reads_as_japanese(text: str) -> bool:
 
 
 def _japanese_negated(text: str) -> bool:
-    return _KANA.search(text) is not None and _JA_NEGATION.search(_JA_NOT_NEGATION.sub(" ", text)) is not None
+    return has_kana(text) and _JA_NEGATION.search(_JA_NOT_NEGATION.sub(" ", text)) is not None
 
 
 def _korean_negated(words: Sequence[str]) -> bool:

@@ -75,19 +75,11 @@ _FOLLOWUP_OPENERS = (
 FOLLOWUP_MAX_CONTENT_WORDS = 1
 
 
-# Hiragana, and katakana with its long-vowel mark: Japanese writes no spaces, and where one script gives way to the
-# other (or to kanji, which the Chinese segmenter cuts) is where a word most often ends: "パスワードをリセット" is
-# パスワード, を, リセット.
-_KANA_RUNS = re.compile(r"[\u3041-\u309f]+|[\u30a0-\u30ff\uff66-\uff9f]+|[^\u3041-\u30ff\uff66-\uff9f]+")
-_KANA = re.compile(r"[\u3041-\u30ff\uff66-\uff9f]")
-
-
 def _letter_words(text: str) -> list[str]:
-    """The words of text without Chinese characters: `_WORD`'s, a word with kana cut where its script changes."""
+    """The words of text without Chinese characters: `_WORD`'s, Japanese ones cut where the script changes
+    (`other_languages.kana_words_cut`)."""
     words = _WORD.findall(text)
-    if not _KANA.search(text):
-        return words
-    return [part for word in words for part in (_KANA_RUNS.findall(word) if _KANA.search(word) else (word,))]
+    return other_languages.kana_words_cut(words) if other_languages.has_kana(text) else words
 
 
 def _words(text: str) -> list[str]:
