@@ -3,6 +3,7 @@ indexed into a knowledge base of the multilingual model and one of the bundled m
 `POST /api/v1/knowledge-bases/{id}/search/` (`selectors.chunk_search`), in one run.
 
     .venv/bin/python bench/faq_retrieval.py [--sets bq,lcqmc,afqmc,oppo] [--pairs N] [--modes hybrid,semantic]
+                                            [--models M,...] [--traditional]
 
 For each set, a seeded sample of --pairs duplicate pairs (all with 0): the second questions are the documents (one per
 FAQ answer, identical texts once), the first questions the queries, and a query's relevant documents are the second
@@ -12,6 +13,10 @@ same and only the vectors differ, and take the documents as text through the bul
 ingestion path). Each query is searched in each of --modes on each knowledge base (hybrid is a new knowledge base's
 mode; semantic shows each model's vectors alone), and once in full_text (BM25 alone: the same on either knowledge base).
 
+With --traditional, each query is also searched in Traditional characters (OpenCC's `s2t`, as a user in Taiwan or Hong
+Kong writes it) over the same Simplified documents, a row of its own ("... trad."); --models keeps some of the
+knowledge bases.
+
 Prints per set and per knowledge base and mode: success@5 (a relevant document among the 5 first) and MRR@10, with
 the search's p50 latency and the load average beside it (indicative: the figures that matter are quality).
 The database is SQLite under var/bench unless DATABASE_URL is set.
@@ -20,6 +25,7 @@ The database is SQLite under var/bench unless DATABASE_URL is set.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import statistics
 import sys
@@ -53,7 +59,12 @@ def main() -> int:
     parser.add_argument("--sets", default=",".join(CHINESE_SETS), help=f"comma-separated, of {', '.join(CHINESE_SETS)}")
     parser.add_argument("--pairs", type=int, default=1000, help="duplicate pairs per set, a seeded sample (0 = all)")
     parser.add_argument("--modes", default="hybrid,semantic", help="retrieval modes searched on both knowledge bases")
+    parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
+    parser.add_argument("--traditional", action="store_true", help="also search each query in Traditional characters")
     args = parser.parse_args()
+    models = [model.strip() for model in args.models.split(",") if model.strip()]
+    if unknown := set(models) - set(MODELS):
+        parser.error(f"unknown models: {', '.join(sorted(unknown))}")
     sets = [name.strip() for name in args.sets.split(",") if name.strip()]
     if unknown := set(sets) - set(CHINESE_SETS):
         parser.error(f"unknown sets: {', '.join(sorted(unknown))}")
@@ -78,7 +89,7 @@ def main() -> int:
             queries, documents, relevant = faqs[name]
             print(f"\n{name}: {len(queries)} queries, {len(documents)} documents (FAQ answers)")
             knowledge_bases = {}
-            for model in MODELS:
+            for model in models:
                 knowledge_base = knowledge_base_through_api(
                     tenant=tenant,
                     client=client,
@@ -102,11 +113,17 @@ def main() -> int:
                     f"(mode {knowledge_base.retrieval_mode}, analyser {knowledge_base.text_analyzer}); {load_average()}"
                 )
                 knowledge_bases[model] = knowledge_base
-            searches = [(model, mode) for model in MODELS for mode in modes] + [(MODELS[0], "full_text")]
-            for model, mode in searches:
+            searches = [(model, mode) for model in models for mode in modes] + [(models[0], "full_text")]
+            spellings = [("", queries)]
+            if args.traditional:
+                from opencc import OpenCC
+
+                to_traditional = OpenCC("s2t")
+                spellings.append((" trad.", [to_traditional.convert(query) for query in queries]))
+            for (model, mode), (spelling, asked) in itertools.product(searches, spellings):
                 url = f"/api/v1/knowledge-bases/{knowledge_bases[model].pk}/search/"
                 successes, reciprocal_ranks, latencies = [], [], []
-                for query, wanted in zip(queries, relevant, strict=True):
+                for query, wanted in zip(asked, relevant, strict=True):
                     started = time.perf_counter()
                     response = client.post(url, {"query": query, "limit": DEPTH, "retrieval_mode": mode}, format="json")
                     latencies.append((time.perf_counter() - started) * 1000)
@@ -121,7 +138,7 @@ def main() -> int:
                     (
                         name,
                         label,
-                        mode,
+                        mode + spelling,
                         len(queries),
                         float(np.mean(successes)),
                         float(np.mean(reciprocal_ranks)),
@@ -130,18 +147,18 @@ def main() -> int:
                     )
                 )
                 print(
-                    f"  {label:20} {mode:10} success@{TOP} {rows[-1][4]:.3f}  MRR@{DEPTH} {rows[-1][5]:.3f}  "
+                    f"  {label:20} {rows[-1][2]:16} success@{TOP} {rows[-1][4]:.3f}  MRR@{DEPTH} {rows[-1][5]:.3f}  "
                     f"p50 {rows[-1][6]:.1f} ms; {rows[-1][7]}",
                     file=sys.stderr,
                 )
 
         print()
         print(
-            f"{'set':6} {'knowledge base':20} {'mode':10} {'queries':>7} {f'S@{TOP}':>6} {f'MRR@{DEPTH}':>7} "
+            f"{'set':6} {'knowledge base':20} {'mode':16} {'queries':>7} {f'S@{TOP}':>6} {f'MRR@{DEPTH}':>7} "
             f"{'p50 ms':>7}  load"
         )
         for name, label, mode, count, success, mrr, p50, load in rows:
-            print(f"{name:6} {label:20} {mode:10} {count:>7} {success:>6.3f} {mrr:>7.3f} {p50:>7.1f}  {load}")
+            print(f"{name:6} {label:20} {mode:16} {count:>7} {success:>6.3f} {mrr:>7.3f} {p50:>7.1f}  {load}")
         print(f"{load_average()} at the end")
         return 0
 

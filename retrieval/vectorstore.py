@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
+from kbplatform import chinese_script
 from kbplatform.errors import ServiceUnavailableError
 from retrieval import milvus
 
@@ -89,6 +90,17 @@ class TextIndex:
     READY = "ready"  # in the full-text collection, with their text: every retrieval mode
     MISSING = "missing"  # in the collection of vectors only (made before full text): semantic search only
     BUILDING = "building"  # being copied into the full-text collection: written to both, searched in the old one
+
+
+def bm25_query(query_text: str, analyzer: str) -> str:
+    """The text a BM25 search of `analyzer`'s field is given for `query_text`. A Chinese query written with Traditional
+    characters is given in both scripts, as written and in Simplified characters (`chinese_script.simplified`): jieba
+    matches characters as written, so "退款多久能到帳" would find "到帐" in no Simplified document, and documents in
+    either script must be found. A query in Simplified characters, and every English one, is given as written."""
+    if analyzer != CHINESE:
+        return query_text
+    simplified = chinese_script.simplified(query_text)
+    return query_text if simplified == query_text else f"{query_text} {simplified}"
 
 
 def text_cut(text: str) -> str:
@@ -332,7 +344,7 @@ def search_requests_build(
         requests.append(
             SearchRequest(
                 anns_field=TEXT_FIELDS[analyzer][1],
-                data=[text_cut(query_text)],
+                data=[text_cut(bm25_query(query_text, analyzer))],
                 param={"metric_type": "BM25"},
                 limit=sub_limit,
                 expr=expression,

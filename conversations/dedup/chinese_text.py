@@ -18,9 +18,10 @@ from decimal import Decimal
 from functools import cache, lru_cache
 from typing import TYPE_CHECKING, NamedTuple
 
+from kbplatform import chinese_script
+
 if TYPE_CHECKING:
     from jieba import Tokenizer
-    from opencc import OpenCC
 
 # Chinese characters (the unified ideographs, extension A, compatibility ideographs) and 〇, the numeral zero.
 HAN = re.compile(r"[\u3007\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
@@ -55,21 +56,12 @@ def _segmenter() -> Tokenizer:
     return jieba.dt
 
 
-@cache
-def _simplifier() -> OpenCC:
-    """OpenCC's Traditional-to-Simplified conversion (`t2s`: characters and the phrases whose conversion needs their
-    neighbours), loaded once."""
-    from opencc import OpenCC
-
-    return OpenCC("t2s")
-
-
 def simplified(text: str) -> str:
-    """`text` with its Traditional Chinese characters as Simplified ones (Taiwan, Hong Kong, and single characters in
-    mainland users' writing: "3分鐘沒有到帳"), so the segmenter's dictionary and every word list and formula of these
-    rules (negations, numerals, follow-up words, the built-in intents' formulas), all Simplified, read it as they read
-    its Simplified spelling. Simplified text, and anything not Chinese, passes through unchanged."""
-    return _simplifier().convert(text) if _EAST_ASIAN.search(text) else text
+    """`text` with its Traditional Chinese characters as Simplified ones (`kbplatform.chinese_script.simplified`), so
+    the segmenter's dictionary and every word list and formula of these rules (negations, numerals, follow-up words,
+    the built-in intents' formulas), all Simplified, read it as they read its Simplified spelling. Simplified text, and
+    anything not Chinese, passes through unchanged."""
+    return chinese_script.simplified(text)
 
 
 @lru_cache(maxsize=1 << 14)

@@ -152,6 +152,40 @@ def test_a_chinese_knowledge_base_is_found_by_a_chinese_keyword(milvus_server, t
     for keyword, expected in (("人工智能", "ml"), ("公园", "weather"), ("龙井", "tea")):
         hits = _search(tenant, knowledge_base, keyword, retrieval_mode=RetrievalMode.FULL_TEXT)
         assert _external_ids(hits)[:1] == [expected], keyword
+    # The same keywords in Traditional characters (Taiwan, Hong Kong) find the Simplified documents by their words too.
+    for keyword, expected in (("人工智慧", "ml"), ("公園", "weather"), ("龍井", "tea")):
+        hits = _search(tenant, knowledge_base, keyword, retrieval_mode=RetrievalMode.FULL_TEXT)
+        assert _external_ids(hits)[:1] == [expected], keyword
+
+
+@pytest.mark.django_db
+def test_a_traditional_chinese_knowledge_base_is_found_by_its_own_script_and_by_simplified_keywords_too(
+    milvus_server, tenant
+):
+    """A query in Traditional characters is searched in both scripts: a knowledge base written in Traditional
+    characters still finds its documents by the words as written."""
+    knowledge_base = indexed_kb(
+        tenant,
+        {"refund": ["退款審核通過後三到五個工作日到帳。"], "invoice": ["電子發票會在七天內寄到您的信箱。"]},
+        name="traditional",
+        text_analyzer=TextAnalyzer.CHINESE,
+    )
+    for keyword, expected in (("到帳", "refund"), ("發票", "invoice")):
+        hits = _search(tenant, knowledge_base, keyword, retrieval_mode=RetrievalMode.FULL_TEXT)
+        assert _external_ids(hits)[:1] == [expected], keyword
+
+
+@pytest.mark.parametrize(
+    ("query", "analyzer", "sent"),
+    [
+        ("公園在哪裡", "chinese", "公園在哪裡 公园在哪里"),
+        ("公园在哪里", "chinese", "公园在哪里"),
+        ("where is the park", "chinese", "where is the park"),
+        ("公園在哪裡", "english", "公園在哪裡"),
+    ],
+)
+def test_a_bm25_query_in_traditional_characters_is_given_in_both_scripts(query, analyzer, sent):
+    assert vectorstore.bm25_query(query, analyzer) == sent
 
 
 @pytest.mark.django_db
