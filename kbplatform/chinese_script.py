@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from opencc import OpenCC
 
-# Chinese characters (the unified ideographs, extension A, compatibility ideographs), 〇, and the fullwidth digits and
-# letters that come with Chinese text: a text without any passes through unconverted.
-_EAST_ASIAN = re.compile(r"[\u3007\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff10-\uff19\uff21-\uff3a\uff41-\uff5a]")
+# Chinese characters (the unified ideographs, extension A, compatibility ideographs) and 〇, the numeral zero: a text
+# without one has nothing to convert and passes through as it is.
+_HAN = re.compile(r"[\u3007\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 
 @cache
@@ -32,4 +32,4 @@ def _simplifier() -> OpenCC:
 def simplified(text: str) -> str:
     """`text` with its Traditional Chinese characters as Simplified ones ("3分鐘沒有到帳" is "3分钟没有到帐").
     Simplified text, and anything not Chinese, passes through unchanged."""
-    return _simplifier().convert(text) if _EAST_ASIAN.search(text) else text
+    return _simplifier().convert(text) if _HAN.search(text) else text
