@@ -143,3 +143,50 @@ def negated_in_text(text: str, words: Sequence[str]) -> bool:
     """Whether `text` says no in Japanese, Korean or Thai, which write "not" inside a word or without spaces;
     `words` are its words as `question_pairs` reads them (Korean separates its words with spaces)."""
     return _japanese_negated(text) or _korean_negated(words) or _thai_negated(text)
+
+
+# --- follow-ups -------------------------------------------------------------------------------------------------
+
+# How a follow-up opens in these languages, as the English "and ...", "but ...", "what about ..." do: "Und für
+# Admins?", "¿Y para los administradores?", "А для администраторов?", "じゃあ管理者は？", "그럼 관리자는요?". Read on
+# the question's words joined by spaces (so "¿Y para" is "y para"); none is how an English question opens, and a
+# one-letter "and" (Italian and Portuguese e, Polish a and i) is left out for that reason (an English "I ...").
+_FOLLOWUP_OPENERS = (
+    # de
+    "und ", "oder ", "aber ", "was ist mit ", "wie ist es mit ", "wie sieht es mit ",
+    # es
+    "y ", "pero ", "qué pasa con ", "que pasa con ",
+    # fr
+    "et ", "mais ", "qu'en est il ",
+    # it
+    "e per ", "e se ", "e invece ", "e quanto ", "ma per ", "ma se ",
+    # pt
+    "e para ", "mas ", "e sobre ",  # and "e quanto", "e se", as in Italian
+    # nl
+    "en voor ", "en als ", "maar ", "hoe zit het met ",
+    # pl
+    "a co z ", "a dla ", "a jeśli ", "a jak ", "ale ",
+    # ru
+    "а ", "и ", "но ", "а что ", "а если ",
+    # tr
+    "peki ", "ya ",
+    # ar
+    "وماذا ", "ماذا عن ", "ولكن ", "وإذا ", "وهل ",
+)  # fmt: skip
+# The same, for the languages whose text these rules do not cut into words by spaces: read at the start of the text.
+_FOLLOWUP_TEXT_OPENERS = (
+    # ja: "well then", "if so"
+    "じゃあ", "じゃ、", "では、", "それでは", "それなら", "だったら",
+    # ko: "then", "and", "by the way"
+    "그럼", "그러면", "그리고", "그런데", "근데",
+    # th: "and then / what about"
+    "แล้ว", "และ",
+)  # fmt: skip
+
+
+def opens_as_followup(text: str, joined_words: str) -> bool:
+    """Whether a question opens as a follow-up does in these languages: `joined_words` are its words as
+    `question_pairs` reads them, lowercased and joined by single spaces, `text` the question itself."""
+    return joined_words.startswith(_FOLLOWUP_OPENERS) or text.lstrip(" \t\n\"'“”「『(（").startswith(
+        _FOLLOWUP_TEXT_OPENERS
+    )

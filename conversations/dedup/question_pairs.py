@@ -178,6 +178,8 @@ def question_is_context_dependent(text: str) -> bool:
     lowered = " ".join(words)
     if any(lowered.startswith(opener) for opener in _FOLLOWUP_OPENERS):
         return True
+    if other_languages.opens_as_followup(text, lowered + " "):
+        return True
     if any(w in _ANAPHORA for w in words):
         return True
     if chinese_text.reads_as_chinese(text) and chinese_text.leans_on_context(words):

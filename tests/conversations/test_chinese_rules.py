@@ -549,6 +549,43 @@ def test_words_that_only_look_negative_in_japanese_korean_and_thai_do_not_negate
     assert not qp.is_negated(question)
 
 
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Und für Admins?",
+        "Was ist mit Rechnungen?",
+        "¿Y para los administradores?",
+        "Et pour les administrateurs ?",
+        "E per gli amministratori?",
+        "E para administradores?",
+        "En voor beheerders?",
+        "A dla administratorów?",
+        "А для администраторов?",
+        "Peki yöneticiler için?",
+        "وماذا عن المسؤولين؟",
+        "じゃあ管理者は？",
+        "그럼 관리자는요?",
+        "แล้วสำหรับผู้ดูแลล่ะ",
+    ],
+)
+def test_follow_ups_in_the_other_languages_are_context_dependent(question):
+    assert qp.question_is_context_dependent(question)
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "I can't log in to my account, what should I do?",
+        "A co-worker shared a spreadsheet, where do I find shared files?",
+        "Wie setze ich mein Passwort zurück?",
+        "¿Cómo restablezco mi contraseña?",
+        "비밀번호를 어떻게 재설정하나요?",
+    ],
+)
+def test_questions_of_their_own_are_not_follow_ups(question):
+    assert not qp.question_is_context_dependent(question)
+
+
 def test_a_chinese_question_quoting_japanese_is_read_as_chinese():
     assert not other_languages.reads_as_japanese("日语中的こころ是什么意思？")
     assert other_languages.reads_as_japanese("返金はいつ届きますか？")

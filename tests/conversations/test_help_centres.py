@@ -158,3 +158,29 @@ def test_the_built_in_intents_are_recognised_in_the_multilingual_models_other_la
     conversation = start(api_client, english)
     ask(api_client, conversation, "How long does a refund take to arrive?")
     assert ask(api_client, conversation, "다시 보여 주세요")["dedup"]["intent"] == "other"
+
+
+@pytest.mark.parametrize(
+    ("first_topic", "followup", "second_topic"),
+    [
+        ("Wie setze ich mein Passwort zurück?", "Und für Admins?", "Wie lange dauert eine Rückerstattung?"),
+        ("¿Cómo restablezco mi contraseña?", "¿Y para los administradores?", "¿Cuánto tarda un reembolso?"),
+        ("Как сбросить пароль?", "А для администраторов?", "Сколько идёт возврат денег?"),
+        ("パスワードをリセットするには？", "じゃあ管理者は？", "返金にはどのくらいかかりますか？"),
+        ("비밀번호를 어떻게 재설정하나요?", "그럼 관리자는요?", "환불은 얼마나 걸리나요?"),
+    ],
+    ids=["german", "spanish", "russian", "japanese", "korean"],
+)
+def test_a_follow_up_in_another_language_is_not_served_its_answer_in_another_context(
+    api_client, tenant, services, first_topic, followup, second_topic
+):
+    """ "And for admins?" after a password question, asked again after a refund question, is about refunds: the
+    follow-up guard refuses the stored answer, as it does in English and Chinese."""
+    kb = indexed_kb(tenant, documents=HELP_CENTRE_OTHER, name="help-other", embedding_model=embeddings.USE_MODEL_NAME)
+    conversation = start(api_client, kb)
+    ask(api_client, conversation, first_topic)
+    ask(api_client, conversation, followup)
+    ask(api_client, conversation, second_topic)
+    again = ask(api_client, conversation, followup)
+    assert again["dedup"]["action"] != "served_cached", again["dedup"]
+    assert again["dedup"]["reason"] == "follow-up in another context", again["dedup"]
