@@ -148,8 +148,8 @@ EVALUATION = {
 
 
 def shared_questions(sample: int) -> dict[str, list[str]]:
-    """Questions of the shared sets that ask something (not small talk): each Chinese set whole, QQP and PAWS-QQP
-    sampled (seed 35), MTRAG's user turns."""
+    """The questions of the shared sets: each Chinese set whole, QQP and PAWS-QQP sampled (seed 35), MTRAG's user
+    turns. Nearly all ask something; OPPO (a voice assistant) and MTRAG also hold small talk of their own."""
     sets: dict[str, list[str]] = {}
     for name in ("bq", "lcqmc", "afqmc_dev", "afqmc_train", "oppo"):
         rows = [json.loads(line) for line in (DATA / "zh" / f"{name}.jsonl").open()]
