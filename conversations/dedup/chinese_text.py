@@ -18,7 +18,10 @@ from decimal import Decimal
 from functools import cache, lru_cache
 from typing import TYPE_CHECKING, NamedTuple
 
-from kbplatform import chinese_script
+# Traditional characters as Simplified ones: the segmenter's dictionary and every word list and formula of these rules
+# (negations, numerals, follow-up words, the built-in intents' formulas) are Simplified, so a question is read as its
+# Simplified spelling is. Re-exported for the rules' other modules.
+from kbplatform.chinese_script import simplified as simplified
 
 if TYPE_CHECKING:
     from jieba import Tokenizer
@@ -54,14 +57,6 @@ def _segmenter() -> Tokenizer:
     jieba.setLogLevel(logging.WARNING)
     jieba.dt.initialize()
     return jieba.dt
-
-
-def simplified(text: str) -> str:
-    """`text` with its Traditional Chinese characters as Simplified ones (`kbplatform.chinese_script.simplified`), so
-    the segmenter's dictionary and every word list and formula of these rules (negations, numerals, follow-up words,
-    the built-in intents' formulas), all Simplified, read it as they read its Simplified spelling. Simplified text, and
-    anything not Chinese, passes through unchanged."""
-    return chinese_script.simplified(text)
 
 
 @lru_cache(maxsize=1 << 14)

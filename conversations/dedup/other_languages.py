@@ -122,7 +122,9 @@ def _japanese_negated(text: str) -> bool:
     return has_kana(text) and _JA_NEGATION.search(_JA_NOT_NEGATION.sub(" ", text)) is not None
 
 
-def _korean_negated(words: Sequence[str]) -> bool:
+def _korean_negated(text: str, words: Sequence[str]) -> bool:
+    if _HANGUL.search(text) is None:
+        return False
     for index, word in enumerate(words):
         if not _HANGUL.match(word):
             continue
@@ -142,7 +144,7 @@ def _thai_negated(text: str) -> bool:
 def negated_in_text(text: str, words: Sequence[str]) -> bool:
     """Whether `text` says no in Japanese, Korean or Thai, which write "not" inside a word or without spaces;
     `words` are its words as `question_pairs` reads them (Korean separates its words with spaces)."""
-    return _japanese_negated(text) or _korean_negated(words) or _thai_negated(text)
+    return _japanese_negated(text) or _korean_negated(text, words) or _thai_negated(text)
 
 
 # --- follow-ups -------------------------------------------------------------------------------------------------
