@@ -170,13 +170,16 @@ MEASURES = frozenset(
     """个 位 名 人 次 遍 回 趟 天 日 号 月 年 周 岁 小时 时 分 分钟 秒 秒钟 点 点钟 刻 元 块 角 毛
     块钱 元钱 张 本 条 件 台 部 辆 家 层 楼 级 年级 倍 成 折 期 代 版 章 节 页 行 种 类 项 笔 单
     份 套 只 双 对 组 米 公里 厘米 毫米 克 公斤 斤 吨 升 毫升 度 站 步 句 位数 星期 季度 季 集
-    届 册 卷 课 题 关 轮 万元 亿元""".split()
+    届 册 卷 课 题 关 轮 万元 亿元 月份""".split()
 )
 # Measures after which a lone digit is the tenths ("一米五" 1.5 m, "两块五" 2.5 yuan, "三点五" 3.5).
 _TENTHS_AFTER = frozenset("点 块 米 斤 毛 元".split())
 # Words made of a numeral and a measure that are not a quantity: 十分 (very), and units of their own (千克 kg).
 _NOT_QUANTITIES = frozenset("十分 千克 千米 千瓦 百米 万分".split())
 _ORDINAL_PREFIXES = ("第", "百分之")  # "第三" is 3 as "3rd" is; "百分之五" is 5 as "5%" is
+# The ordinal "first" in its other spellings, read as 第一: "第1次" (a 1 with a measure is otherwise no quantity) and 首
+# before a measure of turns or time ("首次", "首单", "首月"; not 首页, the home page, nor 首付, the down payment).
+_FIRST_SPELLINGS = re.compile(r"第\s*1(?![0-9.,])|首(?=[次单月期笔年日周])")
 _ARABIC_BEFORE = re.compile(r"(?<![A-Za-z0-9.,])(\d+(?:\.\d+)?)$")
 
 
@@ -312,10 +315,12 @@ def chinese_quantities(text: str) -> tuple[set[str], str]:
     "50000", "两" is "2", "第三" is "3"), and `text` with the digits it read so blanked out, for the Arabic reading.
 
     A lone 一 is no quantity, with or without a measure ("一个", "一下", "一点"): it is mostly the article "a", as
-    English "one" is no number to these rules; so is a 1 with a measure ("1个"), which reads the same. Words where a
+    English "one" is no number to these rules; so is a 1 with a measure ("1个"), which reads the same. The ordinal
+    "first" is 1 in every spelling ("第一次", "第1次", "首次"). Words where a
     numeral character is part of another word (统一, 万一, 一般, 一起) are not numerals to the segmenter, so they are
     none either."""
     quantities: set[str] = set()
+    text = _FIRST_SPELLINGS.sub("第一", text)
     for run in HAN.finditer(text):
         words = _nicknames_dropped(han_words(run.group()))
         arabic = _ARABIC_BEFORE.search(text, 0, run.start())

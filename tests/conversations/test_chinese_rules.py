@@ -125,6 +125,9 @@ def test_chinese_numerals_have_their_value(numeral, value):
         ("额度是２万吗", "额度是3万吗"),  # fullwidth digits
         ("身高一米五的小孩要买票吗", "身高一米六的小孩要买票吗"),
         ("利息是百分之五吗", "利息是6%吗"),
+        ("第1期什么时候还款", "第2期什么时候还款"),
+        ("首次借款有利息吗", "第二次借款有利息吗"),
+        ("九月份的账单怎么查", "十月份的账单怎么查"),
     ],
 )
 def test_other_numbers_conflict(first, second):
@@ -145,6 +148,12 @@ def test_other_numbers_conflict(first, second):
         ("身高一米五的小孩要买票吗", "身高1.5米的小孩要买票吗"),
         ("利息是百分之五吗", "利息是5%吗"),
         ("额度是3.5万吗", "额度是三万五吗"),
+        # the ordinal "first" in its three spellings
+        ("第一次登录要验证吗", "第1次登录要验证吗"),
+        ("第一次登录要验证吗", "首次登录要验证吗"),
+        ("首月免费吗", "第1个月免费吗"),
+        ("首单有优惠吗", "第一单有优惠吗"),
+        ("九月份的账单怎么查", "9月的账单怎么查"),  # 月份 is a measure as 月 is
     ],
 )
 def test_one_number_written_two_ways_does_not_conflict(first, second):
@@ -173,6 +182,10 @@ def test_one_number_written_two_ways_does_not_conflict(first, second):
         "我们俩能共用一个账户吗",
         "一分硬币值多少钱",  # a lone one with a measure is "a", whether written 一 or 1
         "1分硬币值多少钱",
+        "首页打不开怎么办",  # the home page, not the first page
+        "首付要付多少",  # the down payment
+        "1月份的账单怎么查",  # a 1 with a measure reads as 一月 does
+        "一月份的账单怎么查",
     ],
 )
 def test_words_with_numeral_characters_that_count_nothing_have_no_number(question):
