@@ -36,7 +36,12 @@ _NUMBER_SUFFIXES = frozenset(
     """st nd rd th s k m bn mm cm km kg g lb lbs mg ml kb mb gb tb pb hz khz mhz ghz ms sec secs min mins h hr hrs
     am pm x px pt""".split()
 )
-_NEGATIONS = frozenset({"not", "no", "never", "without", "nor", "cannot", "none", "nothing"})
+# With "n't" words (read by their ending) and the same contractions as users often type them, without the apostrophe
+# ("I cant log in", "why dont I get emails"): unread, "cant" would pass for "can" and be served its answer.
+_NEGATIONS = frozenset(
+    """not no never without nor cannot none nothing unable cant dont doesnt didnt isnt arent wasnt werent wont
+    wouldnt couldnt shouldnt havent hasnt hadnt mustnt neednt aint""".split()
+)
 STOPWORDS = frozenset(
     """a an the and or but if then than so to of in on at by for with from into onto about as is are was were be been
     being am do does did doing done have has had having i me my mine we us our you your yours he him his she her hers

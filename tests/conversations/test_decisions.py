@@ -205,6 +205,11 @@ def test_shipped_phrasings_name_their_intent_at_their_own_floor_for_text_that_is
         ("Pricing for the 2,016 plan?", "Pricing for the 2016 plan?", ""),
         ("Can I export reports to PDF?", "Can't I export reports to PDF?", "negation differs"),
         ("Can I export reports to PDF?", "Is there no way to export reports to PDF?", "negation differs"),
+        # contractions typed without the apostrophe still say no
+        ("Why do I get emails from you?", "why dont I get emails from you", "negation differs"),
+        ("I can log in on my phone", "I cant log in on my phone", "negation differs"),
+        ("Why doesnt my card work?", "Why doesn't my card work?", ""),
+        ("Can't log in after the update", "Unable to log in after the update", ""),
         ("How do I install Python on Windows?", "How do I uninstall Java on Linux?", ""),  # the head's job
         ("How do I vote on Proposition 61?", "How do I vote on Proposition 62?", "numbers differ"),
         ("Is the iPhone 6 waterproof?", "Is the iPhone 7 waterproof?", "numbers differ"),
