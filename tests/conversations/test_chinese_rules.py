@@ -330,6 +330,18 @@ def test_chinese_words_come_from_the_segmenter_without_stopwords_negations_or_nu
         ("没听懂，再解释一下", "elaborate"),
         ("可以说得详细一点吗？", "elaborate"),
         ("这是什么意思？", "elaborate"),
+        # as users of Chinese shops and apps type them
+        ("亲，在吗？", "greeting"),
+        ("客服在么", "greeting"),
+        ("拜拜", "greeting"),
+        ("好滴，谢谢亲", "thanks"),
+        ("你刚才说啥", "repeat"),
+        ("还是不懂", "elaborate"),
+        ("具体点", "elaborate"),
+        ("通俗点讲", "elaborate"),
+        ("能举个例子吗？", "elaborate"),
+        ("说人话", "elaborate"),
+        ("啥意思", "elaborate"),
     ],
 )
 def test_built_in_intents_are_recognised_in_chinese(question, name):
@@ -348,6 +360,12 @@ def test_built_in_intents_are_recognised_in_chinese(question, name):
         "说",
         "重复扣款怎么办",
         "刚才的订单能取消吗？",
+        "客服电话是多少",
+        "亲，退款多久到账",
+        "具体点的退款流程在哪看",
+        "举例说明怎么开发票",
+        "花呗啥意思",
+        "人工客服",
     ],
 )
 def test_a_question_that_asks_something_is_no_built_in_intent(question):
