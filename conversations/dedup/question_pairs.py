@@ -60,6 +60,12 @@ _FOLLOWUP_OPENERS = (
     "and ",
     "what about",
     "how about",
+    "what abt",
+    "wat about",
+    "wat abt",
+    "how abt",
+    "what bout",
+    "how bout",
     "what if",
     "also",
     "but ",
@@ -78,6 +84,27 @@ _FOLLOWUP_OPENERS = (
     "can they",
 )
 FOLLOWUP_MAX_CONTENT_WORDS = 1
+# An English contraction's tail ("what's", "I'm", "they're"; not "n't", which says no) and the possessive 's: the word
+# is read as its first part, so "what's the price?" names one thing as "what is the price?" does.
+_CONTRACTION_TAIL = re.compile(r"'(?:s|m|re|ve|ll|d)$")
+# Function words as users type them in chat, without the apostrophe or shortened, read as the word they stand for.
+_CHAT_SPELLINGS = {
+    "whats": "what",
+    "wheres": "where",
+    "hows": "how",
+    "whos": "who",
+    "thats": "that",
+    "theres": "there",
+    "heres": "here",
+    "im": "i",
+    "ive": "i",
+    "youre": "you",
+    "theyre": "they",
+    "u": "you",
+    "ur": "your",
+    "pls": "please",
+    "plz": "please",
+}
 
 
 def _letter_words(text: str) -> list[str]:
@@ -109,6 +136,13 @@ def _stem(word: str) -> str:
     return word
 
 
+def _word_read(word: str) -> str:
+    """The word an English word of a question is read as: its contraction's first part ("what's" is "what") and
+    its chat spelling's word ("whats" is "what", "u" is "you"); any other word as it is."""
+    word = _CONTRACTION_TAIL.sub("", word) if "'" in word else word
+    return _CHAT_SPELLINGS.get(word, word)
+
+
 @lru_cache(maxsize=1 << 16)
 def _content_stem(word: str) -> str:
     """The stem a word counts as in `content_words`, or "" for a word that counts as none (a stopword, a negation, a
@@ -127,8 +161,18 @@ def _content_stem(word: str) -> str:
 
 
 def content_words(text: str) -> set[str]:
-    """The stems of the words of `text` that carry its content: not stopwords, negations or numbers."""
+    """The stems of the words of `text` that carry its content: not stopwords, negations or numbers. Words are taken
+    as written ("what's" counts, as "what'"): the duplicate heads' lexical features were fitted on this reading."""
     stems = set(map(_content_stem, _words(text)))
+    stems.discard("")
+    return stems
+
+
+def _words_named(words: list[str]) -> set[str]:
+    """What the follow-up guard counts as the things a question names: the content stems of its words read through
+    contractions and chat spellings (`_word_read`), so "what's the price?" and "whats the price" name one thing, as
+    "what is the price?" does."""
+    stems = {_content_stem(_word_read(word)) for word in words}
     stems.discard("")
     return stems
 
@@ -189,7 +233,7 @@ def question_is_context_dependent(text: str) -> bool:
         return True
     if chinese_text.reads_as_chinese(text) and chinese_text.leans_on_context(words):
         return True
-    return len(content_words(text)) <= FOLLOWUP_MAX_CONTENT_WORDS
+    return len(_words_named(words)) <= FOLLOWUP_MAX_CONTENT_WORDS
 
 
 # --- pair features and the duplicate head -------------------------------------------------------------------------

@@ -511,6 +511,21 @@ def test_followup_in_another_context_is_not_served(api_client, tenant, kb):
     assert again["dedup"]["reason"] == "follow-up in another context", again["dedup"]
 
 
+@pytest.mark.parametrize("followup", ["what's the discount?", "whats the discount", "what abt discounts"])
+def test_followup_typed_with_a_contraction_or_in_chat_spelling_in_another_context_is_not_served(
+    api_client, tenant, kb, followup
+):
+    """ "what's the discount?" names one thing, as "what is the discount?" does: it read as two ("what'" and
+    "discount"), so it was no follow-up, and asked again after another question it was served the first's answer."""
+    conversation_id = start(api_client, kb)
+    ask(api_client, conversation_id, "How much does the Team plan cost?")
+    ask(api_client, conversation_id, followup)
+    ask(api_client, conversation_id, "How do I export reports as PDF?")
+    again = ask(api_client, conversation_id, followup)
+    assert again["dedup"]["action"] == "bypassed", again["dedup"]
+    assert again["dedup"]["reason"] == "follow-up in another context", again["dedup"]
+
+
 def test_followup_in_the_same_context_is_served(api_client, tenant, kb):
     """The control of the test above: the same follow-up after the same question is served its stored answer."""
     conversation_id = start(api_client, kb)

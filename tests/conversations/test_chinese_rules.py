@@ -77,6 +77,11 @@ def test_english_pair_features_are_bit_identical_to_before(pair, expected):
         ("Can it do that?", ["can", "it", "do", "that"], True),
         ("pricing?", ["pricing"], True),
         ("What's the 2FA limit in 2016?", ["what's", "the", "2fa", "limit", "in", "2016"], False),
+        # one thing named, however "what is" is typed
+        ("What's the price?", ["what's", "the", "price"], True),
+        ("whats the price", ["whats", "the", "price"], True),
+        ("what abt the premium plan", ["what", "abt", "the", "premium", "plan"], True),
+        ("Where's my March invoice?", ["where's", "my", "march", "invoice"], False),
     ],
 )
 def test_english_words_and_follow_ups_are_read_as_before(question, words, dependent):
