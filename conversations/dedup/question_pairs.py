@@ -36,8 +36,8 @@ _NUMBER_SUFFIXES = frozenset(
     """st nd rd th s k m bn mm cm km kg g lb lbs mg ml kb mb gb tb pb hz khz mhz ghz ms sec secs min mins h hr hrs
     am pm x px pt""".split()
 )
-# With "n't" words (read by their ending) and the same contractions as users often type them, without the apostrophe
-# ("I cant log in", "why dont I get emails"): unread, "cant" would pass for "can" and be served its answer.
+# Words that say no. Every "n't" word does too (read by its ending); these hold the same contractions as users often
+# type them, without the apostrophe ("I cant log in", "why didnt I get a refund"): unread, "didnt" passes for "did".
 _NEGATIONS = frozenset(
     """not no never without nor cannot none nothing unable cant dont doesnt didnt isnt arent wasnt werent wont
     wouldnt couldnt shouldnt havent hasnt hadnt mustnt neednt aint""".split()
