@@ -135,7 +135,7 @@ def main() -> None:
         reader_scores(model, tokenizer, one)
         timings.append((time.perf_counter() - tick) * 1000)
     print(
-        f"training {time.perf_counter() - started:.0f} s in all; peak memory "
+        f"training and scoring {time.perf_counter() - started:.0f} s; peak memory "
         f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB; one pair, both orders, on torch: "
         f"{np.median(timings):.1f} ms p50"
     )
