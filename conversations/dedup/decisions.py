@@ -26,7 +26,7 @@ import numpy as np
 
 from conversations.dedup.chinese_text import reads_as_chinese
 from conversations.dedup.duplicate_model import PairModel, pair_model_default, pair_probability
-from conversations.dedup.intent_rules import intent_by_rules
+from conversations.dedup.intent_rules import english_intent_by_rules, intent_by_rules
 from conversations.dedup.other_languages import reads_as_japanese
 from conversations.dedup.question_pairs import (
     pair_features,
@@ -184,13 +184,15 @@ def _nearest_intent(
 
 
 def intent_by_tenant_rules(*, question: str, intents: Sequence[IntentExamples]) -> tuple[str, str] | None:
-    """(intent name, behaviour) of a Chinese question whose whole text is a formula of a built-in intent
-    (`intent_rules.intent_by_rules`: "你好", "谢谢", "再说一遍", "详细解释一下"), as the tenant has that intent: its
-    behaviour is the tenant's (an admin may have changed it), and a tenant without it gets None. Text with no
-    Chinese is never read by rule: English intents stay the nearest example's."""
-    if not reads_as_chinese(question):
-        return None
-    ruled = intent_by_rules(question)
+    """(intent name, behaviour) of a question whose whole text is a formula of a built-in intent, as the tenant has
+    that intent: its behaviour is the tenant's (an admin may have changed it), and a tenant without it gets None.
+    Chinese by `intent_rules.intent_by_rules` ("你好", "谢谢", "再说一遍", "详细解释一下"), other text by the English
+    chat formulas of `intent_rules.english_intent_by_rules` ("thx", "say again?", "eli5"); every other English
+    message is the nearest example's."""
+    if reads_as_chinese(question):
+        ruled = intent_by_rules(question)
+    else:
+        ruled = english_intent_by_rules(question)
     if ruled is None:
         return None
     return next(((i.name, i.behaviour) for i in intents if i.name == ruled[0]), None)
@@ -199,7 +201,7 @@ def intent_by_tenant_rules(*, question: str, intents: Sequence[IntentExamples]) 
 def intent_classify(
     *, question: str, question_vector: np.ndarray, intents: Sequence[IntentExamples], floor: float = INTENT_FLOOR
 ) -> tuple[str, str, float]:
-    """(intent name, behaviour, similarity) of the intent `intent_by_tenant_rules` gives a Chinese question
+    """(intent name, behaviour, similarity) of the intent `intent_by_tenant_rules` gives a question by rule
     (similarity 1.0), else of the nearest example at or above `floor` or shipped phrasing at or above PHRASE_FLOOR
     (`_nearest_intent`), else `other`."""
     ruled = intent_by_tenant_rules(question=question, intents=intents)
@@ -226,7 +228,7 @@ def names_topic(
 ) -> list[bool]:
     """For each question vector, whether that question is about something of its own: False when its intent (by
     `intent_classify`'s rule) has a behaviour in TOPICLESS_BEHAVIOURS. `questions`, when given, are the questions'
-    texts, one per vector: a Chinese one a rule recognises (`intent_by_tenant_rules`) is decided by it, whatever its
+    texts, one per vector: one a rule recognises (`intent_by_tenant_rules`) is decided by it, whatever its
     vector. Otherwise a vector made by another model than the intents' (asked before a model change: `comparable`
     False, or another size) cannot be classified and counts as naming one."""
     flags = [True] * len(vectors)

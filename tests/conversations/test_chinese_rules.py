@@ -13,7 +13,7 @@ from conversations.dedup import other_languages
 from conversations.dedup import question_pairs as qp
 from conversations.dedup.builtins import BUILTIN_INTENTS
 from conversations.dedup.chinese_text import numeral_value
-from conversations.dedup.intent_rules import intent_by_rules
+from conversations.dedup.intent_rules import english_intent_by_rules, intent_by_rules
 
 
 def unit(*values: float) -> np.ndarray:
@@ -391,9 +391,51 @@ def test_a_chinese_formula_is_classified_by_rule_whatever_its_vector():
     assert classify(question="谢谢！") == ("thanks", "smalltalk", 1.0)
     assert classify(question="再说一遍") == ("repeat", "repeat", 1.0)
     assert classify(question="怎么重置密码？")[:2] == ("other", "normal")
-    # English is never read by rule: the vector decides.
-    assert classify(question="thanks")[:2] == ("other", "normal")
+    # English is read by rule only for its chat formulas; any other message is the vector's.
+    assert classify(question="thx!!") == ("thanks", "smalltalk", 1.0)
+    assert classify(question="thanks, and how do I get a refund?")[:2] == ("other", "normal")
     assert classify(question="谢谢", question_vector=unit(0, 1, 0))[:2] == ("thanks", "smalltalk")
+
+
+@pytest.mark.parametrize(
+    ("message", "name"),
+    [
+        ("thx", "thanks"),
+        ("ty!!", "thanks"),
+        ("ok cool thanks", "thanks"),
+        ("got it", "thanks"),
+        ("hello??", "greeting"),
+        ("u there?", "greeting"),
+        ("bye", "greeting"),
+        ("say again?", "repeat"),
+        ("again pls", "repeat"),
+        ("come again?", "repeat"),
+        ("eli5", "elaborate"),
+        ("in plain english?", "elaborate"),
+        ("I dont get it", "elaborate"),
+        ("I don’t get it", "elaborate"),
+        ("can you give an example?", "elaborate"),
+    ],
+)
+def test_english_chat_formulas_are_built_in_intents(message, name):
+    assert english_intent_by_rules(message) == (name, BUILTIN_INTENTS[name]["behaviour"])
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "ok so how do I reset my password",
+        "thanks, how do I get a refund?",
+        "more details on the refund policy",
+        "example of an invoice",
+        "explain the refund policy",
+        "hello world program in python",
+        "show me the invoice again",
+        "Why do I get emails?",
+    ],
+)
+def test_an_english_message_that_asks_something_is_no_built_in_intent(message):
+    assert english_intent_by_rules(message) is None
 
 
 def test_a_rule_takes_the_tenants_behaviour_and_needs_the_tenants_intent():
@@ -403,7 +445,8 @@ def test_a_rule_takes_the_tenants_behaviour_and_needs_the_tenants_intent():
 
 
 def test_names_topic_reads_a_chinese_formula_by_rule_even_across_a_model_change():
-    questions = ["谢谢", "再说一遍", "怎么重置密码？", "hello"]
+    # The last is no formula: its vector (the greeting example's) decides, and cannot across a model change.
+    questions = ["谢谢", "再说一遍", "怎么重置密码？", "hello, where do I reset my password"]
     vectors = [FAR, FAR, FAR, unit(1, 0, 0)]
     assert d.names_topic(vectors=vectors, intents=BUILT_IN, questions=questions) == [False, False, True, False]
     assert d.names_topic(
