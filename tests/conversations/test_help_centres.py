@@ -211,7 +211,7 @@ def test_a_contraction_typed_without_its_apostrophe_is_never_served_its_opposite
 def test_english_chat_formulas_are_small_talk_and_show_me_again_repeats_the_question_before_them(
     api_client, tenant, services
 ):
-    """"thx!!" sits 0.5-0.73 from every example of thanks, under the floor: it was a question, searched for, and the
+    """ "thx!!" sits 0.5-0.73 from every example of thanks, under the floor: it was a question, searched for, and the
     topic that "say again?" (itself a question then) would repeat. Read by rule, both are built-ins."""
     kb = indexed_kb(tenant, documents=HELP_CENTRE_EN, name="help-english")
     conversation_id = start(api_client, kb)
