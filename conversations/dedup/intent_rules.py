@@ -118,14 +118,10 @@ def english_intent_by_rules(text: str) -> tuple[str, str] | None:
     """(built-in intent name, its built-in behaviour) when the whole of `text` is one of the chat formulas above of a
     built-in intent ("thx", "say again?", "eli5", "hello??"), else None. Apostrophes split words ("don't" is "don t"),
     so "dont" and "don't" read alike."""
-    words = _EN_WORD.findall(text.lower().replace("\u2019", "'"))
+    words = _EN_WORD.findall(text.lower())
     if not words or len(words) > MAX_RULE_WORDS:
         return None
-    compact = " ".join(words)
-    for name, rule in _EN_RULES:
-        if rule.fullmatch(compact):
-            return name, BUILTIN_INTENTS[name]["behaviour"]
-    return None
+    return _formula_intent(" ".join(words), _EN_RULES)
 
 
 def intent_by_rules(text: str) -> tuple[str, str] | None:
@@ -134,7 +130,12 @@ def intent_by_rules(text: str) -> tuple[str, str] | None:
     compact = _NOT_READ.sub("", simplified(text.lower()))
     if not compact or len(compact) > MAX_RULE_CHARS:
         return None
-    for name, rule in _RULES:
+    return _formula_intent(compact, _RULES)
+
+
+def _formula_intent(compact: str, rules: tuple[tuple[str, re.Pattern[str]], ...]) -> tuple[str, str] | None:
+    """(name, built-in behaviour) of the first of `rules` that matches the whole of `compact`, else None."""
+    for name, rule in rules:
         if rule.fullmatch(compact):
             return name, BUILTIN_INTENTS[name]["behaviour"]
     return None
