@@ -7,8 +7,10 @@ held-out 30%, which neither saw, through the decision's gate and checks (cosine 
 conflict, the follow-up guard), beside the shipped decision in the same run: ROC AUC, recall at precision 0.85 / 0.87
 / 0.90 at the best cut (an oracle), and precision / recall at cuts chosen on fold 0.
 
-The reader reads both orders of a pair (trained on both, scored as the mean of the two). It is not shipped: see
-docs/conversations.md, "A pair reader with adapters" for what shipping it would take.
+The reader reads both orders of a pair (trained on both, scored as the mean of the two). This is the measurement
+that chose the design; the shipped reader is fitted by `manage.py pair_reader_train`
+(`conversations.training.pair_reader_training`: its cut chosen on two half-fitted readers, not on fold 0), and
+docs/conversations.md, "The pair reader beside the head", gives its figures.
 
 Usage: nice .venv/bin/python bench/dedup_pair_reader.py [--rank 16] [--epochs 2] [--lr 3e-4] [--limit N]
 """

@@ -3,12 +3,16 @@
 For each threshold it prints precision, recall and hit rate of
   - plain cosine (the model's vectors, as the turn pipeline embeds questions), and
   - the platform's decision, `conversations.dedup.decisions.duplicate_decide` (cosine at or above the threshold AND no
-    conflict on numbers or negation AND the model's duplicate head's probability at or above its cut AND the
+    conflict on numbers or negation AND the model's duplicate head's probability (with its pair reader's score, when
+    it has one) at or above its cut AND the
     follow-up guard), run pair by pair exactly as a turn runs it against one stored question,
 on the HELD-OUT split (30% of the pairs by a hash of pair_id, conversations/training/labelled_pairs.py; by the file's
 name and pair_id when the head was trained on several files), which the head never saw, file by file when there are
 several, then the figures at the default threshold (conversations.models.DEFAULT_THRESHOLD) on the held-out split and,
 labelled as such, on all pairs (70% of which are the head's training data, so those figures are optimistic).
+
+With KB_PAIR_READER=true the decision is the one with the bundled head's pair reader, and the head alone at its own
+cut is printed beside it (the same run's baseline).
 
 `--also FILE` (again for several) adds files the head never saw, none of whose pairs took part in any choice, each
 reported whole at the default threshold: a print-only check (the multilingual head's bq, oppo and afqmc_dev).
@@ -43,7 +47,7 @@ django.setup()
 import numpy as np  # noqa: E402
 
 from conversations.dedup import decisions, question_pairs  # noqa: E402
-from conversations.dedup.duplicate_model import PairModel, pair_model_default, pair_probability  # noqa: E402
+from conversations.dedup.duplicate_model import PairModel, pair_model_default  # noqa: E402
 from conversations.models import DEFAULT_THRESHOLD  # noqa: E402
 from conversations.training.labelled_pairs import (  # noqa: E402
     PAIRS,
@@ -55,6 +59,7 @@ from conversations.training.labelled_pairs import (  # noqa: E402
     pairs_load_many,
     precision_recall_hit,
 )
+from conversations.training.verifier_heads import decision_probabilities, model_probabilities  # noqa: E402
 from retrieval.embeddings import model_name  # noqa: E402
 
 THRESHOLDS = [0.70, 0.74, 0.76, 0.78, 0.80, 0.84, 0.88, 0.90, 0.92, 0.94, 0.96]
@@ -72,22 +77,27 @@ class Scored:
         print(f"embeddings ready in {time.perf_counter() - started:.1f}s")
         self.cosine = (self.first * self.second).sum(axis=1)
         started = time.perf_counter()
-        self.probability = np.array(
+        features = np.array(
             [
-                pair_probability(
-                    model=model,
-                    features=question_pairs.pair_features(
-                        first=r["question1"],
-                        second=r["question2"],
-                        first_vector=self.first[i],
-                        second_vector=self.second[i],
-                        feature_version=model.feature_version,
-                    ),
+                question_pairs.pair_features(
+                    first=r["question1"],
+                    second=r["question2"],
+                    first_vector=self.first[i],
+                    second_vector=self.second[i],
+                    feature_version=model.feature_version,
                 )
                 for i, r in enumerate(rows)
             ]
         )
-        print(f"duplicate head: {(time.perf_counter() - started) * 1e6 / max(len(rows), 1):.0f} us per pair")
+        self.head_alone = model_probabilities(model, features)
+        # What the decision reads and serves at: the head's probability and cut, or with its pair reader theirs.
+        self.probability, self.cut = decision_probabilities(
+            model, features, [(r["question1"], r["question2"]) for r in rows]
+        )
+        print(
+            f"duplicate head{' and pair reader' if model.active_reader else ''}: "
+            f"{(time.perf_counter() - started) * 1e6 / max(len(rows), 1):.0f} us per pair"
+        )
         self.no_conflict = np.array(
             [not question_pairs.questions_conflict(r["question1"], r["question2"]) for r in rows]
         )
@@ -95,10 +105,15 @@ class Scored:
 
     def vectorised(self, threshold: float) -> np.ndarray:
         """The decision rule on the precomputed figures, as `decide` runs it pair by pair."""
+        return (self.cosine >= threshold - 1e-6) & self.no_conflict & (self.probability >= self.cut) & self.followup_ok
+
+    def head_alone_decided(self, threshold: float) -> np.ndarray:
+        """The rule with the head alone at its own cut, as it decided before its pair reader (the same run's
+        baseline; for a head without a reader, the decision itself)."""
         return (
             (self.cosine >= threshold - 1e-6)
             & self.no_conflict
-            & (self.probability >= self.model.cut)
+            & (self.head_alone >= self.model.cut)
             & self.followup_ok
         )
 
@@ -140,7 +155,8 @@ def main() -> None:
     print(
         f"duplicate head of {model.meta.get('embedding_model')}: {model.meta.get('feature_version')} trained "
         f"{model.meta.get('trained')} on {model.meta.get('train_pairs')} pairs (data sha256 "
-        f"{str(model.meta.get('data_sha256'))[:12]}), cut {model.cut:.3f}"
+        f"{str(model.meta.get('data_sha256'))[:12]}), cut {model.decision_cut:.3f}"
+        f"{' (its pair reader' + chr(39) + 's)' if model.active_reader else ''}"
     )
     if model.meta.get("embedding_model") != name:
         print(f"WARNING: {name} has no head of its own: the decision runs without one")
@@ -187,11 +203,13 @@ def main() -> None:
         plain = precision_recall_hit(cosine[subset] >= DEFAULT_THRESHOLD, labels[subset])
         decided = precision_recall_hit(decided_at[DEFAULT_THRESHOLD][subset], labels[subset])
         without = precision_recall_hit(headless[subset], labels[subset])
+        alone = precision_recall_hit(scored.head_alone_decided(DEFAULT_THRESHOLD)[subset], labels[subset])
         results[label] = decided
         print(
             f"default threshold {DEFAULT_THRESHOLD:.2f}, {label} ({int(subset.sum())}): cosine P={plain[0]:.3f} "
             f"R={plain[1]:.3f}; decision P={decided[0]:.3f} R={decided[1]:.3f} hit={decided[2]:.3f}; without the "
             f"head (gate {decisions.HEADLESS_THRESHOLD_FLOOR:.2f}) P={without[0]:.3f} R={without[1]:.3f}"
+            + (f"; the head alone, no pair reader: P={alone[0]:.3f} R={alone[1]:.3f}" if model.active_reader else "")
         )
     held = results["held-out"]
     target = held[0] >= TARGET_PRECISION and held[1] >= TARGET_RECALL
@@ -209,10 +227,12 @@ def main() -> None:
         own = other.pairs.labels
         plain = precision_recall_hit(other.cosine >= DEFAULT_THRESHOLD, own)
         figures, headless_figures = precision_recall_hit(decided, own), precision_recall_hit(without, own)
+        alone = precision_recall_hit(other.head_alone_decided(DEFAULT_THRESHOLD), own)
         print(
             f"  {len(own)} pairs ({int(own.sum())} duplicates), default threshold {DEFAULT_THRESHOLD:.2f}: cosine "
             f"P={plain[0]:.3f} R={plain[1]:.3f}; decision P={figures[0]:.3f} R={figures[1]:.3f} hit={figures[2]:.3f}; "
             f"without the head P={headless_figures[0]:.3f} R={headless_figures[1]:.3f}"
+            + (f"; the head alone, no pair reader: P={alone[0]:.3f} R={alone[1]:.3f}" if model.active_reader else "")
         )
 
 

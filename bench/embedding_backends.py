@@ -89,13 +89,13 @@ def _candidates(directory: Path, model_root: Path, tokenizer: object, length: in
     from retrieval import embedding_onnx
 
     files = {"onnx-traced": directory / "traced.onnx"}
-    fuse, embedding_onnx._fuse = embedding_onnx._fuse, lambda **_: None
+    fuse, embedding_onnx.fuse = embedding_onnx.fuse, lambda **_: None
     try:
         embedding_onnx.onnx_export(
             root=model_root, destination=files["onnx-traced"], tokenizer=tokenizer, max_seq_length=length
         )
     finally:
-        embedding_onnx._fuse = fuse
+        embedding_onnx.fuse = fuse
     files["onnx-int8"], files["onnx-int8-pc"] = directory / "int8.onnx", directory / "int8-pc.onnx"
     quantize_dynamic(str(files["onnx-traced"]), str(files["onnx-int8"]), weight_type=QuantType.QInt8)
     quantize_dynamic(

@@ -1,10 +1,11 @@
 """The embedding model run by ONNX Runtime: its export, made here from the model's own files, and the encoder that
-runs it. Only `retrieval.embeddings` (the one owner of the model) imports this module.
+runs it. Only `retrieval.embeddings` (the one owner of the model) and `retrieval.cross_encoder`
+(which exports the pair reader made from it the same way) import this module.
 
 The export is the whole sentence-transformers pipeline of the model (transformer, pooling, normalisation: whatever
 its modules.json lists), traced by PyTorch's TorchScript exporter (`dynamo=False`: the dynamo exporter needs
 `onnxscript`, which this project does not ship), then rewritten with ONNX Runtime's transformer fusions in fp32
-(`_fuse`: attention, layer normalisation with its residual, GELU, each one kernel where the traced graph has many
+(`fuse`: attention, layer normalisation with its residual, GELU, each one kernel where the traced graph has many
 operators; a graph they do not fit is kept as traced). An export is kept only if the encoder, tokenising with the
 model's own tokenizer as sentence-transformers does (truncated to max_seq_length, padded to the batch's longest), gives
 sentence-transformers' vectors to a cosine of at least EXPORT_MIN_COSINE on the probe texts; so a file that exists
@@ -24,7 +25,7 @@ import os
 import re
 import tempfile
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -111,7 +112,7 @@ def onnx_encoder(*, root: Path, path: Path, tokenizer: Tokenizer, max_seq_length
         return _encoder_of(path, tokenizer, max_seq_length)
     except OnnxFileUnavailable:
         pass
-    with _exclusive(path):
+    with exclusive(path):
         try:  # another process may have made it while this one waited for the lock
             return _encoder_of(path, tokenizer, max_seq_length)
         except OnnxFileUnavailable as unreadable:
@@ -148,13 +149,7 @@ def onnx_export(*, root: Path, destination: Path, tokenizer: Tokenizer, max_seq_
         def forward(self, *tensors: torch.Tensor) -> torch.Tensor:
             return self.model(dict(zip(names, tensors, strict=True)))["sentence_embedding"]
 
-    try:
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=destination.parent, prefix=f".{destination.name}.", suffix=".tmp")
-        os.close(handle)
-    except OSError as exc:
-        raise OnnxFileUnavailable(f"{destination.parent} cannot be written ({exc})") from exc
-    try:
+    def write(temporary: Path) -> None:
         axes = {name: {0: "batch", 1: "sequence"} for name in names}
         with torch.no_grad(), warnings.catch_warnings():
             # The tracer's warnings (shapes read as constants, the legacy exporter) are answered by the check below.
@@ -162,7 +157,7 @@ def onnx_export(*, root: Path, destination: Path, tokenizer: Tokenizer, max_seq_
             torch.onnx.export(
                 SentenceEmbedding().eval(),
                 tuple(sample[name] for name in names),
-                temporary,
+                str(temporary),
                 dynamo=False,
                 input_names=names,
                 output_names=["sentence_embedding"],
@@ -170,28 +165,46 @@ def onnx_export(*, root: Path, destination: Path, tokenizer: Tokenizer, max_seq_
                 opset_version=EXPORT_OPSET,
             )
             expected = model.encode(list(PROBE_TEXTS), normalize_embeddings=True, convert_to_numpy=True)
-        _fuse(path=Path(temporary), root=root)
-        made = _encoder_of(Path(temporary), tokenizer, max_seq_length)
+        fuse(path=temporary, root=root)
+        made = _encoder_of(temporary, tokenizer, max_seq_length)
         cosines = np.sum(made.encode(PROBE_TEXTS, normalize_embeddings=True) * expected, axis=1)
         if float(cosines.min()) < EXPORT_MIN_COSINE:
             raise OnnxFileUnavailable(
                 f"the export does not reproduce the model (cosine {float(cosines.min()):.6f} to PyTorch's vectors, "
                 f"below {EXPORT_MIN_COSINE})"
             )
+
+    file_replace(destination, write)
+    logger.info("Made the ONNX file %s from %s", destination, root)
+
+
+def file_replace(destination: Path, write: Callable[[Path], None]) -> None:
+    """Make `destination` whole or not at all: `write` fills a temporary file in the same directory (and checks it,
+    raising OnnxFileUnavailable when it is not right), which is then synced, made readable to every user and renamed
+    into place. Any other failure of `write` is the file not being made, said as OnnxFileUnavailable. The caller holds
+    the file's lock (`exclusive`)."""
+    try:
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        handle, name = tempfile.mkstemp(dir=destination.parent, prefix=f".{destination.name}.", suffix=".tmp")
+        os.close(handle)
+    except OSError as exc:
+        raise OnnxFileUnavailable(f"{destination.parent} cannot be written ({exc})") from exc
+    temporary = Path(name)
+    try:
+        write(temporary)
         with open(temporary, "rb") as written:
             os.fsync(written.fileno())
         os.chmod(temporary, 0o644)  # mkstemp's 0600 would hide it from web and worker processes of other users
         os.replace(temporary, destination)
-        logger.info("Made the ONNX file %s from %s", destination, root)
     except OnnxFileUnavailable:
         raise
     except Exception as exc:  # the exporter's failures have no common type; each is this file not being made
         raise OnnxFileUnavailable(f"the export failed ({type(exc).__name__}: {exc})") from exc
     finally:
-        Path(temporary).unlink(missing_ok=True)
+        temporary.unlink(missing_ok=True)
 
 
-def _fuse(*, path: Path, root: Path) -> None:
+def fuse(*, path: Path, root: Path) -> None:
     """Rewrite the traced export at `path` with ONNX Runtime's fusions for BERT-like encoders, in fp32: fewer, larger
     kernels for the same arithmetic, so a question's run is shorter. The caller's check against PyTorch then holds
     the fused file to the same vectors. A graph the fusions do not fit (another architecture) is left as traced."""
@@ -212,6 +225,16 @@ def _fuse(*, path: Path, root: Path) -> None:
 
 
 def _encoder_of(path: Path, tokenizer: Tokenizer, max_seq_length: int) -> OnnxEncoder:
+    session = session_open(path)
+    outputs = session.get_outputs()
+    if "input_ids" not in {model_input.name for model_input in session.get_inputs()} or len(outputs) != 1:
+        raise OnnxFileUnavailable(f"{path} is not an export of a sentence-embedding model")
+    return OnnxEncoder(session=session, tokenizer=tokenizer, max_seq_length=max_seq_length)
+
+
+def session_open(path: Path) -> InferenceSession:
+    """An ONNX Runtime session of the file at `path` on the CPU, all graph optimisations on, its threads sleeping
+    between runs. Raises OnnxFileUnavailable when there is no file or it does not load."""
     import onnxruntime
 
     if not path.is_file():
@@ -225,14 +248,11 @@ def _encoder_of(path: Path, tokenizer: Tokenizer, max_seq_length: int) -> OnnxEn
         session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # ONNX Runtime's load errors (bad protobuf, bad graph) share no useful base class
         raise OnnxFileUnavailable(f"{path} does not load ({type(exc).__name__}: {str(exc)[:200]})") from exc
-    outputs = session.get_outputs()
-    if "input_ids" not in {model_input.name for model_input in session.get_inputs()} or len(outputs) != 1:
-        raise OnnxFileUnavailable(f"{path} is not an export of a sentence-embedding model")
-    return OnnxEncoder(session=session, tokenizer=tokenizer, max_seq_length=max_seq_length)
+    return session
 
 
 @contextmanager
-def _exclusive(path: Path) -> Iterator[None]:
+def exclusive(path: Path) -> Iterator[None]:
     """Holds an exclusive lock on `path`'s lock file, so one process at a time makes the file."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

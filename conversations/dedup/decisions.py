@@ -1,5 +1,8 @@
-"""Pure decisions of the turn pipeline: no database, no Redis, no model. Everything here takes plain values and
-returns plain values, so every rule is tested directly and read in one place.
+"""Pure decisions of the turn pipeline: no database, no Redis, no model but one. Everything here takes plain values
+and returns plain values, so every rule is tested directly and read in one place. The one model: where the deployment
+switches pair readers on (KB_PAIR_READER), a shipped head with one (`pair_reader`, the bundled model's) has the reader
+score the pairs it judges, so its decision reads the two questions' words together as well as their vectors
+(`decision_probability`).
 
 - what a turn does given its intent, the policy and the client's flags (`turn_plan`);
 - which consumed ids the next search leaves out (`excluded_ids`) and when that exclusion relaxes;
@@ -8,8 +11,9 @@ returns plain values, so every rule is tested directly and read in one place.
 - whether a stored QA pair may answer a new question (`duplicate_decide`): cosine at or above the threshold is
   necessary, never sufficient. The pair must not conflict on numbers or negation (`question_pairs.questions_conflict`),
   the duplicate head of the embedding model in use (a logistic regression on `question_pairs.pair_features` /
-  `pair_probability`, weights in conversations/dedup/duplicate_model.json for the bundled model and
-  duplicate_model.use-multilingual-v3.json for the multilingual one) must call it a duplicate, a context-dependent
+  `pair_probability`, with its pair reader when it has one, `decision_probability`; weights in
+  conversations/dedup/duplicate_model.json for the bundled model and duplicate_model.use-multilingual-v3.json for
+  the multilingual one) must call it a duplicate, a context-dependent
   follow-up must share its context (`followup_context_matches`), and the stored answer's sources must be unchanged
   (checked by the caller against the database). The heads' weights are the only thing read from disk, once per
   process, by `conversations.dedup.duplicate_model`; pass `pair_model=` to decide with another.
@@ -28,6 +32,7 @@ from conversations.dedup.chinese_text import reads_as_chinese
 from conversations.dedup.duplicate_model import PairModel, pair_model_default, pair_probability
 from conversations.dedup.intent_rules import english_intent_by_rules, intent_by_rules
 from conversations.dedup.other_languages import reads_as_japanese
+from conversations.dedup.pair_reader import combined_probability, reader_score
 from conversations.dedup.question_pairs import (
     pair_features,
     question_is_context_dependent,
@@ -655,6 +660,23 @@ def duplicate_decide_verified(
     )
 
 
+def decision_probability(
+    *, model: PairModel, features: np.ndarray, question: str, stored_question: str
+) -> tuple[float, float]:
+    """(the probability the decision reads, the cut it is served at): the head's probability and cut, or, for a head
+    with a pair reader (`pair_reader`), their combination with the reader's score of the two questions and the
+    reader's cut (when the deployment uses readers, `PairModel.active_reader`). A reader that cannot run leaves the
+    head alone at its own cut."""
+    probability = pair_probability(model=model, features=features)
+    reader = model.active_reader
+    if reader is None:
+        return probability, model.cut
+    score = reader_score(reader=reader, question=question, stored=stored_question)
+    if score is None:
+        return probability, model.cut
+    return combined_probability(reader=reader, head_probability=probability, reader_score=score), reader.cut
+
+
 def _candidate_refusal(
     *,
     question: str,
@@ -682,8 +704,10 @@ def _candidate_refusal(
             second_vector=candidate.vector,
             feature_version=model.feature_version,
         )
-        probability = pair_probability(model=model, features=features)
-        if probability < model.cut:
+        probability, cut = decision_probability(
+            model=model, features=features, question=question, stored_question=candidate.question
+        )
+        if probability < cut:
             return f"pair model says different (p={probability:.2f})", probability
     if not followup_context_matches(
         question=question, previous_vector=previous_vector, candidate=candidate, threshold=context_threshold

@@ -5,7 +5,8 @@ process from its file beside this module: `duplicate_model.json` reads the bundl
 The files are written by `manage.py duplicate_head_train` (`conversations.training.duplicate_head_training`: logistic
 regression on pair features of the model's vectors, trained on the train split of public labelled pairs: QQP for the
 bundled model, QQP with AFQMC and LCQMC for the multilingual one). Each carries what it was trained on and the
-held-out figures, so a reader of the file knows what its cut promises. Everything that uses the weights is a pure
+held-out figures, so a reader of the file knows what its cut promises. The bundled model's head also carries its pair
+reader's block (`pair_reader`, written by `manage.py pair_reader_train`). Everything that uses the weights is a pure
 function in `conversations.dedup.decisions`; this module is the only one that reads the files.
 """
 
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from conversations.dedup.pair_reader import PairReader, pair_reader_from_dict, reader_on
 from conversations.dedup.question_pairs import (
     FEATURE_VERSION,
     FEATURE_VERSIONS,
@@ -135,9 +137,28 @@ class PairModel:
     # The cosine gate this head was chosen for, when it chose one (a tenant's verifier, from its labels): the decision
     # it makes applies it in place of the policy's threshold when it is lower (`decisions.duplicate_decide`).
     gate: float | None = None
+    # The pair reader beside a shipped head (`pair_reader`): when present, the decision's probability combines both
+    # and is served at the reader's cut (`decision_cut`).
+    reader: PairReader | None = None
+
+    @property
+    def active_reader(self) -> PairReader | None:
+        """The reader the decision uses: the head's, when it has one and the deployment switched readers on
+        (`pair_reader.reader_on`)."""
+        return self.reader if self.reader is not None and reader_on() else None
+
+    @property
+    def decision_cut(self) -> float:
+        """The probability at or above which the decision serves: the active reader's cut, else the head's own. A
+        probability recorded by a decision is on the same scale (`decisions.decision_probability`)."""
+        reader = self.active_reader
+        return self.cut if reader is None else reader.cut
 
 
-def pair_model_from_dict(payload: dict) -> PairModel:
+def pair_model_from_dict(payload: dict, *, reader_directory: Path | None = None) -> PairModel:
+    """The head of a file's `payload`. Its `reader` block is read only with `reader_directory` (where its adapters
+    file lies): shipped heads are (`pair_model_default`); a tenant's verifier never is, since its cut is chosen on its
+    own probabilities, even when its file began as a copy of a shipped head's."""
     if payload.get("feature_version") not in FEATURE_VERSIONS:
         raise ValueError(
             f"duplicate model of feature set {payload.get('feature_version')!r}, expected one of {FEATURE_VERSIONS}"
@@ -166,7 +187,10 @@ def pair_model_from_dict(payload: dict) -> PairModel:
         if trees.inputs != inputs:
             raise ValueError(f"tree head reads {trees.inputs} inputs, its feature set gives {inputs}")
     gate = payload.get("gate")
-    skipped = ("weights", "mean", "scale", "bias", "cut", "dimension", "trees", "gate")
+    reader = None
+    if payload.get("reader") and reader_directory is not None:
+        reader = pair_reader_from_dict(payload["reader"], directory=reader_directory)
+    skipped = ("weights", "mean", "scale", "bias", "cut", "dimension", "trees", "gate", "reader")
     meta = {k: v for k, v in payload.items() if k not in skipped}
     return PairModel(
         weights=weights,
@@ -179,11 +203,13 @@ def pair_model_from_dict(payload: dict) -> PairModel:
         feature_version=str(payload["feature_version"]),
         trees=trees,
         gate=None if gate is None else float(gate),
+        reader=reader,
     )
 
 
 def pair_model_load(path: Path = MODEL_PATH) -> PairModel:
-    return pair_model_from_dict(json.loads(path.read_text(encoding="utf-8")))
+    """The shipped head in the file at `path`, with its pair reader when it has one."""
+    return pair_model_from_dict(json.loads(path.read_text(encoding="utf-8")), reader_directory=path.parent)
 
 
 def head_path(embedding_model: str | None = None) -> Path:

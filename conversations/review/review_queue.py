@@ -35,10 +35,11 @@ CANDIDATE_FIELDS = (
 
 
 def head_cuts() -> dict[str, float]:
-    """The cut of the shipped head of each offered embedding model, by the model's id (what a turn records as its
-    question's `question_vector_model`): a decision's probability is read against the cut of the head that gave it.
-    A turn of a model offered no longer is read against the bundled model's cut."""
-    return {embedding_model_id(name): pair_model_default(name).cut for name in offered_models()}
+    """The cut the shipped head of each offered embedding model serves at (its pair reader's when it has one), by the
+    model's id (what a turn records as its question's `question_vector_model`): a decision's probability is read
+    against the cut of the head that gave it. A turn of a model offered no longer is read against the bundled model's
+    cut."""
+    return {embedding_model_id(name): pair_model_default(name).decision_cut for name in offered_models()}
 
 
 def review_queue_seed(*, tenant: Tenant, day: date) -> random.Random:
@@ -87,7 +88,7 @@ def _draw(*, tenant: Tenant, day: date, quota: int, random_share: float) -> None
     )[:CANDIDATES_READ]
     rows = sorted(events, key=lambda row: (row[5] is None, row[5] or timezone.now(), row[0]))
     cuts = head_cuts()
-    bundled_cut = pair_model_default().cut
+    bundled_cut = pair_model_default().decision_cut
     picks = review_picks(
         candidates=[
             ReviewCandidate(

@@ -15,12 +15,13 @@ The trees: scikit-learn's HistGradientBoostingClassifier (`TREE_PARAMETERS`), ex
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from conversations.dedup.duplicate_model import LINEAR_KIND, TREES_KIND, PairModel, TreeEnsemble
+from conversations.dedup.pair_reader import combined_probability, reader_scores
 from conversations.dedup.question_pairs import TENANT_FEATURE_VERSION
 from conversations.training.duplicate_head_training import recall_at_precision, standardise
 from conversations.training.labelled_pairs import INNER_FOLDS
@@ -137,6 +138,24 @@ def model_probabilities(model: PairModel, features: np.ndarray) -> np.ndarray:
         rows = np.column_stack([z, features[:, start : start + model.trees.inputs - 1]])
         z = np.array([model.trees.raw(row) for row in rows])
     return sigmoid(z)
+
+
+def decision_probabilities(
+    model: PairModel, features: np.ndarray, pairs: Sequence[tuple[str, str]]
+) -> tuple[np.ndarray, float]:
+    """What the decision by `model` reads for each pair (its questions `pairs`, its `features`) and the cut it serves
+    at, as `decisions.decision_probability` gives them one pair at a time: the head's probabilities and cut, or with
+    a pair reader their combination with the reader's scores and the reader's cut."""
+    probabilities = model_probabilities(model, features)
+    reader = model.active_reader
+    scores = None if reader is None else reader_scores(reader=reader, pairs=pairs)
+    if scores is None:
+        return probabilities, model.cut
+    combined = [
+        combined_probability(reader=reader, head_probability=float(p), reader_score=float(r))
+        for p, r in zip(probabilities, scores, strict=True)
+    ]
+    return np.array(combined), reader.cut
 
 
 def selection_recall(*, scores: np.ndarray, labels: np.ndarray, eligible: np.ndarray, target: float) -> float:

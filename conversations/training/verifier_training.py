@@ -48,10 +48,10 @@ from conversations.training.duplicate_head_training import ranked_totals, recall
 from conversations.training.labelled_pairs import LabelledQuestionPair, label_inner_fold, label_is_held_out
 from conversations.training.verifier_heads import (
     Candidate,
+    decision_probabilities,
     fit_towards,
     linear_candidates,
     log_odds,
-    model_probabilities,
     prior_extend,
     sigmoid,
     trees_candidate,
@@ -385,14 +385,16 @@ def _judge(
     eligible: np.ndarray,
     active: PairModel,
     features: np.ndarray,
+    questions: Sequence[tuple[str, str]],
     threshold: float,
     data: _Labelled,
     precision_target: float,
     cut_confident: bool,
 ) -> tuple[Judgement, np.ndarray]:
     """The new model judged against `active` at its own gate and cut on the held-out labels, and the pairs the active
-    decision serves (every label)."""
-    active_probability = model_probabilities(active, features)
+    decision serves (every label). The active decision is the one turns get: with its pair reader, when it has one
+    (`verifier_heads.decision_probabilities` of the pairs' `questions`)."""
+    active_probability, active_cut = decision_probabilities(active, features, questions)
     active_gate = threshold if active.gate is None else min(threshold, active.gate)
     active_eligible = data.eligible(active_gate)
     held_out, labels, random_weights = data.held_out, data.labels, data.random_weights
@@ -403,12 +405,12 @@ def _judge(
         labels=labels[held_out],
         eligible=eligible[held_out],
         active_eligible=active_eligible[held_out],
-        active_cut=active.cut,
+        active_cut=active_cut,
         random_weights=random_weights[held_out],
         precision_target=precision_target,
         cut_confident=cut_confident,
     )
-    return judgement, active_eligible & (active_probability >= active.cut)
+    return judgement, active_eligible & (active_probability >= active_cut)
 
 
 def _version_figures(
@@ -531,6 +533,7 @@ def verifier_train(
         eligible=eligible,
         active=active,
         features=features,
+        questions=[(p.question, p.stored_question) for p in pairs],
         threshold=threshold,
         data=data,
         precision_target=precision_target,

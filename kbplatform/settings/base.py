@@ -366,6 +366,10 @@ ASYNC_COMMIT_CACHED_TURNS = env.bool("KB_ASYNC_COMMIT_CACHED_TURNS", default=Fal
 # without it (cosine gate raised to at least 0.90, numbers, negation and follow-up checks), as for an embedding model
 # the head was not trained on.
 DUPLICATE_HEAD = env.bool("KB_DUPLICATE_HEAD", default=True)
+# true: the bundled model's head decides with its pair reader (`conversations.dedup.pair_reader`, a cross-encoder
+# fitted on QQP beside it). Off by default: it gains precision on QQP-like traffic and serves fewer repeats of
+# help-centre phrasing (docs/conversations.md, "The pair reader beside the head").
+PAIR_READER = env.bool("KB_PAIR_READER", default=False)
 # Where tenants' trained duplicate verifiers are kept (`conversations.training.verifiers`): one directory per tenant
 # under it. Shared storage when web and workers run on several machines: workers write, web reads.
 DUPLICATE_MODEL_DIR = Path(env.str("KB_DUPLICATE_MODEL_DIR", default=str(VAR_DIR / "duplicate_models")))
