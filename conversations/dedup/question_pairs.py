@@ -206,15 +206,75 @@ def is_negated(text: str) -> bool:
     )
 
 
+# English actions and their opposites, each side in the forms a question writes it. One question asking about one
+# side and the other about the other is two questions however close their vectors ("What time does the store open on
+# Sunday?" / "... close on Sunday?", cosine 0.93). Left out: pairs whose opposites often ask one thing ("before" and
+# "after" a date, a war "won" or "lost" in a counterfactual), which QQP's labelled duplicates showed.
+_OPPOSITES = tuple(
+    (frozenset(one.split(", ")), frozenset(other.split(", ")))
+    for one, other in (
+        ("open, opens, opened, opening", "close, closes, closed, closing"),
+        ("lock, locks, locked, locking", "unlock, unlocks, unlocked, unlocking"),
+        ("enable, enables, enabled, enabling", "disable, disables, disabled, disabling"),
+        ("activate, activates, activated, activating", "deactivate, deactivates, deactivated, deactivating"),
+        ("connect, connects, connected, connecting", "disconnect, disconnects, disconnected, disconnecting"),
+        ("subscribe, subscribes, subscribed, subscribing", "unsubscribe, unsubscribes, unsubscribed, unsubscribing"),
+        ("install, installs, installed, installing", "uninstall, uninstalls, uninstalled, uninstalling"),
+        ("add, adds, added, adding", "remove, removes, removed, removing, delete, deletes, deleted, deleting"),
+        ("upload, uploads, uploaded, uploading", "download, downloads, downloaded, downloading"),
+        ("import, imports, imported, importing", "export, exports, exported, exporting"),
+        ("increase, increases, increased, increasing", "decrease, decreases, decreased, decreasing, reduce, reduced"),
+        ("upgrade, upgrades, upgraded, upgrading", "downgrade, downgrades, downgraded, downgrading"),
+        ("buy, buys, bought, buying", "sell, sells, sold, selling"),
+        ("send, sends, sent, sending", "receive, receives, received, receiving"),
+        ("start, starts, started, starting", "stop, stops, stopped, stopping"),
+        ("show, shows, showed, shown, showing", "hide, hides, hid, hidden, hiding"),
+        ("encrypt, encrypts, encrypted, encrypting", "decrypt, decrypts, decrypted, decrypting"),
+        ("accept, accepts, accepted, accepting", "reject, rejects, rejected, rejecting"),
+        ("join, joins, joined, joining", "leave, leaves, left, leaving"),
+        ("lend, lends, lent, lending", "borrow, borrows, borrowed, borrowing"),
+        ("mute, mutes, muted, muting", "unmute, unmutes, unmuted, unmuting"),
+        ("follow, follows, followed, following", "unfollow, unfollows, unfollowed, unfollowing"),
+        ("block, blocks, blocked, blocking", "unblock, unblocks, unblocked, unblocking"),
+        ("minimum, min", "maximum, max"),
+        ("earliest", "latest"),
+        ("first", "last"),
+        ("login, logins, log in, logging in, logged in", "logout, logouts, log out, logging out, logged out"),
+        ("sign in, signing in, signed in", "sign out, signing out, signed out"),
+        ("turn on, turning on, turned on", "turn off, turning off, turned off"),
+        ("switch on, switching on, switched on", "switch off, switching off, switched off"),
+        ("opt in, opting in, opted in", "opt out, opting out, opted out"),
+    )
+)
+
+
+def _terms(text: str) -> set[str]:
+    """A question's words, contractions and chat spellings read, and each two words in a row ("log in")."""
+    words = [_word_read(word) for word in _words(text)]
+    return set(words) | {f"{one} {two}" for one, two in zip(words, words[1:], strict=False)}
+
+
+def opposites_differ(first: str, second: str) -> bool:
+    """Whether one question names an action and the other its opposite (`_OPPOSITES`), neither naming both."""
+    terms = (_terms(first), _terms(second))
+    for one, other in _OPPOSITES:
+        sides = [(bool(t & one), bool(t & other)) for t in terms]
+        if sides in ([(True, False), (False, True)], [(False, True), (True, False)]):
+            return True
+    return False
+
+
 def questions_conflict(first: str, second: str) -> str:
     """Why two questions the embedding calls close cannot be the same question, or "" when nothing says so: other
-    numbers ("...in 2016" vs "...in 2017") or the opposite polarity ("can" vs "can't"). Embeddings of short
-    questions blur exactly these, a wrong stored answer costs more than a fresh one, and a learned model gives no
-    guarantee on them, so they refuse outright."""
+    numbers ("...in 2016" vs "...in 2017"), the opposite polarity ("can" vs "can't") or opposite actions ("open" vs
+    "close", `opposites_differ`). Embeddings of short questions blur exactly these, a wrong stored answer costs more
+    than a fresh one, and a learned model gives no guarantee on them, so they refuse outright."""
     if numbers_in(first) != numbers_in(second):
         return "numbers differ"
     if is_negated(first) != is_negated(second):
         return "negation differs"
+    if opposites_differ(first, second):
+        return "opposite actions"
     return ""
 
 

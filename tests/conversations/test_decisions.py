@@ -210,7 +210,19 @@ def test_shipped_phrasings_name_their_intent_at_their_own_floor_for_text_that_is
         ("I can log in on my phone", "I cant log in on my phone", "negation differs"),
         ("Why doesnt my card work?", "Why doesn't my card work?", ""),
         ("Can't log in after the update", "Unable to log in after the update", ""),
-        ("How do I install Python on Windows?", "How do I uninstall Java on Linux?", ""),  # the head's job
+        ("How do I install Python on Windows?", "How do I install Java on Linux?", ""),  # the head's job
+        # one question names an action, the other its opposite
+        ("How do I install Python on Windows?", "How do I uninstall Python on Windows?", "opposite actions"),
+        ("What time does the store open on Sunday?", "When does the store close on Sunday?", "opposite actions"),
+        ("How do I log in?", "How can I log out?", "opposite actions"),
+        ("How do I turn on notifications?", "How do I turn off notifications?", "opposite actions"),
+        ("How do I upload a file?", "Where do I download a file?", "opposite actions"),
+        ("What is the first day to apply?", "What is the last day to apply?", "opposite actions"),
+        ("How do I logout?", "How do I log out?", ""),  # one side, two spellings
+        ("How do I turn on dark mode?", "How do I switch on dark mode?", ""),
+        ("How do I open or close an account?", "How do I close an account?", ""),  # both named on one side
+        ("Can I add and remove users?", "How do I remove users?", ""),
+        ("How long before my refund arrives?", "How long after approval does my refund arrive?", ""),
         ("How do I vote on Proposition 61?", "How do I vote on Proposition 62?", "numbers differ"),
         ("Is the iPhone 6 waterproof?", "Is the iPhone 7 waterproof?", "numbers differ"),
         ("Is the 5GB limit per user?", "Is the 10GB limit per user?", "numbers differ"),
