@@ -2,11 +2,12 @@
 (`retrieval.cross_encoder`, adapters fitted by `manage.py pair_reader_train`), whose score joins the head's.
 
 The head judges a pair from the two vectors and a few word counts; the reader reads the words of both questions in
-one pass, so it sees what the vectors blur ("for a child" / "for an adult", which words were swapped). Neither alone
-decides: the decision's probability is a logistic combination of the head's log-odds and the reader's score
-(`combined_probability`, two weights fitted on scores neither part saw), and the pair is served at or above the
-reader's own cut. A head file carries its reader as a `reader` block (weights, scaling, cut, the adapters file's
-name and SHA-256, and the figures its cut promises); a head without one decides alone, as tenants' verifiers do.
+one pass, each word beside the other question's (it does not read word order better: on PAWS-QQP's swapped words it
+changes nothing). Neither alone decides: the decision's probability is a logistic combination of the head's log-odds
+and the reader's score (`combined_probability`, two weights fitted on scores neither part saw), and the pair is
+served at or above the reader's own cut. A head file carries its reader as a `reader` block (weights, scaling, cut,
+the adapters file's name and SHA-256, and the figures its cut promises); a head without one decides alone, as
+tenants' verifiers do.
 
 The reader is the operator's choice (KB_PAIR_READER, off by default; `reader_on`): fitted on QQP, it gains precision
 on QQP-like traffic at the same recall and serves fewer repeats of help-centre phrasing written here
