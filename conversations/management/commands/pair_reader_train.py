@@ -23,11 +23,11 @@ class Command(BaseCommand):
         parser.add_argument("--limit", type=int, default=0, help="fit on the first N pairs only (a smoke run)")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        if not PAIRS.is_file():
-            raise CommandError(f"No labelled pairs at {PAIRS}: the reader is fitted on QQP's pairs there.")
         for name in ("rank", "epochs"):
             if options[name] < 1:
                 raise CommandError(f"--{name} must be at least 1")
+        if not PAIRS.is_file():
+            raise CommandError(f"No labelled pairs at {PAIRS}: the reader is fitted on QQP's pairs there.")
         reader_train(
             say=lambda line: self.stdout.write(line),
             rank=options["rank"],
