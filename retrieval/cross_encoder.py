@@ -210,17 +210,18 @@ def pair_scorer(*, adapters: Path, model: str | None = None) -> PairScorer:
 
 def _export_path(name: str, digest: str) -> Path:
     plain = onnx_file_path(directory=settings.EMBEDDING_ONNX_DIR, identity=embeddings.model_identity(name))
-    return plain.with_name(plain.name.split(".", 1)[0] + f"+reader-{digest[:16]}.{EXPORT_FORMAT}.onnx")
+    return plain.with_name(f"{plain.stem}+reader-{digest[:16]}.{EXPORT_FORMAT}.onnx")
 
 
 def _onnx_run(*, root: Path, adapters: Path, path: Path) -> object:
     """A run of the ONNX export at `path`, made from the model and adapters first when it is missing or broken."""
 
-    def loaded() -> object:
-        session = session_open(path)
+    def loaded(at: Path = path) -> object:
+        session = session_open(at)
         names = {i.name for i in session.get_inputs()}
         if not {"input_ids", "attention_mask"} <= names or len(session.get_outputs()) != 1:
-            raise OnnxFileUnavailable(f"{path} is not an export of a pair reader")
+            raise OnnxFileUnavailable(f"{at} is not an export of a pair reader")
+        # The fusions may drop an input the graph no longer reads (token types): only what it takes is given.
         return lambda columns: session.run(None, {k: v for k, v in columns.items() if k in names})[0]
 
     try:
@@ -241,8 +242,7 @@ def _onnx_run(*, root: Path, adapters: Path, path: Path) -> object:
             def write(temporary: Path) -> None:
                 _export(model, pair_columns(tokenizer, list(PROBE_PAIRS)), temporary)
                 fuse(path=temporary, root=root)
-                session = session_open(temporary)
-                made = PairScorer(run=lambda columns: session.run(None, columns)[0], tokenizer=tokenizer)
+                made = PairScorer(run=loaded(temporary), tokenizer=tokenizer)
                 difference = float(np.max(np.abs(made.scores(PROBE_PAIRS) - expected)))
                 if difference > EXPORT_MAX_DIFFERENCE:
                     raise OnnxFileUnavailable(
