@@ -30,7 +30,6 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kbplatform.settings.base")
 
 TARGETS = (0.85, 0.87, 0.90)
-MAX_LENGTH = 96
 BATCH = 32
 
 
@@ -47,13 +46,15 @@ def main() -> None:
     import numpy as np
     import torch
     from sklearn.metrics import roc_auc_score
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    from transformers import AutoTokenizer
 
     from conversations.dedup import question_pairs
     from conversations.dedup.duplicate_model import pair_model_default, pair_probability
     from conversations.models import DEFAULT_THRESHOLD
     from conversations.training import duplicate_head_training as training
     from conversations.training.labelled_pairs import PAIRS, followup_guard_passes, pairs_embed, pairs_load_many
+    from conversations.training.pair_reader_training import adapters_add
+    from retrieval import cross_encoder
     from retrieval.embeddings import BUNDLED_MODEL_NAME, model_path
 
     torch.manual_seed(0)
@@ -85,8 +86,9 @@ def main() -> None:
 
     root = model_path(BUNDLED_MODEL_NAME)
     tokenizer = AutoTokenizer.from_pretrained(str(root))
-    model = AutoModelForSequenceClassification.from_pretrained(str(root), num_labels=1)
+    model = cross_encoder.sequence_model(root)
     adapters = adapters_add(model, rank=args.rank)
+    scorer = cross_encoder.PairScorer(run=cross_encoder.torch_run(model), tokenizer=cross_encoder.pair_tokenizer(root))
     trainable = [p for p in model.parameters() if p.requires_grad]
     print(f"reader: {len(adapters)} adapted layers, {sum(p.numel() for p in trainable):,} trained numbers")
 
@@ -113,7 +115,7 @@ def main() -> None:
                 [e[1] for e in batch],
                 padding=True,
                 truncation=True,
-                max_length=MAX_LENGTH,
+                max_length=cross_encoder.MAX_LENGTH,
                 return_tensors="pt",
             )
             loss = loss_of(model(**encoded).logits.squeeze(-1), torch.tensor([e[2] for e in batch]))
@@ -129,12 +131,12 @@ def main() -> None:
     scored = choose_on | held_out
     reader = np.zeros(len(labels))
     rows = [pairs.rows[i] for i in np.flatnonzero(scored)]
-    reader[scored] = reader_scores(model, tokenizer, [(r["question1"], r["question2"]) for r in rows])
+    reader[scored] = scorer.scores([(r["question1"], r["question2"]) for r in rows], batch_size=64)
     one = [(pairs.rows[0]["question1"], pairs.rows[0]["question2"])]
     timings = []
     for _ in range(30):
         tick = time.perf_counter()
-        reader_scores(model, tokenizer, one)
+        scorer.scores(one)
         timings.append((time.perf_counter() - tick) * 1000)
     print(
         f"training and scoring {time.perf_counter() - started:.0f} s; peak memory "
@@ -193,61 +195,6 @@ def main() -> None:
             f"head + reader at cut {cut:.2f}: fold 0 {figures(decided, choose_on)}, "
             f"held out {figures(decided, held_out)}"
         )
-
-
-def adapters_add(model: object, *, rank: int) -> list[object]:
-    """Freeze `model` and give every linear layer of its transformer layers a trained rank-`rank` update (B @ A, B
-    starting at zero, so training starts from the bi-encoder's own weights); the pooler and the head stay trained."""
-    import torch
-
-    class Adapted(torch.nn.Module):
-        def __init__(self, base: torch.nn.Linear) -> None:
-            super().__init__()
-            self.base = base
-            self.down = torch.nn.Parameter(torch.randn(rank, base.in_features) * (0.1 / rank**0.5))
-            self.up = torch.nn.Parameter(torch.zeros(base.out_features, rank))
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.base(x) + (x @ self.down.T @ self.up.T) * 2.0
-
-    for parameter in model.parameters():
-        parameter.requires_grad = False
-    adapted = []
-    for layer in model.bert.encoder.layer:
-        for owner in (layer.attention.self, layer.attention.output, layer.intermediate, layer.output):
-            for name in ("query", "key", "value", "dense"):
-                base = getattr(owner, name, None)
-                if isinstance(base, torch.nn.Linear):
-                    setattr(owner, name, Adapted(base))
-                    adapted.append(getattr(owner, name))
-    for parameter in list(model.bert.pooler.parameters()) + list(model.classifier.parameters()):
-        parameter.requires_grad = True
-    return adapted
-
-
-def reader_scores(model: object, tokenizer: object, pairs: list[tuple[str, str]]) -> object:
-    """The reader's logit of each pair: the mean over both orders, so the score does not depend on which question
-    was asked first."""
-    import numpy as np
-    import torch
-
-    scores = []
-    with torch.no_grad():
-        for start in range(0, len(pairs), 64):
-            batch = pairs[start : start + 64]
-            both = []
-            for a, b in ((0, 1), (1, 0)):
-                encoded = tokenizer(
-                    [p[a] for p in batch],
-                    [p[b] for p in batch],
-                    padding=True,
-                    truncation=True,
-                    max_length=MAX_LENGTH,
-                    return_tensors="pt",
-                )
-                both.append(model(**encoded).logits.squeeze(-1))
-            scores.extend(((both[0] + both[1]) / 2).tolist())
-    return np.array(scores)
 
 
 if __name__ == "__main__":

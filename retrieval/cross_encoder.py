@@ -187,21 +187,23 @@ def torch_run(model: torch.nn.Module) -> object:
     return run
 
 
-def pair_scorer(*, adapters: Path, model: str | None = None) -> PairScorer:
+def pair_scorer(*, adapters: Path, sha256: str, model: str | None = None) -> PairScorer:
     """The process's scorer of the adapters at `adapters` on `model` (the bundled one by default), made on first use
-    and kept. Raises CrossEncoderUnavailable when the adapters, the model or its export cannot be had."""
+    and kept; the file must be the one named by `sha256`, checked once, when the scorer is made. Raises
+    CrossEncoderUnavailable when the adapters (missing, another file), the model or its export cannot be had."""
     name = embeddings.model_resolve(model or embeddings.BUNDLED_MODEL_NAME)
-    digest = adapters_digest(adapters)
-    key = f"{embeddings.model_identity(name)}+{digest}"
+    key = f"{embeddings.model_identity(name)}+{adapters}+{sha256}"
     scorer = _scorers.get(key)
     if scorer is None:
         with _lock:
             scorer = _scorers.get(key)
             if scorer is None:
+                if adapters_digest(adapters) != sha256:
+                    raise CrossEncoderUnavailable(f"{adapters} is not the file its head names (SHA-256 differs)")
                 root = embeddings.model_path(name)
                 tokenizer = pair_tokenizer(root)
                 if embeddings.backend() == "onnx":
-                    run = _onnx_run(root=root, adapters=adapters, path=_export_path(name, digest))
+                    run = _onnx_run(root=root, adapters=adapters, path=_export_path(name, sha256))
                 else:
                     run = torch_run(merged_model(root=root, adapters=adapters))
                 scorer = _scorers[key] = PairScorer(run=run, tokenizer=tokenizer)

@@ -29,14 +29,13 @@ from pathlib import Path
 import numpy as np
 from django.conf import settings
 
-from retrieval.cross_encoder import CrossEncoderUnavailable, PairScorer, adapters_digest, pair_scorer
+from retrieval.cross_encoder import CrossEncoderUnavailable, pair_scorer
 
 logger = logging.getLogger(__name__)
 
 HEADS_DIR = Path(__file__).resolve().parent
 READER_FILE = "pair_reader.all-MiniLM-L6-v2.npz"
 _unavailable: set[Path] = set()
-_scorers: dict[Path, PairScorer] = {}  # adapters file -> its scorer, its SHA-256 checked once
 
 
 @dataclass(frozen=True, eq=False)
@@ -97,14 +96,10 @@ def reader_scores(*, reader: PairReader, pairs: Sequence[tuple[str, str]]) -> np
     """The reader's score of each pair, or None when the reader cannot run in this process (said once in the log)."""
     if reader.adapters in _unavailable:
         return None
-    scorer = _scorers.get(reader.adapters)
-    if scorer is None:
-        try:
-            if adapters_digest(reader.adapters) != reader.adapters_sha256:
-                raise CrossEncoderUnavailable(f"{reader.adapters} is not the file its head names (SHA-256 differs)")
-            scorer = _scorers[reader.adapters] = pair_scorer(adapters=reader.adapters)
-        except CrossEncoderUnavailable as exc:
-            _unavailable.add(reader.adapters)
-            logger.error("The pair reader cannot run, so the duplicate head decides alone at its own cut: %s", exc)
-            return None
+    try:
+        scorer = pair_scorer(adapters=reader.adapters, sha256=reader.adapters_sha256)
+    except CrossEncoderUnavailable as exc:
+        _unavailable.add(reader.adapters)
+        logger.error("The pair reader cannot run, so the duplicate head decides alone at its own cut: %s", exc)
+        return None
     return scorer.scores(pairs)

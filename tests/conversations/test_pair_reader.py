@@ -192,12 +192,13 @@ def test_the_onnx_export_gives_pytorchs_scores(settings, tmp_path, monkeypatch):
     settings.EMBEDDING_ONNX_DIR = tmp_path
     settings.EMBEDDING_BACKEND = "onnx"
     monkeypatch.setattr(cross_encoder, "_scorers", {})
+    named = {"adapters": head.reader.adapters, "sha256": head.reader.adapters_sha256}
     pairs = [("Why is the sky blue?", "What makes the sky blue?"), ("How do I cancel?", "How do I subscribe?")]
-    onnx_scores = cross_encoder.pair_scorer(adapters=head.reader.adapters).scores(pairs)
+    onnx_scores = cross_encoder.pair_scorer(**named).scores(pairs)
     assert len(list(tmp_path.glob("*+reader-*.onnx"))) == 1
     settings.EMBEDDING_BACKEND = "torch"
     monkeypatch.setattr(cross_encoder, "_scorers", {})
-    torch_scores = cross_encoder.pair_scorer(adapters=head.reader.adapters).scores(pairs)
+    torch_scores = cross_encoder.pair_scorer(**named).scores(pairs)
     assert np.abs(onnx_scores - torch_scores).max() < cross_encoder.EXPORT_MAX_DIFFERENCE
     assert onnx_scores[0] > onnx_scores[1]  # a paraphrase over a reversal of intent
 
