@@ -15,7 +15,8 @@ on QQP-like traffic at the same recall and serves fewer repeats of help-centre p
 
 If the reader cannot run (its file is missing or altered, the export cannot be made), the head decides alone at its
 own cut, as it did before the reader existed, and the log says so once per process: a safe fallback, not a wrong
-answer.
+answer. A run that raises while scoring leaves that call to the head alone the same way (logged once), and the next
+call tries the reader again.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ logger = logging.getLogger(__name__)
 HEADS_DIR = Path(__file__).resolve().parent
 READER_FILE = "pair_reader.all-MiniLM-L6-v2.npz"
 _unavailable: set[Path] = set()
+# Readers whose run has failed at least once in this process: said in the log once, not on every turn.
+_run_failed: set[Path] = set()
 
 
 @dataclass(frozen=True, eq=False)
@@ -102,4 +105,12 @@ def reader_scores(*, reader: PairReader, pairs: Sequence[tuple[str, str]]) -> np
         _unavailable.add(reader.adapters)
         logger.error("The pair reader cannot run, so the duplicate head decides alone at its own cut: %s", exc)
         return None
-    return scorer.scores(pairs)
+    try:
+        return scorer.scores(pairs)
+    except Exception as exc:  # noqa: BLE001 - ONNX Runtime and PyTorch raise untyped run errors (memory, a bad input)
+        # A run that fails is one turn's problem, not the reader's: this call falls back to the head alone and the
+        # next one tries again. The turn must not end in an error for a signal the head can do without.
+        if reader.adapters not in _run_failed:
+            _run_failed.add(reader.adapters)
+            logger.error("The pair reader failed while scoring, so the duplicate head decides alone: %r", exc)
+        return None

@@ -13,6 +13,7 @@ import torch
 from django.core.management import CommandError, call_command
 
 from conversations.dedup import decisions as d
+from conversations.dedup import pair_reader
 from conversations.dedup.duplicate_model import MODEL_PATH, pair_model_default, pair_model_from_dict, pair_probability
 from conversations.dedup.pair_reader import PairReader, combined_probability, pair_reader_from_dict
 from conversations.dedup.question_pairs import pair_features
@@ -113,6 +114,30 @@ def test_a_reader_that_cannot_run_leaves_the_head_alone_at_its_own_cut(reader_on
     assert (probability, cut) == again == (pair_probability(model=head, features=features), head.cut)
     assert [r.message for r in caplog.records].count(caplog.records[0].message) == 1  # said once per process
     assert "decides alone" in caplog.records[0].message
+
+
+def test_a_reader_whose_run_fails_leaves_the_head_alone_for_that_turn(reader_on, caplog, monkeypatch):
+    head = pair_model_default()
+    question, stored = "How do I reset my password?", "How can I reset my password?"
+    _, _, features = _real_pair_features(question, stored, head)
+    scorer = cross_encoder.pair_scorer(adapters=head.reader.adapters, sha256=head.reader.adapters_sha256)
+    served = d.decision_probability(model=head, features=features, question=question, stored_question=stored)
+
+    def broken(pairs, **kwargs):
+        raise RuntimeError("[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : out of memory")
+
+    monkeypatch.setattr(scorer, "scores", broken)
+    monkeypatch.setattr(pair_reader, "_run_failed", set())
+    with caplog.at_level(logging.ERROR, logger="conversations.dedup.pair_reader"):
+        for _ in range(2):
+            assert d.decision_probability(model=head, features=features, question=question, stored_question=stored) == (
+                pair_probability(model=head, features=features),
+                head.cut,
+            )
+    said = [r.message for r in caplog.records if r.name == "conversations.dedup.pair_reader"]
+    assert len(said) == 1 and "failed while scoring" in said[0]  # once, not on every turn
+    monkeypatch.undo()  # the run works again: the next turn reads the reader as before
+    assert d.decision_probability(model=head, features=features, question=question, stored_question=stored) == served
 
 
 def test_an_altered_adapters_file_is_not_run(reader_on, tmp_path):
