@@ -120,8 +120,9 @@ NEGATIONS = frozenset(
 _NOT_NEGATIONS = frozenset("对不起 了不起 差不多 怪不得 恨不得 巴不得 说不定 大不了 少不了 免不了 不得不".split())
 # Ending a clause, these ask "or not?" ("花呗支持加油卡不", "快递上班了没", "有…没有"): a question tag, not a denial.
 _QUESTION_TAGS = frozenset("不 没 否".split())
-# 不 before these is no denial: "I don't know / I'm not sure ..." hedges a question, 不客气 is "you're welcome".
-_NOT_DENIED = frozenset("知道 清楚 确定 晓得 了解 客气".split())
+# 不 before these is no denial: "I don't know / I'm not sure ..." hedges a question, 不客气 is "you're welcome", 不小心
+# is "by accident" ("不小心删了" asks what "误删" asks; the segmenter cuts it 不 + 小心).
+_NOT_DENIED = frozenset("知道 清楚 确定 晓得 了解 客气 小心".split())
 
 
 def _a_not_a(words: Sequence[str], index: int) -> bool:
@@ -156,6 +157,95 @@ def negated(text: str) -> bool:
         if any(_negates(words, index) for index in range(len(words))):
             return True
     return False
+
+
+# --- opposite actions ---------------------------------------------------------------------------------------------
+
+
+class _Opposite(NamedTuple):
+    """Two opposite actions: the words that name each (`one`, `other`), and what else says a question touches that
+    side at all (`one_also`, `other_also`: a bare character of the action, a state such as 恢复 / 重新 that leads back
+    to it). A question names a side when it has one of that side's words and touches the other side nowhere."""
+
+    one: re.Pattern[str]
+    other: re.Pattern[str]
+    one_also: re.Pattern[str]
+    other_also: re.Pattern[str]
+
+
+def _opposite(one: str, other: str, one_also: str, other_also: str) -> _Opposite:
+    return _Opposite(re.compile(one), re.compile(other), re.compile(one_also), re.compile(other_also))
+
+
+# The actions a help centre's questions ask in two directions. The other side's words are read first and taken out,
+# because some hold this side's ("取消关注" holds 关注, "退出登录" holds 登录, "恢复删除" holds 删除). Left out, because
+# the labelled Chinese pairs ask one question with both sides: 冻结 / 解冻 and 锁定 / 解锁 ("账户被冻结怎么办" asks how
+# to unfreeze), 收款 / 付款, 发送 / 接收.
+_OPPOSITE_ACTIONS = (
+    _opposite("开启|打开|开通|启用", "关闭|关掉|停用|禁用", "开|启|恢复|重新", "关|停|取消|注销"),
+    _opposite("设置|开通|开启|打开", "取消", "设|开|启|恢复|重新", "关|停"),
+    _opposite("绑定|绑卡", "解绑|解除绑定|取消绑定", "绑|关联|重新", "解|换|取消"),
+    _opposite("上传", "下载", "传", "下"),
+    _opposite("导入", "导出", "入", "出"),
+    _opposite("登录|登陆|登入", "退出登录|退出登陆|退出账号|退出帐号|登出", "登", "退出|切换"),
+    _opposite("注册", "注销", "开通|申请", "销|关闭"),
+    _opposite("添加|新增|加入|增加", "删除|移除|删掉|移出", "加|增", "删|移|去掉|减"),
+    _opposite("删除|删掉|误删|删了", "恢复(?:删除|误删|删掉)?|找回|还原", "删", "撤销"),
+    _opposite("升级", "降级", "升", "降"),
+    _opposite("提高|提升|调高|上调|增加", "降低|调低|下调|减少", "提|高|升|增|涨|恢复|调回", "降|低|减|少"),
+    _opposite("充值|存入|存钱", "提现|取出|取钱|取款", "充|存", "提|取"),
+    _opposite("显示", "隐藏", "显", "隐"),
+    _opposite("关注", "取消关注", "关注", "取消"),
+    _opposite("订阅", "取消订阅|退订", "订", "退|取消"),
+    _opposite("最多|最大|最高|最长", "最少|最小|最低|最短", "大|高|长|上限", "小|低|短|下限"),
+)
+# A passive (被绑定, 被注册, 被删除) tells a state someone else brought about, which a question asks to undo or to
+# understand: either side's question may ask it, so a passive question names no side.
+_PASSIVE = "被"
+# Questions of size hold characters of both sides of "most" / "least" (多少 holds 少, 多长 holds 长): read as neither.
+_SIZE_QUESTIONS = re.compile(r"多少|多久|多长|多大|多高|多远")
+# A word of two characters, then "before" or "after" it: 发货前 / 发货后, 付款之前 / 付款以后.
+_BEFORE_AFTER = re.compile(r"([\u4e00-\u9fff]{2})(之前|以前|前|之后|以后|后)")
+
+
+def _sides_named(text: str) -> tuple[int | None, ...]:
+    """For each of `_OPPOSITE_ACTIONS`, the side `text` names (0 or 1), or None: it names neither, or touches both."""
+    if _PASSIVE in text:
+        return (None,) * len(_OPPOSITE_ACTIONS)
+    text = _SIZE_QUESTIONS.sub(" ", text)
+    named: list[int | None] = []
+    for opposite in _OPPOSITE_ACTIONS:
+        other = opposite.other.search(text) is not None
+        rest = opposite.other.sub(" ", text)
+        one = opposite.one.search(rest) is not None
+        bare = opposite.one.sub(" ", rest)
+        touches_one = one or opposite.one_also.search(bare) is not None
+        touches_other = other or opposite.other_also.search(bare) is not None
+        named.append(0 if one and not touches_other else 1 if other and not touches_one else None)
+    return tuple(named)
+
+
+def _before_after(text: str) -> dict[str, set[str]]:
+    """The words `text` puts "before" or "after" (`_BEFORE_AFTER`), each with the sides it takes."""
+    taken: dict[str, set[str]] = {}
+    for match in _BEFORE_AFTER.finditer(text):
+        taken.setdefault(match.group(1), set()).add("before" if "前" in match.group(2) else "after")
+    return taken
+
+
+def opposites_differ(first: str, second: str) -> bool:
+    """Whether one question (normalized, lowercased, Chinese) asks one side of an action and the other its opposite
+    ("怎么导出数据" / "怎么导入数据", "怎么开通自动续费" / "怎么关闭自动续费"), or one asks before something and the
+    other after the same thing ("发货前能退款吗" / "发货后能退款吗"); neither touching both."""
+    first, second = simplified(first), simplified(second)
+    for one, other in zip(_sides_named(first), _sides_named(second), strict=True):
+        if one is not None and other is not None and one != other:
+            return True
+    first_taken, second_taken = _before_after(first), _before_after(second)
+    return any(
+        len(first_taken[word]) == len(second_taken[word]) == 1 and first_taken[word] != second_taken[word]
+        for word in first_taken.keys() & second_taken.keys()
+    )
 
 
 # --- numbers ------------------------------------------------------------------------------------------------------

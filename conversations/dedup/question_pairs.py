@@ -191,13 +191,19 @@ def numbers_in(text: str) -> set[str]:
     }
 
 
+def _read_as_chinese(text: str) -> bool:
+    """Whether the Chinese rules read `text`: it has Chinese characters and is not Japanese, whose kanji do not deny
+    or name actions as the same characters do in Chinese (不具合 is "a fault", 別 "another", 無料 "free")."""
+    return chinese_text.reads_as_chinese(text) and not other_languages.reads_as_japanese(text)
+
+
 def is_negated(text: str) -> bool:
     """Whether `text` says no: English "not" and its kin, the word that says it in the other languages
     (`other_languages`), Japanese, Korean and Thai negation written inside words, and Chinese negation, which is not
     read in Japanese text (its kanji do not deny as the same characters do in Chinese: 不具合 is "a fault", 別
     "another", 無料 "free")."""
     words = _words(text)
-    chinese = chinese_text.reads_as_chinese(text) and not other_languages.reads_as_japanese(text)
+    chinese = _read_as_chinese(text)
     return (
         any(w in _NEGATIONS or w.endswith("n't") for w in words)
         or other_languages.negated(words)
@@ -255,13 +261,18 @@ def _terms(text: str) -> set[str]:
 
 
 def opposites_differ(first: str, second: str) -> bool:
-    """Whether one question names an action and the other its opposite (`_OPPOSITES`), neither naming both."""
+    """Whether one question names an action and the other its opposite (`_OPPOSITES`), neither naming both; in
+    Chinese, `chinese_text.opposites_differ`."""
     terms = (_terms(first), _terms(second))
     for one, other in _OPPOSITES:
         sides = [(bool(t & one), bool(t & other)) for t in terms]
         if sides in ([(True, False), (False, True)], [(False, True), (True, False)]):
             return True
-    return False
+    if not (_read_as_chinese(first) and _read_as_chinese(second)):
+        return False
+    return chinese_text.opposites_differ(
+        chinese_text.normalized(first).lower(), chinese_text.normalized(second).lower()
+    )
 
 
 def questions_conflict(first: str, second: str) -> str:

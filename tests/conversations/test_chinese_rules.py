@@ -240,11 +240,57 @@ def test_opposite_polarity_conflicts(first, second):
         ("不知道怎么开通花呗", "怎么开通花呗"),
         ("对不起，怎么注销账户", "怎么注销账户"),
         ("差不多多久到账", "多久到账"),
+        ("不小心删了照片怎么找回", "误删的照片怎么找回"),
         ("怎么重置密码？", "我忘了密码怎么办？"),
         ("如何申请退款？", "退款怎么申请？"),
     ],
 )
 def test_words_that_only_contain_a_negating_character_do_not_conflict(first, second):
+    assert qp.questions_conflict(first, second) == ""
+
+
+# --- opposite actions -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("怎么开启消息提醒", "怎么关闭消息提醒"),
+        ("如何上传照片", "如何下载照片"),
+        ("能导出通讯录吗", "能导入通讯录吗"),
+        ("怎么绑定银行卡", "怎么解绑银行卡"),
+        ("怎么登录", "怎么退出登录"),
+        ("怎么添加好友", "怎么删除好友"),
+        ("怎么删除聊天记录", "怎么恢复删除的聊天记录"),
+        ("套餐可以升级吗", "套餐可以降级吗"),
+        ("額度怎麼提高", "额度怎么降低"),
+        ("余额怎么充值", "余额怎么提现"),
+        ("怎么关注公众号", "怎么取消关注公众号"),
+        ("最多能买几件", "最少要买几件"),
+        ("付款前可以修改地址吗", "付款后可以修改地址吗"),
+        ("下单之前能用优惠券吗", "下单以后能用优惠券吗"),
+    ],
+)
+def test_opposite_actions_conflict(first, second):
+    assert qp.questions_conflict(first, second) == "opposite actions"
+    assert qp.questions_conflict(second, first) == "opposite actions"
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("订阅怎么取消", "怎样取消订阅"),  # one action, both sides' words
+        ("花呗关闭了还能重新开通吗", "关闭花呗后怎么再开通"),
+        ("文件不小心删了能找回吗", "怎么恢复误删的文件"),
+        ("银行卡被别人绑定了怎么办", "怎么解绑银行卡"),  # a passive tells the state the other undoes
+        ("账户被冻结怎么办", "账户怎么解冻"),  # freezing is left out: asked as the state it undoes
+        ("上传的文件最多多大", "上传文件有大小限制吗"),  # 多大 asks a size, it is no "most"
+        ("提前还款有手续费吗", "提前还清要手续费吗"),  # 提前 is "early", not "before"
+        ("发货后多久到", "发货以后几天能到"),
+        ("怎么开通自动续费", "自动续费怎么开"),
+    ],
+)
+def test_one_action_asked_two_ways_does_not_conflict(first, second):
     assert qp.questions_conflict(first, second) == ""
 
 

@@ -209,13 +209,39 @@ def test_a_contraction_typed_without_its_apostrophe_is_never_served_its_opposite
     assert refused["dedup"]["reason"] == "negation differs", refused["dedup"]
 
 
-def test_a_question_about_the_opposite_action_is_never_served_the_first_ones_answer(api_client, tenant, services):
-    """ "open" and "close" sit 0.93 apart in the bundled model for this pair, and the head called it a duplicate
-    (p 0.77 over its cut 0.73): the closing time was served the opening time's answer."""
-    kb = indexed_kb(tenant, documents=HELP_CENTRE_EN, name="help-english")
+HELP_CENTRE_ZH_DATA = {
+    **HELP_CENTRE_ZH,
+    "data": [
+        "导出数据：在设置中打开数据管理，点击导出，文件会发送到您的邮箱。导入数据：在数据管理中点击导入并选择文件。"
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("documents", "model", "analyzer", "question", "opposite"),
+    [
+        (
+            HELP_CENTRE_EN,
+            "all-MiniLM-L6-v2",
+            "english",
+            "What time does the store open on Sunday?",
+            "What time does the store close on Sunday?",
+        ),
+        (HELP_CENTRE_ZH_DATA, embeddings.USE_MODEL_NAME, "chinese", "怎么导出数据？", "怎么导入数据？"),
+        (HELP_CENTRE_ZH_DATA, embeddings.USE_MODEL_NAME, "chinese", "发货前能退款吗？", "发货后能退款吗？"),
+    ],
+    ids=["english-open-close", "chinese-export-import", "chinese-before-after"],
+)
+def test_a_question_about_the_opposite_action_is_never_served_the_first_ones_answer(
+    api_client, tenant, services, documents, model, analyzer, question, opposite
+):
+    """Each pair sits 0.93-0.97 apart in its knowledge base's model, and its head called it a duplicate (the bundled
+    head p 0.77 over its cut 0.73; the multilingual head 0.71 and 0.80 over 0.65): the opposite was served the first
+    question's answer."""
+    kb = indexed_kb(tenant, documents=documents, name=f"help-{analyzer}", embedding_model=model, text_analyzer=analyzer)
     conversation_id = start(api_client, kb)
-    ask(api_client, conversation_id, "What time does the store open on Sunday?")
-    refused = ask(api_client, conversation_id, "What time does the store close on Sunday?")
+    ask(api_client, conversation_id, question)
+    refused = ask(api_client, conversation_id, opposite)
     assert refused["dedup"]["action"] != "served_cached", refused["dedup"]
     assert refused["dedup"]["reason"] == "opposite actions", refused["dedup"]
 
