@@ -212,10 +212,12 @@ def is_negated(text: str) -> bool:
     )
 
 
-# English actions and their opposites, each side in the forms a question writes it. One question asking about one
-# side and the other about the other is two questions however close their vectors ("What time does the store open on
-# Sunday?" / "... close on Sunday?", cosine 0.93). Left out: pairs whose opposites often ask one thing ("before" and
-# "after" a date, a war "won" or "lost" in a counterfactual), which QQP's labelled duplicates showed.
+# English actions and their opposites, and the ends of a scale ("best" / "worst", "more" / "less"), each side in the
+# forms a question writes it. One question asking about one side and the other about the other is two questions
+# however close their vectors ("What time does the store open on Sunday?" / "... close on Sunday?", cosine 0.93). Left
+# out: pairs whose opposites often ask one thing, which QQP's labelled duplicates showed: "before" and "after" a date,
+# a war "won" or "lost" in a counterfactual, "good" / "bad", and "to" / "from" ("transfer money to / from" asks one
+# thing as often as two).
 _OPPOSITES = tuple(
     (frozenset(one.split(", ")), frozenset(other.split(", ")))
     for one, other in (
@@ -245,6 +247,22 @@ _OPPOSITES = tuple(
         ("minimum, min", "maximum, max"),
         ("earliest", "latest"),
         ("first", "last"),
+        ("best", "worst"),
+        ("highest", "lowest"),
+        ("longest", "shortest"),
+        ("biggest, largest", "smallest"),
+        ("fastest, quickest", "slowest"),
+        ("easiest", "hardest"),
+        ("cheapest", "most expensive"),
+        ("more", "less, fewer"),
+        ("advantage, advantages", "disadvantage, disadvantages"),
+        ("positive", "negative"),
+        ("input, inputs", "output, outputs"),
+        ("into", "out of"),
+        ("incoming", "outgoing"),
+        ("inbound", "outbound"),
+        ("deposit, deposits, deposited, depositing", "withdraw, withdraws, withdrew, withdrawing, withdrawal"),
+        ("arrive, arrives, arrived, arriving, arrival", "depart, departs, departed, departing, departure"),
         ("login, logins, log in, logging in, logged in", "logout, logouts, log out, logging out, logged out"),
         ("sign in, signing in, signed in", "sign out, signing out, signed out"),
         ("turn on, turning on, turned on", "turn off, turning off, turned off"),

@@ -218,6 +218,12 @@ def test_shipped_phrasings_name_their_intent_at_their_own_floor_for_text_that_is
         ("How do I turn on notifications?", "How do I turn off notifications?", "opposite actions"),
         ("How do I upload a file?", "Where do I download a file?", "opposite actions"),
         ("What is the first day to apply?", "What is the last day to apply?", "opposite actions"),
+        ("What is the best plan for a small team?", "What is the worst plan for a small team?", "opposite actions"),
+        ("Which plan has the lowest fees?", "Which plan has the highest fees?", "opposite actions"),
+        ("How long does a deposit take?", "How long does a withdrawal take?", "opposite actions"),
+        ("Does the Pro plan cost more?", "Does the Pro plan cost less?", "opposite actions"),
+        ("What are the pros and cons of the Pro plan?", "What are the advantages of the Pro plan?", ""),
+        ("How do I transfer money to another bank?", "How do I transfer money from another bank?", ""),  # left out
         ("How do I logout?", "How do I log out?", ""),  # one side, two spellings
         ("How do I turn on dark mode?", "How do I switch on dark mode?", ""),
         ("How do I open or close an account?", "How do I close an account?", ""),  # both named on one side
