@@ -180,7 +180,8 @@ def _opposite(one: str, other: str, one_also: str, other_also: str) -> _Opposite
 # The actions a help centre's questions ask in two directions. The other side's words are read first and taken out,
 # because some hold this side's ("取消关注" holds 关注, "退出登录" holds 登录, "恢复删除" holds 删除). Left out, because
 # the labelled Chinese pairs ask one question with both sides: 冻结 / 解冻 and 锁定 / 解锁 ("账户被冻结怎么办" asks how
-# to unfreeze), 收款 / 付款, 发送 / 接收.
+# to unfreeze), 收款 / 付款, 发送 / 接收, 借款 / 还款. Left and right are here too (左眼皮 / 右眼皮), but not 左右
+# ("about").
 _OPPOSITE_ACTIONS = (
     _opposite("开启|打开|开通|启用", "关闭|关掉|停用|禁用", "开|启|恢复|重新", "关|停|取消|注销"),
     _opposite("设置|开通|开启|打开", "取消", "设|开|启|恢复|重新", "关|停"),
@@ -198,6 +199,7 @@ _OPPOSITE_ACTIONS = (
     _opposite("关注", "取消关注", "关注", "取消"),
     _opposite("订阅", "取消订阅|退订", "订", "退|取消"),
     _opposite("最多|最大|最高|最长", "最少|最小|最低|最短", "大|高|长|上限", "小|低|短|下限"),
+    _opposite("(?<!左)左(?!右)", "(?<!左)右", "左", "右"),
 )
 # A passive (被绑定, 被注册, 被删除) tells a state someone else brought about, which a question asks to undo or to
 # understand: either side's question may ask it, so a passive question names no side.

@@ -269,6 +269,7 @@ def test_words_that_only_contain_a_negating_character_do_not_conflict(first, sec
         ("最多能买几件", "最少要买几件"),
         ("付款前可以修改地址吗", "付款后可以修改地址吗"),
         ("下单之前能用优惠券吗", "下单以后能用优惠券吗"),
+        ("左眼皮跳是什么征兆", "右眼皮跳是什么征兆"),
     ],
 )
 def test_opposite_actions_conflict(first, second):
@@ -288,6 +289,7 @@ def test_opposite_actions_conflict(first, second):
         ("提前还款有手续费吗", "提前还清要手续费吗"),  # 提前 is "early", not "before"
         ("发货后多久到", "发货以后几天能到"),
         ("怎么开通自动续费", "自动续费怎么开"),
+        ("三天左右能到账吗", "三天能到账吗"),  # 左右 is "about"
     ],
 )
 def test_one_action_asked_two_ways_does_not_conflict(first, second):
