@@ -147,6 +147,105 @@ def negated_in_text(text: str, words: Sequence[str]) -> bool:
     return _japanese_negated(text) or _korean_negated(text, words) or _thai_negated(text)
 
 
+# --- opposite actions -------------------------------------------------------------------------------------------
+
+# An action and its opposite in these languages, as `question_pairs._OPPOSITES` has them in English: each side's verb
+# in the forms a help-centre question writes it (infinitive, first person, imperative, participle), and the nouns of
+# the action. One question naming one side and the other only the other side are two questions, however close the
+# embedding puts them ("Wie aktiviere ich Benachrichtigungen?" / "Wie deaktiviere ich ...?" 0.99; both were served by
+# the multilingual head before this rule). Read only in text with none of `_ENGLISH_SIGNS`: some forms are English
+# words ("active", "open", "sale").
+_OPPOSITE_WORDS = tuple(
+    (frozenset(one.split()), frozenset(other.split()))
+    for one, other in (
+        (  # switch on / off
+            """activar activo activa activé activado activada ativar ativo ativa ativei ativado ativada attivare attivo
+            attiva attivato attivata activer activé activée aktivieren aktiviere aktiviert einschalten schalte
+            включить включаю включается включен включена включено включи włączyć włączam włącz włączony włączona
+            inschakelen schakel""",
+            """desactivar desactivo desactiva desactivé desactivado desactivada desativar desativo desativa desativei
+            desativado desativada disattivare disattivo disattiva disattivato disattivata désactiver désactive
+            désactivé désactivée deaktivieren deaktiviere deaktiviert ausschalten отключить отключаю отключается
+            отключен отключена отключено отключи выключить выключаю выключен выключена выключено выключи wyłączyć
+            wyłączam wyłącz wyłączony wyłączona uitschakelen""",
+        ),
+        (  # log in / out
+            """iniciar inicio inicia entrar entro connecter connecte connecté connectée connexion anmelden anmelde
+            angemeldet anmeldung einloggen inloggen войти вхожу вход входа zalogować zaloguj zalogowanie giriş""",
+            """cerrar cierro cierra cierre sair saio deconnecter déconnecter déconnecte déconnecté déconnectée
+            déconnexion abmelden abmelde abgemeldet abmeldung ausloggen uitloggen выйти выхожу выход выхода
+            wylogować wyloguj wylogowanie çıkış""",
+        ),
+        (  # upload / download
+            "subir subo sube caricare carico hochladen téléverser uploaden przesłać",
+            "descargar descargo descarga scaricare scarico herunterladen runterladen télécharger downloaden pobrać",
+        ),
+        (  # add / remove
+            """añadir añado agregar agrego adicionar adiciono ajouter ajoute aggiungere aggiungo hinzufügen
+            toevoegen добавить добавляю dodać dodaj""",
+            """eliminar elimino borrar borro quitar quito remover removo excluir excluo apagar apago supprimer
+            supprime retirer retire rimuovere rimuovo cancellare cancello entfernen entferne löschen lösche
+            verwijderen verwijder удалить удаляю usunąć usuń""",
+        ),
+        (  # open / close
+            """abrir abro abre ouvrir ouvre aprire apro apre öffnen öffne открыть открываю otworzyć otwórz openen""",
+            """cerrar cierro cierra fechar fecho fechei fermer ferme chiudere chiudo chiude schließen schließe
+            закрыть закрываю zamknąć zamknij sluiten sluit""",
+        ),
+    )
+)
+# German and Dutch split a verb's prefix off to the end of the question ("Wie melde ich mich an?", "Hoe zet ik
+# meldingen aan?"): opposite prefixes as the last word say opposite actions.
+_OPPOSITE_LAST_WORDS = tuple(
+    (frozenset(one.split()), frozenset(other.split()))
+    for one, other in (("an", "ab"), ("auf", "zu"), ("ein", "aus"), ("hoch", "herunter runter"), ("aan in", "uit"))
+)
+# Japanese and Korean write these as loanwords or syllables inside the text. The other side is read first and
+# taken out, as アンインストール holds インストール; オン and オフ not inside オンライン, オフライン or オフィス, 꺼
+# not in 꺼내다 ("take out").
+_OPPOSITE_IN_TEXT = tuple(
+    (re.compile(one), re.compile(other))
+    for one, other in (
+        ("ログイン|サインイン", "ログアウト|サインアウト"),
+        ("アップロード", "ダウンロード"),
+        ("インポート", "エクスポート"),
+        ("インストール", "アンインストール"),
+        ("オン(?!ライン)", "オフ(?!ライン|ィス)"),
+        ("로그인", "로그아웃"),
+        ("업로드", "다운로드"),
+        ("켜|켠", "끄|끈|꺼(?!내)"),
+        ("추가", "삭제|제거"),
+    )
+)
+
+
+def _sides(text: str, words: Sequence[str], *, latin: bool) -> list[tuple[bool, bool]]:
+    """For each opposite pair in turn, whether `text` (its `words` beside it) names the one side and the other; the
+    word lists only when `latin` (no English text in the pair)."""
+    sides: list[tuple[bool, bool]] = []
+    if latin:
+        named = set(words)
+        sides += [(bool(one & named), bool(other & named)) for one, other in _OPPOSITE_WORDS]
+        last = words[-1] if words else ""
+        sides += [(last in one, last in other) for one, other in _OPPOSITE_LAST_WORDS]
+    for one, other in _OPPOSITE_IN_TEXT:
+        sides.append((one.search(other.sub(" ", text)) is not None, other.search(text) is not None))
+    return sides
+
+
+def opposites_differ(first: str, second: str, first_words: Sequence[str], second_words: Sequence[str]) -> bool:
+    """Whether one question asks one side of an action and the other its opposite in these languages (the words
+    `question_pairs` reads of each given beside it), neither naming both: "¿Cómo activo ...?" / "¿Cómo desactivo
+    ...?", "Wie melde ich mich an?" / "... ab?", "ログインできません" / "ログアウトできません"."""
+    latin = not any(word in _ENGLISH_SIGNS for word in (*first_words, *second_words))
+    return any(
+        {one, other} == {(True, False), (False, True)}
+        for one, other in zip(
+            _sides(first, first_words, latin=latin), _sides(second, second_words, latin=latin), strict=True
+        )
+    )
+
+
 # --- follow-ups -------------------------------------------------------------------------------------------------
 
 # How a follow-up opens in these languages, as the English "and ...", "but ...", "what about ..." do: "Und für

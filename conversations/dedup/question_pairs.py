@@ -279,13 +279,16 @@ def _terms(text: str) -> set[str]:
 
 
 def opposites_differ(first: str, second: str) -> bool:
-    """Whether one question names an action and the other its opposite (`_OPPOSITES`), neither naming both; in
-    Chinese, `chinese_text.opposites_differ`."""
+    """Whether one question names an action and the other its opposite (`_OPPOSITES`), neither naming both; in the
+    multilingual model's other languages by `other_languages.opposites_differ`, in Chinese by
+    `chinese_text.opposites_differ`."""
     terms = (_terms(first), _terms(second))
     for one, other in _OPPOSITES:
         sides = [(bool(t & one), bool(t & other)) for t in terms]
         if sides in ([(True, False), (False, True)], [(False, True), (True, False)]):
             return True
+    if other_languages.opposites_differ(first, second, _words(first), _words(second)):
+        return True
     if not (_read_as_chinese(first) and _read_as_chinese(second)):
         return False
     return chinese_text.opposites_differ(

@@ -719,6 +719,45 @@ def test_a_chinese_question_quoting_japanese_is_read_as_chinese():
     assert qp.is_negated("“ありがとう”没有对应的中文吗")  # the Chinese reader reads its 没有
 
 
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("¿Cómo activo las notificaciones?", "¿Cómo desactivo las notificaciones?"),
+        ("¿Cómo inicio sesión?", "¿Cómo cierro sesión?"),
+        ("Comment ajouter un utilisateur ?", "Comment supprimer un utilisateur ?"),
+        ("Come carico un file?", "Come scarico un file?"),
+        ("Wie melde ich mich an?", "Wie melde ich mich ab?"),
+        ("Hoe zet ik meldingen aan?", "Hoe zet ik meldingen uit?"),
+        ("Как войти в аккаунт?", "Как выйти из аккаунта?"),
+        ("Jak włączyć powiadomienia?", "Jak wyłączyć powiadomienia?"),
+        ("ファイルをアップロードする方法は？", "ファイルをダウンロードする方法は？"),
+        ("アプリをインストールするには？", "アプリをアンインストールするには？"),
+        ("로그인은 어떻게 하나요?", "로그아웃은 어떻게 하나요?"),
+    ],
+)
+def test_opposite_actions_in_the_other_languages_conflict(first, second):
+    assert qp.questions_conflict(first, second) == "opposite actions"
+    assert qp.questions_conflict(second, first) == "opposite actions"
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("Wie melde ich mich an?", "Wie kann ich mich anmelden?"),  # one side, two ways
+        ("¿Cómo desactivo las notificaciones?", "¿Cómo apago las notificaciones?"),
+        ("Wie lösche ich mein Konto?", "Kann ich mein Konto entfernen?"),
+        ("¿Cómo activo o desactivo las notificaciones?", "¿Cómo desactivo las notificaciones?"),  # both on one side
+        ("通知をオフにするには？", "オフラインで使えますか？"),  # オフライン is no "off"
+        ("オンラインで支払えますか？", "オフィスで支払えますか？"),
+        ("파일을 꺼내는 방법", "파일을 여는 방법"),  # 꺼내다 is "take out", not "switch off"
+        ("How do I open my account?", "How do I open my account"),  # English text is read by the English list
+        ("Is my account active?", "How do I deactivate my account?"),  # "active" is no English action
+    ],
+)
+def test_one_action_in_the_other_languages_does_not_conflict(first, second):
+    assert qp.questions_conflict(first, second) == ""
+
+
 def test_the_duplicate_decision_refuses_a_russian_question_and_its_opposite():
     vector = unit(1, 0, 0)
     decided = d.duplicate_decide(
