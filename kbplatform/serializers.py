@@ -18,6 +18,15 @@ from rest_framework import serializers
 # The largest OFFSET PostgreSQL takes (a bigint): a paged list bounds its `offset` by it, since past it the query fails
 # instead of returning an empty page.
 MAX_OFFSET = 2**63 - 1
+# The largest id a row can have (a bigint primary key). An id past it names no row, and a lookup by it fails in the
+# database driver (an overflow) instead of finding nothing, so an id a request names is bounded by it: a 400.
+ID_MAX = 2**63 - 1
+
+
+def id_field(**kwargs: Any) -> serializers.IntegerField:
+    """A request's id of a row: an integer from 1 to ID_MAX."""
+    return serializers.IntegerField(min_value=1, max_value=ID_MAX, **kwargs)
+
 
 MULTI_VALUED_FIELDS = (serializers.ListField, serializers.MultipleChoiceField, serializers.ListSerializer)
 

@@ -15,9 +15,17 @@ _INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
 
 
 def control_character_problem(value: str) -> str | None:
-    """What is wrong with `value` if it holds a control character (the first one, named and placed), else None."""
+    """What is wrong with `value` if it holds a control character or a lone surrogate (the first one, named and
+    placed), else None. A lone surrogate comes only from JSON text the body parser did not read (a form field, a
+    JSONL line): no UTF-8 can store it, so it would fail at the database, the tokenizer or the response."""
     for position, character in enumerate(value, start=1):
-        if unicodedata.category(character) == "Cc" and character not in ALLOWED_CONTROL_CHARACTERS:
+        category = unicodedata.category(character)
+        if category == "Cs":
+            return (
+                f"Contains a lone surrogate U+{ord(character):04X} at position {position}, which is not text; send "
+                "valid UTF-8."
+            )
+        if category == "Cc" and character not in ALLOWED_CONTROL_CHARACTERS:
             return (
                 f"Contains the control character U+{ord(character):04X} at position {position}; "
                 "send text without control characters (tab, newline and carriage return are fine)."

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import unicodedata
 from collections.abc import Mapping
 
 from retrieval.milvus import METADATA_KEY
@@ -34,6 +35,18 @@ Scalar = str | int | bool
 
 class MetadataError(ValueError):
     """Metadata or a metadata filter that is refused; the message says what and how to fix it."""
+
+
+def _string_check(value: str, *, where: str, filtering: bool = False) -> None:
+    """Strings are stored as UTF-8 (PostgreSQL's jsonb refuses NUL) and a filter is a Milvus expression literal,
+    which escapes quotes and backslashes but no control character: a lone surrogate or NUL is refused anywhere, a
+    control character in a filter value."""
+    if len(value) > METADATA_STRING_MAX:
+        raise MetadataError(f"{where}: strings are at most {METADATA_STRING_MAX} characters.")
+    if any("\ud800" <= ch <= "\udfff" or ch == "\x00" for ch in value):
+        raise MetadataError(f"{where}: strings hold no NUL character and no lone surrogate (not valid UTF-8).")
+    if filtering and any(unicodedata.category(ch) == "Cc" for ch in value):
+        raise MetadataError(f"{where}: filter values hold no control characters (tabs, line breaks and the like).")
 
 
 def _key_check(key: object, where: str) -> str:
@@ -57,8 +70,7 @@ def _value_check(value: object, *, where: str, depth: int) -> None:
             raise MetadataError(f"{where}: numbers must be finite.")
         return
     if isinstance(value, str):
-        if len(value) > METADATA_STRING_MAX:
-            raise MetadataError(f"{where}: strings are at most {METADATA_STRING_MAX} characters.")
+        _string_check(value, where=where)
         return
     if depth >= METADATA_MAX_DEPTH and isinstance(value, (list, dict)):
         raise MetadataError(f"{where}: metadata nests at most {METADATA_MAX_DEPTH} levels deep.")
@@ -92,8 +104,8 @@ def metadata_validate(value: object) -> dict:
 
 def _filter_value_check(value: object, where: str) -> Scalar:
     if isinstance(value, bool) or isinstance(value, str):
-        if isinstance(value, str) and len(value) > METADATA_STRING_MAX:
-            raise MetadataError(f"{where}: strings are at most {METADATA_STRING_MAX} characters.")
+        if isinstance(value, str):
+            _string_check(value, where=where, filtering=True)
         return value
     if isinstance(value, int) and INT64_MIN <= value <= INT64_MAX:
         return value

@@ -19,7 +19,7 @@ from conversations.models import (
     Conversation,
     DedupAction,
 )
-from kbplatform.serializers import MAX_OFFSET, StrictInputSerializer
+from kbplatform.serializers import MAX_OFFSET, StrictInputSerializer, id_field
 from kbplatform.text import control_character_problem
 from retrieval.api_fields import (
     EMBEDDING_MODEL_MISMATCH_RESPONSE,
@@ -83,9 +83,7 @@ class ConversationListCreateApi(TenantApi):
             trim_whitespace=False,
             help_text="Only this end user's conversations (exact match; empty reads as absent).",
         )
-        knowledge_base = serializers.IntegerField(
-            required=False, min_value=1, help_text="Only conversations over this knowledge base."
-        )
+        knowledge_base = id_field(required=False, help_text="Only conversations over this knowledge base.")
         limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=100)
         offset = serializers.IntegerField(required=False, min_value=0, max_value=MAX_OFFSET, default=0)
 

@@ -24,7 +24,7 @@ from conversations.curated.curated_import import (
 from conversations.models import CuratedAnswer
 from conversations.selectors import curated_answer_get, curated_answers_list
 from kbplatform.errors import ApplicationError, NotFoundError
-from kbplatform.serializers import MAX_OFFSET, StrictInputSerializer
+from kbplatform.serializers import MAX_OFFSET, StrictInputSerializer, id_field
 from retrieval.models import KnowledgeBase
 from retrieval.selectors import knowledge_base_get
 from tenants.api import TenantApi
@@ -96,7 +96,7 @@ class CuratedAnswerListCreateApi(_CuratedApi):
         enabled = serializers.BooleanField(required=False, default=True)
         external_id = serializers.CharField(required=False, allow_null=True, max_length=255, default=None)
         source_chunk_ids = serializers.ListField(
-            child=serializers.IntegerField(min_value=1), required=False, default=list, help_text="Chunks it cites."
+            child=id_field(), required=False, default=list, help_text="Chunks it cites."
         )
 
     @extend_schema(
@@ -150,7 +150,7 @@ class CuratedAnswerDetailApi(_CuratedApi):
             required=False,
         )
         enabled = serializers.BooleanField(required=False)
-        source_chunk_ids = serializers.ListField(child=serializers.IntegerField(min_value=1), required=False)
+        source_chunk_ids = serializers.ListField(child=id_field(), required=False)
 
     @extend_schema(responses={200: CuratedAnswerOutputSerializer}, summary="Read a curated answer")
     def get(self, request: Request, curated_answer_id: int) -> Response:

@@ -19,7 +19,7 @@ from conversations.models import (
     LabelSource,
     ReviewVerdict,
 )
-from kbplatform.serializers import MAX_OFFSET, StrictInputSerializer
+from kbplatform.serializers import MAX_OFFSET, StrictInputSerializer, id_field
 from tenants.api import TenantApi
 from tenants.permissions import IsTenantWideKeyForMethods
 from tenants.scopes import Scope
@@ -100,7 +100,7 @@ class AuditEventListApi(TenantApi):
 
     class FilterSerializer(StrictInputSerializer):
         action = serializers.ChoiceField(choices=DedupAction.choices, required=False)
-        conversation = serializers.IntegerField(required=False, min_value=1)
+        conversation = id_field(required=False)
         created_from = serializers.DateTimeField(required=False, help_text="Events created at or after this time.")
         created_to = serializers.DateTimeField(required=False, help_text="Events created before this time.")
         similarity_min = serializers.FloatField(required=False, min_value=-1, max_value=1)
@@ -328,7 +328,7 @@ class FeedbackListApi(TenantApi):
 
     class FilterSerializer(StrictInputSerializer):
         rating = serializers.ChoiceField(choices=FeedbackRating.choices, required=False)
-        conversation = serializers.IntegerField(required=False, min_value=1)
+        conversation = id_field(required=False)
         limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=100)
         offset = serializers.IntegerField(required=False, min_value=0, max_value=MAX_OFFSET, default=0)
 

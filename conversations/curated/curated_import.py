@@ -16,12 +16,14 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import re
 import zipfile
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kbplatform.errors import ApplicationError
+from kbplatform.serializers import ID_MAX
 from kbplatform.text import control_character_problem, has_visible_character
 
 ANSWER_MAX_CHARS = 20000
@@ -104,6 +106,8 @@ def curated_input_check(
     external_id = (external_id or "").strip() or None
     if external_id is not None and len(external_id) > EXTERNAL_ID_MAX_CHARS:
         errors["external_id"] = [f"At most {EXTERNAL_ID_MAX_CHARS} characters."]
+    elif external_id is not None and (problem := control_character_problem(external_id)):
+        errors["external_id"] = [problem]
     chunk_ids = _chunk_ids_of(source_chunk_ids)
     if chunk_ids is None:
         errors["source_chunk_ids"] = ["Chunk ids: whole numbers (a list, or separated by commas or spaces)."]
@@ -125,14 +129,15 @@ def _chunk_ids_of(value: Any) -> list[int] | None:
         return []
     if isinstance(value, bool):
         return None
-    if isinstance(value, int | float) and float(value).is_integer() and value > 0:
-        return [int(value)]
+    if isinstance(value, int | float):
+        return [int(value)] if math.isfinite(value) and float(value).is_integer() and 0 < value <= ID_MAX else None
     parts = [str(part).strip() for part in value] if isinstance(value, list) else re.split(r"[,\s]+", str(value))
     ids: list[int] = []
     for part in parts:
         if not part:
             continue
-        if not part.isdigit() or int(part) < 1:
+        # ASCII digits only: str.isdigit() also takes "²" and "①", which int() refuses.
+        if not (part.isascii() and part.isdigit()) or not 1 <= int(part) <= ID_MAX:
             return None
         if int(part) not in ids:
             ids.append(int(part))
@@ -174,6 +179,9 @@ def _jsonl_rows(content: bytes) -> list[CuratedInput | ApplicationError]:
             item = json.loads(line)
         except ValueError as exc:
             rows.append(_with_row(ApplicationError(f"Line {number} is not JSON: {exc}."), number))
+            continue
+        except RecursionError:
+            rows.append(_with_row(ApplicationError(f"Line {number} nests too deeply to read as JSON."), number))
             continue
         if not isinstance(item, dict):
             rows.append(_with_row(ApplicationError(f"Line {number} is not a JSON object."), number))

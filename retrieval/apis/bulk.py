@@ -91,6 +91,8 @@ class DocumentBulkCreateApi(KeyScopedApi):
                     items.append(json.loads(line))
                 except ValueError as exc:
                     items.append(ApplicationError(f"Line {number + 1} is not JSON: {exc}."))
+                except RecursionError:
+                    items.append(ApplicationError(f"Line {number + 1} nests too deeply to read as JSON."))
         else:
             body = self.InputSerializer(data=request.data)
             body.is_valid(raise_exception=True)
