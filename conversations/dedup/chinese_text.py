@@ -116,6 +116,10 @@ NEGATIONS = frozenset(
     """不 没 没有 别 未 无 非 并非 并不 不能 不会 不是 不要 不用 不必 不可 不行 不得 不准 不许 不让 不肯 不想 不再 不到
     不了 不够 无法 无需 无须 没法 未能 从未 从不 绝不 决不 永不 尚未 还没 没能""".split()
 )
+# "Not" as users type it in chat, which the segmenter cuts apart: 木有 / 莫有 (没有, net slang) and Cantonese 冇 ("has
+# not"), each only before another word of its clause (木 and 莫 before 有: alone they are "wood" and "do not").
+# Cantonese 唔 is left out: it also writes sounds ("唔哩亲故" is Korean 우리 친구) and "hmm". word -> what must follow.
+_CHAT_NEGATIONS = {"木": "有", "莫": "有", "冇": ""}
 # Words of the form X不Y that are not "cannot": sorry, great, almost, no wonder, maybe...
 _NOT_NEGATIONS = frozenset("对不起 了不起 差不多 怪不得 恨不得 巴不得 说不定 大不了 少不了 免不了 不得不".split())
 # Ending a clause, these ask "or not?" ("花呗支持加油卡不", "快递上班了没", "有…没有"): a question tag, not a denial.
@@ -145,6 +149,8 @@ def _negates(words: Sequence[str], index: int) -> bool:
         return not (_a_not_a(words, index) or tag or set_phrase)
     if word == "没收" and after == "到":
         return True  # the segmenter cuts 没收到 (not received) as 没收 (confiscate) + 到
+    if word in _CHAT_NEGATIONS and after and after.startswith(_CHAT_NEGATIONS[word]):
+        return not (index and words[index - 1] == "有")  # 有木有 asks "is there?" as 有没有 does
     # A potential complement ("打不开" can't open, "找不着" can't find), but not an A-not-A word ("是不是").
     return len(word) == 3 and word[1] in "不没" and word[0] != word[2] and word not in _NOT_NEGATIONS
 

@@ -214,6 +214,9 @@ def test_words_with_numeral_characters_that_count_nothing_have_no_number(questio
         ("这并非本人操作怎么办", "这是本人操作怎么办"),
         ("别转账给陌生人", "转账给陌生人"),
         ("订单未支付怎么办", "订单已支付怎么办"),
+        ("为什么木有收到退款", "为什么收到退款"),
+        ("我莫有收到验证码", "我收到验证码了"),
+        ("为什么冇收到退款", "为什么收到退款"),
     ],
 )
 def test_opposite_polarity_conflicts(first, second):
@@ -241,6 +244,11 @@ def test_opposite_polarity_conflicts(first, second):
         ("对不起，怎么注销账户", "怎么注销账户"),
         ("差不多多久到账", "多久到账"),
         ("不小心删了照片怎么找回", "误删的照片怎么找回"),
+        ("为什么木有收到退款", "为什么没有收到退款"),  # chat spellings of 没有 deny as it does
+        ("我冇收到验证码", "我没收到验证码"),
+        ("分期有木有利息", "分期有没有利息"),  # and ask as it does
+        ("木头桌子多少钱", "实木桌子多少钱"),
+        ("唔，我想问下怎么退款", "我想问下怎么退款"),
         ("怎么重置密码？", "我忘了密码怎么办？"),
         ("如何申请退款？", "退款怎么申请？"),
     ],
