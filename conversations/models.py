@@ -20,6 +20,9 @@ DEFAULT_QUESTION_WINDOW = 10
 DEFAULT_EXCLUSION_WINDOW = 5
 DEFAULT_MIN_RESULTS = 3
 DEFAULT_TTL_SECONDS = 24 * 3600
+# The largest count a PositiveIntegerField holds on every database (PostgreSQL's integer): token counts the answer
+# service reports, and sums of them, are bounded by it before they are stored.
+COUNT_MAX = 2**31 - 1
 # The precision a tenant's trained duplicate verifier is chosen for, and must reach on its held-out labels to be
 # activated: a wrong stored answer costs more than a fresh one (docs/conversations.md, "Learning from review").
 DEFAULT_PRECISION_TARGET = 0.90

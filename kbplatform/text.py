@@ -8,6 +8,7 @@ as empty to a person, however long it is.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 ALLOWED_CONTROL_CHARACTERS = frozenset("\t\n\r")
@@ -42,3 +43,14 @@ def user_id_canonical(value: str) -> str:
     """The one spelling of an end-user id: Unicode NFC, so that "é" typed as one character and as "e" plus a combining
     accent names one user, whose conversations, user-scope stored answers and audit trail are then one."""
     return unicodedata.normalize("NFC", value)
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def text_storable(text: str) -> str:
+    """`text` as PostgreSQL, the tokenizer and JSON can hold it: NUL dropped, and a lone UTF-16 surrogate replaced by
+    U+FFFD. For text no person typed and nobody can be asked to fix: a parsed file (pypdf gives a surrogate for a
+    glyph a PDF's ToUnicode map sends to half a pair, so one such glyph costs its character, not the whole document)
+    and the answer service's reply."""
+    return _LONE_SURROGATE.sub("\ufffd", text.replace("\x00", ""))

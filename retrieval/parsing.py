@@ -7,7 +7,6 @@ in `DocumentParseError` with a message that person understands; the pipeline sto
 from __future__ import annotations
 
 import io
-import re
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,6 +14,8 @@ from typing import TYPE_CHECKING
 
 from charset_normalizer import from_bytes
 from charset_normalizer.utils import is_multi_byte_encoding
+
+from kbplatform.text import text_storable
 
 if TYPE_CHECKING:
     from docx.oxml.xmlchemy import BaseOxmlElement
@@ -279,16 +280,6 @@ def docx_text(data: bytes) -> str:
     except Exception as exc:
         raise DocumentParseError(f"The Word document is damaged and cannot be read ({type(exc).__name__}).") from exc
     return "\n\n".join(block for block in blocks if block)
-
-
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def text_storable(text: str) -> str:
-    """`text` as PostgreSQL, the tokenizer and JSON can hold it: NUL dropped, and a lone UTF-16 surrogate (what pypdf
-    gives for a glyph a PDF's ToUnicode map sends to half a pair) replaced by U+FFFD, so one such glyph costs its
-    character, not the whole document."""
-    return _LONE_SURROGATE.sub("\ufffd", text.replace("\x00", ""))
 
 
 def document_parse(data: bytes, *, filename: str = "", max_bytes: int) -> ParsedDocument:

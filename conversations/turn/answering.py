@@ -34,7 +34,9 @@ import openai
 from django.conf import settings
 
 from conversations.dedup.question_pairs import content_words
+from conversations.models import COUNT_MAX
 from kbplatform.errors import UpstreamError, UpstreamTimeoutError
+from kbplatform.text import text_storable
 from retrieval.embeddings import token_count, token_counts
 
 logger = logging.getLogger(__name__)
@@ -334,8 +336,12 @@ class ChatCompletionsAnswerGenerator:
                         usage.update(piece)
                         continue
                     if isinstance(piece, str):
-                        parts.append(piece)
-                        yield AnswerDelta(piece)
+                        # Stored as sent, and served again: what no database or JSON holds (NUL, a lone surrogate
+                        # from a "\ud800" escape) is taken out here, so the client is streamed what is stored.
+                        piece = text_storable(piece)
+                        if piece:
+                            parts.append(piece)
+                            yield AnswerDelta(piece)
                         continue
                     # An exception from the exchange.
                     if parts:
@@ -416,7 +422,9 @@ def _describe(error: BaseException | None) -> str:
 
 
 def _is_count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    """Whether the answer service reported a usable token count: a whole number a turn can store (else the turn
+    counts its own)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= COUNT_MAX
 
 
 def answer_generator() -> AnswerGenerator:

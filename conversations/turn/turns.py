@@ -15,6 +15,7 @@ from django.conf import settings
 
 from conversations.dedup import decisions
 from conversations.models import (
+    COUNT_MAX,
     AnswerState,
     Conversation,
     DedupScope,
@@ -305,7 +306,7 @@ def _audit_event(
         "excluded_count": len(decision.excluded),
         "relaxed": answer.relaxed,
         "shadow": decision.audit_shadow,
-        "tokens_saved": (matched.context_tokens + matched.answer_tokens) if matched else 0,
+        "tokens_saved": min(COUNT_MAX, matched.context_tokens + matched.answer_tokens) if matched else 0,
         "ms_saved": max(0.0, matched.elapsed_ms - elapsed_ms) if matched else 0.0,
     }
 

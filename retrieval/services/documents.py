@@ -21,11 +21,12 @@ from django.utils.text import get_valid_filename
 
 from kbplatform.errors import ApplicationError, ConflictError, NotFoundError
 from kbplatform.jobs import task_enqueue_on_commit
+from kbplatform.text import text_storable
 from retrieval import embeddings, vectorstore
 from retrieval.chunking import ChunkRefusedError, chunk_token_limit, prechunked_drafts
 from retrieval.metadata import MetadataError, metadata_validate
 from retrieval.models import Document, DocumentStatus, KnowledgeBase, SourceKind
-from retrieval.parsing import DocumentParseError, file_size_check, text_storable
+from retrieval.parsing import DocumentParseError, file_size_check
 from retrieval.services.index_runs import IN_PROGRESS
 from tenants.models import Tenant
 
@@ -327,7 +328,7 @@ def documents_create_bulk(
 
 
 def _bulk_document_storable(item: BulkDocument) -> BulkDocument:
-    """`item` with its text fields as PostgreSQL can store them (`parsing.text_storable`: NUL dropped, a lone surrogate
+    """`item` with its text fields as PostgreSQL can store them (`text_storable`: NUL dropped, a lone surrogate
     replaced), as the parsers leave an uploaded file's text: a JSON row's `\\ud835`, or a file name in another
     encoding than the file system's (Python reads each byte it cannot decode as a lone surrogate), costs its character,
     not the import. The same input always gives the same external id, so a re-run still skips what is there."""

@@ -248,3 +248,29 @@ def test_generator_choice_follows_settings(settings):
     assert isinstance(answer_generator(), ExtractiveAnswerGenerator)
     settings.LLM_BASE_URL, settings.LLM_MODEL = "http://llm.internal/v1", "small"
     assert isinstance(answer_generator(), ChatCompletionsAnswerGenerator)
+
+
+@pytest.mark.parametrize(
+    "upstream",
+    [[Reply(pieces=["a\x00b ", "\ud800c", "\x00"], usage={"prompt_tokens": 2**31, "completion_tokens": 2**40})]],
+    indirect=True,
+)
+def test_what_no_database_holds_is_taken_out_of_the_reply_and_an_unstorable_count_is_counted_here(upstream):
+    """PostgreSQL refuses NUL in text and counts past 2**31 - 1 in the turn's columns: an answer service that sent
+    either ended the turn in a 500 there (SQLite took them). The client is streamed what is stored."""
+    pieces = list(
+        ChatCompletionsAnswerGenerator(base_url=upstream.url, model="m").stream(question="q", passages=PASSAGES)
+    )
+    assert [p.text for p in pieces if isinstance(p, AnswerDelta)] == ["ab ", "\ufffdc"]
+    answer = pieces[-1]
+    assert answer.text == "ab \ufffdc"
+    assert answer.answer_tokens == token_count(answer.text)
+    assert answer.context_tokens == sum(token_count(p.text) for p in PASSAGES)
+
+
+@pytest.mark.parametrize("upstream", [[Reply(pieces=["How much do admins ", "pay\x00?"])]], indirect=True)
+def test_a_rewrite_is_taken_out_what_no_database_holds(upstream):
+    rewritten = ChatCompletionsAnswerGenerator(base_url=upstream.url, model="m").rewrite(
+        question="and admins?", history=()
+    )
+    assert rewritten == "How much do admins pay?"

@@ -322,3 +322,24 @@ def test_a_real_client_hanging_up_mid_stream_leaves_one_interrupted_turn(live_se
     assert turn.answer == "" and turn.answer_partial.startswith("First. ")
     assert records(tenant) == (1, 1)
     assert ConsumedItem.objects.for_tenant(tenant).filter(kind="chunk").count() == len(turn.source_chunk_ids) > 0
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["json", "stream"])
+def test_an_answer_with_a_nul_and_a_huge_usage_is_stored_and_served_again(api_client, tenant, kb, llm, streamed):
+    """On PostgreSQL a NUL in the answer service's reply, or its usage past a 32-bit column, ended the turn in a 500
+    (streamed: the stream broke off with no event and no turn). The sum of two storable counts, a served turn's
+    tokens saved, overflowed the same way."""
+    llm.replies = [
+        Reply(pieces=["Open Settings\x00 ", "[1]."], usage={"prompt_tokens": 2**30, "completion_tokens": 2**30})
+    ]
+    conversation_id = start(api_client, kb)
+    if streamed:
+        events = events_of(ask_streamed(api_client, conversation_id, "How do I reset my password?").streaming_content)
+        assert [name for name, _ in events][-1] == "done", events
+    else:
+        assert ask(api_client, conversation_id, "How do I reset my password?")["answer"] == "Open Settings [1]."
+    turn = Turn.objects.for_tenant(tenant).get()
+    assert turn.answer == "Open Settings [1]." and (turn.context_tokens, turn.answer_tokens) == (2**30, 2**30)
+    again = ask(api_client, conversation_id, "How do I reset my password?")
+    assert again["dedup"]["action"] == "served_cached" and again["answer"] == "Open Settings [1]."
+    assert DedupEvent.objects.for_tenant(tenant).latest("id").tokens_saved == 2**31 - 1
