@@ -18,9 +18,12 @@ Read as the text is written: the letters that make the ending, less the words wh
 (Japanese すみません "excuse me", 少ない "few", 間もなく "soon", the polite request くれませんか "could you";
 Korean 아니면 "or else", 없애다 "remove"; Thai ไม่ว่า "whatever", อย่างไร "how").
 
-Not read: Italian "non", which English writes without such a sign beside it ("Non proliferation treaty?", "a non-work
-program"); Turkish -me/-ma, which also ends nouns (ödeme "payment", ödemede "in the payment" beside ödemedim "I did not
-pay"); and the Arabic ما, which also asks "what". docs/conversations.md has what was measured.
+Italian "non" is read only beside an Italian word that is no English one (English writes "Non proliferation
+treaty?" and "a non-work program" with no English sign beside it). Indonesian, Malay and Vietnamese, which users
+write though the model was not trained on them, say "not" in a word of its own (tidak, belum, bukan; không, chưa),
+which is also how a yes/no question ends: read as a denial only before more of the question. Not read: Turkish
+-me/-ma, which also ends nouns (ödeme "payment", ödemede "in the payment" beside ödemedim "I did not pay"); and the
+Arabic ما, which also asks "what". docs/conversations.md has what was measured.
 """
 
 from __future__ import annotations
@@ -52,13 +55,52 @@ _ENGLISH_SIGNS = frozenset(
 )
 
 
+# Italian "non" is also English ("non proliferation", "a non-work program"): read only beside a word that is Italian
+# and no English word.
+_ITALIAN_SIGNS = frozenset(
+    "perché ho hai è il gli della dello del che posso puoi sono mio mia cosa questo questa".split()
+)
+# Languages the model was not trained on but users write, whose "not" is a word of its own: Indonesian and Malay
+# (tidak, belum "not yet", bukan, jangan "don't", and the chat forms gak, nggak, enggak) and Vietnamese (không, chưa
+# "not yet", chẳng, chả, đừng "don't"). Each also ends a yes/no question ("Sudah diterima atau belum?", "Bạn đã nhận
+# được chưa?", "... có ... không?"), where it asks and does not deny: not read as the question's last word, nor after
+# "atau" / "hay" ("or").
+_WORD_NEGATIONS_TAGGING = frozenset("tidak belum bukan gak nggak enggak không chưa".split())
+_WORD_NEGATIONS_PLAIN = frozenset("jangan chẳng chả đừng".split())
+_OR = frozenset("atau hay".split())
+# Vietnamese không is also "zero" and a syllable of other words: không khí (air), không gian (space), hàng không
+# (aviation), không trung (the sky).
+_KHONG_WORDS_AFTER = frozenset("khí gian trung".split())
+# Vietnamese and Indonesian question endings after which the tag may stand ("... không ạ?", "... belum ya?").
+_TRAILING_PARTICLES = frozenset("ạ vậy nhỉ nhé ya kah sih".split())
+
+
+def _denies_by_word(words: Sequence[str], index: int) -> bool:
+    word = words[index]
+    if word in _WORD_NEGATIONS_PLAIN:
+        return True
+    if word not in _WORD_NEGATIONS_TAGGING:
+        return False
+    rest = [w for w in words[index + 1 :] if w not in _TRAILING_PARTICLES]
+    before = words[index - 1] if index else ""
+    if not rest or before in _OR:
+        return False  # a question tag: "... or not?"
+    if word == "không" and (words[index + 1] in _KHONG_WORDS_AFTER or before == "hàng"):
+        return False
+    return not (word == "tidak" and words[index + 1] == "apa")  # "tidak apa-apa": never mind
+
+
 def negated(words: Iterable[str]) -> bool:
     """Whether `words` (lowercased, as `question_pairs` reads them) say no in one of these languages."""
     words = list(words)
     if any(word in NEGATIONS for word in words):
         return True
+    if any(_denies_by_word(words, index) for index in range(len(words))):
+        return True
     if any(word in _ENGLISH_SIGNS for word in words):
         return False
+    if "non" in words and any(word in _ITALIAN_SIGNS for word in words):
+        return True
     return any(word in AMBIGUOUS_NEGATIONS or (word.startswith(_ELIDED_NE) and len(word) > 2) for word in words)
 
 

@@ -642,6 +642,12 @@ def test_japanese_words_end_where_the_script_changes_and_its_particles_carry_no_
         ("비밀번호를 변경하세요", "비밀번호를 변경하지 마세요"),
         ("ทำไมฉันได้รับเงินคืน", "ทำไมฉันไม่ได้รับเงินคืน"),
         ("ชำระด้วยบัตรได้ไหม", "ชำระด้วยบัตรไม่ได้หรือ"),
+        # Italian beside an Italian word; Indonesian and Vietnamese, before more of the question
+        ("Perché ho ricevuto il rimborso?", "Perché non ho ricevuto il rimborso?"),
+        ("Kenapa saya menerima pengembalian dana?", "Kenapa saya tidak menerima pengembalian dana?"),
+        ("Pesanan saya sudah dikirim", "Pesanan saya belum dikirim"),
+        ("Tại sao tôi nhận được tiền hoàn lại?", "Tại sao tôi không nhận được tiền hoàn lại?"),
+        ("Đơn hàng đã được giao", "Đơn hàng chưa được giao"),
     ],
 )
 def test_a_negation_in_another_language_conflicts(first, second):
@@ -656,10 +662,26 @@ def test_a_negation_in_another_language_conflicts(first, second):
         "What are some lesser-known sights to see when visiting Chiang Mai, Thailand?",
         "How do I apply for doing final sem 8th year project?",
         "Non proliferation treaty?",
+        "Non profit organisations in Italy?",
     ],
 )
 def test_english_words_that_negate_in_another_language_do_not_negate_english(question):
     assert not qp.is_negated(question)
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("Apakah pesanan bisa dibatalkan?", "Apakah pesanan bisa dibatalkan atau tidak?"),  # "or not?" asks
+        ("Pesanan ini gratis?", "Pesanan ini gratis, bukan?"),
+        ("Tidak apa-apa, terima kasih", "Terima kasih"),  # "never mind"
+        ("Tôi có thể hủy đơn hàng?", "Tôi có thể hủy đơn hàng không?"),  # có ... không asks
+        ("Đơn hàng đã được giao?", "Đơn hàng đã được giao chưa ạ?"),
+        ("Vé hàng không giá bao nhiêu?", "Giá vé máy bay bao nhiêu?"),  # hàng không is aviation
+    ],
+)
+def test_a_question_tag_or_a_compound_in_indonesian_and_vietnamese_does_not_deny(first, second):
+    assert qp.questions_conflict(first, second) != "negation differs"
 
 
 @pytest.mark.parametrize(
