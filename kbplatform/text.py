@@ -1,9 +1,10 @@
-"""Checks of the free text a client sends (questions, end-user ids): pure functions, no I/O.
+"""Checks of the free text a client sends (questions, end-user ids), and text made storable: pure functions, no I/O.
 
 Control characters (C0/C1 but tab, newline and carriage return) are never part of text a person typed: they come
 from a client bug (a stray escape sequence, a binary id) and would be embedded, stored and shown in the admin as
 they are. Text made only of spaces, control and formatting characters (zero-width spaces, byte-order marks) reads
-as empty to a person, however long it is.
+as empty to a person, however long it is. Text nobody typed and nobody can be asked to fix (a parsed file, the
+answer service's reply) is not refused but made storable (`text_storable`).
 """
 
 from __future__ import annotations
