@@ -223,6 +223,12 @@ def manage(env: dict[str, str], *args: str, capture: bool = False) -> str:
     return result.stdout or ""
 
 
+def demo_tenant_args(*, email: str, password: str) -> list[str]:
+    """`manage.py create_tenant`'s arguments for the demo tenant. Each value is joined to its option with "=": a
+    generated password may begin with "-" (one in 64 of `token_urlsafe`'s), which argparse would read as an option."""
+    return ["create_tenant", "demo", "--name=Demo", f"--admin-email={email}", f"--admin-password={password}"]
+
+
 def demo_credentials(env: dict[str, str]) -> tuple[str, str, str]:
     """(admin email, password, API key), reused across runs from var/demo.env. The key holds every scope, so the
     README's session (create a knowledge base, upload, converse) runs with it; a saved key that no longer does (its
@@ -235,7 +241,7 @@ def demo_credentials(env: dict[str, str]) -> tuple[str, str, str]:
 
         password = secrets.token_urlsafe(9)
     key = saved.get("api_key", "")
-    args = ["create_tenant", "demo", "--name", "Demo", "--admin-email", email, "--admin-password", password]
+    args = demo_tenant_args(email=email, password=password)
     every_scope = ("--scope", "chat", "--scope", "ingest", "--scope", "admin")
     if key and manage(env, "check_api_key", key, *every_scope, capture=True).strip() == "valid":
         manage(env, *args, "--no-key")
