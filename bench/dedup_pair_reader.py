@@ -7,10 +7,10 @@ held-out 30%, which neither saw, through the decision's gate and checks (cosine 
 conflict, the follow-up guard), beside the shipped decision in the same run: ROC AUC, recall at precision 0.85 / 0.87
 / 0.90 at the best cut (an oracle), and precision / recall at cuts chosen on fold 0.
 
-The reader reads both orders of a pair (trained on both, scored as the mean of the two). This is the measurement
-that chose the design; the shipped reader is fitted by `manage.py pair_reader_train`
-(`conversations.training.pair_reader_training`: its cut chosen on two half-fitted readers, not on fold 0), and
-docs/conversations.md, "The pair reader beside the head", gives its figures.
+The reader reads both orders of a pair (trained on both, scored as the mean of the two). It is trained by the
+shipped training (`pair_reader_training.reader_fit`) and scored merged, as a turn reads it. This is the measurement
+that chose the design; the shipped reader is fitted by `manage.py pair_reader_train` (its cut chosen on two
+half-fitted readers, not on fold 0), and docs/conversations.md, "The pair reader beside the head", gives its figures.
 
 Usage: nice .venv/bin/python bench/dedup_pair_reader.py [--rank 16] [--epochs 2] [--lr 3e-4] [--limit N]
 """
@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import resource
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -30,7 +30,6 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kbplatform.settings.base")
 
 TARGETS = (0.85, 0.87, 0.90)
-BATCH = 32
 
 
 def main() -> None:
@@ -46,19 +45,17 @@ def main() -> None:
     import numpy as np
     import torch
     from sklearn.metrics import roc_auc_score
-    from transformers import AutoTokenizer
 
     from conversations.dedup import question_pairs
     from conversations.dedup.duplicate_model import pair_model_default, pair_probability
     from conversations.models import DEFAULT_THRESHOLD
     from conversations.training import duplicate_head_training as training
     from conversations.training.labelled_pairs import PAIRS, followup_guard_passes, pairs_embed, pairs_load_many
-    from conversations.training.pair_reader_training import adapters_add
+    from conversations.training.pair_reader_training import reader_fit
     from retrieval import cross_encoder
     from retrieval.embeddings import BUNDLED_MODEL_NAME, model_path
 
     torch.manual_seed(0)
-    random.seed(0)
     torch.set_num_threads(2)
     pairs = pairs_load_many([PAIRS])
     labels = pairs.labels
@@ -85,48 +82,26 @@ def main() -> None:
     )
 
     root = model_path(BUNDLED_MODEL_NAME)
-    tokenizer = AutoTokenizer.from_pretrained(str(root))
-    model = cross_encoder.sequence_model(root)
-    adapters = adapters_add(model, rank=args.rank)
-    scorer = cross_encoder.PairScorer(run=cross_encoder.torch_run(model), tokenizer=cross_encoder.pair_tokenizer(root))
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    print(f"reader: {len(adapters)} adapted layers, {sum(p.numel() for p in trainable):,} trained numbers")
-
     train_rows = [pairs.rows[i] for i in np.flatnonzero(fit_on)]
     if args.limit:
         train_rows = train_rows[: args.limit]
-    examples = [(r["question1"], r["question2"], float(r["is_duplicate"])) for r in train_rows]
-    examples += [(b, a, y) for a, b, y in examples]
-    optimiser = torch.optim.AdamW(trainable, lr=args.lr, weight_decay=0.01)
-    steps = args.epochs * -(-len(examples) // BATCH)
-    warm = max(1, steps // 10)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimiser, lambda s: s / warm if s < warm else max(0.0, (steps - s) / max(1, steps - warm))
-    )
-    loss_of = torch.nn.BCEWithLogitsLoss()
+    # The shipped training (`manage.py pair_reader_train`'s), then the adapters merged as a turn reads them.
     started = time.perf_counter()
-    model.train()
-    for epoch in range(args.epochs):
-        random.shuffle(examples)
-        for start in range(0, len(examples), BATCH):
-            batch = examples[start : start + BATCH]
-            encoded = tokenizer(
-                [e[0] for e in batch],
-                [e[1] for e in batch],
-                padding=True,
-                truncation=True,
-                max_length=cross_encoder.MAX_LENGTH,
-                return_tensors="pt",
-            )
-            loss = loss_of(model(**encoded).logits.squeeze(-1), torch.tensor([e[2] for e in batch]))
-            loss.backward()
-            optimiser.step()
-            schedule.step()
-            optimiser.zero_grad()
-        print(
-            f"epoch {epoch + 1}: last batch loss {loss.item():.3f}, {time.perf_counter() - started:.0f} s", flush=True
+    with tempfile.TemporaryDirectory() as scratch:
+        adapters = Path(scratch) / "reader.npz"
+        trained = reader_fit(
+            rows=train_rows,
+            root=root,
+            out=adapters,
+            rank=args.rank,
+            epochs=args.epochs,
+            lr=args.lr,
+            seed=0,
+            say=print,
         )
-    model.eval()
+        model = cross_encoder.merged_model(root=root, adapters=adapters)
+    print(f"reader: {trained:,} trained numbers")
+    scorer = cross_encoder.PairScorer(run=cross_encoder.torch_run(model), tokenizer=cross_encoder.pair_tokenizer(root))
 
     scored = choose_on | held_out
     reader = np.zeros(len(labels))
