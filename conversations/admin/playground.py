@@ -314,7 +314,8 @@ class _PlaygroundEvents:
             if event.name == "sources":
                 ids = (source["document_id"] for source in event.data["sources"])
                 titles = _document_titles(tenant=self.tenant, document_ids=ids)
-            elif event.name in ("done", "error"):
+            elif event.name in ("done", "error") and self.turn_stream.outcome is not None:
+                # (No outcome: the turn could not be recorded, and the error event says so.)
                 number = self.turn_stream.outcome.turn.number
                 audit_url = _audit_url(tenant=self.tenant, turn_id=self.turn_stream.outcome.turn.pk)
             data = turn_event_display(

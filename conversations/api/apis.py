@@ -319,7 +319,8 @@ STREAM_DESCRIPTION = (
     "whole answer of a served stored answer or small talk, else null; `rewritten_question`), `sources` (`sources`, "
     "`index`), zero or more `delta` (`text`: the next piece of a generated answer), then `done` (`turn_id`, "
     "`answer`, `answer_tokens`, `context_tokens`, `rewritten_question`) or `error` (`message`, `extra`, `status` "
-    "502/504/500, `turn_id`: the answer service failed mid-stream and the turn is recorded as failed). A client that "
+    "502/504/500, `turn_id`: the answer service failed mid-stream and the turn is recorded as failed; or `status` 503 "
+    "and `turn_id` null: the turn could not be recorded, nothing was saved, ask again). A client that "
     "disconnects leaves exactly one turn, recorded `interrupted` with no answer to serve again. Refusals before the "
     "first event (400, 404, 410, 409) are JSON errors."
 )

@@ -121,7 +121,8 @@ STREAM_DESCRIPTION = (
     'piece, or a stored answer or small-talk reply in one chunk); then the last chunk (`finish_reason: "stop"`) with '
     "the whole `kbplatform` field, `turn_id` included; with `stream_options.include_usage`, a chunk with no choices "
     'and `usage`. An answer service that fails mid-answer is a `data: {"error": {...}}` chunk (the turn is recorded '
-    "as failed). Refusals before the first chunk are JSON errors in OpenAI's shape."
+    "as failed, `kbplatform.turn_id` names it); a turn that could not be recorded at all is such a chunk with code "
+    "`service_unavailable` and `turn_id` null. Refusals before the first chunk are JSON errors in OpenAI's shape."
 )
 
 

@@ -11,6 +11,10 @@ generated is recorded once the answer is complete (before `done`), once the answ
 `error`), or, when the client goes away first, when the stream is closed (`TurnStream.close`, which the WSGI server
 calls on a disconnect): recorded `interrupted`, with what was streamed kept in `answer_partial` and no answer, so it
 never serves a later duplicate; the upstream request is closed then too.
+
+A stream that has begun always ends with `done` or `error`: when the turn cannot be recorded at all (the database
+went away mid-answer), the last event is an `error` with `turn_id` null and status 503, nothing was stored, and the
+stream makes no later attempt (a turn recorded after the client was told none was would be a turn it never knew of).
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+
+from django.db import InterfaceError, OperationalError
 
 from conversations.models import AnswerState
 from conversations.turn.answering import AnswerDelta, GeneratedAnswer
@@ -106,8 +112,21 @@ def _done(outcome: TurnOutcome) -> TurnEvent:
     )
 
 
-def _error(message: str, *, extra: dict, status: int, outcome: TurnOutcome) -> TurnEvent:
-    return TurnEvent("error", {"message": message, "extra": extra, "status": status, "turn_id": outcome.turn.pk})
+def _error(message: str, *, extra: dict, status: int, outcome: TurnOutcome | None) -> TurnEvent:
+    turn_id = outcome.turn.pk if outcome is not None else None
+    return TurnEvent("error", {"message": message, "extra": extra, "status": status, "turn_id": turn_id})
+
+
+NOT_RECORDED_MESSAGE = "The turn could not be recorded (the database is unavailable); nothing was saved. Ask again."
+INTERNAL_MESSAGE = "Internal error; it has been logged."
+
+
+def _unrecorded(exc: Exception) -> TurnEvent:
+    """The last event of a stream whose turn could not be recorded: 503 when the database failed (retrying later
+    helps), else 500."""
+    if isinstance(exc, (OperationalError, InterfaceError)):
+        return TurnEvent("error", {"message": NOT_RECORDED_MESSAGE, "extra": {}, "status": 503, "turn_id": None})
+    return TurnEvent("error", {"message": INTERNAL_MESSAGE, "extra": {}, "status": 500, "turn_id": None})
 
 
 class TurnStream:
@@ -117,6 +136,8 @@ class TurnStream:
     def __init__(self, *, prepared: TurnPrepared, outcome: TurnOutcome | None) -> None:
         self.prepared = prepared
         self.outcome = outcome  # set once the turn is recorded
+        # Set once recording the turn failed and the client was told so: no later attempt is made.
+        self.unrecorded = False
         self._streamed: list[str] = []
         self._events = self._run()
 
@@ -133,13 +154,35 @@ class TurnStream:
         self._record_interrupted()
 
     def _record_interrupted(self) -> None:
-        if self.outcome is None:
+        if self.outcome is not None or self.unrecorded:
+            return
+        self.unrecorded = True  # one attempt: on failure there is no one left to tell
+        try:
             self.outcome = turn_record(
                 prepared=self.prepared,
                 answer_state=AnswerState.INTERRUPTED,
                 answer_partial="".join(self._streamed),
                 answer_error="The client went away before the answer was complete.",
             )
+        except Exception:
+            logger.exception("an interrupted streamed turn could not be recorded")
+        else:
+            self.unrecorded = False
+
+    def _record_failed(self, message: str) -> TurnEvent | None:
+        """Record the turn as failed with `message`; None when that worked, else the stream's last event."""
+        try:
+            self.outcome = turn_record(
+                prepared=self.prepared,
+                answer_state=AnswerState.FAILED,
+                answer_partial="".join(self._streamed),
+                answer_error=message,
+            )
+        except Exception as exc:
+            logger.exception("a failed streamed turn could not be recorded")
+            self.unrecorded = True
+            return _unrecorded(exc)
+        return None
 
     def _run(self) -> Iterator[TurnEvent]:
         prepared = self.prepared
@@ -194,23 +237,22 @@ class TurnStream:
         except ApplicationError as exc:
             # The client has had a 200 and the first events: the failure is an event, and the turn is recorded so
             # (what was shown is consumed, the audit event written), with no answer to serve again.
-            self.outcome = turn_record(
-                prepared=prepared,
-                answer_state=AnswerState.FAILED,
-                answer_partial="".join(self._streamed),
-                answer_error=exc.message,
+            yield self._record_failed(exc.message) or _error(
+                exc.message, extra=exc.extra, status=exc.status_code, outcome=self.outcome
             )
-            yield _error(exc.message, extra=exc.extra, status=exc.status_code, outcome=self.outcome)
+            return
+        except (OperationalError, InterfaceError) as exc:
+            # Recording the complete turn failed on the database: nothing was written (one transaction), and a
+            # second attempt on the same broken connection would fail the same way.
+            logger.warning("a streamed turn could not be recorded: %s", exc)
+            self.unrecorded = True
+            yield _unrecorded(exc)
             return
         except Exception:
             logger.exception("streamed turn failed while answering")
-            self.outcome = turn_record(
-                prepared=prepared,
-                answer_state=AnswerState.FAILED,
-                answer_partial="".join(self._streamed),
-                answer_error="Internal error; it has been logged.",
+            yield self._record_failed(INTERNAL_MESSAGE) or _error(
+                INTERNAL_MESSAGE, extra={}, status=500, outcome=self.outcome
             )
-            yield _error("Internal error; it has been logged.", extra={}, status=500, outcome=self.outcome)
             return
         finally:
             # On a disconnect (GeneratorExit at a yield above) this closes the upstream request too.

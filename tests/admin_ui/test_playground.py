@@ -7,12 +7,14 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.db import OperationalError
 from django.test import Client
 from django.urls import reverse
 
 from conversations.admin.playground import form_errors_message, playground_user_id, turn_display
 from conversations.models import Conversation, DedupAction, Turn
 from conversations.services import SourceView, TurnOutcome, conversation_create
+from conversations.turn import turns
 from retrieval.models import KnowledgeBase
 from tenants.models import Role
 from tests.admin_ui.conftest import user_with_role
@@ -307,6 +309,34 @@ def test_a_streamed_playground_turn_is_the_apis_events_with_what_the_page_draws(
     refused = admin_client.post(url, {"tenant": tenant.pk, "question": "a\u0007b"}, HTTP_ACCEPT="text/event-stream")
     assert refused.status_code == 400 and refused.json()["message"].startswith("The question is not valid:")
     assert Turn.objects.for_tenant(tenant).filter(conversation_id=conversation_id).count() == 2
+
+
+def test_a_streamed_playground_turn_that_cannot_be_recorded_ends_with_an_error_event(
+    admin_client, tenant, handbook, monkeypatch
+):
+    conversation_id = admin_client.post(START_URL, {"tenant": tenant.pk, "knowledge_base": handbook.pk}).json()[
+        "conversation"
+    ]
+
+    def broken(record):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(turns, "turn_persist", broken)
+    events = events_of(
+        admin_client.post(
+            turn_url(conversation_id),
+            {"tenant": tenant.pk, "question": "How do I reset my password?"},
+            HTTP_ACCEPT="text/event-stream",
+        )
+    )
+    name, error = events[-1]
+    assert name == "error" and (error["status"], error["turn_id"], error["number"], error["audit_url"]) == (
+        503,
+        None,
+        None,
+        None,
+    )
+    assert not Turn.objects.for_tenant(tenant).exists()
 
 
 # --- pure parts -----------------------------------------------------------------------------------------------------

@@ -13,9 +13,11 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.db import OperationalError
 from django.urls import reverse
 
 from conversations.models import AnswerState, Conversation, DedupEvent, DedupPolicy, Turn
+from conversations.turn import turns
 from retrieval.models import KnowledgeBase
 from tenants.models import Role
 from tests.admin_ui.conftest import login, user_with_role
@@ -177,13 +179,14 @@ def open_playground(page, tenant) -> None:
 
 
 def test_the_chat_shows_the_decision_first_and_the_answer_as_it_streams(
-    page, tenant, handbook, settings, screenshot_dir
+    page, tenant, handbook, settings, screenshot_dir, monkeypatch
 ):
     pieces = ["To reset it, ", "open Settings, ", "choose Security ", "and click Reset password [1]."]
     llm = FakeLLM(
         replies=[
             Reply(pieces=pieces, delay=1.5, piece_delay=0.4),
             Reply(pieces=["Open Settings, ", "then Security", "never sent"], delay=0.5, piece_delay=0.3, break_after=2),
+            Reply(pieces=["Refunds take ", "five days."]),
         ]
     )
     settings.LLM_BASE_URL, settings.LLM_MODEL, settings.LLM_TIMEOUT = llm.url, "fake", 10
@@ -236,6 +239,20 @@ def test_the_chat_shows_the_decision_first_and_the_answer_as_it_streams(
             "Open Settings, then Security",
         )
         assert page.locator("#kb-ask-error").is_hidden()
+
+        # The database cannot record a turn: the answer stays, with the error, and no number or id.
+        def broken(record):
+            raise OperationalError("server closed the connection unexpectedly")
+
+        monkeypatch.setattr(turns, "turn_persist", broken)
+        page.fill("#kb-question", "How long does a refund take?")
+        page.click("#kb-ask-button")
+        unrecorded = page.locator("#kb-turns > li.kb-turn-failed:not([data-turn-id])")
+        unrecorded.wait_for(timeout=60_000)
+        text = unrecorded.locator(".kb-turn-error").inner_text()
+        assert "could not be recorded" in text and "(HTTP 503)" in text and "recorded as failed" not in text, text
+        assert unrecorded.locator("[data-role=answer]").inner_text() == "Refunds take five days."
+        assert unrecorded.locator(".kb-question").inner_text() == "How long does a refund take?"
         assert page.aborted == []
     finally:
         llm.close()

@@ -10,10 +10,12 @@ import json
 
 import openai
 import pytest
+from django.db import OperationalError
 from rest_framework.test import APIClient
 
 from conversations.models import AnswerState, Conversation, DedupEvent, Turn
 from conversations.services import conversation_create
+from conversations.turn import turns
 from retrieval.models import KnowledgeBase
 from tenants.scopes import Scope
 from tenants.services import api_key_create
@@ -390,6 +392,27 @@ def test_an_answer_service_failing_mid_answer_is_an_error_chunk_and_a_failed_tur
     assert (error["error"]["type"], error["error"]["code"]) == ("server_error", "upstream_error")
     turn = Turn.objects.for_tenant(tenant).get()
     assert error["kbplatform"]["turn_id"] == turn.pk and turn.answer_state == AnswerState.FAILED
+
+
+def test_a_streamed_turn_the_database_cannot_record_is_a_503_error_chunk_with_no_turn(
+    tenant,
+    chat,
+    kb,
+    llm,  # noqa: F811
+    monkeypatch,
+):
+    llm.replies = [Reply(pieces=["A whole ", "answer."])]
+
+    def broken(record):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(turns, "turn_persist", broken)
+    chunks = chunks_of(post(chat, {"model": f"kb-{kb.pk}", "messages": user(QUESTION), "stream": True}))
+    error = chunks[-1]
+    assert set(error) == {"error", "kbplatform"} and set(error["error"]) == ERROR_FIELDS
+    assert error["error"]["code"] == "service_unavailable" and error["kbplatform"]["turn_id"] is None
+    assert "could not be recorded" in error["error"]["message"]
+    assert records(tenant)[1:] == (0, 0)
 
 
 def test_an_answer_service_failing_without_streaming_is_a_502_leaving_no_conversation(tenant, chat, kb, llm):  # noqa: F811

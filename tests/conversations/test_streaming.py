@@ -9,11 +9,12 @@ import socket
 import numpy as np
 import pytest
 from django.core.signals import request_finished
-from django.db import close_old_connections
+from django.db import OperationalError, close_old_connections
 from django.utils import timezone
 
 from conversations.models import AnswerState, ConsumedItem, Conversation, DedupEvent, Turn
 from conversations.services import dedup_policy_update
+from conversations.turn import turns
 from conversations.turn.state import vector_from_bytes
 from retrieval.embeddings import embed_query
 from tests.conftest import _client_for
@@ -164,6 +165,64 @@ def test_an_upstream_failure_mid_stream_is_an_error_event_and_a_failed_turn(api_
     assert "broke off" in turn.answer_error
     assert records(tenant) == (1, 1)
     assert ConsumedItem.objects.for_tenant(tenant).filter(kind="chunk").count() == len(turn.source_chunk_ids) > 0
+
+
+def persist_fails(monkeypatch) -> list[int]:
+    """Recording a turn fails as a dropped database connection does; returns the list of attempts made."""
+    attempts = []
+
+    def broken(record):
+        attempts.append(1)
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(turns, "turn_persist", broken)
+    return attempts
+
+
+def test_a_turn_the_database_cannot_record_ends_its_stream_with_a_503_error_event(
+    api_client, tenant, kb, llm, monkeypatch
+):
+    llm.replies = [Reply(pieces=["A whole ", "answer."])]
+    conversation_id = start(api_client, kb)
+    attempts = persist_fails(monkeypatch)
+    response = ask_streamed(api_client, conversation_id, "How do I reset my password?")
+    events = events_of(response.streaming_content)
+    assert [name for name, _ in events] == ["decision", "sources", "delta", "delta", "error"]
+    error = events[-1][1]
+    assert (error["status"], error["turn_id"]) == (503, None) and "could not be recorded" in error["message"]
+    assert len(attempts) == 1
+    # The client was told nothing was saved: closing the stream, the database back, records nothing either.
+    monkeypatch.undo()
+    client_disconnects(response)
+    assert records(tenant) == (0, 0) and not ConsumedItem.objects.for_tenant(tenant).exists()
+
+
+def test_an_upstream_failure_the_database_cannot_record_is_one_503_error_event(
+    api_client, tenant, kb, llm, monkeypatch
+):
+    llm.replies = [Reply(pieces=["Half an ", "answer"], break_after=1)]
+    conversation_id = start(api_client, kb)
+    attempts = persist_fails(monkeypatch)
+    response = ask_streamed(api_client, conversation_id, "How do I reset my password?")
+    events = events_of(response.streaming_content)
+    assert [name for name, _ in events] == ["decision", "sources", "delta", "error"]
+    assert (events[-1][1]["status"], events[-1][1]["turn_id"]) == (503, None)
+    monkeypatch.undo()
+    client_disconnects(response)
+    assert len(attempts) == 1 and records(tenant) == (0, 0)
+
+
+def test_a_disconnect_the_database_cannot_record_is_logged_not_raised(api_client, tenant, kb, llm, monkeypatch, caplog):
+    llm.replies = [Reply(pieces=["First piece. ", "Second piece."], piece_delay=0.3)]
+    conversation_id = start(api_client, kb)
+    response = ask_streamed(api_client, conversation_id, "How do I reset my password?")
+    received = iter(response.streaming_content)
+    events_of([next(received), next(received)])
+    attempts = persist_fails(monkeypatch)
+    client_disconnects(response)
+    client_disconnects(response)
+    assert len(attempts) == 1 and records(tenant) == (0, 0)
+    assert "could not be recorded" in caplog.text
 
 
 def test_an_upstream_failure_without_streaming_is_still_a_502_with_nothing_written(api_client, tenant, kb, llm):

@@ -5,7 +5,8 @@
 // and drawn as its events come: turnStart (the question, answer pending), then `decision` (the dedup decision, and the
 // whole answer of a stored answer or small talk), `sources`, `delta` (the next piece of the answer, appended), and
 // `done` (the complete answer as stored, the turn's number and audit event) or `error` (the answer service failed:
-// said in the turn, which keeps what had arrived and is recorded as failed). A refusal before the first event (a bad
+// said in the turn, which keeps what had arrived and is recorded as failed; or, with no turn id, the turn could not
+// be recorded at all). A refusal before the first event (a bad
 // question, an expired conversation) is JSON: the turn is taken back and the message shown under the form.
 (function () {
   "use strict";
@@ -126,7 +127,11 @@
     else if (event.name === "done") turnFinish(turn, data);
     else if (event.name === "error") {
       turnFinish(turn, data);
-      turnError(turn, `${data.message} (HTTP ${data.status}). The turn is recorded as failed; ask again.`);
+      const recorded = data.turn_id !== null && data.turn_id !== undefined;
+      turnError(
+        turn,
+        recorded ? `${data.message} (HTTP ${data.status}). The turn is recorded as failed; ask again.` : `${data.message} (HTTP ${data.status})`,
+      );
     } else return false;
     return event.name === "done" || event.name === "error";
   }
@@ -227,9 +232,12 @@
   function turnFinish(turn, data) {
     turn.classList.remove("kb-turn-pending");
     turn.dataset.phase = "done";
-    turn.dataset.turnId = data.turn_id;
-    turnNumbers.set(data.turn_id, data.number);
-    turn.querySelector(".kb-question").textContent = `${data.number}. ${data.question}`;
+    // A turn that could not be recorded has no id and no number: its question is shown as asked.
+    if (data.turn_id !== null && data.turn_id !== undefined) {
+      turn.dataset.turnId = data.turn_id;
+      turnNumbers.set(data.turn_id, data.number);
+      turn.querySelector(".kb-question").textContent = `${data.number}. ${data.question}`;
+    }
     const answer = turn.querySelector("[data-role=answer]");
     answer.classList.remove("kb-pending");
     if (data.answer !== null && data.answer !== undefined && data.answer !== "") answer.textContent = data.answer;
