@@ -49,17 +49,8 @@ def main() -> None:
     labels = pairs.labels
     first, second = pairs_embed(pairs, model=args.model)
     head = pair_model_default(args.model)
-    features = np.stack(
-        [
-            question_pairs.pair_features(
-                first=row["question1"],
-                second=row["question2"],
-                first_vector=first[i],
-                second_vector=second[i],
-                feature_version=head.feature_version,
-            )
-            for i, row in enumerate(pairs.rows)
-        ]
+    features = question_pairs.pair_features_of(
+        pairs.texts, first=first, second=second, feature_version=head.feature_version
     )
     probability = np.array([pair_probability(model=head, features=row) for row in features])
     cosine = np.einsum("ij,ij->i", first, second)

@@ -111,22 +111,13 @@ def main() -> None:
     checks = ~conflict & followup_guard_passes(rows=pairs.rows, second=second)
     labels = pairs.labels
 
+    texts = pairs.texts
+
     def probabilities(model, index: np.ndarray) -> np.ndarray:  # noqa: ANN001
-        return np.array(
-            [
-                pair_probability(
-                    model=model,
-                    features=question_pairs.pair_features(
-                        first=pairs.rows[i]["question1"],
-                        second=pairs.rows[i]["question2"],
-                        first_vector=first[i],
-                        second_vector=second[i],
-                        feature_version=model.feature_version,
-                    ),
-                )
-                for i in index
-            ]
+        features = question_pairs.pair_features_of(
+            [texts[i] for i in index], first=first[index], second=second[index], feature_version=model.feature_version
         )
+        return np.array([pair_probability(model=model, features=row) for row in features])
 
     shipped = probabilities(head, np.arange(len(labels)))
     test_labels = labels[test]

@@ -77,17 +77,11 @@ class Scored:
         print(f"embeddings ready in {time.perf_counter() - started:.1f}s")
         self.cosine = (self.first * self.second).sum(axis=1)
         started = time.perf_counter()
-        features = np.array(
-            [
-                question_pairs.pair_features(
-                    first=r["question1"],
-                    second=r["question2"],
-                    first_vector=self.first[i],
-                    second_vector=self.second[i],
-                    feature_version=model.feature_version,
-                )
-                for i, r in enumerate(rows)
-            ]
+        features = question_pairs.pair_features_of(
+            [(r["question1"], r["question2"]) for r in rows],
+            first=self.first,
+            second=self.second,
+            feature_version=model.feature_version,
         )
         self.head_alone = model_probabilities(model, features)
         # What the decision reads and serves at: the head's probability and cut, or with its pair reader theirs.

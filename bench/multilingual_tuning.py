@@ -232,13 +232,8 @@ def measure(*, label: str, backend, pairs, folds, sets: dict) -> None:  # noqa: 
     def described(rows: list[dict]) -> tuple:
         first = backend.encode([r["question1"] for r in rows])
         second = backend.encode([r["question2"] for r in rows])
-        features = np.stack(
-            [
-                question_pairs.pair_features(
-                    first=r["question1"], second=r["question2"], first_vector=first[i], second_vector=second[i]
-                )
-                for i, r in enumerate(rows)
-            ]
+        features = question_pairs.pair_features_of(
+            [(r["question1"], r["question2"]) for r in rows], first=first, second=second
         )
         agree = np.array([not question_pairs.questions_conflict(r["question1"], r["question2"]) for r in rows])
         return features, agree & followup_guard_passes(rows=rows, second=second), (first * second).sum(axis=1)

@@ -79,17 +79,8 @@ def pair_v2_features(split: QqpSplit) -> np.ndarray:
     cache = Path(settings.VAR_DIR) / "pairs" / f"{split.pairs.data_sha256[:16]}-pair-v2.npy"
     if cache.exists():
         return np.load(cache)
-    features = np.stack(
-        [
-            question_pairs.pair_features(
-                first=r["question1"],
-                second=r["question2"],
-                first_vector=split.first[i],
-                second_vector=split.second[i],
-                feature_version=TENANT_FEATURE_VERSION,
-            )
-            for i, r in enumerate(split.pairs.rows)
-        ]
+    features = question_pairs.pair_features_of(
+        split.pairs.texts, first=split.first, second=split.second, feature_version=TENANT_FEATURE_VERSION
     )
     cache.parent.mkdir(parents=True, exist_ok=True)
     np.save(cache, features)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
+from collections.abc import Sequence
 from difflib import SequenceMatcher
 from functools import lru_cache
 
@@ -533,6 +534,30 @@ def pair_features(
     elif feature_version not in (FEATURE_VERSION, TENANT_FEATURE_VERSION):
         raise ValueError(f"unknown pair feature set {feature_version!r}")
     return np.concatenate(parts)
+
+
+def pair_features_of(
+    texts: Sequence[tuple[str, str]],
+    *,
+    first: np.ndarray,
+    second: np.ndarray,
+    feature_version: str = FEATURE_VERSION,
+) -> np.ndarray:
+    """`pair_features` of many pairs, one row each: `texts[i]` is pair i's two questions, `first[i]` and `second[i]`
+    their vectors. The one loop training, the tenant verifiers and the benchmarks share, so each reads the features
+    the decision computes."""
+    if not (len(texts) == len(first) == len(second)):
+        raise ValueError(f"{len(texts)} pairs but {len(first)} and {len(second)} vectors")
+    if not texts:
+        return np.zeros((0, pair_feature_count(first.shape[-1], feature_version=feature_version)))
+    return np.stack(
+        [
+            pair_features(
+                first=a, second=b, first_vector=first[i], second_vector=second[i], feature_version=feature_version
+            )
+            for i, (a, b) in enumerate(texts)
+        ]
+    )
 
 
 def pair_feature_count(dimension: int, *, feature_version: str = FEATURE_VERSION) -> int:

@@ -344,14 +344,7 @@ def _data_label(path: Path) -> str:
 
 
 def _pair_features(pairs: Pairs, first: np.ndarray, second: np.ndarray) -> np.ndarray:
-    return np.stack(
-        [
-            question_pairs.pair_features(
-                first=r["question1"], second=r["question2"], first_vector=first[i], second_vector=second[i]
-            )
-            for i, r in enumerate(pairs.rows)
-        ]
-    )
+    return question_pairs.pair_features_of(pairs.texts, first=first, second=second)
 
 
 def _peak_memory_mib() -> float:

@@ -108,6 +108,11 @@ class Pairs:
     def train(self) -> np.ndarray:
         return ~self.held_out
 
+    @property
+    def texts(self) -> list[tuple[str, str]]:
+        """Each row's two questions, in order."""
+        return [(r["question1"], r["question2"]) for r in self.rows]
+
 
 def pairs_load(path: Path = PAIRS, *, limit: int = 0, file_label: str = "") -> Pairs:
     """The pairs of one file, split by pair_id alone; with `file_label`, by `split_key(file_label, pair_id)`, as a

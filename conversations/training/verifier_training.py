@@ -283,17 +283,11 @@ def _form_and_gate_choose(
 
 def _features_of(pairs: Sequence[LabelledQuestionPair], *, first: np.ndarray, second: np.ndarray) -> np.ndarray:
     """The pair-v3 features of every pair (pair-v1 and pair-v2 are its prefixes, so each head reads its own)."""
-    return np.stack(
-        [
-            question_pairs.pair_features(
-                first=p.question,
-                second=p.stored_question,
-                first_vector=first[i],
-                second_vector=second[i],
-                feature_version=ORDER_FEATURE_VERSION,
-            )
-            for i, p in enumerate(pairs)
-        ]
+    return question_pairs.pair_features_of(
+        [(p.question, p.stored_question) for p in pairs],
+        first=first,
+        second=second,
+        feature_version=ORDER_FEATURE_VERSION,
     )
 
 

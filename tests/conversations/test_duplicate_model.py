@@ -106,6 +106,25 @@ def test_tenant_features_extend_the_shipped_ones_and_are_symmetric(first, second
         qp.pair_features(first=first, second=second, first_vector=u, second_vector=v, feature_version="pair-v0")
 
 
+@pytest.mark.parametrize("version", [FEATURE_VERSION, TENANT_FEATURE_VERSION])
+def test_the_features_of_many_pairs_are_each_pairs_own_row(version):
+    texts = [("How do I reset my password?", "How can I change it?"), ("Pricing?", "What does it cost in 2025?")]
+    first = np.stack([unit(1, 2, 3), unit(0, 1, 0)])
+    second = np.stack([unit(3, -1, 0.5), unit(0, 1, 1)])
+    rows = qp.pair_features_of(texts, first=first, second=second, feature_version=version)
+    for i, (a, b) in enumerate(texts):
+        one = qp.pair_features(
+            first=a, second=b, first_vector=first[i], second_vector=second[i], feature_version=version
+        )
+        np.testing.assert_array_equal(rows[i], one)
+    assert qp.pair_features_of([], first=first[:0], second=second[:0], feature_version=version).shape == (
+        0,
+        qp.pair_feature_count(3, feature_version=version),
+    )
+    with pytest.raises(ValueError, match="2 pairs but 1 and 2 vectors"):
+        qp.pair_features_of(texts, first=first[:1], second=second)
+
+
 def test_tenant_features_see_names_spelling_and_the_asking_word():
     extra = dict(
         zip(
