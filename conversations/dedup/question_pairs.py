@@ -33,6 +33,13 @@ _WORD = re.compile(r"[^\W_]+(?:'[^\W\d_]+)?")
 # ("5GB", "24h", "3rd"). Digits glued to other letters name a thing, not a quantity ("2FA", "mp3", "h264", "v2",
 # "iPhone6"): they are words, so "turn on 2FA" and "enable 2FA" do not differ on numbers.
 _NUMBER = re.compile(r"(?<![A-Za-z0-9.,])(\d+(?:[.,]\d+)*)([A-Za-z]*)")
+# A clock time ("9:00", "09:00", "10:30pm", "17：00", "6 : 30"): read as the hour with its minutes as decimals, so
+# "9:00" names what "9" and "9am" do and "10:30" what "10.30" does. Two-digit minutes only, so a ratio ("16:9") is
+# left alone, and one with seconds ("12:30:45").
+_CLOCK = re.compile(r"(?<![\d:：.,])(\d{1,2}) ?[:：] ?([0-5]\d)(?![\d:：])")
+# A whole amount written with cents ("$9.00"): the same quantity as "9". Only ".00": "3.10" and "3.1" may be two
+# versions, and "1.000" a thousand where a dot groups thousands.
+_WHOLE_CENTS = re.compile(r"^(\d+)\.00$")
 _NUMBER_SUFFIXES = frozenset(
     """st nd rd th s k m bn mm cm km kg g lb lbs mg ml kb mb gb tb pb hz khz mhz ghz ms sec secs min mins h hr hrs
     am pm x px pt""".split()
@@ -179,14 +186,15 @@ def _words_named(words: list[str]) -> set[str]:
 
 
 def numbers_in(text: str) -> set[str]:
-    """The quantities a question names ("2,016" and "2016" are one), leaving out digits that are part of a word; in
-    Chinese text also those written in Chinese numerals, by value ("三" is "3", "5万" and "五万" are "50000":
-    `chinese_text.chinese_quantities`)."""
+    """The quantities a question names ("2,016" and "2016" are one, "9:00", "9.00" and "9" too, "10:30" and "10.30"),
+    leaving out digits that are part of a word; in Chinese text also those written in Chinese numerals, by value ("三"
+    is "3", "5万" and "五万" are "50000": `chinese_text.chinese_quantities`)."""
     quantities: set[str] = set()
     if chinese_text.reads_as_chinese(text):
         quantities, text = chinese_text.chinese_quantities(chinese_text.normalized(text))
+    text = _CLOCK.sub(lambda m: str(int(m[1])) if m[2] == "00" else f"{int(m[1])}.{m[2]}", text)
     return quantities | {
-        number.replace(",", "")
+        _WHOLE_CENTS.sub(r"\1", number.replace(",", ""))
         for number, suffix in _NUMBER.findall(text)
         if not suffix or suffix.lower() in _NUMBER_SUFFIXES
     }

@@ -233,6 +233,11 @@ def test_shipped_phrasings_name_their_intent_at_their_own_floor_for_text_that_is
         ("Is the iPhone 6 waterproof?", "Is the iPhone 7 waterproof?", "numbers differ"),
         ("Is the 5GB limit per user?", "Is the 10GB limit per user?", "numbers differ"),
         ("How do I turn on 2FA?", "How do I enable 2FA?", ""),  # "2FA" names a thing, it is no quantity
+        ("Are you open at 9:00 on Sundays?", "Are you open at 9am on Sundays?", ""),
+        ("Does the shop open at 10:30?", "Does the shop open at 10.30?", ""),
+        ("Does the shop open at 10:30?", "Does the shop open at 10?", "numbers differ"),
+        ("Is the fee $5.00 a month?", "Is the fee $5 a month?", ""),
+        ("17：00前还款算逾期吗", "17点前还款算逾期吗", ""),
         ("How do I turn on 2FA?", "How do I enable two-factor authentication?", ""),
         ("Convert mp3 to h264?", "How to convert mp3 files to h264 video?", ""),
     ],
@@ -250,6 +255,12 @@ def test_questions_conflict(first, second, reason):
         ("the 3rd floor, 24h support, 10GB", {"3", "24", "10"}),
         ("turn on 2FA, mp3 to h264, API v2, iPhone6", set()),
         ("v2.0 or 1.5?", {"1.5"}),
+        # Clock times read as the hour, minutes as decimals; a whole amount's ".00" says nothing more.
+        ("Are you open at 9:00am or 9:30?", {"9", "9.30"}),
+        ("Open from 09:00 to 17:00, or 10:30 on Sundays?", {"9", "17", "10.30"}),
+        ("Is it $9.00 or $1,000.00?", {"9", "1000"}),
+        # Not clock times nor whole amounts: a ratio, a time with seconds, a version's trailing zero, dotted groups.
+        ("16:9 screens, 12:30:45 sharp, Python 3.10, 1.000 units", {"16", "9", "12", "30", "45", "3.10", "1.000"}),
     ],
 )
 def test_numbers_are_quantities_not_digits_inside_words(text, numbers):
