@@ -104,6 +104,44 @@ def negated(words: Iterable[str]) -> bool:
     return any(word in AMBIGUOUS_NEGATIONS or (word.startswith(_ELIDED_NE) and len(word) > 2) for word in words)
 
 
+# --- numbers written as words -----------------------------------------------------------------------------------
+
+# Cardinal numbers as words in the languages above, by value ("¿Puedo tener dos cuentas?" / "... tres cuentas?",
+# cosine 0.93, is two questions as "2" / "3" is). Left out: the words for one, which are also "a" (un, una, ein, um,
+# один), eleven (Dutch "onze" is "our"), and the words that are also other common words: English "due" and "cent",
+# Italian "sei" ("you are") and "sto" ("I am"), German "bin" ("am"), Turkish "on", "altı" and
+# "yüz" ("under", "face"). Read only in a text with none of `_ENGLISH_SIGNS`.
+_NUMBER_WORDS = {
+    word: value
+    for value, words in (
+        (2, "dos deux zwei dois duas twee два две dwa dwie iki"),
+        (3, "tres trois drei três tre drie три trzy üç"),
+        (4, "cuatro quatre vier quatro quattro четыре cztery dört"),
+        (5, "cinco cinq fünf cinque vijf пять pięć beş"),
+        (6, "seis six sechs zes шесть sześć"),
+        (7, "siete sept sieben sete sette zeven семь siedem yedi"),
+        (8, "ocho huit acht oito otto восемь osiem sekiz"),
+        (9, "nueve neuf neun nove negen девять dziewięć dokuz"),
+        (10, "diez dix zehn dez dieci tien десять dziesięć"),
+        (12, "doce douze zwölf doze dodici twaalf двенадцать dwanaście"),
+        (15, "quince quinze fünfzehn quindici vijftien пятнадцать piętnaście"),
+        (20, "veinte vingt zwanzig vinte venti twintig двадцать dwadzieścia yirmi"),
+        (30, "treinta trente dreißig trinta trenta dertig тридцать trzydzieści otuz"),
+        (100, "cien ciento hundert cem cento honderd сто"),
+        (1000, "mille tausend duizend тысяча tysiąc"),
+    )
+    for word in words.split()
+}
+
+
+def number_words(words: Sequence[str]) -> set[str]:
+    """The values of the cardinal numbers `words` write as words in these languages, as strings ("dos" is "2"); none
+    in a text with an English sign."""
+    if any(word in _ENGLISH_SIGNS for word in words):
+        return set()
+    return {str(_NUMBER_WORDS[word]) for word in words if word in _NUMBER_WORDS}
+
+
 # --- negation inside a word: Japanese, Korean, Thai -------------------------------------------------------------
 
 # Hiragana and katakana (halfwidth katakana too): a text with them is read for Japanese endings.

@@ -185,6 +185,52 @@ def _words_named(words: list[str]) -> set[str]:
     return stems
 
 
+# English cardinal numbers as words, read by value ("two accounts" is "2 accounts"; "twenty-five", "two hundred and
+# fifty"). Not "one", which is as often a pronoun or "a" ("which one", "one of my invoices", "create one"), as Chinese
+# 一 is no number to these rules either; nor "zero", as often "from scratch" ("learn math from zero").
+_EN_UNITS = {
+    word: value
+    for value, word in enumerate(
+        """_ _ two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen
+        eighteen nineteen""".split()
+    )
+    if word != "_"
+}
+_EN_TENS = {word: 10 * (i + 2) for i, word in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split())}
+# Counts that are part of a name, as the "2" of "2FA" is: "two-factor" / "2-step" verification is one thing, not two.
+_NAMED_COUNTS = re.compile(r"\b(?:two|2)[- ]?(?:factor|step)\b", re.IGNORECASE)
+_EN_SCALES = {"hundred": 100, "thousand": 1000, "million": 1_000_000, "billion": 1_000_000_000}
+
+
+def _english_number_words(words: Sequence[str]) -> set[str]:
+    """The values of the runs of English number words in `words` ("twenty five" 25, "two hundred and fifty" 250, "a
+    thousand" 1000), as strings. A scale word after digits ("2 million") is left to the digits."""
+    values: set[str] = set()
+    total = current = 0
+    in_run = False
+    previous = ""
+    for word in (*words, ""):
+        if word in _EN_UNITS or word in _EN_TENS:
+            current += _EN_UNITS.get(word, 0) + _EN_TENS.get(word, 0)
+            in_run = True
+        elif word in _EN_SCALES and (in_run or not previous.isdigit()):
+            if word == "hundred":
+                current = max(current, 1) * 100
+            else:
+                total += max(current, 1) * _EN_SCALES[word]
+                current = 0
+            in_run = True
+        elif word == "and" and previous in _EN_SCALES:
+            pass  # "two hundred and fifty": the run goes on
+        else:
+            if in_run:
+                values.add(str(total + current))
+            total = current = 0
+            in_run = False
+        previous = word
+    return values
+
+
 def numbers_in(text: str) -> set[str]:
     """The quantities a question names ("2,016" and "2016" are one, "9:00", "9.00" and "9" too, "10:30" and "10.30"),
     leaving out digits that are part of a word; in Chinese text also those written in Chinese numerals, by value ("三"
@@ -192,6 +238,9 @@ def numbers_in(text: str) -> set[str]:
     quantities: set[str] = set()
     if chinese_text.reads_as_chinese(text):
         quantities, text = chinese_text.chinese_quantities(chinese_text.normalized(text))
+    text = _NAMED_COUNTS.sub(" ", text)
+    words = _letter_words(text.lower().replace("\u2019", "'"))
+    quantities |= _english_number_words(words) | other_languages.number_words(words)
     text = _CLOCK.sub(lambda m: str(int(m[1])) if m[2] == "00" else f"{int(m[1])}.{m[2]}", text)
     return quantities | {
         _WHOLE_CENTS.sub(r"\1", number.replace(",", ""))

@@ -238,7 +238,14 @@ def test_shipped_phrasings_name_their_intent_at_their_own_floor_for_text_that_is
         ("Does the shop open at 10:30?", "Does the shop open at 10?", "numbers differ"),
         ("Is the fee $5.00 a month?", "Is the fee $5 a month?", ""),
         ("17：00前还款算逾期吗", "17点前还款算逾期吗", ""),
+        ("Can I have two accounts?", "Can I have three accounts?", "numbers differ"),
+        ("Can I add 5 users on the Team plan?", "Can I add five users on the Team plan?", ""),
+        ("¿Puedo tener dos cuentas?", "¿Puedo tener tres cuentas?", "numbers differ"),
+        ("¿Puedo tener 2 cuentas?", "¿Puedo tener dos cuentas?", ""),
+        ("Kann ich zwei Konten haben?", "Kann ich drei Konten haben?", "numbers differ"),
+        ("Which one should I pick?", "Which plan should I pick?", ""),
         ("How do I turn on 2FA?", "How do I enable two-factor authentication?", ""),
+        ("How do I turn on 2-step verification?", "How do I enable two step verification?", ""),
         ("Convert mp3 to h264?", "How to convert mp3 files to h264 video?", ""),
     ],
 )
@@ -259,6 +266,13 @@ def test_questions_conflict(first, second, reason):
         ("Are you open at 9:00am or 9:30?", {"9", "9.30"}),
         ("Open from 09:00 to 17:00, or 10:30 on Sundays?", {"9", "17", "10.30"}),
         ("Is it $9.00 or $1,000.00?", {"9", "1000"}),
+        # Numbers written as words, by value; "one" and "zero" are left out (a pronoun, "from scratch").
+        ("Can I add two users, or twenty-five, or two hundred and fifty?", {"2", "25", "250"}),
+        ("Between two and three days, a thousand users, 2 million rows", {"2", "3", "1000"}),
+        ("Which one is best? Learn it from zero", set()),
+        ("¿Puedo tener dos cuentas? Kann ich zwei Konten haben? Puis-je avoir trois comptes ?", {"2", "3"}),
+        # Words of other languages that are English words or read in English text are not numbers there.
+        ("Is my payment due? Can I pay once? Can I run six tests?", {"6"}),
         # Not clock times nor whole amounts: a ratio, a time with seconds, a version's trailing zero, dotted groups.
         ("16:9 screens, 12:30:45 sharp, Python 3.10, 1.000 units", {"16", "9", "12", "30", "45", "3.10", "1.000"}),
     ],
