@@ -196,7 +196,9 @@ _EN_UNITS = {
     )
     if word != "_"
 }
-_EN_TENS = {word: 10 * (i + 2) for i, word in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split())}
+_EN_TENS = {
+    word: 10 * (i + 2) for i, word in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split())
+}
 # Counts that are part of a name, as the "2" of "2FA" is: "two-factor" / "2-step" verification is one thing, not two.
 _NAMED_COUNTS = re.compile(r"\b(?:two|2)[- ]?(?:factor|step)\b", re.IGNORECASE)
 _EN_SCALES = {"hundred": 100, "thousand": 1000, "million": 1_000_000, "billion": 1_000_000_000}
@@ -354,17 +356,41 @@ def opposites_differ(first: str, second: str) -> bool:
     )
 
 
+# Periods of time, in the forms a question writes them. "Is the Pro plan billed monthly?" / "... billed annually?"
+# (cosine 0.90) and "Can I get a refund after a week?" / "... after a year?" ask two things; a question naming two
+# periods ("monthly or annually?") shares one with either.
+_PERIODS = tuple(
+    frozenset(forms.split())
+    for forms in (
+        "hour hours hourly",
+        "day days daily",
+        "week weeks weekly",
+        "month months monthly",
+        "year years yearly annual annually",
+    )
+)
+
+
+def periods_differ(first: str, second: str) -> bool:
+    """Whether both questions name periods of time and share none (`_PERIODS`)."""
+    named = [{i for i, forms in enumerate(_PERIODS) if forms & set(_words(text))} for text in (first, second)]
+    return bool(named[0]) and bool(named[1]) and not named[0] & named[1]
+
+
 def questions_conflict(first: str, second: str) -> str:
     """Why two questions the embedding calls close cannot be the same question, or "" when nothing says so: other
-    numbers ("...in 2016" vs "...in 2017"), the opposite polarity ("can" vs "can't") or opposite actions ("open" vs
-    "close", `opposites_differ`). Embeddings of short questions blur exactly these, a wrong stored answer costs more
-    than a fresh one, and a learned model gives no guarantee on them, so they refuse outright."""
+    numbers ("...in 2016" vs "...in 2017"), the opposite polarity ("can" vs "can't"), opposite actions ("open" vs
+    "close", `opposites_differ`) or other periods ("monthly" vs "annually", `periods_differ`). Embeddings of short
+    questions blur exactly these, a wrong stored answer costs more than a fresh one, and a learned model gives no
+    guarantee on them, so they refuse outright."""
     if numbers_in(first) != numbers_in(second):
         return "numbers differ"
     if is_negated(first) != is_negated(second):
         return "negation differs"
     if opposites_differ(first, second):
         return "opposite actions"
+    if periods_differ(first, second):
+        return "periods differ"
     return ""
 
 

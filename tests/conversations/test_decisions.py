@@ -244,6 +244,12 @@ def test_shipped_phrasings_name_their_intent_at_their_own_floor_for_text_that_is
         ("¿Puedo tener 2 cuentas?", "¿Puedo tener dos cuentas?", ""),
         ("Kann ich zwei Konten haben?", "Kann ich drei Konten haben?", "numbers differ"),
         ("Which one should I pick?", "Which plan should I pick?", ""),
+        ("Is the Pro plan billed monthly?", "Is the Pro plan billed annually?", "periods differ"),
+        ("Do you offer daily backups?", "Do you offer weekly backups?", "periods differ"),
+        ("Can I get a refund after a week?", "Can I get a refund after a year?", "periods differ"),
+        ("Can I pay monthly or annually?", "Can I pay annually?", ""),  # one period shared
+        ("How much is the Team plan per month?", "What does the Team plan cost monthly?", ""),
+        ("How much is the Team plan?", "How much is the Team plan per month?", ""),  # one side names none
         ("How do I turn on 2FA?", "How do I enable two-factor authentication?", ""),
         ("How do I turn on 2-step verification?", "How do I enable two step verification?", ""),
         ("Convert mp3 to h264?", "How to convert mp3 files to h264 video?", ""),

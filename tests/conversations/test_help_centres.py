@@ -320,6 +320,21 @@ def test_a_count_written_as_a_word_is_a_number(api_client, tenant, services, mod
     assert served["dedup"]["matched_turn_id"] == first["turn_id"]
 
 
+@pytest.mark.parametrize("model", ["all-MiniLM-L6-v2", embeddings.USE_MODEL_NAME])
+def test_a_question_about_another_period_is_never_served_the_first_ones_answer(api_client, tenant, services, model):
+    """ "... per month?" / "... per year?" sit 0.92-0.93 apart, and both heads served the second the first one's
+    answer."""
+    kb = indexed_kb(tenant, documents=HELP_CENTRE_SEATS, name="seats", embedding_model=model)
+    conversation_id = start(api_client, kb)
+    first = ask(api_client, conversation_id, "How much does the Team plan cost per month?")
+    refused = ask(api_client, conversation_id, "How much does the Team plan cost per year?")
+    assert refused["dedup"]["action"] != "served_cached", refused["dedup"]
+    assert refused["dedup"]["reason"] == "periods differ", refused["dedup"]
+    served = ask(api_client, conversation_id, "What does the Team plan cost each month?")
+    assert served["dedup"]["action"] == "served_cached", served["dedup"]
+    assert served["dedup"]["matched_turn_id"] == first["turn_id"]
+
+
 def test_english_chat_formulas_are_small_talk_and_show_me_again_repeats_the_question_before_them(
     api_client, tenant, services
 ):
