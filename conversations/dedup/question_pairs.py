@@ -328,6 +328,10 @@ _OPPOSITES = tuple(
         ("turn on, turning on, turned on", "turn off, turning off, turned off"),
         ("switch on, switching on, switched on", "switch off, switching off, switched off"),
         ("opt in, opting in, opted in", "opt out, opting out, opted out"),
+        ("public", "private"),
+        ("online", "offline"),
+        ("new", "existing"),
+        ("domestic", "international"),
     )
 )
 
@@ -338,10 +342,35 @@ def _terms(text: str) -> set[str]:
     return set(words) | {f"{one} {two}" for one, two in zip(words, words[1:], strict=False)}
 
 
+def _direction(words: Sequence[str]) -> tuple[frozenset[str], frozenset[str]] | None:
+    """Where a question moves something, from and to, as the content stems of each end ("switch from a personal
+    account to a business one": ({personal, account}, {business, one})); in either order ("to X from Y"). None when
+    it names no "from" with a "to"."""
+    if "from" not in words or "to" not in words:
+        return None
+    start, end = words.index("from"), words.index("to")
+    first, last = sorted((start, end))
+    inner = frozenset(filter(None, map(_content_stem, words[first + 1 : last])))
+    outer = frozenset(filter(None, map(_content_stem, words[last + 1 :])))
+    return (inner, outer) if start < end else (outer, inner)
+
+
+def direction_reversed(first: str, second: str) -> bool:
+    """Whether the two questions move something between the same two ends, each the other way round: "switch from a
+    personal account to a business account" / "... from a business account to a personal account", the same words in
+    another order, which the embedding cannot tell apart (cosine 0.997)."""
+    one, other = _direction(_words(first)), _direction(_words(second))
+    if one is None or other is None or one[0] == one[1]:
+        return False
+    return one[0] == other[1] and one[1] == other[0] and bool(one[0] ^ one[1])
+
+
 def opposites_differ(first: str, second: str) -> bool:
-    """Whether one question names an action and the other its opposite (`_OPPOSITES`), neither naming both; in the
-    multilingual model's other languages by `other_languages.opposites_differ`, in Chinese by
-    `chinese_text.opposites_differ`."""
+    """Whether one question names an action and the other its opposite (`_OPPOSITES`), neither naming both, or moves
+    something the other way round (`direction_reversed`); in the multilingual model's other languages by
+    `other_languages.opposites_differ`, in Chinese by `chinese_text.opposites_differ`."""
+    if direction_reversed(first, second):
+        return True
     terms = (_terms(first), _terms(second))
     for one, other in _OPPOSITES:
         sides = [(bool(t & one), bool(t & other)) for t in terms]

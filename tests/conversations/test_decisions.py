@@ -245,6 +245,22 @@ def test_shipped_phrasings_name_their_intent_at_their_own_floor_for_text_that_is
         ("Kann ich zwei Konten haben?", "Kann ich drei Konten haben?", "numbers differ"),
         ("Which one should I pick?", "Which plan should I pick?", ""),
         ("Is the Pro plan billed monthly?", "Is the Pro plan billed annually?", "periods differ"),
+        ("How do I make my project public?", "How do I make my project private?", "opposite actions"),
+        ("Do new customers get a discount?", "Do existing customers get a discount?", "opposite actions"),
+        ("Can I use the app offline?", "Can I use the app online?", "opposite actions"),
+        # A move the other way round, in either word order; the same move written the other way is one question.
+        (
+            "Can I switch from a personal account to a business account?",
+            "Can I switch from a business account to a personal account?",
+            "opposite actions",
+        ),
+        (
+            "How do I move files from Dropbox to Drive?",
+            "How do I move files to Dropbox from Drive?",
+            "opposite actions",
+        ),
+        ("How do I move files from Dropbox to Drive?", "How do I move files to Drive from Dropbox?", ""),
+        ("How do I move my data from the app to the website?", "How do I move data from the app?", ""),
         ("Do you offer daily backups?", "Do you offer weekly backups?", "periods differ"),
         ("Can I get a refund after a week?", "Can I get a refund after a year?", "periods differ"),
         ("Can I pay monthly or annually?", "Can I pay annually?", ""),  # one period shared

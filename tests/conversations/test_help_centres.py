@@ -227,6 +227,20 @@ HELP_CENTRE_ZH_DATA = {
             "What time does the store open on Sunday?",
             "What time does the store close on Sunday?",
         ),
+        (
+            HELP_CENTRE_EN,
+            "all-MiniLM-L6-v2",
+            "english",
+            "Can I switch from a personal account to a business account?",
+            "Can I switch from a business account to a personal account?",
+        ),
+        (
+            HELP_CENTRE_EN,
+            "all-MiniLM-L6-v2",
+            "english",
+            "How do I make my project public?",
+            "How do I make my project private?",
+        ),
         (HELP_CENTRE_ZH_DATA, embeddings.USE_MODEL_NAME, "chinese", "怎么导出数据？", "怎么导入数据？"),
         (HELP_CENTRE_ZH_DATA, embeddings.USE_MODEL_NAME, "chinese", "发货前能退款吗？", "发货后能退款吗？"),
         (
@@ -249,6 +263,8 @@ HELP_CENTRE_ZH_DATA = {
     ],
     ids=[
         "english-open-close",
+        "english-direction-reversed",
+        "english-public-private",
         "chinese-export-import",
         "chinese-before-after",
         "german-activate",
