@@ -142,6 +142,43 @@ def number_words(words: Sequence[str]) -> set[str]:
     return {str(_NUMBER_WORDS[word]) for word in words if word in _NUMBER_WORDS}
 
 
+# --- periods of time ---------------------------------------------------------------------------------------------
+
+# Hour, day, week, month and year in these languages, in the forms a question writes them (`question_pairs._PERIODS`
+# reads English): "¿Cuánto cuesta al mes?" / "... al año?" and "monatlich" / "jährlich" are two questions. Left out:
+# the forms that are other words too: French "an" (English "an") and "mes" ("my": Spanish "mes" counts in "al mes",
+# "por mes", "cada mes", "un mes"), German "tag", Italian "ora" ("now"), Polish "lata" (Spanish "can"), Portuguese
+# "ano" alone (Spanish "anus": it counts in "por ano", "ao ano", "um ano"). Read only in a text with none of
+# `_ENGLISH_SIGNS`.
+PERIOD_TERMS = tuple(
+    frozenset(forms.split(", "))
+    for forms in (
+        "hora, horas, heure, heures, stunde, stunden, stündlich, uur, uren, час, часа, часов, godzina, godziny",
+        "día, días, diario, diaria, diariamente, dia, dias, diário, diária, jour, jours, quotidien, quotidienne, "
+        "quotidiennement, tage, täglich, giorno, giorni, giornaliero, dag, dagen, dagelijks, день, дня, дней, "
+        "ежедневно, dzień, dni, dziennie",
+        "semana, semanas, semanal, semanalmente, semaine, semaines, hebdomadaire, woche, wochen, wöchentlich, "
+        "settimana, settimane, settimanale, weken, wekelijks, неделя, недели, неделю, еженедельно, tydzień, "
+        "tygodnie, tygodniowo",
+        "al mes, por mes, cada mes, un mes, meses, mensual, mensualmente, mês, meses, mensal, mensalmente, mois, "
+        "mensuel, mensuelle, mensuellement, monat, monate, monatlich, mese, mesi, mensile, mensilmente, maand, "
+        "maanden, maandelijks, месяц, месяца, месяцев, ежемесячно, miesiąc, miesiące, miesięcznie",
+        "año, años, anual, anualmente, por ano, ao ano, um ano, anos, anual, anualmente, ans, année, années, annuel, "
+        "annuelle, annuellement, jahr, jahre, jährlich, anno, anni, annuale, annualmente, jaar, jaren, jaarlijks, "
+        "год, года, лет, ежегодно, rok, rocznie",
+    )
+)
+
+
+def periods_named(words: Sequence[str]) -> set[int]:
+    """Which of `PERIOD_TERMS` (by index: hour, day, week, month, year) `words` name, each word and each two words
+    in a row read; none in a text with an English sign."""
+    if any(word in _ENGLISH_SIGNS for word in words):
+        return set()
+    terms = set(words) | {f"{one} {two}" for one, two in zip(words, words[1:], strict=False)}
+    return {index for index, forms in enumerate(PERIOD_TERMS) if forms & terms}
+
+
 # --- negation inside a word: Japanese, Korean, Thai -------------------------------------------------------------
 
 # Hiragana and katakana (halfwidth katakana too): a text with them is read for Japanese endings.

@@ -400,10 +400,17 @@ _PERIODS = tuple(
 )
 
 
+def _periods_named(text: str) -> set[int]:
+    words = _words(text)
+    named = {i for i, forms in enumerate(_PERIODS) if forms & set(words)}
+    return named | other_languages.periods_named(words)
+
+
 def periods_differ(first: str, second: str) -> bool:
-    """Whether both questions name periods of time and share none (`_PERIODS`)."""
-    named = [{i for i, forms in enumerate(_PERIODS) if forms & set(_words(text))} for text in (first, second)]
-    return bool(named[0]) and bool(named[1]) and not named[0] & named[1]
+    """Whether both questions name periods of time and share none (`_PERIODS`; in the multilingual model's other
+    languages `other_languages.PERIOD_TERMS`, in the same order)."""
+    one, other = _periods_named(first), _periods_named(second)
+    return bool(one) and bool(other) and not one & other
 
 
 def questions_conflict(first: str, second: str) -> str:

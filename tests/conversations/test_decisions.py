@@ -264,6 +264,11 @@ def test_shipped_phrasings_name_their_intent_at_their_own_floor_for_text_that_is
         ("Do you offer daily backups?", "Do you offer weekly backups?", "periods differ"),
         ("Can I get a refund after a week?", "Can I get a refund after a year?", "periods differ"),
         ("Can I pay monthly or annually?", "Can I pay annually?", ""),  # one period shared
+        ("¿Cuánto cuesta el plan Equipo al mes?", "¿Cuánto cuesta el plan Equipo al año?", "periods differ"),
+        ("Wird der Pro-Tarif monatlich abgerechnet?", "Wird der Pro-Tarif jährlich abgerechnet?", "periods differ"),
+        ("Сколько стоит тариф в месяц?", "Сколько стоит тариф в год?", "periods differ"),
+        ("Wie viel kostet der Team-Tarif pro Monat?", "Was kostet der Team-Tarif monatlich?", ""),
+        ("Où sont mes factures ?", "Où sont mes factures annuelles ?", ""),  # French "mes" is "my"
         ("How much is the Team plan per month?", "What does the Team plan cost monthly?", ""),
         ("How much is the Team plan?", "How much is the Team plan per month?", ""),  # one side names none
         ("How do I turn on 2FA?", "How do I enable two-factor authentication?", ""),

@@ -320,9 +320,9 @@ HELP_CENTRE_SEATS = {
     ids=["english", "spanish", "german"],
 )
 def test_a_count_written_as_a_word_is_a_number(api_client, tenant, services, model, question, other_count, in_digits):
-    """ "two accounts" and "three accounts" sit 0.87-0.91 apart and their heads called them duplicates: the other
-    count was served the first one's answer. Read by value, another count is refused and the same count in digits is
-    still a repeat."""
+    """Counts such as "two accounts" and "three accounts" sit 0.87-0.91 apart and their heads called them
+    duplicates: the other count was served the first one's answer. Read by value, another count is refused and the
+    same count in digits is still a repeat."""
     kb = indexed_kb(tenant, documents=HELP_CENTRE_SEATS, name="seats", embedding_model=model)
     conversation_id = start(api_client, kb)
     ask(api_client, conversation_id, question)
@@ -336,17 +336,48 @@ def test_a_count_written_as_a_word_is_a_number(api_client, tenant, services, mod
     assert served["dedup"]["matched_turn_id"] == first["turn_id"]
 
 
-@pytest.mark.parametrize("model", ["all-MiniLM-L6-v2", embeddings.USE_MODEL_NAME])
-def test_a_question_about_another_period_is_never_served_the_first_ones_answer(api_client, tenant, services, model):
-    """ "... per month?" / "... per year?" sit 0.92-0.93 apart, and both heads served the second the first one's
-    answer."""
+@pytest.mark.parametrize(
+    ("model", "question", "other_period", "reworded"),
+    [
+        (
+            "all-MiniLM-L6-v2",
+            "How much does the Team plan cost per month?",
+            "How much does the Team plan cost per year?",
+            "What does the Team plan cost each month?",
+        ),
+        (
+            embeddings.USE_MODEL_NAME,
+            "How much does the Team plan cost per month?",
+            "How much does the Team plan cost per year?",
+            "What does the Team plan cost each month?",
+        ),
+        (
+            embeddings.USE_MODEL_NAME,
+            "¿Cuánto cuesta el plan Equipo al mes?",
+            "¿Cuánto cuesta el plan Equipo al año?",
+            "¿Qué precio tiene el plan Equipo cada mes?",
+        ),
+        (
+            embeddings.USE_MODEL_NAME,
+            "Wie viel kostet der Team-Tarif pro Monat?",
+            "Wie viel kostet der Team-Tarif pro Jahr?",
+            "Was kostet der Team-Tarif monatlich?",
+        ),
+    ],
+    ids=["english", "english-multilingual", "spanish", "german"],
+)
+def test_a_question_about_another_period_is_never_served_the_first_ones_answer(
+    api_client, tenant, services, model, question, other_period, reworded
+):
+    """A price per month and per year sit 0.90-0.93 apart in English, Spanish and German, and both heads served the
+    second question the first one's answer."""
     kb = indexed_kb(tenant, documents=HELP_CENTRE_SEATS, name="seats", embedding_model=model)
     conversation_id = start(api_client, kb)
-    first = ask(api_client, conversation_id, "How much does the Team plan cost per month?")
-    refused = ask(api_client, conversation_id, "How much does the Team plan cost per year?")
+    first = ask(api_client, conversation_id, question)
+    refused = ask(api_client, conversation_id, other_period)
     assert refused["dedup"]["action"] != "served_cached", refused["dedup"]
     assert refused["dedup"]["reason"] == "periods differ", refused["dedup"]
-    served = ask(api_client, conversation_id, "What does the Team plan cost each month?")
+    served = ask(api_client, conversation_id, reworded)
     assert served["dedup"]["action"] == "served_cached", served["dedup"]
     assert served["dedup"]["matched_turn_id"] == first["turn_id"]
 
