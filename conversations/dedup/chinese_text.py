@@ -206,6 +206,7 @@ _OPPOSITE_ACTIONS = (
     _opposite("订阅", "取消订阅|退订", "订", "退|取消"),
     _opposite("最多|最大|最高|最长", "最少|最小|最低|最短", "大|高|长|上限", "小|低|短|下限"),
     _opposite("(?<!左)左(?!右)", "(?<!左)右", "左", "右"),
+    _opposite("线上|网上|在线", "线下|门店|实体店", "网店|官网", "到店"),
 )
 # A passive (被绑定, 被注册, 被删除) tells a state someone else brought about, which a question asks to undo or to
 # understand: either side's question may ask it, so a passive question names no side.
@@ -241,11 +242,26 @@ def _before_after(text: str) -> dict[str, set[str]]:
     return taken
 
 
+# A move from one thing to another: 从 X, then the verb of the move, then Y ("把钱从余额转到银行卡", "从个人账户切换到
+# 企业账户"). Y ends at punctuation or a sentence-final particle.
+_MOVE = re.compile(
+    r"从([\u4e00-\u9fffa-z0-9]{1,12}?)(?:转到|转入|转至|转为|转成|切换到|切换成|切换为|换到|换成|改到|改成|改为|移到|迁移到|"
+    r"升级到|降级到|到)([\u4e00-\u9fffa-z0-9]{1,12}?)(?=[，,。？?！!、；;]|[吗呢吧啊呀么]|$)"
+)
+
+
+def _moves(text: str) -> set[tuple[str, str]]:
+    return {(match.group(1), match.group(2)) for match in _MOVE.finditer(text) if match.group(1) != match.group(2)}
+
+
 def opposites_differ(first: str, second: str) -> bool:
     """Whether one question (normalized, lowercased, Chinese) asks one side of an action and the other its opposite
-    ("怎么导出数据" / "怎么导入数据", "怎么开通自动续费" / "怎么关闭自动续费"), or one asks before something and the
-    other after the same thing ("发货前能退款吗" / "发货后能退款吗"); neither touching both."""
+    ("怎么导出数据" / "怎么导入数据", "怎么开通自动续费" / "怎么关闭自动续费"), one asks before something and the
+    other after the same thing ("发货前能退款吗" / "发货后能退款吗"), neither touching both; or one moves something
+    from X to Y and the other from Y to X ("从余额转到银行卡" / "从银行卡转到余额")."""
     first, second = simplified(first), simplified(second)
+    if any((to, source) in _moves(second) for source, to in _moves(first)):
+        return True
     for one, other in zip(_sides_named(first), _sides_named(second), strict=True):
         if one is not None and other is not None and one != other:
             return True

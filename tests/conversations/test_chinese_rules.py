@@ -278,6 +278,9 @@ def test_words_that_only_contain_a_negating_character_do_not_conflict(first, sec
         ("付款前可以修改地址吗", "付款后可以修改地址吗"),
         ("下单之前能用优惠券吗", "下单以后能用优惠券吗"),
         ("左眼皮跳是什么征兆", "右眼皮跳是什么征兆"),
+        ("可以线上退货吗？", "可以线下退货吗？"),
+        ("怎么从个人账户切换到企业账户？", "怎么从企业账户切换到个人账户？"),  # a move the other way round
+        ("怎么把钱从余额转到银行卡", "怎么把钱从银行卡转到余额"),
     ],
 )
 def test_opposite_actions_conflict(first, second):
@@ -298,6 +301,8 @@ def test_opposite_actions_conflict(first, second):
         ("发货后多久到", "发货以后几天能到"),
         ("怎么开通自动续费", "自动续费怎么开"),
         ("三天左右能到账吗", "三天能到账吗"),  # 左右 is "about"
+        ("怎么从余额转到银行卡", "余额怎么转到银行卡"),  # the same move
+        ("从个人账户切换到企业账户要多久", "个人账户怎么换成企业账户"),
     ],
 )
 def test_one_action_asked_two_ways_does_not_conflict(first, second):

@@ -244,6 +244,14 @@ HELP_CENTRE_ZH_DATA = {
         (HELP_CENTRE_ZH_DATA, embeddings.USE_MODEL_NAME, "chinese", "怎么导出数据？", "怎么导入数据？"),
         (HELP_CENTRE_ZH_DATA, embeddings.USE_MODEL_NAME, "chinese", "发货前能退款吗？", "发货后能退款吗？"),
         (
+            HELP_CENTRE_ZH_DATA,
+            embeddings.USE_MODEL_NAME,
+            "chinese",
+            "怎么从个人账户切换到企业账户？",
+            "怎么从企业账户切换到个人账户？",
+        ),
+        (HELP_CENTRE_ZH_DATA, embeddings.USE_MODEL_NAME, "chinese", "可以线上退货吗？", "可以线下退货吗？"),
+        (
             HELP_CENTRE_OTHER,
             embeddings.USE_MODEL_NAME,
             "english",
@@ -267,6 +275,8 @@ HELP_CENTRE_ZH_DATA = {
         "english-public-private",
         "chinese-export-import",
         "chinese-before-after",
+        "chinese-direction-reversed",
+        "chinese-online-offline",
         "german-activate",
         "german-separable-prefix",
         "portuguese-activate",
