@@ -332,6 +332,12 @@ _OPPOSITES = tuple(
         ("online", "offline"),
         ("new", "existing"),
         ("domestic", "international"),
+        ("within", "after"),
+        ("under", "over"),
+        ("above", "below"),
+        ("include, includes, included, including", "exclude, excludes, excluded, excluding"),
+        ("buyer, buyers", "seller, sellers"),
+        ("sender, senders", "recipient, recipients, receiver, receivers"),
     )
 )
 

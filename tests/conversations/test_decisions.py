@@ -248,6 +248,12 @@ def test_shipped_phrasings_name_their_intent_at_their_own_floor_for_text_that_is
         ("How do I make my project public?", "How do I make my project private?", "opposite actions"),
         ("Do new customers get a discount?", "Do existing customers get a discount?", "opposite actions"),
         ("Can I use the app offline?", "Can I use the app online?", "opposite actions"),
+        ("Can I get a refund after 30 days?", "Can I get a refund within 30 days?", "opposite actions"),
+        ("Is the course free for students under 18?", "Is the course free for students over 18?", "opposite actions"),
+        ("Is shipping free for orders above $50?", "Is shipping free for orders below $50?", "opposite actions"),
+        ("Does the price include tax?", "Does the price exclude tax?", "opposite actions"),
+        ("Can the buyer cancel the order?", "Can the seller cancel the order?", "opposite actions"),
+        ("Can I get a refund within 30 days?", "Am I eligible for a refund within 30 days of purchase?", ""),
         # A move the other way round, in either word order; the same move written the other way is one question.
         (
             "Can I switch from a personal account to a business account?",
