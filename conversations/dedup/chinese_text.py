@@ -149,6 +149,8 @@ def _negates(words: Sequence[str], index: int) -> bool:
         return not (_a_not_a(words, index) or tag or set_phrase)
     if word == "没收" and after == "到":
         return True  # the segmenter cuts 没收到 (not received) as 没收 (confiscate) + 到
+    if len(word) >= 3 and word[0] == "非" and not word.startswith("非常"):
+        return True  # a negated noun the segmenter keeps whole: 非会员 (non-member), 非主流; 非常 is "very"
     if word in _CHAT_NEGATIONS and after and after.startswith(_CHAT_NEGATIONS[word]):
         return not (index and words[index - 1] == "有")  # 有木有 asks "is there?" as 有没有 does
     # A potential complement ("打不开" can't open, "找不着" can't find), but not an A-not-A word ("是不是").
@@ -207,6 +209,10 @@ _OPPOSITE_ACTIONS = (
     _opposite("最多|最大|最高|最长", "最少|最小|最低|最短", "大|高|长|上限", "小|低|短|下限"),
     _opposite("(?<!左)左(?!右)", "(?<!左)右", "左", "右"),
     _opposite("线上|网上|在线", "线下|门店|实体店", "网店|官网", "到店"),
+    _opposite("买家|买方", "卖家|卖方", "买", "卖"),
+    _opposite("发件人|寄件人", "收件人|收货人", "寄|发", "收"),
+    _opposite("以上", "以下", "超过|大于|高于|至少", "低于|小于|不足|不到|以内"),
+    _opposite("上午", "下午", "早上", "晚上"),
 )
 # A passive (被绑定, 被注册, 被删除) tells a state someone else brought about, which a question asks to undo or to
 # understand: either side's question may ask it, so a passive question names no side.

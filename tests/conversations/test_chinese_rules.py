@@ -217,6 +217,7 @@ def test_words_with_numeral_characters_that_count_nothing_have_no_number(questio
         ("为什么木有收到退款", "为什么收到退款"),
         ("我莫有收到验证码", "我收到验证码了"),
         ("为什么冇收到退款", "为什么收到退款"),
+        ("非会员能退款吗？", "会员能退款吗？"),  # a negated noun the segmenter keeps whole
     ],
 )
 def test_opposite_polarity_conflicts(first, second):
@@ -281,6 +282,10 @@ def test_words_that_only_contain_a_negating_character_do_not_conflict(first, sec
         ("可以线上退货吗？", "可以线下退货吗？"),
         ("怎么从个人账户切换到企业账户？", "怎么从企业账户切换到个人账户？"),  # a move the other way round
         ("怎么把钱从余额转到银行卡", "怎么把钱从银行卡转到余额"),
+        ("买家可以取消订单吗？", "卖家可以取消订单吗？"),
+        ("运费由发件人付吗？", "运费由收件人付吗？"),
+        ("18岁以上可以注册吗？", "18岁以下可以注册吗？"),
+        ("上午下单什么时候发货？", "下午下单什么时候发货？"),
     ],
 )
 def test_opposite_actions_conflict(first, second):
@@ -303,6 +308,8 @@ def test_opposite_actions_conflict(first, second):
         ("三天左右能到账吗", "三天能到账吗"),  # 左右 is "about"
         ("怎么从余额转到银行卡", "余额怎么转到银行卡"),  # the same move
         ("从个人账户切换到企业账户要多久", "个人账户怎么换成企业账户"),
+        ("我是卖家，买家要退款怎么办", "买家申请退款卖家怎么处理"),  # both parties on both sides
+        ("非常感谢，怎么退款", "谢谢，怎么退款"),  # 非常 is "very"
     ],
 )
 def test_one_action_asked_two_ways_does_not_conflict(first, second):
