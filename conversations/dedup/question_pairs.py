@@ -212,8 +212,9 @@ def _english_number_words(words: Sequence[str]) -> set[str]:
     in_run = False
     previous = ""
     for word in (*words, ""):
-        if word in _EN_UNITS or word in _EN_TENS:
-            current += _EN_UNITS.get(word, 0) + _EN_TENS.get(word, 0)
+        if word in _EN_UNITS or word in _EN_TENS or (word == "one" and in_run):
+            # "one" only inside a run: "twenty-one", "a hundred and one"
+            current += _EN_UNITS.get(word, 0) + _EN_TENS.get(word, 0) + (word == "one")
             in_run = True
         elif word in _EN_SCALES and (in_run or not previous.isdigit()):
             if word == "hundred":

@@ -303,6 +303,7 @@ def test_questions_conflict(first, second, reason):
         ("Can I add two users, or twenty-five, or two hundred and fifty?", {"2", "25", "250"}),
         ("Between two and three days, a thousand users, 2 million rows", {"2", "3", "1000"}),
         ("Which one is best? Learn it from zero", set()),
+        ("Twenty-one days, or a hundred and one, or one hundred?", {"21", "101", "100"}),
         ("¿Puedo tener dos cuentas? Kann ich zwei Konten haben? Puis-je avoir trois comptes ?", {"2", "3"}),
         # Words of other languages that are English words or read in English text are not numbers there.
         ("Is my payment due? Can I pay once? Can I run six tests?", {"6"}),
