@@ -249,7 +249,8 @@ def _before_after(text: str) -> dict[str, set[str]]:
 
 
 # A move from one thing to another: 从 X, then the verb of the move, then Y ("把钱从余额转到银行卡", "从个人账户切换到
-# 企业账户"). Y ends at punctuation or a sentence-final particle.
+# 企业账户"). Y runs to punctuation or a sentence-final particle, so it may hold what the question asks about the move
+# ("从储蓄卡转到信用卡要手续费吗": Y is 信用卡要手续费); X ends at the verb.
 _MOVE = re.compile(
     r"从([\u4e00-\u9fffa-z0-9]{1,12}?)(?:转到|转入|转至|转为|转成|切换到|切换成|切换为|换到|换成|改到|改成|改为|移到|迁移到|"
     r"升级到|降级到|到)([\u4e00-\u9fffa-z0-9]{1,12}?)(?=[，,。？?！!、；;]|[吗呢吧啊呀么]|$)"
@@ -266,7 +267,11 @@ def opposites_differ(first: str, second: str) -> bool:
     other after the same thing ("发货前能退款吗" / "发货后能退款吗"), neither touching both; or one moves something
     from X to Y and the other from Y to X ("从余额转到银行卡" / "从银行卡转到余额")."""
     first, second = simplified(first), simplified(second)
-    if any((to, source) in _moves(second) for source, to in _moves(first)):
+    if any(
+        source != other_source and other_to.startswith(source) and to.startswith(other_source)
+        for source, to in _moves(first)
+        for other_source, other_to in _moves(second)
+    ):
         return True
     for one, other in zip(_sides_named(first), _sides_named(second), strict=True):
         if one is not None and other is not None and one != other:

@@ -282,6 +282,7 @@ def test_words_that_only_contain_a_negating_character_do_not_conflict(first, sec
         ("可以线上退货吗？", "可以线下退货吗？"),
         ("怎么从个人账户切换到企业账户？", "怎么从企业账户切换到个人账户？"),  # a move the other way round
         ("怎么把钱从余额转到银行卡", "怎么把钱从银行卡转到余额"),
+        ("从储蓄卡转到信用卡要手续费吗", "从信用卡转到储蓄卡要手续费吗"),  # what is asked follows the move
         ("买家可以取消订单吗？", "卖家可以取消订单吗？"),
         ("运费由发件人付吗？", "运费由收件人付吗？"),
         ("18岁以上可以注册吗？", "18岁以下可以注册吗？"),
