@@ -60,7 +60,7 @@ from conversations.training.labelled_pairs import (  # noqa: E402
     precision_recall_hit,
 )
 from conversations.training.verifier_heads import decision_probabilities, model_probabilities  # noqa: E402
-from retrieval.embeddings import model_name  # noqa: E402
+from retrieval.embeddings import model_name, text_readable  # noqa: E402
 
 THRESHOLDS = [0.70, 0.74, 0.76, 0.78, 0.80, 0.84, 0.88, 0.90, 0.92, 0.94, 0.96]
 TARGET_PRECISION, TARGET_RECALL = 0.90, 0.40
@@ -116,14 +116,25 @@ class Scored:
         rows = self.pairs.rows
         out = np.zeros(len(rows), dtype=bool)
         for i in np.where(self.cosine >= threshold - 1e-6)[0]:
+            # As a turn reads them: a text the model cannot read is never matched by similarity.
             decision = decisions.duplicate_decide(
                 question=rows[i]["question1"],
                 question_vector=self.first[i],
                 previous_vector=None,
-                candidates=[decisions.StoredQuestion(1, rows[i]["question2"], self.second[i], 0, None)],
+                candidates=[
+                    decisions.StoredQuestion(
+                        1,
+                        rows[i]["question2"],
+                        self.second[i],
+                        0,
+                        None,
+                        readable=text_readable(rows[i]["question2"], self.name),
+                    )
+                ],
                 threshold=threshold,
                 use_head=use_head,
                 embedding_model=self.name,
+                question_readable=text_readable(rows[i]["question1"], self.name),
             )
             out[i] = decision.hit
         return out
@@ -227,6 +238,24 @@ def main() -> None:
             f"P={plain[0]:.3f} R={plain[1]:.3f}; decision P={figures[0]:.3f} R={figures[1]:.3f} hit={figures[2]:.3f}; "
             f"without the head P={headless_figures[0]:.3f} R={headless_figures[1]:.3f}"
             + (f"; the head alone, no pair reader: P={alone[0]:.3f} R={alone[1]:.3f}" if model.active_reader else "")
+        )
+        _print_batches(other.pairs.rows, decided)
+
+
+def _print_batches(rows: list[dict], decided: np.ndarray) -> None:
+    """Served counts per batch of a file written here, its pair ids' common beginning ("hc1", "lk-en": the id less its
+    last two parts, "-rewording-01"), when the file has more than one."""
+    batches: dict[str, list[int]] = {}
+    for i, row in enumerate(rows):
+        batches.setdefault(str(row["pair_id"]).rsplit("-", 2)[0], []).append(i)
+    if len(batches) < 2:
+        return
+    for batch, indexes in batches.items():
+        duplicates = [i for i in indexes if rows[i]["is_duplicate"]]
+        others = [i for i in indexes if not rows[i]["is_duplicate"]]
+        print(
+            f"    {batch}: rewordings served {int(decided[duplicates].sum())} of {len(duplicates)}, look-alikes served "
+            f"{int(decided[others].sum())} of {len(others)}"
         )
 
 
