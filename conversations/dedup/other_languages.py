@@ -147,16 +147,16 @@ def number_words(words: Sequence[str]) -> set[str]:
 # Hour, day, week, month and year in these languages, in the forms a question writes them (`question_pairs._PERIODS`
 # reads English): "¿Cuánto cuesta al mes?" / "... al año?" and "monatlich" / "jährlich" are two questions. Left out:
 # the forms that are other words too: French "an" (English "an") and "mes" ("my": Spanish "mes" counts in "al mes",
-# "por mes", "cada mes", "un mes"), German "tag", Italian "ora" ("now"), Polish "lata" (Spanish "can"), Portuguese
-# "ano" alone (Spanish "anus": it counts in "por ano", "ao ano", "um ano"). Read only in a text with none of
-# `_ENGLISH_SIGNS`.
+# "por mes", "cada mes", "un mes"), German "tag", Italian "ora" ("now"), Polish "lata" (Spanish "can") and "dni"
+# (Spanish DNI, the identity card), Portuguese "ano" alone (Spanish "anus": it counts in "por ano", "ao ano", "um
+# ano"). Read only in a text with none of `_ENGLISH_SIGNS`.
 PERIOD_TERMS = tuple(
     frozenset(forms.split(", "))
     for forms in (
         "hora, horas, heure, heures, stunde, stunden, stündlich, uur, uren, час, часа, часов, godzina, godziny",
         "día, días, diario, diaria, diariamente, dia, dias, diário, diária, jour, jours, quotidien, quotidienne, "
         "quotidiennement, tage, täglich, giorno, giorni, giornaliero, dag, dagen, dagelijks, день, дня, дней, "
-        "ежедневно, dzień, dni, dziennie",
+        "ежедневно, dzień, dziennie",
         "semana, semanas, semanal, semanalmente, semaine, semaines, hebdomadaire, woche, wochen, wöchentlich, "
         "settimana, settimane, settimanale, weken, wekelijks, неделя, недели, неделю, еженедельно, tydzień, "
         "tygodnie, tygodniowo",
