@@ -49,6 +49,11 @@ def user_id_canonical(value: str) -> str:
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def has_lone_surrogate(text: str) -> bool:
+    """Whether `text` holds half a UTF-16 surrogate pair, which no UTF-8 (PostgreSQL, the tokenizer, JSON) can hold."""
+    return _LONE_SURROGATE.search(text) is not None
+
+
 def text_storable(text: str) -> str:
     """`text` as PostgreSQL, the tokenizer and JSON can hold it: NUL dropped, and a lone UTF-16 surrogate replaced by
     U+FFFD. For text no person typed and nobody can be asked to fix: a parsed file (pypdf gives a surrogate for a

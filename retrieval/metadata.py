@@ -19,6 +19,7 @@ import math
 import unicodedata
 from collections.abc import Mapping
 
+from kbplatform.text import has_lone_surrogate
 from retrieval.milvus import METADATA_KEY
 
 METADATA_MAX_BYTES = 4096
@@ -43,7 +44,7 @@ def _string_check(value: str, *, where: str, filtering: bool = False) -> None:
     control character in a filter value."""
     if len(value) > METADATA_STRING_MAX:
         raise MetadataError(f"{where}: strings are at most {METADATA_STRING_MAX} characters.")
-    if any("\ud800" <= ch <= "\udfff" or ch == "\x00" for ch in value):
+    if "\x00" in value or has_lone_surrogate(value):
         raise MetadataError(f"{where}: strings hold no NUL character and no lone surrogate (not valid UTF-8).")
     if filtering and any(unicodedata.category(ch) == "Cc" for ch in value):
         raise MetadataError(f"{where}: filter values hold no control characters (tabs, line breaks and the like).")

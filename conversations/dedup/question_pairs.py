@@ -191,10 +191,10 @@ def _words_named(words: list[str]) -> set[str]:
 _EN_UNITS = {
     word: value
     for value, word in enumerate(
-        """_ _ two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen
-        eighteen nineteen""".split()
+        """zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen
+        seventeen eighteen nineteen""".split()
     )
-    if word != "_"
+    if value >= 2
 }
 _EN_TENS = {
     word: 10 * (i + 2) for i, word in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split())
