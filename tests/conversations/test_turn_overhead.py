@@ -23,6 +23,10 @@ from tests.conversations.test_api import ask, start
 
 pytestmark = pytest.mark.django_db
 QUESTION = "How do I reset my password?"
+# The batched write is PostgreSQL's (`turn_write.writes_batched`): SQLite writes row by row.
+postgres_only = pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="the explicit transaction is PostgreSQL's; SQLite writes row by row"
+)
 
 
 @pytest.fixture
@@ -131,6 +135,7 @@ def _rows_of(conversation_id: int, tenant) -> list:
     return [written, events, consumed]
 
 
+@postgres_only
 def test_the_batch_writes_the_rows_the_statement_by_statement_write_does(api_client, kb, tenant, monkeypatch):
     written = {}
     for batched in (True, False):
@@ -191,10 +196,6 @@ def test_a_hit_whose_source_changed_before_the_turn_is_not_served(api_client, kb
     second = ask(api_client, conversation_id, QUESTION)
     assert second["dedup"]["action"] != "served_cached", second["dedup"]
 
-
-postgres_only = pytest.mark.skipif(
-    connection.vendor != "postgresql", reason="the explicit transaction is PostgreSQL's; SQLite writes row by row"
-)
 
 
 @postgres_only
