@@ -6,6 +6,11 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test test-unit lint bench-ingest bench-retrieval clean
 
+# pytest-xdist workers for `make test`; each starts its own Milvus Lite server and Celery worker and loads the models
+# (about 3 GB resident with its worker). Whole files go to one worker (`--dist loadfile`), so a file's module fixtures
+# are set up once. TEST_WORKERS=0 runs the suite in this one process.
+TEST_WORKERS ?= 2
+
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
@@ -24,7 +29,7 @@ run: $(STAMP)
 test: $(STAMP) $(CHROMIUM)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
 
 # The tests that need no service (no Milvus, worker or Redis fixture, no browser): tests/conftest.py marks every
 # test using a service fixture `integration`, so this stays true as tests are added.

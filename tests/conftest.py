@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections import Counter
 
 import pytest
 from django.conf import settings
@@ -28,6 +29,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if SERVICE_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.integration)
+    _node_ids_made_unique(items)
+
+
+def _node_ids_made_unique(items: list[pytest.Item]) -> None:
+    """Every test has an id of its own, or the collection fails.
+
+    pytest-xdist (`make test`) hands tests to its workers by node id, so tests sharing one would run once between
+    them, silently. pytest 9.2 builds a test's id from its function name and its parametrize ids, and schemathesis
+    puts each API operation in the test's name only (`test_x[GET /api/health/]`), leaving all its tests one id: such
+    a test gets the bracketed part of its name as its id's parameters (through pytest's private `_id`, the only way
+    to set it after collection)."""
+    shared = Counter(item.nodeid for item in items)
+    for item in items:
+        base, bracket, params = item.name.partition("[")
+        if shared[item.nodeid] > 1 and bracket and params.endswith("]") and item.parent is not None:
+            item._id = item.parent.id.child(base).with_params(params[:-1])
+    still = sorted(nodeid for nodeid, count in Counter(item.nodeid for item in items).items() if count > 1)
+    if still:
+        raise pytest.UsageError(f"tests sharing a node id would run once under xdist: {still[:5]}")
 
 
 @pytest.fixture(autouse=True)

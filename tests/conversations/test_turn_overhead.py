@@ -197,7 +197,6 @@ def test_a_hit_whose_source_changed_before_the_turn_is_not_served(api_client, kb
     assert second["dedup"]["action"] != "served_cached", second["dedup"]
 
 
-
 @postgres_only
 @pytest.mark.django_db(transaction=True)
 def test_outside_a_transaction_a_turn_is_written_in_two_round_trips(api_client, kb, tenant):
