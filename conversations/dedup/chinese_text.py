@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from functools import cache, lru_cache
+from types import MappingProxyType
 from typing import TYPE_CHECKING, NamedTuple
 
 # Traditional characters as Simplified ones: the segmenter's dictionary and every word list and formula of these rules
@@ -223,8 +224,10 @@ _SIZE_QUESTIONS = re.compile(r"多少|多久|多长|多大|多高|多远")
 _BEFORE_AFTER = re.compile(r"([\u4e00-\u9fff]{2})(之前|以前|前|之后|以后|后)")
 
 
+@lru_cache(maxsize=1 << 12)
 def _sides_named(text: str) -> tuple[int | None, ...]:
-    """For each of `_OPPOSITE_ACTIONS`, the side `text` names (0 or 1), or None: it names neither, or touches both."""
+    """For each of `_OPPOSITE_ACTIONS`, the side `text` names (0 or 1), or None: it names neither, or touches both.
+    Kept per text: a turn's question is read against each candidate."""
     if _PASSIVE in text:
         return (None,) * len(_OPPOSITE_ACTIONS)
     text = _SIZE_QUESTIONS.sub(" ", text)
@@ -240,12 +243,13 @@ def _sides_named(text: str) -> tuple[int | None, ...]:
     return tuple(named)
 
 
-def _before_after(text: str) -> dict[str, set[str]]:
-    """The words `text` puts "before" or "after" (`_BEFORE_AFTER`), each with the sides it takes."""
+@lru_cache(maxsize=1 << 12)
+def _before_after(text: str) -> Mapping[str, frozenset[str]]:
+    """The words `text` puts "before" or "after" (`_BEFORE_AFTER`), each with the sides it takes; kept per text."""
     taken: dict[str, set[str]] = {}
     for match in _BEFORE_AFTER.finditer(text):
         taken.setdefault(match.group(1), set()).add("before" if "前" in match.group(2) else "after")
-    return taken
+    return MappingProxyType({word: frozenset(sides) for word, sides in taken.items()})
 
 
 # A move from one thing to another: 从 X, then the verb of the move, then Y ("把钱从余额转到银行卡", "从个人账户切换到
@@ -257,8 +261,11 @@ _MOVE = re.compile(
 )
 
 
-def _moves(text: str) -> set[tuple[str, str]]:
-    return {(match.group(1), match.group(2)) for match in _MOVE.finditer(text) if match.group(1) != match.group(2)}
+@lru_cache(maxsize=1 << 12)
+def _moves(text: str) -> frozenset[tuple[str, str]]:
+    return frozenset(
+        (match.group(1), match.group(2)) for match in _MOVE.finditer(text) if match.group(1) != match.group(2)
+    )
 
 
 def opposites_differ(first: str, second: str) -> bool:

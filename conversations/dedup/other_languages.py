@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 
 # Words that say "not", "no", "never", "nothing", "none" or "without" and are no English word.
 NEGATIONS = frozenset(
@@ -336,9 +337,11 @@ _OPPOSITE_IN_TEXT = tuple(
 )
 
 
-def _sides(text: str, words: Sequence[str], *, latin: bool) -> list[tuple[bool, bool]]:
+@lru_cache(maxsize=1 << 12)
+def _sides(text: str, words: tuple[str, ...], *, latin: bool) -> tuple[tuple[bool, bool], ...]:
     """For each opposite pair in turn, whether `text` (its `words` beside it) names the one side and the other; the
-    word lists only when `latin` (no English text in the pair)."""
+    word lists only when `latin` (no English text in the pair). Kept per text, as `question_pairs` keeps its readings:
+    a turn's question is read against each candidate."""
     sides: list[tuple[bool, bool]] = []
     if latin:
         named = set(words)
@@ -347,7 +350,7 @@ def _sides(text: str, words: Sequence[str], *, latin: bool) -> list[tuple[bool, 
         sides += [(last in one, last in other) for one, other in _OPPOSITE_LAST_WORDS]
     for one, other in _OPPOSITE_IN_TEXT:
         sides.append((one.search(other.sub(" ", text)) is not None, other.search(text) is not None))
-    return sides
+    return tuple(sides)
 
 
 def opposites_differ(first: str, second: str, first_words: Sequence[str], second_words: Sequence[str]) -> bool:
@@ -358,7 +361,9 @@ def opposites_differ(first: str, second: str, first_words: Sequence[str], second
     return any(
         {one, other} == {(True, False), (False, True)}
         for one, other in zip(
-            _sides(first, first_words, latin=latin), _sides(second, second_words, latin=latin), strict=True
+            _sides(first, tuple(first_words), latin=latin),
+            _sides(second, tuple(second_words), latin=latin),
+            strict=True,
         )
     )
 

@@ -1,6 +1,11 @@
 """What two questions say beyond their vectors' cosine: their words, numbers and negations, whether they conflict,
 whether one depends on its context, and the features and probability of the duplicate head for a pair. Pure
 functions, no I/O: `decisions.duplicate_decide` runs them on every candidate.
+
+What these rules read of one text (its words, numbers, negation, the opposite actions and periods it names) is kept per
+text (`_TEXTS_KEPT`, least recently used first out) and returned immutable: a turn checks its question against each
+candidate, the conflict rules and the head's features read the same text again, and stored questions come back turn
+after turn.
 """
 
 from __future__ import annotations
@@ -23,6 +28,10 @@ TENANT_FEATURE_VERSION = "pair-v2"
 # pair-v2 followed by `PAIR_V3_FEATURES` (where the shared words sit): what a tree head reads.
 ORDER_FEATURE_VERSION = "pair-v3"
 FEATURE_VERSIONS = (FEATURE_VERSION, TENANT_FEATURE_VERSION, ORDER_FEATURE_VERSION)
+
+# Texts whose readings are kept, per reading: a turn's question and candidates, and the recent turns' (the extractive
+# answer reads its passages' sentences through `content_words` too).
+_TEXTS_KEPT = 1 << 12
 
 # --- question agreement (beyond cosine) -------------------------------------------------------------------------
 
@@ -122,17 +131,18 @@ def _letter_words(text: str) -> list[str]:
     return other_languages.kana_words_cut(words) if other_languages.has_kana(text) else words
 
 
-def _words(text: str) -> list[str]:
+@lru_cache(maxsize=_TEXTS_KEPT)
+def _words(text: str) -> tuple[str, ...]:
     if not chinese_text.reads_as_chinese(text):
-        return _letter_words(text.lower().replace("\u2019", "'"))
+        return tuple(_letter_words(text.lower().replace("\u2019", "'")))
     lowered = chinese_text.normalized(text).lower().replace("\u2019", "'")
-    return chinese_text.words_of(lowered, _letter_words)
+    return tuple(chinese_text.words_of(lowered, _letter_words))
 
 
 def question_words(text: str) -> list[str]:
     """A question's words as these rules read them: lowercased runs of Latin letters and digits, and in Chinese text
     the words of its Chinese runs as the segmenter cuts them (`chinese_text`)."""
-    return _words(text)
+    return list(_words(text))
 
 
 @lru_cache(maxsize=1 << 16)
@@ -168,15 +178,14 @@ def _content_stem(word: str) -> str:
     return _stem(word)
 
 
-def content_words(text: str) -> set[str]:
+@lru_cache(maxsize=_TEXTS_KEPT)
+def content_words(text: str) -> frozenset[str]:
     """The stems of the words of `text` that carry its content: not stopwords, negations or numbers. Words are taken
     as written ("what's" counts, as "what'"): the duplicate heads' lexical features were fitted on this reading."""
-    stems = set(map(_content_stem, _words(text)))
-    stems.discard("")
-    return stems
+    return frozenset(map(_content_stem, _words(text))) - {""}
 
 
-def _words_named(words: list[str]) -> set[str]:
+def _words_named(words: Sequence[str]) -> set[str]:
     """What the follow-up guard counts as the things a question names: the content stems of its words read through
     contractions and chat spellings (`_word_read`), so "what's the price?" and "whats the price" name one thing, as
     "what is the price?" does."""
@@ -234,7 +243,8 @@ def _english_number_words(words: Sequence[str]) -> set[str]:
     return values
 
 
-def numbers_in(text: str) -> set[str]:
+@lru_cache(maxsize=_TEXTS_KEPT)
+def numbers_in(text: str) -> frozenset[str]:
     """The quantities a question names ("2,016" and "2016" are one, "9:00", "9.00" and "9" too, "10:30" and "10.30"),
     leaving out digits that are part of a word; in Chinese text also those written in Chinese numerals, by value ("三"
     is "3", "5万" and "五万" are "50000": `chinese_text.chinese_quantities`)."""
@@ -245,7 +255,7 @@ def numbers_in(text: str) -> set[str]:
     words = _letter_words(text.lower().replace("\u2019", "'"))
     quantities |= _english_number_words(words) | other_languages.number_words(words)
     text = _CLOCK.sub(lambda m: str(int(m[1])) if m[2] == "00" else f"{int(m[1])}.{m[2]}", text)
-    return quantities | {
+    return frozenset(quantities) | {
         _WHOLE_CENTS.sub(r"\1", number.replace(",", ""))
         for number, suffix in _NUMBER.findall(text)
         if not suffix or suffix.lower() in _NUMBER_SUFFIXES
@@ -258,6 +268,7 @@ def _read_as_chinese(text: str) -> bool:
     return chinese_text.reads_as_chinese(text) and not other_languages.reads_as_japanese(text)
 
 
+@lru_cache(maxsize=_TEXTS_KEPT)
 def is_negated(text: str) -> bool:
     """Whether `text` says no: English "not" and its kin, the word that says it in the other languages
     (`other_languages`), Japanese, Korean and Thai negation written inside words, and Chinese negation, which is not
@@ -343,16 +354,44 @@ _OPPOSITES = tuple(
 )
 
 
+def _forms_of_sides(
+    opposites: Sequence[tuple[frozenset[str], frozenset[str]]],
+) -> dict[str, tuple[tuple[int, int], ...]]:
+    """Each form of `opposites` with the sides it names: (entry, 0) for an action, (entry, 1) for its opposite."""
+    sides: dict[str, tuple[tuple[int, int], ...]] = {}
+    for entry, pair in enumerate(opposites):
+        for side, forms in enumerate(pair):
+            for form in forms:
+                sides[form] = (*sides.get(form, ()), (entry, side))
+    return sides
+
+
+_OPPOSITE_FORMS = _forms_of_sides(_OPPOSITES)
+
+
 def _terms(text: str) -> set[str]:
     """A question's words, contractions and chat spellings read, and each two words in a row ("log in")."""
     words = [_word_read(word) for word in _words(text)]
     return set(words) | {f"{one} {two}" for one, two in zip(words, words[1:], strict=False)}
 
 
-def _direction(words: Sequence[str]) -> tuple[frozenset[str], frozenset[str]] | None:
+@lru_cache(maxsize=_TEXTS_KEPT)
+def _opposite_sides(text: str) -> tuple[frozenset[int], frozenset[int]]:
+    """The entries of `_OPPOSITES` whose action `text` names without its opposite, and those whose opposite it names
+    without the action (an entry whose both sides it names is in neither)."""
+    named: tuple[set[int], set[int]] = (set(), set())
+    for term in _terms(text):
+        for entry, side in _OPPOSITE_FORMS.get(term, ()):
+            named[side].add(entry)
+    return frozenset(named[0] - named[1]), frozenset(named[1] - named[0])
+
+
+@lru_cache(maxsize=_TEXTS_KEPT)
+def _direction(text: str) -> tuple[frozenset[str], frozenset[str]] | None:
     """Where a question moves something, from and to, as the content stems of each end ("switch from a personal
     account to a business one": ({personal, account}, {business, one})); in either order ("to X from Y"). None when
     it names no "from" with a "to"."""
+    words = _words(text)
     if "from" not in words or "to" not in words:
         return None
     start, end = words.index("from"), words.index("to")
@@ -366,7 +405,7 @@ def direction_reversed(first: str, second: str) -> bool:
     """Whether the two questions move something between the same two ends, each the other way round: "switch from a
     personal account to a business account" / "... from a business account to a personal account", the same words in
     another order, which the embedding cannot tell apart (cosine 0.997)."""
-    one, other = _direction(_words(first)), _direction(_words(second))
+    one, other = _direction(first), _direction(second)
     if one is None or other is None or one[0] == one[1]:
         return False
     return one[0] == other[1] and one[1] == other[0] and bool(one[0] ^ one[1])
@@ -378,11 +417,9 @@ def opposites_differ(first: str, second: str) -> bool:
     `other_languages.opposites_differ`, in Chinese by `chinese_text.opposites_differ`."""
     if direction_reversed(first, second):
         return True
-    terms = (_terms(first), _terms(second))
-    for one, other in _OPPOSITES:
-        sides = [(bool(t & one), bool(t & other)) for t in terms]
-        if sides in ([(True, False), (False, True)], [(False, True), (True, False)]):
-            return True
+    (first_action, first_opposite), (second_action, second_opposite) = _opposite_sides(first), _opposite_sides(second)
+    if first_action & second_opposite or first_opposite & second_action:
+        return True
     if other_languages.opposites_differ(first, second, _words(first), _words(second)):
         return True
     if not (_read_as_chinese(first) and _read_as_chinese(second)):
@@ -407,10 +444,11 @@ _PERIODS = tuple(
 )
 
 
-def _periods_named(text: str) -> set[int]:
+@lru_cache(maxsize=_TEXTS_KEPT)
+def _periods_named(text: str) -> frozenset[int]:
     words = _words(text)
     named = {i for i, forms in enumerate(_PERIODS) if forms & set(words)}
-    return named | other_languages.periods_named(words)
+    return frozenset(named | other_languages.periods_named(words))
 
 
 def periods_differ(first: str, second: str) -> bool:
@@ -478,7 +516,7 @@ LEXICAL_FEATURES = (
 )
 
 
-def _shared_word_order(first: list[str], second: list[str]) -> float:
+def _shared_word_order(first: Sequence[str], second: Sequence[str]) -> float:
     """Share of pairs of shared content words that come in the same order in both questions (1.0 with fewer than
     two shared words): "France beat Germany" vs "Germany beat France" scores 0."""
     common = set(first) & set(second)
@@ -596,7 +634,7 @@ PAIR_V3_FEATURES = (
 )
 
 
-def _common_subsequence(first: list[str], second: list[str]) -> int:
+def _common_subsequence(first: Sequence[str], second: Sequence[str]) -> int:
     """Length of the longest common subsequence of two word lists (questions are short: quadratic is cheap)."""
     previous = [0] * (len(second) + 1)
     for word in first:
@@ -607,7 +645,7 @@ def _common_subsequence(first: list[str], second: list[str]) -> int:
     return previous[-1]
 
 
-def _contexts(words: list[str]) -> set[tuple[str, str, str]]:
+def _contexts(words: Sequence[str]) -> set[tuple[str, str, str]]:
     """Each word with its left and right neighbour (sentence edges as "^" and "$")."""
     padded = ["^", *words, "$"]
     return {(padded[i - 1], padded[i], padded[i + 1]) for i in range(1, len(padded) - 1)}
