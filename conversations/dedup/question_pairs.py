@@ -411,11 +411,58 @@ def direction_reversed(first: str, second: str) -> bool:
     return one[0] == other[1] and one[1] == other[0] and bool(one[0] ^ one[1])
 
 
+# The word a comparison puts before the thing compared against: English "than", and Chinese 比 where the segmenter
+# cuts it alone ("A比B便宜吗"; not inside 比较 "rather" or 比如 "for example", which are words of their own).
+_COMPARED_AGAINST = frozenset({"than", "比"})
+
+
+@lru_cache(maxsize=_TEXTS_KEPT)
+def _comparison(text: str) -> tuple[frozenset[str], frozenset[str], frozenset[str]] | None:
+    """(the content stems before the comparison word, the thing compared against, every content stem) of a question
+    that compares once ("Is the Pro plan cheaper than the Team plan?": the thing is {team, plan}, the first content
+    words after "than" in a row; in Chinese the first content word after 比). None for a question comparing nothing
+    or more than once."""
+    words = _words(text)
+    at = [i for i, word in enumerate(words) if word in _COMPARED_AGAINST]
+    if len(at) != 1:
+        return None
+    thing: list[str] = []
+    for word in words[at[0] + 1 :]:
+        stem = _content_stem(word)
+        if not stem and thing:
+            break
+        if stem:  # the words before the thing ("than the Team plan") are passed over
+            thing.append(stem)
+            if chinese_text.reads_as_chinese(text):
+                break
+    before = frozenset(filter(None, map(_content_stem, words[: at[0]])))
+    return before, frozenset(thing), frozenset(filter(None, map(_content_stem, words)))
+
+
+def comparison_reversed(first: str, second: str) -> bool:
+    """Whether the two questions compare the same two things, each the other way round, in the same words: "Is the
+    Pro plan cheaper than the Team plan?" / "Is the Team plan cheaper than the Pro plan?", "苹果比香蕉贵吗" /
+    "香蕉比苹果贵吗", which the embedding cannot tell apart, and whose answers are each other's opposite."""
+    one, other = _comparison(first), _comparison(second)
+    if one is None or other is None:
+        return False
+    (before, thing, words), (other_before, other_thing, other_words) = one, other
+    return (
+        bool(thing)
+        and bool(other_thing)
+        and thing != other_thing
+        and words == other_words
+        and thing <= other_before
+        and other_thing <= before
+    )
+
+
 def opposites_differ(first: str, second: str) -> bool:
-    """Whether one question names an action and the other its opposite (`_OPPOSITES`), neither naming both, or moves
-    something the other way round (`direction_reversed`); in the multilingual model's other languages by
+    """Whether one question names an action and the other its opposite (`_OPPOSITES`), neither naming both, moves
+    something the other way round (`direction_reversed`) or compares two things the other way round
+    (`comparison_reversed`); in the multilingual model's other languages by
     `other_languages.opposites_differ`, in Chinese by `chinese_text.opposites_differ`."""
-    if direction_reversed(first, second):
+    if direction_reversed(first, second) or comparison_reversed(first, second):
         return True
     (first_action, first_opposite), (second_action, second_opposite) = _opposite_sides(first), _opposite_sides(second)
     if first_action & second_opposite or first_opposite & second_action:

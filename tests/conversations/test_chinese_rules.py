@@ -287,6 +287,7 @@ def test_words_that_only_contain_a_negating_character_do_not_conflict(first, sec
         ("运费由发件人付吗？", "运费由收件人付吗？"),
         ("18岁以上可以注册吗？", "18岁以下可以注册吗？"),
         ("上午下单什么时候发货？", "下午下单什么时候发货？"),
+        ("会员价比普通价便宜吗？", "普通价比会员价便宜吗？"),  # the two things compared, swapped
     ],
 )
 def test_opposite_actions_conflict(first, second):
@@ -311,6 +312,8 @@ def test_opposite_actions_conflict(first, second):
         ("从个人账户切换到企业账户要多久", "个人账户怎么换成企业账户"),
         ("我是卖家，买家要退款怎么办", "买家申请退款卖家怎么处理"),  # both parties on both sides
         ("非常感谢，怎么退款", "谢谢，怎么退款"),  # 非常 is "very"
+        ("会员价比普通价便宜吗？", "会员价是不是比普通价便宜？"),  # one comparison
+        ("比较一下会员和普通用户", "普通用户和会员比较一下"),  # 比较 is "compare", no 比
     ],
 )
 def test_one_action_asked_two_ways_does_not_conflict(first, second):

@@ -266,6 +266,20 @@ def test_shipped_phrasings_name_their_intent_at_their_own_floor_for_text_that_is
             "opposite actions",
         ),
         ("How do I move files from Dropbox to Drive?", "How do I move files to Drive from Dropbox?", ""),
+        # Two things compared the other way round; the same comparison in other words is one question.
+        (
+            "Is the Pro plan cheaper than the Team plan?",
+            "Is the Team plan cheaper than the Pro plan?",
+            "opposite actions",
+        ),
+        (
+            "Is it cheaper to pay annually than monthly?",
+            "Is it cheaper to pay monthly than annually?",
+            "opposite actions",
+        ),
+        ("Is the Pro plan cheaper than the Team plan?", "Is the Pro plan less expensive than the Team plan?", ""),
+        ("Is Netflix cheaper than Hulu?", "Is Hulu more expensive than Netflix?", ""),
+        ("Is Netflix cheaper than Hulu?", "Which is cheaper, Netflix or Hulu?", ""),
         ("How do I move my data from the app to the website?", "How do I move data from the app?", ""),
         ("Do you offer daily backups?", "Do you offer weekly backups?", "periods differ"),
         ("Can I get a refund after a week?", "Can I get a refund after a year?", "periods differ"),
