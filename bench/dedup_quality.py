@@ -96,20 +96,31 @@ class Scored:
             [not question_pairs.questions_conflict(r["question1"], r["question2"]) for r in rows]
         )
         self.followup_ok = followup_guard_passes(rows=rows, second=self.second)
+        # A text the model cannot read is decided as a turn decides it (`decisions.unreadable_decide`): an exact repeat
+        # once normalised, or nothing; a readable question is never matched with an unreadable stored one.
+        self.question_readable = np.array([text_readable(r["question1"], name) for r in rows])
+        self.readable = self.question_readable & np.array([text_readable(r["question2"], name) for r in rows])
+        self.repeat_served = ~self.question_readable & np.array(
+            [
+                decisions.question_normalised(r["question1"]) == decisions.question_normalised(r["question2"])
+                for r in rows
+            ]
+        )
+
+    def _rule(self, threshold: float, served: np.ndarray) -> np.ndarray:
+        """The decision at `threshold` of pairs both of whose texts the model reads being `served` (the head and the
+        checks said yes), and the unreadable repeats."""
+        gated = self.cosine >= threshold - 1e-6
+        return gated & ((self.readable & self.no_conflict & served & self.followup_ok) | self.repeat_served)
 
     def vectorised(self, threshold: float) -> np.ndarray:
         """The decision rule on the precomputed figures, as `decide` runs it pair by pair."""
-        return (self.cosine >= threshold - 1e-6) & self.no_conflict & (self.probability >= self.cut) & self.followup_ok
+        return self._rule(threshold, self.probability >= self.cut)
 
     def head_alone_decided(self, threshold: float) -> np.ndarray:
         """The rule with the head alone at its own cut, as it decided before its pair reader (the same run's
         baseline; for a head without a reader, the decision itself)."""
-        return (
-            (self.cosine >= threshold - 1e-6)
-            & self.no_conflict
-            & (self.head_alone >= self.model.cut)
-            & self.followup_ok
-        )
+        return self._rule(threshold, self.head_alone >= self.model.cut)
 
     def decide(self, threshold: float, *, use_head: bool = True) -> np.ndarray:
         """The real decision function, pair by pair (one stored question per pair), for the model's conversations."""
