@@ -255,11 +255,12 @@ def main() -> None:
 
 def _print_batches(rows: list[dict], decided: np.ndarray) -> None:
     """Served counts per batch of a file written here, its pair ids' common beginning ("hc1", "lk-en": the id less its
-    last two parts, "-rewording-01"), when the file has more than one."""
+    last two parts, "-rewording-01"), when the file has more than one and its ids make batches (a shared set's ids,
+    "paws_qqp:bcb4bec93d40319d", make one batch of each pair: nothing is printed)."""
     batches: dict[str, list[int]] = {}
     for i, row in enumerate(rows):
         batches.setdefault(str(row["pair_id"]).rsplit("-", 2)[0], []).append(i)
-    if len(batches) < 2:
+    if len(batches) < 2 or len(batches) == len(rows):
         return
     for batch, indexes in batches.items():
         duplicates = [i for i in indexes if rows[i]["is_duplicate"]]
