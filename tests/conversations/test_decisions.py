@@ -280,6 +280,21 @@ def test_shipped_phrasings_name_their_intent_at_their_own_floor_for_text_that_is
         ("Is the Pro plan cheaper than the Team plan?", "Is the Pro plan less expensive than the Team plan?", ""),
         ("Is Netflix cheaper than Hulu?", "Is Hulu more expensive than Netflix?", ""),
         ("Is Netflix cheaper than Hulu?", "Which is cheaper, Netflix or Hulu?", ""),
+        # One word apart, the one the other with an opposing prefix; not a word the other writes as two, nor "re".
+        ("How do I hide a post?", "How do I unhide a post?", "opposite actions"),
+        ("Is the feature available on Android?", "Is the feature unavailable on Android?", "opposite actions"),
+        ("How do I make my profile visible?", "How do I make my profile invisible?", "opposite actions"),
+        ("Why was my comment approved?", "Why was my comment disapproved?", "opposite actions"),
+        ("Is there parking in front of the store?", "Is there parking infront of the store?", ""),
+        ("How do I install the app?", "How do I reinstall the app?", ""),
+        ("How do I hide a post?", "How do I unhide a post on my timeline?", ""),  # more than one word apart
+        ("How do I allow pop-ups?", "How do I block pop-ups?", "opposite actions"),
+        ("Is the free plan limited to 3 projects?", "Is the paid plan limited to 3 projects?", "opposite actions"),
+        ("How do I turn the volume up?", "How do I turn the volume down?", "opposite actions"),
+        ("How do I scroll up in a chat?", "How do I scroll down in a chat?", "opposite actions"),
+        ("How do I zoom in on the map?", "How do I zoom out on the map?", "opposite actions"),
+        ("Can I share files with internal users?", "Can I share files with external users?", "opposite actions"),
+        ("Why did the app break down?", "Why did the app break?", ""),  # "down" alone is no side
         ("How do I move my data from the app to the website?", "How do I move data from the app?", ""),
         ("Do you offer daily backups?", "Do you offer weekly backups?", "periods differ"),
         ("Can I get a refund after a week?", "Can I get a refund after a year?", "periods differ"),
