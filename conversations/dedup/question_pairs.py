@@ -473,18 +473,23 @@ def comparison_reversed(first: str, second: str) -> bool:
 # Prefixes that make a word its opposite or undo it: "hide" / "unhide", "visible" / "invisible", "approve" /
 # "disapprove", "select" / "deselect".
 _OPPOSING_PREFIXES = ("un", "in", "im", "il", "ir", "dis", "de", "non")
+# Words that are each other's opposite when they are all two questions differ in ("move a card up in the list" /
+# "... down ..."), though not wherever they stand ("break up" / "break down" was one question in QQP).
+_ONE_WORD_OPPOSITES = frozenset({frozenset({"up", "down"})})
 
 
-def prefixed_opposite(first: str, second: str) -> bool:
+def one_word_opposite(first: str, second: str) -> bool:
     """Whether the two questions differ in one content word only, one side's word the other's with an opposing prefix
-    (`_OPPOSING_PREFIXES`): "How do I hide a post?" / "How do I unhide a post?", "Is the feature available on
-    Android?" / "... unavailable ...", cosine 0.85-0.91 and served before. Whatever the prefix, two questions one word
-    apart are two questions; the prefix only says why the embedding puts them together. Not a word the other question
-    writes as two ("infront" / "in front")."""
+    (`_OPPOSING_PREFIXES`) or its opposite in `_ONE_WORD_OPPOSITES`: "How do I hide a post?" / "How do I unhide a
+    post?", "Is the feature available on Android?" / "... unavailable ...", cosine 0.85-0.94 and served before.
+    Whatever the prefix, two questions one word apart are two questions; the prefix only says why the embedding puts
+    them together. Not a word the other question writes as two ("infront" / "in front")."""
     one, other = content_words(first), content_words(second)
     only_one, only_other = one - other, other - one
     if len(only_one) != 1 or len(only_other) != 1:
         return False
+    if only_one | only_other in _ONE_WORD_OPPOSITES:
+        return True
     shorter, longer = sorted((next(iter(only_one)), next(iter(only_other))), key=len)
     prefix = longer[: len(longer) - len(shorter)]
     if len(shorter) < 3 or prefix not in _OPPOSING_PREFIXES or not longer.endswith(shorter):
@@ -498,7 +503,7 @@ def opposites_differ(first: str, second: str) -> bool:
     something the other way round (`direction_reversed`) or compares two things the other way round
     (`comparison_reversed`); in the multilingual model's other languages by
     `other_languages.opposites_differ`, in Chinese by `chinese_text.opposites_differ`."""
-    if direction_reversed(first, second) or comparison_reversed(first, second) or prefixed_opposite(first, second):
+    if direction_reversed(first, second) or comparison_reversed(first, second) or one_word_opposite(first, second):
         return True
     (first_action, first_opposite), (second_action, second_opposite) = _opposite_sides(first), _opposite_sides(second)
     if first_action & second_opposite or first_opposite & second_action:

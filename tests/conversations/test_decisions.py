@@ -294,6 +294,7 @@ def test_shipped_phrasings_name_their_intent_at_their_own_floor_for_text_that_is
         ("How do I scroll up in a chat?", "How do I scroll down in a chat?", "opposite actions"),
         ("How do I zoom in on the map?", "How do I zoom out on the map?", "opposite actions"),
         ("Can I share files with internal users?", "Can I share files with external users?", "opposite actions"),
+        ("How do I move a row up in the table?", "How do I move a row down in the table?", "opposite actions"),
         ("Why did the app break down?", "Why did the app break?", ""),  # "down" alone is no side
         ("How do I move my data from the app to the website?", "How do I move data from the app?", ""),
         ("Do you offer daily backups?", "Do you offer weekly backups?", "periods differ"),
