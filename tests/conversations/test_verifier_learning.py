@@ -261,20 +261,21 @@ def _served(tenant, question: str, stored: str) -> bool:
 
 
 def test_on_swapped_role_traffic_a_tree_head_activates_shadows_and_rolls_back(tenant, other_tenant, tmp_path):
-    # A move the other way round is refused by the rules before any head (question_pairs.direction_reversed); the
-    # other swaps are the heads' to tell.
-    assert not _served(
-        tenant,
-        SWAPS[0][1].format(a="the web app", b="my debit card"),
-        SWAPS[0][0].format(a="the web app", b="my debit card"),
-    )
+    # A move or a comparison the other way round is refused by the rules before any head
+    # (question_pairs.direction_reversed, comparison_reversed); the other swaps are the heads' to tell.
+    for template in SWAPS[:2]:
+        assert not _served(
+            tenant,
+            template[1].format(a="the web app", b="my debit card"),
+            template[0].format(a="the web app", b="my debit card"),
+        )
     swap = (
-        SWAPS[1][1].format(a="the web app", b="my debit card"),
-        SWAPS[1][0].format(a="the web app", b="my debit card"),
+        SWAPS[2][1].format(a="the web app", b="my debit card"),
+        SWAPS[2][0].format(a="the web app", b="my debit card"),
     )
     paraphrase = (
-        PARAPHRASES[1][1].format(a="the web app", b="my debit card"),
-        PARAPHRASES[1][0].format(a="the web app", b="my debit card"),
+        PARAPHRASES[2][1].format(a="the web app", b="my debit card"),
+        PARAPHRASES[2][0].format(a="the web app", b="my debit card"),
     )
     assert _served(tenant, *swap)  # the shipped head serves the swapped question another question's answer
 
