@@ -126,8 +126,10 @@ _NOT_NEGATIONS = frozenset("对不起 了不起 差不多 怪不得 恨不得 �
 # Ending a clause, these ask "or not?" ("花呗支持加油卡不", "快递上班了没", "有…没有"): a question tag, not a denial.
 _QUESTION_TAGS = frozenset("不 没 否".split())
 # 不 before these is no denial: "I don't know / I'm not sure ..." hedges a question, 不客气 is "you're welcome", 不小心
-# is "by accident" ("不小心删了" asks what "误删" asks; the segmenter cuts it 不 + 小心).
-_NOT_DENIED = frozenset("知道 清楚 确定 晓得 了解 客气 小心".split())
+# is "by accident" ("不小心删了" asks what "误删" asks; the segmenter cuts it 不 + 小心), and 不一样, 不一致, 不统一,
+# 不相同 say "different", as 不同 does ("有什么区别" asks what "哪里不一样" asks). Not 不符合 ("does not meet": the
+# labelled pairs ask it as 不满足, 未通过).
+_NOT_DENIED = frozenset("知道 清楚 确定 晓得 了解 客气 小心 一样 一致 统一 相同".split())
 
 
 def _a_not_a(words: Sequence[str], index: int) -> bool:
@@ -214,6 +216,9 @@ _OPPOSITE_ACTIONS = (
     _opposite("发件人|寄件人", "收件人|收货人", "寄|发", "收"),
     _opposite("以上", "以下", "超过|大于|高于|至少", "低于|小于|不足|不到|以内"),
     _opposite("上午", "下午", "早上", "晚上"),
+    _opposite("上移|向上|往上|上滑|上拉|上翻", "下移|向下|往下|下滑|下拉|下翻", "置顶", "置底"),
+    _opposite("内部|内网", "外部|外网", "对内", "对外"),
+    _opposite("免费", "付费", "不要钱|不花钱", "花钱|要钱|收费"),
 )
 # A passive (被绑定, 被注册, 被删除) tells a state someone else brought about, which a question asks to undo or to
 # understand: either side's question may ask it, so a passive question names no side.

@@ -234,6 +234,8 @@ def test_opposite_polarity_conflicts(first, second):
         ("别人能用我的花呗吗", "他人能用我的花呗吗"),
         ("不错的理财产品有哪些", "好的理财产品有哪些"),
         ("花呗和借呗有什么不同", "花呗和借呗有什么区别"),
+        ("花呗和借呗有什么区别", "花呗和借呗哪里不一样"),  # 不一样, 不一致 say "different", as 不同 does
+        ("支付宝和淘宝的手机号不一致怎么办", "支付宝和淘宝的手机号不一样怎么办"),
         ("能不能提前还款", "可以提前还款吗"),
         ("会不会扣手续费", "会扣手续费吗"),
         ("是不是要收手续费", "要收手续费吗"),
@@ -288,6 +290,10 @@ def test_words_that_only_contain_a_negating_character_do_not_conflict(first, sec
         ("18岁以上可以注册吗？", "18岁以下可以注册吗？"),
         ("上午下单什么时候发货？", "下午下单什么时候发货？"),
         ("会员价比普通价便宜吗？", "普通价比会员价便宜吗？"),  # the two things compared, swapped
+        ("怎么把这一行上移？", "怎么把这一行下移？"),
+        ("怎么向上翻聊天记录", "怎么向下翻聊天记录"),
+        ("内部成员能看到这个文件夹吗", "外部成员能看到这个文件夹吗"),
+        ("免费用户可以导出吗？", "付费用户可以导出吗？"),
     ],
 )
 def test_opposite_actions_conflict(first, second):
@@ -314,6 +320,8 @@ def test_opposite_actions_conflict(first, second):
         ("非常感谢，怎么退款", "谢谢，怎么退款"),  # 非常 is "very"
         ("会员价比普通价便宜吗？", "会员价是不是比普通价便宜？"),  # one comparison
         ("比较一下会员和普通用户", "普通用户和会员比较一下"),  # 比较 is "compare", no 比
+        ("免费版和付费版有什么区别", "付费版和免费版哪里不一样"),  # both sides on both
+        ("下拉菜单怎么设置", "怎么设置下拉菜单"),
     ],
 )
 def test_one_action_asked_two_ways_does_not_conflict(first, second):
