@@ -25,16 +25,18 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(BENCH))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "kbplatform.settings.base")
 import django  # noqa: E402
 
 django.setup()
 
 import numpy as np  # noqa: E402
+from common import load_average  # noqa: E402
 
-from bench.common import load_average  # noqa: E402
 from conversations.dedup import decisions  # noqa: E402
 from conversations.models import DEFAULT_THRESHOLD  # noqa: E402
 from conversations.training.labelled_pairs import pairs_load  # noqa: E402
