@@ -7,8 +7,8 @@ STAMP := $(VENV)/.installed
 .PHONY: run test test-unit lint bench-ingest bench-retrieval clean
 
 # pytest-xdist workers for `make test`; each starts its own Milvus Lite server and Celery worker and loads the models
-# (about 3 GB resident with its worker). Whole files go to one worker (`--dist loadfile`), so a file's module fixtures
-# are set up once. TEST_WORKERS=0 runs the suite in this one process.
+# (a test process held 2.3 GB resident here, its Celery worker besides). Whole files go to one worker
+# (`--dist loadfile`), so a file's module fixtures are set up once. TEST_WORKERS=0 runs the suite in this one process.
 TEST_WORKERS ?= 2
 
 $(STAMP): requirements.txt requirements-dev.txt

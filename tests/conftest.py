@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -72,6 +74,19 @@ def _sqlite_ids_never_handed_out_twice(request, django_db_blocker):
         tables = [name for (name,) in cursor.fetchall()]
         cursor.execute(f"DELETE FROM sqlite_sequence WHERE name IN ({', '.join('%s' for _ in tables)})", tables)
         cursor.executemany("INSERT INTO sqlite_sequence (name, seq) VALUES (%s, %s)", [(t, start) for t in tables])
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _this_runs_files_removed_when_it_ends():
+    """The media and verifier directories of this run and xdist worker (kbplatform.settings.test names them by
+    ISOLATION_ID) are removed when its session ends, after the Celery worker has stopped: runs leave nothing behind
+    under var/."""
+    own = [
+        Path(d) for d in (settings.MEDIA_ROOT, settings.DUPLICATE_MODEL_DIR) if Path(d).name == settings.ISOLATION_ID
+    ]
+    yield
+    for directory in own:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

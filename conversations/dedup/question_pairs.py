@@ -439,6 +439,7 @@ def _comparison(text: str) -> tuple[frozenset[str], frozenset[str], frozenset[st
     at = [i for i, word in enumerate(words) if word in _COMPARED_AGAINST]
     if len(at) != 1:
         return None
+    chinese = chinese_text.reads_as_chinese(text)
     thing: list[str] = []
     for word in words[at[0] + 1 :]:
         stem = _content_stem(word)
@@ -446,7 +447,7 @@ def _comparison(text: str) -> tuple[frozenset[str], frozenset[str], frozenset[st
             break
         if stem:  # the words before the thing ("than the Team plan") are passed over
             thing.append(stem)
-            if chinese_text.reads_as_chinese(text):
+            if chinese:
                 break
     before = frozenset(filter(None, map(_content_stem, words[: at[0]])))
     return before, frozenset(thing), frozenset(filter(None, map(_content_stem, words)))
@@ -481,9 +482,10 @@ _ONE_WORD_OPPOSITES = frozenset({frozenset({"up", "down"})})
 def one_word_opposite(first: str, second: str) -> bool:
     """Whether the two questions differ in one content word only, one side's word the other's with an opposing prefix
     (`_OPPOSING_PREFIXES`) or its opposite in `_ONE_WORD_OPPOSITES`: "How do I hide a post?" / "How do I unhide a
-    post?", "Is the feature available on Android?" / "... unavailable ...", cosine 0.85-0.94 and served before.
-    Whatever the prefix, two questions one word apart are two questions; the prefix only says why the embedding puts
-    them together. Not a word the other question writes as two ("infront" / "in front")."""
+    post?", "Is the feature available on Android?" / "... unavailable ...", cosine 0.85-0.94 and served before. Two
+    questions one content word apart ask two things unless the two words are synonyms, which a word and its prefixed
+    form seldom are; the prefix is why the embedding puts them together. Not a word the other question writes as two
+    ("infront" / "in front")."""
     one, other = content_words(first), content_words(second)
     only_one, only_other = one - other, other - one
     if len(only_one) != 1 or len(only_other) != 1:
