@@ -43,7 +43,6 @@ from conversations.training.labelled_pairs import pairs_load  # noqa: E402
 from retrieval import embeddings  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
-MULTILINGUAL = "use-multilingual-v3"
 
 
 def _rows(name: str) -> list[dict]:
@@ -99,7 +98,7 @@ def main() -> None:
     args = parser.parse_args()
     print(f"load average {load_average()}")
     measure(name="qqp", model=embeddings.model_resolve(None), limit=args.pairs, rounds=args.rounds)
-    measure(name="lcqmc", model=MULTILINGUAL, limit=args.pairs, rounds=args.rounds)
+    measure(name="lcqmc", model=embeddings.USE_MODEL_NAME, limit=args.pairs, rounds=args.rounds)
     print(f"load average {load_average()}")
 
 

@@ -10,11 +10,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_every_collected_test_has_an_id_of_its_own(request):
-    ids = [item.nodeid for item in request.session.items]
-    assert len(ids) == len(set(ids))
-
-
 def test_each_fuzzed_api_operation_is_a_test_with_an_id_of_its_own():
     collected = subprocess.run(
         [
