@@ -35,14 +35,15 @@ def _conversation_named(
     allowed_knowledge_base_id: int | None,
 ) -> Conversation:
     """The tenant's conversation `conversation_id` (404 for another tenant's or one the key does not reach, 410 once
-    expired), which must be over the knowledge base the model names and, when a user is given, the user's: a turn
-    is never quietly taken somewhere else than the client said."""
+    expired, 409 when its stored filter cannot be searched), which must be over the knowledge base the model names
+    and, when a user is given, the user's: a turn is never quietly taken somewhere else than the client said."""
     try:
         conversation = conversation_for(
             tenant=tenant, conversation_id=conversation_id, allowed_knowledge_base_id=allowed_knowledge_base_id
         )
     except ApplicationError as exc:
-        code = "conversation_not_found" if exc.status_code == 404 else "conversation_expired"
+        code = {404: "conversation_not_found", 410: "conversation_expired"}.get(exc.status_code)
+        code = code or exc.extra.get("code", "conversation_refused")
         raise ApplicationError(
             f"{exc.message} (conversation_id {conversation_id})",
             status_code=exc.status_code,

@@ -10,9 +10,10 @@ from django.utils import timezone
 from conversations.models import Conversation
 from conversations.turn.policy import dedup_policy_get
 from conversations.turn.retention import conversation_records_delete
-from kbplatform.errors import ApplicationError, NotFoundError
+from kbplatform.errors import ApplicationError, ConflictError, NotFoundError
 from kbplatform.row_reads import row_get
 from kbplatform.text import control_character_problem, user_id_canonical
+from retrieval.metadata import MetadataError, metadata_filter_validate
 from retrieval.models import KnowledgeBase
 from tenants.models import Tenant
 
@@ -66,7 +67,11 @@ def conversation_for(
     *, tenant: Tenant, conversation_id: int, allowed_knowledge_base_id: int | None = None
 ) -> Conversation:
     """The tenant's conversation with its knowledge base, or 404 (another tenant's, or one the API key does not
-    reach); 410 once it has expired. Every turn reads it: one statement written once per process (`row_get`)."""
+    reach); 410 once it has expired; 409 when its metadata filter is one no search can run (saved before the filter
+    checks refused it: a control character Milvus cannot quote). Such a filter is never dropped or widened, since
+    the client chose what the conversation may read; the client is told to start a new conversation, instead of a
+    503 that blames the index on every turn. Every turn reads it: one statement written once per process
+    (`row_get`)."""
     conversation = row_get(
         model=Conversation, related=("knowledge_base",), tenant_id=tenant.pk, equal={"pk": conversation_id}
     )
@@ -78,6 +83,15 @@ def conversation_for(
         raise ApplicationError(
             "This conversation has expired; start a new one.", status_code=410, extra={"conversation": conversation.pk}
         )
+    if conversation.metadata_filter is not None:
+        try:
+            metadata_filter_validate(conversation.metadata_filter)
+        except MetadataError as error:
+            raise ConflictError(
+                f"This conversation's metadata filter cannot be searched: {error} Start a new conversation with a "
+                "valid filter.",
+                extra={"code": "conversation_filter_invalid", "conversation": conversation.pk},
+            ) from error
     return conversation
 
 

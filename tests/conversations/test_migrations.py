@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from conversations.models import Conversation, Turn
@@ -134,3 +137,35 @@ def test_verifier_versions_and_audit_events_get_their_embedding_model(tenant, se
     assert models == {1: "use-multilingual-v3", 2: "all-MiniLM-L6-v2"}
     named_events = dict(DedupEvent.objects.for_tenant(tenant).values_list("pk", "embedding_model"))
     assert named_events == {events["zh"]: "use-multilingual-v3", events["en"]: "all-MiniLM-L6-v2", events["gone"]: ""}
+
+
+@pytest.mark.skipif(
+    connection.vendor != "sqlite", reason="only SQLite could store a lone surrogate: PostgreSQL's jsonb refuses one"
+)
+@pytest.mark.django_db(transaction=True)
+def test_a_filter_sqlite_saved_with_a_lone_surrogate_is_cleaned_and_its_conversations_list_again(tenant, api_client):
+    before = [("conversations", "0020_verifier_per_embedding_model")]
+    after = [("conversations", "0021_conversation_filter_surrogates")]
+    with migrations_crossed(before, after) as apps:
+        kb = KnowledgeBase.objects.create(tenant=tenant, name="kb")
+        conversation_model = apps.get_model("conversations", "Conversation")
+
+        def conversation(metadata_filter):
+            return conversation_model.objects.create(
+                tenant_id=tenant.pk, knowledge_base_id=kb.pk, expires_at=timezone.now() + timedelta(days=1),
+                metadata_filter=metadata_filter,
+            )  # fmt: skip
+
+        broken = conversation({"lang\udc80": ["en", "x\ud800y"], "n": 1})
+        whole = conversation({"emoji": "\U0001f600", "lang": "zh"})  # a pair stored as two escapes stays one character
+        none = conversation(None)
+        assert api_client.get("/api/v1/conversations/").status_code == 500  # what such a row did before
+
+    listed = api_client.get("/api/v1/conversations/")
+    assert listed.status_code == 200, listed.content
+    filters = {row["id"]: row["metadata_filter"] for row in listed.json()["results"]}
+    assert filters == {
+        broken.pk: {"lang\ufffd": ["en", "x\ufffdy"], "n": 1},
+        whole.pk: {"emoji": "\U0001f600", "lang": "zh"},
+        none.pk: None,
+    }

@@ -5,9 +5,11 @@ JSONL line never goes through it."""
 
 import io
 import json
+from datetime import timedelta
 
 import numpy as np
 import pytest
+from django.utils import timezone
 
 from conversations.models import Conversation
 from kbplatform.serializers import ID_MAX
@@ -83,6 +85,35 @@ def test_a_conversations_filter_milvus_cannot_quote_is_a_400_and_no_conversation
     assert search.status_code == 400, search.content
     assert not Conversation.objects.for_tenant(tenant).exists()
     assert api_client.get("/api/v1/conversations/").status_code == 200
+
+
+def test_a_conversation_saved_with_a_filter_milvus_cannot_quote_refuses_its_turns_with_a_409(api_client, tenant):
+    # Saved before the filter checks refused it (PostgreSQL's jsonb holds U+0001): every turn then answered 503 and
+    # blamed the search index. The filter is not dropped, which would widen what the conversation may read.
+    kb = kb_make(tenant)
+    expires_at = timezone.now() + timedelta(days=1)
+    conversation = Conversation.objects.create(
+        tenant=tenant, knowledge_base=kb, metadata_filter={"a": "b\u0001"}, expires_at=expires_at
+    )
+    for path, body in (
+        (f"/api/v1/conversations/{conversation.pk}/messages/", {"question": "How do I reset my password?"}),
+        (f"/api/v1/conversations/{conversation.pk}/messages/", {"question": "Reset my password?", "stream": True}),
+        (
+            "/api/v1/chat/completions",
+            {
+                "model": f"kb-{kb.pk}",
+                "conversation_id": conversation.pk,
+                "messages": [{"role": "user", "content": "How do I reset my password?"}],
+            },
+        ),
+    ):
+        response = api_client.post(path, body, format="json")
+        assert response.status_code == 409, (path, response.content)
+        assert "conversation_filter_invalid" in response.content.decode(), response.content
+        assert "filter values hold no control characters" in response.content.decode(), response.content
+    assert not conversation.turns.exists()
+    assert api_client.get(f"/api/v1/conversations/{conversation.pk}/").status_code == 200
+    assert api_client.delete(f"/api/v1/conversations/{conversation.pk}/").status_code == 204
 
 
 @pytest.mark.parametrize("path", ["/api/v1/conversations/?knowledge_base={id}", "/api/v1/feedback/?conversation={id}"])
