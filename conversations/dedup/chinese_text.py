@@ -130,6 +130,19 @@ _QUESTION_TAGS = frozenset("不 没 否".split())
 # 不相同 say "different", as 不同 does ("有什么区别" asks what "哪里不一样" asks). Not 不符合 ("does not meet": the
 # labelled pairs ask it as 不满足, 未通过).
 _NOT_DENIED = frozenset("知道 清楚 确定 晓得 了解 客气 小心 一样 一致 统一 相同".split())
+# 不是 before "the same" says "different" too: "不是同一个账号" asks what "账号不一样" asks. The segmenter cuts 同一个
+# whole, or 同 + 一种 / 一家.
+_NOT_THE_SAME = frozenset("一样 一致 相同 同样".split())
+
+
+def _not_the_same(words: Sequence[str], index: int) -> bool:
+    """Whether `words[index]`, 不是, reads "is not the same (one)": 不是同一个, 不是一样的, 不是同 + 一家."""
+    after = words[index + 1] if index + 1 < len(words) else ""
+    then = words[index + 2] if index + 2 < len(words) else ""
+    return (
+        words[index] == "不是"
+        and (after in _NOT_THE_SAME or after.startswith("同一") or (after == "同" and then.startswith("一")))
+    )
 
 
 def _a_not_a(words: Sequence[str], index: int) -> bool:
@@ -149,7 +162,7 @@ def _negates(words: Sequence[str], index: int) -> bool:
         tag = not after and index > 0 and (word in _QUESTION_TAGS or (word == "没有" and "有" in words[:index]))
         # 要不 is "how about" / "or else" ("要不这边给您…").
         set_phrase = word == "不" and (after in _NOT_DENIED or (index and words[index - 1] == "要"))
-        return not (_a_not_a(words, index) or tag or set_phrase)
+        return not (_a_not_a(words, index) or tag or set_phrase or _not_the_same(words, index))
     if word == "没收" and after == "到":
         return True  # the segmenter cuts 没收到 (not received) as 没收 (confiscate) + 到
     if len(word) >= 3 and word[0] == "非" and not word.startswith("非常"):

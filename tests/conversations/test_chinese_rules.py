@@ -218,6 +218,8 @@ def test_words_with_numeral_characters_that_count_nothing_have_no_number(questio
         ("我莫有收到验证码", "我收到验证码了"),
         ("为什么冇收到退款", "为什么收到退款"),
         ("非会员能退款吗？", "会员能退款吗？"),  # a negated noun the segmenter keeps whole
+        ("这不是我下的订单", "这是我下的订单"),  # 不是 denies unless "the same" follows
+        ("不是本人同意的扣款怎么办", "本人同意的扣款怎么办"),
     ],
 )
 def test_opposite_polarity_conflicts(first, second):
@@ -236,6 +238,9 @@ def test_opposite_polarity_conflicts(first, second):
         ("花呗和借呗有什么不同", "花呗和借呗有什么区别"),
         ("花呗和借呗有什么区别", "花呗和借呗哪里不一样"),  # 不一样, 不一致 say "different", as 不同 does
         ("支付宝和淘宝的手机号不一致怎么办", "支付宝和淘宝的手机号不一样怎么办"),
+        ("两个订单的收货地址不是同一个怎么办", "两个订单的收货地址不一样怎么办"),  # 不是 + "the same" says it too
+        ("门店价和网上价不是一样的吗", "门店价和网上价一样吗"),
+        ("会员卡和积分卡不是同一种卡吗", "会员卡和积分卡是一种卡吗"),
         ("能不能提前还款", "可以提前还款吗"),
         ("会不会扣手续费", "会扣手续费吗"),
         ("是不是要收手续费", "要收手续费吗"),
