@@ -139,9 +139,8 @@ def _not_the_same(words: Sequence[str], index: int) -> bool:
     """Whether `words[index]`, 不是, reads "is not the same (one)": 不是同一个, 不是一样的, 不是同 + 一家."""
     after = words[index + 1] if index + 1 < len(words) else ""
     then = words[index + 2] if index + 2 < len(words) else ""
-    return (
-        words[index] == "不是"
-        and (after in _NOT_THE_SAME or after.startswith("同一") or (after == "同" and then.startswith("一")))
+    return words[index] == "不是" and (
+        after in _NOT_THE_SAME or after.startswith("同一") or (after == "同" and then.startswith("一"))
     )
 
 

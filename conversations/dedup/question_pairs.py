@@ -13,9 +13,10 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from difflib import SequenceMatcher
 from functools import lru_cache
+from types import MappingProxyType
 
 import numpy as np
 
@@ -500,6 +501,63 @@ def one_word_opposite(first: str, second: str) -> bool:
     return not any(written_apart in f" {' '.join(_words(text))} " for text in (first, second))
 
 
+# An English word with its possessive ending kept: "admin's", "admins'" (`_WORD` drops a final apostrophe).
+_POSSESSIVE_WORD = re.compile(r"[a-z0-9]+(?:'s\b|(?<=s)'(?![a-z]))?")
+# Words with which the asker names themself or what is theirs. "You" / "your" count as the asker: help-centre
+# questions ask "How do you change your password?" for "How do I change my password?".
+_ASKER_OWNS = frozenset({"my", "our", "your", "ur"})
+_ASKER = _ASKER_OWNS | frozenset({"i", "me", "we", "us", "you", "u", "mine", "ours", "yours", "myself", "yourself"})
+# Words between an owner and what it owns that are not the thing owned ("my own account", "the admin's new post").
+_OWNED_SKIPPED = frozenset({"own", "new", "old", "current", "other", "first", "last", "main", "whole", "entire"})
+# A word ending in 's that owns nothing: a contraction ("it's", "what's") or a fixed phrase of time or generality.
+_NOT_OWNERS = frozenset(
+    "it's that's what's who's where's there's here's he's she's let's how's when's why's one's else's "
+    "today's tomorrow's yesterday's year's world's".split()
+)
+_ASKER_MARK = "\x00asker"
+
+
+@lru_cache(maxsize=_TEXTS_KEPT)
+def _owners(text: str) -> tuple[Mapping[str, frozenset[str]], frozenset[str]]:
+    """(what an English question says is whose: the stem of each thing owned -> the stems of its owners, the asker
+    written `_ASKER_MARK`; everyone the question names at all, the asker included). "Can admins see my messages?":
+    ({messag: {asker}}, {admin, see, messag, asker, ...}). Generic owners (his, their, its) are not read: QQP writes
+    "their" for the asker as often as for another."""
+    words = _POSSESSIVE_WORD.findall(text.lower().replace("\u2019", "'"))
+    owned: dict[str, set[str]] = {}
+    for index, word in enumerate(words[:-1]):
+        if word in _ASKER_OWNS:
+            owner = _ASKER_MARK
+        elif word.endswith(("'s", "s'")) and word not in _NOT_OWNERS:
+            owner = _stem(word.removesuffix("'s").removesuffix("'"))
+        else:
+            continue
+        at = index + 1
+        while at < len(words) - 1 and words[at] in _OWNED_SKIPPED:
+            at += 1
+        thing = _content_stem(words[at].removesuffix("'s").removesuffix("'"))
+        if thing:
+            owned.setdefault(thing, set()).add(owner)
+    named = {_ASKER_MARK if word in _ASKER else _stem(word.removesuffix("'s").removesuffix("'")) for word in words}
+    return MappingProxyType({thing: frozenset(owners) for thing, owners in owned.items()}), frozenset(named)
+
+
+def owners_swapped(first: str, second: str) -> bool:
+    """Whether the two questions give one thing to two owners, each of whom the other question names in another
+    role: "Can admins see my messages?" / "Can I see the admins' messages?", "Can my manager see my calendar?" /
+    "Can I see my manager's calendar?" (cosine 0.96-0.98: the same words, who acts on whose swapped). One thing
+    owned by two different owners is no swap when the other owner is not in the other question at all ("someone's
+    Snapchat" / "my Snapchat" names no one in common)."""
+    (owned_one, named_one), (owned_other, named_other) = _owners(first), _owners(second)
+    for thing in owned_one.keys() & owned_other.keys():
+        one, other = owned_one[thing], owned_other[thing]
+        if one & other:
+            continue
+        if any(owner in named_other for owner in one) and any(owner in named_one for owner in other):
+            return True
+    return False
+
+
 def opposites_differ(first: str, second: str) -> bool:
     """Whether one question names an action and the other its opposite (`_OPPOSITES`), neither naming both, moves
     something the other way round (`direction_reversed`) or compares two things the other way round
@@ -560,6 +618,8 @@ def questions_conflict(first: str, second: str) -> str:
         return "negation differs"
     if opposites_differ(first, second):
         return "opposite actions"
+    if owners_swapped(first, second):
+        return "owners swapped"
     if periods_differ(first, second):
         return "periods differ"
     return ""

@@ -310,6 +310,20 @@ def test_shipped_phrasings_name_their_intent_at_their_own_floor_for_text_that_is
         ("How do I turn on 2FA?", "How do I enable two-factor authentication?", ""),
         ("How do I turn on 2-step verification?", "How do I enable two step verification?", ""),
         ("Convert mp3 to h264?", "How to convert mp3 files to h264 video?", ""),
+        # Who acts on whose, swapped: one thing given to two owners, each named by the other question.
+        ("Can admins see my messages?", "Can I see the admins' messages?", "owners swapped"),
+        ("Can my manager see my calendar?", "Can I see my manager's calendar?", "owners swapped"),
+        ("How do I add my spouse to my account?", "How do I add myself to my spouse's account?", "owners swapped"),
+        ("Can my sister use my card?", "Can I use my sister’s card?", "owners swapped"),  # a typographic apostrophe
+        # The same owners in other words, or an owner the other question does not name, is no swap.
+        ("Can my boss read my messages?", "Are my messages readable by my boss?", ""),
+        ("How do I see the seller's rating?", "Where is the seller's rating shown?", ""),
+        ("How do I reset my password?", "How do you reset your password?", ""),  # "your" is the asker
+        ("Where is the store's return policy?", "Where can I read your return policy?", ""),
+        ("How do you hack someone's Snapchat?", "How can I hack my Snapchat?", ""),
+        ("How do I change my account's email?", "How do I change the email of my account?", ""),
+        ("What's my boss's email?", "What is the boss's email?", ""),  # a contraction owns nothing
+        ("How do I improve my English?", "How can people improve their English?", ""),  # "their" is not read
     ],
 )
 def test_questions_conflict(first, second, reason):

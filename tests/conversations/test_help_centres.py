@@ -318,6 +318,27 @@ def test_a_question_about_the_opposite_action_is_never_served_the_first_ones_ans
     assert refused["dedup"]["reason"] == "opposite actions", refused["dedup"]
 
 
+@pytest.mark.parametrize(
+    ("model", "question", "swapped"),
+    [
+        ("all-MiniLM-L6-v2", "Can my manager see my calendar?", "Can I see my manager's calendar?"),
+        (embeddings.USE_MODEL_NAME, "Can admins see my messages?", "Can I see the admins' messages?"),
+    ],
+    ids=["bundled", "multilingual"],
+)
+def test_a_question_that_swaps_who_acts_on_whose_is_never_served_the_first_ones_answer(
+    api_client, tenant, services, model, question, swapped
+):
+    """Each pair sits at cosine 0.96-0.97 in its model and its head called it a duplicate: the swap was served the
+    first question's answer."""
+    kb = indexed_kb(tenant, documents=HELP_CENTRE_EN, name="owners", embedding_model=model, text_analyzer="english")
+    conversation_id = start(api_client, kb)
+    ask(api_client, conversation_id, question)
+    refused = ask(api_client, conversation_id, swapped)
+    assert refused["dedup"]["action"] != "served_cached", refused["dedup"]
+    assert refused["dedup"]["reason"] == "owners swapped", refused["dedup"]
+
+
 HELP_CENTRE_SEATS = {
     "seats-en": ["The Team plan includes up to ten users; each extra user is billed monthly."],
     "seats-es": ["El plan Equipo incluye hasta diez usuarios; cada usuario adicional se factura al mes."],
