@@ -353,11 +353,127 @@ def _sides(text: str, words: tuple[str, ...], *, latin: bool) -> tuple[tuple[boo
     return tuple(sides)
 
 
+# The words that make two things swapped around them two questions: the "than" of a comparison ("más barato que",
+# "günstiger als") and its "more" / "less" / "better" ("più economico del"), and the "to" of a move ("de una cuenta
+# personal a una de empresa", "von ... zu ...", "d'un ... à ..."), in the languages above. Not "de" ("cambiar la app
+# de idioma" asks what "cambiar el idioma de la app" asks). "And", "or", "with" and "vs" are not here: swapped around them,
+# two things ask one question ("la diferencia entre A y B").
+_SWAP_PIVOTS = frozenset(
+    """que a al hacia para como
+    do da ao à aos às
+    au aux vers
+    als zu zum zur nach auf in ins
+    che di del della dello dei degli delle alla allo
+    dan naar
+    чем на в во до
+    niż na do w
+    más menos mejor peor mayor menor mais melhor pior maior plus moins meilleur meilleure pire più meno migliore
+    peggiore maggiore minore mehr weniger besser schlechter meer minder beter slechter больше меньше лучше хуже więcej
+    mniej lepszy lepsza gorszy gorsza""".split()
+)
+# Words that make a comparison symmetric: "A es igual que B" asks what "B es igual que A" asks, and so does "A ist
+# anders als B" / "B ist anders als A".
+_SYMMETRIC_COMPARISONS = frozenset(
+    """igual iguales mismo misma mismos mismas distinto distinta distintos distintas diferente diferentes parecido
+    parecida similar similares mesmo mesma iguais semelhante même mêmes pareil pareille différent différente
+    différents similaire gleich gleiche gleichen selbe selben dasselbe derselbe dieselbe anders ähnlich verschieden
+    stesso stessa stessi uguale uguali diverso diversa simile hetzelfde dezelfde zelfde anders gelijk
+    такой такая такое же тот та то одинаковый похож похожа другой другая отличается taki taka takie sam sama samo
+    inny inna inne podobny""".split()
+)
+
+
+# Function words of these languages that English never writes: "the" of the rule above says only that a text is not
+# English, and an English question with none of `_ENGLISH_SIGNS` ("Will a single phase motor run on a three phase
+# source ?") is common; these, a Cyrillic letter or a Latin letter with a mark say that a text is one of them.
+_OTHER_LANGUAGE_SIGNS = frozenset(
+    """es está están cómo qué cuál cuánto cuándo dónde puedo los las una
+    das ist ich wie kann kein mein meine meinen ein eine einem einen einer nicht und wir
+    les est je quel quelle quels peut puis mon mes une des
+    il gli posso mio mia
+    os é posso meu minha uma
+    het een hoe ik mijn
+    jak czy jest mogę moje""".split()
+)
+_MARKED_LETTER = re.compile(r"[\u00c0-\u024f\u0400-\u04ff]")
+
+
+def _reads_as_other_language(text: str, words: Sequence[str]) -> bool:
+    return bool(_MARKED_LETTER.search(text)) or any(word in _OTHER_LANGUAGE_SIGNS for word in words)
+
+
+# A preposition and article written as one word, read as the preposition ("del iPhone a Android" / "de Android al
+# iPhone" swap the same two things), and the articles, set aside: which article a thing takes changes with its place
+# ("du téléphone vers l'ordinateur" / "de l'ordinateur vers le téléphone"). Not "a", "de" or "i", which are also
+# prepositions and conjunctions.
+_CONTRACTIONS = {
+    "del": "de", "al": "a", "du": "de", "au": "à", "aux": "à", "dal": "da", "dalla": "da", "nel": "in",
+    "nella": "in", "alla": "a", "allo": "a", "vom": "von", "zum": "zu", "zur": "zu", "im": "in", "ins": "in",
+    "am": "an", "ao": "a", "aos": "a", "à": "à",
+}  # fmt: skip
+_ARTICLES = frozenset(
+    """el la los las un una unos unas le les une des il lo gli uno o os as um uma der die das den dem ein eine einen
+    einem einer eines het een""".split()
+)
+_ELIDED = ("l'", "d'", "l’", "d’")
+
+
+def _swap_words(words: Sequence[str]) -> tuple[str, ...]:
+    """`words` as `ends_swapped` compares them: contractions read as their preposition, articles and elided "l'"
+    set aside ("d'un" is "de un", so "de")."""
+    read: list[str] = []
+    for word in words:
+        if word.startswith(_ELIDED):
+            if word[0] == "d":
+                read.append("de")
+            word = word[2:]
+        word = _CONTRACTIONS.get(word, word)
+        if word and word not in _ARTICLES:
+            read.append(word)
+    return tuple(read)
+
+
+def ends_swapped(first_words: Sequence[str], second_words: Sequence[str]) -> bool:
+    """Whether the two questions are the same words with two things swapped around a comparison's or a move's word
+    (`_SWAP_PIVOTS`): "¿El plan Pro es más barato que el plan Equipo?" / "¿El plan Equipo es más barato que el plan
+    Pro?", "Wie wechsle ich von einem privaten Konto zu einem Geschäftskonto?" / "... von einem Geschäftskonto zu
+    einem privaten Konto?" (cosine 0.99-1.00: the same words). What the two share at either end is set aside; the
+    rest of one must be X, M, Y and of the other Y, M, X, with M holding such a word. A thing moved across the
+    question ("de A a B" / "a B de A", M empty) is one question, and so is a comparison that holds both ways ("A es
+    igual que B", `_SYMMETRIC_COMPARISONS`). Words are compared as `_swap_words` reads them."""
+    first_words, second_words = _swap_words(first_words), _swap_words(second_words)
+    start = 0
+    while start < min(len(first_words), len(second_words)) and first_words[start] == second_words[start]:
+        start += 1
+    end = 0
+    while (
+        end < min(len(first_words), len(second_words)) - start
+        and first_words[len(first_words) - 1 - end] == second_words[len(second_words) - 1 - end]
+    ):
+        end += 1
+    one = tuple(first_words[start : len(first_words) - end])
+    other = tuple(second_words[start : len(second_words) - end])
+    if len(one) != len(other) or len(one) < 3 or sorted(one) != sorted(other):
+        return False
+    for x_length in range(1, len(one) - 1):
+        for y_length in range(1, len(one) - x_length):
+            x, middle, y = one[:x_length], one[x_length : len(one) - y_length], one[len(one) - y_length :]
+            if x != y and other == y + middle + x and any(word in _SWAP_PIVOTS for word in middle):
+                return not any(word in _SYMMETRIC_COMPARISONS for word in one)
+    return False
+
+
 def opposites_differ(first: str, second: str, first_words: Sequence[str], second_words: Sequence[str]) -> bool:
     """Whether one question asks one side of an action and the other its opposite in these languages (the words
     `question_pairs` reads of each given beside it), neither naming both: "¿Cómo activo ...?" / "¿Cómo desactivo
-    ...?", "Wie melde ich mich an?" / "... ab?", "ログインできません" / "ログアウトできません"."""
+    ...?", "Wie melde ich mich an?" / "... ab?", "ログインできません" / "ログアウトできません"; or swaps two things
+    around a comparison or a move (`ends_swapped`)."""
     latin = not any(word in _ENGLISH_SIGNS for word in (*first_words, *second_words))
+    # Dutch writes "is" as English does: a text with another language's signs on both sides is read as that language.
+    swap_read = not any(word in _ENGLISH_SIGNS - {"is"} for word in (*first_words, *second_words))
+    other_language = _reads_as_other_language(first, first_words) and _reads_as_other_language(second, second_words)
+    if swap_read and other_language and ends_swapped(first_words, second_words):
+        return True
     return any(
         {one, other} == {(True, False), (False, True)}
         for one, other in zip(

@@ -817,6 +817,63 @@ def test_one_action_in_the_other_languages_does_not_conflict(first, second):
     assert qp.questions_conflict(first, second) == ""
 
 
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("¿El plan Pro es más barato que el plan Equipo?", "¿El plan Equipo es más barato que el plan Pro?"),
+        ("Ist der Pro-Tarif günstiger als der Team-Tarif?", "Ist der Team-Tarif günstiger als der Pro-Tarif?"),
+        (
+            "Le forfait Pro est-il moins cher que le forfait Équipe ?",
+            "Le forfait Équipe est-il moins cher que le forfait Pro ?",
+        ),
+        ("O plano Pro é mais barato que o plano Equipe?", "O plano Equipe é mais barato que o plano Pro?"),
+        ("Il piano Pro è più economico del piano Team?", "Il piano Team è più economico del piano Pro?"),
+        (
+            "¿Cómo cambio de una cuenta personal a una cuenta de empresa?",
+            "¿Cómo cambio de una cuenta de empresa a una cuenta personal?",
+        ),
+        (
+            "Wie wechsle ich von einem privaten Konto zu einem Geschäftskonto?",
+            "Wie wechsle ich von einem Geschäftskonto zu einem privaten Konto?",
+        ),
+        (
+            "Comment passer d'un compte personnel à un compte professionnel ?",
+            "Comment passer d'un compte professionnel à un compte personnel ?",
+        ),
+        (
+            "Como mudo de uma conta pessoal para uma conta empresarial?",
+            "Como mudo de uma conta empresarial para uma conta pessoal?",
+        ),
+        ("¿Cómo transfiero dinero de mi cuenta a la tarjeta?", "¿Cómo transfiero dinero de la tarjeta a mi cuenta?"),
+        ("¿Cómo paso fotos de mi móvil al ordenador?", "¿Cómo paso fotos del ordenador a mi móvil?"),  # del / al
+    ],
+)
+def test_two_things_swapped_around_a_comparison_or_a_move_in_the_other_languages_conflict(first, second):
+    assert qp.questions_conflict(first, second) == "opposite actions"
+    assert qp.questions_conflict(second, first) == "opposite actions"
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        (
+            "¿Cuál es la diferencia entre el plan Pro y el plan Equipo?",
+            "¿Cuál es la diferencia entre el plan Equipo y el plan Pro?",
+        ),
+        ("¿Es el plan Pro igual que el plan Equipo?", "¿Es el plan Equipo igual que el plan Pro?"),  # both ways
+        ("Ist der Pro-Tarif anders als der Team-Tarif?", "Ist der Team-Tarif anders als der Pro-Tarif?"),
+        ("¿Qué es más barato, el plan Pro o el plan Equipo?", "¿Qué es más barato, el plan Equipo o el plan Pro?"),
+        ("¿Cómo cambio el idioma de la app?", "¿Cómo cambio la app de idioma?"),  # "de" is no move
+        ("¿Cómo paso fotos del móvil al ordenador?", "¿Cómo paso fotos al ordenador del móvil?"),  # moved, not swapped
+        ("Kann ich mit Karte oder mit PayPal zahlen?", "Kann ich mit PayPal oder mit Karte zahlen?"),
+        # English without "the", "is", "how"...: not read by these languages' rule, whatever its "a" and "in".
+        ("Do I opt for a job or go for studies in my domain?", "Do I go for a job or opt for studies in my domain?"),
+    ],
+)
+def test_a_swap_that_keeps_the_question_in_the_other_languages_does_not_conflict(first, second):
+    assert qp.questions_conflict(first, second) == ""
+
+
 def test_the_duplicate_decision_refuses_a_russian_question_and_its_opposite():
     vector = unit(1, 0, 0)
     decided = d.duplicate_decide(

@@ -284,6 +284,20 @@ HELP_CENTRE_ZH_DATA = {
         ),
         (HELP_CENTRE_OTHER, embeddings.USE_MODEL_NAME, "english", "ログインできません", "ログアウトできません"),
         (HELP_CENTRE_OTHER, embeddings.USE_MODEL_NAME, "english", "알림을 켜는 방법은?", "알림을 끄는 방법은?"),
+        (
+            HELP_CENTRE_OTHER,
+            embeddings.USE_MODEL_NAME,
+            "english",
+            "¿El plan Pro es más barato que el plan Equipo?",
+            "¿El plan Equipo es más barato que el plan Pro?",
+        ),
+        (
+            HELP_CENTRE_OTHER,
+            embeddings.USE_MODEL_NAME,
+            "english",
+            "Wie wechsle ich von einem privaten Konto zu einem Geschäftskonto?",
+            "Wie wechsle ich von einem Geschäftskonto zu einem privaten Konto?",
+        ),
     ],
     ids=[
         "english-open-close",
@@ -302,6 +316,8 @@ HELP_CENTRE_ZH_DATA = {
         "portuguese-activate",
         "japanese-login",
         "korean-switch-on",
+        "spanish-comparison-reversed",
+        "german-direction-reversed",
     ],
 )
 def test_a_question_about_the_opposite_action_is_never_served_the_first_ones_answer(
