@@ -356,8 +356,8 @@ def _sides(text: str, words: tuple[str, ...], *, latin: bool) -> tuple[tuple[boo
 # The words that make two things swapped around them two questions: the "than" of a comparison ("más barato que",
 # "günstiger als") and its "more" / "less" / "better" ("più economico del"), and the "to" of a move ("de una cuenta
 # personal a una de empresa", "von ... zu ...", "d'un ... à ..."), in the languages above. Not "de" ("cambiar la app
-# de idioma" asks what "cambiar el idioma de la app" asks). "And", "or", "with" and "vs" are not here: swapped around them,
-# two things ask one question ("la diferencia entre A y B").
+# de idioma" asks what "cambiar el idioma de la app" asks). "And", "or", "with" and "vs" are not here: swapped around
+# them, two things ask one question ("la diferencia entre A y B").
 _SWAP_PIVOTS = frozenset(
     """que a al hacia para como
     do da ao à aos às
