@@ -515,6 +515,8 @@ _NOT_OWNERS = frozenset(
     "today's tomorrow's yesterday's year's world's".split()
 )
 _ASKER_MARK = "\x00asker"
+# The asker in Chinese, as the segmenter cuts it; 的 joins an owner to what it owns ("我的消息", "管理员的消息").
+_ZH_ASKER = frozenset("我 我们 你 你们 您 咱 咱们".split())
 
 
 @lru_cache(maxsize=_TEXTS_KEPT)
@@ -523,6 +525,8 @@ def _owners(text: str) -> tuple[Mapping[str, frozenset[str]], frozenset[str]]:
     written `_ASKER_MARK`; everyone the question names at all, the asker included). "Can admins see my messages?":
     ({messag: {asker}}, {admin, see, messag, asker, ...}). Generic owners (his, their, its) are not read: QQP writes
     "their" for the asker as often as for another."""
+    if _read_as_chinese(text):
+        return _owners_chinese(_words(text))
     words = _POSSESSIVE_WORD.findall(text.lower().replace("\u2019", "'"))
     owned: dict[str, set[str]] = {}
     for index, word in enumerate(words[:-1]):
@@ -542,16 +546,35 @@ def _owners(text: str) -> tuple[Mapping[str, frozenset[str]], frozenset[str]]:
     return MappingProxyType({thing: frozenset(owners) for thing, owners in owned.items()}), frozenset(named)
 
 
+def _owners_chinese(words: Sequence[str]) -> tuple[Mapping[str, frozenset[str]], frozenset[str]]:
+    """`_owners` of a Chinese question cut into `words`: the word before 的 owns the word after it ("管理员的消息")."""
+    owned: dict[str, set[str]] = {}
+    for index in range(1, len(words) - 1):
+        if words[index] != "的":
+            continue
+        before, thing = words[index - 1], _content_stem(words[index + 1])
+        owner = _ASKER_MARK if before in _ZH_ASKER else _content_stem(before)
+        if owner and thing:
+            owned.setdefault(thing, set()).add(owner)
+    # The segmenter now and then keeps "I" with the word after it ("我会"): a word opening with 我 names the asker.
+    named = {_ASKER_MARK if word in _ZH_ASKER or word.startswith("我") else word for word in words}
+    return MappingProxyType({thing: frozenset(owners) for thing, owners in owned.items()}), frozenset(named)
+
+
 def owners_swapped(first: str, second: str) -> bool:
     """Whether the two questions give one thing to two owners, each of whom the other question names in another
     role: "Can admins see my messages?" / "Can I see the admins' messages?", "Can my manager see my calendar?" /
-    "Can I see my manager's calendar?" (cosine 0.96-0.98: the same words, who acts on whose swapped). One thing
+    "Can I see my manager's calendar?", "管理员能看到我的消息吗" / "我能看到管理员的消息吗" (cosine 0.96-0.98: the same
+    words, who acts on whose swapped). One thing
     owned by two different owners is no swap when the other owner is not in the other question at all ("someone's
     Snapchat" / "my Snapchat" names no one in common)."""
     (owned_one, named_one), (owned_other, named_other) = _owners(first), _owners(second)
+    # 的 also joins a thing to what describes it ("借的钱", "基督教和犹太教的区别"): in Chinese only a swap with the
+    # asker on one side is read.
+    chinese = _read_as_chinese(first) or _read_as_chinese(second)
     for thing in owned_one.keys() & owned_other.keys():
         one, other = owned_one[thing], owned_other[thing]
-        if one & other:
+        if one & other or (chinese and _ASKER_MARK not in one | other):
             continue
         if any(owner in named_other for owner in one) and any(owner in named_one for owner in other):
             return True

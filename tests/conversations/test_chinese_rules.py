@@ -874,6 +874,34 @@ def test_a_swap_that_keeps_the_question_in_the_other_languages_does_not_conflict
     assert qp.questions_conflict(first, second) == ""
 
 
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("管理员能看到我的消息吗？", "我能看到管理员的消息吗？"),
+        ("卖家能看到我的手机号吗？", "我能看到卖家的手机号吗？"),
+        ("我的上司能看到我的日程吗？", "我能看到上司的日程吗？"),
+        ("父母能查看我的位置吗？", "我会查看父母的位置吗？"),  # the segmenter keeps 我会 whole
+    ],
+)
+def test_a_chinese_question_that_swaps_who_acts_on_whose_conflicts(first, second):
+    assert qp.questions_conflict(first, second) == "owners swapped"
+    assert qp.questions_conflict(second, first) == "owners swapped"
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("客服能看到我的聊天记录吗？", "我的聊天记录客服能看到吗？"),  # the same owner in another order
+        ("卖家能看到我的手机号吗？", "我的手机号会被卖家看到吗？"),
+        ("基督教和犹太教的区别", "犹太教与基督教的区别"),  # 的 that owns nothing, no asker: not read
+        ("借呗的钱可以转到余额宝吗", "借呗借的钱可以转到余额宝吗"),
+        ("怎么看别人的朋友圈", "怎么看好友的朋友圈"),  # two owners, neither named by the other question
+    ],
+)
+def test_a_chinese_question_that_keeps_who_owns_what_does_not_conflict(first, second):
+    assert qp.questions_conflict(first, second) == ""
+
+
 def test_the_duplicate_decision_refuses_a_russian_question_and_its_opposite():
     vector = unit(1, 0, 0)
     decided = d.duplicate_decide(

@@ -335,19 +335,38 @@ def test_a_question_about_the_opposite_action_is_never_served_the_first_ones_ans
 
 
 @pytest.mark.parametrize(
-    ("model", "question", "swapped"),
+    ("documents", "model", "analyzer", "question", "swapped"),
     [
-        ("all-MiniLM-L6-v2", "Can my manager see my calendar?", "Can I see my manager's calendar?"),
-        (embeddings.USE_MODEL_NAME, "Can admins see my messages?", "Can I see the admins' messages?"),
+        (
+            HELP_CENTRE_EN,
+            "all-MiniLM-L6-v2",
+            "english",
+            "Can my manager see my calendar?",
+            "Can I see my manager's calendar?",
+        ),
+        (
+            HELP_CENTRE_EN,
+            embeddings.USE_MODEL_NAME,
+            "english",
+            "Can admins see my messages?",
+            "Can I see the admins' messages?",
+        ),
+        (
+            HELP_CENTRE_ZH_DATA,
+            embeddings.USE_MODEL_NAME,
+            "chinese",
+            "管理员能看到我的消息吗？",
+            "我能看到管理员的消息吗？",
+        ),
     ],
-    ids=["bundled", "multilingual"],
+    ids=["bundled", "multilingual", "chinese"],
 )
 def test_a_question_that_swaps_who_acts_on_whose_is_never_served_the_first_ones_answer(
-    api_client, tenant, services, model, question, swapped
+    api_client, tenant, services, documents, model, analyzer, question, swapped
 ):
     """Each pair sits at cosine 0.96-0.97 in its model and its head called it a duplicate: the swap was served the
     first question's answer."""
-    kb = indexed_kb(tenant, documents=HELP_CENTRE_EN, name="owners", embedding_model=model, text_analyzer="english")
+    kb = indexed_kb(tenant, documents=documents, name="owners", embedding_model=model, text_analyzer=analyzer)
     conversation_id = start(api_client, kb)
     ask(api_client, conversation_id, question)
     refused = ask(api_client, conversation_id, swapped)
