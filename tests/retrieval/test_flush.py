@@ -10,6 +10,7 @@ import hashlib
 import time
 import uuid
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from django.conf import settings
@@ -26,14 +27,15 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def flushed_ids(server, collection: str, primary: str) -> set[int]:
     """Primary keys in the flushed data files of one collection of a `milvus-lite server`. Milvus Lite compacts small
     files into larger ones as it goes: a file listed here may be gone when it is read, its rows in the file that
-    replaced it, so the listing is read again until one is read whole."""
+    replaced it, or still being written (no Parquet footer yet), its rows still in the files it replaces; so the
+    listing is read again until one is read whole."""
     for _ in range(20):
         found: set[int] = set()
         try:
             for path in server.data_dir.rglob("data_*.parquet"):
                 if collection in path.parts:
                     found.update(pq.read_table(path, columns=[primary]).column(primary).to_pylist())
-        except FileNotFoundError:
+        except (FileNotFoundError, pa.ArrowInvalid):
             time.sleep(0.1)
             continue
         return found
