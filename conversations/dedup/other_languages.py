@@ -433,15 +433,14 @@ def _swap_words(words: Sequence[str]) -> tuple[str, ...]:
     return tuple(read)
 
 
-def ends_swapped(first_words: Sequence[str], second_words: Sequence[str]) -> bool:
-    """Whether the two questions are the same words with two things swapped around a comparison's or a move's word
-    (`_SWAP_PIVOTS`): "¿El plan Pro es más barato que el plan Equipo?" / "¿El plan Equipo es más barato que el plan
-    Pro?", "Wie wechsle ich von einem privaten Konto zu einem Geschäftskonto?" / "... von einem Geschäftskonto zu
-    einem privaten Konto?" (cosine 0.99-1.00: the same words). What the two share at either end is set aside; the
-    rest of one must be X, M, Y and of the other Y, M, X, with M holding such a word. A thing moved across the
-    question ("de A a B" / "a B de A", M empty) is one question, and so is a comparison that holds both ways ("A es
-    igual que B", `_SYMMETRIC_COMPARISONS`). Words are compared as `_swap_words` reads them."""
-    first_words, second_words = _swap_words(first_words), _swap_words(second_words)
+def swapped_around(
+    first_words: Sequence[str], second_words: Sequence[str]
+) -> tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]:
+    """What two things are swapped around when two questions are the same words with two things swapped: set aside
+    what the two share at either end, the rest of one reads X, M, Y and of the other Y, M, X; each such M with X and
+    Y different and M not empty, as (the words before X, M): "How did brown eggs become a choice over white ones" /
+    "... white eggs ... brown ones" gives (("how", "did"), ("eggs", "become", "a", "choice", "over")). Empty when the
+    questions are no such swap; a thing moved across the question ("de A a B" / "a B de A", M empty) is none."""
     start = 0
     while start < min(len(first_words), len(second_words)) and first_words[start] == second_words[start]:
         start += 1
@@ -454,13 +453,33 @@ def ends_swapped(first_words: Sequence[str], second_words: Sequence[str]) -> boo
     one = tuple(first_words[start : len(first_words) - end])
     other = tuple(second_words[start : len(second_words) - end])
     if len(one) != len(other) or len(one) < 3 or sorted(one) != sorted(other):
-        return False
+        return ()
+    middles = []
     for x_length in range(1, len(one) - 1):
         for y_length in range(1, len(one) - x_length):
             x, middle, y = one[:x_length], one[x_length : len(one) - y_length], one[len(one) - y_length :]
-            if x != y and other == y + middle + x and any(word in _SWAP_PIVOTS for word in middle):
-                return not any(word in _SYMMETRIC_COMPARISONS for word in one)
+            if x != y and other == y + middle + x:
+                middles.append((tuple(first_words[:start]), middle))
+    return tuple(middles)
+
+
+def ends_swapped(first_words: Sequence[str], second_words: Sequence[str]) -> bool:
+    """Whether the two questions are the same words with two things swapped (`swapped_around`) around a comparison's
+    or a move's word (`_SWAP_PIVOTS`): "¿El plan Pro es más barato que el plan Equipo?" / "¿El plan Equipo es más
+    barato que el plan Pro?", "Wie wechsle ich von einem privaten Konto zu einem Geschäftskonto?" / "... von einem
+    Geschäftskonto zu einem privaten Konto?" (cosine 0.99-1.00: the same words). A comparison that holds both ways
+    ("A es igual que B", `_SYMMETRIC_COMPARISONS`) is one question. Words are compared as `_swap_words` reads
+    them."""
+    first_words, second_words = _swap_words(first_words), _swap_words(second_words)
+    for _, middle in swapped_around(first_words, second_words):
+        if any(word in _SWAP_PIVOTS for word in middle):
+            return not any(word in _SYMMETRIC_COMPARISONS for word in first_words)
     return False
+
+
+def reads_as_english(words: Sequence[str]) -> bool:
+    """Whether a text cut into `words` has an English function word no text of these languages uses."""
+    return any(word in _ENGLISH_SIGNS for word in words)
 
 
 def opposites_differ(first: str, second: str, first_words: Sequence[str], second_words: Sequence[str]) -> bool:

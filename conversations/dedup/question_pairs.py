@@ -581,6 +581,33 @@ def owners_swapped(first: str, second: str) -> bool:
     return False
 
 
+# Words around which two things swapped ask one question, between them or anywhere before the first: "the difference
+# between A and B", "A or B", "A vs B", "A with B", "is A the same as B", "compare A to B". Any other word between
+# them makes a swap two questions: "What if Apple buys Samsung?" / "What if Samsung buys Apple?", "Should I learn
+# Python before Java?" / "... Java before Python?".
+_SWAP_SYMMETRIC = frozenset(
+    """and or nor vs versus with between compared compare comparison like same similar equal equals different differ
+    difference both either plus together &""".split()
+)
+
+
+def words_swapped(first: str, second: str) -> bool:
+    """Whether two English questions are the same words with two things swapped, no symmetric word before or between
+    them (`other_languages.swapped_around`, `_SWAP_SYMMETRIC`): "What if Apple buys Samsung?" / "What if Samsung buys
+    Apple?", "How do you convert benzene into toluene?" / "... toluene into benzene?" (cosine near 1: the same
+    words). Read in a pair with an English function word (`other_languages.reads_as_english`) and no Chinese; the
+    other languages have `other_languages.ends_swapped`."""
+    one, other = _words(first), _words(second)
+    if (
+        _read_as_chinese(first)
+        or _read_as_chinese(second)
+        or not (other_languages.reads_as_english(one) or other_languages.reads_as_english(other))
+    ):
+        return False
+    swaps = other_languages.swapped_around(one, other)
+    return bool(swaps) and not any(_SWAP_SYMMETRIC.intersection((*before, *middle)) for before, middle in swaps)
+
+
 def opposites_differ(first: str, second: str) -> bool:
     """Whether one question names an action and the other its opposite (`_OPPOSITES`), neither naming both, moves
     something the other way round (`direction_reversed`) or compares two things the other way round
@@ -643,6 +670,8 @@ def questions_conflict(first: str, second: str) -> str:
         return "opposite actions"
     if owners_swapped(first, second):
         return "owners swapped"
+    if words_swapped(first, second):
+        return "words swapped"
     if periods_differ(first, second):
         return "periods differ"
     return ""

@@ -324,6 +324,25 @@ def test_shipped_phrasings_name_their_intent_at_their_own_floor_for_text_that_is
         ("How do I change my account's email?", "How do I change the email of my account?", ""),
         ("What's my boss's email?", "What is the boss's email?", ""),  # a contraction owns nothing
         ("How do I improve my English?", "How can people improve their English?", ""),  # "their" is not read
+        # Two things swapped in the same words: two questions, unless a symmetric word relates them.
+        ("What if Apple buys Samsung?", "What if Samsung buys Apple?", "words swapped"),
+        (
+            "Can I merge my old account into my new account?",
+            "Can I merge my new account into my old account?",
+            "words swapped",
+        ),
+        ("Should I install the driver before the app?", "Should I install the app before the driver?", "words swapped"),
+        ("Can teachers message students in the app?", "Can students message teachers in the app?", "words swapped"),
+        (
+            "What is the difference between the Pro plan and the Team plan?",
+            "What is the difference between the Team plan and the Pro plan?",
+            "",
+        ),
+        ("Can I pay with PayPal or a card?", "Can I pay with a card or PayPal?", ""),
+        ("Is the Pro plan the same as the Team plan?", "Is the Team plan the same as the Pro plan?", ""),
+        ("Compare the Pro plan to the Team plan", "Compare the Team plan to the Pro plan", ""),  # just before the first
+        ("Is the charger compatible with the phone?", "Is the phone compatible with the charger?", ""),
+        ("How do I send money to my bank from PayPal?", "How do I send money from PayPal to my bank?", ""),  # moved
     ],
 )
 def test_questions_conflict(first, second, reason):

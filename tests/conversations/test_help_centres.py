@@ -298,6 +298,13 @@ HELP_CENTRE_ZH_DATA = {
             "Wie wechsle ich von einem privaten Konto zu einem Geschäftskonto?",
             "Wie wechsle ich von einem Geschäftskonto zu einem privaten Konto?",
         ),
+        (
+            HELP_CENTRE_EN,
+            "all-MiniLM-L6-v2",
+            "english",
+            "Can I merge my old account into my new account?",
+            "Can I merge my new account into my old account?",
+        ),
     ],
     ids=[
         "english-open-close",
@@ -318,6 +325,7 @@ HELP_CENTRE_ZH_DATA = {
         "korean-switch-on",
         "spanish-comparison-reversed",
         "german-direction-reversed",
+        "english-words-swapped",
     ],
 )
 def test_a_question_about_the_opposite_action_is_never_served_the_first_ones_answer(
@@ -331,7 +339,7 @@ def test_a_question_about_the_opposite_action_is_never_served_the_first_ones_ans
     ask(api_client, conversation_id, question)
     refused = ask(api_client, conversation_id, opposite)
     assert refused["dedup"]["action"] != "served_cached", refused["dedup"]
-    assert refused["dedup"]["reason"] == "opposite actions", refused["dedup"]
+    assert refused["dedup"]["reason"] in ("opposite actions", "words swapped"), refused["dedup"]
 
 
 @pytest.mark.parametrize(

@@ -201,14 +201,14 @@ def test_the_regression_competes_at_the_lowest_gate_and_the_trees_at_any():
     assert chosen is trees and gate == 0.76
 
 
-# Traffic of swapped roles, as PAWS-QQP's: a question and the same words with two of them exchanged, a different
-# question; and the same question in other words, a duplicate. The shipped head, fitted on QQP, calls most swaps
-# duplicates (they share every word).
+# Traffic of swapped roles, as PAWS-QQP's: a question and the same words with two of them exchanged (the last two
+# also put in another order, which no rule reads), a different question; and the same question in other words, a
+# duplicate. The shipped head, fitted on QQP, calls most swaps duplicates (they share every word).
 SWAPS = (
     ("Can I move money from {a} to {b}?", "Can I move money from {b} to {a}?"),
     ("Is {a} cheaper than {b}?", "Is {b} cheaper than {a}?"),
-    ("Will {a} still work if I cancel {b}?", "Will {b} still work if I cancel {a}?"),
-    ("Why does {a} stop when {b} starts?", "Why does {b} stop when {a} starts?"),
+    ("Will {a} still work if I cancel {b}?", "If I cancel {a}, will {b} still work?"),
+    ("Why does {a} stop when {b} starts?", "When {a} starts, why does {b} stop?"),
 )
 PARAPHRASES = (
     ("Can I move money from {a} to {b}?", "Is it possible to transfer money from {a} to {b}?"),
@@ -262,7 +262,8 @@ def _served(tenant, question: str, stored: str) -> bool:
 
 def test_on_swapped_role_traffic_a_tree_head_activates_shadows_and_rolls_back(tenant, other_tenant, tmp_path):
     # A move or a comparison the other way round is refused by the rules before any head
-    # (question_pairs.direction_reversed, comparison_reversed); the other swaps are the heads' to tell.
+    # (question_pairs.direction_reversed, comparison_reversed), as is any swap in the same order (words_swapped); a
+    # swap put in another order is the heads' to tell.
     for template in SWAPS[:2]:
         assert not _served(
             tenant,
