@@ -399,6 +399,7 @@ _MARKED_LETTER = re.compile(r"[\u00c0-\u024f\u0400-\u04ff]")
 
 
 def _reads_as_other_language(text: str, words: Sequence[str]) -> bool:
+    """Whether `text` (cut into `words`) shows one of these languages: `_OTHER_LANGUAGE_SIGNS` or `_MARKED_LETTER`."""
     return bool(_MARKED_LETTER.search(text)) or any(word in _OTHER_LANGUAGE_SIGNS for word in words)
 
 
@@ -409,7 +410,7 @@ def _reads_as_other_language(text: str, words: Sequence[str]) -> bool:
 _CONTRACTIONS = {
     "del": "de", "al": "a", "du": "de", "au": "à", "aux": "à", "dal": "da", "dalla": "da", "nel": "in",
     "nella": "in", "alla": "a", "allo": "a", "vom": "von", "zum": "zu", "zur": "zu", "im": "in", "ins": "in",
-    "am": "an", "ao": "a", "aos": "a", "à": "à",
+    "am": "an", "ao": "a", "aos": "a",
 }  # fmt: skip
 _ARTICLES = frozenset(
     """el la los las un una unos unas le les une des il lo gli uno o os as um uma der die das den dem ein eine einen
@@ -454,7 +455,7 @@ def swapped_around(
     other = tuple(second_words[start : len(second_words) - end])
     if len(one) != len(other) or len(one) < 3 or sorted(one) != sorted(other):
         return ()
-    middles = []
+    middles: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
     for x_length in range(1, len(one) - 1):
         for y_length in range(1, len(one) - x_length):
             x, middle, y = one[:x_length], one[x_length : len(one) - y_length], one[len(one) - y_length :]

@@ -2,10 +2,10 @@
 whether one depends on its context, and the features and probability of the duplicate head for a pair. Pure
 functions, no I/O: `decisions.duplicate_decide` runs them on every candidate.
 
-What these rules read of one text (its words, numbers, negation, the opposite actions and periods it names) is kept per
-text (`_TEXTS_KEPT`, least recently used first out) and returned immutable: a turn checks its question against each
-candidate, the conflict rules and the head's features read the same text again, and stored questions come back turn
-after turn.
+What these rules read of one text (its words, numbers, negation, the opposite actions, periods and owners it names) is
+kept per text (`_TEXTS_KEPT`, least recently used first out) and returned immutable: a turn checks its question
+against each candidate, the conflict rules and the head's features read the same text again, and stored questions
+come back turn after turn.
 """
 
 from __future__ import annotations
@@ -521,10 +521,10 @@ _ZH_ASKER = frozenset("我 我们 你 你们 您 咱 咱们".split())
 
 @lru_cache(maxsize=_TEXTS_KEPT)
 def _owners(text: str) -> tuple[Mapping[str, frozenset[str]], frozenset[str]]:
-    """(what an English question says is whose: the stem of each thing owned -> the stems of its owners, the asker
-    written `_ASKER_MARK`; everyone the question names at all, the asker included). "Can admins see my messages?":
+    """(what a question says is whose: the stem of each thing owned -> the stems of its owners, the asker written
+    `_ASKER_MARK`; everyone the question names at all, the asker included). "Can admins see my messages?":
     ({messag: {asker}}, {admin, see, messag, asker, ...}). Generic owners (his, their, its) are not read: QQP writes
-    "their" for the asker as often as for another."""
+    "their" for the asker as often as for another. Chinese: `_owners_chinese`."""
     if _read_as_chinese(text):
         return _owners_chinese(_words(text))
     words = _POSSESSIVE_WORD.findall(text.lower().replace("\u2019", "'"))
@@ -565,9 +565,8 @@ def owners_swapped(first: str, second: str) -> bool:
     """Whether the two questions give one thing to two owners, each of whom the other question names in another
     role: "Can admins see my messages?" / "Can I see the admins' messages?", "Can my manager see my calendar?" /
     "Can I see my manager's calendar?", "管理员能看到我的消息吗" / "我能看到管理员的消息吗" (cosine 0.96-0.98: the same
-    words, who acts on whose swapped). One thing
-    owned by two different owners is no swap when the other owner is not in the other question at all ("someone's
-    Snapchat" / "my Snapchat" names no one in common)."""
+    words, who acts on whose swapped). One thing owned by two different owners is no swap when the other owner is
+    not in the other question at all ("someone's Snapchat" / "my Snapchat" names no one in common)."""
     (owned_one, named_one), (owned_other, named_other) = _owners(first), _owners(second)
     # 的 also joins a thing to what describes it ("借的钱", "基督教和犹太教的区别"): in Chinese only a swap with the
     # asker on one side is read.
@@ -659,7 +658,8 @@ def periods_differ(first: str, second: str) -> bool:
 def questions_conflict(first: str, second: str) -> str:
     """Why two questions the embedding calls close cannot be the same question, or "" when nothing says so: other
     numbers ("...in 2016" vs "...in 2017"), the opposite polarity ("can" vs "can't"), opposite actions ("open" vs
-    "close", `opposites_differ`) or other periods ("monthly" vs "annually", `periods_differ`). Embeddings of short
+    "close", `opposites_differ`), who acts on whose swapped (`owners_swapped`), two things swapped in the same words
+    (`words_swapped`) or other periods ("monthly" vs "annually", `periods_differ`). Embeddings of short
     questions blur exactly these, a wrong stored answer costs more than a fresh one, and a learned model gives no
     guarantee on them, so they refuse outright."""
     if numbers_in(first) != numbers_in(second):
