@@ -519,6 +519,10 @@ _ASKER_MARK = "\x00asker"
 _ZH_ASKER = frozenset("我 我们 你 你们 您 咱 咱们".split())
 
 
+def _without_possessive(word: str) -> str:
+    return word.removesuffix("'s").removesuffix("'")
+
+
 @lru_cache(maxsize=_TEXTS_KEPT)
 def _owners(text: str) -> tuple[Mapping[str, frozenset[str]], frozenset[str]]:
     """(what a question says is whose: the stem of each thing owned -> the stems of its owners, the asker written
@@ -533,16 +537,16 @@ def _owners(text: str) -> tuple[Mapping[str, frozenset[str]], frozenset[str]]:
         if word in _ASKER_OWNS:
             owner = _ASKER_MARK
         elif word.endswith(("'s", "s'")) and word not in _NOT_OWNERS:
-            owner = _stem(word.removesuffix("'s").removesuffix("'"))
+            owner = _stem(_without_possessive(word))
         else:
             continue
         at = index + 1
         while at < len(words) - 1 and words[at] in _OWNED_SKIPPED:
             at += 1
-        thing = _content_stem(words[at].removesuffix("'s").removesuffix("'"))
+        thing = _content_stem(_without_possessive(words[at]))
         if thing:
             owned.setdefault(thing, set()).add(owner)
-    named = {_ASKER_MARK if word in _ASKER else _stem(word.removesuffix("'s").removesuffix("'")) for word in words}
+    named = {_ASKER_MARK if word in _ASKER else _stem(_without_possessive(word)) for word in words}
     return MappingProxyType({thing: frozenset(owners) for thing, owners in owned.items()}), frozenset(named)
 
 
