@@ -39,7 +39,7 @@ def main() -> None:
     django.setup()
     import numpy as np
 
-    from conversations.dedup import question_pairs
+    from conversations.dedup import pair_features, question_pairs
     from conversations.dedup.duplicate_model import pair_model_default, pair_probability
     from conversations.training.duplicate_head_training import out_of_fold, recall_at_precision
     from conversations.training.labelled_pairs import INNER_FOLDS, followup_guard_passes, pairs_embed, pairs_load
@@ -49,7 +49,7 @@ def main() -> None:
     labels = pairs.labels
     first, second = pairs_embed(pairs, model=args.model)
     head = pair_model_default(args.model)
-    features = question_pairs.pair_features_of(
+    features = pair_features.pair_features_of(
         pairs.texts, first=first, second=second, feature_version=head.feature_version
     )
     probability = np.array([pair_probability(model=head, features=row) for row in features])

@@ -81,7 +81,7 @@ def main() -> None:
     import numpy as np
     from dedup_learning import pairs_usable
 
-    from conversations.dedup import question_pairs
+    from conversations.dedup import pair_features, question_pairs
     from conversations.dedup.duplicate_model import pair_model_default, pair_model_from_dict, pair_probability
     from conversations.review.review_queue_rules import (
         PickReason,
@@ -114,7 +114,7 @@ def main() -> None:
     texts = pairs.texts
 
     def probabilities(model, index: np.ndarray) -> np.ndarray:  # noqa: ANN001
-        features = question_pairs.pair_features_of(
+        features = pair_features.pair_features_of(
             [texts[i] for i in index], first=first[index], second=second[index], feature_version=model.feature_version
         )
         return np.array([pair_probability(model=model, features=row) for row in features])

@@ -46,7 +46,7 @@ django.setup()
 
 import numpy as np  # noqa: E402
 
-from conversations.dedup import decisions, question_pairs  # noqa: E402
+from conversations.dedup import decisions, pair_features, question_pairs  # noqa: E402
 from conversations.dedup.duplicate_model import PairModel, pair_model_default  # noqa: E402
 from conversations.models import DEFAULT_THRESHOLD  # noqa: E402
 from conversations.training.labelled_pairs import (  # noqa: E402
@@ -77,7 +77,7 @@ class Scored:
         print(f"embeddings ready in {time.perf_counter() - started:.1f}s")
         self.cosine = (self.first * self.second).sum(axis=1)
         started = time.perf_counter()
-        features = question_pairs.pair_features_of(
+        features = pair_features.pair_features_of(
             [(r["question1"], r["question2"]) for r in rows],
             first=self.first,
             second=self.second,

@@ -216,7 +216,7 @@ def measure(*, label: str, backend, pairs, folds, sets: dict) -> None:  # noqa: 
     import numpy as np
     from sklearn.metrics import roc_auc_score
 
-    from conversations.dedup import question_pairs
+    from conversations.dedup import pair_features, question_pairs
     from conversations.training.duplicate_head_training import (
         file_weights,
         logistic_fit,
@@ -232,7 +232,7 @@ def measure(*, label: str, backend, pairs, folds, sets: dict) -> None:  # noqa: 
     def described(rows: list[dict]) -> tuple:
         first = backend.encode([r["question1"] for r in rows])
         second = backend.encode([r["question2"] for r in rows])
-        features = question_pairs.pair_features_of(
+        features = pair_features.pair_features_of(
             [(r["question1"], r["question2"]) for r in rows], first=first, second=second
         )
         agree = np.array([not question_pairs.questions_conflict(r["question1"], r["question2"]) for r in rows])

@@ -73,13 +73,13 @@ def pair_v2_features(split: QqpSplit) -> np.ndarray:
     """The tenant verifier's features of every pair, made once per data file under VAR_DIR/pairs."""
     from django.conf import settings
 
-    from conversations.dedup import question_pairs
-    from conversations.dedup.question_pairs import TENANT_FEATURE_VERSION
+    from conversations.dedup import pair_features
+    from conversations.dedup.pair_features import TENANT_FEATURE_VERSION
 
     cache = Path(settings.VAR_DIR) / "pairs" / f"{split.pairs.data_sha256[:16]}-pair-v2.npy"
     if cache.exists():
         return np.load(cache)
-    features = question_pairs.pair_features_of(
+    features = pair_features.pair_features_of(
         split.pairs.texts, first=split.first, second=split.second, feature_version=TENANT_FEATURE_VERSION
     )
     cache.parent.mkdir(parents=True, exist_ok=True)

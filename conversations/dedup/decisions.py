@@ -10,7 +10,7 @@ score the pairs it judges, so its decision reads the two questions' words togeth
   example vector);
 - whether a stored QA pair may answer a new question (`duplicate_decide`): cosine at or above the threshold is
   necessary, never sufficient. The pair must not conflict on numbers or negation (`question_pairs.questions_conflict`),
-  the duplicate head of the embedding model in use (a logistic regression on `question_pairs.pair_features` /
+  the duplicate head of the embedding model in use (a logistic regression on `pair_features.pair_features` /
   `pair_probability`, with its pair reader when it has one, `decision_probability`; weights in
   conversations/dedup/duplicate_model.json for the bundled model and duplicate_model.use-multilingual-v3.json for
   the multilingual one) must call it a duplicate, a context-dependent
@@ -32,12 +32,9 @@ from conversations.dedup.chinese_text import reads_as_chinese
 from conversations.dedup.duplicate_model import PairModel, pair_model_default, pair_probability
 from conversations.dedup.intent_rules import english_intent_by_rules, intent_by_rules
 from conversations.dedup.other_languages import reads_as_japanese
+from conversations.dedup.pair_features import pair_features
 from conversations.dedup.pair_reader import combined_probability, reader_score
-from conversations.dedup.question_pairs import (
-    pair_features,
-    question_is_context_dependent,
-    questions_conflict,
-)
+from conversations.dedup.question_pairs import question_is_context_dependent, questions_conflict
 
 INTENT_OTHER = "other"
 # Nearest example at or above this cosine names the intent; chosen so that ordinary questions ("how do I reset my

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import numpy as np
 
-from conversations.dedup.pair_reader import PairReader, pair_reader_from_dict, reader_on
-from conversations.dedup.question_pairs import (
+from conversations.dedup.pair_features import (
     FEATURE_VERSION,
     FEATURE_VERSIONS,
     pair_feature_count,
 )
+from conversations.dedup.pair_reader import PairReader, pair_reader_from_dict, reader_on
 from retrieval.embeddings import BUNDLED_MODEL_NAME, USE_MODEL_NAME
 
 HEADS_DIR = Path(__file__).resolve().parent
@@ -130,7 +130,7 @@ class PairModel:
     cut: float  # probability at or above which a pair counts as a duplicate (chosen on the train split)
     dimension: int  # embedding size the vector features assume
     meta: dict = field(default_factory=dict)
-    feature_version: str = FEATURE_VERSION  # which `question_pairs.pair_features` set the head is given
+    feature_version: str = FEATURE_VERSION  # which `pair_features.pair_features` set the head is given
     # A tree head: the trees read the regression's log-odds, then the pair's text features (`pair_probability`); the
     # regression reads the prefix of those features its weights cover (`linear_feature_version`'s).
     trees: TreeEnsemble | None = None

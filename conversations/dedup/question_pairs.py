@@ -1,6 +1,6 @@
-"""What two questions say beyond their vectors' cosine: their words, numbers and negations, whether they conflict,
-whether one depends on its context, and the features and probability of the duplicate head for a pair. Pure
-functions, no I/O: `decisions.duplicate_decide` runs them on every candidate.
+"""What two questions say beyond their vectors' cosine: their words, numbers and negations, whether they conflict, and
+whether one depends on its context. Pure functions, no I/O: `decisions.duplicate_decide` runs them on every candidate,
+and the duplicate head's features (`pair_features`) read questions through them.
 
 What these rules read of one text (its words, numbers, negation, the opposite actions, periods and owners it names) is
 kept per text (`_TEXTS_KEPT`, least recently used first out) and returned immutable: a turn checks its question
@@ -10,31 +10,16 @@ come back turn after turn.
 
 from __future__ import annotations
 
-import itertools
-import math
 import re
 from collections.abc import Mapping, Sequence
-from difflib import SequenceMatcher
 from functools import lru_cache
 from types import MappingProxyType
 
-import numpy as np
-
 from conversations.dedup import chinese_text, other_languages
-
-# The feature sets `pair_features` computes: the shipped head's, and the tenant verifiers', which is
-# the same features followed by `PAIR_V2_FEATURES`. A file of another version is refused, never misread.
-FEATURE_VERSION = "pair-v1"
-TENANT_FEATURE_VERSION = "pair-v2"
-# pair-v2 followed by `PAIR_V3_FEATURES` (where the shared words sit): what a tree head reads.
-ORDER_FEATURE_VERSION = "pair-v3"
-FEATURE_VERSIONS = (FEATURE_VERSION, TENANT_FEATURE_VERSION, ORDER_FEATURE_VERSION)
 
 # Texts whose readings are kept, per reading: a turn's question and candidates, and the recent turns' (the extractive
 # answer reads its passages' sentences through `content_words` too).
 _TEXTS_KEPT = 1 << 12
-
-# --- question agreement (beyond cosine) -------------------------------------------------------------------------
 
 # Letters and digits of any script ("contraseña", "zurück", "пароль" are one word each), and an elision or contraction
 # of letters after an apostrophe ("don't", "n'est"); on ASCII text exactly `[a-z0-9]+(?:'[a-z]+)?`.
@@ -133,7 +118,10 @@ def _letter_words(text: str) -> list[str]:
 
 
 @lru_cache(maxsize=_TEXTS_KEPT)
-def _words(text: str) -> tuple[str, ...]:
+def words_read(text: str) -> tuple[str, ...]:
+    """A question's words as these rules read them: lowercased runs of Latin letters and digits, and in Chinese text
+    the words of its Chinese runs as the segmenter cuts them (`chinese_text`). Kept per text and immutable, as the
+    rules and the head's features (`pair_features`) read one text many times."""
     if not chinese_text.reads_as_chinese(text):
         return tuple(_letter_words(text.lower().replace("\u2019", "'")))
     lowered = chinese_text.normalized(text).lower().replace("\u2019", "'")
@@ -141,13 +129,12 @@ def _words(text: str) -> tuple[str, ...]:
 
 
 def question_words(text: str) -> list[str]:
-    """A question's words as these rules read them: lowercased runs of Latin letters and digits, and in Chinese text
-    the words of its Chinese runs as the segmenter cuts them (`chinese_text`)."""
-    return list(_words(text))
+    """`words_read` as a list of the caller's own."""
+    return list(words_read(text))
 
 
 @lru_cache(maxsize=1 << 16)
-def _stem(word: str) -> str:
+def word_stem(word: str) -> str:
     """A light suffix strip, enough to match plural/verb forms ("prices" ~ "price", "running" ~ "run")."""
     for suffix in ("ies", "ing", "ed", "es", "s"):
         if len(word) > len(suffix) + 2 and word.endswith(suffix):
@@ -176,14 +163,14 @@ def _content_stem(word: str) -> str:
         return ""
     if word in chinese_text.STOPWORDS or word in chinese_text.NEGATIONS or chinese_text.is_numeral_word(word):
         return ""
-    return _stem(word)
+    return word_stem(word)
 
 
 @lru_cache(maxsize=_TEXTS_KEPT)
 def content_words(text: str) -> frozenset[str]:
     """The stems of the words of `text` that carry its content: not stopwords, negations or numbers. Words are taken
     as written ("what's" counts, as "what'"): the duplicate heads' lexical features were fitted on this reading."""
-    return frozenset(map(_content_stem, _words(text))) - {""}
+    return frozenset(map(_content_stem, words_read(text))) - {""}
 
 
 def _words_named(words: Sequence[str]) -> set[str]:
@@ -275,7 +262,7 @@ def is_negated(text: str) -> bool:
     (`other_languages`), Japanese, Korean and Thai negation written inside words, and Chinese negation, which is not
     read in Japanese text (its kanji do not deny as the same characters do in Chinese: 不具合 is "a fault", 別
     "another", 無料 "free")."""
-    words = _words(text)
+    words = words_read(text)
     chinese = _read_as_chinese(text)
     return (
         any(w in _NEGATIONS or w.endswith("n't") for w in words)
@@ -385,7 +372,7 @@ _OPPOSITE_FORMS = _forms_of_sides(_OPPOSITES)
 
 def _terms(text: str) -> set[str]:
     """A question's words, contractions and chat spellings read, and each two words in a row ("log in")."""
-    words = [_word_read(word) for word in _words(text)]
+    words = [_word_read(word) for word in words_read(text)]
     return set(words) | {f"{one} {two}" for one, two in zip(words, words[1:], strict=False)}
 
 
@@ -405,7 +392,7 @@ def _direction(text: str) -> tuple[frozenset[str], frozenset[str]] | None:
     """Where a question moves something, from and to, as the content stems of each end ("switch from a personal
     account to a business one": ({personal, account}, {business, one})); in either order ("to X from Y"). None when
     it names no "from" with a "to"."""
-    words = _words(text)
+    words = words_read(text)
     if "from" not in words or "to" not in words:
         return None
     start, end = words.index("from"), words.index("to")
@@ -436,7 +423,7 @@ def _comparison(text: str) -> tuple[frozenset[str], frozenset[str], frozenset[st
     that compares once ("Is the Pro plan cheaper than the Team plan?": the thing is {team, plan}, the first content
     words after "than" in a row; in Chinese the first content word after 比). None for a question comparing nothing
     or more than once."""
-    words = _words(text)
+    words = words_read(text)
     at = [i for i, word in enumerate(words) if word in _COMPARED_AGAINST]
     if len(at) != 1:
         return None
@@ -498,7 +485,7 @@ def one_word_opposite(first: str, second: str) -> bool:
     if len(shorter) < 3 or prefix not in _OPPOSING_PREFIXES or not longer.endswith(shorter):
         return False
     written_apart = f" {prefix} {shorter} "
-    return not any(written_apart in f" {' '.join(_words(text))} " for text in (first, second))
+    return not any(written_apart in f" {' '.join(words_read(text))} " for text in (first, second))
 
 
 # An English word with its possessive ending kept: "admin's", "admins'" (`_WORD` drops a final apostrophe).
@@ -530,14 +517,14 @@ def _owners(text: str) -> tuple[Mapping[str, frozenset[str]], frozenset[str]]:
     ({messag: {asker}}, {admin, see, messag, asker, ...}). Generic owners (his, their, its) are not read: QQP writes
     "their" for the asker as often as for another. Chinese: `_owners_chinese`."""
     if _read_as_chinese(text):
-        return _owners_chinese(_words(text))
+        return _owners_chinese(words_read(text))
     words = _POSSESSIVE_WORD.findall(text.lower().replace("\u2019", "'"))
     owned: dict[str, set[str]] = {}
     for index, word in enumerate(words[:-1]):
         if word in _ASKER_OWNS:
             owner = _ASKER_MARK
         elif word.endswith(("'s", "s'")) and word not in _NOT_OWNERS:
-            owner = _stem(_without_possessive(word))
+            owner = word_stem(_without_possessive(word))
         else:
             continue
         at = index + 1
@@ -546,7 +533,7 @@ def _owners(text: str) -> tuple[Mapping[str, frozenset[str]], frozenset[str]]:
         thing = _content_stem(_without_possessive(words[at]))
         if thing:
             owned.setdefault(thing, set()).add(owner)
-    named = {_ASKER_MARK if word in _ASKER else _stem(_without_possessive(word)) for word in words}
+    named = {_ASKER_MARK if word in _ASKER else word_stem(_without_possessive(word)) for word in words}
     return MappingProxyType({thing: frozenset(owners) for thing, owners in owned.items()}), frozenset(named)
 
 
@@ -600,7 +587,7 @@ def words_swapped(first: str, second: str) -> bool:
     Apple?", "How do you convert benzene into toluene?" / "... toluene into benzene?" (cosine near 1: the same
     words). Read in a pair with an English function word (`other_languages.reads_as_english`) and no Chinese; the
     other languages have `other_languages.ends_swapped`."""
-    one, other = _words(first), _words(second)
+    one, other = words_read(first), words_read(second)
     if (
         _read_as_chinese(first)
         or _read_as_chinese(second)
@@ -621,7 +608,7 @@ def opposites_differ(first: str, second: str) -> bool:
     (first_action, first_opposite), (second_action, second_opposite) = _opposite_sides(first), _opposite_sides(second)
     if first_action & second_opposite or first_opposite & second_action:
         return True
-    if other_languages.opposites_differ(first, second, _words(first), _words(second)):
+    if other_languages.opposites_differ(first, second, words_read(first), words_read(second)):
         return True
     if not (_read_as_chinese(first) and _read_as_chinese(second)):
         return False
@@ -647,7 +634,7 @@ _PERIODS = tuple(
 
 @lru_cache(maxsize=_TEXTS_KEPT)
 def _periods_named(text: str) -> frozenset[int]:
-    words = _words(text)
+    words = words_read(text)
     named = {i for i, forms in enumerate(_PERIODS) if forms & set(words)}
     return frozenset(named | other_languages.periods_named(words))
 
@@ -686,7 +673,7 @@ def question_is_context_dependent(text: str) -> bool:
     "what about..."), it points back with a pronoun ("how do I change it?"), or it names too little to stand
     alone (a single content word: "pricing?"). Chinese the same way (`chinese_text.leans_on_context`): "那企业用户呢？",
     "它怎么收费？", "费用呢？"."""
-    words = _words(text)
+    words = words_read(text)
     lowered = " ".join(words)
     if any(lowered.startswith(opener) for opener in _FOLLOWUP_OPENERS):
         return True
@@ -697,243 +684,3 @@ def question_is_context_dependent(text: str) -> bool:
     if chinese_text.reads_as_chinese(text) and chinese_text.leans_on_context(words):
         return True
     return len(_words_named(words)) <= FOLLOWUP_MAX_CONTENT_WORDS
-
-
-# --- pair features and the duplicate head -------------------------------------------------------------------------
-
-_QUESTION_WORDS = ("what", "why", "how", "when", "where", "who", "which")
-# Each asking word as the English one it stands for: Chinese 怎么 and 如何 are both "how".
-_ASKING = {word: word for word in _QUESTION_WORDS} | chinese_text.QUESTION_WORDS
-# Names of the lexical features, in the order `pair_lexical_features` returns them (the weights file lists them too).
-LEXICAL_FEATURES = (
-    "content_jaccard",
-    "content_overlap",
-    "numbers_differ",
-    "negation_differs",
-    "question_words_differ",
-    "length_ratio",
-    "log_words_on_one_side",
-    "log_length_difference",
-    "shared_word_order",
-    "character_ratio",
-    "sorted_word_ratio",
-    "same_first_word",
-    "same_last_word",
-)
-
-
-def _shared_word_order(first: Sequence[str], second: Sequence[str]) -> float:
-    """Share of pairs of shared content words that come in the same order in both questions (1.0 with fewer than
-    two shared words): "France beat Germany" vs "Germany beat France" scores 0."""
-    common = set(first) & set(second)
-    ordered_first = [w for w in dict.fromkeys(first) if w in common]
-    if len(ordered_first) < 2:
-        return 1.0
-    position = {w: i for i, w in enumerate(w for w in dict.fromkeys(second) if w in common)}
-    sequence = [position[w] for w in ordered_first]
-    n = len(sequence)
-    same = sum(1 for i in range(n) for j in range(i + 1, n) if sequence[i] < sequence[j])
-    return same / (n * (n - 1) / 2)
-
-
-def pair_lexical_features(first: str, second: str) -> np.ndarray:
-    """Cheap text features of a question pair, symmetric in the two questions (see LEXICAL_FEATURES): what the
-    embedding blurs (numbers, negation, the question word, word order, the words only one side has)."""
-    words_a, words_b = _words(first), _words(second)
-    content_a, content_b = content_words(first), content_words(second)
-    shared = len(content_a & content_b)
-    union = len(content_a | content_b)
-    jaccard = shared / union if union else 1.0
-    if content_a and content_b:
-        overlap = shared / min(len(content_a), len(content_b))
-    else:
-        overlap = float(content_a == content_b)
-    question_words_a = {_ASKING[w] for w in words_a if w in _ASKING}
-    question_words_b = {_ASKING[w] for w in words_b if w in _ASKING}
-    length_a, length_b = len(words_a), len(words_b)
-    stems_a = [_stem(w) for w in words_a if w not in STOPWORDS]
-    stems_b = [_stem(w) for w in words_b if w not in STOPWORDS]
-    # SequenceMatcher's ratio depends on argument order; a fixed order keeps the features symmetric. Characters are
-    # compared in one script (`chinese_text.simplified`: English text passes unchanged), as the words are.
-    low, high = sorted((chinese_text.simplified(first.lower()), chinese_text.simplified(second.lower())))
-    sorted_low, sorted_high = sorted((" ".join(sorted(words_a)), " ".join(sorted(words_b))))
-    return np.array(
-        [
-            jaccard,
-            overlap,
-            float(numbers_in(first) != numbers_in(second)),
-            float(is_negated(first) != is_negated(second)),
-            float(question_words_a != question_words_b),
-            min(length_a, length_b) / max(length_a, length_b, 1),
-            np.log1p(len(content_a ^ content_b)),
-            np.log1p(abs(length_a - length_b)),
-            _shared_word_order(stems_a, stems_b),
-            SequenceMatcher(None, low, high, autojunk=False).ratio(),
-            SequenceMatcher(None, sorted_low, sorted_high, autojunk=False).ratio(),
-            float(bool(words_a) and bool(words_b) and words_a[0] == words_b[0]),
-            float(bool(words_a) and bool(words_b) and words_a[-1] == words_b[-1]),
-        ]
-    )
-
-
-# Names of the features the tenant verifiers' set (pair-v2) adds after pair-v1's, in `pair_extra_features`' order.
-PAIR_V2_FEATURES = (
-    "char_trigram_jaccard",
-    "char_fivegram_jaccard",
-    "word_bigram_jaccard",
-    "fewer_words_on_one_side",
-    "more_words_on_one_side",
-    "names_differ",
-    "first_question_word_differs",
-)
-_NAME = re.compile(r"[A-Za-z][A-Za-z0-9]*")
-
-
-def _character_grams(text: str, size: int) -> set[str]:
-    joined = " ".join(_words(text))
-    return {joined[i : i + size] for i in range(max(len(joined) - size + 1, 1))}
-
-
-def _jaccard(first: set, second: set) -> float:
-    union = first | second
-    return len(first & second) / len(union) if union else 1.0
-
-
-def _names(text: str) -> set[str]:
-    """Capitalised words after the first: the names a question is about ("Paris"), when its writer capitalises."""
-    return {w.lower() for w in _NAME.findall(text)[1:] if w[0].isupper()}
-
-
-def _first_question_word(text: str) -> str:
-    return next((_ASKING[w] for w in _words(text) if w in _ASKING), "")
-
-
-def pair_extra_features(first: str, second: str) -> np.ndarray:
-    """The text features pair-v2 adds (PAIR_V2_FEATURES), symmetric in the two questions: spelling-level overlap that
-    survives typos and inflections, word pairs in common, how many content words each side has alone, and the names
-    and the asking word (what vs how) each side uses: where a paraphrase and a different question part most often."""
-    stems_a = [_stem(w) for w in _words(first)]
-    stems_b = [_stem(w) for w in _words(second)]
-    content_a, content_b = content_words(first), content_words(second)
-    alone_a, alone_b = len(content_a - content_b), len(content_b - content_a)
-    return np.array(
-        [
-            _jaccard(_character_grams(first, 3), _character_grams(second, 3)),
-            _jaccard(_character_grams(first, 5), _character_grams(second, 5)),
-            _jaccard(set(itertools.pairwise(stems_a)), set(itertools.pairwise(stems_b))),
-            float(min(alone_a, alone_b)),
-            float(max(alone_a, alone_b)),
-            float(len(_names(first) ^ _names(second))),
-            float(_first_question_word(first) != _first_question_word(second)),
-        ]
-    )
-
-
-# Names of the features pair-v3 adds after pair-v2's, in `pair_order_features`' order: where the words of two questions
-# sit, not only which they are. "Can a message say blocked if you were delivered" and "...say delivered if you were
-# blocked" share every word and most word pairs; these see that the same words play other roles.
-PAIR_V3_FEATURES = (
-    "word_lcs_ratio",
-    "shared_words_out_of_sequence",
-    "word_context_jaccard",
-    "word_displacement",
-)
-
-
-def _common_subsequence(first: Sequence[str], second: Sequence[str]) -> int:
-    """Length of the longest common subsequence of two word lists (questions are short: quadratic is cheap)."""
-    previous = [0] * (len(second) + 1)
-    for word in first:
-        current = [0]
-        for j, other in enumerate(second):
-            current.append(previous[j] + 1 if word == other else max(previous[j + 1], current[j]))
-        previous = current
-    return previous[-1]
-
-
-def _contexts(words: Sequence[str]) -> set[tuple[str, str, str]]:
-    """Each word with its left and right neighbour (sentence edges as "^" and "$")."""
-    padded = ["^", *words, "$"]
-    return {(padded[i - 1], padded[i], padded[i + 1]) for i in range(1, len(padded) - 1)}
-
-
-def pair_order_features(first: str, second: str) -> np.ndarray:
-    """The order features pair-v3 adds (PAIR_V3_FEATURES), symmetric in the two questions: the longest common word
-    subsequence as a share of the longer question; the shared words (counted with repeats) that fall outside it, as
-    a share (the same words in another order); the Jaccard of words taken with both neighbours; and how far, as a
-    share of its question's length, a shared word moved."""
-    words_a, words_b = _words(first), _words(second)
-    longest = max(len(words_a), len(words_b), 1)
-    sequence = _common_subsequence(words_a, words_b)
-    shared = set(words_a) & set(words_b)
-    bag = sum(min(words_a.count(w), words_b.count(w)) for w in shared)
-    position_a = {w: i / max(len(words_a) - 1, 1) for i, w in enumerate(words_a)}
-    position_b = {w: i / max(len(words_b) - 1, 1) for i, w in enumerate(words_b)}
-    # fsum: a set's order changes with each process's string hashing, and a float sum with its order; a feature
-    # that differs in its last bit between processes bins differently in the tree head, which then trains another
-    # version from the same labels.
-    moved = math.fsum(abs(position_a[w] - position_b[w]) for w in shared) / len(shared) if shared else 0.0
-    return np.array(
-        [
-            sequence / longest,
-            (bag - sequence) / longest,
-            _jaccard(_contexts(words_a), _contexts(words_b)),
-            moved,
-        ]
-    )
-
-
-def pair_features(
-    *,
-    first: str,
-    second: str,
-    first_vector: np.ndarray,
-    second_vector: np.ndarray,
-    feature_version: str = FEATURE_VERSION,
-) -> np.ndarray:
-    """Features of a question pair for the duplicate head, in the spirit of SBERT's classification objective:
-    u*v and |u-v| of the unit vectors, their cosine, then `pair_lexical_features` (pair-v1), and for pair-v2
-    `pair_extra_features` after them, so a pair-v1 model reads a prefix of pair-v2's. Symmetric in the pair."""
-    u = np.asarray(first_vector, dtype=np.float64)
-    v = np.asarray(second_vector, dtype=np.float64)
-    parts = [u * v, np.abs(u - v), [float(u @ v)], pair_lexical_features(first, second)]
-    if feature_version in (TENANT_FEATURE_VERSION, ORDER_FEATURE_VERSION):
-        parts.append(pair_extra_features(first, second))
-    if feature_version == ORDER_FEATURE_VERSION:
-        parts.append(pair_order_features(first, second))
-    elif feature_version not in (FEATURE_VERSION, TENANT_FEATURE_VERSION):
-        raise ValueError(f"unknown pair feature set {feature_version!r}")
-    return np.concatenate(parts)
-
-
-def pair_features_of(
-    texts: Sequence[tuple[str, str]],
-    *,
-    first: np.ndarray,
-    second: np.ndarray,
-    feature_version: str = FEATURE_VERSION,
-) -> np.ndarray:
-    """`pair_features` of many pairs, one row each: `texts[i]` is pair i's two questions, `first[i]` and `second[i]`
-    their vectors. The one loop training, the tenant verifiers and the benchmarks share, so each reads the features
-    the decision computes."""
-    if not (len(texts) == len(first) == len(second)):
-        raise ValueError(f"{len(texts)} pairs but {len(first)} and {len(second)} vectors")
-    if not texts:
-        return np.zeros((0, pair_feature_count(first.shape[-1], feature_version=feature_version)))
-    return np.stack(
-        [
-            pair_features(
-                first=a, second=b, first_vector=first[i], second_vector=second[i], feature_version=feature_version
-            )
-            for i, (a, b) in enumerate(texts)
-        ]
-    )
-
-
-def pair_feature_count(dimension: int, *, feature_version: str = FEATURE_VERSION) -> int:
-    extra = {
-        FEATURE_VERSION: 0,
-        TENANT_FEATURE_VERSION: len(PAIR_V2_FEATURES),
-        ORDER_FEATURE_VERSION: len(PAIR_V2_FEATURES) + len(PAIR_V3_FEATURES),
-    }[feature_version]
-    return 2 * dimension + 1 + len(LEXICAL_FEATURES) + extra

@@ -1,6 +1,6 @@
 """Training a shipped duplicate head (`duplicate_model.SHIPPED_HEADS`) on the train split of labelled pairs.
 
-What it fits: logistic regression with an L2 penalty on `conversations.dedup.question_pairs.pair_features` (u*v, |u-v|,
+What it fits: logistic regression with an L2 penalty on `conversations.dedup.pair_features.pair_features` (u*v, |u-v|,
 cosine of the embedding model's unit vectors, and cheap lexical features), standardised, by Newton's method in numpy.
 The vectors are those of the model named (`--model`, the bundled all-MiniLM-L6-v2 by default), so a head reads the space
 of the model it is shipped for. Several pairs files are read as one set (`labelled_pairs.pairs_load_many`: each split
@@ -38,8 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
-from conversations.dedup import question_pairs
-from conversations.dedup.question_pairs import FEATURE_VERSION
+from conversations.dedup import pair_features, question_pairs
+from conversations.dedup.pair_features import FEATURE_VERSION
 from conversations.models import DEFAULT_THRESHOLD
 from conversations.training.labelled_pairs import (
     HELD_OUT_PERCENT,
@@ -344,7 +344,7 @@ def _data_label(path: Path) -> str:
 
 
 def _pair_features(pairs: Pairs, first: np.ndarray, second: np.ndarray) -> np.ndarray:
-    return question_pairs.pair_features_of(pairs.texts, first=first, second=second)
+    return pair_features.pair_features_of(pairs.texts, first=first, second=second)
 
 
 def _peak_memory_mib() -> float:
@@ -434,7 +434,7 @@ def _weights_payload(*, weights: np.ndarray, bias: float, mean: np.ndarray, scal
     """The head's fitted numbers as the model file keeps them (significant digits), with its feature set."""
     return {
         "feature_version": FEATURE_VERSION,
-        "lexical_features": list(question_pairs.LEXICAL_FEATURES),
+        "lexical_features": list(pair_features.LEXICAL_FEATURES),
         "trained": datetime.datetime.now(tz=datetime.UTC).date().isoformat(),
         "bias": significant(bias),
         "weights": [significant(w) for w in weights],

@@ -2,7 +2,7 @@
 shipped duplicate head, and boosted trees on that head's log-odds and the pair's text features. No database: features
 and labels in, weights or trees out. `verifier_training` chooses between them.
 
-The regression: the duplicate head's logistic regression on the pair-v2 features (`question_pairs.pair_features`:
+The regression: the duplicate head's logistic regression on the pair-v2 features (`pair_features.pair_features`:
 the shipped head's pair-v1 features, then `PAIR_V2_FEATURES`), with an L2 penalty towards the shipped head's weights
 (0 for the features it does not read) rather than towards zero, in the shipped head's standardisation (the added
 features': the training labels'). The shipped features' weights and the added ones' have penalties of their own
@@ -21,8 +21,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from conversations.dedup.duplicate_model import LINEAR_KIND, TREES_KIND, PairModel, TreeEnsemble
+from conversations.dedup.pair_features import TENANT_FEATURE_VERSION
 from conversations.dedup.pair_reader import combined_probability, reader_scores
-from conversations.dedup.question_pairs import TENANT_FEATURE_VERSION
 from conversations.training.duplicate_head_training import recall_at_precision, standardise
 from conversations.training.labelled_pairs import INNER_FOLDS
 

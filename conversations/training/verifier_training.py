@@ -35,14 +35,14 @@ from enum import StrEnum
 
 import numpy as np
 
-from conversations.dedup import decisions, question_pairs
+from conversations.dedup import decisions, pair_features, question_pairs
 from conversations.dedup.duplicate_model import (
     LINEAR_KIND,
     TREES_KIND,
     PairModel,
     pair_model_from_dict,
 )
-from conversations.dedup.question_pairs import ORDER_FEATURE_VERSION, TENANT_FEATURE_VERSION
+from conversations.dedup.pair_features import ORDER_FEATURE_VERSION, TENANT_FEATURE_VERSION
 from conversations.training import verifier_heads
 from conversations.training.duplicate_head_training import ranked_totals, recall_at_precision, significant
 from conversations.training.labelled_pairs import LabelledQuestionPair, label_inner_fold, label_is_held_out
@@ -82,9 +82,9 @@ GATE_STEPS = (0.0, 0.04, 0.08, 0.12, 0.16, 0.20, 0.26)
 GATE_FLOOR = 0.50
 # The feature names a model file lists, so a reader of the file knows what its weights and trees read.
 FEATURE_NAMES = {
-    "lexical_features": list(question_pairs.LEXICAL_FEATURES),
-    "extra_features": list(question_pairs.PAIR_V2_FEATURES),
-    "order_features": list(question_pairs.PAIR_V3_FEATURES),
+    "lexical_features": list(pair_features.LEXICAL_FEATURES),
+    "extra_features": list(pair_features.PAIR_V2_FEATURES),
+    "order_features": list(pair_features.PAIR_V3_FEATURES),
 }
 # A cut that no probability reaches: a verifier whose labels found no cut meeting the target serves nothing.
 SERVES_NOTHING = 1.01
@@ -283,7 +283,7 @@ def _form_and_gate_choose(
 
 def _features_of(pairs: Sequence[LabelledQuestionPair], *, first: np.ndarray, second: np.ndarray) -> np.ndarray:
     """The pair-v3 features of every pair (pair-v1 and pair-v2 are its prefixes, so each head reads its own)."""
-    return question_pairs.pair_features_of(
+    return pair_features.pair_features_of(
         [(p.question, p.stored_question) for p in pairs],
         first=first,
         second=second,
@@ -476,7 +476,7 @@ def verifier_train(
     labels, train = data.labels, data.train
     progress(0.55, "features")
     features = _features_of(pairs, first=first, second=second)
-    linear_count = question_pairs.pair_feature_count(prior.dimension, feature_version=TENANT_FEATURE_VERSION)
+    linear_count = pair_features.pair_feature_count(prior.dimension, feature_version=TENANT_FEATURE_VERSION)
     known = prior.weights.shape[0]
     extended = prior_extend(prior, features=features[train, :linear_count])
     standardised = (features[:, :linear_count] - extended.mean) / extended.scale

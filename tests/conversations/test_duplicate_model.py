@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from conversations.dedup import decisions as d
-from conversations.dedup import question_pairs as qp
+from conversations.dedup import pair_features as pf
 from conversations.dedup.duplicate_model import (
     MODEL_PATH,
     SHIPPED_HEADS,
@@ -18,7 +18,7 @@ from conversations.dedup.duplicate_model import (
     pair_model_from_dict,
     pair_probability,
 )
-from conversations.dedup.question_pairs import FEATURE_VERSION, TENANT_FEATURE_VERSION
+from conversations.dedup.pair_features import FEATURE_VERSION, TENANT_FEATURE_VERSION
 from conversations.models import DEFAULT_THRESHOLD
 from retrieval.embeddings import offered_models
 
@@ -29,7 +29,7 @@ def unit(*values: float) -> np.ndarray:
 
 
 def lexical(first: str, second: str) -> dict[str, float]:
-    return dict(zip(qp.LEXICAL_FEATURES, qp.pair_lexical_features(first, second), strict=True))
+    return dict(zip(pf.LEXICAL_FEATURES, pf.pair_lexical_features(first, second), strict=True))
 
 
 # --- features -------------------------------------------------------------------------------------------------
@@ -72,9 +72,9 @@ def test_lexical_features_see_what_embeddings_blur():
 )
 def test_pair_features_are_symmetric(first, second):
     u, v = unit(1, 2, 3), unit(3, -1, 0.5)
-    forward = qp.pair_features(first=first, second=second, first_vector=u, second_vector=v)
-    backward = qp.pair_features(first=second, second=first, first_vector=v, second_vector=u)
-    assert forward.shape == (qp.pair_feature_count(3),)
+    forward = pf.pair_features(first=first, second=second, first_vector=u, second_vector=v)
+    backward = pf.pair_features(first=second, second=first, first_vector=v, second_vector=u)
+    assert forward.shape == (pf.pair_feature_count(3),)
     np.testing.assert_allclose(forward, backward, atol=1e-6)
     np.testing.assert_allclose(forward[:3], u * v, atol=1e-6)
     np.testing.assert_allclose(forward[3:6], np.abs(u - v), atol=1e-6)
@@ -91,19 +91,19 @@ def test_pair_features_are_symmetric(first, second):
 )
 def test_tenant_features_extend_the_shipped_ones_and_are_symmetric(first, second):
     u, v = unit(1, 2, 3), unit(3, -1, 0.5)
-    shipped = qp.pair_features(first=first, second=second, first_vector=u, second_vector=v)
-    forward = qp.pair_features(
+    shipped = pf.pair_features(first=first, second=second, first_vector=u, second_vector=v)
+    forward = pf.pair_features(
         first=first, second=second, first_vector=u, second_vector=v, feature_version=TENANT_FEATURE_VERSION
     )
-    backward = qp.pair_features(
+    backward = pf.pair_features(
         first=second, second=first, first_vector=v, second_vector=u, feature_version=TENANT_FEATURE_VERSION
     )
-    assert forward.shape == (qp.pair_feature_count(3, feature_version=TENANT_FEATURE_VERSION),)
-    assert forward.shape[0] == shipped.shape[0] + len(qp.PAIR_V2_FEATURES)
+    assert forward.shape == (pf.pair_feature_count(3, feature_version=TENANT_FEATURE_VERSION),)
+    assert forward.shape[0] == shipped.shape[0] + len(pf.PAIR_V2_FEATURES)
     np.testing.assert_allclose(forward[: shipped.shape[0]], shipped)  # a pair-v1 head reads the prefix
     np.testing.assert_allclose(forward, backward, atol=1e-6)
     with pytest.raises(ValueError, match="unknown pair feature set"):
-        qp.pair_features(first=first, second=second, first_vector=u, second_vector=v, feature_version="pair-v0")
+        pf.pair_features(first=first, second=second, first_vector=u, second_vector=v, feature_version="pair-v0")
 
 
 @pytest.mark.parametrize("version", [FEATURE_VERSION, TENANT_FEATURE_VERSION])
@@ -111,39 +111,39 @@ def test_the_features_of_many_pairs_are_each_pairs_own_row(version):
     texts = [("How do I reset my password?", "How can I change it?"), ("Pricing?", "What does it cost in 2025?")]
     first = np.stack([unit(1, 2, 3), unit(0, 1, 0)])
     second = np.stack([unit(3, -1, 0.5), unit(0, 1, 1)])
-    rows = qp.pair_features_of(texts, first=first, second=second, feature_version=version)
+    rows = pf.pair_features_of(texts, first=first, second=second, feature_version=version)
     for i, (a, b) in enumerate(texts):
-        one = qp.pair_features(
+        one = pf.pair_features(
             first=a, second=b, first_vector=first[i], second_vector=second[i], feature_version=version
         )
         np.testing.assert_array_equal(rows[i], one)
-    assert qp.pair_features_of([], first=first[:0], second=second[:0], feature_version=version).shape == (
+    assert pf.pair_features_of([], first=first[:0], second=second[:0], feature_version=version).shape == (
         0,
-        qp.pair_feature_count(3, feature_version=version),
+        pf.pair_feature_count(3, feature_version=version),
     )
     with pytest.raises(ValueError, match="2 pairs but 1 and 2 vectors"):
-        qp.pair_features_of(texts, first=first[:1], second=second)
+        pf.pair_features_of(texts, first=first[:1], second=second)
 
 
 def test_tenant_features_see_names_spelling_and_the_asking_word():
     extra = dict(
         zip(
-            qp.PAIR_V2_FEATURES,
-            qp.pair_extra_features("What is the capital of France?", "What is the capital of Spain?"),
+            pf.PAIR_V2_FEATURES,
+            pf.pair_extra_features("What is the capital of France?", "What is the capital of Spain?"),
             strict=True,
         )
     )
     assert extra["names_differ"] == 2.0 and extra["first_question_word_differs"] == 0.0
     assert extra["fewer_words_on_one_side"] == 1.0 and extra["more_words_on_one_side"] == 1.0
-    extra = dict(zip(qp.PAIR_V2_FEATURES, qp.pair_extra_features("How do I log in?", "Why do I log in?"), strict=True))
+    extra = dict(zip(pf.PAIR_V2_FEATURES, pf.pair_extra_features("How do I log in?", "Why do I log in?"), strict=True))
     assert extra["first_question_word_differs"] == 1.0 and extra["names_differ"] == 0.0
     assert extra["word_bigram_jaccard"] == pytest.approx(3 / 5)
-    same = qp.pair_extra_features("Reset my password", "reset my password")
+    same = pf.pair_extra_features("Reset my password", "reset my password")
     assert same[0] == same[1] == same[2] == 1.0 and same[3] == same[4] == 0.0
 
 
 def _model(*, dimension: int, weights=None, bias: float = 0.0, cut: float = 0.5) -> PairModel:
-    count = qp.pair_feature_count(dimension)
+    count = pf.pair_feature_count(dimension)
     return PairModel(
         weights=np.zeros(count) if weights is None else np.asarray(weights, dtype=float),
         bias=bias,
@@ -155,7 +155,7 @@ def _model(*, dimension: int, weights=None, bias: float = 0.0, cut: float = 0.5)
 
 
 def test_pair_probability_is_the_logistic_of_the_standardised_score():
-    count = qp.pair_feature_count(2)
+    count = pf.pair_feature_count(2)
     weights = np.zeros(count)
     weights[4] = 2.0  # the cosine
     model = PairModel(
@@ -175,9 +175,9 @@ def test_shipped_weights_load_with_the_expected_shape_and_provenance():
     model = pair_model_default()
     assert model is pair_model_default()  # read once per process
     assert model.meta["feature_version"] == FEATURE_VERSION
-    assert model.meta["lexical_features"] == list(qp.LEXICAL_FEATURES)
+    assert model.meta["lexical_features"] == list(pf.LEXICAL_FEATURES)
     assert model.meta["embedding_model"] == "all-MiniLM-L6-v2" and model.dimension == 384
-    assert model.weights.shape == (qp.pair_feature_count(384),)
+    assert model.weights.shape == (pf.pair_feature_count(384),)
     assert np.isfinite(model.weights).all() and (model.scale > 0).all()
     assert 0.0 < model.cut < 1.0
     assert len(model.meta["data_sha256"]) == 64 and model.meta["trained"]
@@ -385,7 +385,7 @@ def test_each_offered_model_has_a_head_of_its_own_vectors(name, dimension):
     model = pair_model_default(name)
     assert model is pair_model_default(name)
     assert model.meta["embedding_model"] == name and model.dimension == dimension
-    assert model.weights.shape == (qp.pair_feature_count(dimension, feature_version=model.feature_version),)
+    assert model.weights.shape == (pf.pair_feature_count(dimension, feature_version=model.feature_version),)
     # The tenant's threshold is the cosine gate for every model: each head's cut was chosen at the default one.
     assert model.meta["threshold"] == DEFAULT_THRESHOLD
     assert d.head_applies(use_head=True, embedding_model=name, dimension=dimension)

@@ -15,8 +15,8 @@ from django.core.management import CommandError, call_command
 from conversations.dedup import decisions as d
 from conversations.dedup import pair_reader
 from conversations.dedup.duplicate_model import MODEL_PATH, pair_model_default, pair_model_from_dict, pair_probability
+from conversations.dedup.pair_features import pair_features
 from conversations.dedup.pair_reader import PairReader, combined_probability, pair_reader_from_dict
-from conversations.dedup.question_pairs import pair_features
 from conversations.training.pair_reader_training import adapters_add, adapters_write
 from conversations.training.verifier_heads import decision_probabilities
 from retrieval import cross_encoder

@@ -23,7 +23,7 @@ from conversations.dedup.duplicate_model import (
     pair_model_from_dict,
     tree_ensemble_from_dict,
 )
-from conversations.dedup.question_pairs import ORDER_FEATURE_VERSION, PAIR_V3_FEATURES, pair_order_features
+from conversations.dedup.pair_features import ORDER_FEATURE_VERSION, PAIR_V3_FEATURES, pair_order_features
 from conversations.dedup.tenant_verifiers import tenant_verifiers_load, verifier_path
 from conversations.models import DuplicateModelStatus
 from conversations.training.labelled_pairs import labelled_pairs_read
@@ -86,7 +86,7 @@ def test_the_pair_features_are_the_same_bits_in_every_process():
 
     script = (
         "import sys, json\n"
-        "from conversations.dedup.question_pairs import pair_lexical_features, pair_extra_features, "
+        "from conversations.dedup.pair_features import pair_lexical_features, pair_extra_features, "
         "pair_order_features\n"
         "for a, b in json.loads(sys.argv[1]):\n"
         "    for f in (pair_lexical_features, pair_extra_features, pair_order_features):\n"

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from conversations.dedup import decisions, tenant_verifiers
 from conversations.dedup.duplicate_model import PairModel
-from conversations.dedup.question_pairs import PAIR_V2_FEATURES, TENANT_FEATURE_VERSION
+from conversations.dedup.pair_features import PAIR_V2_FEATURES, TENANT_FEATURE_VERSION
 from conversations.dedup.tenant_verifiers import tenant_verifiers_load, verifier_load, verifier_path
 from conversations.models import DedupEvent, DuplicateModelStatus, DuplicateModelVersion
 from conversations.review.dashboard_selectors import dashboard_what_if, dashboard_what_if_models
