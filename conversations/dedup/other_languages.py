@@ -417,18 +417,51 @@ _ARTICLES = frozenset(
     einem einer eines het een""".split()
 )
 _ELIDED = ("l'", "d'", "l’", "d’")
+# Russian prepositions that take an "о" before some words ("со счёта", "во вкладке"), read as the preposition.
+_CYRILLIC_PREPOSITIONS = {"со": "с", "во": "в", "ко": "к", "обо": "о", "изо": "из", "подо": "под", "надо": "над"}
+_CYRILLIC_WORD = re.compile(r"[\u0400-\u04ff]+")
+# Russian case and adjective endings, longest first: a noun or adjective names one thing in every case ("с карты на
+# счёт" / "со счёта на карту" swap the same two things), so `_swap_words` reads the word without its ending.
+_CYRILLIC_ENDINGS = tuple(
+    sorted(
+        """ами ями ого его ому ему ыми ими ой ей ом ем ах ях ов ев ам ям ую юю ая яя ое ее ые ие ый ий а я о е ы и у ю
+        ь""".split(),
+        key=len,
+        reverse=True,
+    )
+)
+# Fewest letters a Cyrillic word keeps once its ending is taken off: "на", "до", "чем" stay whole.
+_CYRILLIC_STEM_MIN = 3
+
+
+def _cyrillic_stem(word: str) -> str:
+    """A Russian word without its case or adjective ending (`_CYRILLIC_ENDINGS`), its prepositions read as one
+    (`_CYRILLIC_PREPOSITIONS`); any other word as it is."""
+    if word in _CYRILLIC_PREPOSITIONS:
+        return _CYRILLIC_PREPOSITIONS[word]
+    if not _CYRILLIC_WORD.fullmatch(word):
+        return word
+    for ending in _CYRILLIC_ENDINGS:
+        if word.endswith(ending) and len(word) - len(ending) >= _CYRILLIC_STEM_MIN:
+            return word[: -len(ending)]
+    return word
+
+
+# The pivots and the symmetric words as `_swap_words` reads a question's words: "больше" is read "больш".
+_SWAP_PIVOTS_READ = frozenset(map(_cyrillic_stem, _SWAP_PIVOTS))
+_SYMMETRIC_READ = frozenset(map(_cyrillic_stem, _SYMMETRIC_COMPARISONS))
 
 
 def _swap_words(words: Sequence[str]) -> tuple[str, ...]:
     """`words` as `ends_swapped` compares them: contractions read as their preposition, articles and elided "l'"
-    set aside ("d'un" is "de un", so "de")."""
+    set aside ("d'un" is "de un", so "de"), Russian words without their case endings (`_cyrillic_stem`)."""
     read: list[str] = []
     for word in words:
         if word.startswith(_ELIDED):
             if word[0] == "d":
                 read.append("de")
             word = word[2:]
-        word = _CONTRACTIONS.get(word, word)
+        word = _cyrillic_stem(_CONTRACTIONS.get(word, word))
         if word and word not in _ARTICLES:
             read.append(word)
     return tuple(read)
@@ -473,8 +506,8 @@ def ends_swapped(first_words: Sequence[str], second_words: Sequence[str]) -> boo
     them."""
     first_words, second_words = _swap_words(first_words), _swap_words(second_words)
     for _, middle in swapped_around(first_words, second_words):
-        if any(word in _SWAP_PIVOTS for word in middle):
-            return not any(word in _SYMMETRIC_COMPARISONS for word in first_words)
+        if any(word in _SWAP_PIVOTS_READ for word in middle):
+            return not any(word in _SYMMETRIC_READ for word in first_words)
     return False
 
 

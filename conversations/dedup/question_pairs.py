@@ -552,16 +552,63 @@ def _owners_chinese(words: Sequence[str]) -> tuple[Mapping[str, frozenset[str]],
     return MappingProxyType({thing: frozenset(owners) for thing, owners in owned.items()}), frozenset(named)
 
 
+# The verbs a yes-or-no question opens with, before the one who acts: "Can the admin ...", "Will my manager ...".
+_OPENING_AUXILIARIES = frozenset("can could will would does do did should may might is are".split())
+_DETERMINERS = frozenset({"the", "a", "an"})
+
+
+@lru_cache(maxsize=_TEXTS_KEPT)
+def _actor_and_party_things(text: str) -> tuple[tuple[str, str], frozenset[tuple[str, str]]]:
+    """((who acts in a yes-or-no English question, and the word after it: the word after its opening verb and any
+    determiner, the asker written `_ASKER_MARK`; ("", "") when it opens otherwise), each (party, thing) the question
+    writes "the <party> <thing>", as stems). "Can the admin reset my password?": (("admin", "reset"), {}); "Can I
+    reset the admin password?": ((asker, "reset"), {("admin", "password")})."""
+    words = _POSSESSIVE_WORD.findall(text.lower().replace("\u2019", "'"))
+    actor = ("", "")
+    if len(words) > 2 and words[0] in _OPENING_AUXILIARIES:
+        at = 1
+        while at < len(words) - 2 and words[at] in _DETERMINERS | _ASKER_OWNS:
+            at += 1
+        who = _ASKER_MARK if words[at] in _ASKER else _content_stem(words[at])
+        actor = (who, word_stem(words[at + 1])) if who else ("", "")
+    things = set()
+    for index in range(len(words) - 2):
+        if words[index] == "the":
+            party, thing = _content_stem(words[index + 1]), _content_stem(words[index + 2])
+            if party and thing and words[index + 1] not in _OWNED_SKIPPED:
+                things.add((party, thing))
+    return actor, frozenset(things)
+
+
+def _party_swapped(first: str, second: str) -> bool:
+    """Whether one question has another party do something to the asker's thing and the other has the asker do the
+    same to the thing with that party written before it, no possessive ending: "Can the admin reset my password?" /
+    "Can I reset the admin password?". The same word after the one who acts in both is what tells "the admin" (who
+    acts) from a word that only describes ("Can the shared folder hold my files?" / "Can I see the shared files?")."""
+    ((actor, action), _), ((other_actor, other_action), party_things) = (
+        _actor_and_party_things(first),
+        _actor_and_party_things(second),
+    )
+    if not actor or actor == _ASKER_MARK or other_actor != _ASKER_MARK or action != other_action:
+        return False
+    owned, _ = _owners(first)
+    return any(party == actor and _ASKER_MARK in owned.get(thing, ()) for party, thing in party_things)
+
+
 def owners_swapped(first: str, second: str) -> bool:
     """Whether the two questions give one thing to two owners, each of whom the other question names in another
     role: "Can admins see my messages?" / "Can I see the admins' messages?", "Can my manager see my calendar?" /
     "Can I see my manager's calendar?", "管理员能看到我的消息吗" / "我能看到管理员的消息吗" (cosine 0.96-0.98: the same
-    words, who acts on whose swapped). One thing owned by two different owners is no swap when the other owner is
-    not in the other question at all ("someone's Snapchat" / "my Snapchat" names no one in common)."""
+    words, who acts on whose swapped); in English also the other party written before the thing without a possessive
+    ending ("Can the admin reset my password?" / "Can I reset the admin password?", `_party_swapped`). One thing owned
+    by two different owners is no swap when the other owner is not in the other question at all ("someone's
+    Snapchat" / "my Snapchat" names no one in common)."""
     (owned_one, named_one), (owned_other, named_other) = _owners(first), _owners(second)
     # 的 also joins a thing to what describes it ("借的钱", "基督教和犹太教的区别"): in Chinese only a swap with the
     # asker on one side is read.
     chinese = _read_as_chinese(first) or _read_as_chinese(second)
+    if not chinese and (_party_swapped(first, second) or _party_swapped(second, first)):
+        return True
     for thing in owned_one.keys() & owned_other.keys():
         one, other = owned_one[thing], owned_other[thing]
         if one & other or (chinese and _ASKER_MARK not in one | other):

@@ -847,6 +847,14 @@ def test_one_action_in_the_other_languages_does_not_conflict(first, second):
         ),
         ("¿Cómo transfiero dinero de mi cuenta a la tarjeta?", "¿Cómo transfiero dinero de la tarjeta a mi cuenta?"),
         ("¿Cómo paso fotos de mi móvil al ordenador?", "¿Cómo paso fotos del ordenador a mi móvil?"),  # del / al
+        # Russian words change with their place: "с карты на счёт" / "со счёта на карту" swap the same two things.
+        ("Как перевести деньги с карты на счёт?", "Как перевести деньги со счёта на карту?"),
+        (
+            "Можно ли перейти с личного аккаунта на бизнес-аккаунт?",
+            "Можно ли перейти с бизнес-аккаунта на личный аккаунт?",
+        ),
+        # "лучше" read without its ending
+        ("Тариф Про лучше, чем тариф Команда?", "Тариф Команда лучше, чем тариф Про?"),
     ],
 )
 def test_two_things_swapped_around_a_comparison_or_a_move_in_the_other_languages_conflict(first, second):
@@ -867,6 +875,9 @@ def test_two_things_swapped_around_a_comparison_or_a_move_in_the_other_languages
         ("¿Cómo cambio el idioma de la app?", "¿Cómo cambio la app de idioma?"),  # "de" is no move
         ("¿Cómo paso fotos del móvil al ordenador?", "¿Cómo paso fotos al ordenador del móvil?"),  # moved, not swapped
         ("Kann ich mit Karte oder mit PayPal zahlen?", "Kann ich mit PayPal oder mit Karte zahlen?"),
+        ("Как перевести деньги с карты на счёт?", "Как перевести деньги на счёт с карты?"),  # moved, not swapped
+        ("Тариф Про такой же, как тариф Команда?", "Тариф Команда такой же, как тариф Про?"),  # both ways
+        ("Сколько стоит перевод с карты на карту?", "Сколько стоит перевод с карты на карту?"),  # one thing twice
         # English without "the", "is", "how"...: not read by these languages' rule, whatever its "a" and "in".
         ("Do I opt for a job or go for studies in my domain?", "Do I go for a job or opt for studies in my domain?"),
     ],

@@ -315,6 +315,9 @@ def test_shipped_phrasings_name_their_intent_at_their_own_floor_for_text_that_is
         ("Can my manager see my calendar?", "Can I see my manager's calendar?", "owners swapped"),
         ("How do I add my spouse to my account?", "How do I add myself to my spouse's account?", "owners swapped"),
         ("Can my sister use my card?", "Can I use my sister’s card?", "owners swapped"),  # a typographic apostrophe
+        # The other party written before the thing, no possessive ending: the one who acts in the other question.
+        ("Can the admin reset my password?", "Can I reset the admin password?", "owners swapped"),
+        ("Will the driver see my phone number?", "Will I see the driver phone number?", "owners swapped"),
         # The same owners in other words, or an owner the other question does not name, is no swap.
         ("Can my boss read my messages?", "Are my messages readable by my boss?", ""),
         ("How do I see the seller's rating?", "Where is the seller's rating shown?", ""),
@@ -324,6 +327,10 @@ def test_shipped_phrasings_name_their_intent_at_their_own_floor_for_text_that_is
         ("How do I change my account's email?", "How do I change the email of my account?", ""),
         ("What's my boss's email?", "What is the boss's email?", ""),  # a contraction owns nothing
         ("How do I improve my English?", "How can people improve their English?", ""),  # "their" is not read
+        ("Can the admin reset my password?", "How do I reset the admin password?", ""),  # no one acts on mine
+        ("Can the admin reset my password?", "Does the admin reset my password?", ""),
+        ("Can I change the account email?", "Can the account email change my password?", ""),  # not my email
+        ("Can I see the shared files?", "Can the shared folder hold my files?", ""),  # "shared" acts on nothing
         # Two things swapped in the same words: two questions, unless a symmetric word relates them.
         ("What if Apple buys Samsung?", "What if Samsung buys Apple?", "words swapped"),
         (
