@@ -54,6 +54,9 @@ _ENGLISH_SIGNS = frozenset(
     """the is are what how why which when where who whom does did can could would should have has this that these
     those with from you your it's i'm don't""".split()
 )
+# Dutch writes "is" as English does: the swap rule reads a text with another language's signs on both sides as that
+# language even beside "is".
+_ENGLISH_SIGNS_BUT_IS = _ENGLISH_SIGNS - {"is"}
 
 
 # Italian "non" is also English ("non proliferation", "a non-work program"): read only beside a word that is Italian
@@ -522,8 +525,7 @@ def opposites_differ(first: str, second: str, first_words: Sequence[str], second
     ...?", "Wie melde ich mich an?" / "... ab?", "ログインできません" / "ログアウトできません"; or swaps two things
     around a comparison or a move (`ends_swapped`)."""
     latin = not any(word in _ENGLISH_SIGNS for word in (*first_words, *second_words))
-    # Dutch writes "is" as English does: a text with another language's signs on both sides is read as that language.
-    swap_read = not any(word in _ENGLISH_SIGNS - {"is"} for word in (*first_words, *second_words))
+    swap_read = not any(word in _ENGLISH_SIGNS_BUT_IS for word in (*first_words, *second_words))
     other_language = _reads_as_other_language(first, first_words) and _reads_as_other_language(second, second_words)
     if swap_read and other_language and ends_swapped(first_words, second_words):
         return True
