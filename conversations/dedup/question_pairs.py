@@ -506,6 +506,18 @@ _ASKER_MARK = "\x00asker"
 _ZH_ASKER = frozenset("我 我们 你 你们 您 咱 咱们".split())
 
 
+# The asker as the one who acts ("Can I reset ...", "How do we add ..."): not "my", which owns.
+_ASKER_ACTS = frozenset({"i", "we"})
+# The longest party `_party_swapped` reads before the thing: "the admin", "the team lead", "the front desk staff".
+_PARTY_MAX_WORDS = 3
+
+
+@lru_cache(maxsize=_TEXTS_KEPT)
+def _plain_words(text: str) -> tuple[str, ...]:
+    """The words of an English question as `_owners` reads them, lowercased, possessive endings kept."""
+    return tuple(_POSSESSIVE_WORD.findall(text.lower().replace("\u2019", "'")))
+
+
 def _without_possessive(word: str) -> str:
     return word.removesuffix("'s").removesuffix("'")
 
@@ -518,7 +530,7 @@ def _owners(text: str) -> tuple[Mapping[str, frozenset[str]], frozenset[str]]:
     "their" for the asker as often as for another. Chinese: `_owners_chinese`."""
     if _read_as_chinese(text):
         return _owners_chinese(words_read(text))
-    words = _POSSESSIVE_WORD.findall(text.lower().replace("\u2019", "'"))
+    words = _plain_words(text)
     owned: dict[str, set[str]] = {}
     for index, word in enumerate(words[:-1]):
         if word in _ASKER_OWNS:
@@ -552,47 +564,40 @@ def _owners_chinese(words: Sequence[str]) -> tuple[Mapping[str, frozenset[str]],
     return MappingProxyType({thing: frozenset(owners) for thing, owners in owned.items()}), frozenset(named)
 
 
-# The verbs a yes-or-no question opens with, before the one who acts: "Can the admin ...", "Will my manager ...".
-_OPENING_AUXILIARIES = frozenset("can could will would does do did should may might is are".split())
-_DETERMINERS = frozenset({"the", "a", "an"})
-
-
-@lru_cache(maxsize=_TEXTS_KEPT)
-def _actor_and_party_things(text: str) -> tuple[tuple[str, str], frozenset[tuple[str, str]]]:
-    """((who acts in a yes-or-no English question, and the word after it: the word after its opening verb and any
-    determiner, the asker written `_ASKER_MARK`; ("", "") when it opens otherwise), each (party, thing) the question
-    writes "the <party> <thing>", as stems). "Can the admin reset my password?": (("admin", "reset"), {}); "Can I
-    reset the admin password?": ((asker, "reset"), {("admin", "password")})."""
-    words = _POSSESSIVE_WORD.findall(text.lower().replace("\u2019", "'"))
-    actor = ("", "")
-    if len(words) > 2 and words[0] in _OPENING_AUXILIARIES:
-        at = 1
-        while at < len(words) - 2 and words[at] in _DETERMINERS | _ASKER_OWNS:
-            at += 1
-        who = _ASKER_MARK if words[at] in _ASKER else _content_stem(words[at])
-        actor = (who, word_stem(words[at + 1])) if who else ("", "")
-    things = set()
-    for index in range(len(words) - 2):
-        if words[index] == "the":
-            party, thing = _content_stem(words[index + 1]), _content_stem(words[index + 2])
-            if party and thing and words[index + 1] not in _OWNED_SKIPPED:
-                things.add((party, thing))
-    return actor, frozenset(things)
-
-
 def _party_swapped(first: str, second: str) -> bool:
-    """Whether one question has another party do something to the asker's thing and the other has the asker do the
-    same to the thing with that party written before it, no possessive ending: "Can the admin reset my password?" /
-    "Can I reset the admin password?". The same word after the one who acts in both is what tells "the admin" (who
-    acts) from a word that only describes ("Can the shared folder hold my files?" / "Can I see the shared files?")."""
-    ((actor, action), _), ((other_actor, other_action), party_things) = (
-        _actor_and_party_things(first),
-        _actor_and_party_things(second),
-    )
-    if not actor or actor == _ASKER_MARK or other_actor != _ASKER_MARK or action != other_action:
-        return False
+    """Whether in `first` another party does something to the asker's thing and in `second` the asker does the same
+    to the thing with that party written before it, no possessive ending: "Can the admin reset my password?" / "How
+    do I reset the admin password?", "Can the team lead edit my calendar?" / "Can I edit the team lead calendar?".
+    The party is what stands between "the" and the verb the asker does in `second`; that same verb is what tells a
+    party from a word that only describes ("Can the shared folder hold my files?" / "Can I see the shared files?")."""
+    words, other = _plain_words(first), _plain_words(second)
     owned, _ = _owners(first)
-    return any(party == actor and _ASKER_MARK in owned.get(thing, ()) for party, thing in party_things)
+    askers_things = {thing for thing, owners in owned.items() if _ASKER_MARK in owners}
+    if not askers_things:
+        return False
+    actions = {word_stem(other[i + 1]) for i in range(len(other) - 1) if other[i] in _ASKER_ACTS}
+    for start in (i + 1 for i, word in enumerate(words) if word == "the"):
+        for length in range(1, _PARTY_MAX_WORDS + 1):
+            party, after = words[start : start + length], start + length
+            if after >= len(words) or any(word in _ASKER for word in party):
+                break
+            if word_stem(words[after]) not in actions:
+                continue
+            theirs = _party_things(other, party) & askers_things
+            # A question that names the party's thing itself ("... the admin password") is no swap of it.
+            if theirs - _party_things(words, party):
+                return True
+    return False
+
+
+def _party_things(words: Sequence[str], party: Sequence[str]) -> set[str]:
+    """The content stems of what `words` write as "the <party> <thing>"."""
+    length = len(party)
+    return {
+        _content_stem(_without_possessive(words[at + 1 + length]))
+        for at in range(len(words) - length - 1)
+        if words[at] == "the" and tuple(words[at + 1 : at + 1 + length]) == tuple(party)
+    }
 
 
 def owners_swapped(first: str, second: str) -> bool:

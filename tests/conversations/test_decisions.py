@@ -317,7 +317,9 @@ def test_shipped_phrasings_name_their_intent_at_their_own_floor_for_text_that_is
         ("Can my sister use my card?", "Can I use my sister’s card?", "owners swapped"),  # a typographic apostrophe
         # The other party written before the thing, no possessive ending: the one who acts in the other question.
         ("Can the admin reset my password?", "Can I reset the admin password?", "owners swapped"),
+        ("Can the admin reset my password?", "How do I reset the admin password?", "owners swapped"),
         ("Will the driver see my phone number?", "Will I see the driver phone number?", "owners swapped"),
+        ("Can the team lead edit my calendar?", "Can I edit the team lead calendar?", "owners swapped"),  # two words
         # The same owners in other words, or an owner the other question does not name, is no swap.
         ("Can my boss read my messages?", "Are my messages readable by my boss?", ""),
         ("How do I see the seller's rating?", "Where is the seller's rating shown?", ""),
@@ -327,8 +329,8 @@ def test_shipped_phrasings_name_their_intent_at_their_own_floor_for_text_that_is
         ("How do I change my account's email?", "How do I change the email of my account?", ""),
         ("What's my boss's email?", "What is the boss's email?", ""),  # a contraction owns nothing
         ("How do I improve my English?", "How can people improve their English?", ""),  # "their" is not read
-        ("Can the admin reset my password?", "How do I reset the admin password?", ""),  # no one acts on mine
-        ("Can the admin reset my password?", "Does the admin reset my password?", ""),
+        ("Can the admin reset my password?", "How does the admin reset my password?", ""),  # the same one acts
+        ("Can I reset the admin password?", "How do I reset the admin password?", ""),  # nothing of mine
         ("Can I change the account email?", "Can the account email change my password?", ""),  # not my email
         ("Can I see the shared files?", "Can the shared folder hold my files?", ""),  # "shared" acts on nothing
         # Two things swapped in the same words: two questions, unless a symmetric word relates them.
@@ -355,6 +357,22 @@ def test_shipped_phrasings_name_their_intent_at_their_own_floor_for_text_that_is
 def test_questions_conflict(first, second, reason):
     assert qp.questions_conflict(first, second) == reason
     assert qp.questions_conflict(second, first) == reason
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # "my profits" after "I do n't withdraw", and "the income tax from profits": read as the asker acting on "my"
+        # and a party before the thing, a first draft of the party rule refused this question against itself.
+        "Can anyone explain the income tax from profits made through Minance? If I don't withdraw my profits then how "
+        "will I be taxed?",
+        "If the admin resets my password, can I reset the admin password back?",  # both roles in one question
+        "Can the admin reset my password and can I reset the admin password?",
+        "Can admins see my messages and can I see the admins' messages?",
+    ],
+)
+def test_a_question_never_conflicts_with_itself(text):
+    assert qp.questions_conflict(text, text) == ""
 
 
 @pytest.mark.parametrize(
