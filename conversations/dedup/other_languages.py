@@ -420,8 +420,9 @@ _ARTICLES = frozenset(
     einem einer eines het een""".split()
 )
 _ELIDED = ("l'", "d'", "l’", "d’")
-# Russian prepositions that take an "о" before some words ("со счёта", "во вкладке"), read as the preposition.
-_CYRILLIC_PREPOSITIONS = {"со": "с", "во": "в", "ко": "к", "обо": "о", "изо": "из", "подо": "под", "надо": "над"}
+# Russian prepositions that take an "о" before some words ("со счёта", "во вкладке"), read as the preposition. Not
+# "надо", which is far more often "must" than "над".
+_CYRILLIC_PREPOSITIONS = {"со": "с", "во": "в", "ко": "к", "обо": "о", "изо": "из", "подо": "под"}
 _CYRILLIC_WORD = re.compile(r"[\u0400-\u04ff]+")
 # Russian case and adjective endings, longest first: a noun or adjective names one thing in every case ("с карты на
 # счёт" / "со счёта на карту" swap the same two things), so `_swap_words` reads the word without its ending.
@@ -438,8 +439,9 @@ _CYRILLIC_STEM_MIN = 3
 
 
 def _cyrillic_stem(word: str) -> str:
-    """A Russian word without its case or adjective ending (`_CYRILLIC_ENDINGS`), its prepositions read as one
-    (`_CYRILLIC_PREPOSITIONS`); any other word as it is."""
+    """A Russian word without its case or adjective ending (`_CYRILLIC_ENDINGS`), and "со", "во", "ко" as "с", "в",
+    "к" (`_CYRILLIC_PREPOSITIONS`); any other word as it is. A word of another meaning may share a stem ("друга",
+    a friend's, reads as "другой", other): at worst a swap is then read as symmetric and not refused."""
     if word in _CYRILLIC_PREPOSITIONS:
         return _CYRILLIC_PREPOSITIONS[word]
     if not _CYRILLIC_WORD.fullmatch(word):
