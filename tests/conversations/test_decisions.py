@@ -362,8 +362,8 @@ def test_questions_conflict(first, second, reason):
 @pytest.mark.parametrize(
     "text",
     [
-        # "my profits" after "I do n't withdraw", and "the income tax from profits": read as the asker acting on "my"
-        # and a party before the thing, a first draft of the party rule refused this question against itself.
+        # "I don't withdraw my profits" beside "the income tax from profits": "my" owns, it does not act, so no party
+        # is read before the asker's thing.
         "Can anyone explain the income tax from profits made through Minance? If I don't withdraw my profits then how "
         "will I be taxed?",
         "If the admin resets my password, can I reset the admin password back?",  # both roles in one question
