@@ -508,6 +508,8 @@ _ZH_ASKER = frozenset("我 我们 你 你们 您 咱 咱们".split())
 
 # The asker as the one who acts ("Can I reset ...", "How do we add ..."): not "my", which owns.
 _ASKER_ACTS = frozenset({"i", "we"})
+# What may stand between the party and its verb: "Is the admin able to reset my password?".
+_ABLE_TO = frozenset({("able", "to"), ("allowed", "to"), ("permitted", "to"), ("going", "to")})
 # The longest party `_party_swapped` reads before the thing: "the admin", "the team lead", "the front desk staff".
 _PARTY_MAX_WORDS = 3
 
@@ -581,7 +583,8 @@ def _party_swapped(first: str, second: str) -> bool:
             party, after = words[start : start + length], start + length
             if after >= len(words) or any(word in _ASKER for word in party):
                 break
-            if word_stem(words[after]) not in actions:
+            verb = after + 2 if tuple(words[after : after + 2]) in _ABLE_TO else after
+            if verb >= len(words) or word_stem(words[verb]) not in actions:
                 continue
             theirs = _party_things(other, party) & askers_things
             # A question that names the party's thing itself ("... the admin password") is no swap of it.

@@ -320,6 +320,7 @@ def test_shipped_phrasings_name_their_intent_at_their_own_floor_for_text_that_is
         ("Can the admin reset my password?", "How do I reset the admin password?", "owners swapped"),
         ("Will the driver see my phone number?", "Will I see the driver phone number?", "owners swapped"),
         ("Can the team lead edit my calendar?", "Can I edit the team lead calendar?", "owners swapped"),  # two words
+        ("Is the admin able to reset my password?", "How do I reset the admin password?", "owners swapped"),
         # The same owners in other words, or an owner the other question does not name, is no swap.
         ("Can my boss read my messages?", "Are my messages readable by my boss?", ""),
         ("How do I see the seller's rating?", "Where is the seller's rating shown?", ""),
@@ -330,6 +331,7 @@ def test_shipped_phrasings_name_their_intent_at_their_own_floor_for_text_that_is
         ("What's my boss's email?", "What is the boss's email?", ""),  # a contraction owns nothing
         ("How do I improve my English?", "How can people improve their English?", ""),  # "their" is not read
         ("Can the admin reset my password?", "How does the admin reset my password?", ""),  # the same one acts
+        ("Is the admin able to reset my password?", "Can the admin reset my password?", ""),
         ("Can I reset the admin password?", "How do I reset the admin password?", ""),  # nothing of mine
         ("Can I change the account email?", "Can the account email change my password?", ""),  # not my email
         ("Can I see the shared files?", "Can the shared folder hold my files?", ""),  # "shared" acts on nothing
