@@ -1,6 +1,6 @@
 """The multilingual model's decision on Chinese help-centre questions written for this project
-(bench/data/help_centre_pairs_zh.jsonl and its check batch, bench/data/README.md; nothing in them was used to train
-or tune the head): every look-alike (another product, an opposite action, a number, 已 / 未, before / after) is
+(bench/data/help_centre_pairs_zh.jsonl and its two check batches, bench/data/README.md; nothing in them was used to
+train or tune the head): every look-alike (another product, an opposite action, a number, 已 / 未, before / after) is
 refused, and the rewordings it serves stay served. Its recall on them is low (BENCHMARKS.md, "Chinese help-centre
 phrasing"); what this pins is that no rule or head change serves a look-alike, or silently serves fewer rewordings."""
 
@@ -16,7 +16,11 @@ from retrieval import embeddings
 DATA = Path(__file__).resolve().parents[2] / "bench" / "data"
 PAIRS = [
     json.loads(line)
-    for name in ("help_centre_pairs_zh.jsonl", "help_centre_pairs_zh_check.jsonl")
+    for name in (
+        "help_centre_pairs_zh.jsonl",
+        "help_centre_pairs_zh_check.jsonl",
+        "help_centre_pairs_zh_check_2.jsonl",
+    )
     for line in (DATA / name).read_text(encoding="utf-8").splitlines()
     if line.strip()
 ]
@@ -42,6 +46,9 @@ SERVED = {
     "用户名能改吗",
     "怎样取消订阅",
     "预约的时间能修改吗",
+    "租车要交押金吗？",
+    "高铁能带宠物吗",
+    "预订了能取消吗",
 }
 
 
@@ -70,7 +77,7 @@ def decided() -> list[tuple[dict, d.DuplicateDecision]]:
 def test_no_look_alike_is_served(decided):
     served = [(p["question1"], p["question2"], x.reason) for p, x in decided if x.hit and not p["is_duplicate"]]
     assert served == []
-    assert sum(1 for p, _ in decided if not p["is_duplicate"]) == 105
+    assert sum(1 for p, _ in decided if not p["is_duplicate"]) == 145
 
 
 def test_the_rewordings_the_head_serves_stay_served(decided):
