@@ -275,9 +275,9 @@ def is_negated(text: str) -> bool:
 # English actions and their opposites, and the ends of a scale ("best" / "worst", "more" / "less"), each side in the
 # forms a question writes it. One question asking about one side and the other about the other is two questions
 # however close their vectors ("What time does the store open on Sunday?" / "... close on Sunday?", cosine 0.93). Left
-# out: pairs whose opposites often ask one thing, which QQP's labelled duplicates showed: "before" and "after" a date,
-# a war "won" or "lost" in a counterfactual, "good" / "bad", and "to" / "from" ("transfer money to / from" asks one
-# thing as often as two).
+# out: pairs whose opposites often ask one thing, which QQP's labelled duplicates showed: "before" and "after" two
+# different events or dates (`before_after_differ` reads them around the same one), a war "won" or "lost" in a
+# counterfactual, "good" / "bad", and "to" / "from" ("transfer money to / from" asks one thing as often as two).
 _OPPOSITES = tuple(
     (frozenset(one.split(", ")), frozenset(other.split(", ")))
     for one, other in (
@@ -410,6 +410,59 @@ def direction_reversed(first: str, second: str) -> bool:
     if one is None or other is None or one[0] == one[1]:
         return False
     return one[0] == other[1] and one[1] == other[0] and bool(one[0] ^ one[1])
+
+
+# The words that put a question before or after an event ("prior to" as "before"), each with its side.
+_TIME_SIDES = {"before": 0, "prior": 0, "after": 1}
+
+
+def _same_event(one: str, other: str) -> bool:
+    """Whether two content stems name one event in another form: equal, or one the start of the other and at least
+    three letters long ("ship" / "shipp" of "ships" / "shipping", "pay" / "payment")."""
+    if one.isdigit() or other.isdigit():
+        return one == other
+    short, long = sorted((one, other), key=len)
+    return len(short) >= 3 and long.startswith(short)
+
+
+@lru_cache(maxsize=_TEXTS_KEPT)
+def _time_sides(text: str) -> tuple[tuple[int, str], ...]:
+    """Each side (0 before, 1 after) an English question puts something on, with the event it names: the first
+    content word after "before", "prior to" or "after" as its stem, or a number ("before it ships": (0, "ship");
+    "after 1947": (1, "1947")). A side with neither after it (a pronoun alone) is left out."""
+    words = words_read(text)
+    sides = []
+    for index, word in enumerate(words):
+        side = _TIME_SIDES.get(word)
+        if side is None:
+            continue
+        event = next(
+            (
+                stem
+                for later in words[index + 1 :]
+                if later not in _TIME_SIDES and (stem := later if later.isdigit() else _content_stem(later))
+            ),
+            "",
+        )
+        if event:
+            sides.append((side, event))
+    return tuple(sides)
+
+
+def before_after_differ(first: str, second: str) -> bool:
+    """Whether one English question asks before an event and the other after the same event, neither asking both
+    ("Can I get a refund before shipping?" / "... after shipping?", cosine 0.95: the same words but one; 发货前 /
+    发货后 in Chinese is `chinese_text.opposites_differ`'s). Around different events the two words often ask one
+    question (QQP's "days before my period" / "just after it ends" is a labelled duplicate), so only the same event
+    or date counts."""
+    one, other = _time_sides(first), _time_sides(second)
+    if not one or not other or len({side for side, _ in one}) > 1 or len({side for side, _ in other}) > 1:
+        return False
+    return any(
+        side != other_side and _same_event(event, other_event)
+        for side, event in one
+        for other_side, other_event in other
+    )
 
 
 # The word a comparison puts before the thing compared against: English "than", and Chinese 比 where the segmenter
@@ -655,10 +708,16 @@ def words_swapped(first: str, second: str) -> bool:
 
 def opposites_differ(first: str, second: str) -> bool:
     """Whether one question names an action and the other its opposite (`_OPPOSITES`), neither naming both, moves
-    something the other way round (`direction_reversed`) or compares two things the other way round
-    (`comparison_reversed`); in the multilingual model's other languages by
-    `other_languages.opposites_differ`, in Chinese by `chinese_text.opposites_differ`."""
-    if direction_reversed(first, second) or comparison_reversed(first, second) or one_word_opposite(first, second):
+    something the other way round (`direction_reversed`), compares two things the other way round
+    (`comparison_reversed`) or asks before an event where the other asks after it (`before_after_differ`); in the
+    multilingual model's other languages by `other_languages.opposites_differ`, in Chinese by
+    `chinese_text.opposites_differ`."""
+    if (
+        direction_reversed(first, second)
+        or comparison_reversed(first, second)
+        or one_word_opposite(first, second)
+        or before_after_differ(first, second)
+    ):
         return True
     (first_action, first_opposite), (second_action, second_opposite) = _opposite_sides(first), _opposite_sides(second)
     if first_action & second_opposite or first_opposite & second_action:

@@ -222,6 +222,16 @@ def test_shipped_phrasings_name_their_intent_at_their_own_floor_for_text_that_is
         ("Which plan has the lowest fees?", "Which plan has the highest fees?", "opposite actions"),
         ("How long does a deposit take?", "How long does a withdrawal take?", "opposite actions"),
         ("Does the Pro plan cost more?", "Does the Pro plan cost less?", "opposite actions"),
+        # before and after the same event or date, the event in another form of its word; around different events,
+        # or naming both sides, no conflict (QQP's labelled duplicates ask so)
+        ("Can I get a refund before shipping?", "Can I get a refund after shipping?", "opposite actions"),
+        ("Can I cancel my order before it ships?", "Can I cancel my order after it has shipped?", "opposite actions"),
+        ("Is my card charged prior to delivery?", "Is my card charged after delivery?", "opposite actions"),
+        ("Can I cancel my order before it ships?", "Is it possible to cancel an order prior to shipping?", ""),
+        ("Is my card charged before or after delivery?", "Is my card charged after delivery?", ""),
+        ("How many days before my period can I get pregnant?", "Can I get pregnant just after it ends?", ""),
+        ("What happened in India before 1947?", "What happened in India after 1947?", "opposite actions"),
+        ("What happened in India before 1947?", "What happened in India after 1950?", "numbers differ"),
         ("What are the pros and cons of the Pro plan?", "What are the advantages of the Pro plan?", ""),
         ("How do I transfer money to another bank?", "How do I transfer money from another bank?", ""),  # left out
         ("How do I logout?", "How do I log out?", ""),  # one side, two spellings
