@@ -277,7 +277,8 @@ def is_negated(text: str) -> bool:
 # however close their vectors ("What time does the store open on Sunday?" / "... close on Sunday?", cosine 0.93). Left
 # out: pairs whose opposites often ask one thing, which QQP's labelled duplicates showed: "before" and "after" two
 # different events or dates (`before_after_differ` reads them around the same one), a war "won" or "lost" in a
-# counterfactual, "good" / "bad", and "to" / "from" ("transfer money to / from" asks one thing as often as two).
+# counterfactual, "good" / "bad", and "to" / "from" before different things (`to_from_differ` reads them before the
+# same one).
 _OPPOSITES = tuple(
     (frozenset(one.split(", ")), frozenset(other.split(", ")))
     for one, other in (
@@ -412,41 +413,62 @@ def direction_reversed(first: str, second: str) -> bool:
     return one[0] == other[1] and one[1] == other[0] and bool(one[0] ^ one[1])
 
 
-# The words that put a question before or after an event ("prior to" as "before"), each with its side.
-_TIME_SIDES = {"before": 0, "prior": 0, "after": 1}
+# The words that put a question on one side of a thing, by kind, each with its side: before or after an event
+# ("prior to" as "before"), and a move to or from a place or holder.
+_SIDE_WORDS = {
+    "time": {"before": 0, "prior": 0, "after": 1},
+    "move": {"to": 0, "into": 0, "onto": 0, "from": 1},
+}
+# Words after which "from" says how things differ, not where a move starts ("different from" is "different to").
+_FROM_NOT_A_MOVE = frozenset({"different", "differ", "differs", "differently", "apart"})
 
 
 def _same_event(one: str, other: str) -> bool:
     """Whether two content stems name one event in another form: equal, or one the start of the other and at least
     three letters long ("ship" / "shipp" of "ships" / "shipping", "pay" / "payment")."""
-    if one.isdigit() or other.isdigit():
+    if one == other or one.isdigit() or other.isdigit():
         return one == other
     short, long = sorted((one, other), key=len)
     return len(short) >= 3 and long.startswith(short)
 
 
 @lru_cache(maxsize=_TEXTS_KEPT)
-def _time_sides(text: str) -> tuple[tuple[int, str], ...]:
-    """Each side (0 before, 1 after) an English question puts something on, with the event it names: the first
-    content word after "before", "prior to" or "after" as its stem, or a number ("before it ships": (0, "ship");
-    "after 1947": (1, "1947")). A side with neither after it (a pronoun alone) is left out."""
+def _sides(text: str, kind: str) -> tuple[tuple[int, str], ...]:
+    """Each side an English question puts a thing on (`_SIDE_WORDS[kind]`: 0 before or to, 1 after or from), with
+    the thing: the first content word after the side's word, as its stem, or a number ("before it ships": (0,
+    "ship"); "after 1947": (1, "1947"); "to another bank": (0, "another")). A side with neither after it (a pronoun
+    alone) is left out; "to" before a verb is read as a side too, which no question has "from" before."""
     words = words_read(text)
+    side_words = _SIDE_WORDS[kind]
     sides = []
     for index, word in enumerate(words):
-        side = _TIME_SIDES.get(word)
-        if side is None:
+        side = side_words.get(word)
+        if side is None or (word == "from" and index and words[index - 1] in _FROM_NOT_A_MOVE):
             continue
-        event = next(
+        thing = next(
             (
                 stem
                 for later in words[index + 1 :]
-                if later not in _TIME_SIDES and (stem := later if later.isdigit() else _content_stem(later))
+                if later not in side_words and (stem := later if later.isdigit() else _content_stem(later))
             ),
             "",
         )
-        if event:
-            sides.append((side, event))
+        if thing:
+            sides.append((side, thing))
     return tuple(sides)
+
+
+def _sides_differ(one: Sequence[tuple[int, str]], other: Sequence[tuple[int, str]]) -> bool:
+    """Whether a thing is on one side in `one` and on the other side in `other`, neither question also putting it on
+    the side the other does."""
+
+    def puts(sides: Sequence[tuple[int, str]], side: int, thing: str) -> bool:
+        return any(named == side and _same_event(named_thing, thing) for named, named_thing in sides)
+
+    return any(
+        puts(other, 1 - side, thing) and not puts(one, 1 - side, thing) and not puts(other, side, thing)
+        for side, thing in one
+    )
 
 
 def before_after_differ(first: str, second: str) -> bool:
@@ -455,14 +477,18 @@ def before_after_differ(first: str, second: str) -> bool:
     发货后 in Chinese is `chinese_text.opposites_differ`'s). Around different events the two words often ask one
     question (QQP's "days before my period" / "just after it ends" is a labelled duplicate), so only the same event
     or date counts."""
-    one, other = _time_sides(first), _time_sides(second)
-    if not one or not other or len({side for side, _ in one}) > 1 or len({side for side, _ in other}) > 1:
+    return _sides_differ(_sides(first, "time"), _sides(second, "time"))
+
+
+def to_from_differ(first: str, second: str) -> bool:
+    """Whether one English question moves something to a thing and the other from the same thing, neither naming
+    both ("How do I transfer money to another bank?" / "... from another bank?", cosine near 1). QQP's duplicates
+    put "to" and "from" before different things ("to get into the IIMs" / "a call from the IIMs" is the one labelled
+    duplicate this reads as two questions), so only the same thing counts. Two questions of the same words in another
+    order are the swap rules' to read (`direction_reversed`, `words_swapped`), with their exceptions."""
+    if sorted(words_read(first)) == sorted(words_read(second)):
         return False
-    return any(
-        side != other_side and _same_event(event, other_event)
-        for side, event in one
-        for other_side, other_event in other
-    )
+    return _sides_differ(_sides(first, "move"), _sides(second, "move"))
 
 
 # The word a comparison puts before the thing compared against: English "than", and Chinese 比 where the segmenter
@@ -709,14 +735,15 @@ def words_swapped(first: str, second: str) -> bool:
 def opposites_differ(first: str, second: str) -> bool:
     """Whether one question names an action and the other its opposite (`_OPPOSITES`), neither naming both, moves
     something the other way round (`direction_reversed`), compares two things the other way round
-    (`comparison_reversed`) or asks before an event where the other asks after it (`before_after_differ`); in the
-    multilingual model's other languages by `other_languages.opposites_differ`, in Chinese by
-    `chinese_text.opposites_differ`."""
+    (`comparison_reversed`), asks before an event where the other asks after it (`before_after_differ`) or moves
+    something to a thing where the other moves it from that thing (`to_from_differ`); in the multilingual model's
+    other languages by `other_languages.opposites_differ`, in Chinese by `chinese_text.opposites_differ`."""
     if (
         direction_reversed(first, second)
         or comparison_reversed(first, second)
         or one_word_opposite(first, second)
         or before_after_differ(first, second)
+        or to_from_differ(first, second)
     ):
         return True
     (first_action, first_opposite), (second_action, second_opposite) = _opposite_sides(first), _opposite_sides(second)

@@ -232,8 +232,17 @@ def test_shipped_phrasings_name_their_intent_at_their_own_floor_for_text_that_is
         ("How many days before my period can I get pregnant?", "Can I get pregnant just after it ends?", ""),
         ("What happened in India before 1947?", "What happened in India after 1947?", "opposite actions"),
         ("What happened in India before 1947?", "What happened in India after 1950?", "numbers differ"),
+        # a move to a thing against the same move from it; "to" before a verb, "different from", different things,
+        # or both sides named: no conflict
+        ("How do I transfer money to another bank?", "How do I transfer money from another bank?", "opposite actions"),
+        ("How do I move photos to my SD card?", "How do I move photos from my SD card?", "opposite actions"),
+        ("Can I switch to the annual plan?", "Is it possible to switch from the annual plan?", "opposite actions"),
+        ("Can I transfer my number to another carrier?", "Is it possible to port my number to a new carrier?", ""),
+        ("How do I sync files from Google Drive?", "How can I get my Google Drive files synced to my laptop?", ""),
+        ("How is a lease different to a loan?", "How is a lease different from a loan?", ""),
+        ("Can I move money to and from my savings?", "Can I move money from my savings?", ""),
         ("What are the pros and cons of the Pro plan?", "What are the advantages of the Pro plan?", ""),
-        ("How do I transfer money to another bank?", "How do I transfer money from another bank?", ""),  # left out
+        ("How do I move money from PayPal to my bank?", "How can I send money to my bank from PayPal?", ""),
         ("How do I logout?", "How do I log out?", ""),  # one side, two spellings
         ("How do I turn on dark mode?", "How do I switch on dark mode?", ""),
         ("How do I open or close an account?", "How do I close an account?", ""),  # both named on one side

@@ -258,6 +258,13 @@ HELP_CENTRE_ZH_DATA = {
             "Can I cancel my order after it ships?",
         ),
         (
+            HELP_CENTRE_EN,
+            "all-MiniLM-L6-v2",
+            "english",
+            "How do I transfer money to another bank?",
+            "How do I transfer money from another bank?",
+        ),
+        (
             HELP_CENTRE_ZH_DATA,
             embeddings.USE_MODEL_NAME,
             "chinese",
@@ -328,6 +335,7 @@ HELP_CENTRE_ZH_DATA = {
         "chinese-before-after",
         "english-before-after",
         "english-before-after-multilingual",
+        "english-to-from",
         "chinese-direction-reversed",
         "chinese-online-offline",
         "english-comparison-reversed",
