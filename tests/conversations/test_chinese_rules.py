@@ -801,6 +801,27 @@ def test_opposite_actions_in_the_other_languages_conflict(first, second):
 
 
 @pytest.mark.parametrize(
+    ("first", "second", "reason"),
+    [
+        ("Kann ich vor dem Versand stornieren?", "Kann ich nach dem Versand stornieren?", "opposite actions"),
+        ("¿Puedo cancelar antes del envío?", "¿Puedo cancelar despues del envío?", "opposite actions"),
+        ("Puis-je annuler avant l'expédition ?", "Puis-je annuler après l'expédition ?", "opposite actions"),
+        ("Posso cancelar antes do envio?", "Posso cancelar depois do envio?", "opposite actions"),
+        ("Posso annullare prima della spedizione?", "Posso annullare dopo la spedizione?", "opposite actions"),
+        ("Можно ли отменить заказ до отправки?", "Можно ли отменить заказ после отправки?", "opposite actions"),
+        # around different events, both sides named, or the side kept in other words: no conflict
+        ("¿Puedo cancelar antes del envío?", "¿Puedo cancelar después del pago?", ""),
+        ("Wird meine Karte nach der Lieferung belastet?", "Wann wird sie belastet, vor oder nach der Lieferung?", ""),
+        ("Posso modificare l'ordine prima del pagamento?", "È possibile cambiare l'ordine prima di pagare?", ""),
+        ("Можно ли изменить адрес до оплаты?", "Можно ли поменять адрес до того, как я оплачу?", ""),
+    ],
+)
+def test_before_and_after_the_same_event_in_the_other_languages_conflict(first, second, reason):
+    assert qp.questions_conflict(first, second) == reason
+    assert qp.questions_conflict(second, first) == reason
+
+
+@pytest.mark.parametrize(
     ("first", "second"),
     [
         ("Wie melde ich mich an?", "Wie kann ich mich anmelden?"),  # one side, two ways

@@ -414,6 +414,9 @@ def test_a_question_never_conflicts_with_itself(text):
         ("Which one is best? Learn it from zero", set()),
         ("Twenty-one days, or a hundred and one, or one hundred?", {"21", "101", "100"}),
         ("¿Puedo tener dos cuentas? Kann ich zwei Konten haben? Puis-je avoir trois comptes ?", {"2", "3"}),
+        # French "dois" beside "je" or "tu" is "must"; Portuguese "dois" elsewhere is two.
+        ("Dois-je payer après la livraison ? Je dois confirmer ? Tu dois attendre ?", set()),
+        ("Posso ter dois cartões?", {"2"}),
         # Words of other languages that are English words or read in English text are not numbers there.
         ("Is my payment due? Can I pay once? Can I run six tests?", {"6"}),
         # Not clock times nor whole amounts: a ratio, a time with seconds, a version's trailing zero, dotted groups.

@@ -295,6 +295,13 @@ HELP_CENTRE_ZH_DATA = {
             "Wie aktiviere ich Benachrichtigungen?",
             "Wie deaktiviere ich Benachrichtigungen?",
         ),
+        (
+            HELP_CENTRE_OTHER,
+            embeddings.USE_MODEL_NAME,
+            "english",
+            "Kann ich die Bestellung vor dem Versand stornieren?",
+            "Kann ich die Bestellung nach dem Versand stornieren?",
+        ),
         (HELP_CENTRE_OTHER, embeddings.USE_MODEL_NAME, "english", "Wie melde ich mich an?", "Wie melde ich mich ab?"),
         (
             HELP_CENTRE_OTHER,
@@ -343,6 +350,7 @@ HELP_CENTRE_ZH_DATA = {
         "english-prefixed-opposite",
         "english-allow-block",
         "german-activate",
+        "german-before-after",
         "german-separable-prefix",
         "portuguese-activate",
         "japanese-login",
