@@ -577,10 +577,11 @@ _NOT_AN_EVENT = frozenset(
 )
 
 
-def time_sides(words: Sequence[str]) -> tuple[tuple[int, str], ...]:
-    """Each side (0 before, 1 after) a question in these languages puts an event on, with the event: the first word
-    after the side's word, as `_swap_words` reads it, that is not in `_NOT_AN_EVENT` ("antes del pago": (0, "pago")).
-    A side with no such word after it is left out."""
+@lru_cache(maxsize=1 << 12)
+def time_sides(words: tuple[str, ...]) -> tuple[tuple[int, str], ...]:
+    """Each side (0 before, 1 after) a question cut into `words` puts an event on in these languages, with the event:
+    the first word after the side's word, as `_swap_words` reads it, that is not in `_NOT_AN_EVENT` ("antes del
+    pago": (0, "pago")). A side with no such word after it is left out. Kept per question, as every pair reads it."""
     read = _swap_words(words)
     sides = []
     for index, word in enumerate(read):

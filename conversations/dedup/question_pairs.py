@@ -476,7 +476,7 @@ def before_after_differ(first: str, second: str) -> bool:
     ("Can I get a refund before shipping?" / "... after shipping?", cosine 0.95: the same words but one; 发货前 /
     发货后 in Chinese is `chinese_text.opposites_differ`'s). Around different events the two words often ask one
     question (QQP's "days before my period" / "just after it ends" is a labelled duplicate), so only the same event
-    or date counts. In the multilingual model's other languages the words are `other_languages.time_sides`'."""
+    or date counts. The words of the multilingual model's other languages are read by `other_languages.time_sides`."""
     if _read_as_chinese(first) or _read_as_chinese(second):
         return False
     return _sides_differ(
