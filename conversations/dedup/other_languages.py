@@ -539,8 +539,11 @@ def reads_as_english(words: Sequence[str]) -> bool:
 def opposites_differ(first: str, second: str, first_words: Sequence[str], second_words: Sequence[str]) -> bool:
     """Whether one question asks one side of an action and the other its opposite in these languages (the words
     `question_pairs` reads of each given beside it), neither naming both: "¿Cómo activo ...?" / "¿Cómo desactivo
-    ...?", "Wie melde ich mich an?" / "... ab?", "ログインできません" / "ログアウトできません"; or swaps two things
-    around a comparison or a move (`ends_swapped`)."""
+    ...?", "Wie melde ich mich an?" / "... ab?", "ログインできません" / "ログアウトできません"; swaps two things
+    around a comparison or a move (`ends_swapped`); or is the other but for one word of the other side
+    (`side_swapped`)."""
+    if side_swapped(first, second, tuple(first_words), tuple(second_words)):
+        return True
     latin = not any(word in _ENGLISH_SIGNS for word in (*first_words, *second_words))
     swap_read = not any(word in _ENGLISH_SIGNS_BUT_IS for word in (*first_words, *second_words))
     other_language = _reads_as_other_language(first, first_words) and _reads_as_other_language(second, second_words)
@@ -594,6 +597,120 @@ def time_sides(words: tuple[str, ...]) -> tuple[tuple[int, str], ...]:
         if event:
             sides.append((side, event))
     return tuple(sides)
+
+
+# --- one word for the other side --------------------------------------------------------------------------------
+
+# Words that put a question on one side of a thing, in pairs of sides: before / after an event, and to / from a place
+# or holder, in the words `_swap_words` reads ("al" as "a", "после" as "посл"). Many are other words as well: Dutch
+# "voor" is "for", Polish "po" "along", Spanish "a" a person's "a" and "de" "of", Russian "с" "with", which is why
+# `time_sides` reads none of them by itself. Here they are read only where two questions are the same words but one
+# of these for one of the other side (`side_swapped`), so the thing is the same one and the word can only name the
+# side: "voor de verlenging" / "na de verlenging", "do komputera" / "z komputera", "на другой аккаунт" / "с другого
+# аккаунта" (cosine 0.93-0.997 in the multilingual model, served by its head before this rule).
+_SIDE_WORD_PAIRS = tuple(
+    (frozenset(map(_cyrillic_stem, one.split())), frozenset(map(_cyrillic_stem, other.split())))
+    for one, other in (
+        (  # before / after
+            "antes avant prima vor voor vóór voordat przed önce до قبل",
+            "después despues depois après apres dopo nach na nadat po sonra после بعد",
+        ),
+        (  # to / from
+            """a hacia para pra à vers sur su sul sulla sui verso zu nach auf in an naar aan op do na ku в на к
+            dans""",
+            "de desde depuis da dai dagli dalle dallo von aus van vanaf uit z ze od из с от",
+        ),
+    )
+)
+# Fewest letters two inflected forms of one word share at their start, and most letters either has after that:
+# "płatnością" / "płatności", "wysyłką" / "wysyłce", "anderes" / "anderen" (case endings) read as one word.
+_STEM_SHARED_MIN, _STEM_TAIL_MAX = 4, 3
+
+
+def _one_word(one: str, other: str) -> bool:
+    """Whether two words are one word in two inflected forms (`_STEM_SHARED_MIN`, `_STEM_TAIL_MAX`); numbers only
+    when equal."""
+    if one == other:
+        return True
+    if one.isdigit() or other.isdigit():
+        return False
+    shared = 0
+    for a, b in zip(one, other, strict=False):
+        if a != b:
+            break
+        shared += 1
+    return shared >= _STEM_SHARED_MIN and max(len(one), len(other)) - shared <= _STEM_TAIL_MAX
+
+
+def _words_side_swapped(first_words: Sequence[str], second_words: Sequence[str]) -> bool:
+    one, other = _swap_words(first_words), _swap_words(second_words)
+    if len(one) != len(other) or one == other:
+        return False
+    differing = [(a, b) for a, b in zip(one, other, strict=True) if a != b]
+    sides = [
+        (a, b)
+        for a, b in differing
+        if any((a in left and b in right) or (a in right and b in left) for left, right in _SIDE_WORD_PAIRS)
+    ]
+    return len(sides) == 1 and all(_one_word(a, b) for a, b in differing if (a, b) not in sides)
+
+
+# The same in the scripts written without spaces between words, or with a side's word joined to its thing: one
+# question is the other with one of these written for one of the other side. Japanese 前 / 後 ("発送前" / "発送後",
+# "チェックインの前に" / "チェックインの後に"), へ or まで / から ("海外へ" / "海外から"), a group / everyone but it
+# ("学生は" / "学生以外は"); Korean 전 / 후 ("입금 전에" / "입금 후에"), a holder's 에게 / 에게서, 한테 / 한테서,
+# (으)로 / (으)로부터; Thai ก่อน / หลัง. Japanese に, which also says where and when, is left out.
+_SIDE_TEXT_PAIRS = (
+    ("전", "후"), ("이전", "이후"), ("에게", "에게서"), ("한테", "한테서"), ("로", "로부터"), ("으로", "으로부터"),
+    ("ก่อน", "หลัง"),
+)  # fmt: skip
+# Read only in text with kana: Chinese has its own reading of 前 / 后 (`chinese_text.opposites_differ`), and 以外
+# there ends "除了 ... 以外", "besides".
+_JA_SIDE_TEXT_PAIRS = (("前", "後"), ("前", "后"), ("へ", "から"), ("まで", "から"), ("以外", ""))
+# Korean (으)로 is "to" and 에서 "from" only beside a verb that moves something: with others they say "by" and "in"
+# ("앱으로 주문" / "앱에서 주문", ordering by and in the app, ask one question).
+_KO_MOVE_PAIRS = (("로", "에서"), ("으로", "에서"))
+_KO_MOVES = re.compile(r"보내|보낼|보냈|송금|이체|옮기|옮겨|옮길|전송|이동|복사|가져오|가져가|배송|발송|입금|출금")
+# Japanese writes the event of 前 / 後 as a noun or as a verb with する / した, with or without の between.
+_JA_SIDE_LEAD = re.compile(r"(?:の|する|した|して)(?=[前後])")
+_SPACES_AND_MARKS = re.compile(r"[\s?!.,;:。、？！，・「」]+")
+
+
+def _text_of_sides(text: str) -> str:
+    return _SPACES_AND_MARKS.sub("", _JA_SIDE_LEAD.sub("", text.lower()))
+
+
+def _written_for(one: str, other: str, pairs: Sequence[tuple[str, str]]) -> bool:
+    """Whether either text is the other with one of a pair's two strings written, at one place, for the other (or,
+    for a pair with an empty side, left out)."""
+    for left, right in pairs:
+        for text, then in ((one, other), (other, one)):
+            for old, new in ((left, right), (right, left)):
+                start = text.find(old) if old else -1
+                while start >= 0:
+                    if text[:start] + new + text[start + len(old) :] == then:
+                        return True
+                    start = text.find(old, start + 1)
+    return False
+
+
+@lru_cache(maxsize=1 << 12)
+def side_swapped(first: str, second: str, first_words: tuple[str, ...], second_words: tuple[str, ...]) -> bool:
+    """Whether the two questions are the same but for one word that puts the one on the other side of the same thing
+    (`_SIDE_WORD_PAIRS`, `_SIDE_TEXT_PAIRS`): before / after it, to / from it. Words are compared as `_swap_words`
+    reads them, inflected forms of one word as one (`_one_word`); text without spaces between words as written."""
+    if reads_as_english(first_words) or reads_as_english(second_words):
+        return False
+    if _words_side_swapped(first_words, second_words):
+        return True
+    one, other = _text_of_sides(first), _text_of_sides(second)
+    if one == other:
+        return False
+    if _written_for(one, other, _SIDE_TEXT_PAIRS):
+        return True
+    if has_kana(one) and has_kana(other) and _written_for(one, other, _JA_SIDE_TEXT_PAIRS):
+        return True
+    return _KO_MOVES.search(one) is not None and _written_for(one, other, _KO_MOVE_PAIRS)
 
 
 # --- follow-ups -------------------------------------------------------------------------------------------------

@@ -333,6 +333,20 @@ HELP_CENTRE_ZH_DATA = {
             "Can I merge my old account into my new account?",
             "Can I merge my new account into my old account?",
         ),
+        (
+            HELP_CENTRE_OTHER,
+            embeddings.USE_MODEL_NAME,
+            "english",
+            "発送前に返金できますか？",
+            "発送後に返金できますか？",
+        ),
+        (
+            HELP_CENTRE_OTHER,
+            embeddings.USE_MODEL_NAME,
+            "english",
+            "Как перевести деньги в другой банк?",
+            "Как перевести деньги из другого банка?",
+        ),
     ],
     ids=[
         "english-open-close",
@@ -358,6 +372,8 @@ HELP_CENTRE_ZH_DATA = {
         "spanish-comparison-reversed",
         "german-direction-reversed",
         "english-words-swapped",
+        "japanese-before-after",
+        "russian-to-from",
     ],
 )
 def test_a_question_about_the_opposite_action_is_never_served_the_first_ones_answer(
