@@ -231,6 +231,13 @@ _OPPOSITE_ACTIONS = (
     _opposite("上移|向上|往上|上滑|上拉|上翻", "下移|向下|往下|下滑|下拉|下翻", "置顶", "置底"),
     _opposite("内部|内网", "外部|外网", "对内", "对外"),
     _opposite("免费", "付费", "不要钱|不花钱", "花钱|要钱|收费"),
+    _opposite("国内|境内", "国际|国外|境外|海外|出国", "内地|本地", "跨境|外币"),
+    _opposite(
+        "新用户|新客户|新会员|新客|新人",
+        "老用户|老客户|老会员|老客|老顾客|现有用户|现有客户",
+        "新注册|首次|首单",
+        "已有",
+    ),
 )
 # A passive (被绑定, 被注册, 被删除) tells a state someone else brought about, which a question asks to undo or to
 # understand: either side's question may ask it, so a passive question names no side.

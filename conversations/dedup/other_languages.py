@@ -205,8 +205,11 @@ _KANA = re.compile(r"[\u3041-\u30ff\uff66-\uff9f]")
 # A run of hiragana, of katakana (with its long-vowel mark), or of anything else.
 _KANA_RUNS = re.compile(r"[\u3041-\u309f]+|[\u30a0-\u30ff\uff66-\uff9f]+|[^\u3041-\u30ff\uff66-\uff9f]+")
 # A verb's or adjective's negative ending (ない, なかった, なくて, なければ, ません), and the kanji that deny the word
-# they lead: 未 (not yet: 未着, 未反映), 不可 (not possible), 不要 (not needed), 無効 (invalid), 無し / 無い (none).
-_JA_NEGATION = re.compile(r"ない|なかった|なくて|なければ|なきゃ|ません|未(?![来満])|不可|不要|無効|無し|無い|無く")
+# they lead: 未 (not yet: 未着, 未反映), 不可 (not possible), 不要 (not needed), 無効 (invalid), 無し / 無い (none), 非
+# ("non-": 非会員, 非公開, 非表示; not 非常 "emergency, very", nor 是非 "by all means").
+_JA_NEGATION = re.compile(
+    r"ない|なかった|なくて|なければ|なきゃ|ません|未(?![来満])|不可|不要|無効|無し|無い|無く|(?<!是)非(?!常)"
+)
 # Where those letters deny nothing: "excuse me", "it does not matter (if...)", "few", "dangerous", "soon", "to lose",
 # the polite request "could you ..." (くれませんか, いただけないでしょうか: asked as "can you" is), and "I don't
 # know / understand", which hedges a question as Chinese 不知道 does. Taken out before the endings are read.
@@ -246,12 +249,15 @@ def kana_words_cut(words: Sequence[str]) -> list[str]:
 
 
 def reads_as_japanese(text: str) -> bool:
-    """Whether `text` ends as Japanese does: its last letter is kana (ですか, ません, ください). A Chinese question that
-    quotes Japanese ("日语ない是什么意思") ends in Chinese and is read as Chinese."""
-    for character in reversed(text):
-        if character.isalpha():
-            return _KANA.match(character) is not None
-    return False
+    """Whether `text` is Japanese: its last letter is kana (ですか, ません, ください), or kana are at least half its
+    letters ("アルバムを非公開に設定する方法", which ends in kanji). A Chinese question that quotes Japanese
+    ("日语ない是什么意思", "日语中的こころ是什么意思") ends in Chinese and is mostly Chinese: it is read as Chinese."""
+    letters = [character for character in text if character.isalpha()]
+    if not letters:
+        return False
+    if _KANA.match(letters[-1]):
+        return True
+    return 2 * sum(1 for character in letters if _KANA.match(character)) >= len(letters)
 
 
 def _japanese_negated(text: str) -> bool:
@@ -328,6 +334,43 @@ _OPPOSITE_WORDS = tuple(
             """cerrar cierro cierra fechar fecho fechei fermer ferme chiudere chiudo chiude schließen schließe
             закрыть закрываю zamknąć zamknij sluiten sluit""",
         ),
+        # The states and parties the English list has (domestic / international, new / existing, buyer / seller,
+        # public / private): "envío nacional" / "envío internacional", "Neukunden" / "Bestandskunden".
+        (
+            """nacional nacionales doméstico doméstica domésticos domésticas nazionale nazionali national nationale
+            nationaux nationales inland inländisch inländische inländischen binnenland binnenlandse krajowy krajowa
+            krajowe krajowej krajowych внутренний внутренняя внутреннее внутренние внутренних внутреннюю""",
+            """internacional internacionales internazionale internazionali international internationale
+            internationaux internationales extranjero extranjera exterior étranger estero ausland ausländisch
+            ausländische ausländischen buitenland buitenlandse międzynarodowy międzynarodowa międzynarodowe
+            międzynarodowej międzynarodowych zagranica zagraniczny zagraniczna международный международная
+            международное международные международных международную""",
+        ),
+        (
+            """nuevo nuevos nueva nuevas novo novos nova novas nouveau nouveaux nouvel nouvelle nouvelles nuovo nuovi
+            nuova nuove neue neuen neuer neukunde neukunden nieuw nieuwe nowy nowi nowa nowe nowych новый новые
+            новая новое новых новым""",
+            """existente existentes actual actuales atual atuais existant existants existante existantes ancien
+            anciens ancienne anciennes esistente esistenti bestehend bestehende bestehenden bestandskunde
+            bestandskunden bestaand bestaande obecny obecni obecna obecnych istniejący istniejącego istniejące
+            istniejących существующий существующие существующая существующих текущий текущие текущих""",
+        ),
+        (
+            """comprador compradores compradora acheteur acheteurs acheteuse acquirente acquirenti compratore
+            compratori käufer käuferin koper kopers kupujący kupującego kupującemu nabywca покупатель покупателя
+            покупателю покупателем покупатели""",
+            """vendedor vendedores vendedora vendeur vendeurs vendeuse venditore venditori verkäufer verkäuferin
+            verkoper verkopers sprzedający sprzedającego sprzedającemu sprzedawca sprzedawcy продавец продавца
+            продавцу продавцом продавцы""",
+        ),
+        (
+            """público pública públicos públicas publico publica public publique publics publiques pubblico pubblica
+            pubblici pubbliche öffentlich öffentliche öffentlichen openbaar openbare publiczny publiczna publiczne
+            publicznym публичный публичная публичное публичным открытый открытая открытое открытым открытой""",
+            """privado privada privados privadas privé privée privés privées privato privata privati private privat
+            privaten prywatny prywatna prywatne prywatnym приватный приватная приватное приватным закрытый закрытая
+            закрытое закрытым закрытой""",
+        ),
     )
 )
 # German and Dutch split a verb's prefix off to the end of the question ("Wie melde ich mich an?", "Hoe zet ik
@@ -351,6 +394,21 @@ _OPPOSITE_IN_TEXT = tuple(
         ("업로드", "다운로드"),
         ("켜|켠", "끄|끈|꺼(?!내)"),
         ("추가", "삭제|제거"),
+        ("국내", "해외|국제|외국"),
+        ("신규", "기존"),
+        ("구매자|구매하는 사람", "판매자|판매하는 사람"),
+        ("(?<!비)공개", "비공개"),
+    )
+)
+# The same states and parties in Japanese, read only in text with kana: in Chinese, which writes some of them with the
+# same characters (国内, 公开), they are `chinese_text.opposites_differ`'s.
+_OPPOSITE_IN_KANA_TEXT = tuple(
+    (re.compile(one), re.compile(other))
+    for one, other in (
+        ("国内", "海外|国際|外国"),
+        ("新規", "既存"),
+        ("購入者|買い手|買主", "販売者|売り手|売主|出品者|出店者"),
+        ("(?<!非)公開", "非公開"),
     )
 )
 
@@ -362,12 +420,16 @@ def _sides(text: str, words: tuple[str, ...], *, latin: bool) -> tuple[tuple[boo
     a turn's question is read against each candidate."""
     sides: list[tuple[bool, bool]] = []
     if latin:
-        named = set(words)
+        # An elided article is part of the word it leads ("l'acheteur").
+        named = set(words) | {word[2:] for word in words if word.startswith(_ELIDED)}
         sides += [(bool(one & named), bool(other & named)) for one, other in _OPPOSITE_WORDS]
         last = words[-1] if words else ""
         sides += [(last in one, last in other) for one, other in _OPPOSITE_LAST_WORDS]
     for one, other in _OPPOSITE_IN_TEXT:
         sides.append((one.search(other.sub(" ", text)) is not None, other.search(text) is not None))
+    kana = has_kana(text)
+    for one, other in _OPPOSITE_IN_KANA_TEXT:
+        sides.append((kana and one.search(other.sub(" ", text)) is not None, kana and other.search(text) is not None))
     return tuple(sides)
 
 
@@ -694,14 +756,35 @@ def _written_for(one: str, other: str, pairs: Sequence[tuple[str, str]]) -> bool
     return False
 
 
+# Korean writes "non-" as 비 before the noun (비회원, 비공개): a word of two syllables or more, and 비 and it.
+_KO_NON = "비"
+_KO_NON_BASE_MIN = 2
+_KO_WORDS = re.compile(r"[\uac00-\ud7a3]+|[^\s\uac00-\ud7a3]+")
+
+
+def _korean_non(one: str, other: str) -> bool:
+    """Whether one Korean question is the other with one word made "non-" (회원도 / 비회원도)."""
+    one_words, other_words = _KO_WORDS.findall(one), _KO_WORDS.findall(other)
+    if len(one_words) != len(other_words):
+        return False
+    differing = [(a, b) for a, b in zip(one_words, other_words, strict=True) if a != b]
+    if len(differing) != 1:
+        return False
+    a, b = sorted(differing[0], key=len)
+    return len(a) >= _KO_NON_BASE_MIN and b == _KO_NON + a and _HANGUL.match(a) is not None
+
+
 @lru_cache(maxsize=1 << 12)
 def side_swapped(first: str, second: str, first_words: tuple[str, ...], second_words: tuple[str, ...]) -> bool:
     """Whether the two questions are the same but for one word that puts the one on the other side of the same thing
-    (`_SIDE_WORD_PAIRS`, `_SIDE_TEXT_PAIRS`): before / after it, to / from it. Words are compared as `_swap_words`
+    (`_SIDE_WORD_PAIRS`, `_SIDE_TEXT_PAIRS`): before / after it, to / from it, a group or all but it (学生 / 学生以外,
+    회원 / 비회원). Words are compared as `_swap_words`
     reads them, inflected forms of one word as one (`_one_word`); text without spaces between words as written."""
     if reads_as_english(first_words) or reads_as_english(second_words):
         return False
     if _words_side_swapped(first_words, second_words):
+        return True
+    if _korean_non(first.lower(), second.lower()):
         return True
     one, other = _text_of_sides(first), _text_of_sides(second)
     if one == other:

@@ -822,6 +822,60 @@ def test_before_and_after_the_same_event_in_the_other_languages_conflict(first, 
 
 
 @pytest.mark.parametrize(
+    ("first", "second", "reason"),
+    [
+        ("国内配送の送料はいくらですか？", "海外配送の送料はいくらですか？", "opposite actions"),
+        ("新規会員に特典はありますか？", "既存会員に特典はありますか？", "opposite actions"),
+        ("購入者が返品送料を払いますか？", "販売者が返品送料を払いますか？", "opposite actions"),
+        ("公開プロフィールを編集するには？", "非公開プロフィールを編集するには？", "negation differs"),
+        ("会員でも購入できますか？", "非会員でも購入できますか？", "negation differs"),
+        ("국내 배송비는 얼마인가요?", "해외 배송비는 얼마인가요?", "opposite actions"),
+        ("구매자가 반품 배송비를 내나요?", "판매자가 반품 배송비를 내나요?", "opposite actions"),
+        ("공개 프로필은 어떻게 수정하나요?", "비공개 프로필은 어떻게 수정하나요?", "opposite actions"),
+        ("회원은 환불받을 수 있나요?", "비회원은 환불받을 수 있나요?", "opposite actions"),
+        ("国内快递运费多少？", "国际快递运费多少？", "opposite actions"),
+        ("新客户可以领券吗", "老客户可以领券吗", "opposite actions"),
+        ("¿Cuánto cuesta el envío nacional?", "¿Cuánto cuesta el envío internacional?", "opposite actions"),
+        ("¿Los clientes nuevos tienen descuento?", "¿Los clientes actuales tienen descuento?", "opposite actions"),
+        ("¿El comprador paga la devolución?", "¿El vendedor paga la devolución?", "opposite actions"),
+        ("Was kostet der Versand im Inland?", "Was kostet der Versand ins Ausland?", "opposite actions"),
+        ("Bekommen Neukunden einen Rabatt?", "Bekommen Bestandskunden einen Rabatt?", "opposite actions"),
+        (
+            "Les nouveaux clients ont-ils une réduction ?",
+            "Les anciens clients ont-ils une réduction ?",
+            "opposite actions",
+        ),
+        ("Comment l'acheteur peut-il annuler ?", "Comment le vendeur peut-il annuler ?", "opposite actions"),
+        ("Как сделать профиль открытым?", "Как сделать профиль закрытым?", "opposite actions"),
+    ],
+)
+def test_the_english_rules_states_and_parties_conflict_in_the_other_languages(first, second, reason):
+    """Domestic / international, new / existing, buyer / seller, public / private and member / non-member: the
+    multilingual head served 10 of a probe of 31 such pairs (cosine 0.88-0.99)."""
+    assert qp.questions_conflict(first, second) == reason
+    assert qp.questions_conflict(second, first) == reason
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("¿Puede cancelar el comprador o el vendedor?", "¿Quién puede cancelar, el vendedor o el comprador?"),
+        ("投稿を非表示にするには？", "投稿を非表示に設定する方法"),  # ends in kanji, still Japanese
+        ("非常口はどこですか？", "非常口の場所を教えてください"),  # 非常 is "emergency"
+        ("비밀번호를 바꾸는 방법", "비밀번호 변경 방법"),  # 비밀 is "secret", no "non-"
+        ("国内发货要几天", "国内快递几天到"),
+    ],
+)
+def test_one_state_or_party_on_both_sides_does_not_conflict(first, second):
+    assert qp.questions_conflict(first, second) == ""
+
+
+def test_japanese_that_ends_in_kanji_is_read_as_japanese_when_it_is_mostly_kana():
+    assert other_languages.reads_as_japanese("アルバムを非公開に設定する方法")
+    assert not other_languages.reads_as_japanese("日语中的こころ是什么意思")
+
+
+@pytest.mark.parametrize(
     ("first", "second"),
     [
         ("発送前に返金できますか？", "発送後に返金できますか？"),

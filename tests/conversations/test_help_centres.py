@@ -347,6 +347,20 @@ HELP_CENTRE_ZH_DATA = {
             "Как перевести деньги в другой банк?",
             "Как перевести деньги из другого банка?",
         ),
+        (
+            HELP_CENTRE_OTHER,
+            embeddings.USE_MODEL_NAME,
+            "english",
+            "国内配送の送料はいくらですか？",
+            "海外配送の送料はいくらですか？",
+        ),
+        (
+            HELP_CENTRE_OTHER,
+            embeddings.USE_MODEL_NAME,
+            "english",
+            "¿Los clientes nuevos tienen descuento?",
+            "¿Los clientes actuales tienen descuento?",
+        ),
     ],
     ids=[
         "english-open-close",
@@ -374,6 +388,8 @@ HELP_CENTRE_ZH_DATA = {
         "english-words-swapped",
         "japanese-before-after",
         "russian-to-from",
+        "japanese-domestic-international",
+        "spanish-new-existing",
     ],
 )
 def test_a_question_about_the_opposite_action_is_never_served_the_first_ones_answer(
