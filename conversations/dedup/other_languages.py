@@ -149,6 +149,17 @@ def _french_must(words: Sequence[str], index: int) -> bool:
     )
 
 
+# Spanish "siete" (seven) is Italian "you are" ("Siete aperti?"): not a number first in a question, beside "voi", or in
+# a text with an Italian sign.
+_ITALIAN_YOU_ARE = "siete"
+
+
+def _italian_you_are(words: Sequence[str], index: int) -> bool:
+    return words[index] == _ITALIAN_YOU_ARE and (
+        index == 0 or words[index - 1] == "voi" or any(word in _ITALIAN_SIGNS for word in words)
+    )
+
+
 def number_words(words: Sequence[str]) -> set[str]:
     """The values of the cardinal numbers `words` write as words in these languages, as strings ("dos" is "2"); none
     in a text with an English sign."""
@@ -157,7 +168,7 @@ def number_words(words: Sequence[str]) -> set[str]:
     return {
         str(_NUMBER_WORDS[word])
         for index, word in enumerate(words)
-        if word in _NUMBER_WORDS and not _french_must(words, index)
+        if word in _NUMBER_WORDS and not _french_must(words, index) and not _italian_you_are(words, index)
     }
 
 
@@ -398,6 +409,19 @@ _OPPOSITE_IN_TEXT = tuple(
         ("신규", "기존"),
         ("구매자|구매하는 사람", "판매자|판매하는 사람"),
         ("(?<!비)공개", "비공개"),
+        # Weekends / weekdays, one way / a round trip, peak / off-peak, as the English states.
+        (
+            "(?i)fin(?:es)? de semana|week-?ends?|wochenende|fim de semana|fins de semana|fine settimana|выходн|주말",
+            "(?i)entre semana|d[ií]as (?:laborables|h[aá]biles)|en semaine|jours? ouvrables?|werktags?|unter der woche"
+            "|durante a semana|dias [úu]teis|giorn[oi] ferial[ei]|doordeweeks|werkdag|dni robocze|будн|평일",
+        ),
+        (
+            r"(?i)\bida\b|aller simple|einfache fahrt|nur hinfahrt|sol[ao] andata|enkele reis|в одну сторону"
+            "|w jedną stronę|편도",
+            "(?i)ida y vuelta|ida e volta|aller[- ]retour|hin- und r[üu]ck|hin und zur[üu]ck|andata e ritorno"
+            "|heen en terug|туда и обратно|w obie strony|왕복",
+        ),
+        ("(?i)hora punta|horas punta|heures? de pointe", "(?i)hora valle|horas valle|heures? creuses"),
     )
 )
 # The same states and parties in Japanese, read only in text with kana: in Chinese, which writes some of them with the
@@ -409,6 +433,9 @@ _OPPOSITE_IN_KANA_TEXT = tuple(
         ("新規", "既存"),
         ("購入者|買い手|買主", "販売者|売り手|売主|出品者|出店者"),
         ("(?<!非)公開", "非公開"),
+        ("週末|土日", "平日"),
+        ("片道", "往復"),
+        ("(?<!オフ)ピーク", "オフピーク"),
     )
 )
 

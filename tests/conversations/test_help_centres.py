@@ -361,6 +361,13 @@ HELP_CENTRE_ZH_DATA = {
             "¿Los clientes nuevos tienen descuento?",
             "¿Los clientes actuales tienen descuento?",
         ),
+        (
+            HELP_CENTRE_OTHER,
+            embeddings.USE_MODEL_NAME,
+            "english",
+            "¿Abren los fines de semana?",
+            "¿Abren entre semana?",
+        ),
     ],
     ids=[
         "english-open-close",
@@ -390,6 +397,7 @@ HELP_CENTRE_ZH_DATA = {
         "russian-to-from",
         "japanese-domestic-international",
         "spanish-new-existing",
+        "spanish-weekends-weekdays",
     ],
 )
 def test_a_question_about_the_opposite_action_is_never_served_the_first_ones_answer(
