@@ -705,11 +705,27 @@ _SIDE_WORD_PAIRS = tuple(
             "después despues depois après apres dopo nach na nadat po sonra после بعد",
         ),
         (  # to / from
-            """a hacia para pra à vers sur su sul sulla sui verso zu nach auf in an naar aan op do na ku в на к
-            dans""",
+            "a hacia para pra à vers verso zu nach naar do ku к",
+            "de desde depuis da dai dagli dalle dallo von aus van vanaf uit z ze od из с от",
+        ),
+        (  # onto or into / from: read only beside a verb that moves something (`_MOVES`)
+            "sur su sul sulla sui auf in an op aan na в на dans",
             "de desde depuis da dai dagli dalle dallo von aus van vanaf uit z ze od из с от",
         ),
     )
+)
+# The pair of `_SIDE_WORD_PAIRS` whose "to" words also say where something is done: "sur le site" / "depuis le
+# site", "на сайте" / "с сайта", "sul sito" / "dal sito" ask one question (paying on or from the website) unless
+# something is moved: "перенести баллы на другой аккаунт" / "... с другого аккаунта".
+_PLACE_PAIR = 2
+# The starts of the verbs (and nouns) that move something, in these languages: transfer, move, send, copy, import,
+# export, migrate, switch, sync, upload, download.
+_MOVES = re.compile(
+    r"\b(?:transf|trasf|übertr|überw|überm|overm|overz|przel|przen|przes|перев|перен|перес|перем"
+    r"|d[ée]pla|mov|spost|versch|verpl|verl|wechs|overst|przejś|перейт"
+    r"|envo|envi|invi|mand|send|schick|stuur|stur|verz|wysł|wysy|отправ"
+    r"|copi|kopi|skopi|копир|скопир|import|export|esport|eksport|импорт|экспорт|migr|bascul|synchron|sincron"
+    r"|t[ée]l[ée]charg|descarg|baix|scaric|carg|caric|lad|загруз|скач|pobier|pobra)"
 )
 # Fewest letters two inflected forms of one word share at their start, and most letters either has after that:
 # "płatnością" / "płatności", "wysyłką" / "wysyłce", "anderes" / "anderen" (case endings) read as one word.
@@ -736,10 +752,15 @@ def _words_side_swapped(first_words: Sequence[str], second_words: Sequence[str])
     if len(one) != len(other) or one == other:
         return False
     differing = [(a, b) for a, b in zip(one, other, strict=True) if a != b]
+    moves = _MOVES.search(" ".join(first_words)) is not None
     sides = [
         (a, b)
         for a, b in differing
-        if any((a in left and b in right) or (a in right and b in left) for left, right in _SIDE_WORD_PAIRS)
+        if any(
+            (a in left and b in right) or (a in right and b in left)
+            for index, (left, right) in enumerate(_SIDE_WORD_PAIRS)
+            if index != _PLACE_PAIR or moves
+        )
     ]
     return len(sides) == 1 and all(_one_word(a, b) for a, b in differing if (a, b) not in sides)
 

@@ -957,6 +957,11 @@ def test_one_word_for_the_other_side_of_the_same_thing_conflicts(first, second):
         ("支払い後に領収書はもらえますか？", "支払いの後で領収書を発行してもらえますか？"),
         ("앱으로 주문할 수 있나요?", "앱에서 주문할 수 있나요?"),  # by / in the app: no move
         ("Jak zapłacić w aplikacji?", "Jak zapłacić z aplikacji?"),  # Polish "w" is "in", not "to"
+        # "on" or "in" a place against "from" it, nothing moved: where something is done, one question
+        ("Puis-je payer sur le site ?", "Puis-je payer depuis le site ?"),
+        ("Posso pagare sul sito?", "Posso pagare dal sito?"),
+        ("Как оплатить в приложении?", "Как оплатить из приложения?"),
+        ("Можно ли оплатить на сайте?", "Можно ли оплатить с сайта?"),
         ("Kan ik betalen voor de levering?", "Kan ik betalen voor de bezorging?"),  # one side, two words
         ("¿Cómo contacto a soporte?", "¿Cómo contacto con el equipo de soporte?"),  # "de" is "of"
         ("Kann ich vor dem Versand stornieren?", "Kann ich vor der Zahlung stornieren?"),  # not a side swap
