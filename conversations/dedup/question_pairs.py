@@ -758,8 +758,9 @@ def words_swapped(first: str, second: str) -> bool:
     """Whether two English questions are the same words with two things swapped, no symmetric word before or between
     them (`other_languages.swapped_around`, `_SWAP_SYMMETRIC`): "What if Apple buys Samsung?" / "What if Samsung buys
     Apple?", "How do you convert benzene into toluene?" / "... toluene into benzene?" (cosine near 1: the same
-    words). Read in a pair with an English function word (`other_languages.reads_as_english`) and no Chinese; the
-    other languages have `other_languages.ends_swapped`."""
+    words); also with the possessive determiners set aside (`_DETERMINERS`), which move with the thing they lead. Read
+    in a pair with an English function word (`other_languages.reads_as_english`) and no Chinese; the other languages
+    have `other_languages.ends_swapped`."""
     one, other = words_read(first), words_read(second)
     if (
         _read_as_chinese(first)
@@ -767,8 +768,20 @@ def words_swapped(first: str, second: str) -> bool:
         or not (other_languages.reads_as_english(one) or other_languages.reads_as_english(other))
     ):
         return False
-    swaps = other_languages.swapped_around(one, other)
-    return bool(swaps) and not any(_SWAP_SYMMETRIC.intersection((*before, *middle)) for before, middle in swaps)
+    for first_words, second_words in ((one, other), (_without_determiners(one), _without_determiners(other))):
+        swaps = other_languages.swapped_around(first_words, second_words)
+        if swaps:
+            return not any(_SWAP_SYMMETRIC.intersection((*before, *middle)) for before, middle in swaps)
+    return False
+
+
+# Possessive determiners, which move with the thing they lead when two things are swapped ("Can followers see who I
+# follow?" / "Can I see who my followers follow?"): `words_swapped` also reads the words without them.
+_DETERMINERS = frozenset({"my", "your", "our", "their"})
+
+
+def _without_determiners(words: Sequence[str]) -> tuple[str, ...]:
+    return tuple(word for word in words if word not in _DETERMINERS)
 
 
 def opposites_differ(first: str, second: str) -> bool:

@@ -375,6 +375,9 @@ def test_shipped_phrasings_name_their_intent_at_their_own_floor_for_text_that_is
         ),
         ("Should I install the driver before the app?", "Should I install the app before the driver?", "words swapped"),
         ("Can teachers message students in the app?", "Can students message teachers in the app?", "words swapped"),
+        # the possessive moves with the thing it leads
+        ("Can subscribers see who I subscribe to?", "Can I see who my subscribers subscribe to?", "words swapped"),
+        ("How do I pitch my start up idea?", "How do I pitch my startup idea?", ""),
         (
             "What is the difference between the Pro plan and the Team plan?",
             "What is the difference between the Team plan and the Pro plan?",
