@@ -133,9 +133,55 @@ _NUMBER_WORDS = {
         (30, "treinta trente dreißig trinta trenta dertig тридцать trzydzieści otuz"),
         (100, "cien ciento hundert cem cento honderd сто"),
         (1000, "mille tausend duizend тысяча tysiąc"),
+        # Russian in the other cases ("для двух человек", "после трёх попыток"); not "семью", also "family".
+        (2, "двух двум двумя"),
+        (3, "трёх трех трём трем тремя"),
+        (4, "четырёх четырех четырём четырем четырьмя"),
+        (5, "пяти пятью"),
+        (6, "шести шестью"),
+        (7, "семи"),
+        (8, "восьми восемью"),
+        (9, "девяти девятью"),
+        (10, "десяти десятью"),
+        (20, "двадцати"),
+        (30, "тридцати"),
+        # Indonesian and Malay, and Arabic.
+        (2, "dua اثنان اثنين"),
+        (3, "tiga ثلاثة ثلاث"),
+        (4, "empat أربعة أربع"),
+        (5, "lima خمسة"),
+        (6, "enam ستة"),
+        (7, "tujuh سبعة سبع"),
+        (8, "delapan ثمانية"),
+        (9, "sembilan تسعة تسع"),
+        (10, "sepuluh عشرة"),
+        (20, "عشرين عشرون"),
+        (30, "ثلاثين ثلاثون"),
     )
     for word in words.split()
 }
+# Vietnamese counts, read only in Vietnamese text (`_VIETNAMESE`: "hai" is also Indonesian "hi") and not after "thứ"
+# ("thứ hai", "thứ ba": Monday, Tuesday). Not "năm" (also "year") nor "chín" (also "ripe").
+_VIETNAMESE_NUMBERS = {"hai": 2, "ba": 3, "bốn": 4, "sáu": 6, "bảy": 7, "tám": 8, "mười": 10}
+_VIETNAMESE = re.compile(r"[\u1ea0-\u1ef9\u0111\u01a1\u01b0]")
+_VIETNAMESE_WEEKDAY = "thứ"
+# Korean counts, read on the text: a native number before a counter word ("두 명", "세 번", "여섯 달"; "두 번째" is
+# the second), a Sino-Korean one before a unit of time or a floor ("삼 일", "칠 일", "십 년"). Each starts a word. Not
+# 한 and 일 (one, as English "one" is no count here), nor 이 ("this", "two"), and 오 and 사 only with a space before
+# the unit ("오일" is oil).
+_KO_NATIVE = {"두": 2, "세": 3, "네": 4, "다섯": 5, "여섯": 6, "일곱": 7, "여덟": 8, "아홉": 9, "열": 10, "스무": 20}
+_KO_SINO = {"삼": 3, "사": 4, "오": 5, "육": 6, "칠": 7, "팔": 8, "구": 9, "십": 10}
+_KO_NATIVE_COUNT = re.compile(
+    r"(?<![\uac00-\ud7a3])("
+    + "|".join(_KO_NATIVE)
+    + r")\s?(?:개|명|번|장|달|시간|권|대|잔|살|가지|군데|곳|주|박|통|건)"
+)
+_KO_SINO_COUNT = re.compile(
+    r"(?<![\uac00-\ud7a3])("
+    + "|".join(_KO_SINO)
+    + r")(?:\s(?:일|개월|년|주|시간|분|층|회|차)|(?<![오사])(?:일|개월|년|층))"
+    r"(?![\uac00-\ud7a3])"
+)
 
 
 # French "dois" is "must" beside "je" or "tu" ("Dois-je payer ...?", "je dois"), Portuguese "dois" two elsewhere.
@@ -160,16 +206,26 @@ def _italian_you_are(words: Sequence[str], index: int) -> bool:
     )
 
 
-def number_words(words: Sequence[str]) -> set[str]:
-    """The values of the cardinal numbers `words` write as words in these languages, as strings ("dos" is "2"); none
-    in a text with an English sign."""
+def number_words(words: Sequence[str], text: str = "") -> set[str]:
+    """The values of the cardinal numbers `words` (of `text`) write as words in these languages, as strings ("dos" is
+    "2", "삼 일" is "3"); none in a text with an English sign."""
     if any(word in _ENGLISH_SIGNS for word in words):
         return set()
-    return {
+    values = {
         str(_NUMBER_WORDS[word])
         for index, word in enumerate(words)
         if word in _NUMBER_WORDS and not _french_must(words, index) and not _italian_you_are(words, index)
     }
+    if _VIETNAMESE.search(text):
+        values |= {
+            str(_VIETNAMESE_NUMBERS[word])
+            for index, word in enumerate(words)
+            if word in _VIETNAMESE_NUMBERS and (index == 0 or words[index - 1] != _VIETNAMESE_WEEKDAY)
+        }
+    if _HANGUL.search(text):
+        values |= {str(_KO_NATIVE[match]) for match in _KO_NATIVE_COUNT.findall(text)}
+        values |= {str(_KO_SINO[match]) for match in _KO_SINO_COUNT.findall(text)}
+    return values
 
 
 # --- periods of time ---------------------------------------------------------------------------------------------

@@ -250,7 +250,7 @@ def numbers_in(text: str) -> frozenset[str]:
         quantities, text = chinese_text.chinese_quantities(chinese_text.normalized(text))
     text = _NAMED_COUNTS.sub(" ", text)
     words = _letter_words(text.lower().replace("\u2019", "'"))
-    quantities |= _english_number_words(words) | other_languages.number_words(words)
+    quantities |= _english_number_words(words) | other_languages.number_words(words, text)
     text = _CLOCK.sub(lambda m: str(int(m[1])) if m[2] == "00" else f"{int(m[1])}.{m[2]}", text)
     return frozenset(quantities) | {
         _WHOLE_CENTS.sub(r"\1", number.replace(",", ""))

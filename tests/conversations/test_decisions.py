@@ -263,6 +263,16 @@ def test_shipped_phrasings_name_their_intent_at_their_own_floor_for_text_that_is
         ("¿Puedo tener dos cuentas?", "¿Puedo tener tres cuentas?", "numbers differ"),
         ("¿Puedo tener 2 cuentas?", "¿Puedo tener dos cuentas?", ""),
         ("Kann ich zwei Konten haben?", "Kann ich drei Konten haben?", "numbers differ"),
+        ("계정을 두 개 만들 수 있나요?", "계정을 세 개 만들 수 있나요?", "numbers differ"),
+        ("환불은 삼 일 걸리나요?", "환불은 오 일 걸리나요?", "numbers differ"),
+        ("환불은 삼 일 걸리나요?", "환불이 3일 걸리나요?", ""),
+        ("Tôi có thể tạo hai tài khoản không?", "Tôi có thể tạo ba tài khoản không?", "numbers differ"),
+        ("Bisakah saya membuat dua akun?", "Bisakah saya membuat tiga akun?", "numbers differ"),
+        (
+            "Можно ли вернуть товар в течение семи дней?",
+            "Можно ли вернуть товар в течение трёх дней?",
+            "numbers differ",
+        ),
         ("Which one should I pick?", "Which plan should I pick?", ""),
         ("Is the Pro plan billed monthly?", "Is the Pro plan billed annually?", "periods differ"),
         ("How do I make my project public?", "How do I make my project private?", "opposite actions"),
@@ -428,6 +438,14 @@ def test_a_question_never_conflicts_with_itself(text):
         ("Between two and three days, a thousand users, 2 million rows", {"2", "3", "1000"}),
         ("Which one is best? Learn it from zero", set()),
         ("Twenty-one days, or a hundred and one, or one hundred?", {"21", "101", "100"}),
+        # Korean counts before a counter or a unit; Vietnamese, Indonesian, Russian case forms, Arabic. Not Korean 이
+        # ("this") nor 오일 ("oil"), Vietnamese "thứ hai" (Monday) nor "năm" ("year"), Russian "семью" ("family").
+        ("한 번에 두 명까지, 칠 일 이내, 여섯 달, 3일", {"2", "7", "6", "3"}),
+        ("이 일은 언제까지? 엔진 오일 교체, 네, 알겠습니다", set()),
+        ("Tôi có thể đặt bốn vé? Thứ hai có mở cửa không? Gói năm", {"4"}),
+        ("Bisakah saya membuat dua akun atau tiga?", {"2", "3"}),
+        ("Подписка для двух человек, после трёх попыток, добавить семью", {"2", "3"}),
+        ("هل يمكن إرجاع المنتج خلال سبعة أيام؟", {"7"}),
         # A unit, or a ten before a ten or a teen, ends a number.
         ("Two one-way tickets, in twenty thirty, nineteen eighty", {"2", "20", "30", "19", "80"}),
         ("¿Puedo tener dos cuentas? Kann ich zwei Konten haben? Puis-je avoir trois comptes ?", {"2", "3"}),
