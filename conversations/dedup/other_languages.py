@@ -446,11 +446,12 @@ _OPPOSITE_LAST_WORDS = tuple(
     (frozenset(one.split()), frozenset(other.split()))
     for one, other in (("an", "ab"), ("auf", "zu"), ("ein", "aus"), ("hoch", "herunter runter"), ("aan in", "uit"))
 )
-# Japanese and Korean write these as loanwords or syllables inside the text. The other side is read first and
-# taken out, as アンインストール holds インストール; オン and オフ not inside オンライン, オフライン or オフィス, 꺼
-# not in 꺼내다 ("take out").
+# Japanese and Korean write these as loanwords or syllables inside the text, and phrases of the other languages are
+# read here too ("fines de semana", "ida y vuelta"), whatever their letters' case. The other side is read first and
+# taken out, as アンインストール holds インストール and "ida y vuelta" holds "ida"; オン and オフ not inside オンライン,
+# オフライン or オフィス, 꺼 not in 꺼내다 ("take out").
 _OPPOSITE_IN_TEXT = tuple(
-    (re.compile(one), re.compile(other))
+    (re.compile(one, re.I), re.compile(other, re.I), re.compile(f"{one}|{other}", re.I))
     for one, other in (
         ("ログイン|サインイン", "ログアウト|サインアウト"),
         ("アップロード", "ダウンロード"),
@@ -467,23 +468,23 @@ _OPPOSITE_IN_TEXT = tuple(
         ("(?<!비)공개", "비공개"),
         # Weekends / weekdays, one way / a round trip, peak / off-peak, as the English states.
         (
-            "(?i)fin(?:es)? de semana|week-?ends?|wochenende|fim de semana|fins de semana|fine settimana|выходн|주말",
-            "(?i)entre semana|d[ií]as (?:laborables|h[aá]biles)|en semaine|jours? ouvrables?|werktags?|unter der woche"
+            "fin(?:es)? de semana|week-?ends?|wochenende|fim de semana|fins de semana|fine settimana|выходн|주말",
+            "entre semana|d[ií]as (?:laborables|h[aá]biles)|en semaine|jours? ouvrables?|werktags?|unter der woche"
             "|durante a semana|dias [úu]teis|giorn[oi] ferial[ei]|doordeweeks|werkdag|dni robocze|будн|평일",
         ),
         (
-            r"(?i)\bida\b|aller simple|einfache fahrt|nur hinfahrt|sol[ao] andata|enkele reis|в одну сторону"
+            r"\bida\b|aller simple|einfache fahrt|nur hinfahrt|sol[ao] andata|enkele reis|в одну сторону"
             "|w jedną stronę|편도",
-            "(?i)ida y vuelta|ida e volta|aller[- ]retour|hin- und r[üu]ck|hin und zur[üu]ck|andata e ritorno"
+            "ida y vuelta|ida e volta|aller[- ]retour|hin- und r[üu]ck|hin und zur[üu]ck|andata e ritorno"
             "|heen en terug|туда и обратно|w obie strony|왕복",
         ),
-        ("(?i)hora punta|horas punta|heures? de pointe", "(?i)hora valle|horas valle|heures? creuses"),
+        ("hora punta|horas punta|heures? de pointe", "hora valle|horas valle|heures? creuses"),
     )
 )
 # The same states and parties in Japanese, read only in text with kana: in Chinese, which writes some of them with the
 # same characters (国内, 公开), they are `chinese_text.opposites_differ`'s.
 _OPPOSITE_IN_KANA_TEXT = tuple(
-    (re.compile(one), re.compile(other))
+    (re.compile(one, re.I), re.compile(other, re.I), re.compile(f"{one}|{other}", re.I))
     for one, other in (
         ("国内", "海外|国際|外国"),
         ("新規", "既存"),
@@ -508,11 +509,14 @@ def _sides(text: str, words: tuple[str, ...], *, latin: bool) -> tuple[tuple[boo
         sides += [(bool(one & named), bool(other & named)) for one, other in _OPPOSITE_WORDS]
         last = words[-1] if words else ""
         sides += [(last in one, last in other) for one, other in _OPPOSITE_LAST_WORDS]
-    for one, other in _OPPOSITE_IN_TEXT:
-        sides.append((one.search(other.sub(" ", text)) is not None, other.search(text) is not None))
     kana = has_kana(text)
-    for one, other in _OPPOSITE_IN_KANA_TEXT:
-        sides.append((kana and one.search(other.sub(" ", text)) is not None, kana and other.search(text) is not None))
+    for pairs, read in ((_OPPOSITE_IN_TEXT, True), (_OPPOSITE_IN_KANA_TEXT, kana)):
+        for one, other, either in pairs:
+            # Most texts name neither side: one search tells.
+            if not read or either.search(text) is None:
+                sides.append((False, False))
+            else:
+                sides.append((one.search(other.sub(" ", text)) is not None, other.search(text) is not None))
     return tuple(sides)
 
 
