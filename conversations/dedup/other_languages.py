@@ -886,8 +886,8 @@ def _korean_non(one: str, other: str) -> bool:
 def side_swapped(first: str, second: str, first_words: tuple[str, ...], second_words: tuple[str, ...]) -> bool:
     """Whether the two questions are the same but for one word that puts the one on the other side of the same thing
     (`_SIDE_WORD_PAIRS`, `_SIDE_TEXT_PAIRS`): before / after it, to / from it, a group or all but it (学生 / 学生以外,
-    회원 / 비회원). Words are compared as `_swap_words`
-    reads them, inflected forms of one word as one (`_one_word`); text without spaces between words as written."""
+    회원 / 비회원). Words are compared as `_swap_words` reads them, inflected forms of one word as one (`_one_word`);
+    text without spaces between words as written."""
     if reads_as_english(first_words) or reads_as_english(second_words):
         return False
     if _words_side_swapped(first_words, second_words):

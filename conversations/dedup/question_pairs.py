@@ -563,7 +563,7 @@ _ONE_WORD_OPPOSITES = frozenset({frozenset({"up", "down"})})
 
 
 # Prefixes written apart from their word ("non-refundable" is read "non", "refundable"), each with the words it may
-# lead (None: any): "off" makes an opposite of "peak" only ("turn off notifications" is no "non-notifications").
+# lead (None: any). "Off" only before "peak": elsewhere it is the "off" of "turn off", no prefix.
 _PREFIX_WORDS_APART: dict[str, frozenset[str] | None] = {"non": None, "off": frozenset({"peak"})}
 
 
