@@ -447,11 +447,11 @@ _OPPOSITE_LAST_WORDS = tuple(
     for one, other in (("an", "ab"), ("auf", "zu"), ("ein", "aus"), ("hoch", "herunter runter"), ("aan in", "uit"))
 )
 # Japanese and Korean write these as loanwords or syllables inside the text, and phrases of the other languages are
-# read here too ("fines de semana", "ida y vuelta"), whatever their letters' case. The other side is read first and
+# read here too ("fines de semana", "ida y vuelta"), on the text in lower case. The other side is read first and
 # taken out, as アンインストール holds インストール and "ida y vuelta" holds "ida"; オン and オフ not inside オンライン,
 # オフライン or オフィス, 꺼 not in 꺼내다 ("take out").
 _OPPOSITE_IN_TEXT = tuple(
-    (re.compile(one, re.I), re.compile(other, re.I), re.compile(f"{one}|{other}", re.I))
+    (re.compile(one), re.compile(other), re.compile(f"{one}|{other}"))
     for one, other in (
         ("ログイン|サインイン", "ログアウト|サインアウト"),
         ("アップロード", "ダウンロード"),
@@ -484,7 +484,7 @@ _OPPOSITE_IN_TEXT = tuple(
 # The same states and parties in Japanese, read only in text with kana: in Chinese, which writes some of them with the
 # same characters (国内, 公开), they are `chinese_text.opposites_differ`'s.
 _OPPOSITE_IN_KANA_TEXT = tuple(
-    (re.compile(one, re.I), re.compile(other, re.I), re.compile(f"{one}|{other}", re.I))
+    (re.compile(one), re.compile(other), re.compile(f"{one}|{other}"))
     for one, other in (
         ("国内", "海外|国際|外国"),
         ("新規", "既存"),
@@ -495,6 +495,11 @@ _OPPOSITE_IN_KANA_TEXT = tuple(
         ("(?<!オフ)ピーク", "オフピーク"),
     )
 )
+
+
+# Every side of every pair above, in one pattern.
+_ANY_IN_TEXT = re.compile("|".join(either.pattern for _, _, either in _OPPOSITE_IN_TEXT))
+_ANY_IN_KANA_TEXT = re.compile("|".join(either.pattern for _, _, either in _OPPOSITE_IN_KANA_TEXT))
 
 
 @lru_cache(maxsize=1 << 12)
@@ -510,10 +515,18 @@ def _sides(text: str, words: tuple[str, ...], *, latin: bool) -> tuple[tuple[boo
         last = words[-1] if words else ""
         sides += [(last in one, last in other) for one, other in _OPPOSITE_LAST_WORDS]
     kana = has_kana(text)
-    for pairs, read in ((_OPPOSITE_IN_TEXT, True), (_OPPOSITE_IN_KANA_TEXT, kana)):
+    # The patterns are lower case: a case-blind search of many alternatives is several times slower.
+    text = text.lower()
+    for pairs, any_side, read in (
+        (_OPPOSITE_IN_TEXT, _ANY_IN_TEXT, True),
+        (_OPPOSITE_IN_KANA_TEXT, _ANY_IN_KANA_TEXT, kana),
+    ):
+        # Most texts name no side of any pair: one search tells, then one a pair.
+        if not read or any_side.search(text) is None:
+            sides += [(False, False)] * len(pairs)
+            continue
         for one, other, either in pairs:
-            # Most texts name neither side: one search tells.
-            if not read or either.search(text) is None:
+            if either.search(text) is None:
                 sides.append((False, False))
             else:
                 sides.append((one.search(other.sub(" ", text)) is not None, other.search(text) is not None))
