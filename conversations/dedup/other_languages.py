@@ -319,8 +319,10 @@ def reads_as_japanese(text: str) -> bool:
     """Whether `text` is Japanese: its last letter is kana (ですか, ません, ください), or kana are at least half its
     letters ("アルバムを非公開に設定する方法", which ends in kanji). A Chinese question that quotes Japanese
     ("日语ない是什么意思", "日语中的こころ是什么意思") ends in Chinese and is mostly Chinese: it is read as Chinese."""
+    if not has_kana(text):
+        return False
     letters = [character for character in text if character.isalpha()]
-    if not letters:
+    if not letters:  # kana marks alone ("・", "゛") are no letters
         return False
     if _KANA.match(letters[-1]):
         return True
@@ -905,6 +907,9 @@ def side_swapped(first: str, second: str, first_words: tuple[str, ...], second_w
         return False
     if _words_side_swapped(first_words, second_words):
         return True
+    # What follows reads only Korean, Thai and Japanese (the two texts are one but for a word: one text tells).
+    if not (_HANGUL.search(first) or _THAI.search(first) or has_kana(first)):
+        return False
     if _korean_non(first.lower(), second.lower()):
         return True
     one, other = _text_of_sides(first), _text_of_sides(second)

@@ -917,6 +917,9 @@ def test_one_state_or_party_on_both_sides_does_not_conflict(first, second):
 def test_japanese_that_ends_in_kanji_is_read_as_japanese_when_it_is_mostly_kana():
     assert other_languages.reads_as_japanese("アルバムを非公開に設定する方法")
     assert not other_languages.reads_as_japanese("日语中的こころ是什么意思")
+    # Kana marks with no letter beside them read as nothing, and never fail the reading.
+    assert not other_languages.reads_as_japanese("・・？")
+    assert qp.questions_conflict("・", "・・？") == ""
 
 
 @pytest.mark.parametrize(
