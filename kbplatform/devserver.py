@@ -1,7 +1,8 @@
 """`make run`: the whole platform on embedded defaults, in one terminal, with no questions asked.
 
 Starts (or reuses) Milvus Lite and Redis, migrates, ensures the `demo` tenant with an admin login and an API
-key of every scope, then runs a Celery worker, beat and the web server until Ctrl-C, which stops them all. Running it
+key of every scope, then runs a Celery worker, beat and the web server until Ctrl-C, which stops them all, and gives
+the demo tenant two small help centres to talk to, one English and one Chinese (`DEMO_KNOWLEDGE_BASES`). Running it
 again reuses the data under `var/`, the admin password and the API key.
 """
 
@@ -229,6 +230,34 @@ def demo_tenant_args(*, email: str, password: str) -> list[str]:
     return ["create_tenant", "demo", "--name=Demo", f"--admin-email={email}", f"--admin-password={password}"]
 
 
+# The demo tenant's two help centres, one English and one Chinese, each with the model and analyser its language
+# wants: what a new user asks first ("How do I reset my password?", "我忘了密码怎么办？").
+DEMO_DOCUMENTS = ROOT / "kbplatform" / "demo"
+DEMO_KNOWLEDGE_BASES = (
+    ("help_centre_en", "Help centre", "all-MiniLM-L6-v2", "english"),
+    ("help_centre_zh", "帮助中心", "use-multilingual-v3", "chinese"),
+)
+
+
+def demo_ingest_args() -> list[list[str]]:
+    """`manage.py ingest`'s arguments for each demo knowledge base. Re-running them is safe: a document already in the
+    knowledge base is skipped, so `make run` seeds on every start and adds only what is missing."""
+    return [
+        [
+            "ingest",
+            str(DEMO_DOCUMENTS / folder),
+            "--tenant=demo",
+            f"--kb={name}",
+            f"--embedding-model={model}",
+            f"--text-analyzer={analyzer}",
+            "--no-wait",
+            "-v",
+            "0",
+        ]
+        for folder, name, model, analyzer in DEMO_KNOWLEDGE_BASES
+    ]
+
+
 def demo_credentials(env: dict[str, str]) -> tuple[str, str, str]:
     """(admin email, password, API key), reused across runs from var/demo.env. The key holds every scope, so the
     README's session (create a knowledge base, upload, converse) runs with it; a saved key that no longer does (its
@@ -318,6 +347,14 @@ def main() -> None:
             time.sleep(1)
             report = health(WEB_ADDRESS)
         components = ", ".join(f"{name} {c['status']}" for name, c in (report or {}).get("components", {}).items())
+        seeded = True
+        for args in demo_ingest_args():
+            try:
+                manage(env, *args)
+            except subprocess.CalledProcessError:
+                seeded = False
+                say(f"could not seed the demo knowledge base from {args[1]}: see the message above; going on without it")
+        names = " and ".join(f'"{name}" ({analyzer}, {model})' for _, name, model, analyzer in DEMO_KNOWLEDGE_BASES)
         print(
             f"""
 kbplatform is running.
@@ -326,6 +363,8 @@ kbplatform is running.
   Admin         http://{WEB_ADDRESS}/admin/   login {email} / {password}
   Demo API key  {key}
   Try           curl -H "Authorization: Api-Key {key}" http://{WEB_ADDRESS}/api/v1/whoami/
+  Demo data     {names if seeded else "none (seeding failed, see above)"}
+                curl -H "Authorization: Api-Key {key}" http://{WEB_ADDRESS}/api/v1/knowledge-bases/
 Logs in var/logs/. Ctrl-C stops everything.
 """,
             flush=True,
