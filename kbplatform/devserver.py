@@ -353,7 +353,7 @@ def main() -> None:
                 manage(env, *args)
             except subprocess.CalledProcessError:
                 seeded = False
-                say(f"could not seed the demo knowledge base from {args[1]}: see the message above; going on without it")
+                say(f"could not seed the demo knowledge base from {args[1]} (see above); going on without it")
         names = " and ".join(f'"{name}" ({analyzer}, {model})' for _, name, model, analyzer in DEMO_KNOWLEDGE_BASES)
         print(
             f"""

@@ -3,7 +3,6 @@ values it meant, whatever characters the generated password holds; those it give
 help centres name folders that hold documents and models the deployment offers."""
 
 import pytest
-
 from django.conf import settings
 
 from kbplatform.devserver import demo_ingest_args, demo_tenant_args

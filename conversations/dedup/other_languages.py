@@ -481,6 +481,13 @@ _OPPOSITE_IN_TEXT = tuple(
             "|heen en terug|туда и обратно|w obie strony|왕복",
         ),
         ("hora punta|horas punta|heures? de pointe", "hora valle|horas valle|heures? creuses"),
+        # A standard against an express service.
+        (
+            "일반 ?배송|일반 ?택배|(?:envío|envio|livraison|spedizione|entrega|verzending) "
+            "(?:estándar|estandar|standard|normal|ordinaire|standaard|padrão|padrao)|standardversand|standardlieferung",
+            "특급|빠른 ?배송|익일 ?배송|(?:envío|envio|livraison|spedizione|entrega|verzending) "
+            "(?:exprés|expres|express|urgente|rápid[oa]|rapide|expressa)|expressversand|expresslieferung|eilversand",
+        ),
     )
 )
 # The same states and parties in Japanese, read only in text with kana: in Chinese, which writes some of them with the
@@ -495,6 +502,7 @@ _OPPOSITE_IN_KANA_TEXT = tuple(
         ("週末|土日", "平日"),
         ("片道", "往復"),
         ("(?<!オフ)ピーク", "オフピーク"),
+        ("通常配送|通常便|普通便", "お急ぎ便|速達|特急便|翌日配送"),
     )
 )
 

@@ -342,6 +342,7 @@ _OPPOSITES = tuple(
         ("online", "offline, in store, instore"),
         ("weekday, weekdays", "weekend, weekends"),
         ("one way", "round trip, return trip, return ticket"),
+        ("standard shipping, standard delivery, regular shipping, regular delivery, economy shipping", "express"),
         ("new", "existing"),
         ("domestic", "international"),
         ("within", "after"),

@@ -872,6 +872,13 @@ def test_the_english_rules_states_and_parties_conflict_in_the_other_languages(fi
         ("Êtes-vous ouverts le week-end ?", "Êtes-vous ouverts en semaine ?"),
         ("Le billet aller simple est-il remboursable ?", "Le billet aller-retour est-il remboursable ?"),
         ("Vocês abrem nos fins de semana?", "Vocês abrem durante a semana?"),
+        # a standard against an express service
+        ("普通快递几天到？", "加急快递几天到？"),
+        ("일반 배송은 며칠 걸리나요?", "특급 배송은 며칠 걸리나요?"),
+        ("Combien de temps prend la livraison standard ?", "Combien de temps prend la livraison express ?"),
+        ("¿Cuánto tarda el envío estándar?", "¿Cuánto tarda el envío exprés?"),
+        ("Wie lange dauert der Standardversand?", "Wie lange dauert der Expressversand?"),
+        ("通常配送は何日かかりますか？", "お急ぎ便は何日かかりますか？"),
     ],
 )
 def test_weekends_one_way_trips_and_peak_hours_conflict_in_the_other_languages(first, second):
@@ -885,6 +892,7 @@ def test_weekends_one_way_trips_and_peak_hours_conflict_in_the_other_languages(f
     ("first", "second"),
     [
         ("周末能办理业务吗", "星期六可以办业务吗"),  # both the weekend
+        ("普通快递和加急快递差多少钱", "加急比普通快递贵多少"),  # both tiers on both
         ("¿Puedo cambiar un billete de ida y vuelta?", "¿Se puede modificar un billete de ida y vuelta?"),
         ("往返票比两张单程票便宜吗", "往返票划算还是两张单程票划算"),  # both sides on both
         ("Siete aperti nel fine settimana?", "Il negozio è aperto nel fine settimana?"),  # "siete" is "you are"

@@ -292,6 +292,8 @@ def test_shipped_phrasings_name_their_intent_at_their_own_floor_for_text_that_is
         ("Are fares cheaper on weekdays?", "Are fares cheaper on weekends?", "opposite actions"),
         ("Are fares cheaper on weekends?", "Are fares cheaper on Saturday and Sunday?", ""),
         ("Is a one-way ticket refundable?", "Is a round-trip ticket refundable?", "opposite actions"),
+        ("How long does standard shipping take?", "How long does express shipping take?", "opposite actions"),
+        ("How fast is express shipping?", "How quickly does express delivery arrive?", ""),
         ("Is a round trip cheaper than two one-way tickets?", "Is a return ticket cheaper than two singles?", ""),
         ("Can I return an item bought in store?", "Can I return an item bought online?", "opposite actions"),
         ("Can I return an online order in store?", "Can I bring an online order back to a shop?", ""),

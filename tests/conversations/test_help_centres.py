@@ -368,6 +368,7 @@ HELP_CENTRE_ZH_DATA = {
             "¿Abren los fines de semana?",
             "¿Abren entre semana?",
         ),
+        (HELP_CENTRE_ZH_DATA, embeddings.USE_MODEL_NAME, "chinese", "普通快递几天到？", "加急快递几天到？"),
     ],
     ids=[
         "english-open-close",
@@ -398,6 +399,7 @@ HELP_CENTRE_ZH_DATA = {
         "japanese-domestic-international",
         "spanish-new-existing",
         "spanish-weekends-weekdays",
+        "chinese-standard-express",
     ],
 )
 def test_a_question_about_the_opposite_action_is_never_served_the_first_ones_answer(
