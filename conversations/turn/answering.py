@@ -41,7 +41,40 @@ from retrieval.embeddings import token_count, token_counts
 
 logger = logging.getLogger(__name__)
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+# A sentence ends at ".", "!" or "?" before a space, at a Chinese or Japanese full stop, "!" or "?" (no space follows
+# them), and at a line break that is left once `_unwrapped` has joined the wrapped lines: a paragraph break, or a
+# line that begins a heading or a list item. A single line break inside a paragraph is where the writer's editor
+# wrapped the line ("... arrives the next\nworking day ..."), not the end of a sentence.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])\s*|\n\s*")
+_WRAPPED_LINE = re.compile(r"(?<!\n)\n(?![#>*\-•\n]|\d+[.)]\s)[ \t]*")
+_TRAILING_SPACES = re.compile(r"[ \t]+\n")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7a3\uff00-\uffef]")
+# Fewest characters a sentence needs to be shown: a fragment says nothing ("1."). Chinese and Japanese say as much in
+# about a third of the characters.
+_SENTENCE_MIN_CHARS, _CJK_SENTENCE_MIN_CHARS = 20, 6
+
+
+def _unwrapped(text: str) -> str:
+    """`text` with the line breaks inside its paragraphs read as spaces (none between two CJK characters)."""
+
+    def join(match: re.Match[str]) -> str:
+        before = text[match.start() - 1] if match.start() else ""
+        after = text[match.end()] if match.end() < len(text) else ""
+        return "" if _CJK.match(before) and _CJK.match(after) else " "
+
+    text = _TRAILING_SPACES.sub("\n", text)
+    return _WRAPPED_LINE.sub(join, text)
+
+
+def sentences_of(text: str) -> list[str]:
+    """The sentences of a passage, as the extractive answer quotes them: wrapped lines joined, fragments left out."""
+    sentences = []
+    for sentence in _SENTENCE_END.split(_unwrapped(text)):
+        sentence = sentence.strip()
+        shortest = _CJK_SENTENCE_MIN_CHARS if _CJK.search(sentence) else _SENTENCE_MIN_CHARS
+        if len(sentence) >= shortest:
+            sentences.append(sentence)
+    return sentences
 
 
 @dataclass(frozen=True)
@@ -127,9 +160,7 @@ class ExtractiveAnswerGenerator:
         question_words = content_words(question)
         scored: list[tuple[float, int, int, str]] = []
         for rank, passage in enumerate(passages):
-            for position, sentence in enumerate(s.strip() for s in _SENTENCE_END.split(passage.text)):
-                if len(sentence) < 20:
-                    continue
+            for position, sentence in enumerate(sentences_of(passage.text)):
                 words = content_words(sentence)
                 overlap = len(question_words & words) / (len(question_words) or 1)
                 # Overlap first; on a tie the better-ranked passage and the earlier sentence win.

@@ -17,6 +17,7 @@ from conversations.turn.answering import (
     HistoryTurn,
     SourcePassage,
     answer_generator,
+    sentences_of,
 )
 from kbplatform.errors import UpstreamError, UpstreamTimeoutError
 from retrieval.embeddings import token_count
@@ -33,6 +34,35 @@ def test_extractive_answer_cites_best_sentences_and_counts_real_tokens():
     assert answer.text.startswith("The Team plan costs 12 dollars per user per month. [1]")
     assert answer.context_tokens == sum(token_count(p.text) for p in PASSAGES)
     assert answer.answer_tokens == token_count(answer.text)
+
+
+def test_extractive_answer_quotes_whole_sentences_of_wrapped_lines():
+    """A Markdown or text file wraps its paragraphs at a fixed width: the answer quoted "Express delivery arrives the
+    next [1]", the rest of the sentence lost on the next line."""
+    passage = SourcePassage(
+        1,
+        "# Shipping\n\nStandard delivery takes three to five working days. Express delivery arrives the next\n"
+        "working day when you order before 2 pm.\n\n- Tracking numbers appear once a parcel ships\n- Returns are free",
+        0,
+    )
+    answer = ExtractiveAnswerGenerator().generate(question="When does express delivery arrive?", passages=[passage])
+    assert answer.text.startswith("Express delivery arrives the next working day when you order before 2 pm. [1]")
+    assert sentences_of(passage.text) == [
+        "Standard delivery takes three to five working days.",
+        "Express delivery arrives the next working day when you order before 2 pm.",
+        "- Tracking numbers appear once a parcel ships",
+    ]
+
+
+def test_extractive_answer_reads_chinese_sentences():
+    """A Chinese full stop ends a sentence with no space after it, a wrapped Chinese line joins with no space, and a
+    short Chinese sentence says as much as a long English one."""
+    text = "购买后三十天内可以申请退款。退款原路退回到付款的银\n行卡，五个工作日内到账。礼品卡不支持退款。"
+    assert sentences_of(text) == [
+        "购买后三十天内可以申请退款。",
+        "退款原路退回到付款的银行卡，五个工作日内到账。",
+        "礼品卡不支持退款。",
+    ]
 
 
 def test_extractive_answer_without_passages_says_so():
