@@ -67,10 +67,13 @@ def _unwrapped(text: str) -> str:
 
 
 def sentences_of(text: str) -> list[str]:
-    """The sentences of a passage, as the extractive answer quotes them: wrapped lines joined, fragments left out."""
+    """The sentences of a passage, as the extractive answer quotes them: wrapped lines joined, fragments and Markdown
+    headings left out (a heading names a topic, it answers nothing)."""
     sentences = []
     for sentence in _SENTENCE_END.split(_unwrapped(text)):
         sentence = sentence.strip()
+        if sentence.startswith("#"):
+            continue
         shortest = _CJK_SENTENCE_MIN_CHARS if _CJK.search(sentence) else _SENTENCE_MIN_CHARS
         if len(sentence) >= shortest:
             sentences.append(sentence)

@@ -41,8 +41,9 @@ def test_extractive_answer_quotes_whole_sentences_of_wrapped_lines():
     next [1]", the rest of the sentence lost on the next line."""
     passage = SourcePassage(
         1,
-        "# Shipping\n\nStandard delivery takes three to five working days. Express delivery arrives the next\n"
-        "working day when you order before 2 pm.\n\n- Tracking numbers appear once a parcel ships\n- Returns are free",
+        "# Shipping and delivery times\n\nStandard delivery takes three to five working days. "
+        "Express delivery arrives the next\nworking day when you order before 2 pm.\n\n"
+        "- Tracking numbers appear once a parcel ships\n- Returns are free",
         0,
     )
     answer = ExtractiveAnswerGenerator().generate(question="When does express delivery arrive?", passages=[passage])
@@ -57,7 +58,10 @@ def test_extractive_answer_quotes_whole_sentences_of_wrapped_lines():
 def test_extractive_answer_reads_chinese_sentences():
     """A Chinese full stop ends a sentence with no space after it, a wrapped Chinese line joins with no space, and a
     short Chinese sentence says as much as a long English one."""
-    text = "购买后三十天内可以申请退款。退款原路退回到付款的银\n行卡，五个工作日内到账。礼品卡不支持退款。"
+    text = (
+        "# 退款与退货说明\n\n购买后三十天内可以申请退款。退款原路退回到付款的银\n行卡，五个工作日内到账。"
+        "礼品卡不支持退款。"
+    )
     assert sentences_of(text) == [
         "购买后三十天内可以申请退款。",
         "退款原路退回到付款的银行卡，五个工作日内到账。",
