@@ -206,7 +206,7 @@ def _italian_you_are(words: Sequence[str], index: int) -> bool:
     )
 
 
-def number_words(words: Sequence[str], text: str = "") -> set[str]:
+def number_words(words: Sequence[str], text: str) -> set[str]:
     """The values of the cardinal numbers `words` (of `text`) write as words in these languages, as strings ("dos" is
     "2", "삼 일" is "3"); none in a text with an English sign."""
     if any(word in _ENGLISH_SIGNS for word in words):
@@ -448,13 +448,19 @@ _OPPOSITE_LAST_WORDS = tuple(
     (frozenset(one.split()), frozenset(other.split()))
     for one, other in (("an", "ab"), ("auf", "zu"), ("ein", "aus"), ("hoch", "herunter runter"), ("aan in", "uit"))
 )
+
+
 # Japanese and Korean write these as loanwords or syllables inside the text, and phrases of the other languages are
 # read here too ("fines de semana", "ida y vuelta"), on the text in lower case. The other side is read first and
 # taken out, as アンインストール holds インストール and "ida y vuelta" holds "ida"; オン and オフ not inside オンライン,
 # オフライン or オフィス, 꺼 not in 꺼내다 ("take out").
-_OPPOSITE_IN_TEXT = tuple(
-    (re.compile(one), re.compile(other), re.compile(f"{one}|{other}"))
-    for one, other in (
+def _text_opposites(pairs: Sequence[tuple[str, str]]) -> tuple[tuple[re.Pattern[str], ...], ...]:
+    """Each pair of patterns compiled, with a third that finds either side (`_sides` searches it first)."""
+    return tuple((re.compile(one), re.compile(other), re.compile(f"{one}|{other}")) for one, other in pairs)
+
+
+_OPPOSITE_IN_TEXT = _text_opposites(
+    (
         ("ログイン|サインイン", "ログアウト|サインアウト"),
         ("アップロード", "ダウンロード"),
         ("インポート", "エクスポート"),
@@ -492,9 +498,8 @@ _OPPOSITE_IN_TEXT = tuple(
 )
 # The same states and parties in Japanese, read only in text with kana: in Chinese, which writes some of them with the
 # same characters (国内, 公开), they are `chinese_text.opposites_differ`'s.
-_OPPOSITE_IN_KANA_TEXT = tuple(
-    (re.compile(one), re.compile(other), re.compile(f"{one}|{other}"))
-    for one, other in (
+_OPPOSITE_IN_KANA_TEXT = _text_opposites(
+    (
         ("国内", "海外|国際|外国"),
         ("新規", "既存"),
         ("購入者|買い手|買主", "販売者|売り手|売主|出品者|出店者"),
@@ -773,6 +778,7 @@ def time_sides(words: tuple[str, ...]) -> tuple[tuple[int, str], ...]:
 
 # --- one word for the other side --------------------------------------------------------------------------------
 
+
 # Words that put a question on one side of a thing, in pairs of sides: before / after an event, and to / from a place
 # or holder, in the words `_swap_words` reads ("al" as "a", "после" as "посл"). Many are other words as well: Dutch
 # "voor" is "for", Polish "po" "along", Spanish "a" a person's "a" and "de" "of", Russian "с" "with", which is why
@@ -780,22 +786,21 @@ def time_sides(words: tuple[str, ...]) -> tuple[tuple[int, str], ...]:
 # of these for one of the other side (`side_swapped`), so the thing is the same one and the word can only name the
 # side: "voor de verlenging" / "na de verlenging", "do komputera" / "z komputera", "на другой аккаунт" / "с другого
 # аккаунта" (cosine 0.93-0.997 in the multilingual model, served by its head before this rule).
-_SIDE_WORD_PAIRS = tuple(
-    (frozenset(map(_cyrillic_stem, one.split())), frozenset(map(_cyrillic_stem, other.split())))
-    for one, other in (
-        (  # before / after
-            "antes avant prima vor voor vóór voordat przed önce до قبل",
-            "después despues depois après apres dopo nach na nadat po sonra после بعد",
-        ),
-        (  # to / from
-            "a hacia para pra à vers verso zu nach naar do ku к",
-            "de desde depuis da dai dagli dalle dallo von aus van vanaf uit z ze od из с от",
-        ),
-        (  # onto or into / from: read only beside a verb that moves something (`_MOVES`)
-            "sur su sul sulla sui auf in an op aan na в на dans",
-            "de desde depuis da dai dagli dalle dallo von aus van vanaf uit z ze od из с от",
-        ),
-    )
+def _side_words(words: str) -> frozenset[str]:
+    return frozenset(map(_cyrillic_stem, words.split()))
+
+
+# The words `time_sides` reads, and the ones it leaves out for being other words as often.
+_BEFORE_WORDS = frozenset(word for word, side in _TIME_SIDES.items() if side == 0) | _side_words(
+    "voor vóór voordat przed önce قبل"
+)
+_AFTER_WORDS = frozenset(word for word, side in _TIME_SIDES.items() if side == 1) | _side_words("na nadat po sonra بعد")
+_FROM_WORDS = _side_words("de desde depuis da dai dagli dalle dallo von aus van vanaf uit z ze od из с от")
+_SIDE_WORD_PAIRS = (
+    (_BEFORE_WORDS, _AFTER_WORDS),
+    (_side_words("a hacia para pra à vers verso zu nach naar do ku к"), _FROM_WORDS),  # to / from
+    # onto or into / from: read only beside a verb that moves something (`_MOVES`)
+    (_side_words("sur su sul sulla sui auf in an op aan na в на dans"), _FROM_WORDS),
 )
 # The pair of `_SIDE_WORD_PAIRS` whose "to" words also say where something is done: "sur le site" / "depuis le
 # site", "на сайте" / "с сайта", "sul sito" / "dal sito" ask one question (paying on or from the website) unless
