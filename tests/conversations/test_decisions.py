@@ -350,6 +350,24 @@ def test_shipped_phrasings_name_their_intent_at_their_own_floor_for_text_that_is
         ("Où sont mes factures ?", "Où sont mes factures annuelles ?", ""),  # French "mes" is "my"
         ("How much is the Team plan per month?", "What does the Team plan cost monthly?", ""),
         ("How much is the Team plan?", "How much is the Team plan per month?", ""),  # one side names none
+        # Plan tiers and kinds of account holder, in the languages users write; words for one kind read as one.
+        ("Does the Team plan include SSO?", "Does the Enterprise plan include SSO?", "tiers differ"),
+        ("How do I close a personal account?", "How do I close a business account?", "tiers differ"),
+        ("个人用户能开专票吗", "企业用户能开专票吗", "tiers differ"),
+        ("基础版能导出Excel吗", "高级版能导出Excel吗", "tiers differ"),
+        ("個人アカウントの料金は？", "法人アカウントの料金は？", "tiers differ"),
+        ("무료 플랜에 광고가 있나요?", "유료 플랜에 광고가 있나요?", "tiers differ"),
+        ("¿Cómo abro una cuenta personal?", "¿Cómo abro una cuenta empresarial?", "tiers differ"),
+        ("Wie kündige ich mein Privatkonto?", "Wie kündige ich mein Geschäftskonto?", "tiers differ"),
+        ("Какая комиссия для физических лиц?", "Какая комиссия для юридических лиц?", "tiers differ"),
+        ("How do I close my business account?", "How do I close my company account?", ""),
+        ("公司账户怎么开户", "企业账户怎么开户", ""),
+        ("기업 회원은 어떻게 가입하나요?", "법인 회원 가입 방법", ""),
+        ("Comment fermer un compte pro ?", "Comment fermer un compte professionnel ?", ""),
+        ("Can I move from the Basic plan to the Pro plan?", "What does the Pro plan add?", ""),  # one tier shared
+        ("What are business days?", "What are personal days?", ""),  # no plan or account qualified
+        ("How do I add team members?", "How do I add members to the Pro plan?", ""),
+        ("一个人能开几个账户", "一个企业账户能开几个子账户", ""),  # 一个人 counts a person
         ("How do I turn on 2FA?", "How do I enable two-factor authentication?", ""),
         ("How do I turn on 2-step verification?", "How do I enable two step verification?", ""),
         ("Convert mp3 to h264?", "How to convert mp3 files to h264 video?", ""),

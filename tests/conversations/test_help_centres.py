@@ -550,6 +550,46 @@ def test_a_question_about_another_period_is_never_served_the_first_ones_answer(
     assert served["dedup"]["matched_turn_id"] == first["turn_id"]
 
 
+HELP_CENTRE_TIERS = {
+    "tiers-en": [
+        "Personal accounts get one debit card. Business accounts get up to ten cards, one per employee. "
+        "The Free plan stores 5 GB; the Pro plan stores 1 TB."
+    ],
+    "tiers-zh": ["个人用户可以开具增值税普通发票；企业用户可以开具增值税专用发票，需要先完成企业认证。"],
+    "tiers-ja": ["無料プランの保存容量は5GBです。有料プランの保存容量は1TBです。"],
+}
+
+
+@pytest.mark.parametrize(
+    ("model", "analyzer", "question", "other_tier"),
+    [
+        (
+            "all-MiniLM-L6-v2",
+            "english",
+            "How many cards does a personal account get?",
+            "How many cards does a business account get?",
+        ),
+        (embeddings.USE_MODEL_NAME, "chinese", "个人用户可以开发票吗", "企业用户可以开发票吗"),
+        (embeddings.USE_MODEL_NAME, "english", "無料プランの保存容量は？", "有料プランの保存容量は？"),
+    ],
+    ids=["english", "chinese", "japanese"],
+)
+def test_a_question_about_another_plan_tier_or_account_holder_is_never_served_the_first_ones_answer(
+    api_client, tenant, services, model, analyzer, question, other_tier
+):
+    """Personal and business accounts, 个人 and 企业 users, 無料 and 有料 plans sit as close as a rewording in their
+    model, and the multilingual head served the Chinese and Japanese pairs (it refused the English one by a thin
+    margin): the answer depends on the tier."""
+    kb = indexed_kb(
+        tenant, documents=HELP_CENTRE_TIERS, name=f"tiers-{analyzer}", embedding_model=model, text_analyzer=analyzer
+    )
+    conversation_id = start(api_client, kb)
+    ask(api_client, conversation_id, question)
+    refused = ask(api_client, conversation_id, other_tier)
+    assert refused["dedup"]["action"] != "served_cached", refused["dedup"]
+    assert refused["dedup"]["reason"] == "tiers differ", refused["dedup"]
+
+
 def test_english_chat_formulas_are_small_talk_and_show_me_again_repeats_the_question_before_them(
     api_client, tenant, services
 ):

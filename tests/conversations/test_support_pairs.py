@@ -40,7 +40,6 @@ SERVED = {
 }
 # Near-misses close enough for the default gate that only the head refuses them.
 REFUSED_BY_THE_HEAD = {
-    "Does the Free plan include phone support?",
     "How do I sync my calendar with Outlook?",
     "Can I see my team's private messages?",
     "How do I pause my subscription?",
@@ -108,3 +107,13 @@ def test_opposite_actions_are_refused_by_the_rule_before_the_head(decided):
     assert by_rule == {"How do I disconnect Slack?", "How do I disable notifications?", "How do I import my contacts?"}
     _, under_the_gate = decided["How do I remove a payment method?"]
     assert under_the_gate.similarity < DEFAULT_THRESHOLD and under_the_gate.passes_checks is False  # the rule's too
+
+
+def test_other_plans_are_refused_by_the_rule_before_the_head(decided):
+    """Pro / Free past the gate: the head refused it too, but a rule says it outright (`plan_tiers.tiers_differ`),
+    whatever a head's weights. Team / Enterprise and Pro / Business are under the gate: the rule's too."""
+    _, past_the_gate = decided["Does the Free plan include phone support?"]
+    assert past_the_gate.similarity >= DEFAULT_THRESHOLD and past_the_gate.reason == "tiers differ"
+    for question in ("How much does the Enterprise plan cost?", "How do I upgrade to the Business plan?"):
+        _, under_the_gate = decided[question]
+        assert under_the_gate.similarity < DEFAULT_THRESHOLD and under_the_gate.passes_checks is False
