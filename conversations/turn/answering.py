@@ -42,12 +42,13 @@ from retrieval.embeddings import token_count, token_counts
 logger = logging.getLogger(__name__)
 
 # A sentence ends at ".", "!" or "?" before a space, at a Chinese or Japanese full stop, "!" or "?" (no space follows
-# them), and at a line break that is left once `_unwrapped` has joined the wrapped lines: a paragraph break, or a
-# line that begins a heading or a list item. A single line break inside a paragraph is where the writer's editor
+# them), and at a line break that is left once `_unwrapped` has joined the wrapped lines: a paragraph break, a heading
+# or list item ending, or a line that begins one. A single line break inside a paragraph is where the writer's editor
 # wrapped the line ("... arrives the next\nworking day ..."), not the end of a sentence.
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])\s*|\n\s*")
-_WRAPPED_LINE = re.compile(r"(?<!\n)\n(?![#>*\-•\n]|\d+[.)]\s)[ \t]*")
-_TRAILING_SPACES = re.compile(r"[ \t]+\n")
+# A line that begins a block of its own: a heading, a quote, a list item.
+_BLOCK_START = re.compile(r"[#>*\-•]|\d+[.)]\s")
+_LIST_ITEM = re.compile(r"[*\-•]\s|\d+[.)]\s")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7a3\uff00-\uffef]")
 # Fewest characters a sentence needs to be shown: a fragment says nothing ("1."). Chinese and Japanese say as much in
 # about a third of the characters.
@@ -55,15 +56,24 @@ _SENTENCE_MIN_CHARS, _CJK_SENTENCE_MIN_CHARS = 20, 6
 
 
 def _unwrapped(text: str) -> str:
-    """`text` with the line breaks inside its paragraphs read as spaces (none between two CJK characters)."""
-
-    def join(match: re.Match[str]) -> str:
-        before = text[match.start() - 1] if match.start() else ""
-        after = text[match.end()] if match.end() < len(text) else ""
-        return "" if _CJK.match(before) and _CJK.match(after) else " "
-
-    text = _TRAILING_SPACES.sub("\n", text)
-    return _WRAPPED_LINE.sub(join, text)
+    """`text` with the line breaks inside its paragraphs read as spaces (none between two CJK characters). A break
+    stays before a line that begins a block, after a heading (one line always), and after a list item unless the next
+    line is indented to continue it: "- Returns are free\nGift cards are not refundable." is two sentences, where a
+    wrapped item's continuation is written indented under it."""
+    lines = [line.rstrip(" \t") for line in text.split("\n")]
+    out = lines[:1]
+    in_item = bool(lines) and bool(_LIST_ITEM.match(lines[0].lstrip()))
+    for before, line in zip(lines, lines[1:], strict=False):
+        stripped = line.lstrip()
+        starts_block = not stripped or bool(_BLOCK_START.match(stripped))
+        ends_block = not before.strip() or before.lstrip().startswith("#") or (in_item and stripped == line)
+        if starts_block or ends_block:
+            out.append("\n" + line)
+            in_item = bool(_LIST_ITEM.match(stripped)) if stripped else False
+            continue
+        joiner = "" if before and _CJK.match(before[-1]) and _CJK.match(stripped[0]) else " "
+        out.append(joiner + stripped)
+    return "".join(out)
 
 
 def sentences_of(text: str) -> list[str]:

@@ -55,6 +55,24 @@ def test_extractive_answer_quotes_whole_sentences_of_wrapped_lines():
     ]
 
 
+def test_a_list_item_ends_at_its_line_and_its_indented_continuation_is_part_of_it():
+    """An item written without a full stop was joined with the unindented line after it ("- Returns are free Gift cards
+    are not refundable."), quoting half of two things; a wrapped item's continuation is written indented under it."""
+    text = (
+        "## Returns\n- Returns are free within thirty days\nGift cards cannot be refunded or exchanged.\n"
+        "- Damaged items are replaced at no cost when you\n  report them within a week\n"
+        "1. Open the order page and choose Return\n2. Print the label we email you\nDrop the parcel at any post office."
+    )
+    assert sentences_of(text) == [
+        "- Returns are free within thirty days",
+        "Gift cards cannot be refunded or exchanged.",
+        "- Damaged items are replaced at no cost when you report them within a week",
+        "Open the order page and choose Return",  # "1." alone is a fragment
+        "Print the label we email you",
+        "Drop the parcel at any post office.",
+    ]
+
+
 def test_extractive_answer_reads_chinese_sentences():
     """A Chinese full stop ends a sentence with no space after it, a wrapped Chinese line joins with no space, and a
     short Chinese sentence says as much as a long English one."""
