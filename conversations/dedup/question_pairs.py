@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from types import MappingProxyType
 
-from conversations.dedup import chinese_text, other_languages, plan_tiers
+from conversations.dedup import chinese_text, kinds, other_languages
 
 # Texts whose readings are kept, per reading: a turn's question and candidates, and the recent turns' (the extractive
 # answer reads its passages' sentences through `content_words` too).
@@ -846,7 +846,8 @@ def questions_conflict(first: str, second: str) -> str:
     numbers ("...in 2016" vs "...in 2017"), the opposite polarity ("can" vs "can't"), opposite actions ("open" vs
     "close", `opposites_differ`), who acts on whose swapped (`owners_swapped`), two things swapped in the same words
     (`words_swapped`), other periods ("monthly" vs "annually", `periods_differ`) or other plan tiers or kinds of account
-    holder ("personal" vs "business account", `plan_tiers.tiers_differ`). Embeddings of short
+    holder ("personal" vs "business account", `kinds.TIERS`), or other states of one thing ("shipped" vs "delivered",
+    `kinds.STATES`). Embeddings of short
     questions blur exactly these, a wrong stored answer costs more than a fresh one, and a learned model gives no
     guarantee on them, so they refuse outright."""
     if numbers_in(first) != numbers_in(second):
@@ -861,8 +862,10 @@ def questions_conflict(first: str, second: str) -> str:
         return "words swapped"
     if periods_differ(first, second):
         return "periods differ"
-    if plan_tiers.tiers_differ(first, second):
+    if kinds.TIERS.differ(first, second):
         return "tiers differ"
+    if kinds.STATES.differ(first, second):
+        return "states differ"
     return ""
 
 

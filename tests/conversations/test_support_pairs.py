@@ -110,7 +110,7 @@ def test_opposite_actions_are_refused_by_the_rule_before_the_head(decided):
 
 
 def test_other_plans_are_refused_by_the_rule_before_the_head(decided):
-    """Pro / Free past the gate: the head refused it too, but a rule says it outright (`plan_tiers.tiers_differ`),
+    """Pro / Free past the gate: the head refused it too, but a rule says it outright (`kinds.TIERS`),
     whatever a head's weights. Team / Enterprise and Pro / Business are under the gate: the rule's too."""
     _, past_the_gate = decided["Does the Free plan include phone support?"]
     assert past_the_gate.similarity >= DEFAULT_THRESHOLD and past_the_gate.reason == "tiers differ"

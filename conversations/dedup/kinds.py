@@ -1,0 +1,269 @@
+"""Which plan tier or kind of account holder (`TIERS`), and which state in the course of a thing (`STATES`), a question
+names, in the languages users write. Pure functions, no I/O.
+
+"Can a personal account receive international payments?" and the same of a business account, "个人账户每天能转多少钱"
+and "企业账户...", "無料プラン" and "有料プラン" sit as close to either embedding as a rewording does; so do "Can I
+cancel an order that has shipped?" and "... that has been delivered?", "已发货的订单能取消吗" and "已签收的...", "un
+pedido enviado" and "un pedido entregado". The duplicate heads served many of these and refused the others by a thin
+margin only. The answer differs by the tier or the state, so two questions that both name one and share none refuse
+outright (`Kinds.differ`), as two periods of time do.
+
+A tier word counts only beside what it qualifies (a plan, version, edition, subscription or account; a customer or
+user for the account holder kinds): "personal information", "business days", "team members" and "free shipping" name
+no tier. A state counts in the forms that say a thing is in it ("shipped", "has been delivered", "已发货", "発送済み",
+"배송 완료", "entregado"), not the verb that asks for it ("how do I cancel", "怎么删除"). Words for one kind read as one
+("company account" is a "business account", "公司账户" a "企业账户", "dispatched" is "shipped", "寄出" is "发货", "到期"
+is "过期"), so those rewordings pass. A question naming two ("upgrade from the Basic plan to Pro", "it shipped but
+never arrived") shares one with either side, and a question naming none is left to the other checks and the head.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+_TEXTS_KEPT = 1 << 12
+
+# English (and the same loan words in German, Dutch and the Romance languages): the nouns a tier qualifies.
+_PLAN = r"[ -](?:plans?|tiers?|versions?|editions?|subscriptions?|licen[cs]es?|packages?|memberships?|tarif|paket)\b"
+_HOLDER = r"[ -](?:accounts?|customers?|clients?|users?)\b"
+# Chinese (Simplified and Traditional) and Japanese nouns after a tier; a lookbehind keeps counting out ("一个人").
+_ZH_TIER = r"(?:版|套餐|プラン|会員)"
+_CJK_HOLDER = (
+    r"(?:账户|账号|帐户|帐号|賬戶|帳戶|帳號|用户|用戶|客户|客戶|会员|會員|名义|名義|认证|認證|网银|網銀|贷款|貸款|版"
+    r"|口座|アカウント|向け|プラン|契約|のお客様)"
+)
+_NOT_COUNTED = r"(?<![一二三四五六七八九十两兩几幾每这這那哪某整0-9])"
+_KO_HOLDER = r" ?(?:회원|계정|고객|사용자|요금제|플랜|통장|계좌)"
+_KO_PLAN = r" ?(?:요금제|플랜|버전|회원|계정|사용자)"
+# Romance languages put the noun first.
+_RO_HOLDER = r"\b(?:cuentas?|contas?|cont[oi]|comptes?|clientes?|clients?|clienti|planos?|plan(?:es)?|offres?)"
+_RO_PLAN = (
+    r"\b(?:plan(?:es)?|planos?|piano|piani|versi[oó]n|versão|versao|versione|offres?|forfaits?|tarifas?"
+    r"|cuentas?|contas?|comptes?)"
+)
+_RU_PLAN = r"\s(?:тариф\w*|верси\w+|план\w*|аккаунт\w*|подписк\w+)"
+
+# One pattern per kind, written as its alternatives; the names are what `Kinds.named` returns.
+_TIERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "personal",
+        (
+            rf"\b(?:personal|individual){_PLAN}",
+            rf"\b(?:personal|individual|private){_HOLDER}",
+            rf"{_NOT_COUNTED}(?:个人|個人|对私|對私){_CJK_HOLDER}",
+            rf"개인(?! ?사업자){_KO_HOLDER}",
+            rf"{_RO_HOLDER} (?:personal|pessoal|personale|personnel|particular|particulier|individual|individuel)\b",
+            rf"{_RO_HOLDER} (?:privad[oa]|privato)\b",
+            r"pessoa f[ií]sica|\bparticuliers\b|\bprivat(?:kund\w*|kont\w*)|\bprivérekening|\bparticuliere rekening",
+            r"физическ\w+ лиц|\bфизлиц",
+        ),
+    ),
+    (
+        "business",
+        (
+            rf"\b(?:business|company|corporate|commercial|organi[sz]ation)(?:{_PLAN}|{_HOLDER})",
+            rf"(?:企业|企業|公司|法人|对公|對公|单位|單位|商户|商戶){_CJK_HOLDER}|企業向け|ビジネスプラン",
+            rf"(?:법인|기업|사업자|개인 ?사업자){_KO_HOLDER}",
+            rf"{_RO_HOLDER} (?:empresarial|de empresas?|de negocios|corporativ[oa]|comercial|profesional|pro)\b",
+            rf"{_RO_HOLDER} (?:professionnel(?:le)?|d'entreprise|entreprise|aziendale|business|jur[ií]dica|pj)\b",
+            r"pessoa jur[ií]dica|\bprofessionnels\b|\b(?:geschäfts|firmen|unternehmens)(?:kund\w*|kont\w*)",
+            r"\bzakelijke? rekening|\bbedrijfsrekening|юридическ\w+ лиц|\bюрлиц",
+        ),
+    ),
+    (
+        "free",
+        (
+            rf"\bfree(?:{_PLAN}|{_HOLDER})|(?:免费|免費){_ZH_TIER}|(?:免费|免費)(?:用户|用戶|账户|账号|会员)",
+            rf"無料(?:プラン|版|会員|アカウント|ユーザー)|무료{_KO_PLAN}",
+            rf"{_RO_PLAN} (?:gratuit[oa]?|gratuite|gratis|grátis)\b|\bkostenlos\w* (?:version|tarif|konto|plan)",
+            rf"\bgratis versie|бесплатн\w+{_RU_PLAN}",
+        ),
+    ),
+    (
+        "paid",
+        (
+            rf"\bpaid(?:{_PLAN}|{_HOLDER})|(?:付费|付費|收费|收費|会员|會員){_ZH_TIER}",
+            r"(?:付费|付費)(?:用户|用戶|账户|账号|会员)",
+            rf"有料(?:プラン|版|会員|アカウント|ユーザー)|유료{_KO_PLAN}",
+            rf"{_RO_PLAN} (?:de pago|pag[oa]|payante?|a pagamento)\b",
+            r"\bkostenpflichtig\w* (?:version|tarif|konto|plan)|\bbezahlt\w* (?:version|tarif)|\bbetaalde versie",
+            rf"\bплатн\w+{_RU_PLAN}",
+        ),
+    ),
+    ("trial", (rf"\btrial(?:{_PLAN}|{_HOLDER})|(?:试用|試用){_ZH_TIER}|お試し(?:プラン|版)|체험판",)),
+    (
+        "basic",
+        (
+            rf"\bbasic{_PLAN}|(?:基础|基礎|入门|入門){_ZH_TIER}|ベーシック{_ZH_TIER}|베이직{_KO_PLAN}",
+            rf"{_RO_PLAN} (?:básic[oa]|basic[oa]|base|basique)\b",
+        ),
+    ),
+    ("starter", (rf"\bstarter{_PLAN}",)),
+    (
+        "standard",
+        (
+            rf"\bstandard{_PLAN}|(?:标准|標準){_ZH_TIER}|スタンダード{_ZH_TIER}|스탠다드{_KO_PLAN}",
+            rf"{_RO_PLAN} (?:estándar|estandar|standard)\b",
+        ),
+    ),
+    ("plus", (rf"\bplus{_PLAN}",)),
+    (
+        "pro",
+        (
+            rf"\b(?:pro|professional){_PLAN}|(?:专业|專業){_ZH_TIER}|プロ{_ZH_TIER}|프로{_KO_PLAN}",
+            rf"{_RO_PLAN} (?:pro|profesional)\b",
+        ),
+    ),
+    (
+        "premium",
+        (rf"\bpremium{_PLAN}|(?:高级|高級){_ZH_TIER}|プレミアム{_ZH_TIER}|프리미엄{_KO_PLAN}|{_RO_PLAN} premium\b",),
+    ),
+    ("ultimate", (rf"\bultimate{_PLAN}|(?:旗舰|旗艦|至尊){_ZH_TIER}",)),
+    ("team", (rf"\bteam{_PLAN}|(?:团队|團隊){_ZH_TIER}",)),
+    ("enterprise", (rf"\benterprise{_PLAN}|エンタープライズ{_ZH_TIER}",)),
+    ("family", (rf"\bfamily{_PLAN}|家庭{_ZH_TIER}|ファミリー{_ZH_TIER}",)),
+    ("student", (rf"\bstudent{_PLAN}|(?:学生|學生){_ZH_TIER}",)),
+)
+
+
+# States in the course of an order, a request, a record or a voucher. English past participles and adjectives; the
+# Chinese, Japanese and Korean forms that say a thing is in the state (已..., ...済み, ... 완료, ...된), and the verb
+# alone only where it names the stage ("多久发货"); the Romance and German participles in their gender and number forms.
+# "paid" before a plan or account noun is the tier, not a state. Chinese users write 过期, 到期 and 逾期 alike of a
+# repayment ("花呗还款逾期怎么处理" / "花呗还款过期会怎么办" is a duplicate of the fintech sets): one state there.
+_STATES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "shipped",
+        (
+            r"\b(?:shipped|dispatched|despatched|in transit)\b",
+            r"发货|發貨|已发出|发出的|已寄出|寄出了|寄出的|已经寄出|已出库|已出庫|运输中|運輸中|待收货|待收貨",
+            r"発送済|発送され|出荷済|出荷され|출고된|출고 ?완료|발송된|발송 ?완료|발송됐",
+            r"\b(?:enviad[oa]s?|despachad[oa]s?|spedit[oaie]|expédiée?s?|expediée?s?)\b",
+            r"\b(?:versandt\w*|versendet\w*|verschickt\w*|verzonden)\b",
+        ),
+    ),
+    (
+        "delivered",
+        (
+            r"\b(?:delivered|arrived|received)\b",
+            r"签收|簽收|已收货|已收貨|收到货|收到貨|确认收货|確認收貨|送达|送達|已送到|妥投|已到达|已到達",
+            r"配達済|配達完了|到着済|受け取り済|受取済|届いた|배송 ?완료|배달 ?완료|수령한|도착한",
+            r"\b(?:entregad[oa]s?|entregues?|recibid[oa]s?|recebid[oa]s?|consegnat[oaie]|livrée?s?|reçue?s?)\b",
+            r"\b(?:zugestellt\w*|geliefert\w*|bezorgd)\b",
+        ),
+    ),
+    (
+        "submitted",
+        (r"\bsubmitted\b|已提交|提交的申请|提交申请|申請済|제출된|\b(?:enviada|soumise?s?|eingereicht\w*)\b",),
+    ),
+    (
+        "pending",
+        (
+            r"\b(?:pending|under review|in review|awaiting approval)\b|审核中|審核中|待审核|待審核|审批中",
+            r"審批中|处理中|處理中",
+            r"審査中|保留中|심사 ?중|검토 ?중|\b(?:pendientes?|en attente|ausstehend\w*|in bearbeitung)\b",
+        ),
+    ),
+    (
+        "approved",
+        (
+            r"\bapproved\b|审核通过|審核通過|通过审核|通過審核|已通过|已通過|已批准|批下来|批下來|审批通过|審批通過",
+            r"承認済|承認され|승인된|승인 ?완료",
+            r"\b(?:aprobad[oa]s?|aprovad[oa]s?|approuvée?s?|genehmigt\w*|approvat[oaie])\b",
+        ),
+    ),
+    (
+        "rejected",
+        (
+            r"\b(?:rejected|declined|denied)\b|被拒|被驳回|被駁回|已驳回|已駁回|却下され|거절된|반려된",
+            r"\b(?:rechazad[oa]s?|recusad[oa]s?|refusée?s?|abgelehnt\w*|rifiutat[oaie])\b",
+        ),
+    ),
+    (
+        "completed",
+        (
+            r"\b(?:completed|fulfilled)\b|已完成|交易成功|完了済|완료된 주문",
+            r"\b(?:completad[oa]s?|concluíd[oa]s?|terminée?s?|abgeschlossen\w*)\b",
+        ),
+    ),
+    (
+        "cancelled",
+        (
+            r"\b(?:cancell?ed)\b|已取消|被取消|取消了的|取消的订单|取消的訂單|キャンセル済|キャンセルされ|취소된",
+            r"\b(?:cancelad[oa]s?|annulée?s?|storniert\w*|annullat[oaie])\b",
+        ),
+    ),
+    ("refunded", (r"\brefunded\b|已退款|退款成功|返金済|환불된|\b(?:reembolsad[oa]s?|remboursée?s?|erstattet\w*)\b",)),
+    (
+        "archived",
+        (
+            r"\barchived\b|已归档|已歸檔|归档的|歸檔的|アーカイブ済|보관된|\b(?:archivad[oa]s?|arquivad[oa]s?|archivée?s?|archiviert\w*)\b",
+        ),
+    ),
+    (
+        "deleted",
+        (
+            r"\b(?:deleted|removed|trashed)\b|已删除|已刪除|删除的|刪除的|删掉的|刪掉的|被删|被刪|削除済",
+            r"削除した|削除され|삭제된|삭제한",
+            r"\b(?:eliminad[oa]s?|borrad[oa]s?|excluíd[oa]s?|apagad[oa]s?|supprimée?s?|gelöscht\w*|eliminat[oaie]|verwijderd)\b",
+        ),
+    ),
+    (
+        "draft",
+        (
+            r"\b(?:drafts?|unpublished)\b|草稿|下書き|임시 ?저장",
+            r"\b(?:borrador(?:es)?|rascunhos?|brouillons?|entw[üu]rf\w*)\b",
+        ),
+    ),
+    (
+        "published",
+        (
+            r"\bpublished\b|已发布|已發佈|已發布|发布的|發佈的|已发表|已發表|公開済|게시된|\b(?:publicad[oa]s?|publiée?s?|veröffentlicht\w*)\b",
+        ),
+    ),
+    (
+        "paid",
+        (
+            rf"\bpaid\b(?!{_PLAN}|{_HOLDER}|[ -]members?\b)",
+            r"已付款|已支付|付过款|付過款|支付成功|付款成功|支払済|결제 ?완료|\b(?:pagad[oa]s?|payée?s?|bezahlt\w*)\b",
+        ),
+    ),
+    (
+        "unpaid",
+        (r"\b(?:unpaid|overdue)\b|待付款|待支付|未払い|미납|연체|\b(?:vencid[oa]s?|impayée?s?|überfällig\w*)\b",),
+    ),
+    ("awaiting shipment", (r"待发货|待發貨|未发货|未發貨|発送待ち|발송 ?대기",)),
+    (
+        "expired",
+        (
+            r"\bexpired\b|过期|過期|逾期|已失效|失效的|到期|期限切れ|만료된|\b(?:caducad[oa]s?|expirad[oa]s?|expirée?s?|abgelaufen\w*|scadut[oaie])\b",
+        ),
+    ),
+    ("used", (r"已使用|用过的|用過的|使用过的|使用過的|使用済|사용한|사용된|\b(?:usad[oa]s?|utilisée?s?)\b",)),
+)
+
+
+class Kinds:
+    """Reads which of a table's kinds a question names: each kind one pattern, its alternatives joined, matched on the
+    lower-cased text after one search over every pattern (most questions name none)."""
+
+    def __init__(self, table: tuple[tuple[str, tuple[str, ...]], ...]):
+        self._patterns = tuple((name, re.compile("|".join(alternatives))) for name, alternatives in table)
+        self._any = re.compile("|".join(pattern.pattern for _, pattern in self._patterns))
+        self.named = lru_cache(maxsize=_TEXTS_KEPT)(self._named)
+
+    def _named(self, text: str) -> frozenset[str]:
+        lowered = text.lower()
+        if not self._any.search(lowered):
+            return frozenset()
+        return frozenset(name for name, pattern in self._patterns if pattern.search(lowered))
+
+    def differ(self, first: str, second: str) -> bool:
+        """Whether both questions name a kind and share none."""
+        one, other = self.named(first), self.named(second)
+        return bool(one) and bool(other) and not one & other
+
+
+TIERS = Kinds(_TIERS)
+STATES = Kinds(_STATES)
