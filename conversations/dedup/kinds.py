@@ -244,6 +244,130 @@ _STATES: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
+# Days of the week and months, by name. Not read: English "May" and "March" (lower-cased, a verb), the abbreviations
+# ("Mon" is French "my", "Sat" and "Sun" are words), Portuguese "segunda" to "sexta" without "-feira" ("segunda vez"),
+# Russian "среда" alone ("environment"). Chinese, Japanese and Korean months are numbers, read by `numbers_in`.
+# 周一 ... 周日 after a count is "a week" ("一周一次"), not a day.
+_ZH_WEEK = r"(?<![一二三四五六七八九十两兩几幾0-9])(?:周|週)"
+_DATES: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
+    (name, (pattern,))
+    for name, pattern in (
+        (
+            "monday",
+            rf"\bmondays?\b|{_ZH_WEEK}一(?![次回遍个個])|星期一|礼拜一|禮拜一|月曜|월요일|\blunes\b|\blundis?\b"
+            r"|\bsegunda-feira|\bmontags?\b|\blunedì|\blunedi\b|\bmaandag|\bпонедельник",
+        ),
+        (
+            "tuesday",
+            rf"\btuesdays?\b|{_ZH_WEEK}二(?![次回遍个個])|星期二|礼拜二|禮拜二|火曜|화요일|\bmartes\b|\bmardis?\b"
+            r"|\bterça-feira|\bdienstags?\b|\bmartedì|\bmartedi\b|\bdinsdag|\bвторник",
+        ),
+        (
+            "wednesday",
+            rf"\bwednesdays?\b|{_ZH_WEEK}三(?![次回遍个個])|星期三|礼拜三|禮拜三|水曜|수요일|\bmi[ée]rcoles\b"
+            r"|\bmercredis?\b|\bquarta-feira|\bmittwochs?\b|\bmercoledì|\bmercoledi\b|\bwoensdag|\bв среду\b",
+        ),
+        (
+            "thursday",
+            rf"\bthursdays?\b|{_ZH_WEEK}四(?![次回遍个個])|星期四|礼拜四|禮拜四|木曜|목요일|\bjueves\b|\bjeudis?\b"
+            r"|\bquinta-feira|\bdonnerstags?\b|\bgiovedì|\bgiovedi\b|\bdonderdag|\bчетверг",
+        ),
+        (
+            "friday",
+            rf"\bfridays?\b|{_ZH_WEEK}五(?![次回遍个個])|星期五|礼拜五|禮拜五|金曜|금요일|\bviernes\b|\bvendredis?\b"
+            r"|\bsexta-feira|\bfreitags?\b|\bvenerdì|\bvenerdi\b|\bvrijdag|\bпятниц",
+        ),
+        (
+            "saturday",
+            rf"\bsaturdays?\b|{_ZH_WEEK}六(?![次回遍个個])|星期六|礼拜六|禮拜六|土曜|토요일|\bs[áa]bados?\b"
+            r"|\bsamedis?\b|\bsamstags?\b|\bsonnabends?\b|\bsabato\b|\bzaterdag|\bсуббот",
+        ),
+        (
+            "sunday",
+            rf"\bsundays?\b|{_ZH_WEEK}(?:日|天)|星期日|星期天|礼拜天|礼拜日|禮拜天|禮拜日|日曜|일요일|\bdomingos?\b"
+            r"|\bdimanches?\b|\bsonntags?\b|\bdomenica\b|\bzondag|\bвоскресень",
+        ),
+        ("january", r"\bjanuary\b|\benero\b|\bjanvier\b|\bjanuar\b|\bgennaio\b|\bjaneiro\b|\bjanuari\b|\bянвар"),
+        (
+            "february",
+            r"\bfebruary\b|\bfebrero\b|\bfévrier\b|\bfebruar\b|\bfebbraio\b|\bfevereiro\b|\bfebruari\b|\bфеврал",
+        ),
+        ("april", r"\bapril\b|\babril\b|\bavril\b|\baprile\b|\bапрел"),
+        ("june", r"\bjune\b|\bjunio\b|\bjuin\b|\bjuni\b|\bgiugno\b|\bjunho\b|\bиюн"),
+        ("july", r"\bjuly\b|\bjulio\b|\bjuillet\b|\bjuli\b|\bluglio\b|\bjulho\b|\bиюл"),
+        ("august", r"\baugust\b|\bagosto\b|\baoût\b|\bagosto\b|\baugustus\b|\bавгуст"),
+        ("september", r"\bseptember\b|\bseptiembre\b|\bseptembre\b|\bsettembre\b|\bsetembro\b|\bсентябр"),
+        ("october", r"\boctober\b|\boctubre\b|\boctobre\b|\boktober\b|\bottobre\b|\boutubro\b|\bоктябр"),
+        ("november", r"\bnovember\b|\bnoviembre\b|\bnovembre\b|\bnovembro\b|\bноябр"),
+        ("december", r"\bdecember\b|\bdiciembre\b|\bdécembre\b|\bdezember\b|\bdicembre\b|\bdezembro\b|\bдекабр"),
+    )
+)
+
+# Languages, by name, in the languages users write. Spoken and written Chinese (普通话, 中文) read as one; Cantonese is
+# another.
+_LANGUAGES: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
+    (name, (pattern,))
+    for name, pattern in (
+        (
+            "english",
+            r"\benglish\b|英文|英语|英語|영어|\bingl[ée]s\b|\binglês\b|\banglais\b|\benglisch\w*|\binglese\b"
+            r"|\bengels\b|\bанглийск",
+        ),
+        (
+            "chinese",
+            r"\b(?:chinese|mandarin)\b|中文|汉语|漢語|普通话|普通話|华语|華語|中国語|중국어|\bchino\b|\bchinois\b"
+            r"|\bchinesisch\w*|\bcinese\b|\bchinês\b|\bкитайск",
+        ),
+        ("cantonese", r"\bcantonese\b|粤语|粵語|广东话|廣東話|白话|広東語|광둥어|\bcantonés\b|\bkantonesisch\w*"),
+        (
+            "japanese",
+            r"\bjapanese\b|日文|日语|日語|日本語|일본어|\bjapon[ée]s\b|\bjaponais\b|\bjapanisch\w*|\bgiapponese\b"
+            r"|\bjaponês\b|\bяпонск",
+        ),
+        (
+            "korean",
+            r"\bkorean\b|韩文|韩语|韓文|韓語|韓国語|한국어|\bcoreano\b|\bcoréen\b|\bkoreanisch\w*|\bкорейск",
+        ),
+        (
+            "spanish",
+            r"\bspanish\b|西班牙语|西班牙文|スペイン語|스페인어|\bespañol\b|\bcastellano\b|\bespagnol\b"
+            r"|\bspanisch\w*|\bspagnolo\b|\bespanhol\b|\bspaans\b|\bиспанск",
+        ),
+        (
+            "french",
+            r"\bfrench\b|法语|法文|法語|フランス語|프랑스어|\bfranc[ée]s\b|\bfrançais\b|\bfrancais\b"
+            r"|\bfranzösisch\w*|\bfrancese\b|\bfrancês\b|\bfrans\b|\bфранцузск",
+        ),
+        (
+            "german",
+            r"\bgerman\b|德语|德文|德語|ドイツ語|독일어|\balem[áa]n\b|\ballemand\b|\bdeutsch(?:e[nmrs]?)?\b"
+            r"|\btedesco\b|\balemão\b|\bduits\b|\bнемецк",
+        ),
+        (
+            "italian",
+            r"\bitalian\b|意大利语|イタリア語|이탈리아어|\bitaliano\b|\bitalien\b|\bitalienisch\w*|\bитальянск",
+        ),
+        (
+            "portuguese",
+            r"\bportuguese\b|葡萄牙语|ポルトガル語|포르투갈어|\bportugu[ée]s\b|\bportugais\b|\bportugiesisch\w*"
+            r"|\bportoghese\b|\bпортугальск",
+        ),
+        ("russian", r"\brussian\b|俄语|俄文|ロシア語|러시아어|\bruso\b|\brusse\b|\brussisch\w*|\brusso\b|\bрусск"),
+        ("arabic", r"\barabic\b|阿拉伯语|アラビア語|아랍어|\bárabe\b|\barabe\b|\barabisch\w*|\bарабск"),
+        ("dutch", r"\bdutch\b|荷兰语|オランダ語|\bneerlandés\b|\bnéerlandais\b|\bniederländisch\w*|\bnederlands\b"),
+        ("hindi", r"\bhindi\b|印地语|ヒンディー語|힌디어"),
+        ("vietnamese", r"\bvietnamese\b|越南语|ベトナム語|베트남어|\btiếng việt\b"),
+        ("thai", r"\bthai\b|泰语|泰文|タイ語|태국어"),
+        ("indonesian", r"\bindonesian\b|印尼语|インドネシア語|인도네시아어|\bbahasa indonesia\b"),
+        ("turkish", r"\bturkish\b|土耳其语|トルコ語|터키어|\btürkçe\b"),
+        (
+            "polish",
+            r"\bpolish\b(?! (?:my|your|the|it|them|a)\b)|波兰语|ポーランド語|\bpolski\b|\bpolaco\b|\bpolonais\b",
+        ),
+    )
+)
+
+
 class Kinds:
     """Reads which of a table's kinds a question names: each kind one pattern, its alternatives joined, matched on the
     lower-cased text after one search over every pattern (most questions name none)."""
@@ -267,3 +391,5 @@ class Kinds:
 
 TIERS = Kinds(_TIERS)
 STATES = Kinds(_STATES)
+DATES = Kinds(_DATES)
+LANGUAGES = Kinds(_LANGUAGES)

@@ -845,11 +845,11 @@ def questions_conflict(first: str, second: str) -> str:
     """Why two questions the embedding calls close cannot be the same question, or "" when nothing says so: other
     numbers ("...in 2016" vs "...in 2017"), the opposite polarity ("can" vs "can't"), opposite actions ("open" vs
     "close", `opposites_differ`), who acts on whose swapped (`owners_swapped`), two things swapped in the same words
-    (`words_swapped`), other periods ("monthly" vs "annually", `periods_differ`) or other plan tiers or kinds of account
-    holder ("personal" vs "business account", `kinds.TIERS`), or other states of one thing ("shipped" vs "delivered",
-    `kinds.STATES`). Embeddings of short
-    questions blur exactly these, a wrong stored answer costs more than a fresh one, and a learned model gives no
-    guarantee on them, so they refuse outright."""
+    (`words_swapped`), other periods ("monthly" vs "annually", `periods_differ`), other plan tiers or kinds of
+    account holder ("personal" vs "business account", `kinds.TIERS`), other states of one thing ("shipped" vs
+    "delivered", `kinds.STATES`), other days or months by name (`kinds.DATES`) or other languages
+    (`kinds.LANGUAGES`). Embeddings of short questions blur exactly these, a wrong stored answer costs more than a
+    fresh one, and a learned model gives no guarantee on them, so they refuse outright."""
     if numbers_in(first) != numbers_in(second):
         return "numbers differ"
     if is_negated(first) != is_negated(second):
@@ -866,6 +866,10 @@ def questions_conflict(first: str, second: str) -> str:
         return "tiers differ"
     if kinds.STATES.differ(first, second):
         return "states differ"
+    if kinds.DATES.differ(first, second):
+        return "days differ"
+    if kinds.LANGUAGES.differ(first, second):
+        return "languages differ"
     return ""
 
 

@@ -382,6 +382,21 @@ def test_shipped_phrasings_name_their_intent_at_their_own_floor_for_text_that_is
         ("花呗还款逾期怎么处理", "花呗还款过期会怎么办", ""),  # one state of a repayment
         ("How do I cancel my order?", "How do I delete my order?", ""),  # actions asked for, no state
         ("Is the paid plan billed monthly?", "Is the shipped version the latest?", ""),  # "paid plan" is a tier
+        # Another day, month or language by name; one named in other words, or both of a range, is the same.
+        ("Is the clinic open on Wednesday?", "Is the clinic open on Sunday?", "days differ"),
+        ("周二能预约吗", "周日能预约吗", "days differ"),
+        ("金曜日は営業していますか", "火曜日は営業していますか", "days differ"),
+        ("¿Abren el jueves?", "¿Abren el lunes?", "days differ"),
+        ("Does the promotion end in October?", "Does the promotion end in September?", "days differ"),
+        ("Is the guide available in Korean?", "Is the guide available in German?", "languages differ"),
+        ("有中文客服吗", "有英文客服吗", "languages differ"),
+        ("Gibt es das Handbuch auf Französisch?", "Gibt es das Handbuch auf Italienisch?", "languages differ"),
+        ("Are you open on Saturdays?", "Do you open Saturday?", ""),
+        ("礼拜天营业吗", "星期日开门吗", ""),
+        ("Are you open Monday to Friday?", "Are you open from Monday through Friday?", ""),
+        ("说明书有中文的吗", "有普通话说明吗", ""),  # written and spoken Chinese, one language
+        ("一周一次的课可以改吗", "每周课程能改时间吗", ""),  # 一周一次 names no day
+        ("Can I polish the screen?", "How do I clean the screen?", ""),
         ("How do I turn on 2FA?", "How do I enable two-factor authentication?", ""),
         ("How do I turn on 2-step verification?", "How do I enable two step verification?", ""),
         ("Convert mp3 to h264?", "How to convert mp3 files to h264 video?", ""),

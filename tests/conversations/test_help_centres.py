@@ -638,6 +638,43 @@ def test_a_question_about_a_thing_in_another_state_is_never_served_the_first_one
     assert refused["dedup"]["reason"] == "states differ", refused["dedup"]
 
 
+HELP_CENTRE_HOURS = {
+    "hours-en": [
+        "The store is open Monday to Saturday from 9 am to 6 pm and closed on Sunday. "
+        "The printed manual comes in English, German and Spanish."
+    ],
+    "hours-zh": ["门店周一至周六营业，周日休息。客服支持中文和英文。"],
+}
+
+
+@pytest.mark.parametrize(
+    ("analyzer", "question", "other", "reason"),
+    [
+        ("english", "Are you open on Monday?", "Are you open on Sunday?", "days differ"),
+        ("chinese", "周一营业吗", "周日营业吗", "days differ"),
+        ("english", "Can I get the manual in German?", "Can I get the manual in English?", "languages differ"),
+    ],
+    ids=["english-days", "chinese-days", "english-languages"],
+)
+def test_a_question_about_another_day_or_language_is_never_served_the_first_ones_answer(
+    api_client, tenant, services, analyzer, question, other, reason
+):
+    """Monday and Sunday, 周一 and 周日, a manual in German and in English sit as close as a rewording in the
+    multilingual model, and its head served the second question the first one's answer."""
+    kb = indexed_kb(
+        tenant,
+        documents=HELP_CENTRE_HOURS,
+        name=f"hours-{analyzer}",
+        embedding_model=embeddings.USE_MODEL_NAME,
+        text_analyzer=analyzer,
+    )
+    conversation_id = start(api_client, kb)
+    ask(api_client, conversation_id, question)
+    refused = ask(api_client, conversation_id, other)
+    assert refused["dedup"]["action"] != "served_cached", refused["dedup"]
+    assert refused["dedup"]["reason"] == reason, refused["dedup"]
+
+
 def test_english_chat_formulas_are_small_talk_and_show_me_again_repeats_the_question_before_them(
     api_client, tenant, services
 ):
