@@ -265,16 +265,30 @@ def _read_as_chinese(text: str) -> bool:
     return chinese_text.reads_as_chinese(text) and not other_languages.reads_as_japanese(text)
 
 
+# Portuguese writes "no" for "in the" ("Vocês abrem no sábado?"; its "not" is "não"): words no English or Spanish
+# text uses, one of which says "no" is that contraction when no English function word stands beside it.
+_PORTUGUESE_SIGNS = frozenset(
+    """você vocês é são também posso pode podem meu minha meus minhas seu sua ao aos às pelo pela num numa isso essa
+    esse muito até depois ainda tenho tem quero preciso estou vou então agora""".split()
+)
+
+
+def _says_no(word: str, words: Sequence[str]) -> bool:
+    if word == "no":
+        return not (_PORTUGUESE_SIGNS.intersection(words) and not other_languages.reads_as_english(words))
+    return word in _NEGATIONS or word.endswith("n't")
+
+
 @lru_cache(maxsize=_TEXTS_KEPT)
 def is_negated(text: str) -> bool:
-    """Whether `text` says no: English "not" and its kin, the word that says it in the other languages
-    (`other_languages`), Japanese, Korean and Thai negation written inside words, and Chinese negation, which is not
-    read in Japanese text (its kanji do not deny as the same characters do in Chinese: 不具合 is "a fault", 別
-    "another", 無料 "free")."""
+    """Whether `text` says no: English "not" and its kin (not Portuguese "no", "in the"), the word that says it in the
+    other languages (`other_languages`), Japanese, Korean and Thai negation written inside words, and Chinese
+    negation, which is not read in Japanese text (its kanji do not deny as the same characters do in Chinese: 不具合 is
+    "a fault", 別 "another", 無料 "free")."""
     words = words_read(text)
     chinese = _read_as_chinese(text)
     return (
-        any(w in _NEGATIONS or w.endswith("n't") for w in words)
+        any(_says_no(w, words) for w in words)
         or other_languages.negated(words)
         or other_languages.negated_in_text(text, words)
         or (chinese and chinese_text.negated(text))

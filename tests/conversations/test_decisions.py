@@ -397,6 +397,11 @@ def test_shipped_phrasings_name_their_intent_at_their_own_floor_for_text_that_is
         ("说明书有中文的吗", "有普通话说明吗", ""),  # written and spoken Chinese, one language
         ("一周一次的课可以改吗", "每周课程能改时间吗", ""),  # 一周一次 names no day
         ("Can I polish the screen?", "How do I clean the screen?", ""),
+        # Portuguese "no" is "in the"; Spanish and English "no" deny.
+        ("Vocês abrem no sábado?", "Vocês abrem aos sábados?", ""),
+        ("Posso pagar no app?", "Não posso pagar no app?", "negation differs"),
+        ("¿Abren los domingos?", "¿No abren los domingos?", "negation differs"),
+        ("Is there a refund?", "Is there no refund?", "negation differs"),
         ("How do I turn on 2FA?", "How do I enable two-factor authentication?", ""),
         ("How do I turn on 2-step verification?", "How do I enable two step verification?", ""),
         ("Convert mp3 to h264?", "How to convert mp3 files to h264 video?", ""),
