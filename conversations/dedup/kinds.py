@@ -5,7 +5,7 @@ names, in the languages users write. Pure functions, no I/O.
 and "企业账户...", "無料プラン" and "有料プラン" sit as close to either embedding as a rewording does; so do "Can I
 cancel an order that has shipped?" and "... that has been delivered?", "已发货的订单能取消吗" and "已签收的...", "un
 pedido enviado" and "un pedido entregado". The duplicate heads served many of these and refused the others by a thin
-margin only. The answer differs by the tier or the state, so two questions that both name one and share none refuse
+margin only. The answer differs by the tier or the state, so two questions each naming one the other does not refuse
 outright (`Kinds.differ`), as two periods of time do.
 
 A tier word counts only beside what it qualifies (a plan, version, edition, subscription or account; a customer or
@@ -20,6 +20,7 @@ never arrived") shares one with either side, and a question naming none is left 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from functools import lru_cache
 
 _TEXTS_KEPT = 1 << 12
@@ -244,10 +245,10 @@ _STATES: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
-# Days of the week and months, by name. Not read: English "May" and "March" (lower-cased, a verb), the abbreviations
-# ("Mon" is French "my", "Sat" and "Sun" are words), Portuguese "segunda" to "sexta" without "-feira" ("segunda vez"),
-# Russian "среда" alone ("environment"). Chinese, Japanese and Korean months are numbers, read by `numbers_in`.
-# 周一 ... 周日 after a count is "a week" ("一周一次"), not a day.
+# Days of the week and months, by name. Not read: English "May" and
+# "March" (lower-cased, a verb), the abbreviations ("Mon" is French "my", "Sat" and "Sun" are words), Portuguese
+# "segunda" to "sexta" without "-feira" ("segunda vez"), Russian "среда" alone ("environment"). Chinese, Japanese and
+# Korean months are numbers, read by `numbers_in`. 周一 ... 周日 after a count is "a week" ("一周一次"), not a day.
 _ZH_WEEK = r"(?<![一二三四五六七八九十两兩几幾0-9])(?:周|週)"
 _DATES: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
     (name, (pattern,))
@@ -300,6 +301,76 @@ _DATES: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
         ("october", r"\boctober\b|\boctubre\b|\boctobre\b|\boktober\b|\bottobre\b|\boutubro\b|\bоктябр"),
         ("november", r"\bnovember\b|\bnoviembre\b|\bnovembre\b|\bnovembro\b|\bноябр"),
         ("december", r"\bdecember\b|\bdiciembre\b|\bdécembre\b|\bdezember\b|\bdicembre\b|\bdezembro\b|\bдекабр"),
+    )
+)
+
+# Days, weeks and months told from today, each scale a table of its own: two questions each naming a day of one
+# scale the other does not ask two things ("Can my order arrive today?" / "... tomorrow?", 本周 / 下周), where across
+# scales the time is most often the asker's example ("我今天用花呗什么时候还" / "这个月用花呗什么时候还" is a duplicate
+# of the fintech sets). "Tonight" is today and "next-day" tomorrow; Spanish "mañana" after "la" and German "Morgen"
+# after "am" or "guten" are the morning; French "hier" is German "here", left out.
+_RELATIVE_DAYS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
+    (name, (pattern,))
+    for name, pattern in (
+        (
+            "yesterday",
+            r"\byesterday\b|昨天|昨日|어제|\bayer\b|\bgestern\b|\bieri\b|\bontem\b|\bgisteren\b|\bвчера\b",
+        ),
+        (
+            "today",
+            r"\b(?:today|tonight)\b|今天|今日|今晚|当天|當天|오늘|\bhoy\b|\bheute\b|\baujourd'hui\b|\boggi\b"
+            r"|\bhoje\b|\bvandaag\b|\bсегодня\b",
+        ),
+        (
+            "tomorrow",
+            r"\b(?:tomorrow|next[ -]day)\b|明天|明日|明早|明晚|次日|내일|(?<!la )(?<!las )\bmañana\b"
+            r"|(?<!am )(?<!guten )\bmorgen\b(?! früh)|\bdemain\b|\bdomani\b|\bamanhã\b|\bзавтра\b",
+        ),
+    )
+)
+
+_RELATIVE_WEEKS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
+    (name, (pattern,))
+    for name, pattern in (
+        (
+            "last week",
+            r"\b(?:last|previous|past) week\b|上周|上週|上星期|上个星期|上個星期|先週|지난 ?주|\bsemana pasada\b"
+            r"|\bletzte[n]? woche\b|\bsemaine dernière\b",
+        ),
+        (
+            "this week",
+            r"\bthis week\b|本周|本週|这周|這週|这个星期|這個星期|本星期|今週|이번 ?주|\besta semana\b"
+            r"|\bdiese[rn]? woche\b"
+            r"|\bcette semaine\b|\bquesta settimana\b",
+        ),
+        (
+            "next week",
+            r"\bnext week\b|下周|下週|下星期|下个星期|下個星期|来週|다음 ?주|\bpróxima semana\b|\bsemana que viene\b"
+            r"|\bnächste[n]? woche\b|\bsemaine prochaine\b|\bprossima settimana\b",
+        ),
+        ("this weekend", r"\bthis weekend\b|这个周末|這個週末|本周末|今週末|이번 ?주말|\beste fin de semana\b"),
+        ("next weekend", r"\bnext weekend\b|下个周末|下個週末|下周末|来週末|다음 ?주말|\bpróximo fin de semana\b"),
+    )
+)
+
+_RELATIVE_MONTHS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
+    (name, (pattern,))
+    for name, pattern in (
+        (
+            "last month",
+            r"\b(?:last|previous|past) month(?:'s)?\b|上个月|上個月|上月|先月|지난 ?달|\bmes pasado\b"
+            r"|\bletzte[nm]? monat\b"
+            r"|\bmois dernier\b",
+        ),
+        (
+            "this month",
+            r"\bthis month(?:'s)?\b|这个月|這個月|本月|今月|이번 ?달|\beste mes\b|\bdiese[nm]? monat\b|\bce mois-ci\b",
+        ),
+        (
+            "next month",
+            r"\bnext month(?:'s)?\b|下个月|下個月|下月|来月|다음 ?달|\bpróximo mes\b|\bnächste[nm]? monat\b"
+            r"|\bmois prochain\b",
+        ),
     )
 )
 
@@ -368,28 +439,93 @@ _LANGUAGES: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
 )
 
 
+# The parties of an exchange, each by its names; one for the other is another question ("Who pays for repairs, the
+# landlord?" / "..., the tenant?"). A question naming both (one acting on the other) shares one with either side.
+_ROLES: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
+    (name, (pattern,))
+    for name, pattern in (
+        (
+            "landlord",
+            r"\blandlords?\b|\bproperty owners?\b|房东|房東|业主|業主|大家さん|貸主|집주인|임대인|\bpropietari[oa]s?\b"
+            r"|\barrendador(?:es)?\b|\bvermieter\w*|\bpropriétaires?\b|\bbailleurs?\b|\bproprietári[oa]s?\b",
+        ),
+        (
+            "tenant",
+            r"\b(?:tenants?|renters?)\b|租客|租户|租戶|房客|承租人|借主|入居者|세입자|임차인|\binquilin[oa]s?\b"
+            r"|\barrendatari[oa]s?\b|(?<!ver)\bmieter\w*|\blocataires?\b|\blocatári[oa]s?\b",
+        ),
+        (
+            "driver",
+            r"\bdrivers?\b|司机|司機|運転手|ドライバー|기사님?|운전자|\bconductor(?:es)?\b|\bchofer(?:es)?\b|\bfahrer\w*"
+            r"|\bchauffeurs?\b|\bmotoristas?\b",
+        ),
+        (
+            "passenger",
+            r"\b(?:passengers?|riders?)\b|乘客|乗客|승객|\bpasajer[oa]s?\b|\bfahrgast\w*|\bfahrgäste\w*|\bpassagers?\b"
+            r"|\bpassageir[oa]s?\b",
+        ),
+        ("host", r"\bhosts?\b|房主|ホスト|호스트|\banfitri[óo]n(?:es)?\b|\bgastgeber\w*|\bhôtes?\b|\banfitriões\b"),
+        ("guest", r"\bguests?\b|房客|ゲスト|게스트|\bhu[ée]sped(?:es)?\b|\bgäste?\b|\binvités?\b|\bhóspedes?\b"),
+        (
+            "employer",
+            r"\bemployers?\b|雇主|用人单位|用人單位|雇用主|고용주|\bempleador(?:es)?\b|\barbeitgeber\w*|\bemployeurs?\b"
+            r"|\bempregador(?:es)?\b",
+        ),
+        (
+            "employee",
+            r"\bemployees?\b|员工|員工|雇员|雇員|职工|職工|従業員|직원|\bemplead[oa]s?\b|\barbeitnehmer\w*|\bsalariée?s?\b"
+            r"|\bemployée?s?\b|\bempregad[oa]s?\b|\bfuncionári[oa]s?\b",
+        ),
+        (
+            "doctor",
+            r"\b(?:doctors?|physicians?)\b|医生|醫生|大夫|医師|医者|의사|\bmédic[oa]s?\b|\barzt\b|\bärzt\w*|\bmédecins?\b",
+        ),
+        ("patient", r"\bpatients?\b|患者|病人|환자|\bpacientes?\b|\bpatient(?:en|in)?\b"),
+        (
+            "teacher",
+            r"\b(?:teachers?|instructors?)\b|老师|老師|教师|教師|先生|선생님|교사|\bprofesor(?:es|as?)?\b|\blehrer\w*"
+            r"|\benseignants?\b|\bprofesseurs?\b",
+        ),
+        (
+            "student",
+            r"\b(?:students?|pupils?|learners?)\b|学生|學生|生徒|학생|\balumn[oa]s?\b|\bestudiantes?\b|\bschüler\w*"
+            r"|\bélèves?\b|\bétudiants?\b|\balun[oa]s?\b",
+        ),
+        ("parent", r"\bparents?\b|家长|家長|父母|保護者|부모|\bpadres\b|\beltern\b|\bpais\b"),
+        (
+            "child",
+            r"\b(?:child|children|kids?)\b|孩子|小孩|子女|子供|子ども|자녀|\bhij[oa]s\b|\bkinder\b|\benfants?\b|\bfilhos\b",
+        ),
+    )
+)
+
+
 class Kinds:
-    """Reads which of a table's kinds a question names: each kind one pattern, its alternatives joined, matched on the
-    lower-cased text after one search over every pattern (most questions name none)."""
+    """Reads which of a table's kinds a question names, and how often: each kind one pattern, its alternatives joined,
+    matched on the lower-cased text after one search over every pattern (most questions name none)."""
 
     def __init__(self, table: tuple[tuple[str, tuple[str, ...]], ...]):
         self._patterns = tuple((name, re.compile("|".join(alternatives))) for name, alternatives in table)
         self._any = re.compile("|".join(pattern.pattern for _, pattern in self._patterns))
         self.named = lru_cache(maxsize=_TEXTS_KEPT)(self._named)
 
-    def _named(self, text: str) -> frozenset[str]:
+    def _named(self, text: str) -> Counter[str]:
         lowered = text.lower()
         if not self._any.search(lowered):
-            return frozenset()
-        return frozenset(name for name, pattern in self._patterns if pattern.search(lowered))
+            return Counter()
+        return Counter({name: n for name, pattern in self._patterns if (n := len(pattern.findall(lowered)))})
 
     def differ(self, first: str, second: str) -> bool:
-        """Whether both questions name a kind and share none."""
+        """Whether each question names a kind, or a kind once more, that the other does not: "Basic" / "Pro", and
+        "order today, arrive tomorrow" / "order today, arrive today". A question naming two kinds shares both with a
+        question naming the same two, and the one it names with a question naming only that one."""
         one, other = self.named(first), self.named(second)
-        return bool(one) and bool(other) and not one & other
+        return bool(one - other) and bool(other - one)
 
 
 TIERS = Kinds(_TIERS)
 STATES = Kinds(_STATES)
 DATES = Kinds(_DATES)
+RELATIVE_DATES = (Kinds(_RELATIVE_DAYS), Kinds(_RELATIVE_WEEKS), Kinds(_RELATIVE_MONTHS))
+ROLES = Kinds(_ROLES)
 LANGUAGES = Kinds(_LANGUAGES)

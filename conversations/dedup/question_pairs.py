@@ -377,6 +377,7 @@ _OPPOSITES = tuple(
             "going down, went down, move down",
         ),
         ("zoom in, zooming in, zoomed in", "zoom out, zooming out, zoomed out"),
+        ("upstairs", "downstairs"),
         ("free", "paid"),
     )
 )
@@ -861,9 +862,10 @@ def questions_conflict(first: str, second: str) -> str:
     "close", `opposites_differ`), who acts on whose swapped (`owners_swapped`), two things swapped in the same words
     (`words_swapped`), other periods ("monthly" vs "annually", `periods_differ`), other plan tiers or kinds of
     account holder ("personal" vs "business account", `kinds.TIERS`), other states of one thing ("shipped" vs
-    "delivered", `kinds.STATES`), other days or months by name (`kinds.DATES`) or other languages
-    (`kinds.LANGUAGES`). Embeddings of short questions blur exactly these, a wrong stored answer costs more than a
-    fresh one, and a learned model gives no guarantee on them, so they refuse outright."""
+    "delivered", `kinds.STATES`), other days or months (`kinds.DATES`, `kinds.RELATIVE_DATES`), other languages
+    (`kinds.LANGUAGES`) or the other party of an exchange (`kinds.ROLES`). Embeddings of short questions blur exactly
+    these, a wrong stored answer costs more than a fresh one, and a learned model gives no guarantee on them, so they
+    refuse outright."""
     if numbers_in(first) != numbers_in(second):
         return "numbers differ"
     if is_negated(first) != is_negated(second):
@@ -880,10 +882,12 @@ def questions_conflict(first: str, second: str) -> str:
         return "tiers differ"
     if kinds.STATES.differ(first, second):
         return "states differ"
-    if kinds.DATES.differ(first, second):
+    if kinds.DATES.differ(first, second) or any(days.differ(first, second) for days in kinds.RELATIVE_DATES):
         return "days differ"
     if kinds.LANGUAGES.differ(first, second):
         return "languages differ"
+    if kinds.ROLES.differ(first, second):
+        return "roles differ"
     return ""
 
 

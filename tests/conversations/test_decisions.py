@@ -402,6 +402,24 @@ def test_shipped_phrasings_name_their_intent_at_their_own_floor_for_text_that_is
         ("Posso pagar no app?", "Não posso pagar no app?", "negation differs"),
         ("¿Abren los domingos?", "¿No abren los domingos?", "negation differs"),
         ("Is there a refund?", "Is there no refund?", "negation differs"),
+        # A day told from today, or the other party of an exchange; days of two scales are the asker's example.
+        ("Can my parcel arrive tomorrow?", "Can my parcel arrive today?", "days differ"),
+        ("今天下单明天能到吗", "今天下单今天能到吗", "days differ"),  # each names a day once more than the other
+        ("下周有空位吗", "本周有空位吗", "days differ"),
+        ("¿Llega hoy el pedido?", "¿Llega mañana el pedido?", "days differ"),
+        ("我今天用花呗什么时候还", "这个月用花呗什么时候还", ""),  # a day and a month: two scales
+        ("¿Abren por la mañana?", "¿Abren hoy?", ""),  # "la mañana" is the morning
+        (
+            "Can I upgrade from the Basic plan to the Pro plan?",
+            "Can I upgrade from the Basic plan to the Premium plan?",
+            "tiers differ",
+        ),
+        ("Can the landlord keep my deposit?", "Can the tenant keep my deposit?", "roles differ"),
+        ("司机可以取消订单吗", "乘客可以取消订单吗", "roles differ"),
+        ("Muss der Vermieter zahlen?", "Muss der Mieter zahlen?", "roles differ"),
+        ("Is the gym upstairs?", "Is the gym downstairs?", "opposite actions"),
+        ("Can riders rate the driver?", "Can passengers rate their driver?", ""),
+        ("Does the landlord fix the boiler?", "Is the property owner responsible for the boiler?", ""),
         ("How do I turn on 2FA?", "How do I enable two-factor authentication?", ""),
         ("How do I turn on 2-step verification?", "How do I enable two step verification?", ""),
         ("Convert mp3 to h264?", "How to convert mp3 files to h264 video?", ""),

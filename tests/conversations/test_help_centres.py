@@ -653,14 +653,17 @@ HELP_CENTRE_HOURS = {
         ("english", "Are you open on Monday?", "Are you open on Sunday?", "days differ"),
         ("chinese", "周一营业吗", "周日营业吗", "days differ"),
         ("english", "Can I get the manual in German?", "Can I get the manual in English?", "languages differ"),
+        ("chinese", "今天下单今天能送到吗", "今天下单明天能送到吗", "days differ"),
+        ("english", "Who pays for repairs, the landlord?", "Who pays for repairs, the tenant?", "roles differ"),
     ],
-    ids=["english-days", "chinese-days", "english-languages"],
+    ids=["english-days", "chinese-days", "english-languages", "chinese-today-tomorrow", "english-roles"],
 )
-def test_a_question_about_another_day_or_language_is_never_served_the_first_ones_answer(
+def test_a_question_about_another_day_language_or_party_is_never_served_the_first_ones_answer(
     api_client, tenant, services, analyzer, question, other, reason
 ):
-    """Monday and Sunday, 周一 and 周日, a manual in German and in English sit as close as a rewording in the
-    multilingual model, and its head served the second question the first one's answer."""
+    """Monday and Sunday, 周一 and 周日, a manual in German and in English, arriving today and tomorrow, a landlord
+    and a tenant sit as close as a rewording in the multilingual model, and its head served the second question the
+    first one's answer."""
     kb = indexed_kb(
         tenant,
         documents=HELP_CENTRE_HOURS,
