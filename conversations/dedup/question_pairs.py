@@ -774,7 +774,9 @@ def words_swapped(first: str, second: str) -> bool:
     """Whether two English questions are the same words with two things swapped, no symmetric word before or between
     them (`other_languages.swapped_around`, `_SWAP_SYMMETRIC`): "What if Apple buys Samsung?" / "What if Samsung buys
     Apple?", "How do you convert benzene into toluene?" / "... toluene into benzene?" (cosine near 1: the same
-    words); also with the possessive determiners set aside (`_DETERMINERS`), which move with the thing they lead. Read
+    words); also with the possessive determiners set aside (`_DETERMINERS`), which move with the thing they lead, and
+    then on the words' stems, which a swap inflects anew ("Can teachers see student grades?" / "Can students see
+    teacher grades?"). Read
     in a pair with an English function word (`other_languages.reads_as_english`) and no Chinese; the other languages
     have `other_languages.ends_swapped`."""
     one, other = words_read(first), words_read(second)
@@ -784,7 +786,13 @@ def words_swapped(first: str, second: str) -> bool:
         or not (other_languages.reads_as_english(one) or other_languages.reads_as_english(other))
     ):
         return False
-    for first_words, second_words in ((one, other), (_without_determiners(one), _without_determiners(other))):
+    bare_one, bare_other = _without_determiners(one), _without_determiners(other)
+    readings = (
+        (one, other),
+        (bare_one, bare_other),
+        (tuple(map(word_stem, bare_one)), tuple(map(word_stem, bare_other))),
+    )
+    for first_words, second_words in readings:
         swaps = other_languages.swapped_around(first_words, second_words)
         if swaps:
             return not any(_SWAP_SYMMETRIC.intersection((*before, *middle)) for before, middle in swaps)

@@ -420,6 +420,8 @@ def test_shipped_phrasings_name_their_intent_at_their_own_floor_for_text_that_is
         ("Is the gym upstairs?", "Is the gym downstairs?", "opposite actions"),
         ("Can riders rate the driver?", "Can passengers rate their driver?", ""),
         ("Does the landlord fix the boiler?", "Is the property owner responsible for the boiler?", ""),
+        ("Can teachers see student grades?", "Can students see teacher grades?", "words swapped"),  # inflected anew
+        ("Can a teacher see student grades?", "Can teachers see the grades of students?", ""),
         ("How do I turn on 2FA?", "How do I enable two-factor authentication?", ""),
         ("How do I turn on 2-step verification?", "How do I enable two step verification?", ""),
         ("Convert mp3 to h264?", "How to convert mp3 files to h264 video?", ""),
