@@ -265,7 +265,7 @@ _DATES: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
         ),
         (
             "wednesday",
-            rf"\bwednesdays?\b|{_ZH_WEEK}三(?![次回遍个個])|星期三|礼拜三|禮拜三|水曜|수요일|\bmi[ée]rcoles\b"
+            rf"\bwednesdays?\b|{_ZH_WEEK}三(?![次回遍个個])|星期三|礼拜三|禮拜三|水曜|수요일|\bmiércoles\b|\bmiercoles\b"
             r"|\bmercredis?\b|\bquarta-feira|\bmittwochs?\b|\bmercoledì|\bmercoledi\b|\bwoensdag|\bв среду\b",
         ),
         (
@@ -280,7 +280,7 @@ _DATES: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
         ),
         (
             "saturday",
-            rf"\bsaturdays?\b|{_ZH_WEEK}六(?![次回遍个個])|星期六|礼拜六|禮拜六|土曜|토요일|\bs[áa]bados?\b"
+            rf"\bsaturdays?\b|{_ZH_WEEK}六(?![次回遍个個])|星期六|礼拜六|禮拜六|土曜|토요일|\bsábados?\b|\bsabados?\b"
             r"|\bsamedis?\b|\bsamstags?\b|\bsonnabends?\b|\bsabato\b|\bzaterdag|\bсуббот",
         ),
         (
@@ -500,20 +500,113 @@ _ROLES: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
 )
 
 
+_SPECIAL = set("\\()[]{}?*+.|^$")
+
+
+def _top_level(pattern: str, separator: str = "|") -> list[str]:
+    """`pattern` cut at `separator` where it stands outside any group or class."""
+    parts, depth, start, index = [], 0, 0, 0
+    in_class = False
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "\\":
+            index += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif char == separator and depth == 0:
+            parts.append(pattern[start:index])
+            start = index + 1
+        index += 1
+    parts.append(pattern[start:])
+    return parts
+
+
+def _group_end(pattern: str, start: int) -> int:
+    """The index just after the group opening at `start`."""
+    depth, index, in_class = 0, start, False
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "\\":
+            index += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth == 0:
+                return index + 1
+        index += 1
+    raise ValueError(f"unbalanced group in {pattern!r}")
+
+
+def _leading_literals(alternative: str) -> frozenset[str] | None:
+    """Literal strings one of which every match of `alternative` begins with (its word boundaries and lookarounds
+    before them set aside), or None when it begins with anything else (a class, an escape, an optional letter)."""
+    rest = alternative
+    while True:
+        if rest.startswith("\\b"):
+            rest = rest[2:]
+        elif rest.startswith(("(?<!", "(?<=", "(?!", "(?=")):
+            rest = rest[_group_end(rest, 0) :]
+        else:
+            break
+    if rest.startswith("(?:"):
+        end = _group_end(rest, 0)
+        if end < len(rest) and rest[end] in "?*{":
+            return None
+        options = [_leading_literals(option) for option in _top_level(rest[3 : end - 1])]
+        if any(option is None for option in options):
+            return None
+        return frozenset().union(*options)  # type: ignore[arg-type]
+    literal = ""
+    for char in rest:
+        if char in _SPECIAL:
+            if char in "?*{" and literal:
+                literal = literal[:-1]  # the letter before is optional
+            break
+        literal += char
+    # One letter of a Latin script begins too many words to rule a question out; one CJK character is a word.
+    return frozenset({literal}) if len(literal) > 1 or (literal and not literal.isascii()) else None
+
+
 class Kinds:
     """Reads which of a table's kinds a question names, and how often: each kind one pattern, its alternatives joined,
-    matched on the lower-cased text after one search over every pattern (most questions name none)."""
+    matched on the lower-cased text. Every alternative begins with literal text, so one search for any of those
+    beginnings (a plain alternation, which the regular-expression engine scans fast) rules out most questions, and
+    only the kinds whose beginnings a question holds are matched in full."""
 
     def __init__(self, table: tuple[tuple[str, tuple[str, ...]], ...]):
         self._patterns = tuple((name, re.compile("|".join(alternatives))) for name, alternatives in table)
-        self._any = re.compile("|".join(pattern.pattern for _, pattern in self._patterns))
+        self._beginnings: list[frozenset[str]] = []
+        for name, alternatives in table:
+            leads = [_leading_literals(part) for alternative in alternatives for part in _top_level(alternative)]
+            if any(lead is None for lead in leads):
+                raise ValueError(f"an alternative of {name!r} does not begin with literal text")
+            self._beginnings.append(frozenset().union(*leads))  # type: ignore[arg-type]
+        everything = sorted(set().union(*self._beginnings), key=len, reverse=True)
+        self._screen = re.compile("|".join(map(re.escape, everything)))
         self.named = lru_cache(maxsize=_TEXTS_KEPT)(self._named)
 
     def _named(self, text: str) -> Counter[str]:
         lowered = text.lower()
-        if not self._any.search(lowered):
+        if not self._screen.search(lowered):
             return Counter()
-        return Counter({name: n for name, pattern in self._patterns if (n := len(pattern.findall(lowered)))})
+        counts: Counter[str] = Counter()
+        for (name, pattern), beginnings in zip(self._patterns, self._beginnings, strict=True):
+            if any(beginning in lowered for beginning in beginnings) and (n := len(pattern.findall(lowered))):
+                counts[name] = n
+        return counts
 
     def differ(self, first: str, second: str) -> bool:
         """Whether each question names a kind, or a kind once more, that the other does not: "Basic" / "Pro", and
