@@ -1,5 +1,6 @@
-"""Which plan tier or kind of account holder (`TIERS`), and which state in the course of a thing (`STATES`), a question
-names, in the languages users write. Pure functions, no I/O.
+"""Which plan tier or kind of account holder (`TIERS`), state in the course of a thing (`STATES`), day or month
+(`DATES`, `RELATIVE_DATES`), language (`LANGUAGES`) and party of an exchange (`ROLES`) a question names, and how often,
+in the languages users write. Pure functions, no I/O.
 
 "Can a personal account receive international payments?" and the same of a business account, "个人账户每天能转多少钱"
 and "企业账户...", "無料プラン" and "有料プラン" sit as close to either embedding as a rewording does; so do "Can I
@@ -14,7 +15,8 @@ no tier. A state counts in the forms that say a thing is in it ("shipped", "has 
 "배송 완료", "entregado"), not the verb that asks for it ("how do I cancel", "怎么删除"). Words for one kind read as one
 ("company account" is a "business account", "公司账户" a "企业账户", "dispatched" is "shipped", "寄出" is "发货", "到期"
 is "过期"), so those rewordings pass. A question naming two ("upgrade from the Basic plan to Pro", "it shipped but
-never arrived") shares one with either side, and a question naming none is left to the other checks and the head.
+never arrived") differs from none that names only one of them or the same two, and a question naming none is left to
+the other checks and the head.
 """
 
 from __future__ import annotations
@@ -440,7 +442,8 @@ _LANGUAGES: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
 
 
 # The parties of an exchange, each by its names; one for the other is another question ("Who pays for repairs, the
-# landlord?" / "..., the tenant?"). A question naming both (one acting on the other) shares one with either side.
+# landlord?" / "..., the tenant?"). A question naming both (one acting on the other) differs from none naming one of
+# them; a swap of the two is `question_pairs.words_swapped`'s.
 _ROLES: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
     (name, (pattern,))
     for name, pattern in (

@@ -776,9 +776,8 @@ def words_swapped(first: str, second: str) -> bool:
     Apple?", "How do you convert benzene into toluene?" / "... toluene into benzene?" (cosine near 1: the same
     words); also with the possessive determiners set aside (`_DETERMINERS`), which move with the thing they lead, and
     then on the words' stems, which a swap inflects anew ("Can teachers see student grades?" / "Can students see
-    teacher grades?"). Read
-    in a pair with an English function word (`other_languages.reads_as_english`) and no Chinese; the other languages
-    have `other_languages.ends_swapped`."""
+    teacher grades?"). Read in a pair with an English function word (`other_languages.reads_as_english`) and no
+    Chinese; the other languages have `other_languages.ends_swapped`."""
     one, other = words_read(first), words_read(second)
     if (
         _read_as_chinese(first)
