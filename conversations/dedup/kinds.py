@@ -247,10 +247,10 @@ _STATES: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
-# Days of the week and months, by name. Not read: English "May" and
-# "March" (lower-cased, a verb), the abbreviations ("Mon" is French "my", "Sat" and "Sun" are words), Portuguese
-# "segunda" to "sexta" without "-feira" ("segunda vez"), Russian "среда" alone ("environment"). Chinese, Japanese and
-# Korean months are numbers, read by `numbers_in`. 周一 ... 周日 after a count is "a week" ("一周一次"), not a day.
+# Days of the week and months, by name. Not read: English "May" and "March" (lower-cased, a verb), the abbreviations
+# ("Mon" is French "my", "Sat" and "Sun" are words), Portuguese "segunda" to "sexta" without "-feira" ("segunda vez"),
+# Russian "среда" alone ("environment"). Chinese, Japanese and Korean months are numbers, read by `numbers_in`. 周一 ...
+# 周日 after a count is "a week" ("一周一次"), not a day.
 _ZH_WEEK = r"(?<![一二三四五六七八九十两兩几幾0-9])(?:周|週)"
 _DATES: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
     (name, (pattern,))
