@@ -578,8 +578,8 @@ def test_a_question_about_another_plan_tier_or_account_holder_is_never_served_th
     api_client, tenant, services, model, analyzer, question, other_tier
 ):
     """Personal and business accounts, 个人 and 企业 users, 無料 and 有料 plans sit as close as a rewording in their
-    model, and the multilingual head served the Chinese and Japanese pairs (it refused the English one by a thin
-    margin): the answer depends on the tier."""
+    model: the multilingual head served the Chinese and Japanese pairs, the bundled head refused the English one (p
+    0.30), and the rule says it whatever a head's weights. The answer depends on the tier."""
     kb = indexed_kb(
         tenant, documents=HELP_CENTRE_TIERS, name=f"tiers-{analyzer}", embedding_model=model, text_analyzer=analyzer
     )
