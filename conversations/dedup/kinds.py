@@ -376,6 +376,32 @@ _RELATIVE_MONTHS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
     )
 )
 
+# Days told from an event the question names: the day before it, the same day, the day after ("Can I cancel the day
+# before?" / "... on the day?", 入住前一天 / 入住当天). 当天 and 次日 are also today and tomorrow (`_RELATIVE_DAYS`):
+# each table reads them in its own sense, and a pair differs if either table says so.
+_EVENT_DAYS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
+    (name, (pattern,))
+    for name, pattern in (
+        (
+            "day before",
+            r"\bthe (?:day|night|evening) before\b|\bthe previous day\b|前一天|前一日|提前一天|前日|전날"
+            r"|\bel día anterior\b|\bla víspera\b|\bam vortag\b|\bla veille\b|\bil giorno prima\b"
+            r"|\bno dia anterior\b|\bo dia anterior\b",
+        ),
+        (
+            "same day",
+            r"\bsame[ -]day\b|\bon the day\b|当天|當天|当日|當日|同日|당일|\bel mismo día\b"
+            r"|\bam (?:selben|gleichen) tag\b|\ble jour même\b|\blo stesso giorno\b|\bno mesmo dia\b|\bo mesmo dia\b",
+        ),
+        (
+            "day after",
+            r"\bthe (?:day|morning) after\b|\bthe (?:next|following) day\b|\bnext[ -]day\b|后一天|後一天|第二天"
+            r"|次日|翌日|다음 ?날|\bel día siguiente\b|\bam (?:nächsten|folgenden) tag\b|\bam folgetag\b"
+            r"|\ble lendemain\b|\bil giorno dopo\b|\bno dia seguinte\b|\bo dia seguinte\b",
+        ),
+    )
+)
+
 # Languages, by name, in the languages users write. Spoken and written Chinese (普通话, 中文) read as one; Cantonese is
 # another.
 _LANGUAGES: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
@@ -622,6 +648,6 @@ class Kinds:
 TIERS = Kinds(_TIERS)
 STATES = Kinds(_STATES)
 DATES = Kinds(_DATES)
-RELATIVE_DATES = (Kinds(_RELATIVE_DAYS), Kinds(_RELATIVE_WEEKS), Kinds(_RELATIVE_MONTHS))
+RELATIVE_DATES = (Kinds(_RELATIVE_DAYS), Kinds(_RELATIVE_WEEKS), Kinds(_RELATIVE_MONTHS), Kinds(_EVENT_DAYS))
 ROLES = Kinds(_ROLES)
 LANGUAGES = Kinds(_LANGUAGES)

@@ -422,6 +422,11 @@ def test_shipped_phrasings_name_their_intent_at_their_own_floor_for_text_that_is
         ("Does the landlord fix the boiler?", "Is the property owner responsible for the boiler?", ""),
         ("Can teachers see student grades?", "Can students see teacher grades?", "words swapped"),  # inflected anew
         ("Can a teacher see student grades?", "Can teachers see the grades of students?", ""),
+        # A day told from an event: the day before, the same day, the day after.
+        ("Can I cancel the class the day before?", "Can I cancel the class on the day?", "days differ"),
+        ("入住前一天取消要钱吗", "入住当天取消要钱吗", "days differ"),
+        ("Is same-day delivery free?", "Is next-day delivery free?", "days differ"),
+        ("入住当天可以取消吗", "入住当日能取消吗", ""),
         ("How do I turn on 2FA?", "How do I enable two-factor authentication?", ""),
         ("How do I turn on 2-step verification?", "How do I enable two step verification?", ""),
         ("Convert mp3 to h264?", "How to convert mp3 files to h264 video?", ""),

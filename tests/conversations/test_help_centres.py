@@ -655,15 +655,16 @@ HELP_CENTRE_HOURS = {
         ("english", "Can I get the manual in German?", "Can I get the manual in English?", "languages differ"),
         ("chinese", "今天下单今天能送到吗", "今天下单明天能送到吗", "days differ"),
         ("english", "Who pays for repairs, the landlord?", "Who pays for repairs, the tenant?", "roles differ"),
+        ("english", "Can I cancel the booking the day before?", "Can I cancel the booking on the day?", "days differ"),
     ],
-    ids=["english-days", "chinese-days", "english-languages", "chinese-today-tomorrow", "english-roles"],
+    ids=["english-days", "chinese-days", "english-languages", "chinese-today-tomorrow", "english-roles", "day-before"],
 )
 def test_a_question_about_another_day_language_or_party_is_never_served_the_first_ones_answer(
     api_client, tenant, services, analyzer, question, other, reason
 ):
     """Monday and Sunday, 周一 and 周日, a manual in German and in English, arriving today and tomorrow, a landlord
-    and a tenant sit as close as a rewording in the multilingual model, and its head served the second question the
-    first one's answer."""
+    and a tenant, the day before and the day itself sit as close as a rewording in the multilingual model, and its
+    head served the second question the first one's answer."""
     kb = indexed_kb(
         tenant,
         documents=HELP_CENTRE_HOURS,
