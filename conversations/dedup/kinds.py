@@ -47,8 +47,12 @@ _RO_PLAN = (
 )
 _RU_PLAN = r"\s(?:тариф\w*|верси\w+|план\w*|аккаунт\w*|подписк\w+)"
 
-# One pattern per kind, written as its alternatives; the names are what `Kinds.named` returns.
-_TIERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+# A table names each kind with its pattern, or with the pattern's alternatives when they are many; the names are what
+# `Kinds.named` returns.
+_Table = tuple[tuple[str, str | tuple[str, ...]], ...]
+
+
+_TIERS: _Table = (
     (
         "personal",
         (
@@ -94,7 +98,7 @@ _TIERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             rf"\bплатн\w+{_RU_PLAN}",
         ),
     ),
-    ("trial", (rf"\btrial(?:{_PLAN}|{_HOLDER})|(?:试用|試用){_ZH_TIER}|お試し(?:プラン|版)|체험판",)),
+    ("trial", rf"\btrial(?:{_PLAN}|{_HOLDER})|(?:试用|試用){_ZH_TIER}|お試し(?:プラン|版)|체험판"),
     (
         "basic",
         (
@@ -102,7 +106,7 @@ _TIERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             rf"{_RO_PLAN} (?:básic[oa]|basic[oa]|base|basique)\b",
         ),
     ),
-    ("starter", (rf"\bstarter{_PLAN}",)),
+    ("starter", rf"\bstarter{_PLAN}"),
     (
         "standard",
         (
@@ -110,7 +114,7 @@ _TIERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             rf"{_RO_PLAN} (?:estándar|estandar|standard)\b",
         ),
     ),
-    ("plus", (rf"\bplus{_PLAN}",)),
+    ("plus", rf"\bplus{_PLAN}"),
     (
         "pro",
         (
@@ -120,13 +124,13 @@ _TIERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     (
         "premium",
-        (rf"\bpremium{_PLAN}|(?:高级|高級){_ZH_TIER}|プレミアム{_ZH_TIER}|프리미엄{_KO_PLAN}|{_RO_PLAN} premium\b",),
+        rf"\bpremium{_PLAN}|(?:高级|高級){_ZH_TIER}|プレミアム{_ZH_TIER}|프리미엄{_KO_PLAN}|{_RO_PLAN} premium\b",
     ),
-    ("ultimate", (rf"\bultimate{_PLAN}|(?:旗舰|旗艦|至尊){_ZH_TIER}",)),
-    ("team", (rf"\bteam{_PLAN}|(?:团队|團隊){_ZH_TIER}",)),
-    ("enterprise", (rf"\benterprise{_PLAN}|エンタープライズ{_ZH_TIER}",)),
-    ("family", (rf"\bfamily{_PLAN}|家庭{_ZH_TIER}|ファミリー{_ZH_TIER}",)),
-    ("student", (rf"\bstudent{_PLAN}|(?:学生|學生){_ZH_TIER}",)),
+    ("ultimate", rf"\bultimate{_PLAN}|(?:旗舰|旗艦|至尊){_ZH_TIER}"),
+    ("team", rf"\bteam{_PLAN}|(?:团队|團隊){_ZH_TIER}"),
+    ("enterprise", rf"\benterprise{_PLAN}|エンタープライズ{_ZH_TIER}"),
+    ("family", rf"\bfamily{_PLAN}|家庭{_ZH_TIER}|ファミリー{_ZH_TIER}"),
+    ("student", rf"\bstudent{_PLAN}|(?:学生|學生){_ZH_TIER}"),
 )
 
 
@@ -135,7 +139,7 @@ _TIERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 # alone only where it names the stage ("多久发货"); the Romance and German participles in their gender and number forms.
 # "paid" before a plan or account noun is the tier, not a state. Chinese users write 过期, 到期 and 逾期 alike of a
 # repayment ("花呗还款逾期怎么处理" / "花呗还款过期会怎么办" is a duplicate of the fintech sets): one state there.
-_STATES: tuple[tuple[str, tuple[str, ...]], ...] = (
+_STATES: _Table = (
     (
         "shipped",
         (
@@ -158,7 +162,7 @@ _STATES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     (
         "submitted",
-        (r"\bsubmitted\b|已提交|提交的申请|提交申请|申請済|제출된|\b(?:enviada|soumise?s?|eingereicht\w*)\b",),
+        r"\bsubmitted\b|已提交|提交的申请|提交申请|申請済|제출된|\b(?:enviada|soumise?s?|eingereicht\w*)\b",
     ),
     (
         "pending",
@@ -197,7 +201,7 @@ _STATES: tuple[tuple[str, tuple[str, ...]], ...] = (
             r"\b(?:cancelad[oa]s?|annulée?s?|storniert\w*|annullat[oaie])\b",
         ),
     ),
-    ("refunded", (r"\brefunded\b|已退款|退款成功|返金済|환불된|\b(?:reembolsad[oa]s?|remboursée?s?|erstattet\w*)\b",)),
+    ("refunded", r"\brefunded\b|已退款|退款成功|返金済|환불된|\b(?:reembolsad[oa]s?|remboursée?s?|erstattet\w*)\b"),
     (
         "archived",
         (
@@ -234,16 +238,16 @@ _STATES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     (
         "unpaid",
-        (r"\b(?:unpaid|overdue)\b|待付款|待支付|未払い|미납|연체|\b(?:vencid[oa]s?|impayée?s?|überfällig\w*)\b",),
+        r"\b(?:unpaid|overdue)\b|待付款|待支付|未払い|미납|연체|\b(?:vencid[oa]s?|impayée?s?|überfällig\w*)\b",
     ),
-    ("awaiting shipment", (r"待发货|待發貨|未发货|未發貨|発送待ち|발송 ?대기",)),
+    ("awaiting shipment", r"待发货|待發貨|未发货|未發貨|発送待ち|발송 ?대기"),
     (
         "expired",
         (
             r"\bexpired\b|过期|過期|逾期|已失效|失效的|到期|期限切れ|만료된|\b(?:caducad[oa]s?|expirad[oa]s?|expirée?s?|abgelaufen\w*|scadut[oaie])\b",
         ),
     ),
-    ("used", (r"已使用|用过的|用過的|使用过的|使用過的|使用済|사용한|사용된|\b(?:usad[oa]s?|utilisée?s?)\b",)),
+    ("used", r"已使用|用过的|用過的|使用过的|使用過的|使用済|사용한|사용된|\b(?:usad[oa]s?|utilisée?s?)\b"),
 )
 
 
@@ -252,58 +256,55 @@ _STATES: tuple[tuple[str, tuple[str, ...]], ...] = (
 # Russian "среда" alone ("environment"). Chinese, Japanese and Korean months are numbers, read by `numbers_in`. 周一 ...
 # 周日 after a count is "a week" ("一周一次"), not a day.
 _ZH_WEEK = r"(?<![一二三四五六七八九十两兩几幾0-9])(?:周|週)"
-_DATES: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
-    (name, (pattern,))
-    for name, pattern in (
-        (
-            "monday",
-            rf"\bmondays?\b|{_ZH_WEEK}一(?![次回遍个個])|星期一|礼拜一|禮拜一|月曜|월요일|\blunes\b|\blundis?\b"
-            r"|\bsegunda-feira|\bmontags?\b|\blunedì|\blunedi\b|\bmaandag|\bпонедельник",
-        ),
-        (
-            "tuesday",
-            rf"\btuesdays?\b|{_ZH_WEEK}二(?![次回遍个個])|星期二|礼拜二|禮拜二|火曜|화요일|\bmartes\b|\bmardis?\b"
-            r"|\bterça-feira|\bdienstags?\b|\bmartedì|\bmartedi\b|\bdinsdag|\bвторник",
-        ),
-        (
-            "wednesday",
-            rf"\bwednesdays?\b|{_ZH_WEEK}三(?![次回遍个個])|星期三|礼拜三|禮拜三|水曜|수요일|\bmiércoles\b|\bmiercoles\b"
-            r"|\bmercredis?\b|\bquarta-feira|\bmittwochs?\b|\bmercoledì|\bmercoledi\b|\bwoensdag|\bв среду\b",
-        ),
-        (
-            "thursday",
-            rf"\bthursdays?\b|{_ZH_WEEK}四(?![次回遍个個])|星期四|礼拜四|禮拜四|木曜|목요일|\bjueves\b|\bjeudis?\b"
-            r"|\bquinta-feira|\bdonnerstags?\b|\bgiovedì|\bgiovedi\b|\bdonderdag|\bчетверг",
-        ),
-        (
-            "friday",
-            rf"\bfridays?\b|{_ZH_WEEK}五(?![次回遍个個])|星期五|礼拜五|禮拜五|金曜|금요일|\bviernes\b|\bvendredis?\b"
-            r"|\bsexta-feira|\bfreitags?\b|\bvenerdì|\bvenerdi\b|\bvrijdag|\bпятниц",
-        ),
-        (
-            "saturday",
-            rf"\bsaturdays?\b|{_ZH_WEEK}六(?![次回遍个個])|星期六|礼拜六|禮拜六|土曜|토요일|\bsábados?\b|\bsabados?\b"
-            r"|\bsamedis?\b|\bsamstags?\b|\bsonnabends?\b|\bsabato\b|\bzaterdag|\bсуббот",
-        ),
-        (
-            "sunday",
-            rf"\bsundays?\b|{_ZH_WEEK}(?:日|天)|星期日|星期天|礼拜天|礼拜日|禮拜天|禮拜日|日曜|일요일|\bdomingos?\b"
-            r"|\bdimanches?\b|\bsonntags?\b|\bdomenica\b|\bzondag|\bвоскресень",
-        ),
-        ("january", r"\bjanuary\b|\benero\b|\bjanvier\b|\bjanuar\b|\bgennaio\b|\bjaneiro\b|\bjanuari\b|\bянвар"),
-        (
-            "february",
-            r"\bfebruary\b|\bfebrero\b|\bfévrier\b|\bfebruar\b|\bfebbraio\b|\bfevereiro\b|\bfebruari\b|\bфеврал",
-        ),
-        ("april", r"\bapril\b|\babril\b|\bavril\b|\baprile\b|\bапрел"),
-        ("june", r"\bjune\b|\bjunio\b|\bjuin\b|\bjuni\b|\bgiugno\b|\bjunho\b|\bиюн"),
-        ("july", r"\bjuly\b|\bjulio\b|\bjuillet\b|\bjuli\b|\bluglio\b|\bjulho\b|\bиюл"),
-        ("august", r"\baugust\b|\bagosto\b|\baoût\b|\bagosto\b|\baugustus\b|\bавгуст"),
-        ("september", r"\bseptember\b|\bseptiembre\b|\bseptembre\b|\bsettembre\b|\bsetembro\b|\bсентябр"),
-        ("october", r"\boctober\b|\boctubre\b|\boctobre\b|\boktober\b|\bottobre\b|\boutubro\b|\bоктябр"),
-        ("november", r"\bnovember\b|\bnoviembre\b|\bnovembre\b|\bnovembro\b|\bноябр"),
-        ("december", r"\bdecember\b|\bdiciembre\b|\bdécembre\b|\bdezember\b|\bdicembre\b|\bdezembro\b|\bдекабр"),
-    )
+_DATES: _Table = (
+    (
+        "monday",
+        rf"\bmondays?\b|{_ZH_WEEK}一(?![次回遍个個])|星期一|礼拜一|禮拜一|月曜|월요일|\blunes\b|\blundis?\b"
+        r"|\bsegunda-feira|\bmontags?\b|\blunedì|\blunedi\b|\bmaandag|\bпонедельник",
+    ),
+    (
+        "tuesday",
+        rf"\btuesdays?\b|{_ZH_WEEK}二(?![次回遍个個])|星期二|礼拜二|禮拜二|火曜|화요일|\bmartes\b|\bmardis?\b"
+        r"|\bterça-feira|\bdienstags?\b|\bmartedì|\bmartedi\b|\bdinsdag|\bвторник",
+    ),
+    (
+        "wednesday",
+        rf"\bwednesdays?\b|{_ZH_WEEK}三(?![次回遍个個])|星期三|礼拜三|禮拜三|水曜|수요일|\bmiércoles\b|\bmiercoles\b"
+        r"|\bmercredis?\b|\bquarta-feira|\bmittwochs?\b|\bmercoledì|\bmercoledi\b|\bwoensdag|\bв среду\b",
+    ),
+    (
+        "thursday",
+        rf"\bthursdays?\b|{_ZH_WEEK}四(?![次回遍个個])|星期四|礼拜四|禮拜四|木曜|목요일|\bjueves\b|\bjeudis?\b"
+        r"|\bquinta-feira|\bdonnerstags?\b|\bgiovedì|\bgiovedi\b|\bdonderdag|\bчетверг",
+    ),
+    (
+        "friday",
+        rf"\bfridays?\b|{_ZH_WEEK}五(?![次回遍个個])|星期五|礼拜五|禮拜五|金曜|금요일|\bviernes\b|\bvendredis?\b"
+        r"|\bsexta-feira|\bfreitags?\b|\bvenerdì|\bvenerdi\b|\bvrijdag|\bпятниц",
+    ),
+    (
+        "saturday",
+        rf"\bsaturdays?\b|{_ZH_WEEK}六(?![次回遍个個])|星期六|礼拜六|禮拜六|土曜|토요일|\bsábados?\b|\bsabados?\b"
+        r"|\bsamedis?\b|\bsamstags?\b|\bsonnabends?\b|\bsabato\b|\bzaterdag|\bсуббот",
+    ),
+    (
+        "sunday",
+        rf"\bsundays?\b|{_ZH_WEEK}(?:日|天)|星期日|星期天|礼拜天|礼拜日|禮拜天|禮拜日|日曜|일요일|\bdomingos?\b"
+        r"|\bdimanches?\b|\bsonntags?\b|\bdomenica\b|\bzondag|\bвоскресень",
+    ),
+    ("january", r"\bjanuary\b|\benero\b|\bjanvier\b|\bjanuar\b|\bgennaio\b|\bjaneiro\b|\bjanuari\b|\bянвар"),
+    (
+        "february",
+        r"\bfebruary\b|\bfebrero\b|\bfévrier\b|\bfebruar\b|\bfebbraio\b|\bfevereiro\b|\bfebruari\b|\bфеврал",
+    ),
+    ("april", r"\bapril\b|\babril\b|\bavril\b|\baprile\b|\bапрел"),
+    ("june", r"\bjune\b|\bjunio\b|\bjuin\b|\bjuni\b|\bgiugno\b|\bjunho\b|\bиюн"),
+    ("july", r"\bjuly\b|\bjulio\b|\bjuillet\b|\bjuli\b|\bluglio\b|\bjulho\b|\bиюл"),
+    ("august", r"\baugust\b|\bagosto\b|\baoût\b|\bagosto\b|\baugustus\b|\bавгуст"),
+    ("september", r"\bseptember\b|\bseptiembre\b|\bseptembre\b|\bsettembre\b|\bsetembro\b|\bсентябр"),
+    ("october", r"\boctober\b|\boctubre\b|\boctobre\b|\boktober\b|\bottobre\b|\boutubro\b|\bоктябр"),
+    ("november", r"\bnovember\b|\bnoviembre\b|\bnovembre\b|\bnovembro\b|\bноябр"),
+    ("december", r"\bdecember\b|\bdiciembre\b|\bdécembre\b|\bdezember\b|\bdicembre\b|\bdezembro\b|\bдекабр"),
 )
 
 # Days, weeks and months told from today, each scale a table of its own: two questions each naming a day of one
@@ -311,221 +312,203 @@ _DATES: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
 # scales the time is most often the asker's example ("我今天用花呗什么时候还" / "这个月用花呗什么时候还" is a duplicate
 # of the fintech sets). "Tonight" is today and "next-day" tomorrow; Spanish "mañana" after "la" and German "Morgen"
 # after "am" or "guten" are the morning; French "hier" is German "here", left out.
-_RELATIVE_DAYS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
-    (name, (pattern,))
-    for name, pattern in (
-        (
-            "yesterday",
-            r"\byesterday\b|昨天|昨日|어제|\bayer\b|\bgestern\b|\bieri\b|\bontem\b|\bgisteren\b|\bвчера\b",
-        ),
-        (
-            "today",
-            r"\b(?:today|tonight)\b|今天|今日|今晚|当天|當天|오늘|\bhoy\b|\bheute\b|\baujourd'hui\b|\boggi\b"
-            r"|\bhoje\b|\bvandaag\b|\bсегодня\b",
-        ),
-        (
-            "tomorrow",
-            r"\b(?:tomorrow|next[ -]day)\b|明天|明日|明早|明晚|次日|내일|(?<!la )(?<!las )\bmañana\b"
-            r"|(?<!am )(?<!guten )\bmorgen\b(?! früh)|\bdemain\b|\bdomani\b|\bamanhã\b|\bзавтра\b",
-        ),
-    )
+_RELATIVE_DAYS: _Table = (
+    (
+        "yesterday",
+        r"\byesterday\b|昨天|昨日|어제|\bayer\b|\bgestern\b|\bieri\b|\bontem\b|\bgisteren\b|\bвчера\b",
+    ),
+    (
+        "today",
+        r"\b(?:today|tonight)\b|今天|今日|今晚|当天|當天|오늘|\bhoy\b|\bheute\b|\baujourd'hui\b|\boggi\b"
+        r"|\bhoje\b|\bvandaag\b|\bсегодня\b",
+    ),
+    (
+        "tomorrow",
+        r"\b(?:tomorrow|next[ -]day)\b|明天|明日|明早|明晚|次日|내일|(?<!la )(?<!las )\bmañana\b"
+        r"|(?<!am )(?<!guten )\bmorgen\b(?! früh)|\bdemain\b|\bdomani\b|\bamanhã\b|\bзавтра\b",
+    ),
 )
 
-_RELATIVE_WEEKS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
-    (name, (pattern,))
-    for name, pattern in (
-        (
-            "last week",
-            r"\b(?:last|previous|past) week\b|上周|上週|上星期|上个星期|上個星期|先週|지난 ?주|\bsemana pasada\b"
-            r"|\bletzte[n]? woche\b|\bsemaine dernière\b",
-        ),
-        (
-            "this week",
-            r"\bthis week\b|本周|本週|这周|這週|这个星期|這個星期|本星期|今週|이번 ?주|\besta semana\b"
-            r"|\bdiese[rn]? woche\b"
-            r"|\bcette semaine\b|\bquesta settimana\b",
-        ),
-        (
-            "next week",
-            r"\bnext week\b|下周|下週|下星期|下个星期|下個星期|来週|다음 ?주|\bpróxima semana\b|\bsemana que viene\b"
-            r"|\bnächste[n]? woche\b|\bsemaine prochaine\b|\bprossima settimana\b",
-        ),
-        ("this weekend", r"\bthis weekend\b|这个周末|這個週末|本周末|今週末|이번 ?주말|\beste fin de semana\b"),
-        ("next weekend", r"\bnext weekend\b|下个周末|下個週末|下周末|来週末|다음 ?주말|\bpróximo fin de semana\b"),
-    )
+_RELATIVE_WEEKS: _Table = (
+    (
+        "last week",
+        r"\b(?:last|previous|past) week\b|上周|上週|上星期|上个星期|上個星期|先週|지난 ?주|\bsemana pasada\b"
+        r"|\bletzte[n]? woche\b|\bsemaine dernière\b",
+    ),
+    (
+        "this week",
+        r"\bthis week\b|本周|本週|这周|這週|这个星期|這個星期|本星期|今週|이번 ?주|\besta semana\b"
+        r"|\bdiese[rn]? woche\b"
+        r"|\bcette semaine\b|\bquesta settimana\b",
+    ),
+    (
+        "next week",
+        r"\bnext week\b|下周|下週|下星期|下个星期|下個星期|来週|다음 ?주|\bpróxima semana\b|\bsemana que viene\b"
+        r"|\bnächste[n]? woche\b|\bsemaine prochaine\b|\bprossima settimana\b",
+    ),
+    ("this weekend", r"\bthis weekend\b|这个周末|這個週末|本周末|今週末|이번 ?주말|\beste fin de semana\b"),
+    ("next weekend", r"\bnext weekend\b|下个周末|下個週末|下周末|来週末|다음 ?주말|\bpróximo fin de semana\b"),
 )
 
-_RELATIVE_MONTHS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
-    (name, (pattern,))
-    for name, pattern in (
-        (
-            "last month",
-            r"\b(?:last|previous|past) month(?:'s)?\b|上个月|上個月|上月|先月|지난 ?달|\bmes pasado\b"
-            r"|\bletzte[nm]? monat\b"
-            r"|\bmois dernier\b",
-        ),
-        (
-            "this month",
-            r"\bthis month(?:'s)?\b|这个月|這個月|本月|今月|이번 ?달|\beste mes\b|\bdiese[nm]? monat\b|\bce mois-ci\b",
-        ),
-        (
-            "next month",
-            r"\bnext month(?:'s)?\b|下个月|下個月|下月|来月|다음 ?달|\bpróximo mes\b|\bnächste[nm]? monat\b"
-            r"|\bmois prochain\b",
-        ),
-    )
+_RELATIVE_MONTHS: _Table = (
+    (
+        "last month",
+        r"\b(?:last|previous|past) month(?:'s)?\b|上个月|上個月|上月|先月|지난 ?달|\bmes pasado\b"
+        r"|\bletzte[nm]? monat\b"
+        r"|\bmois dernier\b",
+    ),
+    (
+        "this month",
+        r"\bthis month(?:'s)?\b|这个月|這個月|本月|今月|이번 ?달|\beste mes\b|\bdiese[nm]? monat\b|\bce mois-ci\b",
+    ),
+    (
+        "next month",
+        r"\bnext month(?:'s)?\b|下个月|下個月|下月|来月|다음 ?달|\bpróximo mes\b|\bnächste[nm]? monat\b"
+        r"|\bmois prochain\b",
+    ),
 )
 
 # Days told from an event the question names: the day before it, the same day, the day after ("Can I cancel the day
 # before?" / "... on the day?", 入住前一天 / 入住当天). 当天 and 次日 are also today and tomorrow (`_RELATIVE_DAYS`):
 # each table reads them in its own sense, and a pair differs if either table says so.
-_EVENT_DAYS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
-    (name, (pattern,))
-    for name, pattern in (
-        (
-            "day before",
-            r"\bthe (?:day|night|evening) before\b|\bthe previous day\b|前一天|前一日|提前一天|前日|전날"
-            r"|\bel día anterior\b|\bla víspera\b|\bam vortag\b|\bla veille\b|\bil giorno prima\b"
-            r"|\bno dia anterior\b|\bo dia anterior\b",
-        ),
-        (
-            "same day",
-            r"\bsame[ -]day\b|\bon the day\b|当天|當天|当日|當日|同日|당일|\bel mismo día\b"
-            r"|\bam (?:selben|gleichen) tag\b|\ble jour même\b|\blo stesso giorno\b|\bno mesmo dia\b|\bo mesmo dia\b",
-        ),
-        (
-            "day after",
-            r"\bthe (?:day|morning) after\b|\bthe (?:next|following) day\b|\bnext[ -]day\b|后一天|後一天|第二天"
-            r"|次日|翌日|다음 ?날|\bel día siguiente\b|\bam (?:nächsten|folgenden) tag\b|\bam folgetag\b"
-            r"|\ble lendemain\b|\bil giorno dopo\b|\bno dia seguinte\b|\bo dia seguinte\b",
-        ),
-    )
+_EVENT_DAYS: _Table = (
+    (
+        "day before",
+        r"\bthe (?:day|night|evening) before\b|\bthe previous day\b|前一天|前一日|提前一天|前日|전날"
+        r"|\bel día anterior\b|\bla víspera\b|\bam vortag\b|\bla veille\b|\bil giorno prima\b"
+        r"|\bno dia anterior\b|\bo dia anterior\b",
+    ),
+    (
+        "same day",
+        r"\bsame[ -]day\b|\bon the day\b|当天|當天|当日|當日|同日|당일|\bel mismo día\b"
+        r"|\bam (?:selben|gleichen) tag\b|\ble jour même\b|\blo stesso giorno\b|\bno mesmo dia\b|\bo mesmo dia\b",
+    ),
+    (
+        "day after",
+        r"\bthe (?:day|morning) after\b|\bthe (?:next|following) day\b|\bnext[ -]day\b|后一天|後一天|第二天"
+        r"|次日|翌日|다음 ?날|\bel día siguiente\b|\bam (?:nächsten|folgenden) tag\b|\bam folgetag\b"
+        r"|\ble lendemain\b|\bil giorno dopo\b|\bno dia seguinte\b|\bo dia seguinte\b",
+    ),
 )
 
 # Languages, by name, in the languages users write. Spoken and written Chinese (普通话, 中文) read as one; Cantonese is
 # another.
-_LANGUAGES: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
-    (name, (pattern,))
-    for name, pattern in (
-        (
-            "english",
-            r"\benglish\b|英文|英语|英語|영어|\bingl[ée]s\b|\binglês\b|\banglais\b|\benglisch\w*|\binglese\b"
-            r"|\bengels\b|\bанглийск",
-        ),
-        (
-            "chinese",
-            r"\b(?:chinese|mandarin)\b|中文|汉语|漢語|普通话|普通話|华语|華語|中国語|중국어|\bchino\b|\bchinois\b"
-            r"|\bchinesisch\w*|\bcinese\b|\bchinês\b|\bкитайск",
-        ),
-        ("cantonese", r"\bcantonese\b|粤语|粵語|广东话|廣東話|白话|広東語|광둥어|\bcantonés\b|\bkantonesisch\w*"),
-        (
-            "japanese",
-            r"\bjapanese\b|日文|日语|日語|日本語|일본어|\bjapon[ée]s\b|\bjaponais\b|\bjapanisch\w*|\bgiapponese\b"
-            r"|\bjaponês\b|\bяпонск",
-        ),
-        (
-            "korean",
-            r"\bkorean\b|韩文|韩语|韓文|韓語|韓国語|한국어|\bcoreano\b|\bcoréen\b|\bkoreanisch\w*|\bкорейск",
-        ),
-        (
-            "spanish",
-            r"\bspanish\b|西班牙语|西班牙文|スペイン語|스페인어|\bespañol\b|\bcastellano\b|\bespagnol\b"
-            r"|\bspanisch\w*|\bspagnolo\b|\bespanhol\b|\bspaans\b|\bиспанск",
-        ),
-        (
-            "french",
-            r"\bfrench\b|法语|法文|法語|フランス語|프랑스어|\bfranc[ée]s\b|\bfrançais\b|\bfrancais\b"
-            r"|\bfranzösisch\w*|\bfrancese\b|\bfrancês\b|\bfrans\b|\bфранцузск",
-        ),
-        (
-            "german",
-            r"\bgerman\b|德语|德文|德語|ドイツ語|독일어|\balem[áa]n\b|\ballemand\b|\bdeutsch(?:e[nmrs]?)?\b"
-            r"|\btedesco\b|\balemão\b|\bduits\b|\bнемецк",
-        ),
-        (
-            "italian",
-            r"\bitalian\b|意大利语|イタリア語|이탈리아어|\bitaliano\b|\bitalien\b|\bitalienisch\w*|\bитальянск",
-        ),
-        (
-            "portuguese",
-            r"\bportuguese\b|葡萄牙语|ポルトガル語|포르투갈어|\bportugu[ée]s\b|\bportugais\b|\bportugiesisch\w*"
-            r"|\bportoghese\b|\bпортугальск",
-        ),
-        ("russian", r"\brussian\b|俄语|俄文|ロシア語|러시아어|\bruso\b|\brusse\b|\brussisch\w*|\brusso\b|\bрусск"),
-        ("arabic", r"\barabic\b|阿拉伯语|アラビア語|아랍어|\bárabe\b|\barabe\b|\barabisch\w*|\bарабск"),
-        ("dutch", r"\bdutch\b|荷兰语|オランダ語|\bneerlandés\b|\bnéerlandais\b|\bniederländisch\w*|\bnederlands\b"),
-        ("hindi", r"\bhindi\b|印地语|ヒンディー語|힌디어"),
-        ("vietnamese", r"\bvietnamese\b|越南语|ベトナム語|베트남어|\btiếng việt\b"),
-        ("thai", r"\bthai\b|泰语|泰文|タイ語|태국어"),
-        ("indonesian", r"\bindonesian\b|印尼语|インドネシア語|인도네시아어|\bbahasa indonesia\b"),
-        ("turkish", r"\bturkish\b|土耳其语|トルコ語|터키어|\btürkçe\b"),
-        (
-            "polish",
-            r"\bpolish\b(?! (?:my|your|the|it|them|a)\b)|波兰语|ポーランド語|\bpolski\b|\bpolaco\b|\bpolonais\b",
-        ),
-    )
+_LANGUAGES: _Table = (
+    (
+        "english",
+        r"\benglish\b|英文|英语|英語|영어|\bingl[ée]s\b|\binglês\b|\banglais\b|\benglisch\w*|\binglese\b"
+        r"|\bengels\b|\bанглийск",
+    ),
+    (
+        "chinese",
+        r"\b(?:chinese|mandarin)\b|中文|汉语|漢語|普通话|普通話|华语|華語|中国語|중국어|\bchino\b|\bchinois\b"
+        r"|\bchinesisch\w*|\bcinese\b|\bchinês\b|\bкитайск",
+    ),
+    ("cantonese", r"\bcantonese\b|粤语|粵語|广东话|廣東話|白话|広東語|광둥어|\bcantonés\b|\bkantonesisch\w*"),
+    (
+        "japanese",
+        r"\bjapanese\b|日文|日语|日語|日本語|일본어|\bjapon[ée]s\b|\bjaponais\b|\bjapanisch\w*|\bgiapponese\b"
+        r"|\bjaponês\b|\bяпонск",
+    ),
+    (
+        "korean",
+        r"\bkorean\b|韩文|韩语|韓文|韓語|韓国語|한국어|\bcoreano\b|\bcoréen\b|\bkoreanisch\w*|\bкорейск",
+    ),
+    (
+        "spanish",
+        r"\bspanish\b|西班牙语|西班牙文|スペイン語|스페인어|\bespañol\b|\bcastellano\b|\bespagnol\b"
+        r"|\bspanisch\w*|\bspagnolo\b|\bespanhol\b|\bspaans\b|\bиспанск",
+    ),
+    (
+        "french",
+        r"\bfrench\b|法语|法文|法語|フランス語|프랑스어|\bfranc[ée]s\b|\bfrançais\b|\bfrancais\b"
+        r"|\bfranzösisch\w*|\bfrancese\b|\bfrancês\b|\bfrans\b|\bфранцузск",
+    ),
+    (
+        "german",
+        r"\bgerman\b|德语|德文|德語|ドイツ語|독일어|\balem[áa]n\b|\ballemand\b|\bdeutsch(?:e[nmrs]?)?\b"
+        r"|\btedesco\b|\balemão\b|\bduits\b|\bнемецк",
+    ),
+    (
+        "italian",
+        r"\bitalian\b|意大利语|イタリア語|이탈리아어|\bitaliano\b|\bitalien\b|\bitalienisch\w*|\bитальянск",
+    ),
+    (
+        "portuguese",
+        r"\bportuguese\b|葡萄牙语|ポルトガル語|포르투갈어|\bportugu[ée]s\b|\bportugais\b|\bportugiesisch\w*"
+        r"|\bportoghese\b|\bпортугальск",
+    ),
+    ("russian", r"\brussian\b|俄语|俄文|ロシア語|러시아어|\bruso\b|\brusse\b|\brussisch\w*|\brusso\b|\bрусск"),
+    ("arabic", r"\barabic\b|阿拉伯语|アラビア語|아랍어|\bárabe\b|\barabe\b|\barabisch\w*|\bарабск"),
+    ("dutch", r"\bdutch\b|荷兰语|オランダ語|\bneerlandés\b|\bnéerlandais\b|\bniederländisch\w*|\bnederlands\b"),
+    ("hindi", r"\bhindi\b|印地语|ヒンディー語|힌디어"),
+    ("vietnamese", r"\bvietnamese\b|越南语|ベトナム語|베트남어|\btiếng việt\b"),
+    ("thai", r"\bthai\b|泰语|泰文|タイ語|태국어"),
+    ("indonesian", r"\bindonesian\b|印尼语|インドネシア語|인도네시아어|\bbahasa indonesia\b"),
+    ("turkish", r"\bturkish\b|土耳其语|トルコ語|터키어|\btürkçe\b"),
+    (
+        "polish",
+        r"\bpolish\b(?! (?:my|your|the|it|them|a)\b)|波兰语|ポーランド語|\bpolski\b|\bpolaco\b|\bpolonais\b",
+    ),
 )
 
 
 # The parties of an exchange, each by its names; one for the other is another question ("Who pays for repairs, the
 # landlord?" / "..., the tenant?"). A question naming both (one acting on the other) differs from none naming one of
 # them; a swap of the two is `question_pairs.words_swapped`'s.
-_ROLES: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
-    (name, (pattern,))
-    for name, pattern in (
-        (
-            "landlord",
-            r"\blandlords?\b|\bproperty owners?\b|房东|房東|业主|業主|大家さん|貸主|집주인|임대인|\bpropietari[oa]s?\b"
-            r"|\barrendador(?:es)?\b|\bvermieter\w*|\bpropriétaires?\b|\bbailleurs?\b|\bproprietári[oa]s?\b",
-        ),
-        (
-            "tenant",
-            r"\b(?:tenants?|renters?)\b|租客|租户|租戶|房客|承租人|借主|入居者|세입자|임차인|\binquilin[oa]s?\b"
-            r"|\barrendatari[oa]s?\b|(?<!ver)\bmieter\w*|\blocataires?\b|\blocatári[oa]s?\b",
-        ),
-        (
-            "driver",
-            r"\bdrivers?\b|司机|司機|運転手|ドライバー|기사님?|운전자|\bconductor(?:es)?\b|\bchofer(?:es)?\b|\bfahrer\w*"
-            r"|\bchauffeurs?\b|\bmotoristas?\b",
-        ),
-        (
-            "passenger",
-            r"\b(?:passengers?|riders?)\b|乘客|乗客|승객|\bpasajer[oa]s?\b|\bfahrgast\w*|\bfahrgäste\w*|\bpassagers?\b"
-            r"|\bpassageir[oa]s?\b",
-        ),
-        ("host", r"\bhosts?\b|房主|ホスト|호스트|\banfitri[óo]n(?:es)?\b|\bgastgeber\w*|\bhôtes?\b|\banfitriões\b"),
-        ("guest", r"\bguests?\b|房客|ゲスト|게스트|\bhu[ée]sped(?:es)?\b|\bgäste?\b|\binvités?\b|\bhóspedes?\b"),
-        (
-            "employer",
-            r"\bemployers?\b|雇主|用人单位|用人單位|雇用主|고용주|\bempleador(?:es)?\b|\barbeitgeber\w*|\bemployeurs?\b"
-            r"|\bempregador(?:es)?\b",
-        ),
-        (
-            "employee",
-            r"\bemployees?\b|员工|員工|雇员|雇員|职工|職工|従業員|직원|\bemplead[oa]s?\b|\barbeitnehmer\w*|\bsalariée?s?\b"
-            r"|\bemployée?s?\b|\bempregad[oa]s?\b|\bfuncionári[oa]s?\b",
-        ),
-        (
-            "doctor",
-            r"\b(?:doctors?|physicians?)\b|医生|醫生|大夫|医師|医者|의사|\bmédic[oa]s?\b|\barzt\b|\bärzt\w*|\bmédecins?\b",
-        ),
-        ("patient", r"\bpatients?\b|患者|病人|환자|\bpacientes?\b|\bpatient(?:en|in)?\b"),
-        (
-            "teacher",
-            r"\b(?:teachers?|instructors?)\b|老师|老師|教师|教師|先生|선생님|교사|\bprofesor(?:es|as?)?\b|\blehrer\w*"
-            r"|\benseignants?\b|\bprofesseurs?\b",
-        ),
-        (
-            "student",
-            r"\b(?:students?|pupils?|learners?)\b|学生|學生|生徒|학생|\balumn[oa]s?\b|\bestudiantes?\b|\bschüler\w*"
-            r"|\bélèves?\b|\bétudiants?\b|\balun[oa]s?\b",
-        ),
-        ("parent", r"\bparents?\b|家长|家長|父母|保護者|부모|\bpadres\b|\beltern\b|\bpais\b"),
-        (
-            "child",
-            r"\b(?:child|children|kids?)\b|孩子|小孩|子女|子供|子ども|자녀|\bhij[oa]s\b|\bkinder\b|\benfants?\b|\bfilhos\b",
-        ),
-    )
+_ROLES: _Table = (
+    (
+        "landlord",
+        r"\blandlords?\b|\bproperty owners?\b|房东|房東|业主|業主|大家さん|貸主|집주인|임대인|\bpropietari[oa]s?\b"
+        r"|\barrendador(?:es)?\b|\bvermieter\w*|\bpropriétaires?\b|\bbailleurs?\b|\bproprietári[oa]s?\b",
+    ),
+    (
+        "tenant",
+        r"\b(?:tenants?|renters?)\b|租客|租户|租戶|房客|承租人|借主|入居者|세입자|임차인|\binquilin[oa]s?\b"
+        r"|\barrendatari[oa]s?\b|(?<!ver)\bmieter\w*|\blocataires?\b|\blocatári[oa]s?\b",
+    ),
+    (
+        "driver",
+        r"\bdrivers?\b|司机|司機|運転手|ドライバー|기사님?|운전자|\bconductor(?:es)?\b|\bchofer(?:es)?\b|\bfahrer\w*"
+        r"|\bchauffeurs?\b|\bmotoristas?\b",
+    ),
+    (
+        "passenger",
+        r"\b(?:passengers?|riders?)\b|乘客|乗客|승객|\bpasajer[oa]s?\b|\bfahrgast\w*|\bfahrgäste\w*|\bpassagers?\b"
+        r"|\bpassageir[oa]s?\b",
+    ),
+    ("host", r"\bhosts?\b|房主|ホスト|호스트|\banfitri[óo]n(?:es)?\b|\bgastgeber\w*|\bhôtes?\b|\banfitriões\b"),
+    ("guest", r"\bguests?\b|房客|ゲスト|게스트|\bhu[ée]sped(?:es)?\b|\bgäste?\b|\binvités?\b|\bhóspedes?\b"),
+    (
+        "employer",
+        r"\bemployers?\b|雇主|用人单位|用人單位|雇用主|고용주|\bempleador(?:es)?\b|\barbeitgeber\w*|\bemployeurs?\b"
+        r"|\bempregador(?:es)?\b",
+    ),
+    (
+        "employee",
+        r"\bemployees?\b|员工|員工|雇员|雇員|职工|職工|従業員|직원|\bemplead[oa]s?\b|\barbeitnehmer\w*|\bsalariée?s?\b"
+        r"|\bemployée?s?\b|\bempregad[oa]s?\b|\bfuncionári[oa]s?\b",
+    ),
+    (
+        "doctor",
+        r"\b(?:doctors?|physicians?)\b|医生|醫生|大夫|医師|医者|의사|\bmédic[oa]s?\b|\barzt\b|\bärzt\w*|\bmédecins?\b",
+    ),
+    ("patient", r"\bpatients?\b|患者|病人|환자|\bpacientes?\b|\bpatient(?:en|in)?\b"),
+    (
+        "teacher",
+        r"\b(?:teachers?|instructors?)\b|老师|老師|教师|教師|先生|선생님|교사|\bprofesor(?:es|as?)?\b|\blehrer\w*"
+        r"|\benseignants?\b|\bprofesseurs?\b",
+    ),
+    (
+        "student",
+        r"\b(?:students?|pupils?|learners?)\b|学生|學生|生徒|학생|\balumn[oa]s?\b|\bestudiantes?\b|\bschüler\w*"
+        r"|\bélèves?\b|\bétudiants?\b|\balun[oa]s?\b",
+    ),
+    ("parent", r"\bparents?\b|家长|家長|父母|保護者|부모|\bpadres\b|\beltern\b|\bpais\b"),
+    (
+        "child",
+        r"\b(?:child|children|kids?)\b|孩子|小孩|子女|子供|子ども|자녀|\bhij[oa]s\b|\bkinder\b|\benfants?\b|\bfilhos\b",
+    ),
 )
 
 
@@ -615,10 +598,11 @@ class Kinds:
     beginnings (a plain alternation, which the regular-expression engine scans fast) rules out most questions, and
     only the kinds whose beginnings a question holds are matched in full."""
 
-    def __init__(self, table: tuple[tuple[str, tuple[str, ...]], ...]):
-        self._patterns = tuple((name, re.compile("|".join(alternatives))) for name, alternatives in table)
+    def __init__(self, table: _Table):
+        kinds = [(name, (spelled,) if isinstance(spelled, str) else spelled) for name, spelled in table]
+        self._patterns = tuple((name, re.compile("|".join(alternatives))) for name, alternatives in kinds)
         self._beginnings: list[frozenset[str]] = []
-        for name, alternatives in table:
+        for name, alternatives in kinds:
             leads = [_leading_literals(part) for alternative in alternatives for part in _top_level(alternative)]
             if any(lead is None for lead in leads):
                 raise ValueError(f"an alternative of {name!r} does not begin with literal text")

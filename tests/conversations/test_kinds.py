@@ -65,9 +65,3 @@ def test_a_kind_is_counted_as_often_as_it_is_named():
     assert days.differ("今天下单明天能到吗", "今天下单今天能到吗")
     assert not days.differ("Can I order today for delivery tomorrow?", "Order today, delivered tomorrow?")
     assert not days.differ("Can I order today?", "What can I order?")  # one side names none
-
-
-def test_every_tables_screen_finds_each_of_its_beginnings():
-    for table in TABLES:
-        beginnings = set().union(*table._beginnings)
-        assert beginnings and all(table._screen.fullmatch(beginning) for beginning in beginnings)
