@@ -629,9 +629,38 @@ class Kinds:
         return bool(one - other) and bool(other - one)
 
 
+# Periods of time in the forms Chinese, Japanese and Korean questions write a rate or a term with ("每月", "按小时",
+# "包年", "月卡", "年费", "月額", "毎週", "월간", "매년"), by the names `question_pairs.periods_differ` reads in order.
+# Only forms that say "per" or "by the": a bare 天, 月 or 年 is a count's unit or a date ("三天", "3月"), which the
+# numbers and dates checks read, and 月 / 월 alone also write Monday. "Monthly" / "annually" in English and the
+# Romance and Germanic languages are read as words (`question_pairs._PERIODS`, `other_languages.PERIOD_TERMS`).
+_CJK_PERIODS: _Table = (
+    ("hour", r"每(?:个|個)?小(?:时|時)|按小(?:时|時)|(?:时|時)租|钟点|鐘點|毎時|時間あたり|時給|시간당|매시간"),
+    ("day", r"每天|每日|按天|按日|日租|日卡|日票|日額|日払い|毎日|하루당|매일|일일 ?(?:요금|이용권)"),
+    (
+        "week",
+        r"每周|每週|每(?:个|個)?星期|按周|按週|周卡|週卡|周票|週票|毎週|週ごと|週払い|週額|매주|주간|주당",
+    ),
+    (
+        "month",
+        (
+            r"每(?:个|個)?月|按月|月付|包月|月费|月費|月卡|月票|月租|月度|月供|月缴|月繳|月会员|月會員",
+            r"毎月|月額|月払い|月会費|月ごと|月々|매달|매월|월간|월정액|월별|월 ?(?:구독|요금|이용료|결제|납부|회비)",
+        ),
+    ),
+    (
+        "year",
+        (
+            r"每年|每一年|按年|年付|包年|年费|年費|年会费|年會費|年卡|年票|年租|年度|年缴|年繳|年会员|年會員",
+            r"毎年|年額|年払い|年会費|年ごと|매년|연간|연회비|연 ?(?:구독|요금|이용료|결제|납부|회비)",
+        ),
+    ),
+)
+
 TIERS = Kinds(_TIERS)
 STATES = Kinds(_STATES)
 DATES = Kinds(_DATES)
 RELATIVE_DATES = (Kinds(_RELATIVE_DAYS), Kinds(_RELATIVE_WEEKS), Kinds(_RELATIVE_MONTHS), Kinds(_EVENT_DAYS))
 ROLES = Kinds(_ROLES)
 LANGUAGES = Kinds(_LANGUAGES)
+CJK_PERIODS = Kinds(_CJK_PERIODS)

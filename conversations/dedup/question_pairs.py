@@ -849,16 +849,22 @@ _PERIODS = tuple(
 )
 
 
+# The order of `_PERIODS`, by the names `kinds.CJK_PERIODS` gives.
+_PERIOD_ORDER = ("hour", "day", "week", "month", "year")
+
+
 @lru_cache(maxsize=_TEXTS_KEPT)
 def _periods_named(text: str) -> frozenset[int]:
     words = words_read(text)
     named = {i for i, forms in enumerate(_PERIODS) if forms & set(words)}
+    named |= {_PERIOD_ORDER.index(name) for name in kinds.CJK_PERIODS.named(text)}
     return frozenset(named | other_languages.periods_named(words))
 
 
 def periods_differ(first: str, second: str) -> bool:
     """Whether both questions name periods of time and share none (`_PERIODS`; in the multilingual model's other
-    languages `other_languages.PERIOD_TERMS`, in the same order)."""
+    languages `other_languages.PERIOD_TERMS`, in the same order, and in Chinese, Japanese and Korean
+    `kinds.CJK_PERIODS`)."""
     one, other = _periods_named(first), _periods_named(second)
     return bool(one) and bool(other) and not one & other
 

@@ -300,6 +300,12 @@ def test_words_that_only_contain_a_negating_character_do_not_conflict(first, sec
         ("怎么向上翻聊天记录", "怎么向下翻聊天记录"),
         ("内部成员能看到这个文件夹吗", "外部成员能看到这个文件夹吗"),
         ("免费用户可以导出吗？", "付费用户可以导出吗？"),
+        ("银行几点开门", "银行几点打烊"),
+        ("怎么开户", "怎么销户"),
+        ("航班可以推迟吗", "航班可以提前吗"),
+        ("包裹能合单吗", "包裹能拆单吗"),
+        ("宽带怎么续约", "宽带怎么解约"),
+        ("怎么暂停自动扣款", "怎么恢复自动扣款"),
     ],
 )
 def test_opposite_actions_conflict(first, second):
@@ -328,10 +334,46 @@ def test_opposite_actions_conflict(first, second):
         ("比较一下会员和普通用户", "普通用户和会员比较一下"),  # 比较 is "compare", no 比
         ("免费版和付费版有什么区别", "付费版和免费版哪里不一样"),  # both sides on both
         ("下拉菜单怎么设置", "怎么设置下拉菜单"),
+        ("续费要手续费吗", "续费收手续费吗"),  # 手续费 is a fee, no renewal
+        ("分期还款能提前吗", "可以提前还分期吗"),
+        ("健身卡怎么续费", "健身卡到期了怎么续"),
+        ("账单可以延期吗", "账单能不能推迟还"),
     ],
 )
 def test_one_action_asked_two_ways_does_not_conflict(first, second):
     assert qp.questions_conflict(first, second) == ""
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("宽带包月多少钱", "宽带包年多少钱"),
+        ("车位按天租还是按月租", "车位按年租吗"),  # names two; shares none with the other
+        ("每周能打几次卡", "每天能打几次卡"),
+        ("会员月费是多少", "会员年費是多少"),
+        ("按小时计费还是按次", "每天怎么计费"),
+        ("月額料金はいつ引き落とされますか", "年額料金はいつ引き落とされますか"),
+        ("매월 청구되나요", "매년 청구되나요"),
+    ],
+)
+def test_other_periods_conflict(first, second):
+    assert qp.questions_conflict(first, second) == "periods differ"
+    assert qp.questions_conflict(second, first) == "periods differ"
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("宽带包月多少钱", "宽带每个月多少钱"),  # one period in two words
+        ("按月付还是按年付", "年付多少钱"),  # a question naming two shares one
+        ("每月几号还款", "还款日是哪天"),  # 天 alone is no period
+        ("三天能到吗", "几天能到"),  # a count's unit, read by the numbers check
+        ("这个月的账单在哪看", "每月的账单在哪看"),  # this month is a date, not a rate
+        ("월요일에 열어요?", "월요일 영업하나요?"),  # 월 of Monday
+    ],
+)
+def test_one_period_or_none_does_not_conflict(first, second):
+    assert qp.questions_conflict(first, second) != "periods differ"
 
 
 # --- follow-ups -----------------------------------------------------------------------------------------------------
