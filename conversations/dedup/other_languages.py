@@ -462,6 +462,11 @@ def _text_opposites(pairs: Sequence[tuple[str, str]]) -> tuple[tuple[re.Pattern[
 _OPPOSITE_IN_TEXT = _text_opposites(
     (
         ("ログイン|サインイン", "ログアウト|サインアウト"),
+        # Checking in and out of a stay, as the Romance languages borrow the English words.
+        (
+            r"チェックイン|체크인|\bcheck[- ]?ins?\b|\bein(?:ge)?check",
+            r"チェックアウト|체크아웃|\bcheck[- ]?outs?\b|\baus(?:ge)?check",
+        ),
         ("アップロード", "ダウンロード"),
         ("インポート", "エクスポート"),
         ("インストール", "アンインストール"),

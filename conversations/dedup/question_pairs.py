@@ -379,6 +379,20 @@ _OPPOSITES = tuple(
         ("zoom in, zooming in, zoomed in", "zoom out, zooming out, zoomed out"),
         ("upstairs", "downstairs"),
         ("free", "paid"),
+        (
+            "check in, checks in, checked in, checking in, check ins, checkin, checkins",
+            "check out, checks out, checked out, checking out, check outs, checkout, checkouts",
+        ),
+        ("merge, merges, merged, merging", "split, splits, splitting, unmerge, unmerges, unmerged"),
+        # Not "paused": "restart my paused membership" resumes it.
+        ("pause, pauses, pausing", "resume, resumes, resumed, resuming, unpause, unpauses, unpaused"),
+        (
+            "approve, approves, approved, approving, approval, approvals",
+            "reject, rejects, rejected, rejecting, rejection, decline, declines, declined, declining, deny, denies, "
+            "denied, denying",
+        ),
+        ("extend, extends, extended, extending", "shorten, shortens, shortened, shortening"),
+        ("update, updates, updated, updating", "roll back, rolls back, rolled back, rolling back, rollback, rollbacks"),
     )
 )
 

@@ -306,6 +306,7 @@ def test_words_that_only_contain_a_negating_character_do_not_conflict(first, sec
         ("包裹能合单吗", "包裹能拆单吗"),
         ("宽带怎么续约", "宽带怎么解约"),
         ("怎么暂停自动扣款", "怎么恢复自动扣款"),
+        ("酒店入住要身份证吗", "酒店退房要身份证吗"),
     ],
 )
 def test_opposite_actions_conflict(first, second):

@@ -222,6 +222,20 @@ def test_shipped_phrasings_name_their_intent_at_their_own_floor_for_text_that_is
         ("Which plan has the lowest fees?", "Which plan has the highest fees?", "opposite actions"),
         ("How long does a deposit take?", "How long does a withdrawal take?", "opposite actions"),
         ("Does the Pro plan cost more?", "Does the Pro plan cost less?", "opposite actions"),
+        ("What time is check-in at the resort?", "What time is checkout at the resort?", "opposite actions"),
+        ("Can I check in online for my flight?", "Can I check out online?", "opposite actions"),
+        ("Can I merge my orders?", "Can I split my orders?", "opposite actions"),
+        ("How do I pause my ads?", "How do I resume my ads?", "opposite actions"),
+        ("Who can approve a purchase order?", "Who can decline a purchase order?", "opposite actions"),
+        ("Can I extend the deadline?", "Can I shorten the deadline?", "opposite actions"),
+        ("How do I update the plugin?", "How do I roll back the plugin?", "opposite actions"),
+        ("¿Cuándo es el check-in?", "¿Cuándo es el check-out?", "opposite actions"),
+        ("Wann kann ich einchecken?", "Wann kann ich auschecken?", "opposite actions"),
+        ("チェックインは何時ですか", "チェックアウトは何時ですか", "opposite actions"),
+        ("체크인 시간이 궁금해요", "체크아웃 시간이 궁금해요", "opposite actions"),
+        ("Is checking my balance free?", "Is checking out free?", ""),  # "checking" is no check-in
+        ("How do I restart my paused plan?", "How do I resume my plan?", ""),  # a paused plan is resumed
+        ("Can I merge two PDFs into one?", "Can I combine two PDFs into one?", ""),
         # before and after the same event or date, the event in another form of its word; around different events,
         # or naming both sides, no conflict (QQP's labelled duplicates ask so)
         ("Can I get a refund before shipping?", "Can I get a refund after shipping?", "opposite actions"),
