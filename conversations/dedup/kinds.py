@@ -1,6 +1,7 @@
-"""Which plan tier or kind of account holder (`TIERS`), state in the course of a thing (`STATES`), day or month
-(`DATES`, `RELATIVE_DATES`), language (`LANGUAGES`) and party of an exchange (`ROLES`) a question names, and how often,
-in the languages users write. Pure functions, no I/O.
+"""Which plan tier, kind of account holder or cabin (`TIERS`), state in the course of a thing (`STATES`), day or month
+(`DATES`, `RELATIVE_DATES`), language (`LANGUAGES`), party of an exchange (`ROLES`), group of people a thing is for
+(`GROUPS`), part of the day (`PARTS_OF_DAY`) and, in Chinese, Japanese and Korean, period of time (`CJK_PERIODS`) a
+question names, and how often, in the languages users write. Pure functions, no I/O.
 
 "Can a personal account receive international payments?" and the same of a business account, "个人账户每天能转多少钱"
 and "企业账户...", "無料プラン" and "有料プラン" sit as close to either embedding as a rewording does; so do "Can I
@@ -131,6 +132,28 @@ _TIERS: _Table = (
     ("enterprise", rf"\benterprise{_PLAN}|エンタープライズ{_ZH_TIER}"),
     ("family", rf"\bfamily{_PLAN}|家庭{_ZH_TIER}|ファミリー{_ZH_TIER}"),
     ("student", rf"\bstudent{_PLAN}|(?:学生|學生){_ZH_TIER}"),
+    # Cabins of a flight or a train.
+    (
+        "economy cabin",
+        (
+            r"(?<!premium )\beconomy (?:class|seats?|cabin|tickets?|fares?)\b|(?<!超级)经济舱|(?<!超級)經濟艙",
+            r"(?<!プレミアム)エコノミー(?:クラス|席)|(?<!프리미엄 )이코노미(?:석| ?클래스)",
+            r"\bclase (?:turista|económica|economica)\b|\bclasse (?:économique|economique|econômica|economica)\b",
+        ),
+    ),
+    ("premium economy cabin", r"\bpremium economy\b|超级经济舱|超級經濟艙|プレミアムエコノミー|프리미엄 ?이코노미"),
+    (
+        "business cabin",
+        (
+            r"\bbusiness (?:class|seats?|cabin)\b|商务舱|商務艙|ビジネスクラス|ビジネス席|비즈니스(?:석| ?클래스)",
+            r"\bclase (?:ejecutiva|business)\b|\bclasse (?:affaires|executiva|business)\b",
+        ),
+    ),
+    (
+        "first cabin",
+        r"\bfirst class\b|头等舱|頭等艙|ファーストクラス|퍼스트 ?클래스|일등석|\bprimera clase\b|\bpremière classe\b"
+        r"|\bprimeira classe\b",
+    ),
 )
 
 
@@ -512,6 +535,76 @@ _ROLES: _Table = (
 )
 
 
+# Who a product, price or rule is for, each scale a table of its own: women or men, children, adults or seniors,
+# full-time or part-time workers. "Do you have rain jackets for women?" / "... for men?", "儿童需要买票吗" /
+# "老人需要买票吗" and "Can part-time staff join the pension plan?" / "... full-time staff ..." sit as close as a
+# rewording. Words inside others are kept out: 女儿 (a daughter), 美女 (a form of address), 아이디 (an ID), German
+# "Frau" and "Mann" (Ms. and a name), English "kind".
+_GENDERS: _Table = (
+    (
+        "men",
+        (
+            r"\b(?:men|man|men's|mens|male|males|gentlemen)\b|男士|男性|男装|男裝|男款|男式|男生|男人|男鞋|男用|男子|男孩",
+            r"男朋友|男友|メンズ|紳士|남성|남자|\bhombres?\b|\bcaballeros?\b|\bmasculin[oae]s?\b|\bherren\w*",
+            r"\bmänner\w*|\bmännlich\w*|\bhommes?\b|\bmasculine?s?\b|\bhomens?\b|\buomini\b|\buomo\b",
+        ),
+    ),
+    (
+        "women",
+        (
+            r"\b(?:women|woman|women's|womens|female|females|ladies|lady|ladies')\b|女士|女性|女装|女裝|女款|女式|女生|女人",
+            r"女鞋|女用|女子|女孩|女朋友|女友|レディース|婦人|여성|여자|\bmujer(?:es)?\b|\bdamas?\b|\bfemenin[oa]s?\b",
+            r"\bdamen\w*|\bfrauen\w*|\bweiblich\w*|\bfemmes?\b|\bféminine?s?\b|\bmulher(?:es)?\b|\bdonn[ae]\b",
+        ),
+    ),
+)
+_AGES: _Table = (
+    (
+        "child",
+        (
+            r"\b(?:child|children|kids?|child's|children's|kids')\b|儿童|兒童|小孩|孩子|小朋友|童票|子供|子ども|こども|キッズ",
+            r"小児|어린이|아동|키즈|\bniñ[oa]s?\b|\binfantil(?:es)?\b|\bkinder(?:n|karte|ticket|preis)?\b",
+            r"\benfants?\b|\bcrianças?\b|\bbambin[oi]\b",
+        ),
+    ),
+    ("adult", r"\badults?\b|成人|成年人|大人|어른|성인|\badult[oa]s?\b|\berwachsene\w*|\badultes?\b"),
+    (
+        "senior",
+        (
+            r"\b(?:seniors?|elderly|pensioners?|retirees?)\b|老人|老年人|长者|長者|シニア|高齢者|노인|경로|어르신",
+            r"\bjubilad[oa]s?\b|\bpersonas mayores\b|\bsenioren\b|\brentner\w*|\bretraités?\b|\bidosos?\b",
+        ),
+    ),
+)
+_WORK_HOURS: _Table = (
+    (
+        "full-time",
+        r"\bfull[- ]?time\b|全职|全職|正社員|フルタイム|정규직|풀타임|\btiempo completo\b|\bjornada completa\b"
+        r"|\bvollzeit\w*|\btemps plein\b|\btempo integral\b",
+    ),
+    (
+        "part-time",
+        r"\bpart[- ]?time\b|兼职|兼職|小时工|小時工|アルバイト|パートタイム|パート(?!ナー)|아르바이트|알바|파트타임"
+        r"|\bmedio tiempo\b|\bmedia jornada\b|\btiempo parcial\b|\bteilzeit\w*|\btemps partiel\b|\bmeio período\b",
+    ),
+)
+# The part of the day a question asks about: "Can I pick up my order in the morning?" / "... in the evening?". The
+# evening and the night are one (users write either of opening hours); Spanish "mañana" alone is tomorrow, read only
+# after "por la".
+_PARTS_OF_DAY: _Table = (
+    (
+        "morning",
+        r"\bmornings?\b|早上|早晨|上午|清晨|朝|午前|오전|아침|\bpor la mañana\b|\bmatin(?:ée)?s?\b"
+        r"|\bvormittags?\b|\bmorgens\b|\bde manhã\b",
+    ),
+    ("afternoon", r"\bafternoons?\b|下午|午後|오후|\bpor la tarde\b|\baprès-midi\b|\bnachmittags?\b|\bà tarde\b"),
+    (
+        "evening",
+        r"\b(?:evenings?|nights?|tonight|overnight)\b|晚上|傍晚|夜里|夜裡|夜间|夜間|深夜|夕方|夜(?!中)|저녁|밤"
+        r"|\bpor la noche\b|\bsoir(?:ée)?s?\b|\bnuit\b|\babends\b|\bnachts\b|\bà noite\b",
+    ),
+)
+
 _SPECIAL = set("\\()[]{}?*+.|^$")
 
 
@@ -664,3 +757,5 @@ RELATIVE_DATES = (Kinds(_RELATIVE_DAYS), Kinds(_RELATIVE_WEEKS), Kinds(_RELATIVE
 ROLES = Kinds(_ROLES)
 LANGUAGES = Kinds(_LANGUAGES)
 CJK_PERIODS = Kinds(_CJK_PERIODS)
+GROUPS = (Kinds(_GENDERS), Kinds(_AGES), Kinds(_WORK_HOURS))
+PARTS_OF_DAY = Kinds(_PARTS_OF_DAY)

@@ -393,6 +393,13 @@ _OPPOSITES = tuple(
         ),
         ("extend, extends, extended, extending", "shorten, shortens, shortened, shortening"),
         ("update, updates, updated, updating", "roll back, rolls back, rolled back, rolling back, rollback, rollbacks"),
+        ("early, earlier", "late, later"),
+        ("start, starts, started, starting, begin, begins, began, beginning", "end, ends, ended, ending"),
+        ("full refund, full refunds, fully refunded", "partial refund, partial refunds, partially refunded"),
+        (
+            "front camera, front cameras, selfie camera, selfie cameras",
+            "back camera, back cameras, rear camera, rear cameras",
+        ),
     )
 )
 
@@ -890,9 +897,10 @@ def questions_conflict(first: str, second: str) -> str:
     (`words_swapped`), other periods ("monthly" vs "annually", `periods_differ`), other plan tiers or kinds of
     account holder ("personal" vs "business account", `kinds.TIERS`), other states of one thing ("shipped" vs
     "delivered", `kinds.STATES`), other days or months (`kinds.DATES`, `kinds.RELATIVE_DATES`), other languages
-    (`kinds.LANGUAGES`) or the other party of an exchange (`kinds.ROLES`). Embeddings of short questions blur exactly
-    these, a wrong stored answer costs more than a fresh one, and a learned model gives no guarantee on them, so they
-    refuse outright."""
+    (`kinds.LANGUAGES`), the other party of an exchange (`kinds.ROLES`), another group of people (women or men,
+    children or adults, part-time or full-time; `kinds.GROUPS`) or another part of the day (`kinds.PARTS_OF_DAY`).
+    Embeddings of short questions blur exactly these, a wrong stored answer costs more than a fresh one, and a learned
+    model gives no guarantee on them, so they refuse outright."""
     if numbers_in(first) != numbers_in(second):
         return "numbers differ"
     if is_negated(first) != is_negated(second):
@@ -915,6 +923,10 @@ def questions_conflict(first: str, second: str) -> str:
         return "languages differ"
     if kinds.ROLES.differ(first, second):
         return "roles differ"
+    if any(groups.differ(first, second) for groups in kinds.GROUPS):
+        return "groups differ"
+    if kinds.PARTS_OF_DAY.differ(first, second):
+        return "times of day differ"
     return ""
 
 

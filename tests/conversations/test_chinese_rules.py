@@ -307,6 +307,7 @@ def test_words_that_only_contain_a_negating_character_do_not_conflict(first, sec
         ("宽带怎么续约", "宽带怎么解约"),
         ("怎么暂停自动扣款", "怎么恢复自动扣款"),
         ("酒店入住要身份证吗", "酒店退房要身份证吗"),
+        ("可以全额退款吗", "可以部分退款吗"),
     ],
 )
 def test_opposite_actions_conflict(first, second):
@@ -339,6 +340,7 @@ def test_opposite_actions_conflict(first, second):
         ("分期还款能提前吗", "可以提前还分期吗"),
         ("健身卡怎么续费", "健身卡到期了怎么续"),
         ("账单可以延期吗", "账单能不能推迟还"),
+        ("这部分钱可以提现吗", "可以全额提现吗"),  # 这部分 is "this part", no partial refund
     ],
 )
 def test_one_action_asked_two_ways_does_not_conflict(first, second):

@@ -432,6 +432,31 @@ def test_shipped_phrasings_name_their_intent_at_their_own_floor_for_text_that_is
         ("司机可以取消订单吗", "乘客可以取消订单吗", "roles differ"),
         ("Muss der Vermieter zahlen?", "Muss der Mieter zahlen?", "roles differ"),
         ("Is the gym upstairs?", "Is the gym downstairs?", "opposite actions"),
+        # Who a product or rule is for, the part of the day, the cabin; early or late, start or end.
+        ("Are the hiking boots for men?", "Are the hiking boots for women?", "groups differ"),
+        ("女款T恤有几个颜色", "男款T恤有几个颜色", "groups differ"),
+        ("Do children need a passport?", "Do seniors need a passport?", "groups differ"),
+        ("Kostet der Eintritt für Kinder etwas?", "Kostet der Eintritt für Erwachsene etwas?", "groups differ"),
+        ("Do full-time staff get a bonus?", "Do part-time staff get a bonus?", "groups differ"),
+        ("兼职有工资条吗", "全职有工资条吗", "groups differ"),
+        ("Can I book a table in the afternoon?", "Can I book a table in the evening?", "times of day differ"),
+        ("上午可以去办理吗", "晚上可以去办理吗", "times of day differ"),
+        ("Is wifi free in business class?", "Is wifi free in economy class?", "tiers differ"),
+        ("头等舱可以带宠物吗", "商务舱可以带宠物吗", "tiers differ"),
+        ("Is early payment rewarded?", "Is late payment rewarded?", "opposite actions"),
+        ("When does the promotion start?", "When does the promotion end?", "opposite actions"),
+        (
+            "Do I get a full refund for a late delivery?",
+            "Do I get a partial refund for a late delivery?",
+            "opposite actions",
+        ),
+        ("Why is my rear camera blurry?", "Why is my selfie camera blurry?", "opposite actions"),
+        ("Do kids ride free?", "Do children ride free?", ""),
+        ("Do you stock ladies' boots?", "Do you have boots for women?", ""),
+        ("What kind of ticket does a child need?", "Which ticket does a kid need?", ""),  # "kind" is no German child
+        ("When does the sale begin?", "When does the sale start?", ""),
+        ("Is the economy of India growing?", "Is India's economy growing?", ""),  # no cabin
+        ("我的ID忘了", "아이디를 잊어버렸어요", ""),
         ("Can riders rate the driver?", "Can passengers rate their driver?", ""),
         ("Does the landlord fix the boiler?", "Is the property owner responsible for the boiler?", ""),
         ("Can teachers see student grades?", "Can students see teacher grades?", "words swapped"),  # inflected anew

@@ -38,6 +38,9 @@ TABLES = [
     *kinds.RELATIVE_DATES,
     kinds.LANGUAGES,
     kinds.ROLES,
+    kinds.CJK_PERIODS,
+    *kinds.GROUPS,
+    kinds.PARTS_OF_DAY,
 ]
 TEXTS = [
     "Can I cancel an order that has shipped?",
@@ -48,6 +51,10 @@ TEXTS = [
     "有英文版和日文版的说明书吗",
     "一周一次的课可以改到周三吗",
     "What are business days?",
+    "月卡和年卡哪个划算",
+    "男士和女士的尺码一样吗",
+    "Do part-time staff work evenings or mornings?",
+    "Is business class or economy class quieter?",
 ]
 
 
