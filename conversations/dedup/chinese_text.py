@@ -166,6 +166,8 @@ def _negates(words: Sequence[str], index: int) -> bool:
         return True  # the segmenter cuts 没收到 (not received) as 没收 (confiscate) + 到
     if len(word) >= 3 and word[0] == "非" and not word.startswith("非常"):
         return True  # a negated noun the segmenter keeps whole: 非会员 (non-member), 非主流; 非常 is "very"
+    if len(word) >= 3 and word.startswith(("不含", "不包")):
+        return True  # "not including", kept whole: 不含税 (before tax is added), 不包邮
     if word in _CHAT_NEGATIONS and after and after.startswith(_CHAT_NEGATIONS[word]):
         return not (index and words[index - 1] == "有")  # 有木有 asks "is there?" as 有没有 does
     # A potential complement ("打不开" can't open, "找不着" can't find), but not an A-not-A word ("是不是").
@@ -194,6 +196,10 @@ class _Opposite(NamedTuple):
     other: re.Pattern[str]
     one_also: re.Pattern[str]
     other_also: re.Pattern[str]
+
+
+# A pattern that matches nothing: a pair whose sides nothing else touches.
+_NEVER = "(?!)"
 
 
 def _opposite(one: str, other: str, one_also: str, other_also: str) -> _Opposite:
@@ -237,6 +243,9 @@ _OPPOSITE_ACTIONS = (
     _opposite("普通快递|普通件|普快|平邮|标准配送|标准快递|普通配送", "加急|特快|急件|次日达|当日达", "慢递", "闪送"),
     _opposite("(?<!非)高峰|峰时", "低谷|平峰|谷时|非高峰", "尖峰", "谷段"),
     _opposite("入住|办理入住", "退房|离店", "住|入", "退"),
+    _opposite("上铺|上层", "下铺|下层", _NEVER, _NEVER),
+    _opposite("室内|户内", "室外|户外|露天", _NEVER, _NEVER),
+    _opposite("税前", "税后", _NEVER, _NEVER),
     _opposite("全额(?:退|还|返|付)|全款", "部分(?:退|还|返|付)|一部分(?:退|还)", "全部", "局部"),
     _opposite("开门|开始营业|开业|开店", "关门|打烊|停止营业|结束营业|关店|闭店", "开", "关|停"),
     _opposite("开通|开户|开卡|办卡|办理", "注销|销户|销卡", "开|办|申请", "销|关闭|取消"),

@@ -605,6 +605,46 @@ _PARTS_OF_DAY: _Table = (
     ),
 )
 
+# The season a question asks about ("Are the summer opening hours online?" / "... winter ..."). Left out: English
+# "fall" (a drop), "spring" alone stays (a coil is rarely asked beside a season), 春节 (a holiday), a bare 夏 or 冬 in
+# Chinese (names, 冬瓜), French "été" after "a" (has been), Italian "estate" (English real estate).
+_SEASONS: _Table = (
+    (
+        "spring",
+        r"\bspring\b|春季|春天|春装|春裝|春休み|봄|\bprimavera\b|\bfrühling\w*|\bprintemps\b",
+    ),
+    (
+        "summer",
+        r"\bsummer\b|夏季|夏天|夏装|夏裝|暑假|夏休み|夏場|여름|\bverano\b|\bverão\b|\bsommer\w*"
+        r"|\b(?:d'|l'|en |cet )été\b",
+    ),
+    ("autumn", r"\bautumn\b|秋季|秋天|秋装|秋裝|秋休み|가을|\botoño\b|\boutono\b|\bherbst\w*|\bautomne\b"),
+    (
+        "winter",
+        r"\bwinter\w*|冬季|冬天|冬装|冬裝|寒假|冬休み|冬場|겨울|\binvierno\b|\binverno\b|\b(?:d'|l'|en |cet )hiver\b",
+    ),
+)
+# Clothing and portion sizes by name: "Do you have these jeans in a small?" / "... in a large?", 小号 / 大号, Mサイズ /
+# Lサイズ, Größe S / L. A lone letter counts only beside a word for size; "big" stays out ("How big is the room?"), and
+# so do the other languages' everyday adjectives (klein, grande, pequeño).
+_SIZES: _Table = (
+    (
+        "small",
+        r"\bsmall\b|小号|小號|小码|小碼|\bsサイズ|\bs サイズ|スモール|스몰|\b(?:size|größe|talla|taille|taglia) s\b",
+    ),
+    (
+        "medium",
+        r"\bmedium\b|中号|中號|中码|中碼|\bmサイズ|\bm サイズ|ミディアム|미디엄"
+        r"|\b(?:size|größe|talla|taille|taglia) m\b",
+    ),
+    (
+        "large",
+        r"\blarge\b|大号|大號|大码|大碼|\blサイズ|\bl サイズ|ラージ|라지|\b(?:size|größe|talla|taille|taglia) l\b",
+    ),
+    ("extra large", r"\bextra[- ]large\b|\bxl\b|加大号|加大碼|加大码|\bxlサイズ|\bxl サイズ"),
+)
+
+
 _SPECIAL = set("\\()[]{}?*+.|^$")
 
 
@@ -759,3 +799,5 @@ LANGUAGES = Kinds(_LANGUAGES)
 CJK_PERIODS = Kinds(_CJK_PERIODS)
 GROUPS = (Kinds(_GENDERS), Kinds(_AGES), Kinds(_WORK_HOURS))
 PARTS_OF_DAY = Kinds(_PARTS_OF_DAY)
+SEASONS = Kinds(_SEASONS)
+SIZES = Kinds(_SIZES)

@@ -479,6 +479,8 @@ _OPPOSITE_IN_TEXT = _text_opposites(
         ("신규", "기존"),
         ("구매자|구매하는 사람", "판매자|판매하는 사람"),
         ("(?<!비)공개", "비공개"),
+        ("실내", "실외|야외"),
+        (r"\bcubiert[oa]s?\b", r"\bal aire libre\b"),
         # Weekends / weekdays, one way / a round trip, peak / off-peak, as the English states.
         (
             "fin(?:es)? de semana|week-?ends?|wochenende|fim de semana|fins de semana|fine settimana|выходн|주말",
@@ -511,6 +513,7 @@ _OPPOSITE_IN_KANA_TEXT = _text_opposites(
         ("(?<!非)公開", "非公開"),
         ("週末|土日", "平日"),
         ("片道", "往復"),
+        ("屋内|室内", "屋外|野外"),
         ("(?<!オフ)ピーク", "オフピーク"),
         ("通常配送|通常便|普通便", "お急ぎ便|速達|特急便|翌日配送"),
     )

@@ -394,6 +394,8 @@ _OPPOSITES = tuple(
         ("extend, extends, extended, extending", "shorten, shortens, shortened, shortening"),
         ("update, updates, updated, updating", "roll back, rolls back, rolled back, rolling back, rollback, rollbacks"),
         ("early, earlier", "late, later"),
+        ("upper", "lower"),
+        ("inside, indoor, indoors", "outside, outdoor, outdoors"),
         ("start, starts, started, starting, begin, begins, began, beginning", "end, ends, ended, ending"),
         ("full refund, full refunds, fully refunded", "partial refund, partial refunds, partially refunded"),
         (
@@ -898,7 +900,8 @@ def questions_conflict(first: str, second: str) -> str:
     account holder ("personal" vs "business account", `kinds.TIERS`), other states of one thing ("shipped" vs
     "delivered", `kinds.STATES`), other days or months (`kinds.DATES`, `kinds.RELATIVE_DATES`), other languages
     (`kinds.LANGUAGES`), the other party of an exchange (`kinds.ROLES`), another group of people (women or men,
-    children or adults, part-time or full-time; `kinds.GROUPS`) or another part of the day (`kinds.PARTS_OF_DAY`).
+    children or adults, part-time or full-time; `kinds.GROUPS`), another part of the day, season or size
+    (`kinds.PARTS_OF_DAY`, `kinds.SEASONS`, `kinds.SIZES`).
     Embeddings of short questions blur exactly these, a wrong stored answer costs more than a fresh one, and a learned
     model gives no guarantee on them, so they refuse outright."""
     if numbers_in(first) != numbers_in(second):
@@ -927,6 +930,10 @@ def questions_conflict(first: str, second: str) -> str:
         return "groups differ"
     if kinds.PARTS_OF_DAY.differ(first, second):
         return "times of day differ"
+    if kinds.SEASONS.differ(first, second):
+        return "seasons differ"
+    if kinds.SIZES.differ(first, second):
+        return "sizes differ"
     return ""
 
 

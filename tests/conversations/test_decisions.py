@@ -457,6 +457,21 @@ def test_shipped_phrasings_name_their_intent_at_their_own_floor_for_text_that_is
         ("When does the sale begin?", "When does the sale start?", ""),
         ("Is the economy of India growing?", "Is India's economy growing?", ""),  # no cabin
         ("我的ID忘了", "아이디를 잊어버렸어요", ""),
+        # Upper or lower, inside or outside, another season or size; tax included or not.
+        ("Is the upper floor accessible?", "Is the lower floor accessible?", "opposite actions"),
+        ("Can I park outside?", "Can I park indoors?", "opposite actions"),
+        ("Is the market open in winter?", "Is the market open in summer?", "seasons differ"),
+        ("春装什么时候上新", "秋装什么时候上新", "seasons differ"),
+        ("Does this coat come in medium?", "Does this coat come in extra large?", "sizes differ"),
+        ("中码还有吗", "大码还有吗", "sizes differ"),
+        ("上层座位可以选吗", "下层座位可以选吗", "opposite actions"),
+        ("税前收入怎么填", "税后收入怎么填", "opposite actions"),
+        ("价格含税吗", "价格是不含税的吗", "negation differs"),
+        ("Is the small size enough?", "Is size small enough?", ""),
+        ("Is the pool indoors?", "Is the pool inside?", ""),
+        ("暑假几点开门", "夏天几点开门", ""),
+        ("春节放假吗", "冬天放假吗", ""),  # 春节 is a holiday, no spring
+        ("Mon colis a été livré ?", "Mon colis est livré en hiver ?", ""),  # "a été" is "has been"
         ("Can riders rate the driver?", "Can passengers rate their driver?", ""),
         ("Does the landlord fix the boiler?", "Is the property owner responsible for the boiler?", ""),
         ("Can teachers see student grades?", "Can students see teacher grades?", "words swapped"),  # inflected anew

@@ -41,6 +41,8 @@ TABLES = [
     kinds.CJK_PERIODS,
     *kinds.GROUPS,
     kinds.PARTS_OF_DAY,
+    kinds.SEASONS,
+    kinds.SIZES,
 ]
 TEXTS = [
     "Can I cancel an order that has shipped?",
@@ -55,6 +57,8 @@ TEXTS = [
     "男士和女士的尺码一样吗",
     "Do part-time staff work evenings or mornings?",
     "Is business class or economy class quieter?",
+    "Is the summer or the winter menu in size L?",
+    "Mサイズとlサイズ、夏休みに届きますか",
 ]
 
 
