@@ -1,7 +1,8 @@
 """Which plan tier, kind of account holder or cabin (`TIERS`), state in the course of a thing (`STATES`), day or month
 (`DATES`, `RELATIVE_DATES`), language (`LANGUAGES`), party of an exchange (`ROLES`), group of people a thing is for
-(`GROUPS`), part of the day (`PARTS_OF_DAY`) and, in Chinese, Japanese and Korean, period of time (`CJK_PERIODS`) a
-question names, and how often, in the languages users write. Pure functions, no I/O.
+(`GROUPS`), part of the day, season, size or point of the compass (`PARTS_OF_DAY`, `SEASONS`, `SIZES`, `COMPASS`) and,
+in Chinese, Japanese and Korean, period of time (`CJK_PERIODS`) a question names, and how often, in the languages
+users write. Pure functions, no I/O.
 
 "Can a personal account receive international payments?" and the same of a business account, "个人账户每天能转多少钱"
 and "企业账户...", "無料プラン" and "有料プラン" sit as close to either embedding as a rewording does; so do "Can I
@@ -645,6 +646,26 @@ _SIZES: _Table = (
 )
 
 
+# The side of a place by the compass ("Is the east entrance step-free?" / "... west ..."): the words, and in Chinese,
+# Japanese and Korean the compounds that name a gate, an exit or a side (北门, 東口, 북쪽); a bare 东 or 西 writes
+# "thing" (东西) and the names of cities and provinces (北京, 山东). French "est" is "is", left out.
+_COMPASS: _Table = (
+    (
+        "north",
+        r"\bnorth(?:ern)?\b|北门|北門|北边|北邊|北侧|北側|北口|北区|北區|북쪽|북문|\bnorte\b|\bnord(?:en)?\b",
+    ),
+    (
+        "south",
+        r"\bsouth(?:ern)?\b|南门|南門|南边|南邊|南侧|南側|南口|南区|南區|남쪽|남문|\bsur\b|\bsüd(?:en)?\b|\bsud\b",
+    ),
+    ("east", r"\beast(?:ern)?\b|东门|東門|东边|東邊|东侧|東側|东口|東口|东区|東區|동쪽|동문|\beste\b|\bost(?:en)?\b"),
+    (
+        "west",
+        r"\bwest(?:ern)?\b|西门|西門|西边|西邊|西侧|西側|西口|西区|西區|서쪽|서문|\boeste\b|\bouest\b|\bwesten\b",
+    ),
+)
+
+
 _SPECIAL = set("\\()[]{}?*+.|^$")
 
 
@@ -801,3 +822,4 @@ GROUPS = (Kinds(_GENDERS), Kinds(_AGES), Kinds(_WORK_HOURS))
 PARTS_OF_DAY = Kinds(_PARTS_OF_DAY)
 SEASONS = Kinds(_SEASONS)
 SIZES = Kinds(_SIZES)
+COMPASS = Kinds(_COMPASS)

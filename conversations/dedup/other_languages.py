@@ -398,6 +398,11 @@ _OPPOSITE_WORDS = tuple(
             supprime retirer retire rimuovere rimuovo cancellare cancello entfernen entferne löschen lösche
             verwijderen verwijder удалить удаляю usunąć usuń""",
         ),
+        (  # collect / return
+            "recoger recojo recoge recogida abholen abhole abholung hole holen",
+            "devolver devuelvo devuelve abgeben abgabe gebe zurückgeben rückgabe",
+        ),
+        ("izquierda gauche links sinistra esquerda", "derecha droite rechts destra direita"),
         (  # open / close
             """abrir abro abre ouvrir ouvre aprire apro apre öffnen öffne открыть открываю otworzyć otwórz openen""",
             """cerrar cierro cierra fechar fecho fechei fermer ferme chiudere chiudo chiude schließen schließe
@@ -480,6 +485,9 @@ _OPPOSITE_IN_TEXT = _text_opposites(
         ("구매자|구매하는 사람", "판매자|판매하는 사람"),
         ("(?<!비)공개", "비공개"),
         ("실내", "실외|야외"),
+        ("왼쪽|좌측", "오른쪽|우측"),
+        ("다크 ?모드", "라이트 ?모드"),
+        ("ダークモード", "ライトモード"),
         (r"\bcubiert[oa]s?\b", r"\bal aire libre\b"),
         # Weekends / weekdays, one way / a round trip, peak / off-peak, as the English states.
         (
@@ -514,6 +522,8 @@ _OPPOSITE_IN_KANA_TEXT = _text_opposites(
         ("週末|土日", "平日"),
         ("片道", "往復"),
         ("屋内|室内", "屋外|野外"),
+        ("受け取|受取", "返却"),
+        ("(?<!右)左(?!右)", "(?<!左)右"),
         ("(?<!オフ)ピーク", "オフピーク"),
         ("通常配送|通常便|普通便", "お急ぎ便|速達|特急便|翌日配送"),
     )

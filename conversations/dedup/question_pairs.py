@@ -395,6 +395,16 @@ _OPPOSITES = tuple(
         ("update, updates, updated, updating", "roll back, rolls back, rolled back, rolling back, rollback, rollbacks"),
         ("early, earlier", "late, later"),
         ("upper", "lower"),
+        (
+            "pick up, picks up, picked up, picking up, pickup, pickups, collect, collects, collected, collecting, "
+            "collection",
+            "drop off, drops off, dropped off, dropping off, dropoff, return, returns, returned, returning",
+        ),
+        ("top", "bottom"),
+        ("left", "right"),
+        ("dark mode, dark theme", "light mode, light theme"),
+        ("horizontal, horizontally", "vertical, vertically"),
+        ("landscape", "portrait"),
         ("inside, indoor, indoors", "outside, outdoor, outdoors"),
         ("start, starts, started, starting, begin, begins, began, beginning", "end, ends, ended, ending"),
         ("full refund, full refunds, fully refunded", "partial refund, partial refunds, partially refunded"),
@@ -901,7 +911,7 @@ def questions_conflict(first: str, second: str) -> str:
     "delivered", `kinds.STATES`), other days or months (`kinds.DATES`, `kinds.RELATIVE_DATES`), other languages
     (`kinds.LANGUAGES`), the other party of an exchange (`kinds.ROLES`), another group of people (women or men,
     children or adults, part-time or full-time; `kinds.GROUPS`), another part of the day, season or size
-    (`kinds.PARTS_OF_DAY`, `kinds.SEASONS`, `kinds.SIZES`).
+    (`kinds.PARTS_OF_DAY`, `kinds.SEASONS`, `kinds.SIZES`) or another point of the compass (`kinds.COMPASS`).
     Embeddings of short questions blur exactly these, a wrong stored answer costs more than a fresh one, and a learned
     model gives no guarantee on them, so they refuse outright."""
     if numbers_in(first) != numbers_in(second):
@@ -934,6 +944,8 @@ def questions_conflict(first: str, second: str) -> str:
         return "seasons differ"
     if kinds.SIZES.differ(first, second):
         return "sizes differ"
+    if kinds.COMPASS.differ(first, second):
+        return "directions differ"
     return ""
 
 

@@ -472,6 +472,23 @@ def test_shipped_phrasings_name_their_intent_at_their_own_floor_for_text_that_is
         ("暑假几点开门", "夏天几点开门", ""),
         ("春节放假吗", "冬天放假吗", ""),  # 春节 is a holiday, no spring
         ("Mon colis a été livré ?", "Mon colis est livré en hiver ?", ""),  # "a été" is "has been"
+        # Picking up or dropping off, top or bottom, left or right, dark or light, across or down, compass points.
+        ("Where do I pick up the rental van?", "Where do I return the rental van?", "opposite actions"),
+        (
+            "Why is the menu at the top of the screen?",
+            "Why is the menu at the bottom of the screen?",
+            "opposite actions",
+        ),
+        ("How do I indent on the left?", "How do I indent on the right?", "opposite actions"),
+        ("Is there a dark theme?", "Is there a light theme?", "opposite actions"),
+        ("Can I scroll horizontally?", "Can I scroll vertically?", "opposite actions"),
+        ("Does the north exit have a lift?", "Does the south exit have a lift?", "directions differ"),
+        ("东门停车场在哪", "西门停车场在哪", "directions differ"),
+        ("还车需要加油吗", "取车需要加油吗", "opposite actions"),
+        ("右の画面が暗い", "左の画面が暗い", "opposite actions"),
+        ("¿Dónde recojo mi pedido?", "¿Dónde devuelvo mi pedido?", "opposite actions"),
+        ("Where do I collect my parcel?", "Where can I pick up my parcel?", ""),
+        ("买东西可以退吗", "买西瓜可以退吗", ""),  # 东西 is "a thing"
         ("Can riders rate the driver?", "Can passengers rate their driver?", ""),
         ("Does the landlord fix the boiler?", "Is the property owner responsible for the boiler?", ""),
         ("Can teachers see student grades?", "Can students see teacher grades?", "words swapped"),  # inflected anew

@@ -43,6 +43,7 @@ TABLES = [
     kinds.PARTS_OF_DAY,
     kinds.SEASONS,
     kinds.SIZES,
+    kinds.COMPASS,
 ]
 TEXTS = [
     "Can I cancel an order that has shipped?",
@@ -59,6 +60,7 @@ TEXTS = [
     "Is business class or economy class quieter?",
     "Is the summer or the winter menu in size L?",
     "Mサイズとlサイズ、夏休みに届きますか",
+    "Is the north or the east exit closer to 东门?",
 ]
 
 
