@@ -591,12 +591,12 @@ _WORK_HOURS: _Table = (
 )
 # The part of the day a question asks about: "Can I pick up my order in the morning?" / "... in the evening?". The
 # evening and the night are one (users write either of opening hours); Spanish "mañana" alone is tomorrow, read only
-# after "por la".
+# after "por la"; Japanese 朝 only before a particle, as Chinese writes it for "facing" (朝南).
 _PARTS_OF_DAY: _Table = (
     (
         "morning",
-        r"\bmornings?\b|早上|早晨|上午|清晨|朝|午前|오전|아침|\bpor la mañana\b|\bmatin(?:ée)?s?\b"
-        r"|\bvormittags?\b|\bmorgens\b|\bde manhã\b",
+        r"\bmornings?\b|早上|早晨|上午|清晨|朝(?=[のにはからも])|毎朝|今朝|午前|오전|아침|\bpor la mañana\b"
+        r"|\bmatin(?:ée)?s?\b|\bvormittags?\b|\bmorgens\b|\bde manhã\b",
     ),
     ("afternoon", r"\bafternoons?\b|下午|午後|오후|\bpor la tarde\b|\baprès-midi\b|\bnachmittags?\b|\bà tarde\b"),
     (
@@ -648,7 +648,8 @@ _SIZES: _Table = (
 
 # The side of a place by the compass ("Is the east entrance step-free?" / "... west ..."): the words, and in Chinese,
 # Japanese and Korean the compounds that name a gate, an exit or a side (北门, 東口, 북쪽); a bare 东 or 西 writes
-# "thing" (东西) and the names of cities and provinces (北京, 山东). French "est" is "is", left out.
+# "thing" (东西) and the names of cities and provinces (北京, 山东). Left out: French "est" (is) and "sur" (on),
+# Spanish "este" (this), and so Spanish "sur" too.
 _COMPASS: _Table = (
     (
         "north",
@@ -656,9 +657,9 @@ _COMPASS: _Table = (
     ),
     (
         "south",
-        r"\bsouth(?:ern)?\b|南门|南門|南边|南邊|南侧|南側|南口|南区|南區|남쪽|남문|\bsur\b|\bsüd(?:en)?\b|\bsud\b",
+        r"\bsouth(?:ern)?\b|南门|南門|南边|南邊|南侧|南側|南口|南区|南區|남쪽|남문|\bsüd(?:en)?\b|\bsud\b",
     ),
-    ("east", r"\beast(?:ern)?\b|东门|東門|东边|東邊|东侧|東側|东口|東口|东区|東區|동쪽|동문|\beste\b|\bost(?:en)?\b"),
+    ("east", r"\beast(?:ern)?\b|东门|東門|东边|東邊|东侧|東側|东口|東口|东区|東區|동쪽|동문|\bost(?:en)?\b"),
     (
         "west",
         r"\bwest(?:ern)?\b|西门|西門|西边|西邊|西侧|西側|西口|西区|西區|서쪽|서문|\boeste\b|\bouest\b|\bwesten\b",

@@ -489,6 +489,9 @@ def test_shipped_phrasings_name_their_intent_at_their_own_floor_for_text_that_is
         ("¿Dónde recojo mi pedido?", "¿Dónde devuelvo mi pedido?", "opposite actions"),
         ("Where do I collect my parcel?", "Where can I pick up my parcel?", ""),
         ("买东西可以退吗", "买西瓜可以退吗", ""),  # 东西 is "a thing"
+        ("房间朝南吗", "房间晚上吵吗", ""),  # 朝 is "facing", no morning
+        ("¿Puedo pagar este mes?", "¿Puedo pagar en la tienda oeste?", ""),  # "este" is "this"
+        ("Comment payer sur mobile ?", "Comment aller à la sortie nord ?", ""),  # "sur" is "on"
         ("Can riders rate the driver?", "Can passengers rate their driver?", ""),
         ("Does the landlord fix the boiler?", "Is the property owner responsible for the boiler?", ""),
         ("Can teachers see student grades?", "Can students see teacher grades?", "words swapped"),  # inflected anew
