@@ -250,6 +250,13 @@ _OPPOSITE_ACTIONS = (
     _opposite("顶部|顶端|页眉", "底部|底端|页脚", _NEVER, _NEVER),
     _opposite("深色|暗黑|黑色模式", "浅色|白色模式|亮色", _NEVER, _NEVER),
     _opposite("横屏|横向|横版", "竖屏|纵向|竖版", _NEVER, _NEVER),
+    _opposite("有线", "无线", _NEVER, _NEVER),
+    _opposite("热水", "冷水|凉水", _NEVER, _NEVER),
+    # Not 出租车 (a taxi).
+    _opposite("(?<!出)租车|租房|租用|租赁", "买车|买房|购车|购房", _NEVER, _NEVER),
+    _opposite("主卡", "副卡|附属卡", _NEVER, _NEVER),
+    _opposite("批发", "零售", _NEVER, _NEVER),
+    _opposite("单人间|单人房", "双人间|双人房", _NEVER, _NEVER),
     _opposite("全额(?:退|还|返|付)|全款", "部分(?:退|还|返|付)|一部分(?:退|还)", "全部", "局部"),
     _opposite("开门|开始营业|开业|开店", "关门|打烊|停止营业|结束营业|关店|闭店", "开", "关|停"),
     _opposite("开通|开户|开卡|办卡|办理", "注销|销户|销卡", "开|办|申请", "销|关闭|取消"),

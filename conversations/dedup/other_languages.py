@@ -489,6 +489,12 @@ _OPPOSITE_IN_TEXT = _text_opposites(
         ("다크 ?모드", "라이트 ?모드"),
         ("ダークモード", "ライトモード"),
         (r"\bcubiert[oa]s?\b", r"\bal aire libre\b"),
+        ("무선", "유선"),
+        (r"\binalámbric[oa]s?\b|\bsans fil\b|\bkabellos\w*", r"\bcon cables?\b|\bfilaires?\b|\bkabelgebunden\w*"),
+        (
+            r"\beinzelzimmer\w*|\bchambres? simples?\b|\bhabitaci[oó]n individual\b",
+            r"\bdoppelzimmer\w*|\bchambres? doubles?\b|\bhabitaci[oó]n doble\b",
+        ),
         # Weekends / weekdays, one way / a round trip, peak / off-peak, as the English states.
         (
             "fin(?:es)? de semana|week-?ends?|wochenende|fim de semana|fins de semana|fine settimana|выходн|주말",
@@ -523,6 +529,8 @@ _OPPOSITE_IN_KANA_TEXT = _text_opposites(
         ("片道", "往復"),
         ("屋内|室内", "屋外|野外"),
         ("受け取|受取", "返却"),
+        ("ワイヤレス|無線", "有線"),
+        ("本会員", "家族カード|家族会員"),
         ("(?<!右)左(?!右)", "(?<!左)右"),
         ("(?<!オフ)ピーク", "オフピーク"),
         ("通常配送|通常便|普通便", "お急ぎ便|速達|特急便|翌日配送"),

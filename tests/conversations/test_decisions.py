@@ -492,6 +492,17 @@ def test_shipped_phrasings_name_their_intent_at_their_own_floor_for_text_that_is
         ("房间朝南吗", "房间晚上吵吗", ""),  # 朝 is "facing", no morning
         ("¿Puedo pagar este mes?", "¿Puedo pagar en la tienda oeste?", ""),  # "este" is "this"
         ("Comment payer sur mobile ?", "Comment aller à la sortie nord ?", ""),  # "sur" is "on"
+        # Wired or wireless, hot or cold, renting or buying, primary or secondary, one room or two.
+        ("Is the wireless charger included?", "Is the wired charger included?", "opposite actions"),
+        ("Is the hot tap working?", "Is the cold tap working?", "opposite actions"),
+        ("Can I lease the car?", "Can I buy the car?", "opposite actions"),
+        ("Can I remove the primary email?", "Can I remove the secondary email?", "opposite actions"),
+        ("Are local taxes included?", "Are international taxes included?", "opposite actions"),
+        ("有线网怎么连", "无线网怎么连", "opposite actions"),
+        ("副卡怎么激活", "主卡怎么激活", "opposite actions"),
+        ("出租车可以刷卡吗", "买车可以刷卡吗", ""),  # 出租车 is a taxi
+        ("Can I rent skis?", "Is ski rental available?", ""),
+        ("单人间多大", "单人房有多大", ""),
         ("Can riders rate the driver?", "Can passengers rate their driver?", ""),
         ("Does the landlord fix the boiler?", "Is the property owner responsible for the boiler?", ""),
         ("Can teachers see student grades?", "Can students see teacher grades?", "words swapped"),  # inflected anew

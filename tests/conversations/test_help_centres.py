@@ -369,6 +369,21 @@ HELP_CENTRE_ZH_DATA = {
             "¿Abren entre semana?",
         ),
         (HELP_CENTRE_ZH_DATA, embeddings.USE_MODEL_NAME, "chinese", "普通快递几天到？", "加急快递几天到？"),
+        # Served before the rule: by the multilingual head (p 0.75) and by the bundled one (p 0.75).
+        (
+            HELP_CENTRE_EN,
+            embeddings.USE_MODEL_NAME,
+            "english",
+            "Do the wired headphones have a warranty?",
+            "Do the wireless headphones have a warranty?",
+        ),
+        (
+            HELP_CENTRE_EN,
+            "all-MiniLM-L6-v2",
+            "english",
+            "Do the wired headphones have a warranty?",
+            "Do the wireless headphones have a warranty?",
+        ),
         # Served before the rule: by the multilingual head (p 0.74, 0.79) and by the bundled one (p 0.97).
         (
             HELP_CENTRE_EN,
@@ -453,6 +468,8 @@ HELP_CENTRE_ZH_DATA = {
         "spanish-new-existing",
         "spanish-weekends-weekdays",
         "chinese-standard-express",
+        "english-wired-wireless",
+        "english-wired-wireless-bundled",
         "english-drop-off-pick-up",
         "english-top-bottom",
         "english-left-right-bundled",
