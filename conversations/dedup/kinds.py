@@ -539,8 +539,8 @@ _ROLES: _Table = (
 # Who a product, price or rule is for, each scale a table of its own: women or men, children, adults or seniors,
 # full-time or part-time workers. "Do you have rain jackets for women?" / "... for men?", "儿童需要买票吗" /
 # "老人需要买票吗" and "Can part-time staff join the pension plan?" / "... full-time staff ..." sit as close as a
-# rewording. Words inside others are kept out: 女儿 (a daughter), 美女 (a form of address), 아이디 (an ID), German
-# "Frau" and "Mann" (Ms. and a name), English "kind".
+# rewording. Words inside others are kept out: 女儿 (a daughter), 美女 (a form of address), 아이디 (an ID), Korean
+# 경로 (also "a route"), German "Frau" and "Mann" (Ms. and a name), English "kind".
 _GENDERS: _Table = (
     (
         "men",
@@ -572,7 +572,7 @@ _AGES: _Table = (
     (
         "senior",
         (
-            r"\b(?:seniors?|elderly|pensioners?|retirees?)\b|老人|老年人|长者|長者|シニア|高齢者|노인|경로|어르신",
+            r"\b(?:seniors?|elderly|pensioners?|retirees?)\b|老人|老年人|长者|長者|シニア|高齢者|노인|어르신",
             r"\bjubilad[oa]s?\b|\bpersonas mayores\b|\bsenioren\b|\brentner\w*|\bretraités?\b|\bidosos?\b",
         ),
     ),

@@ -490,6 +490,7 @@ def test_shipped_phrasings_name_their_intent_at_their_own_floor_for_text_that_is
         ("Where do I collect my parcel?", "Where can I pick up my parcel?", ""),
         ("买东西可以退吗", "买西瓜可以退吗", ""),  # 东西 is "a thing"
         ("房间朝南吗", "房间晚上吵吗", ""),  # 朝 is "facing", no morning
+        ("배송 경로를 확인할 수 있나요", "어린이 요금이 있나요", ""),  # 경로 is also "a route"
         ("¿Puedo pagar este mes?", "¿Puedo pagar en la tienda oeste?", ""),  # "este" is "this"
         ("Comment payer sur mobile ?", "Comment aller à la sortie nord ?", ""),  # "sur" is "on"
         # Wired or wireless, hot or cold, renting or buying, primary or secondary, one room or two.
