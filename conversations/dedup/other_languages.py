@@ -403,6 +403,8 @@ _OPPOSITE_WORDS = tuple(
             "devolver devuelvo devuelve abgeben abgabe gebe zurückgeben rückgabe",
         ),
         ("izquierda gauche links sinistra esquerda", "derecha droite rechts destra direita"),
+        # Signing up against signing in; not German "Anmeldung", which is either.
+        ("registrarse registro registrarme", "iniciar inicio inicia"),
         (  # open / close
             """abrir abro abre ouvrir ouvre aprire apro apre öffnen öffne открыть открываю otworzyć otwórz openen""",
             """cerrar cierro cierra fechar fecho fechei fermer ferme chiudere chiudo chiude schließen schließe
@@ -490,6 +492,7 @@ _OPPOSITE_IN_TEXT = _text_opposites(
         ("ダークモード", "ライトモード"),
         (r"\bcubiert[oa]s?\b", r"\bal aire libre\b"),
         ("무선", "유선"),
+        ("회원 ?가입|(?<!회원 )가입", "로그인"),
         (r"\binalámbric[oa]s?\b|\bsans fil\b|\bkabellos\w*", r"\bcon cables?\b|\bfilaires?\b|\bkabelgebunden\w*"),
         (
             r"\beinzelzimmer\w*|\bchambres? simples?\b|\bhabitaci[oó]n individual\b",
@@ -530,6 +533,8 @@ _OPPOSITE_IN_KANA_TEXT = _text_opposites(
         ("屋内|室内", "屋外|野外"),
         ("受け取|受取", "返却"),
         ("ワイヤレス|無線", "有線"),
+        ("元に戻す|取り消し", "やり直"),
+        ("会員登録|新規登録", "ログイン"),
         ("本会員", "家族カード|家族会員"),
         ("(?<!右)左(?!右)", "(?<!左)右"),
         ("(?<!オフ)ピーク", "オフピーク"),

@@ -417,6 +417,16 @@ _OPPOSITES = tuple(
         ),
         ("wholesale", "retail"),
         ("single room, single rooms", "double room, double rooms, twin room, twin rooms"),
+        ("undo, undoes, undid, undone, undoing", "redo, redoes, redid, redone, redoing"),
+        (
+            "speed up, speeds up, speeding up, sped up, faster",
+            "slow down, slows down, slowing down, slowed down, slower",
+        ),
+        ("coming in, income", "going out, expense, expenses"),
+        (
+            "sign up, signs up, signing up, signed up, signup, register, registers, registering, registration",
+            "sign in, signs in, signing in, signed in, signin, log in, logs in, logging in, logged in, login",
+        ),
         ("inside, indoor, indoors", "outside, outdoor, outdoors"),
         ("start, starts, started, starting, begin, begins, began, beginning", "end, ends, ended, ending"),
         ("full refund, full refunds, fully refunded", "partial refund, partial refunds, partially refunded"),

@@ -504,6 +504,15 @@ def test_shipped_phrasings_name_their_intent_at_their_own_floor_for_text_that_is
         ("出租车可以刷卡吗", "买车可以刷卡吗", ""),  # 出租车 is a taxi
         ("Can I rent skis?", "Is ski rental available?", ""),
         ("单人间多大", "单人房有多大", ""),
+        # Undo or redo, faster or slower, money in or out, signing up or signing in.
+        ("How do I undo a deletion?", "How do I redo a deletion?", "opposite actions"),
+        ("Can I speed up the animation?", "Can I slow down the animation?", "opposite actions"),
+        ("Where is my income report?", "Where is my expenses report?", "opposite actions"),
+        ("Why can't I sign up with Apple?", "Why can't I sign in with Apple?", "opposite actions"),
+        ("注册要实名吗", "登录要实名吗", "opposite actions"),
+        ("회원가입 방법", "로그인 방법", "opposite actions"),
+        ("How do I sign up for updates?", "How do I subscribe to updates?", ""),
+        ("Can I make the video faster?", "Can I speed up the video?", ""),
         ("Can riders rate the driver?", "Can passengers rate their driver?", ""),
         ("Does the landlord fix the boiler?", "Is the property owner responsible for the boiler?", ""),
         ("Can teachers see student grades?", "Can students see teacher grades?", "words swapped"),  # inflected anew

@@ -22,7 +22,7 @@ PAIRS = [
     if line.strip()
 ]
 # Rewordings each model serves today, measured; a better head or reading may raise them, a rule must not lower them.
-REWORDINGS_SERVED = {embeddings.USE_MODEL_NAME: 113, embeddings.BUNDLED_MODEL_NAME: 77}
+REWORDINGS_SERVED = {embeddings.USE_MODEL_NAME: 115, embeddings.BUNDLED_MODEL_NAME: 81}
 
 
 @pytest.fixture(scope="module", params=sorted(REWORDINGS_SERVED))
@@ -60,7 +60,7 @@ def decided(request) -> tuple[str, list[tuple[dict, d.DuplicateDecision]]]:
 def test_every_batch_is_read():
     ids = [pair["pair_id"] for pair in PAIRS]
     assert len(ids) == len(set(ids))
-    assert sum(1 for pair in PAIRS if not pair["is_duplicate"]) >= 475
+    assert sum(1 for pair in PAIRS if not pair["is_duplicate"]) >= 489
 
 
 def test_no_look_alike_is_served(decided):
