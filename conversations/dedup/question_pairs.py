@@ -418,10 +418,8 @@ _OPPOSITES = tuple(
         ("wholesale", "retail"),
         ("single room, single rooms", "double room, double rooms, twin room, twin rooms"),
         ("undo, undoes, undid, undone, undoing", "redo, redoes, redid, redone, redoing"),
-        (
-            "speed up, speeds up, speeding up, sped up, faster",
-            "slow down, slows down, slowing down, slowed down, slower",
-        ),
+        # Not "faster" / "slower": "How can I make my laptop faster?" asks what "Why is it getting slower?" asks.
+        ("speed up, speeds up, speeding up, sped up", "slow down, slows down, slowing down, slowed down"),
         ("coming in, income", "going out, expense, expenses"),
         (
             "sign up, signs up, signing up, signed up, signup, register, registers, registering, registration",

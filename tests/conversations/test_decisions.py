@@ -513,6 +513,7 @@ def test_shipped_phrasings_name_their_intent_at_their_own_floor_for_text_that_is
         ("회원가입 방법", "로그인 방법", "opposite actions"),
         ("How do I sign up for updates?", "How do I subscribe to updates?", ""),
         ("Can I make the video faster?", "Can I speed up the video?", ""),
+        ("How can I make my laptop faster?", "Why is my laptop getting slower?", ""),
         ("Can riders rate the driver?", "Can passengers rate their driver?", ""),
         ("Does the landlord fix the boiler?", "Is the property owner responsible for the boiler?", ""),
         ("Can teachers see student grades?", "Can students see teacher grades?", "words swapped"),  # inflected anew
