@@ -670,33 +670,9 @@ _COMPASS: _Table = (
 _SPECIAL = set("\\()[]{}?*+.|^$")
 
 
-def _top_level(pattern: str, separator: str = "|") -> list[str]:
-    """`pattern` cut at `separator` where it stands outside any group or class."""
-    parts, depth, start, index = [], 0, 0, 0
-    in_class = False
-    while index < len(pattern):
-        char = pattern[index]
-        if char == "\\":
-            index += 2
-            continue
-        if in_class:
-            in_class = char != "]"
-        elif char == "[":
-            in_class = True
-        elif char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-        elif char == separator and depth == 0:
-            parts.append(pattern[start:index])
-            start = index + 1
-        index += 1
-    parts.append(pattern[start:])
-    return parts
-
-
-def _group_end(pattern: str, start: int) -> int:
-    """The index just after the group opening at `start`."""
+def _structure(pattern: str, start: int = 0):  # noqa: ANN202 - a generator of (index, char, depth)
+    """Each character of `pattern` from `start` that stands outside an escape and a character class, with the group
+    depth after it: what `_top_level` and `_group_end` both walk."""
     depth, index, in_class = 0, start, False
     while index < len(pattern):
         char = pattern[index]
@@ -707,13 +683,28 @@ def _group_end(pattern: str, start: int) -> int:
             in_class = char != "]"
         elif char == "[":
             in_class = True
-        elif char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-            if depth == 0:
-                return index + 1
+        else:
+            depth += (char == "(") - (char == ")")
+            yield index, char, depth
         index += 1
+
+
+def _top_level(pattern: str, separator: str = "|") -> list[str]:
+    """`pattern` cut at `separator` where it stands outside any group or class."""
+    parts, start = [], 0
+    for index, char, depth in _structure(pattern):
+        if char == separator and depth == 0:
+            parts.append(pattern[start:index])
+            start = index + 1
+    parts.append(pattern[start:])
+    return parts
+
+
+def _group_end(pattern: str, start: int) -> int:
+    """The index just after the group opening at `start`."""
+    for index, char, depth in _structure(pattern, start):
+        if char == ")" and depth == 0:
+            return index + 1
     raise ValueError(f"unbalanced group in {pattern!r}")
 
 
