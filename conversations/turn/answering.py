@@ -33,7 +33,8 @@ import httpx2
 import openai
 from django.conf import settings
 
-from conversations.dedup.question_pairs import content_words
+from conversations.dedup import other_languages
+from conversations.dedup.question_pairs import content_words, words_read
 from conversations.models import COUNT_MAX
 from kbplatform.errors import UpstreamError, UpstreamTimeoutError
 from kbplatform.text import text_storable
@@ -136,6 +137,16 @@ class AnswerGenerator(Protocol):
 
     def rewrite(self, *, question: str, history: Sequence[HistoryTurn]) -> str: ...
 
+    def answerable(self, *, question: str, passages: Sequence[SourcePassage], question_read: bool = True) -> bool:
+        """Whether an answer to `question` can be made from `passages` at all, known before any text is made
+        (`question_read`: whether the model that found them read the question, `embeddings.text_readable`). A turn
+        whose passages cannot answer it shows none of them and consumes none: its answer says the knowledge base holds
+        nothing on it, and a repeat of the question searches again."""
+        ...
+
+
+NOTHING_FOUND = "I found nothing in the knowledge base that answers this."
+
 
 def context_tokens_of(passages: Sequence[SourcePassage]) -> int:
     missing = [p.text for p in passages if not p.token_count]
@@ -164,24 +175,20 @@ class ExtractiveAnswerGenerator:
     def stream(
         self, *, question: str, passages: Sequence[SourcePassage], history: Sequence[HistoryTurn] = ()
     ) -> Iterator[AnswerPiece]:
-        context_tokens = context_tokens_of(passages)
-        if not passages:
-            text = "I found nothing in the knowledge base that answers this."
-            yield AnswerDelta(text)
-            yield GeneratedAnswer(text=text, context_tokens=0, answer_tokens=token_count(text))
+        if not self.answerable(question=question, passages=passages):
+            yield AnswerDelta(NOTHING_FOUND)
+            yield GeneratedAnswer(text=NOTHING_FOUND, context_tokens=0, answer_tokens=token_count(NOTHING_FOUND))
             return
+        context_tokens = context_tokens_of(passages)
         question_words = content_words(question)
         scored: list[tuple[float, int, int, str]] = []
-        for rank, passage in enumerate(passages):
-            for position, sentence in enumerate(sentences_of(passage.text)):
-                words = content_words(sentence)
-                overlap = len(question_words & words) / (len(question_words) or 1)
-                # Overlap first; on a tie the better-ranked passage and the earlier sentence win.
-                scored.append((overlap - 0.01 * rank - 0.001 * position, rank, position, sentence))
+        for rank, position, sentence in _quotable(passages):
+            words = content_words(sentence)
+            overlap = len(question_words & words) / (len(question_words) or 1)
+            # Overlap first; on a tie the better-ranked passage and the earlier sentence win.
+            scored.append((overlap - 0.01 * rank - 0.001 * position, rank, position, sentence))
         scored.sort(key=lambda item: -item[0])
         chosen = scored[: self.max_sentences]
-        if not chosen:
-            chosen = [(0.0, 0, 0, passages[0].text.strip()[:500])]
         cited = [f"{sentence} [{rank + 1}]" for _, rank, _, sentence in chosen]
         for index, sentence in enumerate(cited):
             yield AnswerDelta(sentence if index == 0 else " " + sentence)
@@ -195,6 +202,78 @@ class ExtractiveAnswerGenerator:
 
     def rewrite(self, *, question: str, history: Sequence[HistoryTurn]) -> str:
         return question
+
+    def answerable(self, *, question: str, passages: Sequence[SourcePassage], question_read: bool = True) -> bool:
+        """False when no sentence of `passages` shares a content word with `question` (`content_words`: Chinese read
+        in jieba's words), unless the question is in another language and the model read it. Such a sentence would be
+        quoted for its passage's rank alone, which is what a question the knowledge base does not cover (the weather,
+        of a help centre) retrieves; so would any sentence for a question naming nothing ("what is it?"), which this
+        generator, reading no history, cannot place. A question in another language than the passages shares no word
+        with them whatever it asks: a model that read it (a multilingual one) found them by meaning, and they are
+        quoted; one that did not (Chinese to the bundled model) found them by nothing."""
+        sentences = [sentence for _, _, sentence in _quotable(passages)]
+        if not sentences:
+            return False
+        question_words = content_words(question)
+        if any(question_words & content_words(sentence) for sentence in sentences):
+            return True
+        return question_read and not _one_language(question, sentences)
+
+
+# Writing systems told apart by their letters. Japanese is told from Chinese by its kana, which nearly every Japanese
+# sentence has and no Chinese one.
+_SCRIPTS = {
+    "kana": re.compile(r"[\u3041-\u30ff]"),
+    "han": re.compile(r"[\u3400-\u9fff\uf900-\ufaff]"),
+    "hangul": re.compile(r"[\uac00-\ud7a3]"),
+    "thai": re.compile(r"[\u0e01-\u0e5b]"),
+    "cyrillic": re.compile(r"[\u0400-\u04ff]"),
+    "arabic": re.compile(r"[\u0600-\u06ff]"),
+    "latin": re.compile(r"[A-Za-z\u00c0-\u024f]"),
+}
+# Scripts written by one language each here, so that sharing the script is sharing the language.
+_ONE_LANGUAGE_SCRIPTS = frozenset({"kana", "han", "hangul", "thai"})
+
+
+def _script_of(text: str) -> str:
+    counts = {name: len(pattern.findall(text)) for name, pattern in _SCRIPTS.items()}
+    if counts["kana"] and counts["kana"] * 10 >= counts["han"]:
+        return "kana"
+    counts["kana"] = 0
+    name, count = max(counts.items(), key=lambda item: item[1])
+    return name if count else ""
+
+
+def _one_language(question: str, sentences: Sequence[str]) -> bool:
+    """Whether `question` reads as written in the language of `sentences`: the same script, and, in a script several
+    languages write (Latin, Cyrillic, Arabic), both English (`other_languages.reads_as_english`: one of its function
+    words no other language writes), or neither and a word in common (the function words of one language, "de", "und",
+    nearly always give one; two languages' nearly never do). A question in none of English's function words ("refund
+    status?") reads as another language than English passages: quoted, as before this check."""
+    script = _script_of(question)
+    if not script or script != _script_of(" ".join(sentences)):
+        return False
+    if script in _ONE_LANGUAGE_SCRIPTS:
+        return True
+    asked = words_read(question)
+    asked_in_english = other_languages.reads_as_english(asked)
+    english = sum(1 for sentence in sentences if other_languages.reads_as_english(words_read(sentence)))
+    if asked_in_english or 2 * english >= len(sentences):
+        return asked_in_english and 2 * english >= len(sentences)
+    return any(set(asked).intersection(words_read(sentence)) for sentence in sentences)
+
+
+def _quotable(passages: Sequence[SourcePassage]) -> list[tuple[int, int, str]]:
+    """What the extractive answer may quote, as (passage rank, position, sentence): the passages' sentences, or, when
+    none has a sentence long enough, the first passage's text whole."""
+    quotable = [
+        (rank, position, sentence)
+        for rank, passage in enumerate(passages)
+        for position, sentence in enumerate(sentences_of(passage.text))
+    ]
+    if not quotable and passages:
+        quotable = [(0, 0, passages[0].text.strip()[:500])]
+    return quotable
 
 
 # A chat completion is a few kilobytes; a reply past this is a broken (or hostile) upstream, not an answer. Counted on
@@ -413,6 +492,11 @@ class ChatCompletionsAnswerGenerator:
         self, *, question: str, passages: Sequence[SourcePassage], history: Sequence[HistoryTurn] = ()
     ) -> GeneratedAnswer:
         return answer_collect(self.stream(question=question, passages=passages, history=history))
+
+    def answerable(self, *, question: str, passages: Sequence[SourcePassage], question_read: bool = True) -> bool:
+        """Always: the model reads the passages and, told to, says in its answer when they hold none (which the turn
+        cannot tell before the text is made)."""
+        return True
 
     def rewrite(self, *, question: str, history: Sequence[HistoryTurn]) -> str:
         """The question as one that stands on its own, read in the context of `history`, within `rewrite_timeout`

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from django.conf import settings
@@ -58,6 +58,7 @@ from kbplatform.text import control_character_problem, has_visible_character
 from retrieval.embeddings import (
     embed_query,
     embed_query_start,
+    text_readable,
     token_count,
     token_counts,
 )
@@ -421,6 +422,34 @@ def _read_ahead_chunk_ids(*, policy: decisions.PolicyView, state: ConversationSt
     return cited.union(shown)
 
 
+def _answerable_passages(
+    *, answer: _TurnAnswer, decision: TurnDecision, generator: AnswerGenerator, model_name: str, execute: dict
+) -> _TurnAnswer:
+    """`answer`, or, when the generator cannot answer from its passages (`AnswerGenerator.answerable`): the same search
+    without the exclusion window, when there was one and its passages can answer (what answers the question was shown
+    by an earlier turn, and showing it again beats saying the knowledge base holds nothing on it: recorded as
+    relaxed), else `answer` with no passage. A turn with no passage shows none, so consumes none and cites none: a
+    repeat of the question searches again (`MatchRefusal.NO_SOURCE`), perhaps once the knowledge base holds the
+    answer."""
+
+    def answerable(candidate: _TurnAnswer) -> bool:
+        question = candidate.answer_question
+        return bool(candidate.passages) and generator.answerable(
+            question=question, passages=candidate.passages, question_read=text_readable(question, model_name)
+        )
+
+    if answerable(answer):
+        return answer
+    if decision.applied_exclusion or decision.excluded_content_chunk_ids:
+        unexcluded = replace(decision, applied_exclusion=(), excluded_content_chunk_ids=())
+        again = _turn_execute(decision=unexcluded, **execute)
+        if answerable(again):
+            again.relaxed = True
+            return again
+    answer.sources, answer.source_chunks, answer.passages = [], {}, []
+    return answer
+
+
 def turn_prepare(
     *,
     tenant: Tenant,
@@ -477,17 +506,21 @@ def turn_prepare(
         # Read only for an answer still to be generated, by a generator that reads it: a served turn tokenizes nothing.
         generates = decision.kind == TurnKind.SEARCH and mode == "answer"
         history = _history_of(state=state) if generates and generator.uses_history else []
-    answer = _turn_execute(
-        tenant=tenant,
-        conversation=conversation,
-        decision=decision,
-        judged=judged,
-        question=decided,
-        question_vector=question_vector,
-        model=model,
-        mode=mode,
-        rows_read=rows_read,
-    )
+    execute = {
+        "tenant": tenant,
+        "conversation": conversation,
+        "judged": judged,
+        "question": decided,
+        "question_vector": question_vector,
+        "model": model,
+        "mode": mode,
+        "rows_read": rows_read,
+    }
+    answer = _turn_execute(decision=decision, **execute)
+    if decision.kind == TurnKind.SEARCH and mode == "answer" and answer.passages:
+        answer = _answerable_passages(
+            answer=answer, decision=decision, generator=generator, model_name=model_name, execute=execute
+        )
     return TurnPrepared(
         started=started,
         tenant=tenant,

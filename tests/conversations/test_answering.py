@@ -10,6 +10,7 @@ import time
 import pytest
 
 from conversations.turn.answering import (
+    NOTHING_FOUND,
     AnswerDelta,
     ChatCompletionsAnswerGenerator,
     ExtractiveAnswerGenerator,
@@ -90,6 +91,68 @@ def test_extractive_answer_reads_chinese_sentences():
 def test_extractive_answer_without_passages_says_so():
     answer = ExtractiveAnswerGenerator().generate(question="anything", passages=[])
     assert "nothing" in answer.text and answer.context_tokens == 0
+
+
+CHINESE_PASSAGES = [SourcePassage(3, "退款原路退回到付款的银行卡，五个工作日内到账。礼品卡不支持退款。", 0)]
+
+
+@pytest.mark.parametrize(
+    ("question", "passages"),
+    [
+        ("What's the weather like in Paris tomorrow?", PASSAGES),
+        ("What is it?", PASSAGES),  # names nothing: a follow-up this generator, reading no history, cannot place
+        ("明天北京天气怎么样？", CHINESE_PASSAGES),
+    ],
+)
+def test_passages_sharing_no_word_with_a_question_in_their_language_answer_nothing(question, passages):
+    """The nearest passages of a question the knowledge base does not cover were quoted for their rank alone."""
+    generator = ExtractiveAnswerGenerator()
+    answer = generator.generate(question=question, passages=passages)
+    assert not generator.answerable(question=question, passages=passages)
+    assert answer.text == NOTHING_FOUND and answer.context_tokens == 0
+
+
+@pytest.mark.parametrize(
+    ("question", "passage", "quoted"),
+    [
+        ("Who may delete a workspace?", PASSAGES[1], "Only administrators may delete a workspace. [1]"),
+        ("退款多久能到账？", CHINESE_PASSAGES[0], "到账"),
+        # A short FAQ entry with no sentence long enough is read whole.
+        ("How do I reset my password?", SourcePassage(4, "Password reset: Settings", 0), "Password reset"),
+    ],
+)
+def test_a_passage_sharing_a_word_with_the_question_is_quoted(question, passage, quoted):
+    generator = ExtractiveAnswerGenerator()
+    assert generator.answerable(question=question, passages=[passage])
+    assert quoted in generator.generate(question=question, passages=[passage]).text
+
+
+@pytest.mark.parametrize(
+    ("question", "passages"),
+    [
+        ("¿Quién puede borrar un espacio de trabajo?", PASSAGES),
+        ("Wer darf einen Arbeitsbereich löschen?", PASSAGES),
+        ("退款多久能到账？", PASSAGES),
+        ("返金はいつ届きますか？", CHINESE_PASSAGES),  # Japanese, not Chinese: it writes kana
+        ("How long does a refund take?", CHINESE_PASSAGES),
+    ],
+)
+def test_a_question_in_another_language_is_answered_from_what_the_model_that_read_it_found(question, passages):
+    """It shares no word with the passages whatever it asks: a multilingual model found them by meaning. The bundled
+    model reads Chinese as unknown pieces, so what it found for a Chinese question it found by nothing."""
+    generator = ExtractiveAnswerGenerator()
+    assert generator.answerable(question=question, passages=passages, question_read=True)
+    assert not generator.answerable(question=question, passages=passages, question_read=False)
+
+
+def test_a_question_sharing_only_function_words_with_the_passages_is_in_their_language():
+    assert not ExtractiveAnswerGenerator().answerable(question="Is the cafeteria open on Sundays?", passages=PASSAGES)
+
+
+def test_a_language_model_is_always_given_the_passages():
+    """Only the model can tell whether they answer: it says so in its answer when they do not."""
+    generator = ChatCompletionsAnswerGenerator(base_url="http://127.0.0.1:9/v1", model="m", api_key="", timeout=1)
+    assert generator.answerable(question="What's the weather like in Paris tomorrow?", passages=PASSAGES)
 
 
 COMPLETION = Reply()

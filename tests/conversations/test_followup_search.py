@@ -68,8 +68,10 @@ def test_in_hybrid_a_follow_up_is_searched_by_its_vector_and_a_question_of_its_o
     modes: list[set[str]] = []  # per turn, the modes its searches (a relaxed turn makes two) ran in
 
     def turn(question: str) -> dict:
+        # What each turn shows, without an answer: the extractive answerer, which reads no history, cannot place "that"
+        # and would show nothing for the follow-up (tests/conversations/test_answering.py).
         before = len(searches)
-        body = ask(api_client, conversation_id, question)
+        body = ask(api_client, conversation_id, question, mode="retrieve")
         modes.append({call["mode"] for call in searches[before:]})
         return body
 

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import pytest
 
+from conversations.models import ConsumedItem
+from conversations.services import dedup_policy_update
+from conversations.turn.answering import NOTHING_FOUND
 from retrieval import embeddings
-from tests.conversations.helpers import HELP_CENTRE_ZH, indexed_kb
+from tests.conversations.helpers import HANDBOOK, HELP_CENTRE_ZH, indexed_kb
 from tests.conversations.test_api import ask, start
 
 pytestmark = [pytest.mark.django_db, pytest.mark.integration]
@@ -92,6 +95,66 @@ def test_repeats_are_served_and_look_alikes_are_not(
             assert body["dedup"]["action"] == "served_cached", (question, body["dedup"])
             assert body["dedup"]["matched_turn_id"] == turn_of[repeats], (question, body["dedup"])
             assert body["sources"][0]["document_external_id"] == document
+
+
+@pytest.mark.parametrize(
+    ("documents", "model", "analyzer", "off_topic", "on_topic"),
+    [
+        (HELP_CENTRE_ZH, embeddings.USE_MODEL_NAME, "chinese", "明天北京天气怎么样？", ("退款多久能到账？", "refund")),
+        (
+            HELP_CENTRE_EN,
+            "all-MiniLM-L6-v2",
+            "english",
+            "What's the weather like in Paris tomorrow?",
+            ("How long does a refund take to arrive?", "refund"),
+        ),
+    ],
+    ids=["chinese", "english"],
+)
+def test_a_question_the_help_centre_does_not_cover_is_answered_nothing_and_consumes_nothing(
+    api_client, tenant, services, documents, model, analyzer, off_topic, on_topic
+):
+    """Its nearest passages, none sharing a word with it, were quoted as its answer and then left out of the next
+    turns' searches as already shown."""
+    kb = indexed_kb(tenant, documents=documents, name=f"help-{analyzer}", embedding_model=model, text_analyzer=analyzer)
+    conversation_id = start(api_client, kb)
+    body = ask(api_client, conversation_id, off_topic)
+    assert body["answer"] == NOTHING_FOUND and body["sources"] == [], body
+    assert not ConsumedItem.objects.for_tenant(tenant).exists()
+    again = ask(api_client, conversation_id, off_topic)
+    assert again["dedup"]["action"] != "served_cached" and again["answer"] == NOTHING_FOUND, again["dedup"]
+    question, document = on_topic
+    body = ask(api_client, conversation_id, question)
+    assert body["sources"][0]["document_external_id"] == document, body["sources"]
+    assert body["answer"] != NOTHING_FOUND and "[1]" in body["answer"]
+
+
+# Per handbook document, a question only its text shares a content word with.
+ASKED_OF = {
+    "pricing": "How many dollars does the Enterprise contract cost?",
+    "admins": "Who can see the audit log?",
+    "api-keys": "Can a revoked key still be used?",
+    "sso": "Does it support SAML?",
+    "export": "Can I get a CSV of the reports?",
+    "retention": "How long does the trash keep things?",
+    "mobile": "Does the app run on Android?",
+}
+
+
+def test_what_answers_a_question_is_shown_again_when_the_passages_not_shown_yet_cannot(api_client, tenant, services):
+    """The exclusion window leaves out what the last turns showed, answered or not: the passages left share no word
+    with a question on a document shown as a lower source before, and were quoted as its answer."""
+    kb = indexed_kb(tenant)
+    dedup_policy_update(tenant=tenant, min_results=0)  # never searched again for want of results
+    conversation_id = start(api_client, kb)
+    first = ask(api_client, conversation_id, "How do I reset my password?")
+    shown = [source["document_external_id"] for source in first["sources"]]
+    assert shown[0] == "password" and len(shown) < len(HANDBOOK), shown
+    document = next(document for document in shown[1:] if document in ASKED_OF)
+    body = ask(api_client, conversation_id, ASKED_OF[document])
+    assert body["sources"][0]["document_external_id"] == document, body["sources"]
+    assert body["dedup"]["relaxed"] is True, body["dedup"]
+    assert body["answer"].split(" [1]")[0] in HANDBOOK[document][0], body["answer"]
 
 
 # The multilingual model's languages that say "not" inside a word or without spaces. Per language: a question and
