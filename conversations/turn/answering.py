@@ -146,6 +146,8 @@ class AnswerGenerator(Protocol):
 
 
 NOTHING_FOUND = "I found nothing in the knowledge base that answers this."
+# The reply when the exclusion window left out what earlier turns showed and nothing else answers the question.
+NOTHING_NEW = "I found nothing in the knowledge base that answers this beyond what this conversation has already shown."
 
 
 def context_tokens_of(passages: Sequence[SourcePassage]) -> int:
@@ -214,10 +216,22 @@ class ExtractiveAnswerGenerator:
         sentences = [sentence for _, _, sentence in _quotable(passages)]
         if not sentences:
             return False
-        question_words = content_words(question)
-        if any(question_words & content_words(sentence) for sentence in sentences):
+        question_words = _words_named(question)
+        if any(question_words & _words_named(sentence) for sentence in sentences):
             return True
         return question_read and not _one_language(question, sentences)
+
+
+_HANGUL_WORD = re.compile(r"[\uac00-\ud7a3]{3,}")
+
+
+def _words_named(text: str) -> frozenset[str]:
+    """The content words of `text`, and of a Korean word also its first two syllables: Korean writes a word's particle
+    and ending onto it (환불은, 환불을: "the refund" as subject and as object), and most of its nouns are two
+    syllables, so two forms of one word share them."""
+    words = content_words(text)
+    stems = {word[:2] for word in words if _HANGUL_WORD.fullmatch(word)}
+    return words | stems if stems else words
 
 
 # Writing systems told apart by their letters. Japanese is told from Chinese by its kana, which nearly every Japanese

@@ -262,7 +262,8 @@ class ChunkWriter:
     conversation_id: int
     include_usage: bool = False
     _platform: dict[str, Any] = field(default_factory=dict)
-    # The whole answer of a turn that generates none (a stored answer, small talk), from its decision event.
+    # The whole answer of a turn that generates none (a stored answer, small talk, nothing found), from its decision
+    # event.
     _served_answer: str | None = None
 
     def _chunk(self, delta: dict[str, Any], finish_reason: str | None = None, **extra: Any) -> dict[str, Any]:

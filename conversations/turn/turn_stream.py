@@ -1,9 +1,10 @@
 """A turn answered as a stream of events (`turn_stream`): the same pipeline as `turn_ask`, with the answer passed on
 as it is generated.
 
-Events, in order: `decision` (the dedup decision; for a served stored answer or small talk, the whole answer),
-`sources` (what the turn shows), `delta` (pieces of a generated answer, in order), then `done` (the turn id, token
-counts and the complete answer) or `error` (the answer service failed; the turn is recorded as failed).
+Events, in order: `decision` (the dedup decision; for a served stored answer, small talk or a search that found
+nothing to answer from, the whole answer), `sources` (what the turn shows), `delta` (pieces of a generated answer, in
+order), then `done` (the turn id, token counts and the complete answer) or `error` (the answer service failed; the
+turn is recorded as failed).
 
 Exactly once: everything that can refuse the turn (400, 404, 410, 409) runs before the first event, so a refusal is
 an ordinary JSON error. A turn with nothing to generate is recorded before its first event. A turn whose answer is
@@ -208,7 +209,8 @@ class TurnStream:
                             else None
                         ),
                     ),
-                    # The whole answer of a turn that generates none (a stored answer, small talk); else null.
+                    # The whole answer of a turn that generates none (a stored answer, small talk, nothing found); else
+                    # null.
                     "answer": self.outcome.answer if served and self.outcome is not None else None,
                     "rewritten_question": prepared.rewritten_question or None,
                 },

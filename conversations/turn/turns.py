@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Collection
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 from django.conf import settings
@@ -23,6 +23,8 @@ from conversations.models import (
     Turn,
 )
 from conversations.turn.answering import (
+    NOTHING_FOUND,
+    NOTHING_NEW,
     AnswerGenerator,
     GeneratedAnswer,
     HistoryTurn,
@@ -196,6 +198,8 @@ class _TurnAnswer:
     # A search in answer mode: the passages and the question the answer is still to be generated from.
     passages: list[SourcePassage] = field(default_factory=list)
     answer_question: str = ""
+    # A search whose passages the generator cannot answer from: `text` is the turn's reply, nothing is generated.
+    replied: bool = False
 
 
 def _turn_execute(
@@ -335,7 +339,7 @@ class TurnPrepared:
 
     @property
     def answer_pending(self) -> bool:
-        return self.decision.kind == TurnKind.SEARCH and self.mode == "answer"
+        return self.decision.kind == TurnKind.SEARCH and self.mode == "answer" and not self.answer.replied
 
 
 def _history_of(*, state: ConversationState) -> list[HistoryTurn]:
@@ -422,32 +426,17 @@ def _read_ahead_chunk_ids(*, policy: decisions.PolicyView, state: ConversationSt
     return cited.union(shown)
 
 
-def _answerable_passages(
-    *, answer: _TurnAnswer, decision: TurnDecision, generator: AnswerGenerator, model_name: str, execute: dict
-) -> _TurnAnswer:
-    """`answer`, or, when the generator cannot answer from its passages (`AnswerGenerator.answerable`): the same search
-    without the exclusion window, when there was one and its passages can answer (what answers the question was shown
-    by an earlier turn, and showing it again beats saying the knowledge base holds nothing on it: recorded as
-    relaxed), else `answer` with no passage. A turn with no passage shows none, so consumes none and cites none: a
-    repeat of the question searches again (`MatchRefusal.NO_SOURCE`), perhaps once the knowledge base holds the
-    answer."""
-
-    def answerable(candidate: _TurnAnswer) -> bool:
-        question = candidate.answer_question
-        return bool(candidate.passages) and generator.answerable(
-            question=question, passages=candidate.passages, question_read=text_readable(question, model_name)
-        )
-
-    if answerable(answer):
-        return answer
-    if decision.applied_exclusion or decision.excluded_content_chunk_ids:
-        unexcluded = replace(decision, applied_exclusion=(), excluded_content_chunk_ids=())
-        again = _turn_execute(decision=unexcluded, **execute)
-        if answerable(again):
-            again.relaxed = True
-            return again
+def _shows_nothing(*, answer: _TurnAnswer, decision: TurnDecision) -> None:
+    """Make `answer` a turn that shows no passage and says why, when its generator cannot answer from them
+    (`AnswerGenerator.answerable`). Showing none, it consumes none and cites none: a repeat of the question searches
+    again (`MatchRefusal.NO_SOURCE`), perhaps once the knowledge base holds the answer. When the exclusion window left
+    passages out, the reply says so: what answers the question may be among what the conversation has already shown,
+    which exclusion does not show again."""
+    excluded = bool(decision.applied_exclusion or decision.excluded_content_chunk_ids)
     answer.sources, answer.source_chunks, answer.passages = [], {}, []
-    return answer
+    answer.text = NOTHING_NEW if excluded else NOTHING_FOUND
+    answer.answer_tokens, answer.context_tokens = token_count(answer.text), 0
+    answer.replied = True
 
 
 def turn_prepare(
@@ -506,21 +495,28 @@ def turn_prepare(
         # Read only for an answer still to be generated, by a generator that reads it: a served turn tokenizes nothing.
         generates = decision.kind == TurnKind.SEARCH and mode == "answer"
         history = _history_of(state=state) if generates and generator.uses_history else []
-    execute = {
-        "tenant": tenant,
-        "conversation": conversation,
-        "judged": judged,
-        "question": decided,
-        "question_vector": question_vector,
-        "model": model,
-        "mode": mode,
-        "rows_read": rows_read,
-    }
-    answer = _turn_execute(decision=decision, **execute)
-    if decision.kind == TurnKind.SEARCH and mode == "answer" and answer.passages:
-        answer = _answerable_passages(
-            answer=answer, decision=decision, generator=generator, model_name=model_name, execute=execute
+    answer = _turn_execute(
+        tenant=tenant,
+        conversation=conversation,
+        decision=decision,
+        judged=judged,
+        question=decided,
+        question_vector=question_vector,
+        model=model,
+        mode=mode,
+        rows_read=rows_read,
+    )
+    if (
+        decision.kind == TurnKind.SEARCH
+        and mode == "answer"
+        and answer.passages
+        and not generator.answerable(
+            question=answer.answer_question,
+            passages=answer.passages,
+            question_read=text_readable(answer.answer_question, model_name),
         )
+    ):
+        _shows_nothing(answer=answer, decision=decision)
     return TurnPrepared(
         started=started,
         tenant=tenant,

@@ -93,6 +93,7 @@ def test_extractive_answer_without_passages_says_so():
     assert "nothing" in answer.text and answer.context_tokens == 0
 
 
+KOREAN_PASSAGE = SourcePassage(5, "환불은 승인 후 3~5 영업일 안에 계좌로 입금됩니다.", 0)
 CHINESE_PASSAGES = [SourcePassage(3, "退款原路退回到付款的银行卡，五个工作日内到账。礼品卡不支持退款。", 0)]
 
 
@@ -117,6 +118,8 @@ def test_passages_sharing_no_word_with_a_question_in_their_language_answer_nothi
     [
         ("Who may delete a workspace?", PASSAGES[1], "Only administrators may delete a workspace. [1]"),
         ("退款多久能到账？", CHINESE_PASSAGES[0], "到账"),
+        # Korean writes the particle onto the word: 환불을 and 환불은 are both "the refund".
+        ("환불을 받았습니다. 언제 들어오나요?", KOREAN_PASSAGE, "환불은"),
         # A short FAQ entry with no sentence long enough is read whole.
         ("How do I reset my password?", SourcePassage(4, "Password reset: Settings", 0), "Password reset"),
     ],

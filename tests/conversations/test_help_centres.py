@@ -13,7 +13,7 @@ import pytest
 
 from conversations.models import ConsumedItem
 from conversations.services import dedup_policy_update
-from conversations.turn.answering import NOTHING_FOUND
+from conversations.turn.answering import NOTHING_FOUND, NOTHING_NEW
 from retrieval import embeddings
 from tests.conversations.helpers import HANDBOOK, HELP_CENTRE_ZH, indexed_kb
 from tests.conversations.test_api import ask, start
@@ -141,7 +141,7 @@ ASKED_OF = {
 }
 
 
-def test_what_answers_a_question_is_shown_again_when_the_passages_not_shown_yet_cannot(api_client, tenant, services):
+def test_a_question_only_passages_already_shown_answer_is_told_so_and_shown_nothing_again(api_client, tenant, services):
     """The exclusion window leaves out what the last turns showed, answered or not: the passages left share no word
     with a question on a document shown as a lower source before, and were quoted as its answer."""
     kb = indexed_kb(tenant)
@@ -151,10 +151,15 @@ def test_what_answers_a_question_is_shown_again_when_the_passages_not_shown_yet_
     shown = [source["document_external_id"] for source in first["sources"]]
     assert shown[0] == "password" and len(shown) < len(HANDBOOK), shown
     document = next(document for document in shown[1:] if document in ASKED_OF)
+    consumed = ConsumedItem.objects.for_tenant(tenant).count()
     body = ask(api_client, conversation_id, ASKED_OF[document])
-    assert body["sources"][0]["document_external_id"] == document, body["sources"]
-    assert body["dedup"]["relaxed"] is True, body["dedup"]
-    assert body["answer"].split(" [1]")[0] in HANDBOOK[document][0], body["answer"]
+    assert body["answer"] == NOTHING_NEW and body["sources"] == [], body
+    assert body["dedup"]["excluded_count"] == len(shown) and body["dedup"]["relaxed"] is False, body["dedup"]
+    assert ConsumedItem.objects.for_tenant(tenant).count() == consumed
+    # Asked on its own, the question is answered from that document.
+    alone = ask(api_client, start(api_client, kb), ASKED_OF[document])
+    assert alone["sources"][0]["document_external_id"] == document, alone["sources"]
+    assert alone["answer"].split(" [1]")[0] in HANDBOOK[document][0], alone["answer"]
 
 
 # The multilingual model's languages that say "not" inside a word or without spaces. Per language: a question and

@@ -12,8 +12,10 @@ def conversation_start(client: APIClient, knowledge_base_id: int) -> int:
     return response.json()["id"]
 
 
-def ask(client: APIClient, conversation_id: int, question: str, expect: int = 200) -> dict:
-    response = client.post(f"/api/v1/conversations/{conversation_id}/messages/", {"question": question}, format="json")
+def ask(client: APIClient, conversation_id: int, question: str, expect: int = 200, mode: str = "answer") -> dict:
+    response = client.post(
+        f"/api/v1/conversations/{conversation_id}/messages/", {"question": question, "mode": mode}, format="json"
+    )
     assert response.status_code == expect, response.content[:500]
     return response.json()
 

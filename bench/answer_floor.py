@@ -1,0 +1,174 @@
+"""When the extractive answer says the knowledge base holds nothing (`ExtractiveAnswerGenerator.answerable`), through
+`POST /api/v1/conversations/{id}/messages/`: how often it says so to questions the knowledge base covers (a cost) and
+to questions it does not (what it is for), on an English knowledge base (the bundled model) and a Chinese one (the
+multilingual model, analyser chinese), in one run.
+
+    .venv/bin/python bench/answer_floor.py [--limit N] [--faq-pairs 800]
+
+- English knowledge base: the MTRAG passages (`mtrag/corpus.jsonl`, one document per passage). Covered: every turn
+  of the MTRAG conversations whose reference answer is not a refusal, asked in its own conversation's order (the
+  exclusion window and its relax rule at work, as in production). Not covered: the SciFact claims (biomedical
+  research, which MTRAG's Wikipedia, finance, government and IBM Cloud passages hardly touch), each the first turn
+  of a conversation of its own; beside them, QQP's first questions (general questions, some of which the Wikipedia
+  passages do cover: a mixed row) and LCQMC's (Chinese, which the bundled model reads as unknown pieces).
+- Chinese knowledge base: an FAQ of bq's duplicate pairs (second questions as the documents, as bench/faq_retrieval.py
+  makes it). Covered: their first questions. Not covered: OPPO's (a voice assistant's chat and commands) and LCQMC's
+  (general questions) first questions; beside them, QQP's English ones (another language: quoted when the model
+  read them).
+
+Prints per row the questions asked, the share answered "nothing" (`NOTHING_FOUND`, no source shown), and, for the
+covered rows, the share of turns whose sources were found again without the exclusion window (`relaxed`). Every
+question row is a seeded sample where --limit cuts it. The database is SQLite under var/bench unless DATABASE_URL is
+set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import uuid
+import zlib
+
+import numpy as np
+from common import DATA, documents_through_api, knowledge_base_through_api, load_average, platform, tenant_api_client
+from common import worker as worker_running
+from embedding_multilingual import PAIR_SETS, SEED, faq_split, pairs_read, pairs_sampled
+
+REFUSALS = ("don't have the answer", "do not have")
+
+
+def _rows(path) -> list[dict]:  # noqa: ANN001
+    with path.open(encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def _sample(items: list, limit: int, name: str) -> list:
+    if not limit or len(items) <= limit:
+        return items
+    return random.Random(zlib.crc32(f"{SEED}-{name}".encode())).sample(items, limit)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--limit", type=int, default=300, help="questions per row not covered (0 = all)")
+    parser.add_argument("--faq-pairs", type=int, default=800, help="bq duplicate pairs of the Chinese FAQ")
+    args = parser.parse_args()
+    run = uuid.uuid4().hex[:8]
+    os.environ["KB_CACHE_PREFIX"] = f"bench-floor-{run}"
+    os.environ["KB_RATE_LIMIT"] = ""
+
+    conversations = []
+    for row in _rows(DATA / "mtrag" / "conversations.jsonl"):
+        turns = [(turn["question"], not any(r in turn["answer"].lower() for r in REFUSALS)) for turn in row["turns"]]
+        conversations.append(turns)
+    passages = _rows(DATA / "mtrag" / "corpus.jsonl")
+    claims = [row["text"] for row in _rows(DATA / "scifact" / "queries.jsonl")]
+
+    def first_questions(name: str) -> list[str]:
+        return _sample(sorted({pair.first for pair in pairs_read(PAIR_SETS[name])}), args.limit, name)
+
+    duplicates = [pair for pair in pairs_read(PAIR_SETS["bq"]) if pair.duplicate]
+    rng = np.random.default_rng([SEED, zlib.crc32(b"bq")])
+    faq_queries, faq_documents, _ = faq_split(pairs_sampled(duplicates, args.faq_pairs or None, rng))
+
+    with platform(name=f"floor_{run}") as env, worker_running(env):
+        from django.db import connection
+
+        from conversations.turn.answering import NOTHING_FOUND
+
+        tenant, client = tenant_api_client(slug=f"bench-floor-{run}", name="Answer floor")
+        print(f"database: {connection.vendor}; seed {SEED}; {load_average()} at the start")
+
+        def conversation(knowledge_base) -> int:  # noqa: ANN001
+            response = client.post("/api/v1/conversations/", {"knowledge_base": knowledge_base.pk}, format="json")
+            if response.status_code != 201:
+                raise SystemExit(f"conversation refused ({response.status_code}): {response.content[:300]!r}")
+            return response.json()["id"]
+
+        refused: list[str] = []
+
+        def ask(conversation_id: int, question: str) -> dict | None:
+            """The turn's body; None for a question the API refuses as invalid (a 400: control characters), which
+            is counted and left out."""
+            response = client.post(
+                f"/api/v1/conversations/{conversation_id}/messages/", {"question": question}, format="json"
+            )
+            if response.status_code == 400:
+                refused.append(question)
+                return None
+            if response.status_code != 200:
+                raise SystemExit(f"turn refused ({response.status_code}): {response.content[:300]!r}")
+            return {**response.json(), "question": question}
+
+        rows: list[tuple[str, str, int, float, float | None]] = []
+
+        def row(knowledge_base: str, label: str, bodies: list[dict | None], covered: bool) -> None:
+            searched = [body for body in bodies if body is not None and body["dedup"]["action"] == "answered"]
+            answered_nothing = [body for body in searched if body["answer"] == NOTHING_FOUND and not body["sources"]]
+            nothing = len(answered_nothing)
+            if covered:
+                for body in answered_nothing:
+                    print(f"    nothing: {body['question'][:100]!r}", file=sys.stderr)
+            relaxed = sum(1 for body in searched if body["dedup"]["relaxed"]) / len(searched) if covered else None
+            rows.append((knowledge_base, label, len(searched), nothing / len(searched), relaxed))
+            print(f"  {label}: {len(searched)} searched, {nothing} nothing; {load_average()}", file=sys.stderr)
+
+        def singles(knowledge_base, questions: list[str]) -> list[dict | None]:  # noqa: ANN001
+            return [ask(conversation(knowledge_base), question) for question in questions]
+
+        english = knowledge_base_through_api(tenant=tenant, client=client, name="mtrag")
+        documents_through_api(
+            tenant=tenant,
+            client=client,
+            knowledge_base=english,
+            documents=[
+                {"title": p.get("title") or p["doc_id"], "external_id": p["passage_id"], "text": p["text"]}
+                for p in passages
+            ],
+            label="mtrag",
+        )
+        print(f"English knowledge base: {len(passages)} MTRAG passages ({english.embedding_model})")
+        covered: list[dict | None] = []
+        for turns in conversations:
+            conversation_id = conversation(english)
+            covered += [ask(conversation_id, question) for question, answerable in turns if answerable]
+        row("English (MTRAG)", "MTRAG turns with an answer (covered)", covered, True)
+        claims = _sample(claims, args.limit, "scifact")
+        row("English (MTRAG)", "SciFact claims (not covered)", singles(english, claims), False)
+        row("English (MTRAG)", "QQP questions (mixed)", singles(english, first_questions("qqp")), False)
+        row("English (MTRAG)", "LCQMC questions (Chinese, unread)", singles(english, first_questions("lcqmc")), False)
+
+        chinese = knowledge_base_through_api(
+            tenant=tenant, client=client, name="bq-faq", embedding_model="use-multilingual-v3", text_analyzer="chinese"
+        )
+        documents_through_api(
+            tenant=tenant,
+            client=client,
+            knowledge_base=chinese,
+            documents=[
+                {"title": f"bq-{index}", "external_id": str(index), "text": text}
+                for index, text in enumerate(faq_documents)
+            ],
+            label="bq-faq",
+        )
+        print(f"Chinese knowledge base: {len(faq_documents)} bq FAQ entries ({chinese.embedding_model})")
+        row("Chinese (bq FAQ)", "bq first questions (covered)", singles(chinese, faq_queries), True)
+        row("Chinese (bq FAQ)", "OPPO questions (not covered)", singles(chinese, first_questions("oppo")), False)
+        row("Chinese (bq FAQ)", "LCQMC questions (not covered)", singles(chinese, first_questions("lcqmc")), False)
+        row("Chinese (bq FAQ)", "QQP questions (English, read)", singles(chinese, first_questions("qqp")), False)
+
+        print()
+        print(f"{'knowledge base':18} {'questions':36} {'asked':>6} {'nothing':>8} {'relaxed':>8}")
+        for knowledge_base, label, count, nothing, relaxed in rows:
+            shown = f"{relaxed:>8.3f}" if relaxed is not None else f"{'':>8}"
+            print(f"{knowledge_base:18} {label:36} {count:>6} {nothing:>8.3f} {shown}")
+        print(f"questions refused by the API as invalid (left out): {len(refused)}")
+        print(f"{load_average()} at the end")
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
