@@ -16,8 +16,9 @@ multilingual model, analyser chinese), in one run.
   (general questions) first questions; beside them, QQP's English ones (another language: quoted when the model
   read them).
 
-Prints per row the questions asked, the share answered "nothing" (`NOTHING_FOUND`, no source shown), and, for the
-covered rows, the share of turns whose sources were found again without the exclusion window (`relaxed`). Every
+Prints per row the questions asked, the share answered "nothing" (`NOTHING_FOUND`, or `NOTHING_NEW` when the
+exclusion window left passages out; no source shown), and, for the covered rows, the share of turns the relax rule
+searched again without the window (`relaxed`); the covered questions answered nothing are listed on stderr. Every
 question row is a seeded sample where --limit cuts it. The database is SQLite under var/bench unless DATABASE_URL is
 set.
 """
@@ -77,7 +78,7 @@ def main() -> int:
     with platform(name=f"floor_{run}") as env, worker_running(env):
         from django.db import connection
 
-        from conversations.turn.answering import NOTHING_FOUND
+        from conversations.turn.answering import NOTHING_FOUND, NOTHING_NEW
 
         tenant, client = tenant_api_client(slug=f"bench-floor-{run}", name="Answer floor")
         print(f"database: {connection.vendor}; seed {SEED}; {load_average()} at the start")
@@ -107,7 +108,9 @@ def main() -> int:
 
         def row(knowledge_base: str, label: str, bodies: list[dict | None], covered: bool) -> None:
             searched = [body for body in bodies if body is not None and body["dedup"]["action"] == "answered"]
-            answered_nothing = [body for body in searched if body["answer"] == NOTHING_FOUND and not body["sources"]]
+            answered_nothing = [
+                body for body in searched if body["answer"] in (NOTHING_FOUND, NOTHING_NEW) and not body["sources"]
+            ]
             nothing = len(answered_nothing)
             if covered:
                 for body in answered_nothing:

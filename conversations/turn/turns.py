@@ -430,9 +430,9 @@ def _shows_nothing(*, answer: _TurnAnswer, decision: TurnDecision) -> None:
     """Make `answer` a turn that shows no passage and says why, when its generator cannot answer from them
     (`AnswerGenerator.answerable`). Showing none, it consumes none and cites none: a repeat of the question searches
     again (`MatchRefusal.NO_SOURCE`), perhaps once the knowledge base holds the answer. When the exclusion window left
-    passages out, the reply says so: what answers the question may be among what the conversation has already shown,
-    which exclusion does not show again."""
-    excluded = bool(decision.applied_exclusion or decision.excluded_content_chunk_ids)
+    passages out and the search did not bring them back (a relaxed search shows the best of them again), the reply
+    says so: what answers the question may be among what the conversation has already shown."""
+    excluded = bool(decision.applied_exclusion or decision.excluded_content_chunk_ids) and not answer.relaxed
     answer.sources, answer.source_chunks, answer.passages = [], {}, []
     answer.text = NOTHING_NEW if excluded else NOTHING_FOUND
     answer.answer_tokens, answer.context_tokens = token_count(answer.text), 0
