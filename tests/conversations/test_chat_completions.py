@@ -16,6 +16,7 @@ from rest_framework.test import APIClient
 from conversations.models import AnswerState, Conversation, DedupEvent, Turn
 from conversations.services import conversation_create
 from conversations.turn import turns
+from conversations.turn.answering import NOTHING_FOUND
 from retrieval.models import KnowledgeBase
 from tenants.scopes import Scope
 from tenants.services import api_key_create
@@ -378,6 +379,21 @@ def test_a_streamed_repeat_is_the_stored_answer_in_one_chunk_with_usage_when_ask
     assert chunks[2]["kbplatform"]["dedup"]["matched_turn_id"] == first["kbplatform"]["turn_id"]
     assert chunks[-1]["usage"] == {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
     assert [c["usage"] for c in chunks[:-1]] == [None, None, None]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_a_question_the_knowledge_base_does_not_cover_is_told_so_with_no_source(tenant, chat, kb, stream):
+    """The extractive answerer quoted the nearest passages of any question, sharing a word with it or not."""
+    body = {"model": f"kb-{kb.pk}", "messages": user("What's the weather like in Paris tomorrow?"), "stream": stream}
+    if stream:
+        chunks = chunks_of(post(chat, body))
+        content = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks)
+        platform = chunks[-1]["kbplatform"]
+    else:
+        reply = post(chat, body).json()
+        content, platform = reply["choices"][0]["message"]["content"], reply["kbplatform"]
+    assert content == NOTHING_FOUND and platform["sources"] == []
+    assert platform["dedup"]["action"] == "answered" and Turn.objects.for_tenant(tenant).get().answer == NOTHING_FOUND
 
 
 def test_an_answer_service_failing_mid_answer_is_an_error_chunk_and_a_failed_turn(tenant, chat, kb, llm):  # noqa: F811
