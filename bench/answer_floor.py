@@ -39,6 +39,7 @@ import zlib
 import numpy as np
 from common import DATA, documents_through_api, knowledge_base_through_api, load_average, platform, tenant_api_client
 from common import worker as worker_running
+from dedup_languages import askable
 from embedding_multilingual import PAIR_SETS, SEED, faq_split, pairs_read, pairs_sampled
 
 REFUSALS = ("don't have the answer", "do not have")
@@ -92,17 +93,17 @@ def main() -> int:
                 raise SystemExit(f"conversation refused ({response.status_code}): {response.content[:300]!r}")
             return response.json()["id"]
 
-        refused: list[str] = []
+        left_out: list[str] = []
 
         def ask(conversation_id: int, question: str) -> dict | None:
-            """The turn's body; None for a question the API refuses as invalid (a 400: control characters), which
-            is counted and left out."""
+            """The turn's body; None for a question the API would refuse (`dedup_languages.askable`: a stray control
+            character), which is counted and left out. Any refusal of another question ends the run."""
+            if not askable(question):
+                left_out.append(question)
+                return None
             response = client.post(
                 f"/api/v1/conversations/{conversation_id}/messages/", {"question": question}, format="json"
             )
-            if response.status_code == 400:
-                refused.append(question)
-                return None
             if response.status_code != 200:
                 raise SystemExit(f"turn refused ({response.status_code}): {response.content[:300]!r}")
             return {**response.json(), "question": question}
@@ -194,7 +195,7 @@ def main() -> int:
             print(
                 f"{knowledge_base:18} {label:36} {count:>6} {nothing:>8.3f} {shown}  {p10:.3f} / {p50:.3f} / {p90:.3f}"
             )
-        print(f"questions refused by the API as invalid (left out): {len(refused)}")
+        print(f"questions the API would refuse as invalid (left out): {len(left_out)}")
         print(f"{load_average()} at the end")
         return 0
 
