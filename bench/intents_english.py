@@ -34,6 +34,7 @@ DATA = ROOT.parent / "shared" / "data"
 BATCHES = {
     "development": ROOT / "bench" / "data" / "intents_en.jsonl",
     "check": ROOT / "bench" / "data" / "intents_en_check.jsonl",
+    "check 2": ROOT / "bench" / "data" / "intents_en_check_2.jsonl",
 }
 
 
