@@ -9,7 +9,9 @@ are read as Simplified ones (`chinese_text.simplified`): "謝謝" is thanks as "
 
 English chat formulas are read the same way (`english_intent_by_rules`): "thx", "say again?", "eli5" sit too far from
 any example for the vectors to name them, and read as questions they were searched for and became the topic that
-"show me that again" repeats.
+"show me that again" repeats. So does an English request about the last answer in a sentence of its own ("Can you
+explain that differently?"), read by its words: all of them about the conversation, one asking for it again or
+otherwise.
 """
 
 from __future__ import annotations
@@ -113,15 +115,85 @@ _EN_WORD = re.compile(r"[a-z0-9]+")
 # No English formula has more words: a longer message is a question, and the expressions never see it.
 MAX_RULE_WORDS = 8
 
+# A request about the last answer rather than about a topic: "Can you explain that differently?", "I don't get it,
+# explain it another way", "go back to the previous answer". Said in too many orders for formulas, and the example
+# vectors put them under the floor (the request's words are few beside the pronouns and politeness around them). Such a
+# message is read by its words: every one of them talks about the conversation (`_EN_ABOUT_ANSWER`: pronouns, helpers,
+# politeness, and words for answers, saying, showing, explaining, manner and understanding), and one of them asks for
+# the answer again or explained otherwise. A single word outside the list ("explain the refund policy", "why was I
+# charged again", "show me my invoices") makes it a question, whatever else it says: the list holds no word a
+# help-centre topic is named by.
+_EN_ABOUT_ANSWER = frozenset(
+    """
+    i m me my you u your ur it its s that this those these them what whats is was were be are am the a an to for of in
+    on at by with and but or so then just still also too very really bit little lot some there here now please pls plz
+    can could would will do does did don didn doesn t dont didnt doesnt not no yeah ok okay hmm hm um uh sorry well
+    wait huh oh ah wdym go back try get got give tell make let know like way words word terms term time once one more
+    answer answers response reply explanation sources source links link said say saying mean means meant meaning
+    same different differently another other simple simpler simply easy easier clear clearer clearly better
+    detail details detailed deeper further specific plain english five 5 beginner kid layman step
+    steps last previous earlier before through down confused confusing lost unclear understand understood follow
+    catch missed sense technical complicated repeat repeated resend re send post show display explain explaining
+    explained elaborate rephrase reword clarify simplify expand describe break walk dumb eli5 example examples info
+    information sure again quite fully totally makes any hear couldn couldnt never im thanks thx put into about see
+    """.split()
+)
+# What makes such a message "explain it differently": asking for another wording, more or less of it, an example, or
+# saying it was not understood. Read before `_EN_AGAIN`: "explain that again, simpler" asks for a new explanation.
+_EN_OTHERWISE = re.compile(
+    r"\b(?:explain\w*|elaborat\w*|rephras\w*|reword\w*|clarif\w*|simplif\w*|expand|describe|eli5|differently|simpler"
+    r"|simply|easier|clearer|deeper|further|details?|detailed|info|information|more|examples?"
+    r"|(?:you|u|that|it|this) (?:mean|means|meant)|meaning|wdym|huh|confus\w*|unclear|not clear"
+    r"|(?:another|different|other) (?:way|words)"
+    r"|(?:plain|simple) (?:english|words|terms)|layman s? terms|step by step"
+    r"|(?:break|dumb) (?:it |that |this )?down|walk me through|go on|makes? no sense"
+    r"|(?:doesn t|doesnt|does not|didn t|didnt|did not) make (?:any )?sense"
+    r"|(?:i m|im|i am|still) lost|lost me|too (?:technical|complicated)"
+    r"|(?:don t|dont|do not|didn t|didnt|did not|not|never) (?:really |quite |fully |totally )?"
+    r"(?:understand|understood|follow|get)"
+    r")\b"
+)
+# Asking for the answer again as it was: again, repeat, once more, "didn't catch that", "the previous answer".
+_EN_AGAIN = re.compile(
+    r"\b(?:again|repeat\w*|resend|re send|one more time|once more|show|display|missed (?:it|that|this)"
+    r"|(?:didn t|didnt|did not|couldn t|couldnt|could not) (?:catch|hear)"
+    r"|what (?:did|do) (?:you|u) (?:just )?say|what (?:you|u) (?:just )?said"
+    r"|(?:previous|last|earlier) (?:answer|reply|response|one|explanation))\b"
+)
+# Words of any script, apostrophes splitting them as `_EN_WORD` does: a word in another script names something.
+_ANY_WORD = re.compile(r"[^\W_]+")
+# "One more time" is a request to repeat, though it says "more".
+_EN_ONCE_MORE = re.compile(r"\b(?:one more time|once more)\b")
+# A request about the answer is short: longer, a message asks something of its own.
+MAX_REQUEST_WORDS = 12
+
 
 def english_intent_by_rules(text: str) -> tuple[str, str] | None:
     """(built-in intent name, its built-in behaviour) when the whole of `text` is one of the chat formulas above of a
-    built-in intent ("thx", "say again?", "eli5", "hello??"), else None. Apostrophes split words ("don't" is "don t"),
-    so "dont" and "don't" read alike."""
+    built-in intent ("thx", "say again?", "eli5", "hello??") or a request about the last answer in words that name
+    no topic ("can you explain that differently?": elaborate; "could you repeat what you just said?": repeat), else
+    None. Apostrophes split words ("don't" is "don t"), so "dont" and "don't" read alike."""
     words = _EN_WORD.findall(text.lower())
-    if not words or len(words) > MAX_RULE_WORDS:
+    if not words:
         return None
-    return _formula_intent(" ".join(words), _EN_RULES)
+    if len(words) <= MAX_RULE_WORDS:
+        ruled = _formula_intent(" ".join(words), _EN_RULES)
+        if ruled is not None:
+            return ruled
+    return _request_about_answer(_ANY_WORD.findall(text.lower()))
+
+
+def _request_about_answer(words: list[str]) -> tuple[str, str] | None:
+    """(elaborate or repeat, its built-in behaviour) when every one of `words` talks about the conversation and one
+    asks for the last answer explained otherwise (first) or shown again, else None."""
+    if len(words) > MAX_REQUEST_WORDS or not _EN_ABOUT_ANSWER.issuperset(words):
+        return None
+    joined = " ".join(words)
+    if _EN_OTHERWISE.search(_EN_ONCE_MORE.sub(" ", joined)):
+        return "elaborate", BUILTIN_INTENTS["elaborate"]["behaviour"]
+    if _EN_AGAIN.search(joined):
+        return "repeat", BUILTIN_INTENTS["repeat"]["behaviour"]
+    return None
 
 
 def intent_by_rules(text: str) -> tuple[str, str] | None:

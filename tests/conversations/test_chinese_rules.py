@@ -546,6 +546,17 @@ def test_a_chinese_formula_is_classified_by_rule_whatever_its_vector():
         ("I dont get it", "elaborate"),
         ("I don’t get it", "elaborate"),
         ("can you give an example?", "elaborate"),
+        # A request about the last answer in words that name no topic, in any order.
+        ("Can you explain that differently?", "elaborate"),
+        ("I don't get it, explain it another way", "elaborate"),
+        ("what do you mean by that?", "elaborate"),
+        ("that doesn’t make sense to me", "elaborate"),
+        ("could you be more specific?", "elaborate"),
+        ("explain again but simpler", "elaborate"),
+        ("could you repeat what you just said?", "repeat"),
+        ("go back to the previous answer", "repeat"),
+        ("sorry, I missed that", "repeat"),
+        ("can you say that one more time", "repeat"),
     ],
 )
 def test_english_chat_formulas_are_built_in_intents(message, name):
@@ -563,6 +574,16 @@ def test_english_chat_formulas_are_built_in_intents(message, name):
         "hello world program in python",
         "show me the invoice again",
         "Why do I get emails?",
+        # The same words about a topic: a question.
+        "Can you explain the refund policy?",
+        "Why was I charged again?",
+        "I don't understand my bill",
+        "What does error 403 mean?",
+        "Can you walk me through setting up SSO?",
+        "Can I go back in time?",
+        "What is the meaning of สวัสดี?",
+        "I understand",
+        "I see",
     ],
 )
 def test_an_english_message_that_asks_something_is_no_built_in_intent(message):

@@ -863,3 +863,24 @@ def test_english_chat_formulas_are_small_talk_and_show_me_again_repeats_the_ques
     again = ask(api_client, conversation_id, "say again?")
     assert again["dedup"]["intent"] == "repeat", again["dedup"]
     assert [s["chunk_id"] for s in again["sources"]] == [s["chunk_id"] for s in first["sources"]]
+
+
+def test_a_request_to_explain_or_show_the_answer_again_in_a_sentence_of_its_own_is_the_built_in_intent(
+    api_client, tenant, services
+):
+    """ "Can you explain that differently?" and "could you repeat what you just said?" sit under the floor of every
+    example: as questions they were searched for their own words (and "explain that differently" found nothing to
+    quote). Read by their words, both are about the last answer: elaborate skips the stored answers and answers the
+    question before it afresh, repeat shows its passages again. A question about a topic in the same words stays one."""
+    kb = indexed_kb(tenant, documents=HELP_CENTRE_EN, name="help-english")
+    conversation_id = start(api_client, kb)
+    first = ask(api_client, conversation_id, "How do I request a refund?")
+    differently = ask(api_client, conversation_id, "Can you explain that differently?")
+    assert differently["dedup"]["intent"] == "elaborate", differently["dedup"]
+    assert (differently["dedup"]["action"], differently["dedup"]["reason"]) == ("bypassed", "intent elaborate")
+    assert differently["sources"], differently
+    again = ask(api_client, conversation_id, "sorry, could you repeat what you just said?")
+    assert again["dedup"]["intent"] == "repeat", again["dedup"]
+    assert [s["chunk_id"] for s in again["sources"]] == [s["chunk_id"] for s in first["sources"]]
+    topic = ask(api_client, conversation_id, "Can you explain when the invoice is issued?")
+    assert topic["dedup"]["intent"] == "other", topic["dedup"]
