@@ -35,6 +35,7 @@ BATCHES = {
     "development": ROOT / "bench" / "data" / "intents_en.jsonl",
     "check": ROOT / "bench" / "data" / "intents_en_check.jsonl",
     "check 2": ROOT / "bench" / "data" / "intents_en_check_2.jsonl",
+    "check 3": ROOT / "bench" / "data" / "intents_en_check_3.jsonl",
 }
 
 
