@@ -136,6 +136,8 @@ _EN_ABOUT_ANSWER = frozenset(
     catch missed sense technical complicated repeat repeated resend re send post show display explain explaining
     explained elaborate rephrase reword clarify simplify expand describe break walk dumb eli5 example examples info
     information sure again quite fully totally makes any hear couldn couldnt never im thanks thx put into about see
+    where from used gave sent shared share showed mentioned references reference told paste copy scroll exactly
+    actually vague need want part concrete spell out following short shorter went over head up
     """.split()
 )
 # What makes such a message "explain it differently": asking for another wording, more or less of it, an example, or
@@ -143,7 +145,8 @@ _EN_ABOUT_ANSWER = frozenset(
 _EN_OTHERWISE = re.compile(
     r"\b(?:explain\w*|elaborat\w*|rephras\w*|reword\w*|clarif\w*|simplif\w*|expand|describe|eli5|differently|simpler"
     r"|simply|easier|clearer|deeper|further|details?|detailed|info|information|more|examples?"
-    r"|(?:you|u|that|it|this) (?:mean|means|meant)|meaning|wdym|huh|confus\w*|unclear|not clear"
+    r"|(?:you|u|that|it|this) (?:actually |really |exactly )?(?:mean|means|meant)|meaning|wdym|huh"
+    r"|confus\w*|unclear|not clear|vague|over my head|spell (?:it|that|this) out"
     r"|(?:another|different|other) (?:way|words)"
     r"|(?:plain|simple) (?:english|words|terms)|layman s? terms|step by step"
     r"|(?:break|dumb) (?:it |that |this )?down|walk me through|go on|makes? no sense"
@@ -158,14 +161,16 @@ _EN_AGAIN = re.compile(
     r"\b(?:again|repeat\w*|resend|re send|one more time|once more|show|display|missed (?:it|that|this)"
     r"|(?:didn t|didnt|did not|couldn t|couldnt|could not) (?:catch|hear)"
     r"|what (?:did|do) (?:you|u) (?:just )?say|what (?:you|u) (?:just )?said"
-    r"|(?:previous|last|earlier) (?:answer|reply|response|one|explanation))\b"
+    r"|(?:previous|last|earlier) (?:answer|reply|response|one|explanation)|paste|put (?:it|that|this) back"
+    r"|(?:sources|links|references) (?:you|u) (?:gave|sent|showed|used|shared|mentioned)"
+    r"|(?:what|where) (?:are|were) (?:the|those|your) (?:sources|links|references))\b"
 )
 # Words of any script, apostrophes splitting them as `_EN_WORD` does: a word in another script names something.
 _ANY_WORD = re.compile(r"[^\W_]+")
 # "One more time" is a request to repeat, though it says "more".
 _EN_ONCE_MORE = re.compile(r"\b(?:one more time|once more)\b")
 # A request about the answer is short: longer, a message asks something of its own.
-MAX_REQUEST_WORDS = 12
+MAX_REQUEST_WORDS = 14
 
 
 def english_intent_by_rules(text: str) -> tuple[str, str] | None:
