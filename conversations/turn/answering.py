@@ -36,6 +36,8 @@ from django.conf import settings
 from conversations.dedup import other_languages
 from conversations.dedup.question_pairs import content_words, words_read
 from conversations.models import COUNT_MAX
+from conversations.turn import languages
+from conversations.turn.languages import ONE_LANGUAGE_SCRIPTS, script_of
 from kbplatform.errors import UpstreamError, UpstreamTimeoutError
 from kbplatform.text import text_storable
 from retrieval.embeddings import token_count, token_counts
@@ -145,9 +147,10 @@ class AnswerGenerator(Protocol):
         ...
 
 
-NOTHING_FOUND = "I found nothing in the knowledge base that answers this."
-# The reply when the exclusion window left out what earlier turns showed and nothing else answers the question.
-NOTHING_NEW = "I found nothing in the knowledge base that answers this beyond what this conversation has already shown."
+# The replies in English (`languages.reply` gives them in the question's language): nothing answers the question, and
+# nothing but what the exclusion window left out (what earlier turns showed) answers it.
+NOTHING_FOUND = languages.reply(languages.NOTHING_FOUND, "en")
+NOTHING_NEW = languages.reply(languages.NOTHING_NEW, "en")
 
 
 def context_tokens_of(passages: Sequence[SourcePassage]) -> int:
@@ -178,8 +181,9 @@ class ExtractiveAnswerGenerator:
         self, *, question: str, passages: Sequence[SourcePassage], history: Sequence[HistoryTurn] = ()
     ) -> Iterator[AnswerPiece]:
         if not self.answerable(question=question, passages=passages):
-            yield AnswerDelta(NOTHING_FOUND)
-            yield GeneratedAnswer(text=NOTHING_FOUND, context_tokens=0, answer_tokens=token_count(NOTHING_FOUND))
+            nothing = languages.reply(languages.NOTHING_FOUND, languages.reply_language(question))
+            yield AnswerDelta(nothing)
+            yield GeneratedAnswer(text=nothing, context_tokens=0, answer_tokens=token_count(nothing))
             return
         context_tokens = context_tokens_of(passages)
         question_words = content_words(question)
@@ -234,40 +238,16 @@ def _words_named(text: str) -> frozenset[str]:
     return words | stems if stems else words
 
 
-# Writing systems told apart by their letters. Japanese is told from Chinese by its kana, which nearly every Japanese
-# sentence has and no Chinese one.
-_SCRIPTS = {
-    "kana": re.compile(r"[\u3041-\u30ff]"),
-    "han": re.compile(r"[\u3400-\u9fff\uf900-\ufaff]"),
-    "hangul": re.compile(r"[\uac00-\ud7a3]"),
-    "thai": re.compile(r"[\u0e01-\u0e5b]"),
-    "cyrillic": re.compile(r"[\u0400-\u04ff]"),
-    "arabic": re.compile(r"[\u0600-\u06ff]"),
-    "latin": re.compile(r"[A-Za-z\u00c0-\u024f]"),
-}
-# Scripts written by one language each here, so that sharing the script is sharing the language.
-_ONE_LANGUAGE_SCRIPTS = frozenset({"kana", "han", "hangul", "thai"})
-
-
-def _script_of(text: str) -> str:
-    counts = {name: len(pattern.findall(text)) for name, pattern in _SCRIPTS.items()}
-    if counts["kana"] and counts["kana"] * 10 >= counts["han"]:
-        return "kana"
-    counts["kana"] = 0
-    name, count = max(counts.items(), key=lambda item: item[1])
-    return name if count else ""
-
-
 def _one_language(question: str, sentences: Sequence[str]) -> bool:
     """Whether `question` reads as written in the language of `sentences`: the same script, and, in a script several
     languages write (Latin, Cyrillic, Arabic), both English (`other_languages.reads_as_english`: one of its function
     words no other language writes), or neither and a word in common (the function words of one language, "de", "und",
     nearly always give one; two languages' nearly never do). A question in none of English's function words ("refund
     status?") reads as another language than English passages: quoted, as before this check."""
-    script = _script_of(question)
-    if not script or script != _script_of(" ".join(sentences)):
+    script = script_of(question)
+    if not script or script != script_of(" ".join(sentences)):
         return False
-    if script in _ONE_LANGUAGE_SCRIPTS:
+    if script in ONE_LANGUAGE_SCRIPTS:
         return True
     asked = words_read(question)
     asked_in_english = other_languages.reads_as_english(asked)

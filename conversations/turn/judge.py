@@ -18,6 +18,7 @@ from conversations.models import (
 )
 from conversations.turn.candidates import duplicate_candidates, stored_answer_at_origin, stored_answer_of
 from conversations.turn.curated_set import CuratedSet, curated_set_of
+from conversations.turn.languages import reply_language
 from conversations.turn.policy import TurnSettings
 from conversations.turn.sources import (
     SourceRows,
@@ -303,5 +304,6 @@ def turn_judge(
         recent_names_topic=recent_topics,
         consumed=state.consumed,
         next_turn_number=state.turn_count + 1,
+        language=reply_language(question),
     )
     return Judged(facts=facts, match_sources=match_sources, curated=curated_match)

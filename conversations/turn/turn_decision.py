@@ -21,13 +21,9 @@ from conversations.dedup.decisions import (
     excluded_ids,
 )
 from conversations.models import DedupAction, Granularity, IntentBehaviour
+from conversations.turn.languages import smalltalk_reply
 from conversations.turn.state import RecentTurn, StoredAnswer
 
-SMALLTALK_REPLIES = {
-    "greeting": "Hello! What would you like to know?",
-    "thanks": "You're welcome. Anything else?",
-}
-SMALLTALK_DEFAULT_REPLY = "Happy to help. What would you like to know?"
 SHADOW_SERVE_REASON = "shadow mode: would have served the stored answer"
 
 
@@ -69,6 +65,7 @@ class TurnFacts:
     recent_names_topic: Sequence[bool]  # per recent turn: it names a topic of its own (`decisions.names_topic`)
     consumed: Sequence[ConsumedRef]
     next_turn_number: int
+    language: str = "en"  # the question's (`languages.reply_language`): the platform's own replies are in it
 
 
 @dataclass(frozen=True)
@@ -150,7 +147,7 @@ def turn_decide(facts: TurnFacts) -> TurnDecision:
             reason=reason,
             duplicate=duplicate,
             matched=None,
-            smalltalk_reply=SMALLTALK_REPLIES.get(facts.intent, SMALLTALK_DEFAULT_REPLY),
+            smalltalk_reply=smalltalk_reply(facts.intent, facts.language),
         )
 
     def window_ids(granularity: str) -> tuple[int, ...]:

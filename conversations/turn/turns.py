@@ -22,9 +22,8 @@ from conversations.models import (
     Granularity,
     Turn,
 )
+from conversations.turn import languages
 from conversations.turn.answering import (
-    NOTHING_FOUND,
-    NOTHING_NEW,
     AnswerGenerator,
     GeneratedAnswer,
     HistoryTurn,
@@ -426,15 +425,16 @@ def _read_ahead_chunk_ids(*, policy: decisions.PolicyView, state: ConversationSt
     return cited.union(shown)
 
 
-def _shows_nothing(*, answer: _TurnAnswer, decision: TurnDecision) -> None:
+def _shows_nothing(*, answer: _TurnAnswer, decision: TurnDecision, language: str) -> None:
     """Make `answer` a turn that shows no passage and says why, when its generator cannot answer from them
     (`AnswerGenerator.answerable`). Showing none, it consumes none and cites none: a repeat of the question searches
     again (`MatchRefusal.NO_SOURCE`), perhaps once the knowledge base holds the answer. When the exclusion window left
     passages out and the search did not bring them back (a relaxed search shows the best of them again), the reply
-    says so: what answers the question may be among what the conversation has already shown."""
+    says so: what answers the question may be among what the conversation has already shown. The reply is in the
+    question's `language`."""
     excluded = bool(decision.applied_exclusion or decision.excluded_content_chunk_ids) and not answer.relaxed
     answer.sources, answer.source_chunks, answer.passages = [], {}, []
-    answer.text = NOTHING_NEW if excluded else NOTHING_FOUND
+    answer.text = languages.reply(languages.NOTHING_NEW if excluded else languages.NOTHING_FOUND, language)
     answer.answer_tokens, answer.context_tokens = token_count(answer.text), 0
     answer.replied = True
 
@@ -516,7 +516,7 @@ def turn_prepare(
             question_read=text_readable(answer.answer_question, model_name),
         )
     ):
-        _shows_nothing(answer=answer, decision=decision)
+        _shows_nothing(answer=answer, decision=decision, language=judged.facts.language)
     return TurnPrepared(
         started=started,
         tenant=tenant,

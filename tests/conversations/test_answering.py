@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from conversations.turn import languages
 from conversations.turn.answering import (
     NOTHING_FOUND,
     AnswerDelta,
@@ -106,11 +107,14 @@ CHINESE_PASSAGES = [SourcePassage(3, "退款原路退回到付款的银行卡，
     ],
 )
 def test_passages_sharing_no_word_with_a_question_in_their_language_answer_nothing(question, passages):
-    """The nearest passages of a question the knowledge base does not cover were quoted for their rank alone."""
+    """The nearest passages of a question the knowledge base does not cover were quoted for their rank alone. The
+    answer says so in the question's language."""
     generator = ExtractiveAnswerGenerator()
     answer = generator.generate(question=question, passages=passages)
     assert not generator.answerable(question=question, passages=passages)
-    assert answer.text == NOTHING_FOUND and answer.context_tokens == 0
+    nothing = languages.reply(languages.NOTHING_FOUND, languages.reply_language(question))
+    assert answer.text == nothing and answer.context_tokens == 0
+    assert (nothing == NOTHING_FOUND) == (question[0] != "明")
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,8 @@ import pytest
 
 from conversations.models import ConsumedItem
 from conversations.services import dedup_policy_update
-from conversations.turn.answering import NOTHING_FOUND, NOTHING_NEW
+from conversations.turn import languages
+from conversations.turn.answering import NOTHING_NEW
 from retrieval import embeddings
 from tests.conversations.helpers import HANDBOOK, HELP_CENTRE_ZH, indexed_kb
 from tests.conversations.test_api import ask, start
@@ -115,22 +116,23 @@ def test_a_question_the_help_centre_does_not_cover_is_answered_nothing_and_consu
     api_client, tenant, services, documents, model, analyzer, off_topic, on_topic
 ):
     """Its nearest passages, none sharing a word with it, were quoted as its answer and then left out of the next
-    turns' searches as already shown."""
+    turns' searches as already shown. The reply that says so is in the question's language."""
+    nothing = languages.reply(languages.NOTHING_FOUND, languages.reply_language(off_topic))
     kb = indexed_kb(tenant, documents=documents, name=f"help-{analyzer}", embedding_model=model, text_analyzer=analyzer)
     conversation_id = start(api_client, kb)
     body = ask(api_client, conversation_id, off_topic)
-    assert body["answer"] == NOTHING_FOUND and body["sources"] == [], body
+    assert body["answer"] == nothing and body["sources"] == [], body
     assert not ConsumedItem.objects.for_tenant(tenant).exists()
     again = ask(api_client, conversation_id, off_topic)
-    assert again["dedup"]["action"] != "served_cached" and again["answer"] == NOTHING_FOUND, again["dedup"]
+    assert again["dedup"]["action"] != "served_cached" and again["answer"] == nothing, again["dedup"]
     question, document = on_topic
     body = ask(api_client, conversation_id, question)
     assert body["sources"][0]["document_external_id"] == document, body["sources"]
-    assert body["answer"] != NOTHING_FOUND and "[1]" in body["answer"]
+    assert body["answer"] != nothing and "[1]" in body["answer"]
     # That turn showed the whole help centre: the window leaves it all out, the relax rule searches it again, and
     # nothing in it answers the question, shown before or not.
     again = ask(api_client, conversation_id, off_topic)
-    assert again["dedup"]["relaxed"] is True and again["answer"] == NOTHING_FOUND and again["sources"] == [], again
+    assert again["dedup"]["relaxed"] is True and again["answer"] == nothing and again["sources"] == [], again
 
 
 # Per handbook document, a question only its text shares a content word with.
@@ -884,3 +886,28 @@ def test_a_request_to_explain_or_show_the_answer_again_in_a_sentence_of_its_own_
     assert [s["chunk_id"] for s in again["sources"]] == [s["chunk_id"] for s in first["sources"]]
     topic = ask(api_client, conversation_id, "Can you explain when the invoice is issued?")
     assert topic["dedup"]["intent"] == "other", topic["dedup"]
+
+
+@pytest.mark.parametrize(
+    ("model", "analyzer", "messages"),
+    [
+        (
+            embeddings.USE_MODEL_NAME,
+            "chinese",
+            [("谢谢", "不客气。还有什么可以帮你的吗？"), ("謝謝你", "不客氣。還有什麼可以幫你的嗎？")],
+        ),
+        (embeddings.USE_MODEL_NAME, "english", [("muchas gracias", "De nada. ¿Algo más?")]),
+        ("all-MiniLM-L6-v2", "english", [("thx!!", "You're welcome. Anything else?")]),
+    ],
+    ids=["chinese", "spanish", "english"],
+)
+def test_the_platforms_own_replies_are_in_the_language_the_user_wrote(
+    api_client, tenant, services, model, analyzer, messages
+):
+    """A Chinese "谢谢" was answered "You're welcome. Anything else?", and a Chinese question the help centre does not
+    cover "I found nothing in the knowledge base that answers this."."""
+    kb = indexed_kb(tenant, documents=HELP_CENTRE_ZH, name="help", embedding_model=model, text_analyzer=analyzer)
+    conversation_id = start(api_client, kb)
+    for message, expected in messages:
+        body = ask(api_client, conversation_id, message)
+        assert (body["dedup"]["action"], body["answer"]) == ("smalltalk", expected), body
