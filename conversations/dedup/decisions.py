@@ -298,6 +298,8 @@ PARTIAL_INDEX_REASON = "answered from a partial index"
 UNREADABLE_REASON = "the embedding model cannot read the question: only an exact repeat is served"
 # The reason a stored answer is served to such a question: it is the same question, word for word once normalised.
 UNREADABLE_REPEAT_REASON = "exact repeat of a question the embedding model cannot read"
+# The refusal of a stored answer that cites no source (`StoredQuestion.cites`, `turn_decision.MatchRefusal.NO_SOURCE`).
+NO_SOURCE_REASON = "answer cites no source"
 
 
 # --- duplicate decision -------------------------------------------------------------------------------------------
@@ -314,6 +316,9 @@ class StoredQuestion:
     # Vector of the question asked just before it in its conversation (None for a first turn).
     previous_vector: np.ndarray | None = None
     answerable: bool = True  # has a stored answer
+    # Its answer cites a passage or is a curated answer's (`state.turn_cites`): one citing none ("nothing found", small
+    # talk, a model saying the passages do not hold the answer) is never served, and the next candidate is looked at.
+    cites: bool = True
     # Its answer was made from a partial index (`Turn.partial_index`): never served, whatever the similarity.
     partial_index: bool = False
     # The embedding model that made `vector` (`retrieval.embeddings.model_id`; "" when not recorded). Read only when
@@ -606,7 +611,8 @@ def unreadable_decide(
     wanted = question_normalised(question)
     context_dependent = question_is_context_dependent(question)
     for candidate in reversed(candidates):  # the latest asking first: its answer is the freshest
-        if question_normalised(candidate.question) != wanted or not candidate.answerable or candidate.partial_index:
+        servable = candidate.answerable and candidate.cites and not candidate.partial_index
+        if question_normalised(candidate.question) != wanted or not servable:
             continue
         same_context = candidate.asked_just_before or (previous_vector is None and candidate.previous_vector is None)
         if context_dependent and not same_context:
@@ -710,4 +716,7 @@ def _candidate_refusal(
         question=question, previous_vector=previous_vector, candidate=candidate, threshold=context_threshold
     ):
         return "follow-up in another context", probability
+    if not candidate.cites:
+        # Last: the question-level reasons say more of the pair, and this one was the refusal after the decision.
+        return NO_SOURCE_REASON, probability
     return "", probability

@@ -153,6 +153,21 @@ NOTHING_FOUND = languages.reply(languages.NOTHING_FOUND, "en")
 NOTHING_NEW = languages.reply(languages.NOTHING_NEW, "en")
 
 
+# A citation of passages as the model is told to write it ("[2]"), and as models also write it: several in one
+# ("[1, 3]"), fullwidth brackets ("【1】", "［1］", as Chinese text writes them), a footnote ("[^1]").
+_CITATION = re.compile(r"[\[【［]\^?\s*(\d{1,3}(?:\s*[,，、]\s*\d{1,3})*)\s*[\]】］]")
+_CITED_NUMBER = re.compile(r"\d+")
+
+
+def answer_cites(text: str, passages: int) -> bool:
+    """Whether `text` cites at least one of `passages` numbered passages. A generated answer citing none is what the
+    model is told to write when they do not hold the answer (`ChatCompletionsAnswerGenerator`): it is recorded as
+    citing nothing, so that a repeat of the question is searched again rather than told the same from memory."""
+    return any(
+        1 <= int(number) <= passages for group in _CITATION.findall(text) for number in _CITED_NUMBER.findall(group)
+    )
+
+
 def context_tokens_of(passages: Sequence[SourcePassage]) -> int:
     missing = [p.text for p in passages if not p.token_count]
     counted = iter(token_counts(missing)) if missing else iter(())

@@ -48,6 +48,8 @@ STORED_QUESTION_FIELDS = (
     "answer",
     "partial_index",
     "rewritten_question",
+    "source_chunk_ids",
+    "curated_answer_id",
 )
 
 
@@ -102,7 +104,9 @@ def _stored_from_rows(
         )
     )
     stored = []
-    for pk, question, vector, vector_model, conversation_id, number, answer, partial_index, rewritten in rows:
+    for row in rows:
+        pk, question, vector, vector_model, conversation_id, number, answer, partial_index, rewritten = row[:9]
+        chunk_ids, curated_answer_id = row[9:]
         key = (conversation_id, number)
         stored.append(
             decisions.StoredQuestion(
@@ -117,6 +121,7 @@ def _stored_from_rows(
                     previous_comparable=comparable.get(key, True),
                 ),
                 answerable=bool(answer),
+                cites=bool(chunk_ids) or curated_answer_id is not None,
                 vector_model=vector_model,
                 partial_index=partial_index,
                 asked_just_before=key == just_before,
@@ -172,6 +177,7 @@ def duplicate_candidates(
                     conversation_id=conversation.pk,
                     previous_vector=previous,
                     answerable=turn.answerable,
+                    cites=turn.cites,
                     vector_model=turn.vector_model,
                     partial_index=turn.partial_index,
                     asked_just_before=offset + index == len(state.recent_turns) - 1,

@@ -37,7 +37,7 @@ logger = logging.getLogger(__name__)
 
 # The layout of the copy. A copy of another version is never read: the state is rebuilt from the rows, which hold
 # everything, so a change of layout changes this number and needs nothing else.
-STATE_VERSION = 7
+STATE_VERSION = 8
 # Enough history for the largest windows a policy allows (question and exclusion windows are at most 100).
 MAX_WINDOW = 100
 # The newest turns keep their stored answer in the hot copy too, so a duplicate of one of them is served without
@@ -79,6 +79,13 @@ class StoredAnswer:
         )
 
 
+def turn_cites(turn: Turn) -> bool:
+    """Whether the turn's answer cites a source, or is a curated answer's (which stands without citations): one that
+    cites none (small talk, "nothing found", a generated answer citing none of its passages) is never served to a
+    duplicate, as nothing in the knowledge base vouches for it."""
+    return bool(turn.source_chunk_ids) or turn.curated_answer_id is not None
+
+
 def decided_question(turn: Turn) -> str:
     """The question a turn was decided and searched with, which its vector embeds: the standalone rewrite of a
     follow-up when it has one, else the question as asked."""
@@ -97,6 +104,8 @@ class RecentTurn:
     vector_model: str = ""
     # Turn.partial_index: answered from a partial index, so never served as a duplicate.
     partial_index: bool = False
+    # Its answer cites a source or is a curated answer's (`turn_cites`): one citing none is never served.
+    cites: bool = True
 
 
 @dataclass
@@ -149,6 +158,7 @@ def _encode(state: ConversationState) -> bytes:
                     _stored_encode(t.stored),
                     t.vector_model,
                     t.partial_index,
+                    t.cites,
                 ]
                 for t in state.recent_turns
             ],
@@ -219,6 +229,7 @@ def _decode(conversation_id: int, raw: bytes) -> ConversationState:
                 _stored_decode(int(t[0]), t[4]),
                 str(t[5]),
                 bool(t[6]),
+                bool(t[7]),
             )
             for i, t in enumerate(data["turns"])
         ],
@@ -277,6 +288,7 @@ def state_from_database(*, conversation: Conversation) -> ConversationState:
                     StoredAnswer.of_turn(turn) if turn.answer else None,
                     turn.question_vector_model,
                     turn.partial_index,
+                    turn_cites(turn),
                 )
                 for turn in reversed(turns)
             ]

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from conversations.dedup.decisions import (
+    NO_SOURCE_REASON,
     ConsumedRef,
     DuplicateDecision,
     PolicyView,
@@ -40,7 +41,7 @@ class MatchRefusal(StrEnum):
     SOURCES_CHANGED = "sources changed"
     # An answer that cites no passage ("I found nothing", small talk) cannot be checked against the knowledge base,
     # which may hold the answer by now (a document indexed since): never served again.
-    NO_SOURCE = "answer cites no source"
+    NO_SOURCE = NO_SOURCE_REASON
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ from conversations.turn.state import (
     state_after_turn,
     state_forget,
     state_store_behind,
+    turn_cites,
     vector_to_bytes,
 )
 from kbplatform.errors import NotFoundError
@@ -213,6 +214,9 @@ class TurnRecord:
     answer_partial: str = ""
     answer_error: str = ""
     rewritten_question: str = ""
+    # False: the answer cites none of `sources` (`answering.answer_cites`). They were shown, so they are consumed, but
+    # the QA pair cites nothing and is never served to a duplicate (`MatchRefusal.NO_SOURCE`).
+    answer_cites: bool = True
     curated_answer_id: int | None = None
 
 
@@ -270,8 +274,8 @@ def _turn_write(record: TurnRecord, *, recheck_references: set[int] | None = Non
         "answer_partial": record.answer_partial,
         "answer_error": record.answer_error[:300],
         "rewritten_question": record.rewritten_question,
-        "source_chunks": record.source_chunks,
-        "source_chunk_ids": [s.chunk_id for s in sources],
+        "source_chunks": record.source_chunks if record.answer_cites else {},
+        "source_chunk_ids": [s.chunk_id for s in sources] if record.answer_cites else [],
         "context_tokens": record.context_tokens,
         "decision": action,
         "similarity": decision.similarity,
@@ -523,6 +527,7 @@ def turn_after_commit(
                 StoredAnswer.of_turn(turn) if turn.answer else None,
                 turn.question_vector_model,
                 turn.partial_index,
+                turn_cites(turn),
             ),
             consumed=turn.consumed_refs,
         )

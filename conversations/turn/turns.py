@@ -28,6 +28,7 @@ from conversations.turn.answering import (
     GeneratedAnswer,
     HistoryTurn,
     SourcePassage,
+    answer_cites,
     answer_generator,
     context_tokens_of,
 )
@@ -536,6 +537,16 @@ def turn_prepare(
     )
 
 
+def _answer_cites_passages(*, prepared: TurnPrepared, answer_state: str) -> bool:
+    """False for a complete answer generated from passages that cites none of them (`answering.answer_cites`): the
+    model saying they do not hold the answer. Stored answers, small talk and turns that show no passage keep theirs."""
+    answer = prepared.answer
+    generated = prepared.decision.kind == TurnKind.SEARCH and prepared.mode == "answer" and bool(answer.passages)
+    if not generated or answer_state != AnswerState.COMPLETE:
+        return True
+    return answer_cites(answer.text, len(answer.passages))
+
+
 def turn_answer_apply(*, prepared: TurnPrepared, generated: GeneratedAnswer) -> None:
     """Take the generated answer into the turn about to be recorded."""
     prepared.answer.text = generated.text
@@ -595,6 +606,7 @@ def turn_record(
             answer_error=answer_error,
             rewritten_question=prepared.rewritten_question,
             curated_answer_id=served_curated,
+            answer_cites=_answer_cites_passages(prepared=prepared, answer_state=answer_state),
         )
     )
     turn_after_commit(

@@ -18,6 +18,7 @@ from conversations.turn.answering import (
     GeneratedAnswer,
     HistoryTurn,
     SourcePassage,
+    answer_cites,
     answer_generator,
     sentences_of,
 )
@@ -396,3 +397,21 @@ def test_a_rewrite_is_taken_out_what_no_database_holds(upstream):
         question="and admins?", history=()
     )
     assert rewritten == "How much do admins pay?"
+
+
+@pytest.mark.parametrize(
+    ("text", "cites"),
+    [
+        ("It costs 12 dollars [1].", True),
+        ("Both say so [1, 3].", True),
+        ("企业版每月十二美元【2】。", True),
+        ("It does [^2].", True),
+        ("Wide brackets ［3］.", True),
+        ("The passages do not say.", False),
+        ("See passage [7].", False),  # no seventh passage
+        ("Item [0] of the list.", False),
+        ("", False),
+    ],
+)
+def test_an_answer_cites_its_passages_by_their_numbers(text, cites):
+    assert answer_cites(text, 5) is cites

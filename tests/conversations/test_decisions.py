@@ -653,7 +653,9 @@ def test_context_dependent_questions(question, dependent):
     assert qp.question_is_context_dependent(question) is dependent
 
 
-def _stored(turn_id, question, vector, previous=None, answerable=True, conversation_id=1, partial_index=False):
+def _stored(
+    turn_id, question, vector, previous=None, answerable=True, conversation_id=1, partial_index=False, cites=True
+):
     return d.StoredQuestion(
         turn_id=turn_id,
         question=question,
@@ -662,6 +664,7 @@ def _stored(turn_id, question, vector, previous=None, answerable=True, conversat
         previous_vector=previous,
         answerable=answerable,
         partial_index=partial_index,
+        cites=cites,
     )
 
 
@@ -832,6 +835,25 @@ def test_a_pair_answered_from_a_partial_index_is_refused_with_the_reason_and_the
     alone = decide(candidates=[partial], threshold=0.9)
     assert not alone.hit and alone.reason == d.PARTIAL_INDEX_REASON and alone.turn_id == 1
     assert alone.passes_checks is False
+
+
+def test_an_answer_citing_no_source_is_refused_with_the_reason_and_the_next_one_served():
+    """ "Nothing found", or a model saying the passages do not hold the answer: the later answer to the same question
+    is served, not refused behind it."""
+    q = unit(1, 0, 0)
+    uncited = _stored(1, "How much is the Enterprise plan?", unit(1, 0.01, 0), cites=False)
+    cited = _stored(2, "How much is the Enterprise plan?", unit(1, 0.05, 0))
+    decide = functools.partial(
+        d.duplicate_decide, question="How much is the Enterprise plan?", question_vector=q, previous_vector=None
+    )
+    decision = decide(candidates=[uncited, cited], threshold=0.9)
+    assert decision.hit and decision.turn_id == 2 and decision.refused == [(1, d.NO_SOURCE_REASON)]
+    alone = decide(candidates=[uncited], threshold=0.9)
+    assert not alone.hit and alone.reason == d.NO_SOURCE_REASON
+    # A question the model cannot read is served only an exact repeat, and not one citing nothing either.
+    assert not d.unreadable_decide(
+        question="How much is the Enterprise plan?", previous_vector=None, candidates=[uncited]
+    ).hit
 
 
 def test_followup_guard_needs_the_same_context():

@@ -161,7 +161,15 @@ def test_the_hot_copy_round_trips_vectors_and_refuses_what_it_cannot_read():
     vectors = [np.arange(4, dtype=np.float32) + n for n in range(3)] + [np.ones(6, dtype=np.float32)]
     for number, vector in enumerate(vectors, start=1):
         turn = RecentTurn(
-            number, number, f"q é {number}", vector, number % 2 == 0, None, f"model{number % 2}", number == 3
+            number,
+            number,
+            f"q é {number}",
+            vector,
+            number % 2 == 0,
+            None,
+            f"model{number % 2}",
+            number == 3,
+            number != 2,
         )
         state = state_after_turn(state=state, turn=turn, consumed=[ConsumedRef("doc", 10 + number, number)])
     raw = _encode(state)
@@ -174,12 +182,13 @@ def test_the_hot_copy_round_trips_vectors_and_refuses_what_it_cannot_read():
         assert after.vector_model == before.vector_model
         assert after.partial_index == before.partial_index
     assert [t.partial_index for t in decoded.recent_turns] == [False, False, True, False]
+    assert [t.cites for t in decoded.recent_turns] == [True, False, True, True]
     assert decoded.consumed == state.consumed
     # An older copy (JSON, state version 3), a truncated one, or one whose vectors do not add up: ValueError or
     # struct.error, which state_load answers by rebuilding from the database.
-    # A copy of version 6 (no partial-index flag) is refused by its version byte.
-    version_6 = b"KBS" + bytes([6]) + raw[4:]
-    for unreadable in (b'{"v":3,"turn_count":4}', raw[:6], raw[:-4], version_6):
+    # A copy of version 7 (no flag for an answer citing no source) is refused by its version byte.
+    version_7 = b"KBS" + bytes([7]) + raw[4:]
+    for unreadable in (b'{"v":3,"turn_count":4}', raw[:6], raw[:-4], version_7):
         with pytest.raises((ValueError, struct.error)):
             _decode(1, unreadable)
 
