@@ -217,10 +217,12 @@ def turn_judge(
     model: str,
     force_refresh: bool,
     sources_read: SourceRows | None = None,
+    asked: str = "",
 ) -> Judged:
     """Classify the question, look for the stored question it repeats within the policy's scope (when the plan
     looks), and load what the database holds of the pair that decision matched (`sources_read`: chunk rows read
-    ahead of the decision, which the sources check uses when they cover the pair's sources)."""
+    ahead of the decision, which the sources check uses when they cover the pair's sources). `asked`: the question as
+    the user wrote it, when `question` is its rewrite: the platform's own replies are in its language."""
     policy = turn_settings.policy
     embedding = conversation_model(conversation)
     # A question the model cannot read has a vector that matches no stored question by similarity.
@@ -304,6 +306,6 @@ def turn_judge(
         recent_names_topic=recent_topics,
         consumed=state.consumed,
         next_turn_number=state.turn_count + 1,
-        language=reply_language(question),
+        language=reply_language(asked or question),
     )
     return Judged(facts=facts, match_sources=match_sources, curated=curated_match)

@@ -490,6 +490,7 @@ def turn_prepare(
         model=model,
         force_refresh=force_refresh,
         sources_read=rows_read,
+        asked=question,
     )
     decision = turn_decide(judged.facts)
     if history is None:
