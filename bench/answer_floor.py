@@ -17,13 +17,12 @@ multilingual model, analyser chinese), in one run.
   read them).
 
 Prints per row the questions asked, the share answered "nothing" (`NOTHING_FOUND`, or `NOTHING_NEW` when the
-exclusion window left passages out; no source shown), and, for the covered rows, the share of turns the relax rule
-searched again without the window (`relaxed`), and beside them what a floor on the vector side's similarity would
-read: the 10th, 50th and 90th percentile of each question's best cosine to a document of the knowledge base (brute
-force over the documents' texts whole, with the knowledge base's model). The covered questions answered nothing are
-listed on stderr. Every
-question row is a seeded sample where --limit cuts it. The database is SQLite under var/bench unless DATABASE_URL is
-set.
+exclusion window left passages out, in any reply language; no source shown), and, for the covered rows, the share of
+turns the relax rule searched again without the window (`relaxed`), and beside them what a floor on the vector side's
+similarity would read: the 10th, 50th and 90th percentile of each question's best cosine to a document of the
+knowledge base (brute force over the documents' texts whole, with the knowledge base's model). The covered questions
+answered nothing are listed on stderr. Every question row is a seeded sample where --limit cuts it. The database is
+SQLite under var/bench unless DATABASE_URL is set.
 """
 
 from __future__ import annotations
@@ -82,7 +81,13 @@ def main() -> int:
     with platform(name=f"floor_{run}") as env, worker_running(env):
         from django.db import connection
 
-        from conversations.turn.answering import NOTHING_FOUND, NOTHING_NEW
+        from conversations.turn import languages
+
+        nothing_replies = {
+            replies[kind]
+            for replies in languages.REPLIES.values()
+            for kind in (languages.NOTHING_FOUND, languages.NOTHING_NEW)
+        }
 
         tenant, client = tenant_api_client(slug=f"bench-floor-{run}", name="Answer floor")
         print(f"database: {connection.vendor}; seed {SEED}; {load_average()} at the start")
@@ -125,9 +130,7 @@ def main() -> int:
             knowledge_base: str, label: str, bodies: list[dict | None], covered: bool, vectors: tuple[np.ndarray, str]
         ) -> None:
             searched = [body for body in bodies if body is not None and body["dedup"]["action"] == "answered"]
-            answered_nothing = [
-                body for body in searched if body["answer"] in (NOTHING_FOUND, NOTHING_NEW) and not body["sources"]
-            ]
+            answered_nothing = [body for body in searched if body["answer"] in nothing_replies and not body["sources"]]
             nothing = len(answered_nothing)
             if covered:
                 for body in answered_nothing:
