@@ -59,6 +59,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=int, default=300, help="questions per row not covered (0 = all)")
     parser.add_argument("--faq-pairs", type=int, default=800, help="bq duplicate pairs of the Chinese FAQ")
+    parser.add_argument(
+        "--list-quoted", action="store_true", help="list on stderr the questions not covered that were quoted anyway"
+    )
     args = parser.parse_args()
     run = uuid.uuid4().hex[:8]
     os.environ["KB_CACHE_PREFIX"] = f"bench-floor-{run}"
@@ -135,6 +138,11 @@ def main() -> int:
             if covered:
                 for body in answered_nothing:
                     print(f"    nothing: {body['question'][:100]!r}", file=sys.stderr)
+            elif args.list_quoted:
+                for body in searched:
+                    if body not in answered_nothing:
+                        quoted = body["answer"].replace("\n", " ")[:80]
+                        print(f"    quoted: {body['question'][:60]!r} -> {quoted!r}", file=sys.stderr)
             relaxed = sum(1 for body in searched if body["dedup"]["relaxed"]) / len(searched) if covered else None
             cosines = best_cosines([body["question"] for body in searched], *vectors)
             rows.append((knowledge_base, label, len(searched), nothing / len(searched), relaxed, cosines))
