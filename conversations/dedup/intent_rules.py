@@ -121,8 +121,9 @@ MAX_RULE_WORDS = 8
 # message is read by its words: every one of them talks about the conversation (`_EN_ABOUT_ANSWER`: pronouns, helpers,
 # politeness, and words for answers, saying, showing, explaining, manner and understanding), and one of them asks for
 # the answer again or explained otherwise. A single word outside the list ("explain the refund policy", "why was I
-# charged again", "show me my invoices") makes it a question, whatever else it says: the list holds no word a
-# help-centre topic is named by.
+# charged again", "show me my invoices") makes it a question, whatever else it says. The list's nouns are what an
+# answer has (its sources, links, steps, parts, details), not what a help centre is asked about; "message" is left out
+# for that reason.
 _EN_ABOUT_ANSWER = frozenset(
     """
     i m me my you u your ur it its s that this those these them what whats is was were be are am the a an to for of in
