@@ -36,6 +36,7 @@ BATCHES = {
     "check": ROOT / "bench" / "data" / "intents_en_check.jsonl",
     "check 2": ROOT / "bench" / "data" / "intents_en_check_2.jsonl",
     "check 3": ROOT / "bench" / "data" / "intents_en_check_3.jsonl",
+    "check 4": ROOT / "bench" / "data" / "intents_en_check_4.jsonl",
 }
 
 
@@ -84,7 +85,9 @@ def main() -> None:
                 rows = [json.loads(line) for line in path.open()]
                 got = intents_of([r["text"] for r in rows])
                 figures = []
-                for intent in ("repeat", "elaborate"):
+                for intent in ("greeting", "thanks", "repeat", "elaborate"):
+                    if not any(r["intent"] == intent for r in rows):
+                        continue
                     wanted = [g for g, r in zip(got, rows, strict=True) if r["intent"] == intent]
                     figures.append(f"{intent} {sum(g == intent for g in wanted)} of {len(wanted)}")
                 others = [g for g, r in zip(got, rows, strict=True) if r["intent"] == "other"]

@@ -114,6 +114,10 @@ _EN_RULES = (
 _EN_WORD = re.compile(r"[a-z0-9]+")
 # No English formula has more words: a longer message is a question, and the expressions never see it.
 MAX_RULE_WORDS = 8
+# Said before a formula without changing it ("hmm come again?", "oh hello"): read with them and, failing that, without.
+_EN_FILLERS = frozenset(
+    "hm hmm hmmm um umm uh uhh oh ah oops sorry ok okay k wait well so err erm yeah alright".split()
+)
 
 # A request about the last answer rather than about a topic: "Can you explain that differently?", "I don't get it,
 # explain it another way", "go back to the previous answer". Said in too many orders for formulas, and the example
@@ -183,9 +187,11 @@ def english_intent_by_rules(text: str) -> tuple[str, str] | None:
     if not words:
         return None
     if len(words) <= MAX_RULE_WORDS:
-        ruled = _formula_intent(" ".join(words), _EN_RULES)
-        if ruled is not None:
-            return ruled
+        start = next((index for index, word in enumerate(words) if word not in _EN_FILLERS), len(words))
+        for read in (words, words[start:]):
+            ruled = _formula_intent(" ".join(read), _EN_RULES) if read else None
+            if ruled is not None:
+                return ruled
     return _request_about_answer(_ANY_WORD.findall(text.lower()))
 
 

@@ -546,6 +546,11 @@ def test_a_chinese_formula_is_classified_by_rule_whatever_its_vector():
         ("I dont get it", "elaborate"),
         ("I don’t get it", "elaborate"),
         ("can you give an example?", "elaborate"),
+        # A filler before a formula leaves it one.
+        ("hmm come again?", "repeat"),
+        ("oh hello!", "greeting"),
+        ("ok", "thanks"),
+        ("sorry what?", "repeat"),
         # A request about the last answer in words that name no topic, in any order.
         ("Can you explain that differently?", "elaborate"),
         ("I don't get it, explain it another way", "elaborate"),
@@ -584,6 +589,8 @@ def test_english_chat_formulas_are_built_in_intents(message, name):
         "What is the meaning of สวัสดี?",
         "I understand",
         "I see",
+        "hmm",
+        "sorry, my card was declined",
     ],
 )
 def test_an_english_message_that_asks_something_is_no_built_in_intent(message):
