@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-DATA = ROOT.parent / "shared" / "data"
+# The shared sets of English user questions (`intents_languages.shared_questions` also reads the Chinese ones).
+ENGLISH_SETS = ("qqp", "paws_qqp", "mtrag")
 BATCHES = {
     "development": ROOT / "bench" / "data" / "intents_en.jsonl",
     "check": ROOT / "bench" / "data" / "intents_en_check.jsonl",
@@ -40,25 +40,13 @@ BATCHES = {
 }
 
 
-def shared_questions(sample: int) -> dict[str, list[str]]:
-    """The English user questions of the shared sets: QQP and PAWS-QQP sampled (seed 35), MTRAG's user turns whole."""
-    sets: dict[str, list[str]] = {}
-    for name, path in (("qqp", DATA / "qqp" / "pairs.jsonl"), ("paws_qqp", DATA / "paws_qqp" / "pairs.jsonl")):
-        rows = [json.loads(line) for line in path.open()]
-        questions = sorted({q for r in rows for q in (r["question1"], r["question2"])})
-        sets[name] = random.Random(35).sample(questions, min(sample, len(questions)))
-    sets["mtrag"] = [
-        t["question"] for line in (DATA / "mtrag" / "conversations.jsonl").open() for t in json.loads(line)["turns"]
-    ]
-    return sets
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sample", type=int, default=5000, help="QQP and PAWS-QQP questions each")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "bench"))
     from common import load_average, platform
+    from intents_languages import shared_questions
 
     with platform(name="intents_en"):
         from conversations.turn.judge import question_intent
@@ -98,6 +86,8 @@ def main() -> None:
                         print(f"      {r['text']!r}: {g} (wanted {r['intent']})")
             started = time.perf_counter()
             for name, questions in shared_questions(args.sample).items():
+                if name not in ENGLISH_SETS:
+                    continue
                 got = intents_of(questions)
                 named = [(q, g) for q, g in zip(questions, got, strict=True) if g != "other"]
                 print(f"  {name:12s} {len(questions):6d} questions, {len(named)} named a built-in intent")

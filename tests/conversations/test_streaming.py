@@ -402,3 +402,30 @@ def test_an_answer_with_a_nul_and_a_huge_usage_is_stored_and_served_again(api_cl
     again = ask(api_client, conversation_id, "How do I reset my password?")
     assert again["dedup"]["action"] == "served_cached" and again["answer"] == "Open Settings [1]."
     assert DedupEvent.objects.for_tenant(tenant).latest("id").tokens_saved == 2**31 - 1
+
+
+# An answer the model made citing none of its passages (what it is told to write when they do not hold the answer).
+UNCITED_QUESTION = "How much does the Enterprise plan cost?"
+UNCITED_ANSWER = "The passages do not say what the Enterprise plan costs."
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["json", "streamed"])
+def test_an_answer_citing_no_passage_is_never_served_to_a_repeat(api_client, tenant, kb, llm, streamed):
+    """Served, it would say "the passages do not say" again from memory, whatever the knowledge base holds by then,
+    to a user who asked again because it did not answer. Its passages were shown, so they are consumed all the same:
+    the repeat searches past them. A cited answer to the repeat is served to the next one."""
+    llm.replies = [Reply(pieces=[UNCITED_ANSWER])]
+    conversation_id = start(api_client, kb)
+    if streamed:
+        b"".join(ask_streamed(api_client, conversation_id, UNCITED_QUESTION).streaming_content)
+    else:
+        first = ask(api_client, conversation_id, UNCITED_QUESTION)
+        assert first["answer"] == UNCITED_ANSWER and first["sources"], first
+    turn = Turn.objects.for_tenant(tenant).get()
+    assert turn.answer == UNCITED_ANSWER and turn.source_chunk_ids == [] and turn.source_chunks == {}
+    assert ConsumedItem.objects.for_tenant(tenant).filter(turn_number=1).exists()
+    again = ask(api_client, conversation_id, UNCITED_QUESTION)
+    assert again["dedup"]["action"] != "served_cached" and again["answer"] == "It costs 12 dollars [1].", again
+    assert again["dedup"]["reason"] == "answer cites no source", again["dedup"]
+    third = ask(api_client, conversation_id, UNCITED_QUESTION)
+    assert third["dedup"]["action"] == "served_cached" and third["answer"] == again["answer"], third["dedup"]
