@@ -3,9 +3,10 @@
 to questions it does not (what it is for), on an English knowledge base (the bundled model) and a Chinese one (the
 multilingual model, analyser chinese), in one run.
 
-    .venv/bin/python bench/answer_floor.py [--limit N] [--faq-pairs 800]
+    .venv/bin/python bench/answer_floor.py [--limit N] [--faq-pairs 800] [--without-floor] [--list-quoted]
 
-- English knowledge base: the MTRAG passages (`mtrag/corpus.jsonl`, one document per passage). Covered: every turn
+- English knowledge bases: the MTRAG passages (`mtrag/corpus.jsonl`, one document per passage), once on each offered
+  model (the bundled one, and use-multilingual-v3, which reads English too). Covered: every turn
   of the MTRAG conversations whose reference answer is not a refusal, asked in its own conversation's order (the
   exclusion window and its relax rule at work, as in production). Not covered: the SciFact claims (biomedical
   research, which MTRAG's Wikipedia, finance, government and IBM Cloud passages hardly touch), each the first turn
@@ -23,6 +24,10 @@ similarity would read: the 10th, 50th and 90th percentile of each question's bes
 knowledge base (brute force over the documents' texts whole, with the knowledge base's model). The covered questions
 answered nothing are listed on stderr. Every question row is a seeded sample where --limit cuts it. The database is
 SQLite under var/bench unless DATABASE_URL is set.
+
+The turns run with the shipped similarity floors (`answering.ANSWER_SIMILARITY_FLOORS`). `--without-floor` runs them
+with none and prints, per model, what each floor on the nearest shown passage's cosine would add, on two halves of
+every row, and the floor the choosing rule picks from half 0 of the MTRAG covered turns alone (`_floor_report`).
 """
 
 from __future__ import annotations
@@ -60,6 +65,12 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=300, help="questions per row not covered (0 = all)")
     parser.add_argument("--faq-pairs", type=int, default=800, help="bq duplicate pairs of the Chinese FAQ")
     parser.add_argument(
+        "--without-floor",
+        action="store_true",
+        help="answer with no similarity floor (`answering.ANSWER_SIMILARITY_FLOORS` emptied in this process) and print "
+        "what each floor would do, and the one the choosing rule picks",
+    )
+    parser.add_argument(
         "--list-quoted", action="store_true", help="list on stderr the questions not covered that were quoted anyway"
     )
     args = parser.parse_args()
@@ -84,7 +95,11 @@ def main() -> int:
     with platform(name=f"floor_{run}") as env, worker_running(env):
         from django.db import connection
 
-        from conversations.turn import languages
+        from conversations.turn import answering, languages
+
+        if args.without_floor:
+            answering.ANSWER_SIMILARITY_FLOORS.clear()
+        print(f"similarity floors: {answering.ANSWER_SIMILARITY_FLOORS or 'none'}")
 
         nothing_replies = {
             replies[kind]
@@ -119,6 +134,9 @@ def main() -> int:
         from retrieval.embeddings import embed_texts
 
         rows: list[tuple[str, str, int, float, float | None, tuple[float, float, float]]] = []
+        # Per knowledge base's model, per row: (label, covered, [(question, answered nothing, nearest shown passage's
+        # cosine)]).
+        nearness: dict[str, list[tuple[str, bool, list[tuple[str, bool, float | None]]]]] = {}
 
         def unit(vectors: np.ndarray) -> np.ndarray:
             return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
@@ -146,35 +164,61 @@ def main() -> int:
             relaxed = sum(1 for body in searched if body["dedup"]["relaxed"]) / len(searched) if covered else None
             cosines = best_cosines([body["question"] for body in searched], *vectors)
             rows.append((knowledge_base, label, len(searched), nothing / len(searched), relaxed, cosines))
+            nearness.setdefault(vectors[1], []).append(
+                (
+                    label,
+                    covered,
+                    [
+                        (
+                            body["question"],
+                            body in answered_nothing,
+                            nearest(body),
+                        )
+                        for body in searched
+                    ],
+                )
+            )
             print(f"  {label}: {len(searched)} searched, {nothing} nothing; {load_average()}", file=sys.stderr)
+
+        def nearest(body: dict) -> float | None:
+            """The cosine of the question to the nearest passage the turn showed (None when it showed none)."""
+            known = [source["similarity"] for source in body["sources"] if source["similarity"] is not None]
+            return max(known, default=None)
 
         def singles(knowledge_base, questions: list[str]) -> list[dict | None]:  # noqa: ANN001
             return [ask(conversation(knowledge_base), question) for question in questions]
 
-        english = knowledge_base_through_api(tenant=tenant, client=client, name="mtrag")
-        documents_through_api(
-            tenant=tenant,
-            client=client,
-            knowledge_base=english,
-            documents=[
-                {"title": p.get("title") or p["doc_id"], "external_id": p["passage_id"], "text": p["text"]}
-                for p in passages
-            ],
-            label="mtrag",
-        )
-        print(f"English knowledge base: {len(passages)} MTRAG passages ({english.embedding_model})")
-        model = english.embedding_model
-        mtrag = (unit(embed_texts([passage["text"] for passage in passages], model=model)), model)
-        covered: list[dict | None] = []
-        for turns in conversations:
-            conversation_id = conversation(english)
-            covered += [ask(conversation_id, question) for question, answerable in turns if answerable]
-        row("English (MTRAG)", "MTRAG turns with an answer (covered)", covered, True, mtrag)
+        def english(model: str, name: str, *, chinese_row: bool) -> None:
+            """The MTRAG passages in a knowledge base of `model`, asked the covered turns and the rows not covered."""
+            knowledge_base = knowledge_base_through_api(tenant=tenant, client=client, name=name, embedding_model=model)
+            documents_through_api(
+                tenant=tenant,
+                client=client,
+                knowledge_base=knowledge_base,
+                documents=[
+                    {"title": p.get("title") or p["doc_id"], "external_id": p["passage_id"], "text": p["text"]}
+                    for p in passages
+                ],
+                label=name,
+            )
+            print(f"English knowledge base: {len(passages)} MTRAG passages ({model})")
+            vectors = (unit(embed_texts([passage["text"] for passage in passages], model=model)), model)
+            covered: list[dict | None] = []
+            for turns in conversations:
+                conversation_id = conversation(knowledge_base)
+                covered += [ask(conversation_id, question) for question, answerable in turns if answerable]
+            label = f"English (MTRAG, {model[:8]})"
+            row(label, "MTRAG turns with an answer (covered)", covered, True, vectors)
+            row(label, "SciFact claims (not covered)", singles(knowledge_base, claims), False, vectors)
+            row(label, "QQP questions (mixed)", singles(knowledge_base, first_questions("qqp")), False, vectors)
+            if chinese_row:
+                lcqmc = first_questions("lcqmc")
+                row(label, "LCQMC questions (Chinese, unread)", singles(knowledge_base, lcqmc), False, vectors)
+
         claims = _sample(claims, args.limit, "scifact")
-        row("English (MTRAG)", "SciFact claims (not covered)", singles(english, claims), False, mtrag)
-        row("English (MTRAG)", "QQP questions (mixed)", singles(english, first_questions("qqp")), False, mtrag)
+        english("all-MiniLM-L6-v2", "mtrag", chinese_row=True)
+        english("use-multilingual-v3", "mtrag-use", chinese_row=False)
         lcqmc = first_questions("lcqmc")
-        row("English (MTRAG)", "LCQMC questions (Chinese, unread)", singles(english, lcqmc), False, mtrag)
 
         chinese = knowledge_base_through_api(
             tenant=tenant, client=client, name="bq-faq", embedding_model="use-multilingual-v3", text_analyzer="chinese"
@@ -207,8 +251,48 @@ def main() -> int:
                 f"{knowledge_base:18} {label:36} {count:>6} {nothing:>8.3f} {shown}  {p10:.3f} / {p50:.3f} / {p90:.3f}"
             )
         print(f"questions the API would refuse as invalid (left out): {len(left_out)}")
+        if args.without_floor:
+            print()
+            _floor_report(nearness)
         print(f"{load_average()} at the end")
         return 0
+
+
+# The similarity floors the report tries: the vector side's cosine of a question to the nearest passage shown.
+CUTS = tuple(round(0.15 + 0.025 * step, 3) for step in range(15))
+# How many more covered turns (a share of them) a floor may answer nothing, on the half it is chosen on.
+COVERED_COST = 0.02
+
+
+def _half(question: str) -> int:
+    return zlib.crc32(question.encode()) % 2
+
+
+def _floor_report(nearness: dict[str, list[tuple[str, bool, list[tuple[str, bool, float | None]]]]]) -> None:
+    """Per model, what a floor on the nearest shown passage's cosine would add to answering nothing, on each half of
+    every row (by a hash of the question): a turn answered nothing already, or whose nearest passage is under the cut.
+    The cut is chosen on half 0 of the MTRAG covered turns alone (the highest whose cost there is at most
+    COVERED_COST over no floor); half 1 and every other row are what it is judged on."""
+    for model, model_rows in nearness.items():
+        print(f"{model}: share answered nothing at each floor (half 0 / half 1); the floor is chosen on MTRAG half 0")
+
+        def share(items: list[tuple[str, bool, float | None]], cut: float, half: int) -> float:
+            chosen = [item for item in items if _half(item[0]) == half]
+            nothing = [item for item in chosen if item[1] or (item[2] is not None and item[2] < cut)]
+            return len(nothing) / max(1, len(chosen))
+
+        fit = next((items for label, covered, items in model_rows if covered and label.startswith("MTRAG")), None)
+        chosen_cut = None
+        if fit is not None:
+            base = share(fit, -1.0, 0)
+            within = [cut for cut in CUTS if share(fit, cut, 0) - base <= COVERED_COST]
+            chosen_cut = max(within) if within else None
+        print(f"  {'questions':38} {'no floor':>13}" + "".join(f"{cut:>13.3f}" for cut in CUTS))
+        for label, _, items in model_rows:
+            cells = [f"{share(items, -1.0, 0):.3f}/{share(items, -1.0, 1):.3f}"]
+            cells += [f"{share(items, cut, 0):.3f}/{share(items, cut, 1):.3f}" for cut in CUTS]
+            print(f"  {label[:38]:38} " + "".join(f"{cell:>13}" for cell in cells))
+        print(f"  chosen on MTRAG half 0 (cost <= {COVERED_COST}): {chosen_cut}")
 
 
 if __name__ == "__main__":

@@ -242,6 +242,9 @@ class ChunkHit:
     external_id: str | None
     document_external_id: str | None
     document_title: str
+    # The query's cosine to the chunk's vector (`vectorstore.SearchHit.similarity`): how near, where `score` is how it
+    # ranked in the search's mode. None when the search had no query vector.
+    similarity: float | None = None
 
 
 FULL_TEXT_UNAVAILABLE = "full_text_unavailable"
@@ -451,6 +454,7 @@ def _hits_shown(
                 chunk_id=hit.chunk_id,
                 document_id=document_id,
                 score=hit.score,
+                similarity=hit.similarity,
                 text=text,
                 position=position,
                 token_count=token_count,

@@ -33,6 +33,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from django.conf import settings
 
 from kbplatform import chinese_script
@@ -194,6 +195,9 @@ class SearchHit:
     document_id: int
     knowledge_base_id: int
     score: float
+    # The query vector's cosine to the chunk's vector, whatever ranked it (in HYBRID the score is fusion's, which says
+    # how the hit ranked, not how near it is); None when the search had no query vector.
+    similarity: float | None = None
 
 
 def _row_targets(row: ChunkVector, *, dimension: int) -> list[str]:
@@ -410,7 +414,11 @@ def vectors_search(
         query_text=query_text,
         analyzer=analyzer,
     )
-    common = {"collection_name": name, "limit": limit, "output_fields": [doc_field, "knowledge_base_id"]}
+    output_fields = [doc_field, "knowledge_base_id"]
+    if mode != SEMANTIC and query_vector is not None:
+        # The hits' vectors, for their cosine to the query: a SEMANTIC hit's score is that cosine already.
+        output_fields.append("vector")
+    common = {"collection_name": name, "limit": limit, "output_fields": output_fields}
     if group_by_document:
         common["group_by_field"] = doc_field
     if mode == HYBRID:
@@ -437,10 +445,16 @@ def vectors_search(
             anns_field=request.anns_field,
             **common,
         )
+    query = _unit(query_vector) if query_vector is not None and mode != SEMANTIC else None
     hits = []
     for hit in results[0] if results else []:
         entity = hit.get("entity", {})
         distance = float(hit["distance"])
+        if mode == SEMANTIC:
+            similarity = distance
+        else:
+            vector = entity.get("vector") if query is not None else None
+            similarity = None if vector is None else float(query @ _unit(vector))
         hits.append(
             SearchHit(
                 chunk_id=int(hit.get("id", hit.get("chunk_id"))),
@@ -448,9 +462,17 @@ def vectors_search(
                 knowledge_base_id=int(entity["knowledge_base_id"]),
                 # BM25 scores are never negative; Milvus Lite reports them negated (in the right order).
                 score=abs(distance) if mode == FULL_TEXT else distance,
+                similarity=similarity,
             )
         )
     return hits
+
+
+def _unit(vector: Sequence[float]) -> np.ndarray:
+    """`vector` scaled to length 1 (a zero vector stays zero), so that a dot product is the COSINE metric's value."""
+    array = np.asarray(vector, dtype=np.float32)
+    norm = float(np.linalg.norm(array))
+    return array / norm if norm else array
 
 
 def collections_flush(*, names: Sequence[str] | None = None) -> list[str]:

@@ -112,6 +112,7 @@ def turn_display(
                 "document_external_id": source.document_external_id,
                 "external_id": source.external_id,
                 "score": _float_or_none(source.score),
+                "similarity": _float_or_none(source.similarity),
                 "text": source.text,
             }
             for source in outcome.sources
@@ -171,6 +172,7 @@ def search_display(*, hits: Iterable[ChunkHit], state: IndexState, took_ms: floa
                 "external_id": hit.external_id,
                 "position": hit.position,
                 "score": float(hit.score),
+                "similarity": hit.similarity,
                 "text": hit.text,
             }
             for hit in hits

@@ -349,6 +349,11 @@ class ConversationMessageApi(JsonErrorsWhileStreamingMixin, TenantApi):
             external_id = serializers.CharField(allow_null=True)
             document_external_id = serializers.CharField(allow_null=True)
             score = serializers.FloatField(allow_null=True)
+            similarity = serializers.FloatField(
+                allow_null=True,
+                help_text="The question's cosine to the chunk under the knowledge base's embedding model (null when "
+                "not known): how near it is in meaning, where `score` is what ranked it.",
+            )
             text = serializers.CharField()
 
         class DedupSerializer(serializers.Serializer):

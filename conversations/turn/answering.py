@@ -98,6 +98,8 @@ class SourcePassage:
     chunk_id: int
     text: str
     token_count: int
+    # The searched question's cosine to the passage under the knowledge base's model; None when not known.
+    similarity: float | None = None
 
 
 @dataclass(frozen=True)
@@ -139,11 +141,19 @@ class AnswerGenerator(Protocol):
 
     def rewrite(self, *, question: str, history: Sequence[HistoryTurn]) -> str: ...
 
-    def answerable(self, *, question: str, passages: Sequence[SourcePassage], question_read: bool = True) -> bool:
+    def answerable(
+        self,
+        *,
+        question: str,
+        passages: Sequence[SourcePassage],
+        question_read: bool = True,
+        similarity_floor: float | None = None,
+    ) -> bool:
         """Whether an answer to `question` can be made from `passages` at all, known before any text is made
-        (`question_read`: whether the model that found them read the question, `embeddings.text_readable`). A turn
-        whose passages cannot answer it shows none of them and consumes none: its answer says the knowledge base holds
-        nothing on it, and a repeat of the question searches again."""
+        (`question_read`: whether the model that found them read the question, `embeddings.text_readable`;
+        `similarity_floor`: the cosine under which a passage is too far from the question in the knowledge base's model
+        to answer it, `answer_similarity_floor`). A turn whose passages cannot answer it shows none of them and consumes
+        none: its answer says the knowledge base holds nothing on it, and a repeat of the question searches again."""
         ...
 
 
@@ -224,7 +234,14 @@ class ExtractiveAnswerGenerator:
     def rewrite(self, *, question: str, history: Sequence[HistoryTurn]) -> str:
         return question
 
-    def answerable(self, *, question: str, passages: Sequence[SourcePassage], question_read: bool = True) -> bool:
+    def answerable(
+        self,
+        *,
+        question: str,
+        passages: Sequence[SourcePassage],
+        question_read: bool = True,
+        similarity_floor: float | None = None,
+    ) -> bool:
         """False when no sentence of `passages` shares a content word with `question` (`content_words`: Chinese read
         in jieba's words), unless the question is in another language and the model read it. Such a sentence would be
         quoted for its passage's rank alone, which is what a question the knowledge base does not cover (the weather,
@@ -233,12 +250,35 @@ class ExtractiveAnswerGenerator:
         with them whatever it asks: a model that read it (a multilingual one) found them by meaning, and they are
         quoted; one that did not (Chinese to the bundled model) found them by nothing."""
         sentences = [sentence for _, _, sentence in _quotable(passages)]
-        if not sentences:
+        if not sentences or _all_far(passages, similarity_floor):
             return False
         question_words = _words_named(question)
         if any(question_words & _words_named(sentence) for sentence in sentences):
             return True
         return question_read and not _one_language(question, sentences)
+
+
+# The cosine of a question to the nearest passage a search found, under which no passage is taken to answer it, per
+# embedding model (cosines of two models are on scales of their own): the highest that answers nothing to at most two
+# in a hundred more of the questions a knowledge base covers, on data apart from what judges it (`bench/answer_floor.py
+# --without-floor`; docs/conversations.md, "Answers and tokens"). A model not listed has no floor, only the
+# shared-word rule: use-multilingual-v3's, chosen the same way, cost more than that where it was judged and was not
+# measured on Chinese passages.
+ANSWER_SIMILARITY_FLOORS: dict[str, float] = {"all-MiniLM-L6-v2": 0.30}
+
+
+def answer_similarity_floor(model: str) -> float | None:
+    """The similarity floor of the extractive answer for knowledge bases of `model`, or None (no floor)."""
+    return ANSWER_SIMILARITY_FLOORS.get(model)
+
+
+def _all_far(passages: Sequence[SourcePassage], floor: float | None) -> bool:
+    """Whether every passage whose similarity is known is under `floor`, and one is known. A lexical search's hit has
+    a word of the question by construction, whatever it is about; its vector's cosine says how near it is in meaning."""
+    if floor is None:
+        return False
+    known = [passage.similarity for passage in passages if passage.similarity is not None]
+    return bool(known) and max(known) < floor
 
 
 _HANGUL_WORD = re.compile(r"[\uac00-\ud7a3]{3,}")
@@ -502,7 +542,14 @@ class ChatCompletionsAnswerGenerator:
     ) -> GeneratedAnswer:
         return answer_collect(self.stream(question=question, passages=passages, history=history))
 
-    def answerable(self, *, question: str, passages: Sequence[SourcePassage], question_read: bool = True) -> bool:
+    def answerable(
+        self,
+        *,
+        question: str,
+        passages: Sequence[SourcePassage],
+        question_read: bool = True,
+        similarity_floor: float | None = None,
+    ) -> bool:
         """Always: the model reads the passages and, told to, says in its answer when they hold none (which the turn
         cannot tell before the text is made)."""
         return True

@@ -28,6 +28,9 @@ class SourceView:
     document_external_id: str | None
     score: float | None
     text: str
+    # The question's cosine to the chunk when the turn searched it (`ChunkHit.similarity`); None when not known (a
+    # stored answer's sources shown from a turn recorded without it).
+    similarity: float | None = None
 
 
 # The columns of a cited chunk that the sources check compares and a served answer shows; then whether it is enabled.
@@ -104,6 +107,7 @@ def stored_sources(
                 document_external_id=row[3],
                 score=cited.get("score"),
                 text=row[4],
+                similarity=cited.get("similarity"),
             )
         )
     return views
@@ -117,4 +121,5 @@ def source_view_of_hit(hit: ChunkHit) -> SourceView:
         document_external_id=hit.document_external_id,
         score=hit.score,
         text=hit.text,
+        similarity=hit.similarity,
     )

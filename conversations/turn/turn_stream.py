@@ -93,6 +93,7 @@ def turn_sources_body(sources: list[SourceView]) -> list[dict[str, Any]]:
             "external_id": source.external_id,
             "document_external_id": source.document_external_id,
             "score": _float_or_none(source.score),
+            "similarity": _float_or_none(source.similarity),
             "text": source.text,
         }
         for source in sources

@@ -30,6 +30,7 @@ from conversations.turn.answering import (
     SourcePassage,
     answer_cites,
     answer_generator,
+    answer_similarity_floor,
     context_tokens_of,
 )
 from conversations.turn.conversations import conversation_for
@@ -270,11 +271,19 @@ def _turn_execute(
         ),
         sources=[source_view_of_hit(hit) for hit in hits],
         source_chunks={
-            str(hit.chunk_id): {"hash": hit.content_hash, "score": hit.score, "document_id": hit.document_id}
+            str(hit.chunk_id): {
+                "hash": hit.content_hash,
+                "score": hit.score,
+                "similarity": hit.similarity,
+                "document_id": hit.document_id,
+            }
             for hit in hits
         },
     )
-    result.passages = [SourcePassage(chunk_id=h.chunk_id, text=h.text, token_count=h.token_count) for h in hits]
+    result.passages = [
+        SourcePassage(chunk_id=h.chunk_id, text=h.text, token_count=h.token_count, similarity=h.similarity)
+        for h in hits
+    ]
     result.answer_question = answer_question
     if mode != "answer":
         result.context_tokens = context_tokens_of(result.passages)
@@ -516,6 +525,7 @@ def turn_prepare(
             question=answer.answer_question,
             passages=answer.passages,
             question_read=text_readable(answer.answer_question, model_name),
+            similarity_floor=answer_similarity_floor(model_name),
         )
     ):
         _shows_nothing(answer=answer, decision=decision, language=judged.facts.language)

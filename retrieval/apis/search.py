@@ -36,6 +36,11 @@ class ChunkHitOutputSerializer(serializers.Serializer):
     external_id = serializers.CharField(allow_null=True)
     position = serializers.IntegerField()
     score = serializers.FloatField()
+    similarity = serializers.FloatField(
+        allow_null=True,
+        help_text="The query's cosine to the chunk under the knowledge base's embedding model, in every mode: how "
+        "near the chunk is in meaning, where `score` is what ranked it.",
+    )
     text = serializers.CharField()
 
 

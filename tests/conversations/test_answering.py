@@ -157,6 +157,29 @@ def test_a_question_sharing_only_function_words_with_the_passages_is_in_their_la
     assert not ExtractiveAnswerGenerator().answerable(question="Is the cafeteria open on Sundays?", passages=PASSAGES)
 
 
+def _near(passage: SourcePassage, similarity: float | None) -> SourcePassage:
+    return SourcePassage(passage.chunk_id, passage.text, passage.token_count, similarity=similarity)
+
+
+@pytest.mark.parametrize(
+    ("similarities", "answerable"),
+    [
+        ((0.2, 0.25), False),  # every passage far in meaning, though one shares "plan" with the question
+        ((0.2, 0.45), True),  # the nearest is over the floor
+        ((0.3, 0.2), True),  # at the floor is not under it
+        ((None, None), True),  # nothing known of their nearness: only the shared-word rule
+        ((0.2, None), False),  # the one known is far
+    ],
+)
+def test_a_similarity_floor_answers_nothing_from_passages_all_far_in_meaning(similarities, answerable):
+    """A lexical search's hits share a word with the question by construction, whatever they are about."""
+    question = "Which plan suits a school trip to Rome?"
+    passages = [_near(passage, similarity) for passage, similarity in zip(PASSAGES, similarities, strict=True)]
+    generator = ExtractiveAnswerGenerator()
+    assert generator.answerable(question=question, passages=passages, similarity_floor=0.3) is answerable
+    assert generator.answerable(question=question, passages=passages)  # no floor: the shared word decides
+
+
 def test_a_language_model_is_always_given_the_passages():
     """Only the model can tell whether they answer: it says so in its answer when they do not."""
     generator = ChatCompletionsAnswerGenerator(base_url="http://127.0.0.1:9/v1", model="m", api_key="", timeout=1)

@@ -14,7 +14,7 @@ import pytest
 from conversations.models import ConsumedItem
 from conversations.services import dedup_policy_update
 from conversations.turn import languages
-from conversations.turn.answering import NOTHING_NEW
+from conversations.turn.answering import NOTHING_FOUND, NOTHING_NEW, answer_similarity_floor
 from retrieval import embeddings
 from tests.conversations.helpers import HANDBOOK, HELP_CENTRE_ZH, indexed_kb
 from tests.conversations.test_api import ask, start
@@ -133,6 +133,25 @@ def test_a_question_the_help_centre_does_not_cover_is_answered_nothing_and_consu
     # nothing in it answers the question, shown before or not.
     again = ask(api_client, conversation_id, off_topic)
     assert again["dedup"]["relaxed"] is True and again["answer"] == nothing and again["sources"] == [], again
+
+
+def test_a_question_sharing_words_not_meaning_with_the_help_centre_is_answered_nothing(api_client, tenant, services):
+    """A lexical search needs only a shared word: "money" and "account" are in the refund passage, which the search
+    finds for a question about interest. The bundled model's cosine of the two is under its similarity floor, so
+    nothing is quoted; a question the passage answers is over it."""
+    kb = indexed_kb(tenant, documents=HELP_CENTRE_EN, name="help-floor", embedding_model="all-MiniLM-L6-v2")
+    floor = answer_similarity_floor("all-MiniLM-L6-v2")
+    off_topic = "Can the money in my account earn interest?"
+    found = api_client.post(f"/api/v1/knowledge-bases/{kb.pk}/search/", {"query": off_topic}, format="json").json()
+    refund = next(hit for hit in found["results"] if hit["document_external_id"] == "refund")
+    assert refund["similarity"] < floor, refund
+    conversation_id = start(api_client, kb)
+    body = ask(api_client, conversation_id, off_topic)
+    assert body["answer"] == NOTHING_FOUND and body["sources"] == [], body
+    assert not ConsumedItem.objects.for_tenant(tenant).exists()
+    body = ask(api_client, conversation_id, "How long does a refund take to arrive?")
+    assert body["sources"][0]["document_external_id"] == "refund", body["sources"]
+    assert body["sources"][0]["similarity"] >= floor and "[1]" in body["answer"], body
 
 
 # Per handbook document, a question only its text shares a content word with.

@@ -97,6 +97,23 @@ def test_rank_fusion_runs_in_milvus_with_the_platforms_k(milvus_server, tenant, 
 
 
 @pytest.mark.django_db
+def test_every_mode_gives_each_hit_its_cosine_to_the_query(milvus_server, tenant):
+    """A fused or BM25 score says how a hit ranked; its similarity is how near it is in meaning, the cosine a semantic
+    search gives the same chunk, whatever ranked it."""
+    knowledge_base = indexed_kb(tenant, SUPPORT, name="support-similarity")
+    text = "the battery does not charge with this adapter"
+    every_chunk = {"limit": 20, "group_by_document": False}
+
+    semantic = _search(tenant, knowledge_base, text, retrieval_mode=RetrievalMode.SEMANTIC, **every_chunk)
+    cosines = {hit.chunk_id: hit.score for hit in semantic}
+    assert len(cosines) == 8 and all(hit.similarity == hit.score for hit in semantic)
+    for mode in (RetrievalMode.FULL_TEXT, RetrievalMode.HYBRID):
+        hits = _search(tenant, knowledge_base, text, retrieval_mode=mode, **every_chunk)
+        assert hits and {hit.similarity for hit in hits} != {hit.score for hit in hits}
+        assert [hit.similarity for hit in hits] == pytest.approx([cosines[hit.chunk_id] for hit in hits], abs=1e-4)
+
+
+@pytest.mark.django_db
 def test_full_text_finds_nothing_for_words_no_chunk_holds(milvus_server, tenant):
     knowledge_base = indexed_kb(tenant, SUPPORT, name="support-nothing")
 
