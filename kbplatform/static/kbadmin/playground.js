@@ -161,6 +161,7 @@
       tr.append(
         element("td", String(index + 1)),
         element("td", score(row.score), "nowrap kb-score"),
+        element("td", score(row.similarity), "nowrap kb-score"),
         element("td", documentLabel(row), "kb-document"),
         element("td", row.text, "kb-passage"),
       );
