@@ -27,7 +27,7 @@ SQLite under var/bench unless DATABASE_URL is set.
 
 The turns run with the shipped similarity floors (`answering.ANSWER_SIMILARITY_FLOORS`). `--without-floor` runs them
 with none and prints, per model, what each floor on the nearest shown passage's cosine would add, on two halves of
-every row, and the floor the choosing rule picks from half 0 of the MTRAG covered turns alone (`_floor_report`).
+every row, and the floor the choosing rule picks from half 0 of the MTRAG covered turns alone (`floor_choice`).
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from common import DATA, documents_through_api, knowledge_base_through_api, load
 from common import worker as worker_running
 from dedup_languages import askable
 from embedding_multilingual import PAIR_SETS, SEED, faq_split, pairs_read, pairs_sampled
+from floor_choice import COVERED_COST, FLOORS, Turn, floor_chosen, share_answered_nothing
 
 REFUSALS = ("don't have the answer", "do not have")
 
@@ -258,41 +259,21 @@ def main() -> int:
         return 0
 
 
-# The similarity floors the report tries: the vector side's cosine of a question to the nearest passage shown.
-CUTS = tuple(round(0.15 + 0.025 * step, 3) for step in range(15))
-# How many more covered turns (a share of them) a floor may answer nothing, on the half it is chosen on.
-COVERED_COST = 0.02
-
-
-def _half(question: str) -> int:
-    return zlib.crc32(question.encode()) % 2
-
-
-def _floor_report(nearness: dict[str, list[tuple[str, bool, list[tuple[str, bool, float | None]]]]]) -> None:
+def _floor_report(nearness: dict[str, list[tuple[str, bool, list[Turn]]]]) -> None:
     """Per model, what a floor on the nearest shown passage's cosine would add to answering nothing, on each half of
-    every row (by a hash of the question): a turn answered nothing already, or whose nearest passage is under the cut.
-    The cut is chosen on half 0 of the MTRAG covered turns alone (the highest whose cost there is at most
-    COVERED_COST over no floor); half 1 and every other row are what it is judged on."""
+    every row, and the floor `floor_choice.floor_chosen` picks from half 0 of the MTRAG covered turns alone."""
     for model, model_rows in nearness.items():
         print(f"{model}: share answered nothing at each floor (half 0 / half 1); the floor is chosen on MTRAG half 0")
-
-        def share(items: list[tuple[str, bool, float | None]], cut: float, half: int) -> float:
-            chosen = [item for item in items if _half(item[0]) == half]
-            nothing = [item for item in chosen if item[1] or (item[2] is not None and item[2] < cut)]
-            return len(nothing) / max(1, len(chosen))
-
         fit = next((items for label, covered, items in model_rows if covered and label.startswith("MTRAG")), None)
-        chosen_cut = None
-        if fit is not None:
-            base = share(fit, -1.0, 0)
-            within = [cut for cut in CUTS if share(fit, cut, 0) - base <= COVERED_COST]
-            chosen_cut = max(within) if within else None
-        print(f"  {'questions':38} {'no floor':>13}" + "".join(f"{cut:>13.3f}" for cut in CUTS))
+        chosen = floor_chosen(fit) if fit is not None else None
+        print(f"  {'questions':38} {'no floor':>13}" + "".join(f"{floor:>13.3f}" for floor in FLOORS))
         for label, _, items in model_rows:
-            cells = [f"{share(items, -1.0, 0):.3f}/{share(items, -1.0, 1):.3f}"]
-            cells += [f"{share(items, cut, 0):.3f}/{share(items, cut, 1):.3f}" for cut in CUTS]
+            cells = [
+                "/".join(f"{share_answered_nothing(items, floor=floor, half=half):.3f}" for half in (0, 1))
+                for floor in (None, *FLOORS)
+            ]
             print(f"  {label[:38]:38} " + "".join(f"{cell:>13}" for cell in cells))
-        print(f"  chosen on MTRAG half 0 (cost <= {COVERED_COST}): {chosen_cut}")
+        print(f"  chosen on MTRAG half 0 (cost <= {COVERED_COST}): {chosen}")
 
 
 if __name__ == "__main__":
