@@ -18,6 +18,11 @@ For each corpus size (default 5,000 and 100,000 chunks) it prints p50 and p95 of
   and the frame: the turn's transaction, answer, hits' rows and serialisation; the line under it, the p50 of each
   stage of the miss as the turn calls it (MISS_STAGES: the API key's row, the conversation's, the Milvus search, the
   hits' rows, the answer, the transaction and, of it, its statements' round trip).
+- search, hit vectors / no vectors: the turn's Milvus call alone (its mode and depth), asking for the hits' vectors
+  as the turn does (their cosine to the question is what the extractive answer's similarity floor reads) and not, in
+  alternating order per question, with the paired median of the difference.
+Questions the turn answers nothing (the knowledge base holds nothing on them: such an answer is never served again,
+so there is no hit to time) are left out of every case and counted on stderr; the next questions take their place.
 Raw, miss, embed and hit are measured side by side per question; the hit line also prints the paired median of
 (hit - embed), which a change of load during the run moves less than the difference of two medians.
 The database is SQLite under var/bench unless DATABASE_URL is set (PostgreSQL is what production runs).
@@ -147,7 +152,9 @@ def raw_search(
     dense_weight: float | None = None,
     limit: int = 5,
 ) -> None:
-    """The one grouped, tenant-filtered search of `limit` every retrieving turn makes: raw's search (in `mode`)."""
+    """The one grouped, tenant-filtered search of `limit` every retrieving turn makes: raw's search (in `mode`), asking
+    for the hits' cosines as the turn does when its answer reads a similarity floor."""
+    from conversations.turn.answering import answer_similarity_floor
     from retrieval import vectorstore
 
     vectorstore.vectors_search(
@@ -161,7 +168,63 @@ def raw_search(
         analyzer=knowledge_base.text_analyzer,
         full_text=True,
         dense_weight=dense_weight,
+        hit_similarity=answer_similarity_floor(knowledge_base.embedding_model) is not None,
     )
+
+
+def fused_search_pair(*, tenant, knowledge_base, question: str, limit: int, order: int) -> tuple[float, float]:  # noqa: ANN001
+    """The turn's search (its mode and depth) timed twice, in `order`: as the turn sends it, asking Milvus for the hits'
+    vectors (whose cosine to the question the extractive answer's similarity floor reads), and asking for the document
+    and knowledge base fields alone, as it did before. Only the fields differ: the same requests, ranker and grouping.
+    (ms with vectors, ms without)."""
+    from pymilvus import AnnSearchRequest, RRFRanker, WeightedRanker
+
+    from retrieval import milvus, vectorstore
+    from retrieval.embeddings import embed_query
+
+    mode, weight = knowledge_base.retrieval_mode, knowledge_base.hybrid_dense_weight
+    vector = embed_query(question)
+    name = vectorstore.collection_ensure(dimension=knowledge_base.embedding_dimension, full_text=True)
+    expression = vectorstore.filter_build(tenant_id=tenant.pk, knowledge_base_id=knowledge_base.pk)
+    requests = vectorstore.search_requests_build(
+        mode=mode,
+        expression=expression,
+        limit=limit,
+        query_vector=vector,
+        query_text=question,
+        analyzer=knowledge_base.text_analyzer,
+    )
+    client = milvus.connect()
+
+    def timed(fields: list[str]) -> float:
+        common = {"collection_name": name, "limit": limit, "output_fields": fields, "group_by_field": "doc_id"}
+        started = time.perf_counter()
+        if mode == vectorstore.HYBRID:
+            ranker = RRFRanker(vectorstore.RRF_K) if weight is None else WeightedRanker(weight, 1.0 - weight)
+            subs = [
+                AnnSearchRequest(data=r.data, anns_field=r.anns_field, param=r.param, limit=r.limit, expr=r.expr)
+                for r in requests
+            ]
+            client.hybrid_search(reqs=subs, ranker=ranker, **common)
+        else:
+            (request,) = requests
+            client.search(
+                data=request.data,
+                filter=request.expr,
+                search_params=request.param,
+                anns_field=request.anns_field,
+                **common,
+            )
+        elapsed = (time.perf_counter() - started) * 1000
+        time.sleep(0.05)
+        return elapsed
+
+    fields = ["doc_id", "knowledge_base_id"]
+    if order == 0:
+        with_vectors = timed([*fields, "vector"])
+        return with_vectors, timed(fields)
+    bare = timed(fields)
+    return timed([*fields, "vector"]), bare
 
 
 def index_ready(*, tenant, knowledge_base, vector, timeout: float = 300) -> float:  # noqa: ANN001
@@ -280,8 +343,13 @@ def measure(client, tenant, knowledge_base, questions: list[str], samples: int) 
     # Raw, miss, embedding alone and hit are measured side by side for each question, so a change in the
     # machine's load during the run moves all four alike.
     raw, raw_deep, embed, miss, hit, async_hit, frame = [], [], [], [], [], [], []
-    for question in questions[:samples]:
-        for timings, limit in ((raw, TOP_K), (raw_deep, turn_limit))[:: 1 if len(raw) % 2 == 0 else -1]:
+    searched_vectors, searched_bare = [], []
+    answered_nothing, answered = 0, []
+    for question in questions:
+        if len(miss) == samples:
+            break
+        raws: dict[str, float] = {}
+        for case, limit in (("raw", TOP_K), ("deep", turn_limit))[:: 1 if len(raw) % 2 == 0 else -1]:
             started = time.perf_counter()
             vector = embed_query(question)
             raw_search(
@@ -293,15 +361,28 @@ def measure(client, tenant, knowledge_base, questions: list[str], samples: int) 
                 dense_weight=knowledge_base.hybrid_dense_weight,
                 limit=limit,
             )
-            timings.append((time.perf_counter() - started) * 1000)
+            raws[case] = (time.perf_counter() - started) * 1000
             # The same pause as before the hit below: no measured step starts on the heels of another search.
             time.sleep(0.05)
+        with_vectors, bare = fused_search_pair(
+            tenant=tenant, knowledge_base=knowledge_base, question=question, limit=turn_limit, order=len(raw) % 2
+        )
 
         conversation_id = new_conversation()
         stages.start()
         elapsed, body = post(conversation_id, question)
         stages.stop()
         assert body["dedup"]["action"] in ("answered", "bypassed", "smalltalk"), body["dedup"]
+        if not body["sources"]:
+            # Answered that the knowledge base holds nothing on it: such an answer is never served again, so the
+            # question has no hit; it is left out of every case, so that each case is measured on the same questions.
+            answered_nothing += 1
+            continue
+        answered.append(question)
+        raw.append(raws["raw"])
+        raw_deep.append(raws["deep"])
+        searched_vectors.append(with_vectors)
+        searched_bare.append(bare)
         miss.append(elapsed)
 
         # Milvus may still be busy with the miss's search for a moment (it runs in another process): let it settle,
@@ -331,7 +412,8 @@ def measure(client, tenant, knowledge_base, questions: list[str], samples: int) 
     # of questions (in alternating order, so neither always goes first), after the same pause as the miss.
     exclusion: dict[str, list[float]] = {"exclusion": [], "no exclusion": []}
     for offset in range(0, samples):
-        chain = [questions[(offset + k) % len(questions)] for k in range(6)]
+        # Of the questions answered from passages: one answered nothing consumes nothing, leaving nothing to exclude.
+        chain = [answered[(offset + k) % len(answered)] for k in range(6)]
         arms = (("exclusion", True), ("no exclusion", False))
         for label, enabled in arms if offset % 2 == 0 else arms[::-1]:
             dedup_policy_update(tenant=tenant, exclusion_enabled=enabled, exclusion_window=5, scope="off")
@@ -353,7 +435,10 @@ def measure(client, tenant, knowledge_base, questions: list[str], samples: int) 
         "hit, async": async_hit,
         "frame": frame,
         **exclusion,
+        "search, hit vectors": searched_vectors,
+        "search, no vectors": searched_bare,
         "stages": stages.totals,
+        "answered nothing": answered_nothing,
     }
 
 
@@ -531,6 +616,11 @@ def main() -> None:
                     )
                 continue
             figures = measure(client, tenant, knowledge_base, questions, args.samples)
+            print(
+                f"{size:>7} {figures['answered nothing']} questions left out: answered nothing (never served again, so "
+                "no hit to time)",
+                file=sys.stderr,
+            )
             raw50, raw95 = summary(figures["raw"])
             deep50, _ = summary(figures["raw, turn depth"])
             embed50, _ = summary(figures["embed"])
@@ -539,6 +629,8 @@ def main() -> None:
             cases = (
                 "raw",
                 "raw, turn depth",
+                "search, no vectors",
+                "search, hit vectors",
                 "embed",
                 "frame",
                 "miss",
@@ -564,6 +656,15 @@ def main() -> None:
                     note = f"{p50 - embed50:+.1f} ms vs embed p50 (KB_ASYNC_COMMIT_CACHED_TURNS=true: no flush wait)"
                 elif case == "exclusion":
                     note = f"{p50 / off50:.2f}x no exclusion p50 (target <= 1.20)"
+                elif case == "search, no vectors":
+                    note = "the turn's Milvus call alone, asking no vector of its hits (the build before)"
+                elif case == "search, hit vectors":
+                    bare = figures["search, no vectors"]
+                    paired = statistics.median(v - b for v, b in zip(figures[case], bare, strict=True))
+                    note = (
+                        f"{p50 / summary(bare)[0]:.2f}x without; paired median {paired:+.2f} ms "
+                        "(the hits' vectors, for the answer's similarity floor)"
+                    )
                 print(f"{size:>7} {case:<16} {p50:>8.1f} {p95:>8.1f}   {note}")
                 ours[(size, case)] = p50
                 if case == "miss":

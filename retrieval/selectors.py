@@ -243,7 +243,7 @@ class ChunkHit:
     document_external_id: str | None
     document_title: str
     # The query's cosine to the chunk's vector (`vectorstore.SearchHit.similarity`): how near, where `score` is how it
-    # ranked in the search's mode. None when the search had no query vector.
+    # ranked in the search's mode. None when the search did not ask for it (`chunk_search`'s `hit_similarity`).
     similarity: float | None = None
 
 
@@ -345,6 +345,7 @@ def chunk_search(
     query_text: str = "",
     retrieval_mode: str | None = None,
     metadata_filter: Mapping[str, object] | None = None,
+    hit_similarity: bool = False,
 ) -> list[ChunkHit]:
     """Best chunks of one knowledge base for a query vector, best first, at most one per document when
     grouped, and never two of the same text (`hits_of_distinct_content`; nor one of `exclude_content_hashes`).
@@ -362,7 +363,8 @@ def chunk_search(
 
     Ranked in `retrieval_mode_resolve`'s mode (`retrieval_mode`, else the knowledge base's): by `query_vector`, by BM25
     of `query_text` (the text `query_vector` was embedded from), or both fused. Grouping, exclusions and the tenant's
-    filter are the same in every mode: each field search carries the whole filter."""
+    filter are the same in every mode: each field search carries the whole filter. `hit_similarity`: give every hit its
+    cosine to `query_vector` in every mode (`vectorstore.vectors_search`; a semantic hit always has it)."""
     mode = retrieval_mode_resolve(knowledge_base=knowledge_base, requested=retrieval_mode)
     if knowledge_base.tenant_id != tenant.pk:
         raise ValueError("knowledge base of another tenant")
@@ -400,6 +402,7 @@ def chunk_search(
         full_text=knowledge_base.text_index == TextIndexStatus.READY,
         dense_weight=knowledge_base.hybrid_dense_weight,
         metadata_filter=metadata_filter,
+        hit_similarity=hit_similarity,
     )
     asked = first_search_limit(mode=mode, limit=limit)
     hits = search(limit=asked)

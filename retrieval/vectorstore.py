@@ -196,7 +196,7 @@ class SearchHit:
     knowledge_base_id: int
     score: float
     # The query vector's cosine to the chunk's vector, whatever ranked it (in HYBRID the score is fusion's, which says
-    # how the hit ranked, not how near it is); None when the search had no query vector.
+    # how the hit ranked, not how near it is); None when not asked for (`vectors_search`'s `hit_similarity`).
     similarity: float | None = None
 
 
@@ -374,6 +374,7 @@ def vectors_search(
     analyzer: str = ENGLISH,
     full_text: bool = False,
     dense_weight: float | None = None,
+    hit_similarity: bool = False,
 ) -> list[SearchHit]:
     """Best chunks of one knowledge base of one tenant, best first: nearest by vector (SEMANTIC), by BM25 of
     `query_text` in the field of `analyzer` (FULL_TEXT), or both fused (HYBRID: reciprocal rank fusion, or weighted
@@ -382,7 +383,9 @@ def vectors_search(
     sub-search inside Milvus (so grouping and exclusions apply to what it leaves); on a collection without the metadata
     field it raises MetadataFilterUnsupported (409). `full_text` says the knowledge base's chunks are in the
     full-text collection (`TextIndex.READY`); FULL_TEXT and HYBRID need it. A hit's score is the cosine (SEMANTIC),
-    the BM25 score (FULL_TEXT) or the fused score (HYBRID), higher is better in each."""
+    the BM25 score (FULL_TEXT) or the fused score (HYBRID), higher is better in each. A hit's `similarity` is its cosine
+    to `query_vector`: the score in SEMANTIC; in the other modes only with `hit_similarity`, which asks Milvus for the
+    hits' vectors (a few milliseconds more a search: BENCHMARKS.md), else None."""
     if mode != SEMANTIC and not full_text and collection is None:
         raise ValueError(f"a {mode} search needs the knowledge base's chunks in the full-text collection")
     name = collection_ensure(dimension=dimension, collection=collection, full_text=full_text)
@@ -415,7 +418,7 @@ def vectors_search(
         analyzer=analyzer,
     )
     output_fields = [doc_field, "knowledge_base_id"]
-    if mode != SEMANTIC and query_vector is not None:
+    if hit_similarity and mode != SEMANTIC and query_vector is not None:
         # The hits' vectors, for their cosine to the query: a SEMANTIC hit's score is that cosine already.
         output_fields.append("vector")
     common = {"collection_name": name, "limit": limit, "output_fields": output_fields}
@@ -445,7 +448,7 @@ def vectors_search(
             anns_field=request.anns_field,
             **common,
         )
-    query = _unit(query_vector) if query_vector is not None and mode != SEMANTIC else None
+    query = _unit(query_vector) if "vector" in output_fields else None
     hits = []
     for hit in results[0] if results else []:
         entity = hit.get("entity", {})

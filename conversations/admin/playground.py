@@ -392,6 +392,7 @@ def playground_search_view(request: HttpRequest) -> JsonResponse:
         query_model_identity=query_model_identity,
         limit=form.cleaned_data["top_k"],
         group_by_document=form.cleaned_data["group_by_document"],
+        hit_similarity=True,
     )
     took_ms = (time.perf_counter() - started) * 1000
     # Logged as the search endpoint logs its queries, with the admin in place of the API key.

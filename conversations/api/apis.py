@@ -351,8 +351,9 @@ class ConversationMessageApi(JsonErrorsWhileStreamingMixin, TenantApi):
             score = serializers.FloatField(allow_null=True)
             similarity = serializers.FloatField(
                 allow_null=True,
-                help_text="The question's cosine to the chunk under the knowledge base's embedding model (null when "
-                "not known): how near it is in meaning, where `score` is what ranked it.",
+                help_text="The question's cosine to the chunk under the knowledge base's embedding model: how near it "
+                "is in meaning, where `score` is what ranked it. Always in semantic mode; in the others only where the "
+                "answer reads a similarity floor (the extractive answer on a model with one), else null.",
             )
             text = serializers.CharField()
 

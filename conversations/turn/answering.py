@@ -130,6 +130,8 @@ AnswerPiece = AnswerDelta | GeneratedAnswer
 class AnswerGenerator(Protocol):
     # Whether the generator reads `history` (the turn loads it only for one that does) and can `rewrite`.
     uses_history: bool
+    # Whether `answerable` reads a similarity floor (the turn asks for the passages' cosines only for one that does).
+    uses_similarity_floor: bool
 
     def stream(
         self, *, question: str, passages: Sequence[SourcePassage], history: Sequence[HistoryTurn] = ()
@@ -201,6 +203,7 @@ class ExtractiveAnswerGenerator:
 
     max_sentences = 3
     uses_history = False
+    uses_similarity_floor = True
 
     def stream(
         self, *, question: str, passages: Sequence[SourcePassage], history: Sequence[HistoryTurn] = ()
@@ -384,6 +387,7 @@ class ChatCompletionsAnswerGenerator:
     waits longer than `LLM_TIMEOUT` for the answer service: keep it below the web server's own request timeout."""
 
     uses_history = True
+    uses_similarity_floor = False  # it reads the passages and says when they do not answer
 
     def __init__(
         self,

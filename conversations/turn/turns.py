@@ -122,13 +122,14 @@ def _search(
     excluded_content: Collection[str],
     granularity: str,
     min_results: int,
+    hit_similarity: bool,
 ) -> tuple[list[ChunkHit], bool]:
     """Grouped search leaving out `excluded` and the passages of `excluded_content` (the texts the excluded turns
     showed, whichever document holds them now: empty when `excluded` is); relaxed (novel first, then the best
     already seen) when fewer than `min_results` remain. An empty exclusion list adds no clause. Raises
     EmbeddingModelMismatchError (409) when the knowledge base's vectors are another model's, before anything of the
     turn is written. Both searches rank in `retrieval_mode` (`search_query.search_mode_choose`'s; `query_text`: what
-    `query_vector` embeds)."""
+    `query_vector` embeds); `hit_similarity` gives their hits their cosine to it in every mode."""
     exclude_docs = excluded if granularity == Granularity.DOC else None
     exclude_chunks = excluded if granularity == Granularity.CHUNK else None
     hits = chunk_search(
@@ -143,6 +144,7 @@ def _search(
         exclude_chunk_ids=exclude_chunks,
         exclude_content_hashes=excluded_content,
         metadata_filter=conversation.metadata_filter,
+        hit_similarity=hit_similarity,
     )
     if not excluded or not decisions.exclusion_relaxes(result_count=len(hits), min_results=min_results, wanted=TOP_K):
         return hits, False
@@ -155,6 +157,7 @@ def _search(
         retrieval_mode=retrieval_mode,
         limit=TOP_K,
         metadata_filter=conversation.metadata_filter,
+        hit_similarity=hit_similarity,
     )
     # By document at either granularity: both searches group by document, and so does the merged list (a chunk
     # already there keeps its document's one place; another chunk of it shown before does not take a second one).
@@ -214,10 +217,12 @@ def _turn_execute(
     model: str,
     mode: str,
     rows_read: SourceRows | None = None,
+    hit_similarity: bool = False,
 ) -> _TurnAnswer:
     """Carry the decision out: the stored answer, the small-talk reply, or a search (whose answer, in `answer` mode, the
     caller generates: all at once, or streamed). `rows_read`: chunk rows read ahead, which give the excluded texts'
-    hashes when they cover the exclusion window."""
+    hashes when they cover the exclusion window; `hit_similarity`: the search gives every hit its cosine to the
+    question (what a similarity floor reads), whatever its mode."""
     if decision.kind == TurnKind.STORED:
         matched = decision.matched
         return _TurnAnswer(
@@ -263,6 +268,7 @@ def _turn_execute(
         excluded_content=excluded_content,
         granularity=policy.granularity,
         min_results=policy.min_results,
+        hit_similarity=hit_similarity,
     )
     result = _TurnAnswer(
         relaxed=relaxed,
@@ -506,6 +512,9 @@ def turn_prepare(
         # Read only for an answer still to be generated, by a generator that reads it: a served turn tokenizes nothing.
         generates = decision.kind == TurnKind.SEARCH and mode == "answer"
         history = _history_of(state=state) if generates and generator.uses_history else []
+    # The floor of the answer's passages' cosine, when its generator reads one: only then are the hits' vectors asked
+    # for (a lexical or fused search's scores say nothing of it).
+    similarity_floor = answer_similarity_floor(model_name) if generator.uses_similarity_floor else None
     answer = _turn_execute(
         tenant=tenant,
         conversation=conversation,
@@ -516,6 +525,7 @@ def turn_prepare(
         model=model,
         mode=mode,
         rows_read=rows_read,
+        hit_similarity=mode == "answer" and similarity_floor is not None,
     )
     if (
         decision.kind == TurnKind.SEARCH
@@ -525,7 +535,7 @@ def turn_prepare(
             question=answer.answer_question,
             passages=answer.passages,
             question_read=text_readable(answer.answer_question, model_name),
-            similarity_floor=answer_similarity_floor(model_name),
+            similarity_floor=similarity_floor,
         )
     ):
         _shows_nothing(answer=answer, decision=decision, language=judged.facts.language)

@@ -100,6 +100,7 @@ class KnowledgeBaseSearchApi(KeyScopedApi):
             group_by_document=data["group_by_document"],
             retrieval_mode=mode,
             metadata_filter=data["metadata_filter"],
+            hit_similarity=True,
         )
         elapsed_ms = (time.perf_counter() - started) * 1000
         logger.info(

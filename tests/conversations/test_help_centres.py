@@ -129,6 +129,8 @@ def test_a_question_the_help_centre_does_not_cover_is_answered_nothing_and_consu
     body = ask(api_client, conversation_id, question)
     assert body["sources"][0]["document_external_id"] == document, body["sources"]
     assert body["answer"] != nothing and "[1]" in body["answer"]
+    # The hits' cosines are asked of Milvus only where the answer reads a similarity floor: the bundled model's.
+    assert (body["sources"][0]["similarity"] is None) == (answer_similarity_floor(model) is None), body["sources"]
     # That turn showed the whole help centre: the window leaves it all out, the relax rule searches it again, and
     # nothing in it answers the question, shown before or not.
     again = ask(api_client, conversation_id, off_topic)

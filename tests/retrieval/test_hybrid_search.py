@@ -98,8 +98,8 @@ def test_rank_fusion_runs_in_milvus_with_the_platforms_k(milvus_server, tenant, 
 
 @pytest.mark.django_db
 def test_every_mode_gives_each_hit_its_cosine_to_the_query(milvus_server, tenant):
-    """A fused or BM25 score says how a hit ranked; its similarity is how near it is in meaning, the cosine a semantic
-    search gives the same chunk, whatever ranked it."""
+    """A fused or BM25 score says how a hit ranked; its similarity, when asked for, is how near it is in meaning, the
+    cosine a semantic search gives the same chunk, whatever ranked it."""
     knowledge_base = indexed_kb(tenant, SUPPORT, name="support-similarity")
     text = "the battery does not charge with this adapter"
     every_chunk = {"limit": 20, "group_by_document": False}
@@ -108,9 +108,13 @@ def test_every_mode_gives_each_hit_its_cosine_to_the_query(milvus_server, tenant
     cosines = {hit.chunk_id: hit.score for hit in semantic}
     assert len(cosines) == 8 and all(hit.similarity == hit.score for hit in semantic)
     for mode in (RetrievalMode.FULL_TEXT, RetrievalMode.HYBRID):
-        hits = _search(tenant, knowledge_base, text, retrieval_mode=mode, **every_chunk)
+        hits = _search(tenant, knowledge_base, text, retrieval_mode=mode, hit_similarity=True, **every_chunk)
         assert hits and {hit.similarity for hit in hits} != {hit.score for hit in hits}
         assert [hit.similarity for hit in hits] == pytest.approx([cosines[hit.chunk_id] for hit in hits], abs=1e-4)
+        # Not asked for, the hits' vectors are not fetched: their cosines are not known.
+        unasked = _search(tenant, knowledge_base, text, retrieval_mode=mode, **every_chunk)
+        assert [hit.chunk_id for hit in unasked] == [hit.chunk_id for hit in hits]
+        assert {hit.similarity for hit in unasked} == {None}
 
 
 @pytest.mark.django_db
