@@ -168,3 +168,22 @@ def test_the_offered_embedding_models_are_checked_at_start(variables, fails):
     assert (result.returncode != 0) is fails, result.stderr
     if fails:
         assert "ImproperlyConfigured" in result.stderr and "EMBEDDING_MODEL" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("value", "fails"),
+    [
+        ("", False),
+        ("all-MiniLM-L6-v2=0.35, use-multilingual-v3=off", False),
+        ("all-MiniLM-L6-v2=off", False),
+        ("all-minilm-l6-v2=0.35", True),  # misspelt: the shipped floor would stay in force unnoticed
+        ("all-MiniLM-L6-v2=high", True),
+        ("all-MiniLM-L6-v2=1.5", True),
+        ("all-MiniLM-L6-v2", True),  # no floor named
+    ],
+)
+def test_the_answers_similarity_floors_are_checked_at_start(value, fails):
+    result = _load_production({**_production_env(), "ANSWER_SIMILARITY_FLOORS": value})
+    assert (result.returncode != 0) is fails, result.stderr
+    if fails:
+        assert "ImproperlyConfigured" in result.stderr and "ANSWER_SIMILARITY_FLOORS" in result.stderr

@@ -271,7 +271,10 @@ ANSWER_SIMILARITY_FLOORS: dict[str, float] = {"all-MiniLM-L6-v2": 0.30}
 
 
 def answer_similarity_floor(model: str) -> float | None:
-    """The similarity floor of the extractive answer for knowledge bases of `model`, or None (no floor)."""
+    """The similarity floor of the extractive answer for knowledge bases of `model`, or None (no floor): the
+    deployment's (settings.ANSWER_SIMILARITY_FLOORS, which may also remove one), else the shipped one."""
+    if model in settings.ANSWER_SIMILARITY_FLOORS:
+        return settings.ANSWER_SIMILARITY_FLOORS[model]
     return ANSWER_SIMILARITY_FLOORS.get(model)
 
 

@@ -395,6 +395,38 @@ LLM_REWRITE_TIMEOUT = _positive_seconds("LLM_REWRITE_TIMEOUT", default="10")
 LLM_HISTORY_TURNS = env.int("LLM_HISTORY_TURNS", default=4)
 LLM_HISTORY_TOKENS = env.int("LLM_HISTORY_TOKENS", default=1500)
 
+
+def _answer_similarity_floors() -> dict[str, float | None]:
+    """ANSWER_SIMILARITY_FLOORS: "model=0.35,model=off", the extractive answer's similarity floor of an offered model
+    set or removed (None) over the shipped ones (`conversations.turn.answering.ANSWER_SIMILARITY_FLOORS`). A name not
+    offered, or a floor that is no cosine, refuses to start: a misspelt name would leave the shipped floor in force."""
+    floors: dict[str, float | None] = {}
+    for item in env.str("ANSWER_SIMILARITY_FLOORS", default="").split(","):
+        if not item.strip():
+            continue
+        model, _, value = (part.strip() for part in item.partition("="))
+        if model not in EMBEDDING_MODELS:
+            raise ImproperlyConfigured(
+                f"ANSWER_SIMILARITY_FLOORS: {model!r} is none of EMBEDDING_MODELS ({', '.join(EMBEDDING_MODELS)})"
+            )
+        if value == "off":
+            floors[model] = None
+            continue
+        try:
+            floor = float(value)
+        except ValueError:
+            floor = None
+        if floor is None or not -1.0 <= floor <= 1.0:
+            raise ImproperlyConfigured(
+                f"ANSWER_SIMILARITY_FLOORS: {model}'s floor {value!r} is neither a cosine (-1 to 1) nor 'off'"
+            )
+        floors[model] = floor
+    return floors
+
+
+# The extractive answer's similarity floors set or removed here (docs/conversations.md, "Answers and tokens").
+ANSWER_SIMILARITY_FLOORS = _answer_similarity_floors()
+
 # --- REST API -----------------------------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["tenants.authentication.ApiKeyAuthentication"],

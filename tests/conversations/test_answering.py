@@ -20,6 +20,7 @@ from conversations.turn.answering import (
     SourcePassage,
     answer_cites,
     answer_generator,
+    answer_similarity_floor,
     sentences_of,
 )
 from kbplatform.errors import UpstreamError, UpstreamTimeoutError
@@ -438,3 +439,11 @@ def test_a_rewrite_is_taken_out_what_no_database_holds(upstream):
 )
 def test_an_answer_cites_its_passages_by_their_numbers(text, cites):
     assert answer_cites(text, 5) is cites
+
+
+def test_a_deployment_sets_or_removes_a_models_similarity_floor(settings):
+    assert answer_similarity_floor("all-MiniLM-L6-v2") == 0.30  # shipped
+    assert answer_similarity_floor("use-multilingual-v3") is None
+    settings.ANSWER_SIMILARITY_FLOORS = {"all-MiniLM-L6-v2": None, "use-multilingual-v3": 0.25}
+    assert answer_similarity_floor("all-MiniLM-L6-v2") is None
+    assert answer_similarity_floor("use-multilingual-v3") == 0.25

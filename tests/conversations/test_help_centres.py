@@ -137,7 +137,9 @@ def test_a_question_the_help_centre_does_not_cover_is_answered_nothing_and_consu
     assert again["dedup"]["relaxed"] is True and again["answer"] == nothing and again["sources"] == [], again
 
 
-def test_a_question_sharing_words_not_meaning_with_the_help_centre_is_answered_nothing(api_client, tenant, services):
+def test_a_question_sharing_words_not_meaning_with_the_help_centre_is_answered_nothing(
+    api_client, tenant, services, settings
+):
     """A lexical search needs only a shared word: "money" and "account" are in the refund passage, which the search
     finds for a question about interest. The bundled model's cosine of the two is under its similarity floor, so
     nothing is quoted; a question the passage answers is over it."""
@@ -154,6 +156,10 @@ def test_a_question_sharing_words_not_meaning_with_the_help_centre_is_answered_n
     body = ask(api_client, conversation_id, "How long does a refund take to arrive?")
     assert body["sources"][0]["document_external_id"] == "refund", body["sources"]
     assert body["sources"][0]["similarity"] >= floor and "[1]" in body["answer"], body
+    # A deployment that removes the floor (ANSWER_SIMILARITY_FLOORS=all-MiniLM-L6-v2=off) quotes the shared word again.
+    settings.ANSWER_SIMILARITY_FLOORS = {"all-MiniLM-L6-v2": None}
+    body = ask(api_client, start(api_client, kb), off_topic)
+    assert body["answer"] != NOTHING_FOUND and body["sources"], body
 
 
 # Per handbook document, a question only its text shares a content word with.
