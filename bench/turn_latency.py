@@ -18,9 +18,9 @@ For each corpus size (default 5,000 and 100,000 chunks) it prints p50 and p95 of
   and the frame: the turn's transaction, answer, hits' rows and serialisation; the line under it, the p50 of each
   stage of the miss as the turn calls it (MISS_STAGES: the API key's row, the conversation's, the Milvus search, the
   hits' rows, the answer, the transaction and, of it, its statements' round trip).
-- search, hit vectors / no vectors: the turn's Milvus call alone (its mode and depth), asking for the hits' vectors
-  as the turn does (their cosine to the question is what the extractive answer's similarity floor reads) and not, in
-  alternating order per question, with the paired median of the difference.
+- search, hit vectors / no vectors: the turn's search alone (`vectorstore.vectors_search`, its mode and depth), asking
+  Milvus for the hits' vectors and taking their cosines to the question as the turn does (what the extractive answer's
+  similarity floor reads) and not, in alternating order per question, with the paired median of the difference.
 Questions the turn answers nothing (the knowledge base holds nothing on them: such an answer is never served again,
 so there is no hit to time) are left out of every case and counted on stderr; the next questions take their place.
 Raw, miss, embed and hit are measured side by side per question; the hit line also prints the paired median of
@@ -151,9 +151,10 @@ def raw_search(
     query_text: str = "",
     dense_weight: float | None = None,
     limit: int = 5,
+    hit_similarity: bool | None = None,
 ) -> None:
     """The one grouped, tenant-filtered search of `limit` every retrieving turn makes: raw's search (in `mode`), asking
-    for the hits' cosines as the turn does when its answer reads a similarity floor."""
+    for the hits' cosines as the turn does when its answer reads a similarity floor (or as `hit_similarity` says)."""
     from conversations.turn.answering import answer_similarity_floor
     from retrieval import vectorstore
 
@@ -168,63 +169,43 @@ def raw_search(
         analyzer=knowledge_base.text_analyzer,
         full_text=True,
         dense_weight=dense_weight,
-        hit_similarity=answer_similarity_floor(knowledge_base.embedding_model) is not None,
+        hit_similarity=(
+            answer_similarity_floor(knowledge_base.embedding_model) is not None
+            if hit_similarity is None
+            else hit_similarity
+        ),
     )
 
 
-def fused_search_pair(*, tenant, knowledge_base, question: str, limit: int, order: int) -> tuple[float, float]:  # noqa: ANN001
-    """The turn's search (its mode and depth) timed twice, in `order`: as the turn sends it, asking Milvus for the hits'
-    vectors (whose cosine to the question the extractive answer's similarity floor reads), and asking for the document
-    and knowledge base fields alone, as it did before. Only the fields differ: the same requests, ranker and grouping.
-    (ms with vectors, ms without)."""
-    from pymilvus import AnnSearchRequest, RRFRanker, WeightedRanker
-
-    from retrieval import milvus, vectorstore
+def hit_vectors_pair(*, tenant, knowledge_base, question: str, limit: int, order: int) -> tuple[float, float]:  # noqa: ANN001
+    """The turn's search (`vectorstore.vectors_search` in its mode, at its depth) timed twice, in `order`: asking Milvus
+    for the hits' vectors and their cosines to the question (`hit_similarity`, what the extractive answer's similarity
+    floor reads) and not, as it did before. Nothing else differs. (ms with vectors, ms without)."""
     from retrieval.embeddings import embed_query
 
-    mode, weight = knowledge_base.retrieval_mode, knowledge_base.hybrid_dense_weight
     vector = embed_query(question)
-    name = vectorstore.collection_ensure(dimension=knowledge_base.embedding_dimension, full_text=True)
-    expression = vectorstore.filter_build(tenant_id=tenant.pk, knowledge_base_id=knowledge_base.pk)
-    requests = vectorstore.search_requests_build(
-        mode=mode,
-        expression=expression,
-        limit=limit,
-        query_vector=vector,
-        query_text=question,
-        analyzer=knowledge_base.text_analyzer,
-    )
-    client = milvus.connect()
 
-    def timed(fields: list[str]) -> float:
-        common = {"collection_name": name, "limit": limit, "output_fields": fields, "group_by_field": "doc_id"}
+    def timed(hit_similarity: bool) -> float:
         started = time.perf_counter()
-        if mode == vectorstore.HYBRID:
-            ranker = RRFRanker(vectorstore.RRF_K) if weight is None else WeightedRanker(weight, 1.0 - weight)
-            subs = [
-                AnnSearchRequest(data=r.data, anns_field=r.anns_field, param=r.param, limit=r.limit, expr=r.expr)
-                for r in requests
-            ]
-            client.hybrid_search(reqs=subs, ranker=ranker, **common)
-        else:
-            (request,) = requests
-            client.search(
-                data=request.data,
-                filter=request.expr,
-                search_params=request.param,
-                anns_field=request.anns_field,
-                **common,
-            )
+        raw_search(
+            tenant=tenant,
+            knowledge_base=knowledge_base,
+            vector=vector,
+            mode=knowledge_base.retrieval_mode,
+            query_text=question,
+            dense_weight=knowledge_base.hybrid_dense_weight,
+            limit=limit,
+            hit_similarity=hit_similarity,
+        )
         elapsed = (time.perf_counter() - started) * 1000
         time.sleep(0.05)
         return elapsed
 
-    fields = ["doc_id", "knowledge_base_id"]
     if order == 0:
-        with_vectors = timed([*fields, "vector"])
-        return with_vectors, timed(fields)
-    bare = timed(fields)
-    return timed([*fields, "vector"]), bare
+        with_vectors = timed(True)
+        return with_vectors, timed(False)
+    bare = timed(False)
+    return timed(True), bare
 
 
 def index_ready(*, tenant, knowledge_base, vector, timeout: float = 300) -> float:  # noqa: ANN001
@@ -364,7 +345,7 @@ def measure(client, tenant, knowledge_base, questions: list[str], samples: int) 
             raws[case] = (time.perf_counter() - started) * 1000
             # The same pause as before the hit below: no measured step starts on the heels of another search.
             time.sleep(0.05)
-        with_vectors, bare = fused_search_pair(
+        with_vectors, bare = hit_vectors_pair(
             tenant=tenant, knowledge_base=knowledge_base, question=question, limit=turn_limit, order=len(raw) % 2
         )
 
@@ -657,7 +638,7 @@ def main() -> None:
                 elif case == "exclusion":
                     note = f"{p50 / off50:.2f}x no exclusion p50 (target <= 1.20)"
                 elif case == "search, no vectors":
-                    note = "the turn's Milvus call alone, asking no vector of its hits (the build before)"
+                    note = "the turn's search alone, asking no vector of its hits (the build before)"
                 elif case == "search, hit vectors":
                     bare = figures["search, no vectors"]
                     paired = statistics.median(v - b for v, b in zip(figures[case], bare, strict=True))
