@@ -68,7 +68,7 @@ def main() -> int:
     parser.add_argument(
         "--without-floor",
         action="store_true",
-        help="answer with no similarity floor (`answering.ANSWER_SIMILARITY_FLOORS` emptied in this process) and print "
+        help="answer with no similarity floor (the shipped and the deployment's emptied in this process) and print "
         "what each floor would do, and the one the choosing rule picks",
     )
     parser.add_argument(
@@ -94,13 +94,21 @@ def main() -> int:
     faq_queries, faq_documents, _ = faq_split(pairs_sampled(duplicates, args.faq_pairs or None, rng))
 
     with platform(name=f"floor_{run}") as env, worker_running(env):
+        from django.conf import settings
         from django.db import connection
 
         from conversations.turn import answering, languages
 
         if args.without_floor:
+            # Neither the shipped floors nor a deployment's (ANSWER_SIMILARITY_FLOORS in the environment).
             answering.ANSWER_SIMILARITY_FLOORS.clear()
-        print(f"similarity floors: {answering.ANSWER_SIMILARITY_FLOORS or 'none'}")
+            settings.ANSWER_SIMILARITY_FLOORS = {}
+        floors = {
+            model: answering.answer_similarity_floor(model)
+            for model in ("all-MiniLM-L6-v2", "use-multilingual-v3")
+            if answering.answer_similarity_floor(model) is not None
+        }
+        print(f"similarity floors: {floors or 'none'}")
 
         nothing_replies = {
             replies[kind]
