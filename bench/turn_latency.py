@@ -59,6 +59,7 @@ Usage: .venv/bin/python bench/turn_latency.py [--sizes 5000,100000] [--samples 6
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import os
@@ -67,6 +68,7 @@ import statistics
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -177,26 +179,14 @@ def raw_search(
     )
 
 
-def hit_vectors_pair(*, tenant, knowledge_base, question: str, limit: int, order: int) -> tuple[float, float]:  # noqa: ANN001
-    """The turn's search (`vectorstore.vectors_search` in its mode, at its depth) timed twice, in `order`: asking Milvus
-    for the hits' vectors and their cosines to the question (`hit_similarity`, what the extractive answer's similarity
-    floor reads) and not, as it did before. Nothing else differs. (ms with vectors, ms without)."""
-    from retrieval.embeddings import embed_query
-
-    vector = embed_query(question)
+def hit_vectors_pair(search: Callable[[bool], object], *, order: int) -> tuple[float, float]:
+    """`search(hit_similarity)`, the turn's search, timed twice in `order`: asking Milvus for the hits' vectors and
+    their cosines to the question (what the extractive answer's similarity floor reads) and not, as it did before.
+    Nothing else differs. (ms with vectors, ms without)."""
 
     def timed(hit_similarity: bool) -> float:
         started = time.perf_counter()
-        raw_search(
-            tenant=tenant,
-            knowledge_base=knowledge_base,
-            vector=vector,
-            mode=knowledge_base.retrieval_mode,
-            query_text=question,
-            dense_weight=knowledge_base.hybrid_dense_weight,
-            limit=limit,
-            hit_similarity=hit_similarity,
-        )
+        search(hit_similarity)
         elapsed = (time.perf_counter() - started) * 1000
         time.sleep(0.05)
         return elapsed
@@ -321,6 +311,19 @@ def measure(client, tenant, knowledge_base, questions: list[str], samples: int) 
         post(new_conversation(), question)
     stages = StageTimers.installed()
 
+    def turn_search(question: str, vector, limit: int, hit_similarity: bool | None = None) -> None:  # noqa: ANN001
+        """The search a turn makes for `question` on the knowledge base, in its mode."""
+        raw_search(
+            tenant=tenant,
+            knowledge_base=knowledge_base,
+            vector=vector,
+            mode=knowledge_base.retrieval_mode,
+            query_text=question,
+            dense_weight=knowledge_base.hybrid_dense_weight,
+            limit=limit,
+            hit_similarity=hit_similarity,
+        )
+
     # Raw, miss, embedding alone and hit are measured side by side for each question, so a change in the
     # machine's load during the run moves all four alike.
     raw, raw_deep, embed, miss, hit, async_hit, frame = [], [], [], [], [], [], []
@@ -332,22 +335,12 @@ def measure(client, tenant, knowledge_base, questions: list[str], samples: int) 
         raws: dict[str, float] = {}
         for case, limit in (("raw", TOP_K), ("deep", turn_limit))[:: 1 if len(raw) % 2 == 0 else -1]:
             started = time.perf_counter()
-            vector = embed_query(question)
-            raw_search(
-                tenant=tenant,
-                knowledge_base=knowledge_base,
-                vector=vector,
-                mode=knowledge_base.retrieval_mode,
-                query_text=question,
-                dense_weight=knowledge_base.hybrid_dense_weight,
-                limit=limit,
-            )
+            turn_search(question, embed_query(question), limit)
             raws[case] = (time.perf_counter() - started) * 1000
             # The same pause as before the hit below: no measured step starts on the heels of another search.
             time.sleep(0.05)
-        with_vectors, bare = hit_vectors_pair(
-            tenant=tenant, knowledge_base=knowledge_base, question=question, limit=turn_limit, order=len(raw) % 2
-        )
+        search = functools.partial(turn_search, question, embed_query(question), turn_limit)
+        with_vectors, bare = hit_vectors_pair(search, order=len(raw) % 2)
 
         conversation_id = new_conversation()
         stages.start()
