@@ -214,16 +214,8 @@ class ExtractiveAnswerGenerator:
             yield GeneratedAnswer(text=nothing, context_tokens=0, answer_tokens=token_count(nothing))
             return
         context_tokens = context_tokens_of(passages)
-        question_words = content_words(question)
-        scored: list[tuple[float, int, int, str]] = []
-        for rank, position, sentence in _quotable(passages):
-            words = content_words(sentence)
-            overlap = len(question_words & words) / (len(question_words) or 1)
-            # Overlap first; on a tie the better-ranked passage and the earlier sentence win.
-            scored.append((overlap - 0.01 * rank - 0.001 * position, rank, position, sentence))
-        scored.sort(key=lambda item: -item[0])
-        chosen = scored[: self.max_sentences]
-        cited = [f"{sentence} [{rank + 1}]" for _, rank, _, sentence in chosen]
+        chosen = sentences_chosen(question, passages, self.max_sentences)
+        cited = [f"{sentence} [{rank + 1}]" for rank, sentence in chosen]
         for index, sentence in enumerate(cited):
             yield AnswerDelta(sentence if index == 0 else " " + sentence)
         text = " ".join(cited)
@@ -259,6 +251,29 @@ class ExtractiveAnswerGenerator:
         if any(question_words & _words_named(sentence) for sentence in sentences):
             return True
         return question_read and not _one_language(question, sentences)
+
+
+def sentences_chosen(question: str, passages: Sequence[SourcePassage], count: int) -> list[tuple[int, str]]:
+    """The `count` sentences the extractive answer quotes, as (passage rank, sentence), in the order it quotes them.
+    First the sentence of the best-ranked passage that shares a word with `question` (`_words_named`) that shares the
+    most of them: the search ranked the passages on the whole question, by meaning and by words, and one shared word
+    is a weak sign (the Chinese segmenter cuts a question into short common words, 收到, 时候, so a sentence of a far
+    passage that shares one, "没有收到邮件", would otherwise come first). Then the others by the share of the
+    question's words they hold, the better-ranked passage and the earlier sentence breaking ties: the rest of the
+    answer may draw on every passage, as the question's other parts may be answered elsewhere."""
+    question_words = _words_named(question)
+    ordered: list[tuple[float, int, int, str]] = []
+    for rank, position, sentence in _quotable(passages):
+        shared = len(question_words & _words_named(sentence)) / (len(question_words) or 1)
+        ordered.append((-shared, rank, position, sentence))
+    ordered.sort(key=lambda item: item[:3])
+    anchored = [item for item in ordered if item[0] < 0]
+    if anchored:
+        best_rank = min(item[1] for item in anchored)
+        first = next(item for item in anchored if item[1] == best_rank)
+        ordered.remove(first)
+        ordered.insert(0, first)
+    return [(rank, sentence) for _, rank, _, sentence in ordered[:count]]
 
 
 # The cosine of a question to the nearest passage a search found, under which no passage is taken to answer it, per

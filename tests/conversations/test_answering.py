@@ -40,6 +40,20 @@ def test_extractive_answer_cites_best_sentences_and_counts_real_tokens():
     assert answer.answer_tokens == token_count(answer.text)
 
 
+def test_the_first_quote_is_from_the_best_ranked_passage_sharing_a_word_and_the_rest_from_any():
+    """The search ranked the invoices page first; a sentence of the passwords page shares more of the question's short
+    words (发到, 邮箱) and was quoted first when a sentence's share of them alone ordered the quotes."""
+    question = "收据会发到哪 邮箱吗"
+    invoices = SourcePassage(
+        1, "每笔付款订单都会开具电子发票，当天发送到账户邮箱。可以在“账单 > 发票”中下载以往的发票。", 0
+    )
+    passwords = SourcePassage(2, "忘记密码时，我们会把重置链接发到你的邮箱，链接一小时内有效。", 0)
+    answer = ExtractiveAnswerGenerator().generate(question=question, passages=[invoices, passwords])
+    assert answer.text.startswith("每笔付款订单都会开具电子发票，当天发送到账户邮箱。 [1]")
+    # The rest of the answer is ordered by the share of the question's words: the far sentence sharing two comes next.
+    assert answer.text.split(" [1] ")[1].startswith("忘记密码时，我们会把重置链接发到你的邮箱，链接一小时内有效。 [2]")
+
+
 def test_extractive_answer_quotes_whole_sentences_of_wrapped_lines():
     """A Markdown or text file wraps its paragraphs at a fixed width: the answer quoted "Express delivery arrives the
     next [1]", the rest of the sentence lost on the next line."""
