@@ -96,10 +96,21 @@ class Conversation(TenantOwnedModel):
     created_at = models.DateTimeField(auto_now_add=True)
     last_active_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField(db_index=True)
+    # The digest of the conversation as a chat client holds it after its last turn taken through the OpenAI-compatible
+    # endpoint (`turn/transcripts.py`): a request that sends that transcript back, with no `conversation_id`, goes on
+    # in this conversation. Empty for conversations no chat-completions turn has touched.
+    transcript_digest = models.CharField(max_length=64, blank=True, default="", db_default="")
 
     class Meta:
         ordering = ["-last_active_at"]
-        indexes = [models.Index(fields=["tenant", "user_id", "last_active_at"], name="conversation_tenant_user")]
+        indexes = [
+            models.Index(fields=["tenant", "user_id", "last_active_at"], name="conversation_tenant_user"),
+            models.Index(
+                fields=["tenant", "transcript_digest"],
+                name="conversation_transcript",
+                condition=~models.Q(transcript_digest=""),
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"conversation {self.pk}"

@@ -5,6 +5,7 @@
   stored questions a question is compared with), `sources` (what a turn shows of a passage) and `turn_write` (the
   turn's one transaction);
 - `chat_completions`: a turn asked through the OpenAI-compatible endpoint, in a named or a new conversation;
+- `transcripts`: the chat client's transcript, by which such a turn goes on in its conversation unnamed;
 - `conversations`: starting a conversation, reading one for a turn, renaming and deleting one;
 - `client_answers`: a client's own answer to its retrieve-mode turn;
 - `feedback`: the end user's rating of an answer, and the suspected false hit it marks;
@@ -39,6 +40,7 @@ from conversations.turn.policy import (
 from conversations.turn.question_index import question_index_backfill
 from conversations.turn.retention import conversation_records_delete, conversations_purge_expired
 from conversations.turn.sources import SourceView
+from conversations.turn.transcripts import transcript_digest, transcript_record
 from conversations.turn.turn_stream import (
     EVENT_TYPES,
     TurnEvent,
@@ -87,6 +89,8 @@ __all__ = [
     "policy_view",
     "question_index_backfill",
     "tenant_conversations_setup",
+    "transcript_digest",
+    "transcript_record",
     "turn_answer_set",
     "turn_ask",
     "turn_dedup_body",

@@ -94,6 +94,8 @@ class ConversationAdmin(RecordedByTheSystemMixin, ServiceDeletionAdmin):
     # RelatedOnlyFieldListFilter offers only tenants present in the scoped rows, never the full tenant list.
     list_filter = (("tenant", admin.RelatedOnlyFieldListFilter),)
     search_fields = ("user_id", "title")
+    # A hash the chat endpoint finds the conversation by (turn/transcripts.py): nothing a person reads.
+    exclude = ("transcript_digest",)
     view_roles = SUPPORT_ROLES
 
     def get_urls(self) -> list:

@@ -11,7 +11,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from django.http import StreamingHttpResponse
@@ -91,9 +91,12 @@ class _ChunkStream:
     Closing it (the WSGI server does, the client gone or not) closes the turn's stream, which records the turn if it
     was not recorded yet."""
 
-    def __init__(self, *, turn_stream: services.TurnStream, writer: ChunkWriter) -> None:
+    def __init__(
+        self, *, turn_stream: services.TurnStream, writer: ChunkWriter, on_finished: Callable[[str], None]
+    ) -> None:
         self.turn_stream = turn_stream
         self.writer = writer
+        self.on_finished = on_finished
 
     def __iter__(self) -> Iterator[bytes]:
         for event in self.turn_stream:
@@ -102,6 +105,8 @@ class _ChunkStream:
                 data = {**data, "index": index_state_body(data["index"])}
             for chunk in self.writer.chunks_of(event.name, data):
                 yield f"data: {json.dumps(chunk, separators=(',', ':'))}\n\n".encode()
+        if self.writer.finished:
+            self.on_finished(self.writer.answer_sent)
         yield b"data: [DONE]\n\n"
 
     def close(self) -> None:
@@ -171,9 +176,11 @@ class ChatCompletionCreateApi(JsonErrorsWhileStreamingMixin, TenantApi):
     `.../api/v1`, the `chat` key as its API key), LangChain or chat front end takes turns unchanged.
 
     - `model` names the knowledge base: `kb-<id>` (`GET /api/v1/knowledge-bases/` lists the ids).
-    - The last message is the turn's question and must be the user's; earlier messages are not read (the
-      conversation keeps its own history). A new conversation is started unless `conversation_id` names one; the
-      response's `kbplatform.conversation_id` says which, to continue it.
+    - The last message is the turn's question and must be the user's; earlier messages are not read into the turn
+      (the conversation keeps its own history). The turn is taken in the conversation `conversation_id` names; else,
+      when the messages before the question are word for word a conversation's user and assistant messages after its
+      last turn taken here (a client sending its whole transcript back, as chat front ends do), in that one (same
+      knowledge base and `user`); else in a new conversation. The response's `kbplatform.conversation_id` says which.
     - The dedup decision runs as on the messages endpoint: the answer may be a stored one (`kbplatform.dedup`).
     - Accepted and ignored: `temperature`, `top_p`, `max_tokens`, `max_completion_tokens`, `frequency_penalty`,
       `presence_penalty`, `stop`, `seed`, `logit_bias`, `metadata`, `store`, `service_tier`, `parallel_tool_calls`,
@@ -221,7 +228,7 @@ class ChatCompletionCreateApi(JsonErrorsWhileStreamingMixin, TenantApi):
             allow_null=True,
             min_value=1,
             help_text="Platform extension: take the turn in this conversation (over the knowledge base `model` "
-            "names); left out, a new conversation is started.",
+            "names); left out, in the conversation whose transcript the earlier messages are, or a new one.",
         )
         force_refresh = serializers.BooleanField(
             required=False, default=False, help_text="Platform extension: never serve a stored answer this turn."
@@ -363,16 +370,25 @@ class ChatCompletionCreateApi(JsonErrorsWhileStreamingMixin, TenantApi):
                 extra={"param": "model", "code": "model_not_found"},
             )
         stream = fields["stream"]
+        messages = fields["messages"]
+        question = chat_question(messages)
         turn = services.chat_turn_take(
             tenant=self.tenant,
             knowledge_base_id=knowledge_base_id,
-            question=chat_question(fields["messages"]),
+            question=question,
             conversation_id=fields.get("conversation_id"),
             user_id=fields.get("user"),
             force_refresh=fields["force_refresh"],
             stream=stream,
             allowed_knowledge_base_id=self.api_key.knowledge_base_id,
+            transcript=services.transcript_digest(messages[:-1]),
         )
+
+        def transcript_record(answer: str) -> None:
+            services.transcript_record(
+                tenant=self.tenant, conversation_id=turn.conversation.pk, messages=messages, answer=answer
+            )
+
         completion_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         if stream:
             writer = ChunkWriter(
@@ -383,12 +399,14 @@ class ChatCompletionCreateApi(JsonErrorsWhileStreamingMixin, TenantApi):
                 include_usage=bool((fields.get("stream_options") or {}).get("include_usage")),
             )
             response = StreamingHttpResponse(
-                _ChunkStream(turn_stream=turn.events, writer=writer), content_type="text/event-stream; charset=utf-8"
+                _ChunkStream(turn_stream=turn.events, writer=writer, on_finished=transcript_record),
+                content_type="text/event-stream; charset=utf-8",
             )
             response["Cache-Control"] = "no-cache"
             response["X-Accel-Buffering"] = "no"
             return response
         outcome = turn.outcome
+        transcript_record(outcome.answer or "")
         usage = usage_body(
             prompt_tokens=0 if outcome.served else outcome.turn.context_tokens,
             completion_tokens=0 if outcome.served else outcome.turn.answer_tokens,

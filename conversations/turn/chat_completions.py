@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from conversations.models import Conversation
 from conversations.turn.conversations import conversation_create, conversation_delete, conversation_for
 from conversations.turn.openai_chat import model_name
+from conversations.turn.transcripts import conversation_of_transcript
 from conversations.turn.turn_stream import TurnStream, turn_stream
 from conversations.turn.turns import TurnOutcome, turn_ask, turn_prepare
 from kbplatform.errors import ApplicationError, NotFoundError
@@ -73,11 +74,16 @@ def chat_turn_take(
     force_refresh: bool = False,
     stream: bool = False,
     allowed_knowledge_base_id: int | None = None,
+    transcript: str | None = None,
 ) -> ChatTurn:
-    """Take one turn in answer mode: in conversation `conversation_id`, or in a new conversation of end user
-    `user_id` over knowledge base `knowledge_base_id`. Every refusal (400, 404, 409, 410) is raised before anything is
-    streamed, and a refused first turn leaves no new conversation behind: the client was told of none to continue.
-    A knowledge base the key does not reach is a 404 whose `param` is `model`."""
+    """Take one turn in answer mode: in conversation `conversation_id`; else in the conversation the client's
+    transcript before this question (`transcript`, its `transcripts.transcript_digest`) leads to, if one does; else in
+    a new conversation of end user `user_id` over knowledge base `knowledge_base_id`. Every refusal (400, 404, 409,
+    410) is raised before anything is streamed, and a refused first turn leaves no new conversation behind: the client
+    was told of none to continue. A knowledge base the key does not reach is a 404 whose `param` is `model`. A
+    conversation found by its transcript that can no longer take turns (a stored filter no search can run) is left
+    for a new one: the client did not name it."""
+    conversation = None
     if conversation_id is not None:
         conversation = _conversation_named(
             tenant=tenant,
@@ -86,8 +92,23 @@ def chat_turn_take(
             user_id=user_id,
             allowed_knowledge_base_id=allowed_knowledge_base_id,
         )
-        created = False
-    else:
+    elif transcript is not None:
+        found = conversation_of_transcript(
+            tenant=tenant, knowledge_base_id=knowledge_base_id, user_id=user_id, digest=transcript
+        )
+        if found is not None:
+            try:
+                conversation = _conversation_named(
+                    tenant=tenant,
+                    knowledge_base_id=knowledge_base_id,
+                    conversation_id=found,
+                    user_id=user_id,
+                    allowed_knowledge_base_id=allowed_knowledge_base_id,
+                )
+            except ApplicationError:
+                conversation = None
+    created = conversation is None
+    if conversation is None:
         try:
             conversation = conversation_create(
                 tenant=tenant,
@@ -101,7 +122,6 @@ def chat_turn_take(
                 "that id (GET /api/v1/knowledge-bases/ lists them).",
                 extra={"param": "model", "code": "model_not_found"},
             ) from exc
-        created = True
     turn = {
         "tenant": tenant,
         "conversation_id": conversation.pk,

@@ -265,6 +265,14 @@ class ChunkWriter:
     # The whole answer of a turn that generates none (a stored answer, small talk, nothing found), from its decision
     # event.
     _served_answer: str | None = None
+    # The answer's text as sent so far, and whether the turn ended with its `done` event (not an `error`): what the
+    # client holds once the stream ends (`transcripts.transcript_record`).
+    _sent: list[str] = field(default_factory=list)
+    finished: bool = False
+
+    @property
+    def answer_sent(self) -> str:
+        return "".join(self._sent)
 
     def _chunk(self, delta: dict[str, Any], finish_reason: str | None = None, **extra: Any) -> dict[str, Any]:
         chunk = {
@@ -297,11 +305,14 @@ class ChunkWriter:
             self._platform.update(sources=data["sources"], index=data.get("index"))
             chunks = [self._chunk({"role": "assistant", "content": ""}, **{EXTRA_FIELD: dict(self._platform)})]
             if self._served_answer is not None:
+                self._sent.append(self._served_answer)
                 chunks.append(self._chunk({"content": self._served_answer}))
             return chunks
         if name == "delta":
+            self._sent.append(data["text"])
             return [self._chunk({"content": data["text"]})]
         if name == "done":
+            self.finished = True
             self._platform.update(turn_id=data["turn_id"], rewritten_question=data.get("rewritten_question"))
             chunks = [self._chunk({}, FINISH_REASON, **{EXTRA_FIELD: dict(self._platform)})]
             if self.include_usage:

@@ -17,6 +17,7 @@ from conversations.models import AnswerState, Conversation, DedupEvent, Turn
 from conversations.services import conversation_create
 from conversations.turn import turns
 from conversations.turn.answering import NOTHING_FOUND
+from conversations.turn.transcripts import conversation_of_transcript, transcript_digest, transcript_record
 from retrieval.models import KnowledgeBase
 from tenants.scopes import Scope
 from tenants.services import api_key_create
@@ -263,6 +264,22 @@ def test_a_conversation_is_continued_only_over_its_own_knowledge_base_and_user(t
 # --- turns (real Redis and Milvus Lite) --------------------------------------------------------------------------
 
 
+def test_a_transcript_leads_only_to_its_own_tenants_conversation(tenant, other_tenant, bare_kb):
+    conversation = conversation_create(tenant=tenant, knowledge_base_id=bare_kb.pk)
+    messages = [*user(QUESTION), {"role": "assistant", "content": "Open Settings."}]
+    transcript_record(tenant=tenant, conversation_id=conversation.pk, messages=messages[:1], answer="Open Settings.")
+    digest = transcript_digest(messages)
+    found = conversation_of_transcript(tenant=tenant, knowledge_base_id=bare_kb.pk, user_id=None, digest=digest)
+    assert found == conversation.pk
+    assert (
+        conversation_of_transcript(tenant=other_tenant, knowledge_base_id=bare_kb.pk, user_id=None, digest=digest)
+        is None
+    )
+    # Recording in another tenant's name touches nothing.
+    transcript_record(tenant=other_tenant, conversation_id=conversation.pk, messages=user("Other"), answer="Other.")
+    assert Conversation.objects.for_tenant(tenant).get(pk=conversation.pk).transcript_digest == digest
+
+
 @pytest.fixture
 def kb(redis_available, milvus_server, tenant):
     return indexed_kb(tenant)
@@ -310,6 +327,55 @@ def test_a_repeated_question_in_the_conversation_is_served_the_stored_answer(ten
     assert second["kbplatform"]["conversation_id"] == conversation_id and records(tenant) == (1, 2, 2)
     refreshed = post(chat, {**body, "force_refresh": True}).json()
     assert refreshed["kbplatform"]["dedup"]["action"] != "served_cached"
+
+
+def test_a_client_that_sends_its_transcript_back_goes_on_in_its_conversation(tenant, chat, kb):
+    """A chat front end sends the whole conversation each time and knows nothing of `conversation_id`: each request
+    started a conversation of its own, so a question asked again in other words was answered afresh."""
+    model = f"kb-{kb.pk}"
+    first = post(chat, {"model": model, "messages": user(QUESTION)}).json()
+    answer = first["choices"][0]["message"]["content"]
+    messages = [{"role": "system", "content": "Be brief."}, *user(QUESTION), {"role": "assistant", "content": answer}]
+    second = post(chat, {"model": model, "messages": [*messages, *user(PARAPHRASE)]}).json()
+    assert second["kbplatform"]["conversation_id"] == first["kbplatform"]["conversation_id"]
+    assert second["kbplatform"]["dedup"]["action"] == "served_cached" and records(tenant) == (1, 2, 2)
+    # Streamed, with the answer as the client assembled it (its line breaks and spaces its own) and the question in
+    # text parts: the third turn is the same conversation's too.
+    messages += [
+        {"role": "user", "content": [{"type": "text", "text": PARAPHRASE}]},
+        {"role": "assistant", "content": second["choices"][0]["message"]["content"].replace(" [1]", " [1]\r\n") + " "},
+        *user("How do I get a refund?"),
+    ]
+    chunks = chunks_of(post(chat, {"model": model, "messages": messages, "stream": True}))
+    assert chunks[-1]["kbplatform"]["conversation_id"] == first["kbplatform"]["conversation_id"]
+    third = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks)
+    # The stream's answer is what the next request's transcript is read against.
+    messages += [{"role": "assistant", "content": third}, *user("What about a refund after it ships?")]
+    fourth = post(chat, {"model": model, "messages": messages}).json()
+    assert fourth["kbplatform"]["conversation_id"] == first["kbplatform"]["conversation_id"]
+    assert records(tenant) == (1, 4, 4)
+
+
+def test_a_transcript_goes_on_only_in_the_conversation_it_is_the_last_state_of(tenant, chat, kb):
+    """Another user's, another knowledge base's, an edited or an older transcript starts a new conversation."""
+    model = f"kb-{kb.pk}"
+    first = post(chat, {"model": model, "messages": user(QUESTION), "user": "alice"}).json()
+    kept = [*user(QUESTION), {"role": "assistant", "content": first["choices"][0]["message"]["content"]}]
+    conversation_id = first["kbplatform"]["conversation_id"]
+
+    def conversation_of(messages, **fields) -> int:
+        reply = post(chat, {"model": model, "messages": [*messages, *user(PARAPHRASE)], **fields})
+        assert reply.status_code == 200, reply.content
+        return reply.json()["kbplatform"]["conversation_id"]
+
+    assert conversation_of(kept) != conversation_id  # no user: alice's conversation is not reached
+    assert conversation_of(kept, user="bob") != conversation_id
+    edited = [*user(QUESTION), {"role": "assistant", "content": "Something the platform never said."}]
+    assert conversation_of(edited, user="alice") != conversation_id
+    assert conversation_of(kept, user="alice") == conversation_id
+    # The conversation has gone on: the same transcript again is a branch of it, a conversation of its own.
+    assert conversation_of(kept, user="alice") != conversation_id
+    assert Conversation.objects.for_tenant(tenant).get(pk=conversation_id).turn_count == 2
 
 
 def test_the_chat_turn_is_the_messages_endpoints_turn(tenant, chat, kb):
@@ -513,3 +579,22 @@ def test_the_openai_client_streams_a_turn_and_reads_its_decision(live_server, te
     assert records(tenant) == (1, 2, 2)
     # The model list offers the knowledge base under the name the completion took.
     assert [listed.id for listed in client.models.list()] == [model]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_openai_client_in_a_plain_message_loop_keeps_one_conversation(live_server, tenant, kb):
+    """The loop every chat front end and tutorial writes: append the reply, append the next question, send it all."""
+    _, raw_key = api_key_create(tenant=tenant, name="openai-loop", scopes=[Scope.CHAT])
+    client = openai.OpenAI(base_url=f"{live_server.url}/api/v1", api_key=raw_key, max_retries=0, timeout=60)
+    messages = [{"role": "system", "content": "You answer from the help centre."}]
+    decisions = []
+    for question in (QUESTION, "How do I get a refund?", PARAPHRASE):
+        messages.append({"role": "user", "content": question})
+        stream = client.chat.completions.create(model=f"kb-{kb.pk}", messages=messages, stream=True)
+        chunks = list(stream)
+        messages.append(
+            {"role": "assistant", "content": "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)}
+        )
+        decisions.append(chunks[-1].kbplatform["dedup"]["action"])
+    assert decisions == ["answered", "answered", "served_cached"]
+    assert records(tenant) == (1, 3, 3)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -10,7 +11,7 @@ from django.utils import timezone
 
 from conversations.models import Conversation, Turn
 from retrieval.models import KnowledgeBase
-from tests.migrations import migrations_crossed
+from tests.migrations import migrations_crossed, migrations_latest
 
 
 @pytest.mark.django_db(transaction=True)
@@ -159,8 +160,15 @@ def test_a_filter_sqlite_saved_with_a_lone_surrogate_is_cleaned_and_its_conversa
         broken = conversation({"lang\udc80": ["en", "x\ud800y"], "n": 1})
         whole = conversation({"emoji": "\U0001f600", "lang": "zh"})  # a pair stored as two escapes stays one character
         none = conversation(None)
-        assert api_client.get("/api/v1/conversations/").status_code == 500  # what such a row did before
+        # What made such a row's listing a 500: the filter read back holds a lone surrogate, which no UTF-8 response
+        # can carry. (The listing itself is not asked here: today's models read columns later migrations add.)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT metadata_filter FROM conversations_conversation WHERE id = %s", [broken.pk])
+            stored = json.loads(cursor.fetchone()[0])
+        with pytest.raises(UnicodeEncodeError):
+            json.dumps(stored, ensure_ascii=False).encode()
 
+    migrations_latest()
     listed = api_client.get("/api/v1/conversations/")
     assert listed.status_code == 200, listed.content
     filters = {row["id"]: row["metadata_filter"] for row in listed.json()["results"]}

@@ -247,3 +247,24 @@ def test_a_failed_answer_is_one_error_chunk_naming_the_recorded_turn():
         "code": "upstream_error",
     }
     assert chunk["kbplatform"]["turn_id"] == 6 and "choices" not in chunk
+
+
+def test_a_transcript_is_the_users_and_assistants_texts_as_a_client_may_send_them_back():
+    from conversations.turn.transcripts import transcript_digest
+
+    plain = [{"role": "user", "content": "How do I reset it?"}, {"role": "assistant", "content": "Open Settings. [1]"}]
+    sent_back = [
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": [{"type": "text", "text": "How do I reset it?"}]},
+        {"role": "assistant", "content": "Open Settings. [1]\r\n", "tool_calls": None},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1"}]},
+        {"role": "tool", "content": "42", "tool_call_id": "call_1"},
+    ]
+    assert transcript_digest(plain) == transcript_digest(sent_back)
+    assert transcript_digest([{"role": "user", "content": "Cafe\u0301?"}]) == transcript_digest(
+        [{"role": "user", "content": "Caf\u00e9?"}]
+    )
+    assert transcript_digest(plain) != transcript_digest(list(reversed(plain)))
+    assert transcript_digest(plain) != transcript_digest([{**plain[0]}, {"role": "assistant", "content": "Open it."}])
+    assert transcript_digest([{"role": "system", "content": "Be brief."}]) is None
+    assert transcript_digest([]) is None
