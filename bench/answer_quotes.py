@@ -3,16 +3,17 @@
 (a sentence's share of the question's words first, the passage's rank only a tie-break) in one run on the same
 knowledge bases.
 
-    .venv/bin/python bench/answer_quotes.py [--modes hybrid] [--languages zh,en] [--no-mtrag]
+    .venv/bin/python bench/answer_quotes.py [--modes hybrid] [--languages zh,en] [--batches first,check] [--no-mtrag]
 
 - The demo help centre (`kbplatform/demo/help_centre_{zh,en}`, the four pages `make run` loads) on the knowledge base
   `make run` makes for each language (Chinese: use-multilingual-v3, analyser chinese; English: the bundled model),
-  asked the questions written blind by customers' habits (`bench/data/help_centre_questions_{zh,en}.jsonl`). On the
-  48 each page answers, each the first turn of a conversation of its own: `nothing` (answered "nothing found": a cost,
+  asked the questions written blind by customers' habits: `first`, `bench/data/help_centre_questions_{zh,en}.jsonl`
+  (48 covered, 32 not), and `check`, `..._check.jsonl` (60 and 40), written after the first had been read. On those
+  each page answers, each the first turn of a conversation of its own: `nothing` (answered "nothing found": a cost,
   the page holds the answer), `page first` (the first shown passage is the page that answers it: the search) and
   `quoted` (the answer's first sentence is from that page: what the customer reads first); `second`: a page's
   questions asked two at a time in one conversation, the second's share answered nothing and quoted from its page
-  (the exclusion window has left out the page the first turn was shown). On the 32 the pages do not answer: the
+  (the exclusion window has left out the page the first turn was shown). On those the pages do not answer: the
   share answered nothing. Beside them, the vector side alone by brute force (each question's nearest page by cosine).
 - MTRAG (English, the bundled model): the 2,021 passages, one document each, and every turn of the 47 conversations
   in order whose reference answer is not a refusal. Per turn the search answered: `first relevant` (the answer's
@@ -54,11 +55,16 @@ LANGUAGES = {
     "en": ("help_centre_en", "all-MiniLM-L6-v2", "english"),
 }
 REFUSALS = ("don't have the answer", "do not have")
+BATCHES = {"first": "", "check": "_check"}
 _CITATION = re.compile(r"\[(\d+)\]")
 
 
 def _rows(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _questions(language: str, batch: str) -> list[dict]:
+    return _rows(QUESTIONS / f"help_centre_questions_{language}{BATCHES[batch]}.jsonl")
 
 
 def _page(external_id: str | None) -> str:
@@ -84,12 +90,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--modes", default="hybrid", help="retrieval modes, one knowledge base pair each")
     parser.add_argument("--languages", default="zh,en", help="help-centre languages, comma-separated, of zh, en")
+    parser.add_argument("--batches", default="first,check", help="question batches, comma-separated, of first, check")
     parser.add_argument("--no-mtrag", action="store_true", help="leave out the MTRAG rows")
     args = parser.parse_args()
     modes = modes_parse(args.modes)
     chosen = [language for language in args.languages.split(",") if language]
-    if not modes or any(language not in LANGUAGES for language in chosen):
-        raise SystemExit(f"--modes names none, or --languages is not of {sorted(LANGUAGES)}")
+    batches = [batch for batch in args.batches.split(",") if batch]
+    if not modes or any(language not in LANGUAGES for language in chosen) or set(batches) - set(BATCHES):
+        raise SystemExit(f"--modes names none, or --languages is not of {sorted(LANGUAGES)}, or --batches of {BATCHES}")
     run = uuid.uuid4().hex[:8]
     os.environ["KB_RATE_LIMIT"] = ""  # every question is asked at once, as no customer asks them
     with platform(name=f"answer_quotes_{run}") as env, worker_running(env):
@@ -184,52 +192,56 @@ def main() -> int:
             return f"{sum(flags)}/{len(flags)} ({sum(flags) / len(flags):.0%})" if flags else "-"
 
         lines = [
-            f"{'rule':8} {'lang':4} {'mode':12} {'nothing':>12} {'page first':>12} {'quoted':>12} | second: "
-            f"{'nothing':>10} {'quoted':>10} | not covered: nothing"
+            f"{'rule':8} {'batch':6} {'lang':4} {'mode':12} {'nothing':>12} {'page first':>12} {'quoted':>12} | "
+            f"second: {'nothing':>10} {'quoted':>10} | not covered: nothing"
         ]
-        for language in chosen:
-            folder, model, _ = LANGUAGES[language]
-            covered = [q for q in _rows(QUESTIONS / f"help_centre_questions_{language}.jsonl") if q["covered"]]
-            paths = sorted((PAGES / folder).glob("*.md"))
-            texts = embed_texts([path.read_text(encoding="utf-8") for path in paths], model=model)
-            asked = embed_texts([q["question"] for q in covered], model=model)
-            nearest = np.argmax(asked @ texts.T / np.linalg.norm(texts, axis=1), axis=1)
-            right = [paths[index].stem == q["document"] for index, q in zip(nearest, covered, strict=True)]
-            lines.append(f"{'':8} {language:4} {'vector only':12} {'':>12} {share(right):>12}")
+        for batch in batches:
+            for language in chosen:
+                folder, model, _ = LANGUAGES[language]
+                covered = [q for q in _questions(language, batch) if q["covered"]]
+                paths = sorted((PAGES / folder).glob("*.md"))
+                texts = embed_texts([path.read_text(encoding="utf-8") for path in paths], model=model)
+                asked = embed_texts([q["question"] for q in covered], model=model)
+                nearest = np.argmax(asked @ texts.T / np.linalg.norm(texts, axis=1), axis=1)
+                right = [paths[index].stem == q["document"] for index, q in zip(nearest, covered, strict=True)]
+                lines.append(f"{'':8} {batch:6} {language:4} {'vector only':12} {'':>12} {share(right):>12}")
         mtrag_lines = [f"{'rule':8} MTRAG turns searched  first relevant  any relevant  reference words (mean)"]
 
         shipped = answering.sentences_chosen
         for rule, sentences in (("before", sentences_before), ("shipped", shipped)):
             answering.sentences_chosen = sentences
-            for (label, language), knowledge_base in help_centres.items():
-                questions = _rows(QUESTIONS / f"help_centre_questions_{language}.jsonl")
-                covered = [q for q in questions if q["covered"]]
-                first = [reading(ask(conversation(knowledge_base), q["question"]), q["document"]) for q in covered]
-                for q, (nothing, _, quoted) in zip(covered, first, strict=True):
-                    if nothing or not quoted:
-                        why = "nothing" if nothing else "other page"
-                        print(f"  {rule} {label} {why}: {q['id']} {q['question']}", file=sys.stderr)
-                seconds = []
-                for page in sorted({q["document"] for q in covered}):
-                    of_page = [q for q in covered if q["document"] == page]
-                    for one, two in zip(of_page[::2], of_page[1::2], strict=False):
-                        conversation_id = conversation(knowledge_base)
-                        ask(conversation_id, one["question"])
-                        body = ask(conversation_id, two["question"])
-                        if body["dedup"]["action"] == "answered":
-                            seconds.append(reading(body, page))
-                apart = [
-                    reading(ask(conversation(knowledge_base), q["question"]), None)[0]
-                    for q in questions
-                    if not q["covered"]
-                ]
-                lines.append(
-                    f"{rule:8} {language:4} {label:12} {share([f[0] for f in first]):>12} "
-                    f"{share([f[1] for f in first]):>12} {share([f[2] for f in first]):>12} | second: "
-                    f"{share([s[0] for s in seconds]):>10} {share([s[2] for s in seconds]):>10} | not covered: "
-                    f"{share(apart)}"
-                )
-                print(lines[-1], file=sys.stderr)
+            for batch in batches:
+                for (label, language), knowledge_base in help_centres.items():
+                    questions = _questions(language, batch)
+                    covered = [q for q in questions if q["covered"]]
+                    first = [reading(ask(conversation(knowledge_base), q["question"]), q["document"]) for q in covered]
+                    for q, (nothing, _, quoted) in zip(covered, first, strict=True):
+                        if nothing or not quoted:
+                            why = "nothing" if nothing else "other page"
+                            print(f"  {rule} {label} {why}: {q['id']} {q['question']}", file=sys.stderr)
+                    seconds = []
+                    for page in sorted({q["document"] for q in covered}):
+                        of_page = [q for q in covered if q["document"] == page]
+                        for one, two in zip(of_page[::2], of_page[1::2], strict=False):
+                            conversation_id = conversation(knowledge_base)
+                            ask(conversation_id, one["question"])
+                            body = ask(conversation_id, two["question"])
+                            if body["dedup"]["action"] == "answered":
+                                seconds.append(reading(body, page))
+                    apart = []
+                    for q in questions:
+                        if not q["covered"]:
+                            nothing = reading(ask(conversation(knowledge_base), q["question"]), None)[0]
+                            apart.append(nothing)
+                            if not nothing:
+                                print(f"  {rule} {label} quoted: {q['id']} {q['question']}", file=sys.stderr)
+                    lines.append(
+                        f"{rule:8} {batch:6} {language:4} {label:12} {share([f[0] for f in first]):>12} "
+                        f"{share([f[1] for f in first]):>12} {share([f[2] for f in first]):>12} | second: "
+                        f"{share([s[0] for s in seconds]):>10} {share([s[2] for s in seconds]):>10} | not covered: "
+                        f"{share(apart)}"
+                    )
+                    print(lines[-1], file=sys.stderr)
             if mtrag_base is not None:
                 first_relevant, any_relevant, recalls = [], [], []
                 for turns in conversations:
