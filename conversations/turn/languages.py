@@ -117,6 +117,9 @@ def reply_language(text: str) -> str:
 
 NOTHING_FOUND = "nothing_found"
 NOTHING_NEW = "nothing_new"
+# The reply to "show me that again" or "explain that differently" when no earlier question of the conversation names
+# a topic: there is nothing to show or explain, and searching the request's own words would find nothing it asks.
+NOTHING_EARLIER = "nothing_earlier"
 GREETING = "greeting"
 THANKS = "thanks"
 SMALLTALK = "smalltalk"
@@ -130,6 +133,8 @@ REPLIES: dict[str, dict[str, str]] = {
         NOTHING_FOUND: "I found nothing in the knowledge base that answers this.",
         NOTHING_NEW: "I found nothing in the knowledge base that answers this beyond what this conversation has "
         "already shown.",
+        NOTHING_EARLIER: "There is no earlier answer in this conversation to show again or explain. What would you "
+        "like to know?",
     },
     "zh": {
         GREETING: "你好！请问有什么可以帮你？",
@@ -137,6 +142,7 @@ REPLIES: dict[str, dict[str, str]] = {
         SMALLTALK: "很乐意帮忙。请问你想了解什么？",
         NOTHING_FOUND: "知识库中没有找到能回答这个问题的内容。",
         NOTHING_NEW: "除了这次对话中已经给出的内容，知识库中没有找到能回答这个问题的其他内容。",
+        NOTHING_EARLIER: "这次对话中还没有可以再说一遍或换个说法解释的回答。请问你想了解什么？",
     },
     "zh-Hant": {
         GREETING: "你好！請問有什麼可以幫你？",
@@ -144,6 +150,7 @@ REPLIES: dict[str, dict[str, str]] = {
         SMALLTALK: "很樂意幫忙。請問你想了解什麼？",
         NOTHING_FOUND: "知識庫中沒有找到能回答這個問題的內容。",
         NOTHING_NEW: "除了這次對話中已經給出的內容，知識庫中沒有找到能回答這個問題的其他內容。",
+        NOTHING_EARLIER: "這次對話中還沒有可以再說一遍或換個說法解釋的回答。請問你想了解什麼？",
     },
     "ja": {
         GREETING: "こんにちは！何をお知りになりたいですか？",
@@ -152,6 +159,8 @@ REPLIES: dict[str, dict[str, str]] = {
         NOTHING_FOUND: "ナレッジベースには、この質問に答える内容が見つかりませんでした。",
         NOTHING_NEW: "この会話ですでにお見せした内容のほかには、"
         "ナレッジベースにこの質問に答える内容が見つかりませんでした。",
+        NOTHING_EARLIER: "この会話にはまだ、もう一度お見せしたり言い換えたりできる回答がありません。"
+        "何をお知りになりたいですか？",
     },
     "ko": {
         GREETING: "안녕하세요! 무엇을 알고 싶으신가요?",
@@ -159,6 +168,7 @@ REPLIES: dict[str, dict[str, str]] = {
         SMALLTALK: "기꺼이 도와드릴게요. 무엇을 알고 싶으신가요?",
         NOTHING_FOUND: "지식 베이스에서 이 질문에 답하는 내용을 찾지 못했습니다.",
         NOTHING_NEW: "이 대화에서 이미 보여 드린 내용 외에는 지식 베이스에서 이 질문에 답하는 내용을 찾지 못했습니다.",
+        NOTHING_EARLIER: "이 대화에는 아직 다시 보여 드리거나 다르게 설명할 답변이 없습니다. 무엇을 알고 싶으신가요?",
     },
     "th": {
         GREETING: "สวัสดี! อยากทราบเรื่องอะไร",
@@ -166,6 +176,7 @@ REPLIES: dict[str, dict[str, str]] = {
         SMALLTALK: "ยินดีช่วยเหลือ อยากทราบเรื่องอะไร",
         NOTHING_FOUND: "ไม่พบข้อมูลในฐานความรู้ที่ตอบคำถามนี้",
         NOTHING_NEW: "นอกจากสิ่งที่แสดงไปแล้วในการสนทนานี้ ไม่พบข้อมูลในฐานความรู้ที่ตอบคำถามนี้",
+        NOTHING_EARLIER: "ยังไม่มีคำตอบก่อนหน้าในการสนทนานี้ให้แสดงซ้ำหรืออธิบายใหม่ อยากทราบเรื่องอะไร",
     },
     "ar": {
         GREETING: "مرحبا! ماذا تريد أن تعرف؟",
@@ -173,6 +184,8 @@ REPLIES: dict[str, dict[str, str]] = {
         SMALLTALK: "يسعدني المساعدة. ماذا تريد أن تعرف؟",
         NOTHING_FOUND: "لم أجد في قاعدة المعرفة ما يجيب عن هذا السؤال.",
         NOTHING_NEW: "لم أجد في قاعدة المعرفة ما يجيب عن هذا السؤال غير ما عرضته هذه المحادثة بالفعل.",
+        NOTHING_EARLIER: "لا توجد في هذه المحادثة إجابة سابقة أعرضها مرة أخرى أو أشرحها بطريقة أخرى. "
+        "ماذا تريد أن تعرف؟",
     },
     "ru": {
         GREETING: "Здравствуйте! Что вы хотите узнать?",
@@ -181,6 +194,8 @@ REPLIES: dict[str, dict[str, str]] = {
         NOTHING_FOUND: "В базе знаний не нашлось ничего, что отвечает на этот вопрос.",
         NOTHING_NEW: "Кроме того, что уже было показано в этом разговоре, в базе знаний не нашлось ничего, что "
         "отвечает на этот вопрос.",
+        NOTHING_EARLIER: "В этом разговоре ещё нет ответа, который можно показать снова или объяснить иначе. Что вы "
+        "хотели бы узнать?",
     },
     "es": {
         GREETING: "¡Hola! ¿Qué te gustaría saber?",
@@ -189,6 +204,8 @@ REPLIES: dict[str, dict[str, str]] = {
         NOTHING_FOUND: "No encontré nada en la base de conocimiento que responda a esto.",
         NOTHING_NEW: "No encontré nada en la base de conocimiento que responda a esto, aparte de lo que ya se ha "
         "mostrado en esta conversación.",
+        NOTHING_EARLIER: "En esta conversación todavía no hay una respuesta anterior que mostrar de nuevo o explicar "
+        "de otra forma. ¿Qué te gustaría saber?",
     },
     "pt": {
         GREETING: "Olá! O que você gostaria de saber?",
@@ -197,6 +214,8 @@ REPLIES: dict[str, dict[str, str]] = {
         NOTHING_FOUND: "Não encontrei nada na base de conhecimento que responda a isso.",
         NOTHING_NEW: "Além do que esta conversa já mostrou, não encontrei nada na base de conhecimento que responda a "
         "isso.",
+        NOTHING_EARLIER: "Ainda não há nesta conversa uma resposta anterior para mostrar de novo ou explicar de outra "
+        "forma. O que você gostaria de saber?",
     },
     "fr": {
         GREETING: "Bonjour ! Que souhaitez-vous savoir ?",
@@ -205,6 +224,8 @@ REPLIES: dict[str, dict[str, str]] = {
         NOTHING_FOUND: "Je n'ai rien trouvé dans la base de connaissances qui réponde à cette question.",
         NOTHING_NEW: "Je n'ai rien trouvé dans la base de connaissances qui réponde à cette question, en dehors de ce "
         "que cette conversation a déjà montré.",
+        NOTHING_EARLIER: "Il n'y a pas encore de réponse dans cette conversation à montrer de nouveau ou à expliquer "
+        "autrement. Que souhaitez-vous savoir ?",
     },
     "de": {
         GREETING: "Hallo! Was möchten Sie wissen?",
@@ -213,6 +234,8 @@ REPLIES: dict[str, dict[str, str]] = {
         NOTHING_FOUND: "Ich habe in der Wissensdatenbank nichts gefunden, das diese Frage beantwortet.",
         NOTHING_NEW: "Über das hinaus, was dieses Gespräch bereits gezeigt hat, habe ich in der Wissensdatenbank "
         "nichts gefunden, das diese Frage beantwortet.",
+        NOTHING_EARLIER: "In diesem Gespräch gibt es noch keine Antwort, die ich erneut zeigen oder anders erklären "
+        "könnte. Was möchten Sie wissen?",
     },
     "it": {
         GREETING: "Ciao! Cosa vorresti sapere?",
@@ -221,6 +244,8 @@ REPLIES: dict[str, dict[str, str]] = {
         NOTHING_FOUND: "Non ho trovato nulla nella base di conoscenza che risponda a questa domanda.",
         NOTHING_NEW: "Oltre a quanto già mostrato in questa conversazione, non ho trovato nulla nella base di "
         "conoscenza che risponda a questa domanda.",
+        NOTHING_EARLIER: "In questa conversazione non c'è ancora una risposta da mostrare di nuovo o spiegare in altro "
+        "modo. Cosa vorresti sapere?",
     },
     "nl": {
         GREETING: "Hallo! Wat wilt u weten?",
@@ -229,6 +254,8 @@ REPLIES: dict[str, dict[str, str]] = {
         NOTHING_FOUND: "Ik heb in de kennisbank niets gevonden dat hierop antwoordt.",
         NOTHING_NEW: "Behalve wat dit gesprek al heeft laten zien, heb ik in de kennisbank niets gevonden dat hierop "
         "antwoordt.",
+        NOTHING_EARLIER: "Er is in dit gesprek nog geen antwoord om opnieuw te tonen of anders uit te leggen. Wat "
+        "wilt u weten?",
     },
     "pl": {
         GREETING: "Cześć! Co chcesz wiedzieć?",
@@ -237,6 +264,8 @@ REPLIES: dict[str, dict[str, str]] = {
         NOTHING_FOUND: "W bazie wiedzy nie znaleziono niczego, co odpowiada na to pytanie.",
         NOTHING_NEW: "Poza tym, co ta rozmowa już pokazała, w bazie wiedzy nie znaleziono niczego, co odpowiada na to "
         "pytanie.",
+        NOTHING_EARLIER: "W tej rozmowie nie ma jeszcze odpowiedzi, którą mógłbym pokazać ponownie lub wyjaśnić "
+        "inaczej. Czego chcesz się dowiedzieć?",
     },
     "tr": {
         GREETING: "Merhaba! Ne öğrenmek istersiniz?",
@@ -245,6 +274,8 @@ REPLIES: dict[str, dict[str, str]] = {
         NOTHING_FOUND: "Bilgi tabanında bu soruyu yanıtlayan bir şey bulamadım.",
         NOTHING_NEW: "Bu konuşmada zaten gösterilenlerin dışında, bilgi tabanında bu soruyu yanıtlayan bir şey "
         "bulamadım.",
+        NOTHING_EARLIER: "Bu konuşmada henüz yeniden gösterilecek ya da başka türlü açıklanacak bir yanıt yok. Ne "
+        "öğrenmek istersiniz?",
     },
 }
 # fmt: on

@@ -22,7 +22,7 @@ from conversations.dedup.decisions import (
     excluded_ids,
 )
 from conversations.models import DedupAction, Granularity, IntentBehaviour
-from conversations.turn.languages import smalltalk_reply
+from conversations.turn.languages import NOTHING_EARLIER, reply, smalltalk_reply
 from conversations.turn.state import RecentTurn, StoredAnswer
 
 SHADOW_SERVE_REASON = "shadow mode: would have served the stored answer"
@@ -151,6 +151,23 @@ def turn_decide(facts: TurnFacts) -> TurnDecision:
             smalltalk_reply=smalltalk_reply(facts.intent, facts.language),
         )
 
+    topic = search_topic(
+        behaviour=facts.behaviour, recent_turns=facts.recent_turns, names_topic=facts.recent_names_topic
+    )
+    if topic is None and facts.behaviour in (IntentBehaviour.REPEAT, IntentBehaviour.ELABORATE):
+        # Nothing earlier to show or explain: the request's own words ("explain that differently") name nothing the
+        # knowledge base could answer, and "I found nothing" would say the knowledge base lacks something.
+        return TurnDecision(
+            kind=TurnKind.SMALLTALK,
+            action=DedupAction.BYPASSED,
+            audit_action=DedupAction.BYPASSED,
+            shadow_action=None,
+            reason=f"{reason}: nothing earlier",
+            duplicate=duplicate,
+            matched=None,
+            smalltalk_reply=reply(NOTHING_EARLIER, facts.language),
+        )
+
     def window_ids(granularity: str) -> tuple[int, ...]:
         return tuple(
             excluded_ids(
@@ -173,9 +190,7 @@ def turn_decide(facts: TurnFacts) -> TurnDecision:
         reason=reason,
         duplicate=duplicate,
         matched=matched,
-        search_topic=search_topic(
-            behaviour=facts.behaviour, recent_turns=facts.recent_turns, names_topic=facts.recent_names_topic
-        ),
+        search_topic=topic,
         excluded=excluded,
         applied_exclusion=applied,
         # The texts those turns showed: a copy of one in another document (the same file uploaded twice) is no news.

@@ -19,6 +19,7 @@ from conversations.models import (
     Turn,
 )
 from conversations.services import dedup_policy_update
+from conversations.turn.languages import NOTHING_EARLIER, REPLIES
 from conversations.turn.state import hot_copy_writes_wait, state_key
 from kbplatform.redis_client import redis_connection
 from retrieval.models import Chunk
@@ -223,6 +224,18 @@ def test_show_me_that_again_twice_or_after_thanks_shows_the_same_passages(api_cl
     after_thanks = ask(api_client, conversation_id, "show me that again")
     assert [s["chunk_id"] for s in after_thanks["sources"]] == shown
     assert "12 dollars" in after_thanks["answer"]
+
+
+def test_asking_for_an_answer_again_before_any_is_told_there_is_none(api_client, tenant, kb):
+    """It searched its own words and said the knowledge base held nothing that answers them."""
+    conversation_id = start(api_client, kb)
+    for request in ("Can you explain that differently?", "show me that again"):
+        body = ask(api_client, conversation_id, request)
+        assert body["dedup"]["action"] == "bypassed" and body["dedup"]["reason"].endswith(": nothing earlier")
+        assert body["answer"] == REPLIES["en"][NOTHING_EARLIER] and body["sources"] == []
+    # Once a question names a topic, the request stands for it again.
+    ask(api_client, conversation_id, "How much does the Team plan cost?")
+    assert "12 dollars" in ask(api_client, conversation_id, "show me that again")["answer"]
 
 
 def test_smalltalk_neither_retrieves_nor_dedups(api_client, tenant, kb):

@@ -9,6 +9,7 @@ import pytest
 
 from conversations.dedup.decisions import ConsumedRef, DuplicateDecision, PolicyView, turn_plan
 from conversations.models import DedupAction
+from conversations.turn.languages import NOTHING_EARLIER, REPLIES
 from conversations.turn.state import RecentTurn, StoredAnswer
 from conversations.turn.turn_decision import (
     SHADOW_SERVE_REASON,
@@ -99,6 +100,8 @@ CASES = [
     ("force_refresh bypasses", facts(force_refresh=True), TurnKind.SEARCH, "bypassed", "bypassed", "force_refresh", (11, 12), (11, 12), False, False),
     ("elaborate bypasses, excluding", facts(intent="elaborate", behaviour="elaborate"), TurnKind.SEARCH, "bypassed", "bypassed", "intent elaborate", (11, 12), (11, 12), False, False),
     ("repeat bypasses and shows again", facts(intent="repeat", behaviour="repeat"), TurnKind.SEARCH, "bypassed", "bypassed", "intent repeat", (), (), False, False),
+    ("repeat with no earlier topic is told so", facts(intent="repeat", behaviour="repeat", recent_names_topic=[False, False]), TurnKind.SMALLTALK, "bypassed", "bypassed", "intent repeat: nothing earlier", (), (), False, False),
+    ("elaborate as the first turn is told so", facts(intent="elaborate", behaviour="elaborate", recent_turns=[], recent_names_topic=[], consumed=[]), TurnKind.SMALLTALK, "bypassed", "bypassed", "intent elaborate: nothing earlier", (), (), False, False),
     ("an intent off the allowlist bypasses", facts(intent="billing"), TurnKind.SEARCH, "bypassed", "bypassed", "intent billing not allowlisted", (11, 12), (11, 12), False, False),
     ("scope off answers without looking", facts(policy={"scope": "off"}), TurnKind.SEARCH, "answered", "answered", "", (11, 12), (11, 12), False, False),
     ("exclusion off excludes nothing", facts(policy={"exclusion_enabled": False}), TurnKind.SEARCH, "answered", "answered", "", (), (), False, False),
@@ -152,7 +155,7 @@ def test_small_talk_gets_its_own_reply_or_the_default() -> None:
     [
         ("repeat", [True, False], 0),  # "thanks" named no topic: the question before it
         ("elaborate", [True, True], 1),
-        ("repeat", [False, False], None),  # nothing to re-ask: the turn's own words
+        ("repeat", [False, False], None),  # nothing to re-ask: told so (`test_turn_decide`)
         ("normal", [True, True], None),
         ("smalltalk", [True, True], None),
     ],
@@ -165,3 +168,14 @@ def test_search_topic_is_the_last_question_that_names_one(behaviour, names_topic
             turn_decide(facts(intent=behaviour, behaviour=behaviour, recent_names_topic=names_topic)).search_topic
             is topic
         )
+
+
+def test_a_request_for_an_earlier_answer_with_none_is_told_so_in_its_language() -> None:
+    """ "Explain that differently" as a conversation's first message was searched in its own words and answered "I found
+    nothing in the knowledge base that answers this", as if the knowledge base lacked something."""
+    first = {"recent_turns": [], "recent_names_topic": [], "consumed": []}
+    english = turn_decide(facts(intent="elaborate", behaviour="elaborate", **first)).smalltalk_reply
+    assert english == REPLIES["en"][NOTHING_EARLIER]
+    chinese = turn_decide(facts(intent="repeat", behaviour="repeat", language="zh", **first)).smalltalk_reply
+    assert chinese == REPLIES["zh"][NOTHING_EARLIER]
+    assert all(NOTHING_EARLIER in replies for replies in REPLIES.values())
