@@ -66,6 +66,17 @@ def han_words(run: str) -> tuple[str, ...]:
     return tuple(_segmenter().lcut(simplified(run.replace("\u3007", "零")), HMM=False))
 
 
+@lru_cache(maxsize=1 << 14)
+def word_tail(word: str) -> str:
+    """The last two characters of a three-character Chinese word when they are a dictionary word themselves, else "".
+    jieba's dictionary keeps many a verb with its object as one word (开发票, 改密码, 查订单) that a page writes apart
+    (开具电子发票, 修改密码): the tail is the thing acted on, and what a page about it names."""
+    if len(word) != 3 or not HAN.fullmatch(word):
+        return ""
+    tail = word[1:]
+    return tail if _segmenter().FREQ.get(tail) else ""
+
+
 def words_of(text: str, latin_words: Callable[[str], list[str]]) -> list[str]:
     """The words of `text` (already normalized and lowercased) in order: its Chinese runs cut by the segmenter, the
     text between them read by `latin_words`."""

@@ -33,7 +33,7 @@ import httpx2
 import openai
 from django.conf import settings
 
-from conversations.dedup import other_languages
+from conversations.dedup import chinese_text, other_languages
 from conversations.dedup.question_pairs import content_words, words_read
 from conversations.models import COUNT_MAX
 from conversations.turn import languages
@@ -305,13 +305,21 @@ def _all_far(passages: Sequence[SourcePassage], floor: float | None) -> bool:
 _HANGUL_WORD = re.compile(r"[\uac00-\ud7a3]{3,}")
 
 
+@lru_cache(maxsize=1 << 12)
 def _words_named(text: str) -> frozenset[str]:
-    """The content words of `text`, and of a Korean word also its first two syllables: Korean writes a word's particle
+    """The content words of `text`; of a Korean word also its first two syllables: Korean writes a word's particle
     and ending onto it (환불은, 환불을: "the refund" as subject and as object), and most of its nouns are two
-    syllables, so two forms of one word share them."""
+    syllables, so two forms of one word share them; of a three-character Chinese word also its last two when they are
+    a word of their own (`chinese_text.word_tail`): "能开发票吗" names 发票 as a page's "开具电子发票" does. Not every
+    word inside a longer one: jieba's search mode reading measured worse (docs/conversations.md, "Answers and
+    tokens")."""
     words = content_words(text)
-    stems = {word[:2] for word in words if _HANGUL_WORD.fullmatch(word)}
-    return words | stems if stems else words
+    more = {word[:2] for word in words if _HANGUL_WORD.fullmatch(word)}
+    for word in words:
+        tail = chinese_text.word_tail(word)
+        if tail and content_words(tail) == {tail}:
+            more.add(tail)
+    return words | more if more else words
 
 
 def _one_language(question: str, sentences: Sequence[str]) -> bool:
