@@ -12,9 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from charset_normalizer import from_bytes
-from charset_normalizer.utils import is_multi_byte_encoding
-
+from kbplatform import text_encoding
 from kbplatform.text import text_storable
 
 if TYPE_CHECKING:
@@ -99,31 +97,7 @@ def file_kind_detect(data: bytes, filename: str = "") -> str:
 
 
 def _looks_like_utf16(head: bytes) -> bool:
-    return head.startswith((b"\xff\xfe", b"\xfe\xff")) or _utf16_without_bom(head) is not None
-
-
-def _utf16_without_bom(head: bytes) -> str | None:
-    """The codec of UTF-16 text written without a byte-order mark (as some Windows tools save "Unicode" text), or None.
-
-    Text of mostly Latin, Greek or Cyrillic script has a NUL in (nearly) every other byte, on one side only; binary
-    can too (an array of small 16-bit numbers), so the start must also decode strictly to printable text."""
-    head = head[: len(head) - len(head) % 2]
-    pairs = len(head) // 2
-    if pairs < 4 or head.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return None
-    even_nuls, odd_nuls = head[0::2].count(0), head[1::2].count(0)
-    if odd_nuls >= pairs / 2 and even_nuls == 0:
-        codec = "utf-16-le"
-    elif even_nuls >= pairs / 2 and odd_nuls == 0:
-        codec = "utf-16-be"
-    else:
-        return None
-    try:
-        start = head.decode(codec)
-    except UnicodeDecodeError:  # a surrogate pair cut at the end of the head is no proof either way
-        start = head[:-2].decode(codec, "replace")
-    printable = sum(char.isprintable() or char in "\t\n\r" for char in start)
-    return codec if printable >= 0.95 * len(start) else None
+    return head.startswith((b"\xff\xfe", b"\xfe\xff")) or text_encoding.utf16_without_bom(head) is not None
 
 
 def _looks_like_html(head: bytes) -> bool:
@@ -131,49 +105,12 @@ def _looks_like_html(head: bytes) -> bool:
     return start.startswith((b"<!doctype html", b"<html")) or (b"<html" in start and b"<body" in head.lower())
 
 
-# Windows-1252, the superset of ISO-8859-1 ("Latin-1") that most text not in UTF-8 is written in (Western European
-# languages, saved on Windows).
-WESTERN_CODE_PAGE = "cp1252"
-# How much worse than charset-normalizer's guess Windows-1252 may read a text and still be taken instead: its mess
-# ("chaos", 0 to 1, of which it keeps candidates up to 0.2) and its fit with a language's letter frequencies.
-_WESTERN_CHAOS_MARGIN = 0.2
-_WESTERN_COHERENCE_MARGIN = 0.05
-
-
 def text_decode(data: bytes) -> str:
-    """Text in UTF-16 without a byte-order mark, in UTF-8 (with or without one) or, failing those, the encoding
-    charset-normalizer finds (UTF-16 and UTF-32 by their mark), except that Windows-1252 wins when it reads the bytes
-    about as well as that guess.
-
-    Single-byte code pages cannot be told apart by their bytes alone, and charset-normalizer breaks a near tie between
-    them by its own order, not by how common they are: French, Portuguese, Swedish or English in Latin-1 came out in
-    Baltic or Central European letters ("crème" as "crčme"), and a short one as UTF-16. A text in a code page that reads
-    it no better than Windows-1252 (Hungarian or Croatian in Windows-1250) is read as Windows-1252: UTF-8 is the way
-    to be sure."""
-    bomless_utf16 = _utf16_without_bom(data[:8192])
-    if bomless_utf16 is not None:  # before UTF-8, which reads its ASCII as letters and NULs
-        try:
-            return data.decode(bomless_utf16)
-        except UnicodeDecodeError:
-            pass
+    """`text_encoding.text_decode`, its refusal a DocumentParseError for the person who uploaded the file."""
     try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        pass
-    matches = from_bytes(data)
-    best = matches.best()
-    if best is None:
-        raise DocumentParseError("The file is not readable text in any known encoding. Save it as UTF-8.")
-    guessed_single_byte = not is_multi_byte_encoding(best.encoding) or best.encoding.startswith(("utf_16", "utf_32"))
-    if guessed_single_byte and not best.bom:
-        for match in matches:
-            if (
-                WESTERN_CODE_PAGE in match.could_be_from_charset
-                and match.chaos <= best.chaos + _WESTERN_CHAOS_MARGIN
-                and match.coherence >= best.coherence - _WESTERN_COHERENCE_MARGIN
-            ):
-                return str(match)  # the same text as Windows-1252 gives: charset-normalizer groups identical readings
-    return str(best)
+        return text_encoding.text_decode(data)
+    except text_encoding.UnreadableTextError as exc:
+        raise DocumentParseError(str(exc)) from exc
 
 
 def html_text(markup: str) -> str:

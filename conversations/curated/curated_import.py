@@ -1,8 +1,9 @@
 """Curated Q&A pairs read from an import file (CSV, XLSX or JSON Lines) and checked row by row, with no database.
 
-A file that cannot be read as its kind at all (not UTF-8, not a workbook, no `answer` or `question` column) is one
-ApplicationError (400) for the whole request; anything wrong with one row is that row's ApplicationError, in its place,
-so the other rows are kept (`conversations.curated.curated.curated_answers_import`).
+A file that cannot be read as its kind at all (JSON Lines not in UTF-8, a CSV in no encoding the document upload
+reads, not a workbook, no `answer` or `question` column) is one ApplicationError (400) for the whole request; anything
+wrong with one row is that row's ApplicationError, in its place, so the other rows are kept
+(`conversations.curated.curated.curated_answers_import`).
 
 Columns (CSV and XLSX, the first row names them, case and spaces ignored): `answer`; one or more starting with
 `question` (`question`, `question_2`, `questions`...), each cell holding one phrasing or several, one a line;
@@ -25,6 +26,7 @@ from typing import Any
 from kbplatform.errors import ApplicationError
 from kbplatform.serializers import ID_MAX
 from kbplatform.text import control_character_problem, has_visible_character
+from kbplatform.text_encoding import UnreadableTextError, text_decode
 
 ANSWER_MAX_CHARS = 20000
 PHRASING_MAX_CHARS = 4000  # as a turn's question (`services.turns.QUESTION_MAX_CHARS`)
@@ -213,8 +215,19 @@ def _utf8(content: bytes) -> str:
         raise ApplicationError(f"The file is not UTF-8 text (byte {exc.start}): save it as UTF-8.") from exc
 
 
+def _csv_text(content: bytes) -> str:
+    """A CSV file's text in the encoding it was saved in, read as an uploaded document's is (`text_decode`):
+    Excel saves "CSV" in the system's code page (GBK on a Chinese Windows, Windows-1252 on a Western one), and the
+    people who keep a help centre's FAQ in a workbook are not asked to know that. JSON Lines stays UTF-8, as JSON
+    is."""
+    try:
+        return text_decode(content)
+    except UnreadableTextError as exc:
+        raise ApplicationError(str(exc)) from exc
+
+
 def _csv_table(content: bytes) -> list[list[Any]]:
-    text = _utf8(content)
+    text = _csv_text(content)
     try:
         return [row for row in csv.reader(io.StringIO(text, newline=""))]
     except csv.Error as exc:

@@ -271,8 +271,18 @@ def test_an_import_reports_bad_rows_per_row_and_keeps_the_rest(api_client, tenan
         api_client, knowledge_base, b"answer,question,enabled\nSeven.,seventh?,yes\n,orphan?,\n", "more.csv"
     )
     assert [result["status"] for result in csv_body["results"]] == [201, 400]
+    # Excel saves CSV in the system's code page: GBK on a Chinese Windows. It was refused as "not UTF-8".
+    gbk = "answer,question\n在“设置 > 账号”中修改绑定的手机号。,怎么改绑手机号\n".encode("gbk")
+    gbk_body = import_file(api_client, knowledge_base, gbk, "faq.csv")
+    assert gbk_body["results"][0]["curated_answer"]["questions"] == ["怎么改绑手机号"]
+    assert gbk_body["results"][0]["curated_answer"]["answer"] == "在“设置 > 账号”中修改绑定的手机号。"
     # A whole-file problem is one 400, and nothing of the file is stored.
-    for name, content in (("bad.xlsx", b"not a workbook"), ("bad.csv", b"title,text\nx,y\n"), ("bad.txt", b"x")):
+    for name, content in (
+        ("bad.xlsx", b"not a workbook"),
+        ("bad.csv", b"title,text\nx,y\n"),
+        ("bad.txt", b"x"),
+        ("gbk.jsonl", '{"answer": "一", "questions": ["二"]}'.encode("gbk")),  # JSON is UTF-8
+    ):
         upload = io.BytesIO(content)
         upload.name = name
         response = api_client.post(
@@ -280,7 +290,7 @@ def test_an_import_reports_bad_rows_per_row_and_keeps_the_rest(api_client, tenan
         )
         assert response.status_code == 400, (name, response.content)
         assert response.json()["message"]
-    assert stored.count() == 3
+    assert stored.count() == 4
 
 
 @pytest.mark.django_db
