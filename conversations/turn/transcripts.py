@@ -18,15 +18,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from django.db import DatabaseError
 from django.utils import timezone
 
 from conversations.models import Conversation
 from kbplatform.text import user_id_canonical
 from tenants.models import Tenant
+
+logger = logging.getLogger(__name__)
 
 # The messages a transcript is made of: what was asked and what was answered. A system or developer prompt is the
 # front end's own (and often changes between releases); tool messages are no turn of the platform's.
@@ -87,6 +91,12 @@ def conversation_of_transcript(
 def transcript_record(
     *, tenant: Tenant, conversation_id: int, messages: Sequence[Mapping[str, Any]], answer: str
 ) -> None:
-    """Record on the conversation the transcript the client holds once it has `answer` to the last of `messages`."""
+    """Record on the conversation the transcript the client holds once it has `answer` to the last of `messages`.
+    Called once the turn is recorded and its answer sent: a database that fails here is logged, not raised, since the
+    turn stands (a client told it failed would ask again and take it twice) and all that is lost is that the client's
+    next request, unnamed, starts a new conversation."""
     digest = transcript_digest([*messages, {"role": "assistant", "content": answer}]) or ""
-    Conversation.objects.for_tenant(tenant).filter(pk=conversation_id).update(transcript_digest=digest)
+    try:
+        Conversation.objects.for_tenant(tenant).filter(pk=conversation_id).update(transcript_digest=digest)
+    except DatabaseError:
+        logger.warning("conversation %s: its chat transcript could not be recorded", conversation_id, exc_info=True)

@@ -11,6 +11,7 @@ import json
 import openai
 import pytest
 from django.db import OperationalError
+from django.db.models import QuerySet
 from rest_framework.test import APIClient
 
 from conversations.models import AnswerState, Conversation, DedupEvent, Turn
@@ -354,6 +355,28 @@ def test_a_client_that_sends_its_transcript_back_goes_on_in_its_conversation(ten
     fourth = post(chat, {"model": model, "messages": messages}).json()
     assert fourth["kbplatform"]["conversation_id"] == first["kbplatform"]["conversation_id"]
     assert records(tenant) == (1, 4, 4)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_a_transcript_the_database_cannot_record_leaves_the_turn_standing(tenant, chat, kb, monkeypatch, stream):
+    """The turn is recorded and its answer sent before its transcript is: failing then would tell the client a turn
+    failed that stands, and it would ask again."""
+    update = QuerySet.update
+
+    def failing(queryset, **fields):
+        if "transcript_digest" in fields:
+            raise OperationalError("server closed the connection unexpectedly")
+        return update(queryset, **fields)
+
+    monkeypatch.setattr(QuerySet, "update", failing)
+    body = {"model": f"kb-{kb.pk}", "messages": user(QUESTION), "stream": stream}
+    if stream:
+        chunks = chunks_of(post(chat, body))
+        assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+    else:
+        assert post(chat, body).status_code == 200
+    assert records(tenant) == (1, 1, 1)
+    assert Conversation.objects.for_tenant(tenant).get().transcript_digest == ""
 
 
 def test_a_transcript_goes_on_only_in_the_conversation_it_is_the_last_state_of(tenant, chat, kb):
