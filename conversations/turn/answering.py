@@ -311,8 +311,8 @@ def _words_named(text: str) -> frozenset[str]:
     and ending onto it (환불은, 환불을: "the refund" as subject and as object), and most of its nouns are two
     syllables, so two forms of one word share them; of a three-character Chinese word also its last two when they are
     a word of their own (`chinese_text.word_tail`): "能开发票吗" names 发票 as a page's "开具电子发票" does. Not every
-    word inside a longer one: jieba's search mode reading measured worse (docs/conversations.md, "Answers and
-    tokens")."""
+    word inside a longer one, as jieba's search mode reads it: that also quoted pages for questions they do not
+    answer (分期付款 names 付款; BENCHMARKS.md, "What the extractive answer quotes")."""
     words = content_words(text)
     more = {word[:2] for word in words if _HANGUL_WORD.fullmatch(word)}
     for word in words:
