@@ -67,7 +67,9 @@ def _turn_number_take(
     """Inside the turn's transaction: count the turn on the conversation row, move its expiry, and return the new
     turn's number, with the new turn's id taken from its table's sequence when `allocate_turn_id` (PostgreSQL), so
     the rows that name the turn can be written without reading its id back. The UPDATE locks the row until the
-    transaction ends, so concurrent turns of one conversation queue here and get distinct numbers; RETURNING makes it
+    transaction ends, so concurrent turns of one conversation queue here and get distinct numbers. It also forgets the
+    chat client's transcript (`transcripts.transcript_record` writes the new one once a chat turn's answer is sent):
+    a transcript that does not hold this turn is no longer the conversation's latest state. RETURNING makes it
     one round trip (PostgreSQL, and SQLite 3.35+), where the ORM would need a locking read and a write. A sequence
     value taken by a turn that then rolls back is a gap in the ids, as any failed insert leaves. `begin` opens the
     transaction in the same round trip (an explicit BEGIN before the UPDATE, for `_turn_write_explicit`)."""
@@ -78,7 +80,8 @@ def _turn_number_take(
     with connection.cursor() as cursor:
         cursor.execute(
             ("BEGIN; " if begin else "")
-            + f"UPDATE {table} SET turn_count = turn_count + 1, last_active_at = %s, expires_at = %s "
+            + f"UPDATE {table} SET turn_count = turn_count + 1, last_active_at = %s, expires_at = %s, "
+            "transcript_digest = '' "
             f"WHERE id = %s AND tenant_id = %s RETURNING {returning}",
             [*moments, conversation.pk, tenant.pk]
             + ([Turn._meta.db_table, Turn._meta.pk.column] if allocate_turn_id else []),

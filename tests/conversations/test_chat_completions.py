@@ -401,6 +401,22 @@ def test_a_transcript_goes_on_only_in_the_conversation_it_is_the_last_state_of(t
     assert Conversation.objects.for_tenant(tenant).get(pk=conversation_id).turn_count == 2
 
 
+def test_a_turn_taken_through_the_messages_endpoint_ends_the_chat_transcripts_hold(tenant, chat, kb):
+    """The transcript the chat client holds no longer holds the conversation's last turn."""
+    model = f"kb-{kb.pk}"
+    first = post(chat, {"model": model, "messages": user(QUESTION)}).json()
+    conversation_id = first["kbplatform"]["conversation_id"]
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Api-Key {chat.raw_key}")
+    asked = client.post(
+        f"/api/v1/conversations/{conversation_id}/messages/", {"question": "How do I get a refund?"}, format="json"
+    )
+    assert asked.status_code == 200, asked.content
+    kept = [*user(QUESTION), {"role": "assistant", "content": first["choices"][0]["message"]["content"]}]
+    again = post(chat, {"model": model, "messages": [*kept, *user(PARAPHRASE)]}).json()
+    assert again["kbplatform"]["conversation_id"] != conversation_id
+
+
 def test_the_chat_turn_is_the_messages_endpoints_turn(tenant, chat, kb):
     """A question asked here is a stored answer the platform's own messages endpoint serves, and the other way round:
     one pipeline, one dedup decision, one audit trail."""
