@@ -41,7 +41,15 @@ import uuid
 import zlib
 
 import numpy as np
-from common import DATA, documents_through_api, knowledge_base_through_api, load_average, platform, tenant_api_client
+from common import (
+    DATA,
+    answered_nothing_replies,
+    documents_through_api,
+    knowledge_base_through_api,
+    load_average,
+    platform,
+    tenant_api_client,
+)
 from common import worker as worker_running
 from dedup_languages import askable
 from embedding_multilingual import PAIR_SETS, SEED, faq_split, pairs_read, pairs_sampled
@@ -97,7 +105,7 @@ def main() -> int:
         from django.conf import settings
         from django.db import connection
 
-        from conversations.turn import answering, languages
+        from conversations.turn import answering
 
         if args.without_floor:
             # Neither the shipped floors nor a deployment's (ANSWER_SIMILARITY_FLOORS in the environment).
@@ -110,11 +118,7 @@ def main() -> int:
         }
         print(f"similarity floors: {floors or 'none'}")
 
-        nothing_replies = {
-            replies[kind]
-            for replies in languages.REPLIES.values()
-            for kind in (languages.NOTHING_FOUND, languages.NOTHING_NEW)
-        }
+        nothing_replies = answered_nothing_replies()
 
         tenant, client = tenant_api_client(slug=f"bench-floor-{run}", name="Answer floor")
         print(f"database: {connection.vendor}; seed {SEED}; {load_average()} at the start")

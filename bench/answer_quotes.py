@@ -38,6 +38,7 @@ from pathlib import Path
 from common import (
     DATA,
     ROOT,
+    answered_nothing_replies,
     documents_through_api,
     knowledge_base_through_api,
     load_average,
@@ -104,14 +105,10 @@ def main() -> int:
         import numpy as np
 
         from conversations.dedup.question_pairs import content_words
-        from conversations.turn import answering, languages
+        from conversations.turn import answering
         from retrieval.embeddings import embed_texts
 
-        nothing_replies = {
-            replies[kind]
-            for replies in languages.REPLIES.values()
-            for kind in (languages.NOTHING_FOUND, languages.NOTHING_NEW)
-        }
+        nothing_replies = answered_nothing_replies()
         tenant, client = tenant_api_client(slug=f"bench-quotes-{run}", name="Extractive answer quotes")
         print(f"{load_average()} at the start")
 

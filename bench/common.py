@@ -321,3 +321,15 @@ def rss_mb() -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def answered_nothing_replies() -> set[str]:
+    """The replies a turn gives when it found nothing that answers (`NOTHING_FOUND`, or `NOTHING_NEW` when the
+    exclusion window left passages out), in every reply language: how a benchmark tells a turn answered nothing."""
+    from conversations.turn import languages
+
+    return {
+        replies[kind]
+        for replies in languages.REPLIES.values()
+        for kind in (languages.NOTHING_FOUND, languages.NOTHING_NEW)
+    }

@@ -237,7 +237,7 @@ class ExtractiveAnswerGenerator:
         question_read: bool = True,
         similarity_floor: float | None = None,
     ) -> bool:
-        """False when no sentence of `passages` shares a content word with `question` (`content_words`: Chinese read
+        """False when no sentence of `passages` shares a content word with `question` (`_words_named`: Chinese read
         in jieba's words), unless the question is in another language and the model read it. Such a sentence would be
         quoted for its passage's rank alone, which is what a question the knowledge base does not cover (the weather,
         of a help centre) retrieves; so would any sentence for a question naming nothing ("what is it?"), which this
