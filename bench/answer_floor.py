@@ -26,8 +26,10 @@ answered nothing are listed on stderr. Every question row is a seeded sample whe
 SQLite under var/bench unless DATABASE_URL is set.
 
 The turns run with the shipped similarity floors (`answering.ANSWER_SIMILARITY_FLOORS`). `--without-floor` runs them
-with none and prints, per model, what each floor on the nearest shown passage's cosine would add, on two halves of
-every row, and the floor the choosing rule picks from half 0 of the MTRAG covered turns alone (`floor_choice`).
+with a floor of -1 on every model (no passage is under it, and every turn still reads its passages' cosines, which a
+turn with no floor does not ask a hybrid search for) and prints, per model, what each floor on the nearest shown
+passage's cosine would add, on two halves of every row, and the floor the choosing rule picks from half 0 of the MTRAG
+covered turns alone (`floor_choice`).
 """
 
 from __future__ import annotations
@@ -56,6 +58,9 @@ from embedding_multilingual import PAIR_SETS, SEED, faq_split, pairs_read, pairs
 from floor_choice import COVERED_COST, FLOORS, Turn, floor_chosen, share_answered_nothing
 
 REFUSALS = ("don't have the answer", "do not have")
+MODELS = ("all-MiniLM-L6-v2", "use-multilingual-v3")
+# A floor under every cosine: the turn reads its passages' cosines and answers as with no floor.
+NO_FLOOR = -1.0
 
 
 def _rows(path) -> list[dict]:  # noqa: ANN001
@@ -108,13 +113,15 @@ def main() -> int:
         from conversations.turn import answering
 
         if args.without_floor:
-            # Neither the shipped floors nor a deployment's (ANSWER_SIMILARITY_FLOORS in the environment).
+            # Neither the shipped floors nor a deployment's (ANSWER_SIMILARITY_FLOORS in the environment): a floor of
+            # -1, the lowest cosine, which no passage is under. A turn with no floor at all would not ask for its
+            # passages' cosines (a hybrid search's hits have none then), and the report needs them on every turn.
             answering.ANSWER_SIMILARITY_FLOORS.clear()
-            settings.ANSWER_SIMILARITY_FLOORS = {}
+            settings.ANSWER_SIMILARITY_FLOORS = {model: NO_FLOOR for model in MODELS}
         floors = {
             model: answering.answer_similarity_floor(model)
-            for model in ("all-MiniLM-L6-v2", "use-multilingual-v3")
-            if answering.answer_similarity_floor(model) is not None
+            for model in MODELS
+            if answering.answer_similarity_floor(model) not in (None, NO_FLOOR)
         }
         print(f"similarity floors: {floors or 'none'}")
 
