@@ -3,7 +3,7 @@ indexed into a knowledge base of the multilingual model and one of the bundled m
 `POST /api/v1/knowledge-bases/{id}/search/` (`selectors.chunk_search`), in one run.
 
     .venv/bin/python bench/faq_retrieval.py [--sets bq,lcqmc,afqmc,oppo] [--pairs N] [--modes hybrid,semantic]
-                                            [--models M,...] [--traditional]
+                                            [--models M,...] [--traditional] [--traditional-documents]
 
 For each set, a seeded sample of --pairs duplicate pairs (all with 0): the second questions are the documents (one per
 FAQ answer, identical texts once), the first questions the queries, and a query's relevant documents are the second
@@ -15,7 +15,9 @@ mode; semantic shows each model's vectors alone), and once in full_text (BM25 al
 
 With --traditional, each query is also searched in Traditional characters (OpenCC's `s2t`, as a user in Taiwan or Hong
 Kong writes it) over the same Simplified documents, a row of its own ("... trad."); --models keeps some of the
-knowledge bases.
+knowledge bases. With --traditional-documents the documents themselves are indexed in Traditional characters (a help
+centre in Taiwan or Hong Kong): with --traditional, each query is then searched as written in Simplified characters
+(a mainland user) and in Traditional ones.
 
 Prints per set and per knowledge base and mode: success@5 (a relevant document among the 5 first) and MRR@10, with
 the search's p50 latency and the load average beside it (indicative: the figures that matter are quality).
@@ -61,6 +63,9 @@ def main() -> int:
     parser.add_argument("--modes", default="hybrid,semantic", help="retrieval modes searched on both knowledge bases")
     parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
     parser.add_argument("--traditional", action="store_true", help="also search each query in Traditional characters")
+    parser.add_argument(
+        "--traditional-documents", action="store_true", help="index the documents in Traditional characters"
+    )
     args = parser.parse_args()
     models = [model.strip() for model in args.models.split(",") if model.strip()]
     if unknown := set(models) - set(MODELS):
@@ -78,6 +83,15 @@ def main() -> int:
         duplicates = [pair for pair in pairs_read(PAIR_SETS[name]) if pair.duplicate]
         rng = np.random.default_rng([SEED, zlib.crc32(name.encode())])
         faqs[name] = faq_split(pairs_sampled(duplicates, args.pairs or None, rng))
+    if args.traditional or args.traditional_documents:
+        from opencc import OpenCC
+
+        to_traditional = OpenCC("s2t")
+    if args.traditional_documents:
+        faqs = {
+            name: (queries, [to_traditional.convert(text) for text in documents], relevant)
+            for name, (queries, documents, relevant) in faqs.items()
+        }
 
     with platform(name=f"faq_{run}") as env, worker(env):
         from django.db import connection
@@ -87,7 +101,8 @@ def main() -> int:
         rows = []
         for name in sets:
             queries, documents, relevant = faqs[name]
-            print(f"\n{name}: {len(queries)} queries, {len(documents)} documents (FAQ answers)")
+            script = "Traditional" if args.traditional_documents else "Simplified"
+            print(f"\n{name}: {len(queries)} queries, {len(documents)} documents (FAQ answers, {script} characters)")
             knowledge_bases = {}
             for model in models:
                 knowledge_base = knowledge_base_through_api(
@@ -116,9 +131,6 @@ def main() -> int:
             searches = [(model, mode) for model in models for mode in modes] + [(models[0], "full_text")]
             spellings = [("", queries)]
             if args.traditional:
-                from opencc import OpenCC
-
-                to_traditional = OpenCC("s2t")
                 spellings.append((" trad.", [to_traditional.convert(query) for query in queries]))
             for (model, mode), (spelling, asked) in itertools.product(searches, spellings):
                 url = f"/api/v1/knowledge-bases/{knowledge_bases[model].pk}/search/"

@@ -1,9 +1,10 @@
 """Chinese in one script: Traditional characters (Taiwan, Hong Kong, and single characters in mainland users' writing)
 as their Simplified spelling. Pure, no I/O but OpenCC's tables, loaded once per process on first use.
 
-On the ground floor because two apps read Chinese in one script: the question rules
-(`conversations.dedup.chinese_text`), whose word lists and segmenter's dictionary are Simplified, and the BM25 side of a
-search (`retrieval.vectorstore`), whose jieba analyser matches characters as written.
+On the ground floor because both apps read Chinese in one script: the question rules
+(`conversations.dedup.chinese_text`), whose word lists and segmenter's dictionary are Simplified, the BM25 side of a
+search (`retrieval.vectorstore`), whose jieba analyser matches characters as written, and the multilingual embedding
+model (`retrieval.embeddings.model_input`), which reads one question in the two scripts as two texts.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ if TYPE_CHECKING:
 # Chinese characters (the unified ideographs, extension A, compatibility ideographs) and 〇, the numeral zero: a text
 # without one has nothing to convert and passes through as it is.
 _HAN = re.compile(r"[\u3007\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+# Hiragana, katakana and their extensions, halfwidth katakana: a text holding one is Japanese. Not the katakana middle
+# dot (U+30FB), which Chinese text also sets between the parts of a foreign name.
+_KANA = re.compile(r"[\u3040-\u30fa\u30fc-\u30ff\u31f0-\u31ff\uff66-\uff9f]")
 
 
 @cache
@@ -33,3 +37,10 @@ def simplified(text: str) -> str:
     """`text` with its Traditional Chinese characters as Simplified ones ("3分鐘沒有到帳" is "3分钟没有到帐").
     Simplified text, and anything not Chinese, passes through unchanged."""
     return _simplifier().convert(text) if _HAN.search(text) else text
+
+
+def simplified_unless_japanese(text: str) -> str:
+    """`simplified(text)`, except for a text holding kana, which passes through unchanged: it is Japanese, and its
+    kanji are Japanese spellings ("電話番号", "説明") that the Chinese conversion would rewrite into words of another
+    language."""
+    return text if _KANA.search(text) else simplified(text)

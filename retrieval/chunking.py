@@ -6,10 +6,11 @@ paragraphs, then sentences, then words; Markdown by its headings and blocks. Eve
 two of which are its special tokens).
 
 A chunk's text is exactly what the document has there: a slice of the parsed text, or a client's chunk as sent. The
-model reads it through `embeddings.long_runs_break`, which puts spaces into a run it would otherwise read as one
-[UNK] (a hex or base64 blob, a long URL token, kana or Hangul without spaces); counts and limits are of that broken
-form, what the model really reads. So the splitter measures the broken text, and each of its pieces is stored as the
-span of the original text it came from (the break only inserts spaces, so the offsets map back exactly).
+model reads it through `embeddings.model_input`: a WordPiece model with spaces put into a run it would otherwise read
+as one [UNK] (a hex or base64 blob, a long URL token, kana or Hangul without spaces), the multilingual model with
+Chinese in Simplified characters. Counts and limits are of that form, what the model really reads. So the splitter
+measures the broken text, and each of its pieces is stored as the span of the original text it came from (the break
+only inserts spaces, so the offsets map back exactly); the multilingual model's pieces are counted as it reads each.
 `content_hash` hashes the stored text, so a re-index notices any change in what is shown; `model_input_hash` names
 what the model reads when that differs, for the embedding cache.
 """
@@ -39,8 +40,9 @@ class ChunkDraft:
     token_count: int
     content_hash: str
     external_id: str | None = None
-    # The hash of what the model reads of `text` when that differs from `text` (a long run broken); blank when the
-    # model reads the text as it is. The embedding cache keys vectors by what the model reads; its purge matches this.
+    # The hash of what the model reads of `text` when that differs from `text` (a long run broken, Traditional
+    # characters read as Simplified); blank when the model reads the text as it is. The embedding cache keys vectors
+    # by what the model reads; its purge matches this.
     model_input_hash: str = ""
 
 
@@ -61,8 +63,8 @@ def text_hash(text: str) -> str:
 
 
 def model_input_hash(text: str, model: str | None = None) -> str:
-    """The hash of what the model reads of `text` (`embeddings.long_runs_break`), or "" when that is `text` itself."""
-    model_input = embeddings.long_runs_break(text, model)
+    """The hash of what the model reads of `text` (`embeddings.model_input`), or "" when that is `text` itself."""
+    model_input = embeddings.model_input(text, model)
     return "" if model_input == text else text_hash(model_input)
 
 
@@ -109,7 +111,7 @@ def _tokenizer_splitter(max_tokens: int, overlap: int, markdown: bool, model: st
 @dataclass(frozen=True)
 class _Piece:
     """A slice of the text and the word pieces the model reads of it; `read_as_is` when the model reads the slice as
-    it is written (no long run to break)."""
+    it is written (no long run to break, no Traditional character to read as Simplified)."""
 
     text: str
     token_count: int
@@ -147,6 +149,11 @@ def _pieces_as_read(
         recounted = embeddings.token_counts([pieces[i] for i in uncounted], model)
         for index, count in zip(uncounted, recounted, strict=True):
             counts[index] = count
+    if embeddings.is_multilingual(model):
+        return [
+            _Piece(text=piece, token_count=count, read_as_is=embeddings.model_input(piece, model) == piece)
+            for piece, count in zip(pieces, counts, strict=True)
+        ]
     read_as_is = not breaks
     return [
         _Piece(text=piece, token_count=count, read_as_is=read_as_is)

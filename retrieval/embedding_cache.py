@@ -1,10 +1,11 @@
 """Vectors by (tenant, model, hash of the model's input), stored in the database: unchanged text is never embedded
 twice.
 
-The key hashes what the model reads (`embeddings.long_runs_break` of the text: long runs broken by spaces), not the
-stored text. A vector is then never served for an input it was not made from, whatever the text was stored as: a
-text with a long run and its broken form (as a chunk of an earlier release stored it) share one entry, and an entry
-made when the model read the text unbroken is never found.
+The key hashes what the model reads (`embeddings.model_input` of the text: long runs broken by spaces, Chinese in
+Simplified characters for the multilingual model), not the stored text. A vector is then never served for an input it
+was not made from, whatever the text was stored as: a text with a long run and its broken form (as a chunk of an
+earlier release stored it) share one entry, and an entry made when the model read the text unbroken, or a Traditional
+text as written, is never found.
 
 Why the database and not Redis: the cache must outlive a Redis flush (Redis is only a hot copy here), and
 a knowledge-base rebuild after a model-neutral change (new collection, Milvus loss) then costs no encoding.
@@ -40,7 +41,7 @@ def embeddings_cached(
     """Normalised vectors for `texts` (rows in the same order) and how many were encoded now. Misses are
     encoded in one call by `model` and stored for this tenant; a concurrent writer of the same entry is ignored (same
     vector). `model_identity` is `embeddings.model_identity(model)`."""
-    input_hashes = [text_hash(embeddings.long_runs_break(text, model)) for text in texts]
+    input_hashes = [text_hash(embeddings.model_input(text, model)) for text in texts]
     found: dict[str, np.ndarray] = {}
     unique_hashes = list(dict.fromkeys(input_hashes))
     entries = EmbeddingCacheEntry.objects.filter(tenant_id=tenant_id, model_name=model_identity)
@@ -76,7 +77,7 @@ def embeddings_cached(
 def embedding_cache_purge(*, grace: timedelta = PURGE_GRACE, batch_size: int = PURGE_BATCH) -> int:
     """Delete the entries whose text no chunk of their tenant has any more (deleted or re-chunked documents and
     knowledge bases), older than `grace`; returns how many. A chunk keeps the entry of its text as the model reads
-    it: its `content_hash`, or its `model_input_hash` when the model reads the text with long runs broken. Walks the
+    it: its `content_hash`, or its `model_input_hash` when the model reads the text otherwise (`model_input`). Walks the
     table by primary key in batches, so it never holds long locks and a run cut short loses nothing (the next one
     starts over)."""
     cutoff = timezone.now() - grace

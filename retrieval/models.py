@@ -202,9 +202,10 @@ class Chunk(TenantOwnedModel):
     text = models.TextField()
     token_count = models.PositiveIntegerField(default=0)
     content_hash = models.CharField(max_length=64)
-    # The hash of what the model reads of `text` when that differs from it (a long run broken by spaces, see
-    # `embeddings.long_runs_break`), blank when the model reads the text as stored. The embedding cache keys vectors by
-    # what the model reads, so its purge keeps an entry a chunk's `content_hash` or `model_input_hash` names.
+    # The hash of what the model reads of `text` when that differs from it (a long run broken by spaces, Traditional
+    # characters as Simplified: `embeddings.model_input`), blank when the model reads the text as stored. The
+    # embedding cache keys vectors by what the model reads, so its purge keeps an entry a chunk's `content_hash` or
+    # `model_input_hash` names.
     model_input_hash = models.CharField(max_length=64, blank=True, default="", db_default="")
     external_id = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     # A disabled chunk has no vector in Milvus and is never a search hit nor a stored answer's source; a re-run of its
@@ -232,7 +233,7 @@ class Chunk(TenantOwnedModel):
 
 class EmbeddingCacheEntry(TenantOwnedModel):
     """A vector for (tenant, model, hash of what the model read): re-indexing unchanged text never re-embeds it. The
-    hash is of the model's input (`embeddings.long_runs_break` of the text), not of the stored text, so a vector is
+    hash is of the model's input (`embeddings.model_input` of the text), not of the stored text, so a vector is
     never served for an input it was not made from. The model is named by its identity (`embeddings.model_identity()`:
     its name and a digest of its files), so a model changed in place, or another one in a directory of the same name,
     is never served this model's vectors.

@@ -99,6 +99,34 @@ def test_repeats_are_served_and_look_alikes_are_not(
 
 
 @pytest.mark.parametrize(
+    ("first", "again"),
+    [
+        ("怎么修改密码？", "怎麼修改密碼？"),
+        ("發票什麼時候開？", "发票什么时候开？"),
+        ("退款多久能到账？", "退款多久能到賬？"),
+    ],
+)
+def test_a_question_asked_again_in_the_other_script_is_served_its_answer(api_client, tenant, services, first, again):
+    """A user who writes in Traditional characters asks what an earlier turn asked in Simplified ones, or the other
+    way round (one user on two devices; in tenant scope, two users): the multilingual model reads both as one text,
+    so the repeat has a cosine of 1 and is served. Read as written, the two spellings were 0.77 to 0.91 apart and the
+    head called them different."""
+    kb = indexed_kb(
+        tenant,
+        documents=HELP_CENTRE_ZH,
+        name="help-scripts",
+        embedding_model=embeddings.USE_MODEL_NAME,
+        text_analyzer="chinese",
+    )
+    conversation_id = start(api_client, kb)
+    asked = ask(api_client, conversation_id, first)
+    body = ask(api_client, conversation_id, again)
+    assert body["dedup"]["action"] == "served_cached", body["dedup"]
+    assert body["dedup"]["matched_turn_id"] == asked["turn_id"]
+    assert body["dedup"]["similarity"] == pytest.approx(1.0, abs=1e-4)
+
+
+@pytest.mark.parametrize(
     ("documents", "model", "analyzer", "off_topic", "on_topic"),
     [
         (HELP_CENTRE_ZH, embeddings.USE_MODEL_NAME, "chinese", "明天北京天气怎么样？", ("退款多久能到账？", "refund")),

@@ -197,3 +197,93 @@ def test_a_reindex_onto_a_model_that_breaks_runs_otherwise_records_what_the_new_
     # Every chunk's vector of the new model survives the purge, found by the hash the chunk records.
     for content_hash, input_hash in Chunk.objects.for_tenant(tenant).values_list("content_hash", "model_input_hash"):
         assert entries.filter(model_name=new_model, text_hash=input_hash or content_hash).exists()
+
+
+# A help-centre page written in Traditional characters (Taiwan, Hong Kong), and as OpenCC spells it in Simplified ones
+# (帳戶 as 帐户, a variant mainland text also writes).
+TRADITIONAL_PAGE = "退款審核通過後，款項會在五個工作天內退回原付款帳戶。發票會在訂單完成後寄到您的電子信箱。"
+SIMPLIFIED_PAGE = "退款审核通过后，款项会在五个工作天内退回原付款帐户。发票会在订单完成后寄到您的电子信箱。"
+
+
+@pytest.mark.parametrize(
+    ("text", "read"),
+    [
+        ("怎麼修改密碼？", "怎么修改密码？"),
+        ("怎么修改密码？", "怎么修改密码？"),
+        ("How do I reset my password?", "How do I reset my password?"),
+        # Japanese keeps its kanji: 電話 and 説明 are Japanese spellings, not Traditional Chinese to convert.
+        ("電話番号の変更方法を説明してください", "電話番号の変更方法を説明してください"),
+    ],
+)
+def test_the_multilingual_model_reads_chinese_in_simplified_characters(text, read):
+    assert embeddings.model_input(text, embeddings.USE_MODEL_NAME) == read
+    # The bundled model reads Chinese characters as unknown pieces in either script: it reads the text as written.
+    assert embeddings.model_input(text, "all-MiniLM-L6-v2") == text
+
+
+def test_a_question_in_traditional_characters_has_the_vector_of_its_simplified_spelling():
+    traditional, simplified, other = embeddings.embed_texts(
+        ["發票在哪裡下載？", "发票在哪里下载？", "退款多久能到账？"], model=embeddings.USE_MODEL_NAME
+    )
+    assert float(traditional @ simplified) > 0.9999
+    assert float(traditional @ other) < 0.9
+
+
+def test_a_traditional_page_is_stored_as_written_and_embedded_as_the_multilingual_model_reads_it(
+    milvus_server, api_client, tenant
+):
+    kb = kb_make(tenant, name="traditional", embedding_model=embeddings.USE_MODEL_NAME, text_analyzer="chinese")
+    document = _indexed_upload(api_client, kb, "refunds.txt", TRADITIONAL_PAGE.encode())
+
+    (chunk,) = Chunk.objects.for_tenant(tenant).filter(document=document)
+    assert chunk.text == TRADITIONAL_PAGE  # shown as the document has it
+    assert chunk.model_input_hash == text_hash(SIMPLIFIED_PAGE)
+    model = embeddings.model_identity(embeddings.USE_MODEL_NAME)
+    entries = EmbeddingCacheEntry.objects.for_tenant(tenant).filter(model_name=model)
+    assert list(entries.values_list("text_hash", flat=True)) == [text_hash(SIMPLIFIED_PAGE)]
+    entries.update(created_at=timezone.now() - PURGE_GRACE - timedelta(minutes=1))
+    embedding_cache_purge()
+    assert entries.count() == 1  # the chunk names what the model read: its vector is kept
+    # Found by meaning from a question in either script alike.
+    for query in ("退款几天能退回原来的账户？", "退款幾天能退回原來的帳戶？"):
+        response = api_client.post(
+            f"/api/v1/knowledge-bases/{kb.pk}/search/",
+            {"query": query, "retrieval_mode": "semantic"},
+            format="json",
+        )
+        assert response.status_code == 200, response.json()
+        (hit,) = response.json()["results"]
+        assert hit["text"] == TRADITIONAL_PAGE
+        assert hit["similarity"] == pytest.approx(
+            float(
+                embeddings.embed_query(query, embeddings.USE_MODEL_NAME)
+                @ embeddings.embed_query(SIMPLIFIED_PAGE, embeddings.USE_MODEL_NAME)
+            ),
+            abs=1e-4,
+        )
+
+
+def test_a_traditional_page_indexed_by_the_last_release_is_embedded_afresh_by_a_reindex(
+    milvus_server, api_client, tenant
+):
+    """The last release embedded a Traditional chunk as written and recorded no model input of its own; a re-index
+    (of the document or of the knowledge base) embeds what the model reads now and records it, so the purge keeps the
+    new vector."""
+    kb = kb_make(tenant, name="upgrade-traditional", embedding_model=embeddings.USE_MODEL_NAME, text_analyzer="chinese")
+    document = _indexed_upload(api_client, kb, "refunds.txt", TRADITIONAL_PAGE.encode())
+    rows = Chunk.objects.for_tenant(tenant).filter(document=document)
+    model = embeddings.model_identity(embeddings.USE_MODEL_NAME)
+    # As the last release left them: no model input recorded, the vector of the text as written cached by its hash.
+    rows.update(model_input_hash="")
+    EmbeddingCacheEntry.objects.for_tenant(tenant).update(text_hash=text_hash(TRADITIONAL_PAGE))
+
+    services.document_reindex(tenant=tenant, document=document)
+    run = services.documents_index(tenant_id=tenant.pk, document_ids=[document.pk])
+
+    assert run.encoded == 1
+    assert rows.get().model_input_hash == text_hash(SIMPLIFIED_PAGE)
+    assert (
+        EmbeddingCacheEntry.objects.for_tenant(tenant)
+        .filter(model_name=model, text_hash=text_hash(SIMPLIFIED_PAGE))
+        .exists()
+    )
