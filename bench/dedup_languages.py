@@ -4,7 +4,7 @@
 `dedup.action == "served_cached"`.
 
     .venv/bin/python bench/dedup_languages.py [--model NAME] [--sets bq,lcqmc,afqmc,oppo,qqp] [--limit N]
-                                              [--trained-id-prefix TEMPLATE]
+                                              [--trained-id-prefix TEMPLATE] [--second-traditional]
 
 Runs (each on a knowledge base of its own, made by `POST /api/v1/knowledge-bases/` with the model and text analyser,
 hybrid retrieval by default, holding a few documents indexed by the worker so a turn can answer: the tiny Chinese help
@@ -15,7 +15,9 @@ centre of tests/conversations/helpers.py for Chinese sets, its English handbook 
   hit per 1,000 pairs (an unreadable question is served only an exact repeat, `decisions.UNREADABLE_REASON`);
 - all-MiniLM-L6-v2 on English QQP (held-out part), analyser english; target: P >= 0.85 at R >= 0.40.
 `--model` keeps the runs of one model (it may name a model and set with no target: figures only), `--sets` those of
-some sets. The same seeded sample of each set goes to every model.
+some sets. The same seeded sample of each set goes to every model. `--second-traditional` asks each Chinese pair's
+second question in Traditional characters (OpenCC's `s2t`: a user in Taiwan or Hong Kong asking after one who wrote in
+Simplified ones, as in tenant scope), the first as the set writes it.
 
 Only pairs the duplicate head was never trained on are asked (`never_trained_on`). Prints per run: pairs, duplicates,
 precision, recall, hit rate, false hits per 1,000 pairs, the share of questions answered as unreadable, the audit
@@ -155,6 +157,11 @@ def main() -> int:
         help="what the head's trainer put before each pair id of lcqmc and QQP when it split them; {file} is the "
         "file's name without .jsonl",
     )
+    parser.add_argument(
+        "--second-traditional",
+        action="store_true",
+        help="ask each Chinese pair's second question in Traditional characters",
+    )
     args = parser.parse_args()
     wanted_sets = [name.strip() for name in args.sets.split(",") if name.strip()]
     if unknown := set(wanted_sets) - set(SETS):
@@ -188,6 +195,21 @@ def main() -> int:
             f"database: {connection.vendor}; seed {SEED}; default dedup threshold {DEFAULT_THRESHOLD}; "
             f"{load_average()} at the start"
         )
+        if args.second_traditional:
+            from opencc import OpenCC
+
+            to_traditional = OpenCC("s2t")
+            samples = {
+                name: (
+                    rows
+                    if name not in CHINESE_SETS
+                    else [{**row, "question2": to_traditional.convert(row["question2"])} for row in rows],
+                    eligible,
+                    left_out,
+                )
+                for name, (rows, eligible, left_out) in samples.items()
+            }
+            print("each Chinese pair's second question asked in Traditional characters")
         for name, (rows, eligible, left_out) in samples.items():
             held = " (held-out part)" if name in TRAINED_SETS else ""
             duplicates = sum(int(row["is_duplicate"]) for row in rows)
