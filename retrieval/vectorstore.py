@@ -96,12 +96,25 @@ class TextIndex:
 def bm25_query(query_text: str, analyzer: str) -> str:
     """The text a BM25 search of `analyzer`'s field is given for `query_text`. A Chinese query written with Traditional
     characters is given in both scripts, as written and in Simplified characters (`chinese_script.simplified`): jieba
-    matches characters as written, so "退款多久能到帳" would find "到帐" in no Simplified document, and documents in
-    either script must be found. A query in Simplified characters, and every English one, is given as written."""
+    matches characters as written, so "退款多久能到帳" would find "到帐" in no Simplified document; a document holds
+    its text in Simplified characters (`bm25_document_text`), and one indexed before it did holds it as written. A
+    query in Simplified characters, and every English one, is given as written."""
     if analyzer != CHINESE:
         return query_text
     simplified = chinese_script.simplified(query_text)
     return query_text if simplified == query_text else f"{query_text} {simplified}"
+
+
+def bm25_document_text(text: str, analyzer: str) -> str:
+    """The text a chunk's BM25 field of `analyzer` holds: a `chinese` one's in Simplified characters
+    (`chinese_script.simplified_unless_japanese`), every other as written. jieba's dictionary is Simplified and it
+    matches characters as written, so a page written in Traditional characters was found by no query in Simplified
+    ones (a mainland user of a Taiwan or Hong Kong help centre) and cut into worse words for its own script's queries.
+    The field is searched, never shown: a hit's text is the chunk's, as the document has it. A chunk written before
+    holds its text as written until it is re-indexed; `bm25_query`'s Traditional spelling still finds it."""
+    if analyzer != CHINESE:
+        return text
+    return chinese_script.simplified_unless_japanese(text)
 
 
 def text_cut(text: str) -> str:
@@ -225,7 +238,7 @@ def _row_data(row: ChunkVector, *, name: str) -> dict:
         if row.analyzer not in TEXT_FIELDS:
             raise ValueError(f"unknown text analyser {row.analyzer!r}")
         for analyzer, (text_field, _, _) in TEXT_FIELDS.items():
-            data[text_field] = text_cut(row.text) if analyzer == row.analyzer else ""
+            data[text_field] = text_cut(bm25_document_text(row.text, analyzer)) if analyzer == row.analyzer else ""
     return data
 
 

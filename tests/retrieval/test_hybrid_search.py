@@ -183,17 +183,34 @@ def test_a_chinese_knowledge_base_is_found_by_a_chinese_keyword(milvus_server, t
 def test_a_traditional_chinese_knowledge_base_is_found_by_its_own_script_and_by_simplified_keywords_too(
     milvus_server, tenant
 ):
-    """A query in Traditional characters is searched in both scripts: a knowledge base written in Traditional
-    characters still finds its documents by the words as written."""
+    """A knowledge base written in Traditional characters (Taiwan, Hong Kong) is found by its words from a query in
+    either script: its BM25 field holds the text in Simplified characters, and a Traditional query is given in both.
+    A hit still shows the text as the document has it."""
     knowledge_base = indexed_kb(
         tenant,
         {"refund": ["退款審核通過後三到五個工作日到帳。"], "invoice": ["電子發票會在七天內寄到您的信箱。"]},
         name="traditional",
         text_analyzer=TextAnalyzer.CHINESE,
     )
-    for keyword, expected in (("到帳", "refund"), ("發票", "invoice")):
+    for keyword, expected in (("到帳", "refund"), ("發票", "invoice"), ("到帐", "refund"), ("发票", "invoice")):
         hits = _search(tenant, knowledge_base, keyword, retrieval_mode=RetrievalMode.FULL_TEXT)
         assert _external_ids(hits)[:1] == [expected], keyword
+    assert _search(tenant, knowledge_base, "发票", retrieval_mode=RetrievalMode.FULL_TEXT)[0].text == (
+        "電子發票會在七天內寄到您的信箱。"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "analyzer", "held"),
+    [
+        ("退款審核通過後到帳", "chinese", "退款审核通过后到帐"),
+        ("退款审核通过后到账", "chinese", "退款审核通过后到账"),
+        ("電話番号を教えてください", "chinese", "電話番号を教えてください"),  # Japanese keeps its kanji
+        ("退款審核通過後到帳", "english", "退款審核通過後到帳"),
+    ],
+)
+def test_a_chinese_chunks_bm25_field_holds_its_text_in_simplified_characters(text, analyzer, held):
+    assert vectorstore.bm25_document_text(text, analyzer) == held
 
 
 @pytest.mark.parametrize(
