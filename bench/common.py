@@ -12,7 +12,7 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -333,3 +333,14 @@ def answered_nothing_replies() -> set[str]:
         for replies in languages.REPLIES.values()
         for kind in (languages.NOTHING_FOUND, languages.NOTHING_NEW)
     }
+
+
+def covering_documents(questions: Sequence[str]) -> dict[str, list[str]]:
+    """A knowledge base that answers each of `questions`: one document (external id -> its one chunk's text) per
+    distinct question, holding that question's text. A duplicate benchmark stores the answer of the question a pair
+    asks first and times or judges the decision on the second; a turn whose knowledge base holds nothing that answers
+    it says so and stores no answer to serve (`answering.answerable`), so over a knowledge base that does not cover the
+    questions (a four-page help centre for LCQMC's general questions) the benchmark would measure that, not the
+    decision."""
+    distinct = dict.fromkeys(question for question in questions if question.strip())
+    return {f"q{index}": [question] for index, question in enumerate(distinct)}

@@ -7,8 +7,8 @@
                                               [--trained-id-prefix TEMPLATE] [--second-traditional]
 
 Runs (each on a knowledge base of its own, made by `POST /api/v1/knowledge-bases/` with the model and text analyser,
-hybrid retrieval by default, holding a few documents indexed by the worker so a turn can answer: the tiny Chinese help
-centre of tests/conversations/helpers.py for Chinese sets, its English handbook for QQP):
+hybrid retrieval by default, holding one document per first question of the run's pairs, indexed by the worker, so
+that every first turn has an answer to store: `common.covering_documents`):
 - use-multilingual-v3 on the Chinese sets; targets: bq P >= 0.85 at R >= 0.30, lcqmc (held-out part) P >= 0.85 at
   R >= 0.60; afqmc and oppo printed beside them, with no target;
 - all-MiniLM-L6-v2 (the bundled model, which cannot read Chinese) on the same Chinese pairs; target: at most 1 false
@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 from common import (
     DATA,
+    covering_documents,
     documents_through_api,
     knowledge_base_through_api,
     load_average,
@@ -184,7 +185,6 @@ def main() -> int:
         from conversations.dedup.decisions import UNREADABLE_REASON
         from conversations.models import DEFAULT_THRESHOLD
         from conversations.training.labelled_pairs import precision_recall_hit
-        from tests.conversations.helpers import HANDBOOK, HELP_CENTRE_ZH
 
         tenant, client = tenant_api_client(slug=f"bench-dedup-lang-{run}", name="Duplicate decision by language")
         samples = {
@@ -218,32 +218,27 @@ def main() -> int:
                 f"({left_out} left out: a control character or no visible one, which the API refuses)"
             )
 
-        knowledge_bases: dict[tuple[str, str], object] = {}
         figures: list[tuple[str, str, dict]] = []
         for model, name in runs:
             analyzer = "english" if name == "qqp" else "chinese"
-            knowledge_base = knowledge_bases.get((model, analyzer))
-            if knowledge_base is None:
-                documents = HANDBOOK if analyzer == "english" else HELP_CENTRE_ZH
-                knowledge_base = knowledge_base_through_api(
-                    tenant=tenant,
-                    client=client,
-                    name=f"{analyzer}-{model}",
-                    embedding_model=model,
-                    text_analyzer=analyzer,
-                )
-                documents_through_api(
-                    tenant=tenant,
-                    client=client,
-                    knowledge_base=knowledge_base,
-                    documents=[
-                        {"title": key, "external_id": key, "chunks": [{"text": text} for text in texts]}
-                        for key, texts in documents.items()
-                    ],
-                    label=knowledge_base.name,
-                )
-                knowledge_bases[(model, analyzer)] = knowledge_base
             rows, _, _ = samples[name]
+            knowledge_base = knowledge_base_through_api(
+                tenant=tenant,
+                client=client,
+                name=f"{name}-{model}",
+                embedding_model=model,
+                text_analyzer=analyzer,
+            )
+            documents_through_api(
+                tenant=tenant,
+                client=client,
+                knowledge_base=knowledge_base,
+                documents=[
+                    {"title": key, "external_id": key, "chunks": [{"text": text} for text in texts]}
+                    for key, texts in covering_documents([row["question1"] for row in rows]).items()
+                ],
+                label=knowledge_base.name,
+            )
             started = time.perf_counter()
             decisions = pairs_ask(client=client, knowledge_base_id=knowledge_base.pk, rows=rows)
             actions = [dedup["action"] for dedup in decisions]

@@ -3,7 +3,8 @@ conversation per pair, with the offline decision (`decisions.duplicate_decide` o
 bench/dedup_quality.py runs it) beside it as a diagnostic.
 
 Per held-out pair (conversations.training.labelled_pairs' split: never used to train or tune the duplicate head): start
-a conversation on a small indexed knowledge base, ask question1, then question2, and read the second turn's
+a conversation on a knowledge base that answers every question1 (`common.covering_documents`), ask question1, then
+question2, and read the second turn's
 `dedup.action`; served_cached is a hit. Everything of the turn runs: intents, the follow-up guard with the
 conversation's own context, conflicts, the duplicate head, the stored answer's sources check. The offline decision
 takes the same pair the same way round (question2 new, question1 stored) with no context of either.
@@ -30,7 +31,7 @@ BENCH = Path(__file__).resolve().parent
 if str(BENCH) not in sys.path:  # imported by another benchmark, whose folder is this one: it must not go before ROOT
     sys.path.insert(0, str(BENCH))
 import numpy as np  # noqa: E402
-from common import platform  # noqa: E402
+from common import covering_documents, platform  # noqa: E402
 
 TARGET_PRECISION, TARGET_RECALL = 0.85, 0.40
 
@@ -55,7 +56,8 @@ def offline_decide(*, rows: list[dict], first, second) -> list[bool]:  # noqa: A
 def pairs_ask(*, client, knowledge_base_id: int, rows: list[dict]) -> list[dict]:  # noqa: ANN001
     """Each pair in a fresh conversation of the knowledge base: question1, then question2, through
     `POST /api/v1/conversations/{id}/messages/`; returns the second turn's `dedup` (action, reason, similarity, ...)
-    per pair."""
+    per pair. Prints how many first turns showed no source: their answer is never served, whatever the decision
+    (`common.covering_documents` says why the knowledge base should answer them all)."""
 
     def ask(conversation_id: int, question: str) -> dict:
         response = client.post(
@@ -63,17 +65,18 @@ def pairs_ask(*, client, knowledge_base_id: int, rows: list[dict]) -> list[dict]
         )
         if response.status_code != 200:
             raise SystemExit(f"turn refused ({response.status_code}): {response.content[:300]!r}")
-        return response.json()["dedup"]
+        return response.json()
 
-    decisions = []
+    decisions, unsourced = [], 0
     for index, row in enumerate(rows):
         conversation = client.post("/api/v1/conversations/", {"knowledge_base": knowledge_base_id}, format="json")
         conversation_id = conversation.json()["id"]
-        ask(conversation_id, row["question1"])
-        decisions.append(ask(conversation_id, row["question2"]))
+        unsourced += not ask(conversation_id, row["question1"])["sources"]
+        decisions.append(ask(conversation_id, row["question2"])["dedup"])
         if (index + 1) % 50 == 0:
             print(f"\r  {index + 1}/{len(rows)} pairs", end="", file=sys.stderr, flush=True)
     print(file=sys.stderr)
+    print(f"first turns that showed no source (no answer to serve): {unsourced} of {len(rows)}")
     return decisions
 
 
@@ -119,7 +122,7 @@ def main() -> int:
         )
 
         tenant, _ = tenant_get_or_create(slug=f"bench-dup-{run}", name="Duplicate decision benchmark")
-        knowledge_base = indexed_kb(tenant)
+        knowledge_base = indexed_kb(tenant, documents=covering_documents([row["question1"] for row in rows]))
         _, raw_key = api_key_create(tenant=tenant, name="bench", scopes=SCOPE_ORDER)
         client = APIClient()
         client.credentials(HTTP_AUTHORIZATION=f"Api-Key {raw_key}")
