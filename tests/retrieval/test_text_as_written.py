@@ -10,13 +10,15 @@ import hashlib
 import re
 import textwrap
 from datetime import timedelta
+from io import StringIO
 
 import numpy as np
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import call_command
 from django.utils import timezone
 
-from retrieval import embeddings, services
+from retrieval import embeddings, services, vectorstore
 from retrieval.chunking import text_hash
 from retrieval.embedding_cache import PURGE_GRACE, embedding_cache_purge, embeddings_cached
 from retrieval.models import Chunk, Document, DocumentStatus, EmbeddingCacheEntry, KnowledgeBase, ReindexStatus
@@ -287,3 +289,62 @@ def test_a_traditional_page_indexed_by_the_last_release_is_embedded_afresh_by_a_
         .filter(model_name=model, text_hash=text_hash(SIMPLIFIED_PAGE))
         .exists()
     )
+
+
+def test_the_upgrade_command_reindexes_the_knowledge_bases_holding_traditional_text_and_keeps_their_chunks(
+    milvus_server, api_client, tenant, monkeypatch
+):
+    """`manage.py traditional_chinese_reindex`: after the upgrade, a knowledge base the last release indexed with
+    Traditional text is found and re-indexed; the re-index keeps its chunk ids, records what the model reads now and
+    rewrites its BM25 text, so a Simplified keyword finds it. Knowledge bases with no Traditional text are left."""
+    traditional = kb_make(tenant, name="taipei", embedding_model=embeddings.USE_MODEL_NAME, text_analyzer="chinese")
+    simplified = kb_make(tenant, name="beijing", embedding_model=embeddings.USE_MODEL_NAME, text_analyzer="chinese")
+    english = kb_make(tenant, name="london")
+    document = _indexed_upload(api_client, traditional, "refunds.txt", TRADITIONAL_PAGE.encode())
+    _indexed_upload(api_client, simplified, "refunds.txt", SIMPLIFIED_PAGE.encode())
+    _indexed_upload(api_client, english, "notes.txt", b"Refunds reach your account within five working days.")
+    (chunk,) = Chunk.objects.for_tenant(tenant).filter(document=document)
+    # As the last release left it: its vector read from the text as written, its BM25 field holding it as written.
+    Chunk.objects.for_tenant(tenant).filter(pk=chunk.pk).update(model_input_hash="")
+    vector = embeddings.embed_texts([TRADITIONAL_PAGE], model=embeddings.USE_MODEL_NAME)[0]
+    EmbeddingCacheEntry.objects.for_tenant(tenant).filter(text_hash=text_hash(SIMPLIFIED_PAGE)).update(
+        text_hash=text_hash(TRADITIONAL_PAGE), vector=vector.tobytes()
+    )
+    with monkeypatch.context() as last_release:
+        last_release.setattr(vectorstore, "bm25_document_text", lambda text, analyzer: text)
+        vectorstore.vectors_upsert(
+            rows=[
+                vectorstore.ChunkVector(
+                    chunk_id=chunk.pk,
+                    tenant_id=tenant.pk,
+                    knowledge_base_id=traditional.pk,
+                    document_id=document.pk,
+                    vector=vector,
+                    text=TRADITIONAL_PAGE,
+                    analyzer="chinese",
+                )
+            ],
+            dimension=embeddings.embedding_dimension(embeddings.USE_MODEL_NAME),
+        )
+    searched = {"query": "发票", "retrieval_mode": "full_text"}
+    response = api_client.post(f"/api/v1/knowledge-bases/{traditional.pk}/search/", searched, format="json")
+    assert response.json()["results"] == []  # 發票 as written: the Simplified keyword finds nothing yet
+
+    listed = StringIO()
+    call_command("traditional_chinese_reindex", "--list", stdout=listed)
+    assert listed.getvalue().splitlines() == [
+        f"{tenant.slug}/{traditional.pk} 'taipei': 1 chunks with Traditional characters"
+    ]
+    assert KnowledgeBase.objects.for_tenant(tenant).get(pk=traditional.pk).reindex_status != ReindexStatus.RUNNING
+
+    call_command("traditional_chinese_reindex", stdout=StringIO())
+    statuses = dict(KnowledgeBase.objects.for_tenant(tenant).values_list("name", "reindex_status"))
+    assert statuses["taipei"] == ReindexStatus.RUNNING
+    assert statuses["beijing"] != ReindexStatus.RUNNING and statuses["london"] != ReindexStatus.RUNNING
+    assert services.knowledge_base_reindex(tenant_id=tenant.pk, knowledge_base_id=traditional.pk) == 1
+
+    again = Chunk.objects.for_tenant(tenant).get(document=document)
+    assert again.pk == chunk.pk and again.model_input_hash == text_hash(SIMPLIFIED_PAGE)
+    response = api_client.post(f"/api/v1/knowledge-bases/{traditional.pk}/search/", searched, format="json")
+    assert response.status_code == 200, response.json()
+    assert [hit["chunk_id"] for hit in response.json()["results"]] == [chunk.pk]
