@@ -15,10 +15,8 @@ the chunk that holds its words is, and every count is what the model reads.
   because it is too long (more than `max_input_chars_per_word` characters without a break: a hex or base64 blob, a
   long URL token, kana or Hangul without spaces) gets a space every so often, so its content reaches the model.
 - The multilingual model reads Chinese in Simplified characters (`chinese_script.simplified_unless_japanese`): it
-  reads the two scripts as different texts (one question written in both has a cosine of about 0.77 to 0.91), so a
-  question asked in Traditional characters was neither served its own earlier answer in Simplified ones nor
-  searched as near a Simplified page as its Simplified spelling is. The question rules and the BM25 side already read
-  Chinese in one script.
+  reads the two scripts as different texts, and one question in either script must be one question to the duplicate
+  decision and one query to the search, as it is to the question rules and the BM25 side.
 
 `EMBEDDING_BACKEND` says what runs the model: `onnx` (ONNX Runtime on a local export of it, `embedding_onnx`) or
 `torch` (sentence-transformers on PyTorch). The onnx backend's vectors are PyTorch's to a cosine of 0.9999 or better
@@ -435,8 +433,7 @@ def long_runs_break(text: str, model: str | None = None) -> str:
 
 def model_input(text: str, model: str | None = None) -> str:
     """What `model` reads of `text` (see the module doc): Chinese in Simplified characters for the multilingual model,
-    long runs broken for the others. Text the model reads as written is returned as it is; reading the result again
-    changes nothing more."""
+    long runs broken for the others. Text the model reads as written is returned as it is."""
     if is_multilingual(model):
         return chinese_script.simplified_unless_japanese(text)
     return long_runs_break(text, model)
