@@ -307,6 +307,7 @@ def main() -> None:
             duplicate_model_shadow_stop,
         )
         from lifecycle.services import tenant_get_or_create
+        from retrieval import vectorstore
         from retrieval.embeddings import embed_texts, knowledge_base_model
         from tenants.scopes import SCOPE_ORDER
         from tenants.services import api_key_create
@@ -335,6 +336,7 @@ def main() -> None:
             documents=covering_documents([row["question2"] for row in (*train, *held)]),
             **({"embedding_model": embedding_model} if embedding_model else {}),
         )
+        vectorstore.vectors_flush()  # searched through its index, as an indexing run leaves it (not row by row)
         dedup_policy_update(tenant=tenant, scope="user")
         gate = dedup_policy_get(tenant=tenant).threshold
         print(

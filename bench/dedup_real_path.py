@@ -104,6 +104,7 @@ def main() -> int:
 
         from conversations.training.labelled_pairs import PAIRS, pairs_embed, pairs_load, precision_recall_hit
         from lifecycle.services import tenant_get_or_create
+        from retrieval import vectorstore
         from tenants.scopes import SCOPE_ORDER
         from tenants.services import api_key_create
         from tests.conversations.helpers import indexed_kb
@@ -123,6 +124,7 @@ def main() -> int:
 
         tenant, _ = tenant_get_or_create(slug=f"bench-dup-{run}", name="Duplicate decision benchmark")
         knowledge_base = indexed_kb(tenant, documents=covering_documents([row["question1"] for row in rows]))
+        vectorstore.vectors_flush()  # searched through its index, as an indexing run leaves it (not row by row)
         _, raw_key = api_key_create(tenant=tenant, name="bench", scopes=SCOPE_ORDER)
         client = APIClient()
         client.credentials(HTTP_AUTHORIZATION=f"Api-Key {raw_key}")
