@@ -15,7 +15,7 @@ from io import StringIO
 import numpy as np
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from retrieval import embeddings, services, vectorstore
@@ -348,3 +348,11 @@ def test_the_upgrade_command_reindexes_the_knowledge_bases_holding_traditional_t
     response = api_client.post(f"/api/v1/knowledge-bases/{traditional.pk}/search/", searched, format="json")
     assert response.status_code == 200, response.json()
     assert [hit["chunk_id"] for hit in response.json()["results"]] == [chunk.pk]
+
+
+def test_the_upgrade_command_names_a_tenant_it_does_not_know(tenant):
+    with pytest.raises(CommandError, match="No tenant with slug 'nobody'"):
+        call_command("traditional_chinese_reindex", "--tenant", "nobody", stdout=StringIO())
+    quiet = StringIO()
+    call_command("traditional_chinese_reindex", "--tenant", tenant.slug, stdout=quiet)
+    assert quiet.getvalue() == "No knowledge base holds Traditional Chinese text: nothing to re-index.\n"

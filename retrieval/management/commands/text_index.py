@@ -10,25 +10,21 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from retrieval import services
+from retrieval.management.tenant_option import tenant_option_add, tenants_chosen
 from retrieval.models import KnowledgeBase, TextIndexStatus
-from tenants.models import Tenant
 
 
 class Command(BaseCommand):
     help = "Move knowledge bases made before full-text search into the full-text collection (online, resumable)."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--tenant", help="Only this tenant's knowledge bases (its slug).")
+        tenant_option_add(parser)
         parser.add_argument("--knowledge-base", type=int, help="Only this knowledge base (its id).")
         parser.add_argument("--inline", action="store_true", help="Run the moves here instead of queueing them.")
         parser.add_argument("--list", action="store_true", help="Only say where each knowledge base stands.")
 
     def handle(self, *args: object, **options: object) -> None:
-        tenants = Tenant.objects.order_by("pk")
-        if options["tenant"]:
-            tenants = tenants.filter(slug=options["tenant"])
-            if not tenants.exists():
-                raise CommandError(f"No tenant with slug {options['tenant']!r}.")
+        tenants = tenants_chosen(options["tenant"])
         knowledge_bases = []
         for tenant in tenants:
             queryset = KnowledgeBase.objects.for_tenant(tenant).order_by("pk")

@@ -13,14 +13,14 @@ again, which costs little: every vector is then cached."""
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import BaseCommand, CommandParser
 from django.db.models import Q
 
 from kbplatform import chinese_script
 from kbplatform.errors import ConflictError
 from retrieval import embeddings, services
+from retrieval.management.tenant_option import tenant_option_add, tenants_chosen
 from retrieval.models import Chunk, KnowledgeBase, TextAnalyzer
-from tenants.models import Tenant
 
 
 def traditional_chunks(knowledge_base: KnowledgeBase) -> int:
@@ -33,15 +33,11 @@ class Command(BaseCommand):
     help = "Re-index the knowledge bases holding Traditional Chinese text, read as Simplified since this release."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--tenant", help="Only this tenant's knowledge bases (its slug).")
+        tenant_option_add(parser)
         parser.add_argument("--list", action="store_true", help="Only list them; queue nothing.")
 
     def handle(self, *args: object, **options: object) -> None:
-        tenants = Tenant.objects.order_by("pk")
-        if options["tenant"]:
-            tenants = tenants.filter(slug=options["tenant"])
-            if not tenants.exists():
-                raise CommandError(f"No tenant with slug {options['tenant']!r}.")
+        tenants = tenants_chosen(options["tenant"])
         # Only these read Chinese otherwise now: the multilingual model's vectors and the chinese analyser's BM25.
         reads_anew = Q(embedding_model=embeddings.USE_MODEL_NAME) | Q(text_analyzer=TextAnalyzer.CHINESE)
         found = 0
