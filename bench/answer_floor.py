@@ -46,11 +46,13 @@ import numpy as np
 from common import (
     DATA,
     answered_nothing_replies,
+    conversation_start,
     documents_through_api,
     knowledge_base_through_api,
     load_average,
     platform,
     tenant_api_client,
+    turn_ask,
 )
 from common import worker as worker_running
 from dedup_languages import askable
@@ -131,10 +133,7 @@ def main() -> int:
         print(f"database: {connection.vendor}; seed {SEED}; {load_average()} at the start")
 
         def conversation(knowledge_base) -> int:  # noqa: ANN001
-            response = client.post("/api/v1/conversations/", {"knowledge_base": knowledge_base.pk}, format="json")
-            if response.status_code != 201:
-                raise SystemExit(f"conversation refused ({response.status_code}): {response.content[:300]!r}")
-            return response.json()["id"]
+            return conversation_start(client, knowledge_base.pk)
 
         left_out: list[str] = []
 
@@ -144,12 +143,7 @@ def main() -> int:
             if not askable(question):
                 left_out.append(question)
                 return None
-            response = client.post(
-                f"/api/v1/conversations/{conversation_id}/messages/", {"question": question}, format="json"
-            )
-            if response.status_code != 200:
-                raise SystemExit(f"turn refused ({response.status_code}): {response.content[:300]!r}")
-            return {**response.json(), "question": question}
+            return {**turn_ask(client, conversation_id, question), "question": question}
 
         from retrieval.embeddings import embed_texts
 

@@ -39,6 +39,7 @@ from common import (
     DATA,
     ROOT,
     answered_nothing_replies,
+    conversation_start,
     documents_through_api,
     knowledge_base_through_api,
     load_average,
@@ -46,6 +47,7 @@ from common import (
     modes_parse,
     platform,
     tenant_api_client,
+    turn_ask,
 )
 from common import worker as worker_running
 
@@ -155,18 +157,10 @@ def main() -> int:
             ]
 
         def conversation(knowledge_base) -> int:  # noqa: ANN001
-            response = client.post("/api/v1/conversations/", {"knowledge_base": knowledge_base.pk}, format="json")
-            if response.status_code != 201:
-                raise SystemExit(f"conversation refused ({response.status_code}): {response.content[:300]!r}")
-            return response.json()["id"]
+            return conversation_start(client, knowledge_base.pk)
 
         def ask(conversation_id: int, question: str) -> dict:
-            response = client.post(
-                f"/api/v1/conversations/{conversation_id}/messages/", {"question": question}, format="json"
-            )
-            if response.status_code != 200:
-                raise SystemExit(f"turn refused ({response.status_code}): {response.content[:300]!r}")
-            return response.json()
+            return turn_ask(client, conversation_id, question)
 
         def quoted_sources(body: dict) -> list[str]:
             """The external ids of the passages the answer quotes, in its order."""

@@ -344,3 +344,20 @@ def covering_documents(questions: Sequence[str]) -> dict[str, list[str]]:
     decision."""
     distinct = dict.fromkeys(question for question in questions if question.strip())
     return {f"q{index}": [question] for index, question in enumerate(distinct)}
+
+
+def conversation_start(client, knowledge_base_id: int) -> int:  # noqa: ANN001
+    """A new conversation of the knowledge base (`POST /api/v1/conversations/`); its id. A refusal ends the run."""
+    response = client.post("/api/v1/conversations/", {"knowledge_base": knowledge_base_id}, format="json")
+    if response.status_code != 201:
+        raise SystemExit(f"conversation refused ({response.status_code}): {response.content[:300]!r}")
+    return response.json()["id"]
+
+
+def turn_ask(client, conversation_id: int, question: str) -> dict:  # noqa: ANN001
+    """The body of a turn asking `question` through `POST /api/v1/conversations/{id}/messages/`. A refusal ends the
+    run."""
+    response = client.post(f"/api/v1/conversations/{conversation_id}/messages/", {"question": question}, format="json")
+    if response.status_code != 200:
+        raise SystemExit(f"turn refused ({response.status_code}): {response.content[:300]!r}")
+    return response.json()

@@ -26,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (
+    conversation_start,
     documents_through_api,
     knowledge_base_through_api,
     load_average,
@@ -137,10 +138,7 @@ def main() -> None:
             return elapsed, response.json()
 
         def start(knowledge_base: object) -> int:
-            response = client.post("/api/v1/conversations/", {"knowledge_base": knowledge_base.pk}, format="json")
-            if response.status_code != 201:
-                raise SystemExit(f"conversation refused ({response.status_code}): {response.content[:300]!r}")
-            return response.json()["id"]
+            return conversation_start(client, knowledge_base.pk)
 
         stored, curated_ms, paired, not_served = [], [], [], {"stored": 0, "curated": 0}
         for sample in range(args.samples + 3):  # the first 3 warm the processes' caches and are not counted

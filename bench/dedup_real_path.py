@@ -31,7 +31,7 @@ BENCH = Path(__file__).resolve().parent
 if str(BENCH) not in sys.path:  # imported by another benchmark, whose folder is this one: it must not go before ROOT
     sys.path.insert(0, str(BENCH))
 import numpy as np  # noqa: E402
-from common import covering_documents, platform  # noqa: E402
+from common import conversation_start, covering_documents, platform, turn_ask  # noqa: E402
 
 TARGET_PRECISION, TARGET_RECALL = 0.85, 0.40
 
@@ -59,20 +59,11 @@ def pairs_ask(*, client, knowledge_base_id: int, rows: list[dict]) -> list[dict]
     per pair. Prints how many first turns showed no source: their answer is never served, whatever the decision
     (`common.covering_documents` says why the knowledge base should answer them all)."""
 
-    def ask(conversation_id: int, question: str) -> dict:
-        response = client.post(
-            f"/api/v1/conversations/{conversation_id}/messages/", {"question": question}, format="json"
-        )
-        if response.status_code != 200:
-            raise SystemExit(f"turn refused ({response.status_code}): {response.content[:300]!r}")
-        return response.json()
-
     decisions, unsourced = [], 0
     for index, row in enumerate(rows):
-        conversation = client.post("/api/v1/conversations/", {"knowledge_base": knowledge_base_id}, format="json")
-        conversation_id = conversation.json()["id"]
-        unsourced += not ask(conversation_id, row["question1"])["sources"]
-        decisions.append(ask(conversation_id, row["question2"])["dedup"])
+        conversation_id = conversation_start(client, knowledge_base_id)
+        unsourced += not turn_ask(client, conversation_id, row["question1"])["sources"]
+        decisions.append(turn_ask(client, conversation_id, row["question2"])["dedup"])
         if (index + 1) % 50 == 0:
             print(f"\r  {index + 1}/{len(rows)} pairs", end="", file=sys.stderr, flush=True)
     print(file=sys.stderr)
