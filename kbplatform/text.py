@@ -60,3 +60,23 @@ def text_storable(text: str) -> str:
     glyph a PDF's ToUnicode map sends to half a pair, so one such glyph costs its character, not the whole document)
     and the answer service's reply."""
     return _LONE_SURROGATE.sub("\ufffd", text.replace("\x00", ""))
+
+
+# The full-width forms of the ASCII digits and letters ("１２３", "ＡＰＩ"), which East Asian input methods type in
+# full-width mode, each to its ASCII twin. Full-width punctuation is left: Chinese text writes "，" and "？" in every
+# sentence, and the bundled model's vocabulary holds them as they are.
+_FULL_WIDTH_TO_ASCII = str.maketrans(
+    {chr(code): chr(code - 0xFEE0) for code in [*range(0xFF10, 0xFF1A), *range(0xFF21, 0xFF3B), *range(0xFF41, 0xFF5B)]}
+)
+_FULL_WIDTH_RUN = re.compile("[\uff10-\uff19\uff21-\uff3a\uff41-\uff5a]+")
+
+
+def width_folded(text: str) -> str:
+    """`text` with each full-width digit and letter as its ASCII twin: "ＡＰＩ key" is "API key". One character for
+    one, so an offset into the result is the same offset into `text`; every other character is kept as it is."""
+    return text.translate(_FULL_WIDTH_TO_ASCII)
+
+
+def full_width_runs(text: str) -> list[str]:
+    """The runs of full-width digits and letters in `text`, as written ("ＡＰＩ" of "重置ＡＰＩ密钥")."""
+    return _FULL_WIDTH_RUN.findall(text)

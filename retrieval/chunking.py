@@ -6,13 +6,14 @@ paragraphs, then sentences, then words; Markdown by its headings and blocks. Eve
 two of which are its special tokens).
 
 A chunk's text is exactly what the document has there: a slice of the parsed text, or a client's chunk as sent. The
-model reads it through `embeddings.model_input`: a WordPiece model with spaces put into a run it would otherwise read
-as one [UNK] (a hex or base64 blob, a long URL token, kana or Hangul without spaces), the multilingual model with
-Chinese in Simplified characters. Counts and limits are of that form, what the model really reads. So the splitter
-measures the broken text, and each of its pieces is stored as the span of the original text it came from (the break
-only inserts spaces, so the offsets map back exactly); the multilingual model's pieces are counted as it reads each.
-`content_hash` hashes the stored text, so a re-index notices any change in what is shown; `model_input_hash` names
-what the model reads when that differs, for the embedding cache.
+model reads it through `embeddings.model_input`: a WordPiece model with full-width letters and digits as ASCII ("ＡＰＩ"
+as "API") and spaces put into a run it would otherwise read as one [UNK] (a hex or base64 blob, a long URL token, kana
+or Hangul without spaces), the multilingual model with Chinese in Simplified characters. Counts and limits are of that
+form, what the model really reads. So the splitter measures the folded and broken text, and each of its pieces is stored
+as the span of the original text it came from (the fold is one character for one and the break only inserts spaces, so
+the offsets map back exactly); the multilingual model's pieces are counted as it reads each. `content_hash` hashes the
+stored text, so a re-index notices any change in what is shown; `model_input_hash` names what the model reads when that
+differs, for the embedding cache.
 """
 
 from __future__ import annotations
@@ -127,9 +128,12 @@ def _pieces_as_read(
     The splitter measures many candidate slices per chunk; they are counted from one tokenisation of the text
     (`embeddings.slice_token_counter`), which gives the tokenizer's own counts, so the chunks are the ones the
     tokenizer-measured splitter makes."""
-    breaks = embeddings.long_run_breaks(text, model)
+    # The characters the model reads, one for one (full-width letters and digits as ASCII for a WordPiece model):
+    # the splitter measures them, and a piece is cut from `text` at the same offsets.
+    read = embeddings.characters_read(text, model)
+    breaks = embeddings.long_run_breaks(read, model)
     bounds = [0, *breaks, len(text)]
-    model_input = " ".join(text[start:end] for start, end in zip(bounds, bounds[1:], strict=False))
+    model_input = " ".join(read[start:end] for start, end in zip(bounds, bounds[1:], strict=False))
     counter = embeddings.slice_token_counter(model_input, model)
     # Where each inserted space sits in `model_input`; a piece's offsets there, less the spaces before them, are its
     # offsets in `text`. The splitter trims, so a piece never starts or ends on an inserted space.
@@ -149,7 +153,7 @@ def _pieces_as_read(
         recounted = embeddings.token_counts([pieces[i] for i in uncounted], model)
         for index, count in zip(uncounted, recounted, strict=True):
             counts[index] = count
-    if embeddings.is_multilingual(model):
+    if embeddings.is_multilingual(model) or read != text:
         return [
             _Piece(text=piece, token_count=count, read_as_is=embeddings.model_input(piece, model) == piece)
             for piece, count in zip(pieces, counts, strict=True)

@@ -14,7 +14,8 @@ classifier's tensors by their state-dict names (`TRAINED_TENSORS`).
 What runs it follows EMBEDDING_BACKEND as the embedding model does: onnx (ONNX Runtime on an export of the merged
 model, made here at first use and kept only if it gives PyTorch's scores on the probe pairs to within
 EXPORT_MAX_DIFFERENCE) or torch. A pair is read in both orders and scored as the mean, so the score does not depend
-on which question was asked first. Texts go through `embeddings.long_runs_break` as everything the model reads does.
+on which question was asked first. Texts are read as the bundled model reads them (`pair_read`: full-width letters
+and digits as ASCII, long runs broken).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from django.conf import settings
 
+from kbplatform.text import width_folded
 from retrieval import embeddings
 from retrieval.embedding_onnx import OnnxFileUnavailable, exclusive, file_replace, fuse, onnx_file_path, session_open
 
@@ -132,6 +134,12 @@ def merged_model(*, root: Path, adapters: Path) -> torch.nn.Module:
     return model.eval()
 
 
+def pair_read(text: str) -> str:
+    """What the cross-encoder reads of a question: what the bundled model reads of it (full-width letters and digits
+    as ASCII, long runs broken), with the bundled model's own WordPiece vocabulary."""
+    return embeddings.long_runs_break(width_folded(text))
+
+
 class PairScorer:
     """Scores question pairs with the cross-encoder: `scores(pairs)` is each pair's logit, the mean over both orders."""
 
@@ -140,7 +148,7 @@ class PairScorer:
         self._tokenizer = tokenizer
 
     def scores(self, pairs: Sequence[tuple[str, str]], *, batch_size: int = 32) -> np.ndarray:
-        read = [(embeddings.long_runs_break(a), embeddings.long_runs_break(b)) for a, b in pairs]
+        read = [(pair_read(a), pair_read(b)) for a, b in pairs]
         out = np.zeros(len(read), dtype=np.float64)
         for start in range(0, len(read), batch_size):
             batch = read[start : start + batch_size]

@@ -11,7 +11,8 @@ of two models are never compared.
 What the model reads of a text is `model_input(text)`, here, in `embed_texts` and `token_count(s)`, the one way into
 the model for chunks, queries, questions and intent examples alike: stored text is never altered, a query is read as
 the chunk that holds its words is, and every count is what the model reads.
-- A WordPiece model (the bundled one) reads `long_runs_break(text)`: a run its tokenizer would read as one [UNK] only
+- A WordPiece model (the bundled one) reads full-width Latin letters and digits ("ＡＰＩ", "１２３") as
+  their ASCII twins (`characters_read`), and `long_runs_break` of that: a run its tokenizer would read as one [UNK] only
   because it is too long (more than `max_input_chars_per_word` characters without a break: a hex or base64 blob, a
   long URL token, kana or Hangul without spaces) gets a space every so often, so its content reaches the model.
 - The multilingual model reads Chinese in Simplified characters (`chinese_script.simplified_unless_japanese`): it
@@ -45,6 +46,7 @@ from django.conf import settings
 
 from kbplatform import chinese_script
 from kbplatform.errors import ServiceUnavailableError
+from kbplatform.text import width_folded
 
 if TYPE_CHECKING:
     from tokenizers import Encoding
@@ -422,8 +424,9 @@ def long_run_breaks(text: str, model: str | None = None) -> list[int]:
 
 
 def long_runs_break(text: str, model: str | None = None) -> str:
-    """What the model reads of `text`: `text` with a space at each of its `long_run_breaks`. Every character is kept in
-    order; text the model already reads whole is returned as it is. Breaking twice changes nothing more."""
+    """`text` with a space at each of its `long_run_breaks` (what a WordPiece model reads of text without full-width
+    forms: `model_input`). Every character is kept in order; text the model already reads whole is returned as it is.
+    Breaking twice changes nothing more."""
     breaks = long_run_breaks(text, model)
     if not breaks:
         return text
@@ -431,12 +434,23 @@ def long_runs_break(text: str, model: str | None = None) -> str:
     return " ".join(text[start:end] for start, end in zip(bounds, bounds[1:], strict=False))
 
 
+def characters_read(text: str, model: str | None = None) -> str:
+    """`text` with each character as `model` reads it, one character for one (an offset into it is one into `text`):
+    a WordPiece model reads full-width Latin letters and digits as their ASCII twins (`width_folded`:
+    its vocabulary holds no "Ａ", so "ＡＰＩ" typed in an input method's full-width mode was an unknown token); the
+    multilingual model's own tokenizer already reads them so, and `text` is returned as it is."""
+    if is_multilingual(model):
+        return text
+    return width_folded(text)
+
+
 def model_input(text: str, model: str | None = None) -> str:
-    """What `model` reads of `text` (see the module doc): Chinese in Simplified characters for the multilingual model,
-    long runs broken for the others. Text the model reads as written is returned as it is."""
+    """What `model` reads of `text` (see the module doc): Chinese in Simplified characters for the multilingual model;
+    full-width letters and digits as ASCII (`characters_read`) and long runs broken for the others. Text the model
+    reads as written is returned as it is."""
     if is_multilingual(model):
         return chinese_script.simplified_unless_japanese(text)
-    return long_runs_break(text, model)
+    return long_runs_break(characters_read(text, model), model)
 
 
 def token_count(text: str, model: str | None = None) -> int:
@@ -450,7 +464,7 @@ def token_counts(texts: Sequence[str], model: str | None = None) -> list[int]:
         from retrieval import embedding_use
 
         return embedding_use.token_counts([model_input(text, model) for text in texts]) if texts else []
-    model_inputs = [long_runs_break(text, model) for text in texts]
+    model_inputs = [model_input(text, model) for text in texts]
     return [len(encoding.ids) for encoding in tokenizer(model).encode_batch(model_inputs, add_special_tokens=False)]
 
 
@@ -474,7 +488,7 @@ def unknown_share(text: str, model: str | None = None) -> float:
     unknown_id = model_tokenizer.token_to_id(unknown) if unknown else None
     if unknown_id is None:
         return 0.0
-    ids = model_tokenizer.encode(long_runs_break(text, model), add_special_tokens=False).ids
+    ids = model_tokenizer.encode(model_input(text, model), add_special_tokens=False).ids
     return sum(1 for token in ids if token == unknown_id) / len(ids) if ids else 0.0
 
 

@@ -58,7 +58,7 @@ from conversations.training.labelled_pairs import (
     precision_recall_hit,
 )
 from retrieval import cross_encoder
-from retrieval.embeddings import BUNDLED_MODEL_NAME, long_runs_break, model_path
+from retrieval.embeddings import BUNDLED_MODEL_NAME, model_path
 
 BATCH = 32
 COMBINATION_PENALTY = 1.0
@@ -93,7 +93,8 @@ def reader_fit(
     trainable = [p for p in model.parameters() if p.requires_grad]
     tokenizer = cross_encoder.pair_tokenizer(root)
     examples = [
-        (long_runs_break(r["question1"]), long_runs_break(r["question2"]), float(r["is_duplicate"])) for r in rows
+        (cross_encoder.pair_read(r["question1"]), cross_encoder.pair_read(r["question2"]), float(r["is_duplicate"]))
+        for r in rows
     ]
     examples += [(b, a, y) for a, b, y in examples]
     optimiser = torch.optim.AdamW(trainable, lr=lr, weight_decay=0.01)

@@ -66,6 +66,22 @@ CONVERSATION_EN = [
 ]
 
 
+def _typed_full_width(text: str) -> str:
+    """`text` as an input method's full-width mode types it: each ASCII character as its full-width form, each space
+    as the ideographic one."""
+    return "".join(
+        "\u3000" if char == " " else chr(ord(char) + 0xFEE0) if "!" <= char <= "~" else char for char in text
+    )
+
+
+# The English conversation typed in an input method's full-width mode (a user on a Chinese, Japanese or Korean
+# keyboard): the bundled model reads those forms as ASCII, and so does BM25.
+CONVERSATION_EN_FULL_WIDTH = [
+    (_typed_full_width(question), document, repeats and _typed_full_width(repeats))
+    for question, document, repeats in CONVERSATION_EN
+]
+
+
 @pytest.fixture
 def services(redis_available, milvus_server):
     return milvus_server
@@ -77,8 +93,9 @@ def services(redis_available, milvus_server):
         (HELP_CENTRE_ZH, CONVERSATION_ZH, embeddings.USE_MODEL_NAME, "chinese"),
         (HELP_CENTRE_ZH, CONVERSATION_ZH_TRADITIONAL, embeddings.USE_MODEL_NAME, "chinese"),
         (HELP_CENTRE_EN, CONVERSATION_EN, "all-MiniLM-L6-v2", "english"),
+        (HELP_CENTRE_EN, CONVERSATION_EN_FULL_WIDTH, "all-MiniLM-L6-v2", "english"),
     ],
-    ids=["chinese", "chinese-traditional", "english"],
+    ids=["chinese", "chinese-traditional", "english", "english-full-width"],
 )
 def test_repeats_are_served_and_look_alikes_are_not(
     api_client, tenant, services, documents, conversation, model, analyzer
@@ -118,6 +135,28 @@ def test_a_question_asked_again_in_the_other_script_is_served_its_answer(api_cli
         embedding_model=embeddings.USE_MODEL_NAME,
         text_analyzer="chinese",
     )
+    conversation_id = start(api_client, kb)
+    asked = ask(api_client, conversation_id, first)
+    body = ask(api_client, conversation_id, again)
+    assert body["dedup"]["action"] == "served_cached", body["dedup"]
+    assert body["dedup"]["matched_turn_id"] == asked["turn_id"]
+    assert body["dedup"]["similarity"] == pytest.approx(1.0, abs=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("first", "again"),
+    [
+        ("How do I reset my password?", "How do I reset my ｐａｓｓｗｏｒｄ?"),
+        ("When is the ＶＡＴ invoice issued?", "When is the VAT invoice issued?"),
+    ],
+)
+def test_a_question_asked_again_with_full_width_letters_is_served_its_answer(
+    api_client, tenant, services, first, again
+):
+    """The same question with a word typed in an input method's full-width mode: the bundled model reads
+    "ｐａｓｓｗｏｒｄ" as "password", so the repeat has a cosine of 1 and is served. Read as written,
+    those letters were unknown word pieces (cosine 0.73 for one such word) and the question was answered afresh."""
+    kb = indexed_kb(tenant, documents=HELP_CENTRE_EN, name="help-widths", embedding_model="all-MiniLM-L6-v2")
     conversation_id = start(api_client, kb)
     asked = ask(api_client, conversation_id, first)
     body = ask(api_client, conversation_id, again)

@@ -18,6 +18,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
+from kbplatform.text import width_folded
 from retrieval import embeddings, services, vectorstore
 from retrieval.chunking import text_hash
 from retrieval.embedding_cache import PURGE_GRACE, embedding_cache_purge, embeddings_cached
@@ -223,6 +224,60 @@ def test_the_multilingual_model_reads_chinese_in_simplified_characters(text, rea
     assert embeddings.model_input(text, "all-MiniLM-L6-v2") == text
 
 
+@pytest.mark.parametrize(
+    ("text", "read"),
+    [
+        ("How do I reset my ＡＰＩ key？", "How do I reset my API key？"),  # "？" is in its vocabulary
+        ("Ｒｅｆｕｎｄ for order １２３４５６", "Refund for order 123456"),
+        ("怎么重置ＡＰＩ密钥？", "怎么重置API密钥？"),
+        ("How do I reset my API key?", "How do I reset my API key?"),
+    ],
+)
+def test_the_bundled_model_reads_full_width_forms_as_ascii(text, read):
+    assert embeddings.model_input(text, "all-MiniLM-L6-v2") == read
+    assert embeddings.characters_read(text, "all-MiniLM-L6-v2") == read  # one character for one
+    # The multilingual model's tokenizer reads them so itself: its input is the text as written.
+    assert embeddings.model_input(text, embeddings.USE_MODEL_NAME) == text
+
+
+def test_a_question_typed_in_full_width_has_the_vector_of_its_ascii_spelling_and_is_readable():
+    full_width, ascii_, other = embeddings.embed_texts(
+        [
+            "ｈｏｗ\u3000ｄｏ\u3000Ｉ\u3000ｒｅｓｅｔ\u3000ｍｙ\u3000ｐａｓｓｗｏｒｄ？",
+            "how do I reset my password？",
+            "How do I get a refund?",
+        ],
+        model="all-MiniLM-L6-v2",
+    )
+    assert float(full_width @ ascii_) > 0.9999
+    assert float(full_width @ other) < 0.9
+    assert embeddings.text_readable("ｈｏｗ ｄｏ Ｉ ｒｅｓｅｔ ｍｙ ｐａｓｓｗｏｒｄ？", "all-MiniLM-L6-v2")
+
+
+FULL_WIDTH_PAGE = "Ｔｏ rotate an ＡＰＩ key, open Settings and choose Keys. Old keys stop working after ２４ hours."
+
+
+def test_a_page_with_full_width_letters_is_stored_as_written_and_embedded_and_searched_as_ascii(
+    milvus_server, api_client, tenant
+):
+    kb = kb_make(tenant, name="full-width")
+    document = _indexed_upload(api_client, kb, "keys.txt", FULL_WIDTH_PAGE.encode())
+
+    (chunk,) = Chunk.objects.for_tenant(tenant).filter(document=document)
+    assert chunk.text == FULL_WIDTH_PAGE  # shown as the document has it
+    read = width_folded(FULL_WIDTH_PAGE)
+    assert chunk.model_input_hash == text_hash(read)
+    assert chunk.token_count == embeddings.token_count(read)
+    # Its words are found from an ASCII query and a full-width one alike, by BM25 alone.
+    for query in ("API key 24 hours", "ＡＰＩ key"):
+        response = api_client.post(
+            f"/api/v1/knowledge-bases/{kb.pk}/search/", {"query": query, "retrieval_mode": "full_text"}, format="json"
+        )
+        assert response.status_code == 200, response.json()
+        assert [hit["chunk_id"] for hit in response.json()["results"]] == [chunk.pk], query
+        assert response.json()["results"][0]["text"] == FULL_WIDTH_PAGE
+
+
 def test_a_question_in_traditional_characters_has_the_vector_of_its_simplified_spelling():
     traditional, simplified, other = embeddings.embed_texts(
         ["發票在哪裡下載？", "发票在哪里下载？", "退款多久能到账？"], model=embeddings.USE_MODEL_NAME
@@ -291,68 +346,93 @@ def test_a_traditional_page_indexed_by_the_last_release_is_embedded_afresh_by_a_
     )
 
 
-def test_the_upgrade_command_reindexes_the_knowledge_bases_holding_traditional_text_and_keeps_their_chunks(
-    milvus_server, api_client, tenant, monkeypatch
-):
-    """`manage.py traditional_chinese_reindex`: after the upgrade, a knowledge base the last release indexed with
-    Traditional text is found and re-indexed; the re-index keeps its chunk ids, records what the model reads now and
-    rewrites its BM25 text, so a Simplified keyword finds it. Knowledge bases with no Traditional text are left."""
-    traditional = kb_make(tenant, name="taipei", embedding_model=embeddings.USE_MODEL_NAME, text_analyzer="chinese")
-    simplified = kb_make(tenant, name="beijing", embedding_model=embeddings.USE_MODEL_NAME, text_analyzer="chinese")
-    english = kb_make(tenant, name="london")
-    document = _indexed_upload(api_client, traditional, "refunds.txt", TRADITIONAL_PAGE.encode())
-    _indexed_upload(api_client, simplified, "refunds.txt", SIMPLIFIED_PAGE.encode())
-    _indexed_upload(api_client, english, "notes.txt", b"Refunds reach your account within five working days.")
-    (chunk,) = Chunk.objects.for_tenant(tenant).filter(document=document)
-    # As the last release left it: its vector read from the text as written, its BM25 field holding it as written.
+def _as_the_last_release_indexed(tenant, chunk: Chunk, *, model: str, analyzer: str) -> None:
+    """`chunk` as the release before its reading changed left it: no model input recorded, its vector (cached by its
+    text's hash) made from the text as written, its BM25 field holding the text as written."""
     Chunk.objects.for_tenant(tenant).filter(pk=chunk.pk).update(model_input_hash="")
-    vector = embeddings.embed_texts([TRADITIONAL_PAGE], model=embeddings.USE_MODEL_NAME)[0]
-    EmbeddingCacheEntry.objects.for_tenant(tenant).filter(text_hash=text_hash(SIMPLIFIED_PAGE)).update(
-        text_hash=text_hash(TRADITIONAL_PAGE), vector=vector.tobytes()
+    read_now = embeddings.model_input(chunk.text, model)
+    vector = embeddings.embed_texts([chunk.text], model=model)[0]  # stands in for the vector of the text as written
+    EmbeddingCacheEntry.objects.for_tenant(tenant).filter(text_hash=text_hash(read_now)).update(
+        text_hash=text_hash(chunk.text)
     )
-    with monkeypatch.context() as last_release:
+    with pytest.MonkeyPatch.context() as last_release:
         last_release.setattr(vectorstore, "bm25_document_text", lambda text, analyzer: text)
         vectorstore.vectors_upsert(
             rows=[
                 vectorstore.ChunkVector(
                     chunk_id=chunk.pk,
                     tenant_id=tenant.pk,
-                    knowledge_base_id=traditional.pk,
-                    document_id=document.pk,
+                    knowledge_base_id=chunk.knowledge_base_id,
+                    document_id=chunk.document_id,
                     vector=vector,
-                    text=TRADITIONAL_PAGE,
-                    analyzer="chinese",
+                    text=chunk.text,
+                    analyzer=analyzer,
                 )
             ],
-            dimension=embeddings.embedding_dimension(embeddings.USE_MODEL_NAME),
+            dimension=embeddings.embedding_dimension(model),
         )
-    searched = {"query": "发票", "retrieval_mode": "full_text"}
-    response = api_client.post(f"/api/v1/knowledge-bases/{traditional.pk}/search/", searched, format="json")
-    assert response.json()["results"] == []  # 發票 as written: the Simplified keyword finds nothing yet
+
+
+def _full_text_hits(api_client, kb, query: str) -> list[int]:
+    response = api_client.post(
+        f"/api/v1/knowledge-bases/{kb.pk}/search/", {"query": query, "retrieval_mode": "full_text"}, format="json"
+    )
+    assert response.status_code == 200, response.json()
+    return [hit["chunk_id"] for hit in response.json()["results"]]
+
+
+@pytest.mark.parametrize("command", ["text_reading_reindex", "traditional_chinese_reindex"])
+def test_the_upgrade_command_reindexes_the_knowledge_bases_read_otherwise_and_keeps_their_chunks(
+    milvus_server, api_client, tenant, command
+):
+    """`manage.py text_reading_reindex` (and its former name): after the upgrade, the knowledge bases the last release
+    indexed with text it now reads otherwise (Traditional characters on the multilingual model and the chinese
+    analyser, full-width letters on the bundled model and an English BM25 field) are found and re-indexed; the re-index
+    keeps their chunk ids, records what the model reads now and rewrites their BM25 text, so a Simplified keyword and
+    an ASCII one find them. Knowledge bases whose text reads as it did are left."""
+    traditional = kb_make(tenant, name="taipei", embedding_model=embeddings.USE_MODEL_NAME, text_analyzer="chinese")
+    simplified = kb_make(tenant, name="beijing", embedding_model=embeddings.USE_MODEL_NAME, text_analyzer="chinese")
+    english = kb_make(tenant, name="london")
+    full_width = kb_make(tenant, name="seoul")
+    document = _indexed_upload(api_client, traditional, "refunds.txt", TRADITIONAL_PAGE.encode())
+    _indexed_upload(api_client, simplified, "refunds.txt", SIMPLIFIED_PAGE.encode())
+    _indexed_upload(
+        api_client, english, "notes.txt", f"Refunds reach your account within five days. {HEX_RUN}".encode()
+    )
+    keys = _indexed_upload(api_client, full_width, "keys.txt", FULL_WIDTH_PAGE.encode())
+    (chunk,) = Chunk.objects.for_tenant(tenant).filter(document=document)
+    (keys_chunk,) = Chunk.objects.for_tenant(tenant).filter(document=keys)
+    _as_the_last_release_indexed(tenant, chunk, model=embeddings.USE_MODEL_NAME, analyzer="chinese")
+    _as_the_last_release_indexed(tenant, keys_chunk, model="all-MiniLM-L6-v2", analyzer="english")
+    assert _full_text_hits(api_client, traditional, "发票") == []  # 發票 as written: not found by the keyword yet
+    assert _full_text_hits(api_client, full_width, "API") == []  # ＡＰＩ as written
 
     listed = StringIO()
-    call_command("traditional_chinese_reindex", "--list", stdout=listed)
+    call_command(command, "--list", stdout=listed)
     assert listed.getvalue().splitlines() == [
-        f"{tenant.slug}/{traditional.pk} 'taipei': 1 chunks with Traditional characters"
+        f"{tenant.slug}/{traditional.pk} 'taipei': 1 chunks read otherwise since they were indexed",
+        f"{tenant.slug}/{full_width.pk} 'seoul': 1 chunks read otherwise since they were indexed",
     ]
     assert KnowledgeBase.objects.for_tenant(tenant).get(pk=traditional.pk).reindex_status != ReindexStatus.RUNNING
 
-    call_command("traditional_chinese_reindex", stdout=StringIO())
+    call_command(command, stdout=StringIO())
     statuses = dict(KnowledgeBase.objects.for_tenant(tenant).values_list("name", "reindex_status"))
-    assert statuses["taipei"] == ReindexStatus.RUNNING
+    assert statuses["taipei"] == ReindexStatus.RUNNING and statuses["seoul"] == ReindexStatus.RUNNING
     assert statuses["beijing"] != ReindexStatus.RUNNING and statuses["london"] != ReindexStatus.RUNNING
     assert services.knowledge_base_reindex(tenant_id=tenant.pk, knowledge_base_id=traditional.pk) == 1
+    assert services.knowledge_base_reindex(tenant_id=tenant.pk, knowledge_base_id=full_width.pk) == 1
 
     again = Chunk.objects.for_tenant(tenant).get(document=document)
     assert again.pk == chunk.pk and again.model_input_hash == text_hash(SIMPLIFIED_PAGE)
-    response = api_client.post(f"/api/v1/knowledge-bases/{traditional.pk}/search/", searched, format="json")
-    assert response.status_code == 200, response.json()
-    assert [hit["chunk_id"] for hit in response.json()["results"]] == [chunk.pk]
+    assert _full_text_hits(api_client, traditional, "发票") == [chunk.pk]
+    keys_again = Chunk.objects.for_tenant(tenant).get(document=keys)
+    assert keys_again.pk == keys_chunk.pk and keys_again.model_input_hash == text_hash(width_folded(FULL_WIDTH_PAGE))
+    assert _full_text_hits(api_client, full_width, "API") == [keys_chunk.pk]
 
 
 def test_the_upgrade_command_names_a_tenant_it_does_not_know(tenant):
     with pytest.raises(CommandError, match="No tenant with slug 'nobody'"):
-        call_command("traditional_chinese_reindex", "--tenant", "nobody", stdout=StringIO())
+        call_command("text_reading_reindex", "--tenant", "nobody", stdout=StringIO())
     quiet = StringIO()
-    call_command("traditional_chinese_reindex", "--tenant", tenant.slug, stdout=quiet)
-    assert quiet.getvalue() == "No knowledge base holds Traditional Chinese text: nothing to re-index.\n"
+    call_command("text_reading_reindex", "--tenant", tenant.slug, stdout=quiet)
+    assert quiet.getvalue() == "No knowledge base holds text this release reads otherwise: nothing to re-index.\n"
