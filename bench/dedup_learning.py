@@ -279,6 +279,13 @@ def main() -> None:
         help="the review queue's first day, in days after today: the random share is seeded by tenant and day, so "
         "another start draws other random picks (a second run of one set that is not a replay of the first)",
     )
+    parser.add_argument(
+        "--precision-target",
+        type=float,
+        default=None,
+        help="the tenant's precision target (its dedup policy's precision_target; the policy's default when omitted): "
+        "what a verifier trained from its reviews is cut for and must reach to become active",
+    )
     args = parser.parse_args()
     reviews = [int(n) for n in args.reviews.split(",")]
     run = uuid.uuid4().hex[:8]
@@ -337,7 +344,11 @@ def main() -> None:
             **({"embedding_model": embedding_model} if embedding_model else {}),
         )
         vectorstore.vectors_flush()  # searched through its index, as an indexing run leaves it (not row by row)
-        dedup_policy_update(tenant=tenant, scope="user")
+        dedup_policy_update(
+            tenant=tenant,
+            scope="user",
+            **({"precision_target": args.precision_target} if args.precision_target is not None else {}),
+        )
         gate = dedup_policy_get(tenant=tenant).threshold
         print(
             f"gate (the policy's threshold) {gate:.2f}; "
