@@ -24,6 +24,11 @@ _HAN = re.compile(r"[\u3007\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _KANA = re.compile(r"[\u3040-\u30fa\u30fc-\u30ff\u31f0-\u31ff\uff66-\uff9f]")
 
 
+def is_han(char: str) -> bool:
+    """Whether `char` is a Chinese character (or 〇)."""
+    return _HAN.match(char) is not None
+
+
 @cache
 def _simplifier() -> OpenCC:
     """OpenCC's Traditional-to-Simplified conversion (`t2s`: characters and the phrases whose conversion needs their
@@ -44,3 +49,35 @@ def simplified_unless_japanese(text: str) -> str:
     kanji are Japanese spellings ("電話番号", "説明") that the Chinese conversion would rewrite into words of another
     language."""
     return text if _KANA.search(text) else simplified(text)
+
+
+_HAN_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]{2,}")
+
+
+def dictionary_pair_share(text: str, *, limit: int = 2000) -> float | None:
+    """The share of the pairs of neighbouring Chinese characters in `text` (in its first `limit` such pairs, read in
+    Simplified characters) that begin or are a word of jieba's dictionary, or None for a text with no such pair. Real
+    Chinese text has about half of its pairs there; characters that stand side by side only by accident, such as the
+    bytes of another encoding read as Chinese ones, almost none (docs/ingestion.md, "Encodings: short Chinese files").
+    Loads jieba's dictionary, which the question rules share, on first use."""
+    pairs = found = 0
+    words = _dictionary()
+    for run in _HAN_RUN.findall(simplified(text)):
+        for start in range(len(run) - 1):
+            pairs += 1
+            found += run[start : start + 2] in words
+            if pairs == limit:
+                return found / pairs
+    return found / pairs if pairs else None
+
+
+@cache
+def _dictionary() -> dict[str, int]:
+    """jieba's words and their beginnings (its prefix dictionary), of the process's one jieba tokenizer."""
+    import logging
+
+    import jieba
+
+    jieba.setLogLevel(logging.WARNING)
+    jieba.dt.initialize()
+    return jieba.dt.FREQ

@@ -4,8 +4,12 @@ upload that takes text files, so that one file reads the same whichever endpoint
 
 from __future__ import annotations
 
+import unicodedata
+
 from charset_normalizer import from_bytes
 from charset_normalizer.utils import is_multi_byte_encoding
+
+from kbplatform import chinese_script
 
 
 class UnreadableTextError(ValueError):
@@ -47,8 +51,9 @@ _WESTERN_COHERENCE_MARGIN = 0.05
 
 def text_decode(data: bytes) -> str:
     """Text in UTF-16 without a byte-order mark, in UTF-8 (with or without one) or, failing those, the encoding
-    charset-normalizer finds (UTF-16 and UTF-32 by their mark), except that Windows-1252 wins when it reads the bytes
-    about as well as that guess.
+    charset-normalizer finds (UTF-16 and UTF-32 by their mark), except that Chinese in GB 18030 (GBK, GB 2312) or Big5
+    wins when it reads the bytes as Chinese words and the guess does not (`chinese_reading`), and Windows-1252 wins when
+    it reads the bytes about as well as the guess.
 
     Single-byte code pages cannot be told apart by their bytes alone, and charset-normalizer breaks a near tie between
     them by its own order, not by how common they are: French, Portuguese, Swedish or English in Latin-1 came out in
@@ -67,6 +72,9 @@ def text_decode(data: bytes) -> str:
         pass
     matches = from_bytes(data)
     best = matches.best()
+    chinese = chinese_reading(data, guessed=None if best is None else str(best))
+    if chinese is not None:
+        return chinese
     if best is None:
         raise UnreadableTextError("The file is not readable text in any known encoding. Save it as UTF-8.")
     guessed_single_byte = not is_multi_byte_encoding(best.encoding) or best.encoding.startswith(("utf_16", "utf_32"))
@@ -79,3 +87,52 @@ def text_decode(data: bytes) -> str:
             ):
                 return str(match)  # the same text as Windows-1252 gives: charset-normalizer groups identical readings
     return str(best)
+
+
+# The encodings Chinese text not in UTF-8 is written in: GB 18030, the superset of GBK and GB 2312 (mainland China,
+# Windows' "ANSI" there), and Windows' Big5 (Taiwan, Hong Kong).
+CHINESE_ENCODINGS = ("gb18030", "cp950")
+# A reading is Chinese text when at least this share of its neighbouring characters begin or are a dictionary word
+# (`chinese_script.dictionary_pair_share`): the 1% quantile of the shared sets' questions, above what bytes of another
+# encoding read as Chinese make (docs/ingestion.md, "Encodings: short Chinese files").
+CHINESE_PAIR_SHARE = 0.2
+# Letters beyond ASCII other than Chinese characters (kana, Hangul, Latin with accents) a Chinese reading may hold.
+_OTHER_LETTERS_ALLOWED = 0.1
+
+
+def _chinese_share(text: str) -> float | None:
+    """`chinese_script.dictionary_pair_share` of `text` when its letters beyond ASCII are Chinese characters (full-width
+    Latin and a few others aside), else None: Japanese in EUC-JP read as GB 2312 keeps its kana, and is no Chinese."""
+    letters = other = 0
+    for char in text[:20_000]:
+        if char.isascii() or unicodedata.category(char)[0] != "L" or "\uff00" <= char <= "\uffef":
+            continue
+        letters += 1
+        other += not chinese_script.is_han(char)
+    if not letters or other > _OTHER_LETTERS_ALLOWED * letters:
+        return None
+    return chinese_script.dictionary_pair_share(text)
+
+
+def chinese_reading(data: bytes, *, guessed: str | None) -> str | None:
+    """`data` read as Chinese in the encoding of `CHINESE_ENCODINGS` whose reading is most of dictionary words, when
+    that reading is Chinese text (`CHINESE_PAIR_SHARE`) and reads more of them than `guessed` (charset-normalizer's
+    reading, None when it found none); else None.
+
+    GB 2312, Big5, KS X 1001 and the Japanese encodings share their byte ranges, and on a short text charset-normalizer
+    takes one for another as often as not: a one-line question saved in GBK or Big5 came out as rare Hangul and Hanja,
+    Thai letters or a BOM-less UTF-16 mess. Read as Chinese, such bytes make words; Korean, Japanese or Western text
+    read as Chinese makes characters side by side by accident, which no dictionary has."""
+    best_text, best_share = None, CHINESE_PAIR_SHARE
+    for encoding in CHINESE_ENCODINGS:
+        try:
+            text = data.decode(encoding)
+        except UnicodeDecodeError:
+            continue
+        share = _chinese_share(text)
+        if share is not None and share >= best_share and (best_text is None or share > best_share):
+            best_text, best_share = text, share
+    if best_text is None or best_text == guessed:
+        return None
+    guessed_share = None if guessed is None else _chinese_share(guessed)
+    return None if guessed_share is not None and guessed_share >= best_share else best_text
