@@ -68,15 +68,9 @@ def text_storable(text: str) -> str:
 _FULL_WIDTH_TO_ASCII = str.maketrans(
     {chr(code): chr(code - 0xFEE0) for code in [*range(0xFF10, 0xFF1A), *range(0xFF21, 0xFF3B), *range(0xFF41, 0xFF5B)]}
 )
-_FULL_WIDTH_RUN = re.compile("[\uff10-\uff19\uff21-\uff3a\uff41-\uff5a]+")
 
 
 def width_folded(text: str) -> str:
     """`text` with each full-width digit and letter as its ASCII twin: "ＡＰＩ key" is "API key". One character for
     one, so an offset into the result is the same offset into `text`; every other character is kept as it is."""
     return text.translate(_FULL_WIDTH_TO_ASCII)
-
-
-def full_width_runs(text: str) -> list[str]:
-    """The runs of full-width digits and letters in `text`, as written ("ＡＰＩ" of "重置ＡＰＩ密钥")."""
-    return _FULL_WIDTH_RUN.findall(text)

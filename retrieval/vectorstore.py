@@ -38,7 +38,7 @@ from django.conf import settings
 
 from kbplatform import chinese_script
 from kbplatform.errors import ServiceUnavailableError
-from kbplatform.text import full_width_runs, width_folded
+from kbplatform.text import width_folded
 from retrieval import milvus
 
 # Re-exported: the names callers have always imported from here (the errors, the filter, the text fields).
@@ -95,30 +95,21 @@ class TextIndex:
 
 
 def bm25_query(query_text: str, analyzer: str) -> str:
-    """The text a BM25 search of `analyzer`'s field is given for `query_text`: read as a document's field is
-    (`bm25_document_text`), and beside it what that reading changed as written, so that a chunk indexed before its field
-    was so read is found too. A Chinese query with Traditional characters is given in both scripts, as written and in
-    Simplified characters (`chinese_script.simplified`): jieba matches characters as written, so "退款多久能到帳" would
-    find "到帐" in no Simplified document. A query with full-width letters or digits ("ＡＰＩ") is given them as
-    ASCII, and the full-width runs as written only (the words it shares with every spelling are not weighed twice). A
-    query in Simplified characters and ASCII, every English one typed so, is given as written."""
-    folded = width_folded(query_text)
-    if analyzer != CHINESE:
-        return query_text if folded == query_text else " ".join([folded, *full_width_runs(query_text)])
-    simplified = chinese_script.simplified(folded)
-    if simplified == folded:
-        return query_text if folded == query_text else " ".join([folded, *full_width_runs(query_text)])
-    return f"{query_text} {simplified}"
+    """The text a BM25 search of `analyzer`'s field is given for `query_text`: the query read as a chunk's field is
+    (`bm25_document_text`), so that a query and a page match word for word whatever script or width either is written in
+    ("退款多久能到帳" finds "到账"'s page, "ＡＰＩ" finds "API"), and a word is weighed once, not once per spelling."""
+    return bm25_document_text(query_text, analyzer)
 
 
 def bm25_document_text(text: str, analyzer: str) -> str:
     """The text a chunk's BM25 field of `analyzer` holds: full-width letters and digits as ASCII (`width_folded`:
     "ＡＰＩ" typed in an input method's full-width mode is the word "API"), and a `chinese` one's in Simplified
-    characters (`chinese_script.simplified_unless_japanese`). jieba's dictionary is Simplified and it matches characters
-    as written, so a page written in Traditional characters was found by no query in Simplified ones (a mainland user of
-    a Taiwan or Hong Kong help centre) and cut into worse words for its own script's queries. The field is searched,
-    never shown: a hit's text is the chunk's, as the document has it. A chunk written before holds its text as written
-    until it is re-indexed; `bm25_query`'s spelling as written still finds it."""
+    characters (`chinese_script.simplified_unless_japanese`; text holding kana is Japanese, and its kanji are kept).
+    jieba's dictionary is Simplified and it matches characters as written, so a page written in Traditional characters
+    was found by no query in Simplified ones (a mainland user of a Taiwan or Hong Kong help centre) and cut into worse
+    words for its own script's queries. The field is searched, never shown: a hit's text is the chunk's, as the
+    document has it. A chunk indexed before its field was so read holds its text as written until it is re-indexed
+    (`manage.py text_reading_reindex`)."""
     folded = width_folded(text)
     if analyzer != CHINESE:
         return folded

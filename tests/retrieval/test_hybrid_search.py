@@ -218,19 +218,20 @@ def test_a_chunks_bm25_field_holds_full_width_forms_as_ascii_and_chinese_in_simp
 @pytest.mark.parametrize(
     ("query", "analyzer", "sent"),
     [
-        ("公園在哪裡", "chinese", "公園在哪裡 公园在哪里"),
+        ("公園在哪裡", "chinese", "公园在哪里"),
         ("公园在哪里", "chinese", "公园在哪里"),
         ("where is the park", "chinese", "where is the park"),
         ("公園在哪裡", "english", "公園在哪裡"),
-        # Full-width forms as ASCII, and their runs as written (a chunk indexed before holds them so): the words both
-        # spellings share are given once.
-        ("reset my ＡＰＩ key", "english", "reset my API key ＡＰＩ"),
-        ("重置ＡＰＩ密钥", "chinese", "重置API密钥 ＡＰＩ"),
-        ("重置ＡＰＩ密鑰", "chinese", "重置ＡＰＩ密鑰 重置API密钥"),
+        # Japanese keeps its kanji, as its pages do.
+        ("電話番号を教えてください", "chinese", "電話番号を教えてください"),
+        ("reset my ＡＰＩ key", "english", "reset my API key"),
+        ("重置ＡＰＩ密鑰", "chinese", "重置API密钥"),
         ("reset my API key", "english", "reset my API key"),
     ],
 )
-def test_a_bm25_query_is_given_as_the_field_reads_it_and_as_written(query, analyzer, sent):
+def test_a_bm25_query_is_given_as_a_chunks_field_reads_its_text(query, analyzer, sent):
+    """Read as the field is, each word once: given in both spellings, the words a Traditional query shares with its
+    Simplified one weighed twice, and its FAQ retrieval fell 0.01-0.02 under the same query in Simplified characters."""
     assert vectorstore.bm25_query(query, analyzer) == sent
 
 
