@@ -102,10 +102,11 @@ _OTHER_LETTERS_ALLOWED = 0.1
 
 def _chinese_share(text: str) -> float | None:
     """`chinese_script.dictionary_pair_share` of `text` when its letters beyond ASCII are Chinese characters (full-width
-    Latin and a few others aside), else None: Japanese in EUC-JP read as GB 2312 keeps its kana, and is no Chinese."""
+    Latin letters, which Chinese text types, and a few others aside), else None: Japanese in EUC-JP read as GB 2312
+    keeps its kana, and is no Chinese."""
     letters = other = 0
     for char in text[:20_000]:
-        if char.isascii() or unicodedata.category(char)[0] != "L" or "\uff00" <= char <= "\uffef":
+        if char.isascii() or unicodedata.category(char)[0] != "L" or "\uff01" <= char <= "\uff5e":
             continue
         letters += 1
         other += not chinese_script.is_han(char)

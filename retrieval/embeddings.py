@@ -11,10 +11,10 @@ of two models are never compared.
 What the model reads of a text is `model_input(text)`, here, in `embed_texts` and `token_count(s)`, the one way into
 the model for chunks, queries, questions and intent examples alike: stored text is never altered, a query is read as
 the chunk that holds its words is, and every count is what the model reads.
-- A WordPiece model (the bundled one) reads full-width Latin letters and digits ("ＡＰＩ", "１２３") as
-  their ASCII twins (`characters_read`), and `long_runs_break` of that: a run its tokenizer would read as one [UNK] only
-  because it is too long (more than `max_input_chars_per_word` characters without a break: a hex or base64 blob, a
-  long URL token, kana or Hangul without spaces) gets a space every so often, so its content reaches the model.
+- A WordPiece model (the bundled one) reads full-width Latin letters and digits ("ＡＰＩ", "１２３") as their ASCII
+  twins (`characters_read`), and `long_runs_break` of that: a run its tokenizer would read as one [UNK] only because it
+  is too long (more than `max_input_chars_per_word` characters without a break: a hex or base64 blob, a long URL token,
+  kana or Hangul without spaces) gets a space every so often, so its content reaches the model.
 - The multilingual model reads Chinese in Simplified characters (`chinese_script.simplified_unless_japanese`): it
   reads the two scripts as different texts, and one question in either script must be one question to the duplicate
   decision and one query to the search, as it is to the question rules and the BM25 side.
@@ -435,10 +435,10 @@ def long_runs_break(text: str, model: str | None = None) -> str:
 
 
 def characters_read(text: str, model: str | None = None) -> str:
-    """`text` with each character as `model` reads it, one character for one (an offset into it is one into `text`):
-    a WordPiece model reads full-width Latin letters and digits as their ASCII twins (`width_folded`:
-    its vocabulary holds no "Ａ", so "ＡＰＩ" typed in an input method's full-width mode was an unknown token); the
-    multilingual model's own tokenizer already reads them so, and `text` is returned as it is."""
+    """`text` with each character as `model` reads it, one character for one (an offset into it is one into `text`): a
+    WordPiece model reads full-width Latin letters and digits as their ASCII twins (`width_folded`: its vocabulary holds
+    no "Ａ", so "ＡＰＩ" typed in an input method's full-width mode was an unknown token); the multilingual model's own
+    tokenizer already reads them so, and `text` is returned as it is."""
     if is_multilingual(model):
         return text
     return width_folded(text)
