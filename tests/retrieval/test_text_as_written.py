@@ -436,3 +436,26 @@ def test_the_upgrade_command_names_a_tenant_it_does_not_know(tenant):
     quiet = StringIO()
     call_command("text_reading_reindex", "--tenant", tenant.slug, stdout=quiet)
     assert quiet.getvalue() == "No knowledge base holds text this release reads otherwise: nothing to re-index.\n"
+
+
+def test_the_upgrade_command_says_which_knowledge_base_it_could_not_queue_and_queues_the_rest(
+    milvus_server, api_client, tenant
+):
+    """A knowledge base already re-indexing is not queued twice: the command says so in its line and goes on."""
+    busy = kb_make(tenant, name="busy")
+    waiting = kb_make(tenant, name="waiting")
+    documents = [_indexed_upload(api_client, kb, "keys.txt", FULL_WIDTH_PAGE.encode()) for kb in (busy, waiting)]
+    for chunk in Chunk.objects.for_tenant(tenant).filter(document__in=documents):
+        _as_the_last_release_indexed(tenant, chunk, model="all-MiniLM-L6-v2", analyzer="english")
+    services.knowledge_base_reindex_start(tenant=tenant, knowledge_base=busy)
+
+    out = StringIO()
+    call_command("text_reading_reindex", stdout=out)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == f"{tenant.slug}/{busy.pk} 'busy': 1 chunks read otherwise since they were indexed"
+    assert lines[1].startswith(f"{tenant.slug}/{busy.pk} 'busy': not queued: ")
+    assert lines[2:] == [
+        f"{tenant.slug}/{waiting.pk} 'waiting': 1 chunks read otherwise since they were indexed",
+        f"{tenant.slug}/{waiting.pk} 'waiting': re-index queued",
+    ]
+    assert KnowledgeBase.objects.for_tenant(tenant).get(pk=waiting.pk).reindex_status == ReindexStatus.RUNNING
