@@ -4,6 +4,7 @@ upload that takes text files, so that one file reads the same whichever endpoint
 
 from __future__ import annotations
 
+import codecs
 import unicodedata
 
 from charset_normalizer import from_bytes
@@ -98,21 +99,35 @@ CHINESE_ENCODINGS = ("gb18030", "cp950")
 CHINESE_PAIR_SHARE = 0.2
 # Letters beyond ASCII other than Chinese characters (kana, Hangul, Latin with accents) a Chinese reading may hold.
 _OTHER_LETTERS_ALLOWED = 0.1
+# A reading is judged on its first characters, read from the start of the file: the encoding shows there, and reading
+# a 50 MB upload whole in two more encodings would cost its size in memory twice over.
+_JUDGED_CHARACTERS = 20_000
+_JUDGED_BYTES = 4 * _JUDGED_CHARACTERS
 
 
 def _chinese_share(text: str) -> float | None:
-    """`chinese_script.dictionary_pair_share` of `text` when its letters beyond ASCII are Chinese characters (full-width
-    Latin letters, which Chinese text types, and a few others aside), else None: Japanese in EUC-JP read as GB 2312
-    keeps its kana, and is no Chinese."""
+    """`chinese_script.dictionary_pair_share` of the start of `text` (`_JUDGED_CHARACTERS`) when its letters beyond
+    ASCII are Chinese characters (full-width Latin letters, which Chinese text types, and a few others aside), else
+    None: Japanese in EUC-JP read as GB 2312 keeps its kana, and is no Chinese."""
+    start = text[:_JUDGED_CHARACTERS]
     letters = other = 0
-    for char in text[:20_000]:
+    for char in start:
         if char.isascii() or unicodedata.category(char)[0] != "L" or "\uff01" <= char <= "\uff5e":
             continue
         letters += 1
         other += not chinese_script.is_han(char)
     if not letters or other > _OTHER_LETTERS_ALLOWED * letters:
         return None
-    return chinese_script.dictionary_pair_share(text)
+    return chinese_script.dictionary_pair_share(start)
+
+
+def _start_read(data: bytes, encoding: str) -> str | None:
+    """The start of `data` (`_JUDGED_BYTES`) read in `encoding`, a character the cut splits left out; None when those
+    bytes are not text in it."""
+    try:
+        return codecs.getincrementaldecoder(encoding)().decode(data[:_JUDGED_BYTES], final=len(data) <= _JUDGED_BYTES)
+    except UnicodeDecodeError:
+        return None
 
 
 def chinese_reading(data: bytes, *, guessed: str | None) -> str | None:
@@ -124,16 +139,19 @@ def chinese_reading(data: bytes, *, guessed: str | None) -> str | None:
     takes one for another as often as not: a one-line question saved in GBK or Big5 came out as rare Hangul and Hanja,
     Thai letters or a BOM-less UTF-16 mess. Read as Chinese, such bytes make words; Korean, Japanese or Western text
     read as Chinese makes characters side by side by accident, which no dictionary has."""
-    best_text, best_share = None, CHINESE_PAIR_SHARE
+    chosen, chosen_share = None, CHINESE_PAIR_SHARE
     for encoding in CHINESE_ENCODINGS:
-        try:
-            text = data.decode(encoding)
-        except UnicodeDecodeError:
-            continue
-        share = _chinese_share(text)
-        if share is not None and share >= best_share and (best_text is None or share > best_share):
-            best_text, best_share = text, share
-    if best_text is None or best_text == guessed:
+        start = _start_read(data, encoding)
+        share = None if start is None else _chinese_share(start)
+        if share is not None and share >= chosen_share and (chosen is None or share > chosen_share):
+            chosen, chosen_share = encoding, share
+    if chosen is None:
+        return None
+    try:
+        text = data.decode(chosen)
+    except UnicodeDecodeError:  # its start reads in it, the rest does not
+        return None
+    if text == guessed:
         return None
     guessed_share = None if guessed is None else _chinese_share(guessed)
-    return None if guessed_share is not None and guessed_share >= best_share else best_text
+    return None if guessed_share is not None and guessed_share >= chosen_share else text
