@@ -1,8 +1,8 @@
-"""`manage.py text_reading_reindex`: re-index, once after an upgrade, the knowledge bases holding text that the
-release reads otherwise than the one that indexed it: Traditional Chinese characters, which the multilingual model
-reads as Simplified ones (`embeddings.model_input`) and a `chinese` knowledge base's BM25 field holds so; full-width
-Latin letters and digits ("ＡＰＩ", "１２３", typed in an input method's full-width mode), which the
-bundled model and every BM25 field read as ASCII (`embeddings.characters_read`, `vectorstore.bm25_document_text`).
+"""`manage.py text_reading_reindex`: re-index, once after an upgrade, the knowledge bases holding text that the release
+reads otherwise than the one that indexed it: Traditional Chinese characters, which the multilingual model reads as
+Simplified ones (`embeddings.model_input`) and a `chinese` knowledge base's BM25 field holds so; full-width Latin
+letters and digits ("ＡＰＩ", "１２３", typed in an input method's full-width mode), which the bundled model and every
+BM25 field read as ASCII (`embeddings.characters_read`, `vectorstore.bm25_document_text`).
 
 Until then such a knowledge base keeps the vectors and BM25 text its chunks were indexed with: every search still
 works, but a question reaches those chunks as the new reading has it, so they rank lower than they will. The re-index
