@@ -11,21 +11,19 @@ question are cut alike: the HMM joins unknown characters differently by their ne
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
-from functools import cache, lru_cache
+from functools import lru_cache
 from types import MappingProxyType
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
+
+from kbplatform import chinese_script
 
 # Traditional characters as Simplified ones: the segmenter's dictionary and every word list and formula of these rules
 # (negations, numerals, follow-up words, the built-in intents' formulas) are Simplified, so a question is read as its
 # Simplified spelling is. Re-exported for the rules' other modules.
 from kbplatform.chinese_script import simplified as simplified
-
-if TYPE_CHECKING:
-    from jieba import Tokenizer
 
 # Chinese characters (the unified ideographs, extension A, compatibility ideographs) and 〇, the numeral zero.
 HAN = re.compile(r"[\u3007\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
@@ -49,15 +47,8 @@ def normalized(text: str) -> str:
     return text.translate(_FULLWIDTH)
 
 
-@cache
-def _segmenter() -> Tokenizer:
-    """jieba's default tokenizer, loaded once. Its dictionary cache is jieba's own (jieba.cache in the temporary
-    directory, which Milvus Lite's jieba tokenizer shares); its loading messages are not printed."""
-    import jieba
-
-    jieba.setLogLevel(logging.WARNING)
-    jieba.dt.initialize()
-    return jieba.dt
+# jieba's tokenizer, one per process, shared with the ground floor's dictionary reads.
+_segmenter = chinese_script.segmenter
 
 
 @lru_cache(maxsize=1 << 14)
