@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import codecs
 import unicodedata
+from collections.abc import Sequence
 
-from charset_normalizer import from_bytes
+from charset_normalizer import CharsetMatch, from_bytes
 from charset_normalizer.utils import is_multi_byte_encoding
 
 from kbplatform import chinese_script
+from kbplatform.script_letters import JUDGED_CHARACTERS, reading_oddities
 
 
 class UnreadableTextError(ValueError):
@@ -53,14 +55,15 @@ _WESTERN_COHERENCE_MARGIN = 0.05
 def text_decode(data: bytes) -> str:
     """Text in UTF-16 without a byte-order mark, in UTF-8 (with or without one) or, failing those, the encoding
     charset-normalizer finds (UTF-16 and UTF-32 by their mark), except that Chinese in GB 18030 (GBK, GB 2312) or Big5
-    wins when it reads the bytes as Chinese words and the guess does not (`chinese_reading`), and Windows-1252 wins when
-    it reads the bytes about as well as the guess.
+    wins when it reads the bytes as Chinese words and the guess does not (`chinese_reading`), Windows-1252 is put first
+    when it reads the bytes about as well as the guess, and then the reading least like a misread code page wins
+    (`least_odd_reading`).
 
     Single-byte code pages cannot be told apart by their bytes alone, and charset-normalizer breaks a near tie between
     them by its own order, not by how common they are: French, Portuguese, Swedish or English in Latin-1 came out in
-    Baltic or Central European letters ("crème" as "crčme"), and a short one as UTF-16. A text in a code page that reads
-    it no better than Windows-1252 (Hungarian or Croatian in Windows-1250) is read as Windows-1252: UTF-8 is the way
-    to be sure."""
+    Baltic or Central European letters ("crème" as "crčme"), and a short one as UTF-16. Of two readings that look
+    equally like written text (Polish "opuścić" in Windows-1250 and "opuœciæ" in Windows-1252), the one put first
+    stands: UTF-8 is the way to be sure."""
     bomless_utf16 = utf16_without_bom(data[:8192])
     if bomless_utf16 is not None:  # before UTF-8, which reads its ASCII as letters and NULs
         try:
@@ -78,16 +81,81 @@ def text_decode(data: bytes) -> str:
         return chinese
     if best is None:
         raise UnreadableTextError("The file is not readable text in any known encoding. Save it as UTF-8.")
+    if best.bom:  # a byte-order mark names the encoding
+        return str(best)
+    preferred = best
     guessed_single_byte = not is_multi_byte_encoding(best.encoding) or best.encoding.startswith(("utf_16", "utf_32"))
-    if guessed_single_byte and not best.bom:
+    if guessed_single_byte:
         for match in matches:
             if (
                 WESTERN_CODE_PAGE in match.could_be_from_charset
                 and match.chaos <= best.chaos + _WESTERN_CHAOS_MARGIN
                 and match.coherence >= best.coherence - _WESTERN_COHERENCE_MARGIN
             ):
-                return str(match)  # the same text as Windows-1252 gives: charset-normalizer groups identical readings
-    return str(best)
+                preferred = match  # the same text as Windows-1252 gives: charset-normalizer groups identical readings
+                break
+    return least_odd_reading(data, [preferred, *(match for match in matches if match is not preferred)])
+
+
+# The code pages text not in UTF-8 is most often written in: Windows' for Western, Central European, Cyrillic, Greek,
+# Turkish, Hebrew, Arabic, Baltic and Thai text, KOI8 (Russian, Ukrainian on Unix) and ISO 8859-7 (Greek on Unix).
+# Each reads any byte string, or nearly, so each is a reading of every file.
+COMMON_CODE_PAGES = (
+    "cp1252",
+    "cp1250",
+    "cp1251",
+    "koi8_r",
+    "koi8_u",
+    "cp1253",
+    "iso8859_7",
+    "cp1254",
+    "cp1255",
+    "cp1256",
+    "cp1257",
+    "cp874",
+)
+# The East Asian encodings in common use (GB 18030 and Big5 are read by `chinese_reading` too).
+_COMMON_EAST_ASIAN = ("shift_jis", "cp932", "euc_jp", "euc_kr", "cp949", "gb18030", "gbk", "gb2312", "big5", "cp950")
+_COMMON = frozenset(COMMON_CODE_PAGES + _COMMON_EAST_ASIAN + ("latin_1", "iso8859_15", "iso8859_2", "utf_16", "utf_32"))
+
+
+def _is_common(reading: CharsetMatch | str) -> bool:
+    encodings = [reading] if isinstance(reading, str) else reading.could_be_from_charset
+    return any(encoding in _COMMON for encoding in encodings)
+
+
+def least_odd_reading(data: bytes, matches: Sequence[CharsetMatch]) -> str:
+    """`data` as the reading with the fewest oddities (`script_letters.reading_oddities`) among charset-normalizer's
+    `matches`, in the order given, and `COMMON_CODE_PAGES` after them; of equals, one a common encoding gives
+    (`_COMMON`: not a Mac or DOS code page) before the others, then the earlier. So the guess stands unless another
+    reading is plainly more like written text: charset-normalizer weighs letter frequencies, which on a short text are
+    noise ("Příliš" in Windows-1250 and "Pøíliš" in Windows-1252 tied, and Russian in Windows-1251 came out in Mac
+    Cyrillic, "Лететь" as "Ћететь"), and keeps only the readings it rates (KOI8-R Russian came out as half-width
+    katakana, the only one it kept)."""
+    guess = str(matches[0])
+    if reading_oddities(guess) == 0 and _is_common(matches[0]):
+        return guess  # nothing to improve on
+    readings: list[tuple[int, CharsetMatch | str]] = [(reading_oddities(guess), matches[0])]
+    for match in matches[1:]:  # judged on their start: a match is the whole file once made a string
+        start = _start_read(data, match.encoding, characters=JUDGED_CHARACTERS)
+        if start is not None:
+            readings.append((reading_oddities(start), match))
+    seen = {encoding for match in matches for encoding in match.could_be_from_charset}
+    for encoding in COMMON_CODE_PAGES:
+        if encoding in seen:
+            continue
+        start = _start_read(data, encoding, characters=JUDGED_CHARACTERS)
+        if start is not None:
+            readings.append((reading_oddities(start), encoding))
+    # Stable: equals keep their order.
+    for _, reading in sorted(readings, key=lambda reading: (reading[0], not _is_common(reading[1]))):
+        if not isinstance(reading, str):
+            return str(reading)
+        try:
+            return data.decode(reading)
+        except UnicodeDecodeError:  # its start reads in it, the rest does not
+            continue
+    return guess
 
 
 # The encodings Chinese text not in UTF-8 is written in: GB 18030, the superset of GBK and GB 2312 (mainland China,
@@ -102,7 +170,6 @@ _OTHER_LETTERS_ALLOWED = 0.1
 # A reading is judged on its first characters, read from the start of the file: the encoding shows there, and reading
 # a 50 MB upload whole in two more encodings would cost its size in memory twice over.
 _JUDGED_CHARACTERS = 20_000
-_JUDGED_BYTES = 4 * _JUDGED_CHARACTERS
 
 
 def _chinese_share(text: str) -> float | None:
@@ -121,11 +188,12 @@ def _chinese_share(text: str) -> float | None:
     return chinese_script.dictionary_pair_share(start)
 
 
-def _start_read(data: bytes, encoding: str) -> str | None:
-    """The start of `data` (`_JUDGED_BYTES`) read in `encoding`, a character the cut splits left out; None when those
-    bytes are not text in it."""
+def _start_read(data: bytes, encoding: str, *, characters: int = _JUDGED_CHARACTERS) -> str | None:
+    """The start of `data` (the bytes of `characters` characters at most, at 4 bytes a character) read in `encoding`,
+    a character the cut splits left out; None when those bytes are not text in it."""
+    judged = 4 * characters
     try:
-        return codecs.getincrementaldecoder(encoding)().decode(data[:_JUDGED_BYTES], final=len(data) <= _JUDGED_BYTES)
+        return codecs.getincrementaldecoder(encoding)().decode(data[:judged], final=len(data) <= judged)
     except UnicodeDecodeError:
         return None
 
