@@ -12,8 +12,8 @@ Windows-1253 is "ю" in Windows-1251), so every reading is text of some kind. A 
     from the alphabets below, which are those of the languages written in single-byte code pages;
   - letters where their spelling never puts them: Hebrew read as Cyrillic ("аъ": ъ after a vowel) or as Greek
     ("ΰικ": a dialytika on a word's first vowel).
-It cannot tell apart two readings each of which one language could write (Polish "opuścić" and "opuœciæ", whose
-letters French has; Greek capitals and Cyrillic ones): those stay the guess's call.
+It cannot tell apart two readings each of which one language could write (Polish "budzić" and "budziæ", whose
+letters Danish has; Greek capitals and Cyrillic ones): those stay the guess's call.
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ import unicodedata
 from functools import lru_cache
 
 # Each language's letters beyond ASCII, in lower case, by script. A reading's letters of a script are counted against
-# the one language of that script that holds most of them.
+# the one language of that script that holds most of them. Letters a language writes in loanwords alone are left out
+# (French "æ", Italian "í" and "ú"): kept, French would pass Polish read as Windows-1252 ("opuœciæ"), and Italian
+# Czech ("zmìníte").
 _LATIN_ALPHABETS = {
     "af": "áéèêëíîïóôúû",
     "az": "çəğıöşü",
@@ -35,12 +37,12 @@ _LATIN_ALPHABETS = {
     "et": "äöõüšž",
     "fi": "åäöšž",
     "fo": "áðíóúýæø",
-    "fr": "àâæçéèêëîïôœùûüÿ",
+    "fr": "àâçéèêëîïôœùûüÿ",
     "ga": "áéíóú",
     "hr": "čćđšž",
     "hu": "áéíóöőúüű",
     "is": "áðéíóúýþæö",
-    "it": "àèéìíîòóùú",
+    "it": "àèéìîòóù",
     "lt": "ąčęėįšųūž",
     "lv": "āčēģīķļņšūž",
     "mt": "àċèġħìòùż",
@@ -82,6 +84,8 @@ _ALPHABETIC = frozenset({"LATIN", "CYRILLIC", "GREEK", "HEBREW", "ARABIC", "THAI
 _EAST_ASIAN = frozenset({"CJK", "HIRAGANA", "KATAKANA", "KATAKANA-HIRAGANA", "HANGUL", "HALFWIDTH"})
 # Punctuation and signs that sit against letters in typed text: quotes, dashes, "¿Qué", "25°C", "Word™", "l·l", "n−3".
 _TYPOGRAPHIC = frozenset("‘’‚‛“”„‟«»‹›‐‑‒–—―…·•¡¿°®©™−")
+# Marks that open a Spanish question or exclamation, and never follow a letter.
+_OPENING_MARKS = frozenset("¡¿")
 # East Asian punctuation, which sits against letters (。、「」 and the full-width forms), but the white lenticular
 # brackets 〖〗: typed text hardly holds them, and GB 2312 reads EUC-JP's long-vowel mark "ー" as 〖.
 _EAST_ASIAN_PUNCTUATION = frozenset(chr(code) for code in range(0x3000, 0x3040)) - frozenset("〖〗")
@@ -132,6 +136,8 @@ def reading_oddities(text: str) -> int:
         if not char.isalpha():
             if _is_odd_sign(char) and (previous.isalpha() or (index + 1 < len(start) and start[index + 1].isalpha())):
                 oddities += 1
+            elif char in _OPENING_MARKS and previous.isalpha():
+                oddities += 1  # "mo¿e": Polish "ż" read as Windows-1252; "¿" opens a question, never ends a word
             if unicodedata.category(char)[0] == "M":
                 oddities += not previous  # a mark is written on a letter, never after a space ("ืละ": Thai read so)
             else:

@@ -62,7 +62,7 @@ def text_decode(data: bytes) -> str:
     Single-byte code pages cannot be told apart by their bytes alone, and charset-normalizer breaks a near tie between
     them by its own order, not by how common they are: French, Portuguese, Swedish or English in Latin-1 came out in
     Baltic or Central European letters ("crème" as "crčme"), and a short one as UTF-16. Of two readings that look
-    equally like written text (Polish "opuścić" in Windows-1250 and "opuœciæ" in Windows-1252), the one put first
+    equally like written text (Polish "budzić" in Windows-1250 and "budziæ" in Windows-1252), the one put first
     stands: UTF-8 is the way to be sure."""
     bomless_utf16 = utf16_without_bom(data[:8192])
     if bomless_utf16 is not None:  # before UTF-8, which reads its ASCII as letters and NULs

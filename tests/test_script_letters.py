@@ -29,6 +29,8 @@ def test_text_as_people_write_it_has_no_oddity(text):
         ("Przeciwnik jedynie obowi¹zek kszta³cie.", "Przeciwnik jedynie obowiązek kształcie."),  # a sign in a word
         ("Егю бн дйплйуиЮуейт", "Εγώ αν διολισθήσεις"),  # a capital inside a word
         ("Císaøský řez a dìvèe.", "Císařský řez a děvče."),  # letters no one language writes together
+        ("Jak si zmìním heslo? Úèet.", "Jak si změním heslo? Účet."),  # Italian's letters but "í", "ú"
+        ("Jak zmieniæ has³o? Mo¿e opuœciæ.", "Jak zmienić hasło? Może opuścić."),  # "¿" ends no word
         ("Èi svobodný výskyt.", "Či svobodný výskyt."),  # Vietnamese's letters, but none it alone has
         ("crθme brûlée", "crème brûlée"),  # two alphabets in a word
         ("Nicht gr黱 und f黵 Brief.", "Nicht grün und für Brief."),  # a lone Chinese character against Latin letters

@@ -276,6 +276,10 @@ def test_an_import_reports_bad_rows_per_row_and_keeps_the_rest(api_client, tenan
     gbk_body = import_file(api_client, knowledge_base, gbk, "faq.csv")
     assert gbk_body["results"][0]["curated_answer"]["questions"] == ["怎么改绑手机号"]
     assert gbk_body["results"][0]["curated_answer"]["answer"] == "在“设置 > 账号”中修改绑定的手机号。"
+    # Windows-1250 on a Czech Windows: it was read in Windows-1252 letters ("zmìním").
+    czech = "answer,question\nHeslo změníte v Nastavení > Účet.,Jak si změním heslo?\n".encode("cp1250")
+    czech_body = import_file(api_client, knowledge_base, czech, "faq-cs.csv")
+    assert czech_body["results"][0]["curated_answer"]["questions"] == ["Jak si změním heslo?"]
     # A whole-file problem is one 400, and nothing of the file is stored.
     for name, content in (
         ("bad.xlsx", b"not a workbook"),
@@ -290,7 +294,7 @@ def test_an_import_reports_bad_rows_per_row_and_keeps_the_rest(api_client, tenan
         )
         assert response.status_code == 400, (name, response.content)
         assert response.json()["message"]
-    assert stored.count() == 4
+    assert stored.count() == 5
 
 
 @pytest.mark.django_db
