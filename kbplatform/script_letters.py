@@ -11,13 +11,15 @@ Windows-1253 is "ю" in Windows-1251), so every reading is text of some kind. A 
     Italian "ì" and Czech "ý"): counted against the language of the text's script that holds most of its letters,
     from the alphabets below, which are those of the languages written in single-byte code pages;
   - letters where their spelling never puts them: Hebrew read as Cyrillic ("аъ": ъ after a vowel) or as Greek
-    ("ΰικ": a dialytika on a word's first vowel).
+    ("ΰικ": a dialytika on a word's first vowel), Greek capitals read as Cyrillic ("РСПВЛЗМБФЙКЗ": a long word
+    without a vowel).
 It cannot tell apart two readings each of which one language could write (Polish "budzić" and "budziæ", whose
-letters Danish has; Greek capitals and Cyrillic ones): those stay the guess's call.
+letters Danish has; KOI8-R capitals and Windows-1251 small letters): those stay the guess's call.
 """
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from functools import lru_cache
 
@@ -108,6 +110,12 @@ def _is_latin_letter(char: str) -> bool:
     return char.isalpha() and (char.isascii() or _letter_script(char) == "LATIN")
 
 
+def _between_greek_letters(text: str, index: int) -> bool:
+    return 0 < index < len(text) - 1 and all(
+        neighbour.isalpha() and _letter_script(neighbour) == "GREEK" for neighbour in (text[index - 1], text[index + 1])
+    )
+
+
 def _is_odd_sign(char: str) -> bool:
     """A character that is neither ASCII, a letter, a mark, a space nor an invisible format character (a zero-width
     space, a soft hyphen), nor one of the signs typed text puts against letters (`_TYPOGRAPHIC`, currency, quotes and
@@ -138,6 +146,8 @@ def reading_oddities(text: str) -> int:
                 oddities += 1
             elif char in _OPENING_MARKS and previous.isalpha():
                 oddities += 1  # "mo¿e": Polish "ż" read as Windows-1252; "¿" opens a question, never ends a word
+            elif char == "’" and _between_greek_letters(start, index):
+                oddities += 1  # "ΡΩΤ’ΕΙ": "Ά" of Windows-1253 read as ISO 8859-7; Greek elides at a word's edge only
             if unicodedata.category(char)[0] == "M":
                 oddities += not previous  # a mark is written on a letter, never after a space ("ืละ": Thai read so)
             else:
@@ -199,10 +209,14 @@ _CYRILLIC_VOWELS = frozenset("аеёиоуыэюяіїєў")
 # a vowel or begins a word. Hebrew read as Windows-1251 breaks these at every other word (ת is ъ, י is й), Russian,
 # Ukrainian, Belarusian and Bulgarian as written do not (Serbian and Macedonian have none of these letters).
 _SIGNS = frozenset("ьъ")
+# A Cyrillic word of five letters or more has a vowel (abbreviations, "СССР", are shorter): Greek capitals read as
+# Windows-1251 are consonants for most of their vowels (Α is Б, Ο is П, Ω is Щ).
+_LONG_CYRILLIC_WORD = re.compile(r"[\u0400-\u04ff]{5,}")
 
 
 def _cyrillic_misspellings(text: str) -> int:
-    """How many Cyrillic letters of `text` stand where Cyrillic spelling never puts them (`_SIGNS`, й, ы)."""
+    """How many Cyrillic letters of `text` stand where Cyrillic spelling never puts them (`_SIGNS`, й, ы), and how
+    many of its Cyrillic words of five letters or more have no vowel."""
     count = 0
     previous = ""
     for char in text.lower():
@@ -212,7 +226,7 @@ def _cyrillic_misspellings(text: str) -> int:
         elif char == "й" and previous.isalpha() and previous not in _CYRILLIC_VOWELS:
             count += 1
         previous = char
-    return count
+    return count + sum(not _CYRILLIC_VOWELS.intersection(word) for word in _LONG_CYRILLIC_WORD.findall(text.lower()))
 
 
 _GREEK_VOWELS = frozenset("αεηιουωάέήίόύώϊϋΐΰ")

@@ -11,7 +11,8 @@ from kbplatform.script_letters import reading_oddities
         "Příliš žluťoučký kůň úpěl ďábelské ódy.",
         "Zażółć gęślą jaźń. Pchnąć w tę łódź jeża.",
         "Съешь же ещё этих мягких французских булок, да выпей чаю. Подъезд и сьогодні.",
-        "ИНСТРУКЦИЯ ПО ЭКСПЛУАТАЦИИ",
+        "ИНСТРУКЦИЯ ПО ЭКСПЛУАТАЦИИ, СССР, ФСБ.",
+        "М’ясо і п’ять яблук.",
         "Ξεσκεπάζω την ψυχοφθόρα βδελυγμία. Το πρωτεΐνη και ο Σωκράτης.",
         "איך לאפס את הסיסמה?",
         "日本語のテキストです。「パスワード」をリセットする方法。",
@@ -38,6 +39,8 @@ def test_text_as_people_write_it_has_no_oddity(text):
         ("айк мафс аъ дсйсод?", "איך לאפס את הסיסמה?"),  # Cyrillic spelling: ъ after a vowel, й after a consonant
         ("ΰικ μΰτρ ΰϊ δριρξδ?", "איך לאפס את הסיסמה?"),  # Greek spelling: a dialytika on no vowel's neighbour
         ("ฮาฦล ืละยฮอษ", "ОТЖЕ ЧЕРВОНИЙ"),  # a mark on no letter
+        ("ΡΩΤ’ΕΙ ΣΤΡΑΒ’", "ΡΩΤΆΕΙ ΣΤΡΑΒΆ"),  # an apostrophe inside a Greek word
+        ("ΠΡΟΒΛΗΜΑΤΙΚΗ ΔΙΟΡΘΩΣΗ".encode("cp1253").decode("cp1251"), "ΠΡΟΒΛΗΜΑΤΙΚΗ ΔΙΟΡΘΩΣΗ"),  # no vowel in a word
     ],
 )
 def test_a_misreading_is_odder_than_the_text_as_written(misread, written):
