@@ -217,16 +217,17 @@ _LONG_CYRILLIC_WORD = re.compile(r"[\u0400-\u04ff]{5,}")
 def _cyrillic_misspellings(text: str) -> int:
     """How many Cyrillic letters of `text` stand where Cyrillic spelling never puts them (`_SIGNS`, й, ы), and how
     many of its Cyrillic words of five letters or more have no vowel."""
+    lowered = text.lower()
     count = 0
     previous = ""
-    for char in text.lower():
+    for char in lowered:
         if char in _SIGNS or char == "ы":
             if not previous.isalpha() or (char in _SIGNS and (previous in _CYRILLIC_VOWELS or previous in "ьъй")):
                 count += 1
         elif char == "й" and previous.isalpha() and previous not in _CYRILLIC_VOWELS:
             count += 1
         previous = char
-    return count + sum(not _CYRILLIC_VOWELS.intersection(word) for word in _LONG_CYRILLIC_WORD.findall(text.lower()))
+    return count + sum(not _CYRILLIC_VOWELS.intersection(word) for word in _LONG_CYRILLIC_WORD.findall(lowered))
 
 
 _GREEK_VOWELS = frozenset("αεηιουωάέήίόύώϊϋΐΰ")

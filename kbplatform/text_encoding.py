@@ -133,20 +133,18 @@ def least_odd_reading(data: bytes, matches: Sequence[CharsetMatch]) -> str:
     Cyrillic, "Лететь" as "Ћететь"), and keeps only the readings it rates (KOI8-R Russian came out as half-width
     katakana, the only one it kept)."""
     guess = str(matches[0])
-    if reading_oddities(guess) == 0 and _is_common(matches[0]):
+    guess_oddities = reading_oddities(guess)
+    if guess_oddities == 0 and _is_common(matches[0]):
         return guess  # nothing to improve on
-    readings: list[tuple[int, CharsetMatch | str]] = [(reading_oddities(guess), matches[0])]
-    for match in matches[1:]:  # judged on their start: a match is the whole file once made a string
-        start = _start_read(data, match.encoding, characters=JUDGED_CHARACTERS)
-        if start is not None:
-            readings.append((reading_oddities(start), match))
     seen = {encoding for match in matches for encoding in match.could_be_from_charset}
-    for encoding in COMMON_CODE_PAGES:
-        if encoding in seen:
-            continue
-        start = _start_read(data, encoding, characters=JUDGED_CHARACTERS)
+    others = [*matches[1:], *(encoding for encoding in COMMON_CODE_PAGES if encoding not in seen)]
+    readings: list[tuple[int, CharsetMatch | str]] = [(guess_oddities, matches[0])]
+    for reading in others:  # judged on their start: a match is the whole file once made a string
+        start = _start_read(
+            data, reading if isinstance(reading, str) else reading.encoding, characters=JUDGED_CHARACTERS
+        )
         if start is not None:
-            readings.append((reading_oddities(start), encoding))
+            readings.append((reading_oddities(start), reading))
     # Stable: equals keep their order.
     for _, reading in sorted(readings, key=lambda reading: (reading[0], not _is_common(reading[1]))):
         if not isinstance(reading, str):
