@@ -2,16 +2,20 @@
 indexed into a knowledge base of the multilingual model and one of the bundled model, searched through
 `POST /api/v1/knowledge-bases/{id}/search/` (`selectors.chunk_search`), in one run.
 
-    .venv/bin/python bench/faq_retrieval.py [--sets bq,lcqmc,afqmc,oppo] [--pairs N] [--modes hybrid,semantic]
-                                            [--models M,...] [--traditional] [--traditional-documents]
+    .venv/bin/python bench/faq_retrieval.py [--sets bq,lcqmc,afqmc,oppo,faq_ja,faq_ja_check,faq_ko] [--pairs N]
+                                            [--modes hybrid,semantic] [--models M,...] [--analyzers chinese,english]
+                                            [--traditional] [--traditional-documents]
 
 For each set, a seeded sample of --pairs duplicate pairs (all with 0): the second questions are the documents (one per
 FAQ answer, identical texts once), the first questions the queries, and a query's relevant documents are the second
 questions it was labelled a duplicate of (bench/embedding_multilingual.py's `faq_split`, which measured the models'
-cosines alone). Both knowledge bases are made through the API with text analyser chinese, so their BM25 side is the
-same and only the vectors differ, and take the documents as text through the bulk API and the worker (the real
-ingestion path). Each query is searched in each of --modes on each knowledge base (hybrid is a new knowledge base's
-mode; semantic shows each model's vectors alone), and once in full_text (BM25 alone: the same on either knowledge base).
+cosines alone). `faq_ja`, `faq_ja_check` and `faq_ko` are Japanese and Korean help-centre pairs written here
+(bench/data/README.md), all duplicates, read the same way. A knowledge base is made through the API for each model
+and each of --analyzers (default chinese: the BM25 side of one analyser is the same on every model's knowledge base,
+and only the vectors differ), and takes the documents as text through the bulk API and the worker (the real ingestion
+path). Each query is searched in each of --modes on each knowledge base (hybrid is a new knowledge base's mode;
+semantic shows each model's vectors alone), and once in full_text per analyser (BM25 alone: the same on every model's
+knowledge base).
 
 With --traditional, each query is also searched in Traditional characters (OpenCC's `s2t`, as a user in Taiwan or Hong
 Kong writes it) over the same Simplified documents, a row of its own ("... trad."); --models keeps some of the
@@ -34,6 +38,7 @@ import sys
 import time
 import uuid
 import zlib
+from pathlib import Path
 
 import numpy as np
 from common import (
@@ -49,6 +54,14 @@ from embedding_multilingual import CHINESE_SETS, PAIR_SETS, SEED, faq_split, pai
 from retrieval_quality import reciprocal_rank
 
 MODELS = ("use-multilingual-v3", "all-MiniLM-L6-v2")
+ANALYZERS = ("chinese", "english")
+HERE = os.path.dirname(os.path.abspath(__file__))
+SETS = {
+    **{name: PAIR_SETS[name] for name in CHINESE_SETS},
+    "faq_ja": Path(HERE) / "data" / "faq_ja.jsonl",
+    "faq_ja_check": Path(HERE) / "data" / "faq_ja_check.jsonl",
+    "faq_ko": Path(HERE) / "data" / "faq_ko.jsonl",
+}
 TOP, DEPTH = 5, 10
 
 
@@ -58,10 +71,11 @@ def success_at(ranked: list[str], relevant: set[str], k: int = TOP) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sets", default=",".join(CHINESE_SETS), help=f"comma-separated, of {', '.join(CHINESE_SETS)}")
+    parser.add_argument("--sets", default=",".join(CHINESE_SETS), help=f"comma-separated, of {', '.join(SETS)}")
     parser.add_argument("--pairs", type=int, default=1000, help="duplicate pairs per set, a seeded sample (0 = all)")
     parser.add_argument("--modes", default="hybrid,semantic", help="retrieval modes searched on both knowledge bases")
     parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
+    parser.add_argument("--analyzers", default="chinese", help=f"comma-separated, of {', '.join(ANALYZERS)}")
     parser.add_argument("--traditional", action="store_true", help="also search each query in Traditional characters")
     parser.add_argument(
         "--traditional-documents", action="store_true", help="index the documents in Traditional characters"
@@ -71,8 +85,11 @@ def main() -> int:
     if unknown := set(models) - set(MODELS):
         parser.error(f"unknown models: {', '.join(sorted(unknown))}")
     sets = [name.strip() for name in args.sets.split(",") if name.strip()]
-    if unknown := set(sets) - set(CHINESE_SETS):
+    if unknown := set(sets) - set(SETS):
         parser.error(f"unknown sets: {', '.join(sorted(unknown))}")
+    analyzers = [analyzer.strip() for analyzer in args.analyzers.split(",") if analyzer.strip()]
+    if unknown := set(analyzers) - set(ANALYZERS):
+        parser.error(f"unknown analysers: {', '.join(sorted(unknown))}")
     modes = [mode for mode, _ in modes_parse(args.modes)]
     run = uuid.uuid4().hex[:8]
     os.environ["KB_CACHE_PREFIX"] = f"bench-faq-{run}"
@@ -80,7 +97,7 @@ def main() -> int:
 
     faqs = {}
     for name in sets:
-        duplicates = [pair for pair in pairs_read(PAIR_SETS[name]) if pair.duplicate]
+        duplicates = [pair for pair in pairs_read(SETS[name]) if pair.duplicate]
         rng = np.random.default_rng([SEED, zlib.crc32(name.encode())])
         faqs[name] = faq_split(pairs_sampled(duplicates, args.pairs or None, rng))
     if args.traditional or args.traditional_documents:
@@ -104,13 +121,13 @@ def main() -> int:
             script = "Traditional" if args.traditional_documents else "Simplified"
             print(f"\n{name}: {len(queries)} queries, {len(documents)} documents (FAQ answers, {script} characters)")
             knowledge_bases = {}
-            for model in models:
+            for model, analyzer in itertools.product(models, analyzers):
                 knowledge_base = knowledge_base_through_api(
                     tenant=tenant,
                     client=client,
-                    name=f"faq-{name}-{model}",
+                    name=f"faq-{name}-{model}-{analyzer}",
                     embedding_model=model,
-                    text_analyzer="chinese",
+                    text_analyzer=analyzer,
                 )
                 started = time.perf_counter()
                 documents_through_api(
@@ -127,14 +144,17 @@ def main() -> int:
                     f"  {model}: indexed in {time.perf_counter() - started:.0f}s "
                     f"(mode {knowledge_base.retrieval_mode}, analyser {knowledge_base.text_analyzer}); {load_average()}"
                 )
-                knowledge_bases[model] = knowledge_base
-            searches = [(model, mode) for model in models for mode in modes] + [(models[0], "full_text")]
+                knowledge_bases[model, analyzer] = knowledge_base
+            searches = [
+                *itertools.product(models, analyzers, modes),
+                *((models[0], analyzer, "full_text") for analyzer in analyzers),
+            ]
             spellings = [("", queries)]
             if args.traditional:
                 spellings.append((" trad.", [to_traditional.convert(query) for query in queries]))
-            for (model, mode), (spelling, asked) in itertools.product(searches, spellings):
-                url = f"/api/v1/knowledge-bases/{knowledge_bases[model].pk}/search/"
-                successes, reciprocal_ranks, latencies = [], [], []
+            for (model, analyzer, mode), (spelling, asked) in itertools.product(searches, spellings):
+                url = f"/api/v1/knowledge-bases/{knowledge_bases[model, analyzer].pk}/search/"
+                firsts, successes, reciprocal_ranks, latencies = [], [], [], []
                 for query, wanted in zip(asked, relevant, strict=True):
                     started = time.perf_counter()
                     response = client.post(url, {"query": query, "limit": DEPTH, "retrieval_mode": mode}, format="json")
@@ -143,15 +163,18 @@ def main() -> int:
                         raise SystemExit(f"search refused ({response.status_code}): {response.content[:300]!r}")
                     ranked = [hit["document_external_id"] for hit in response.json()["results"]]
                     wanted_ids = {str(index) for index in wanted}
+                    firsts.append(success_at(ranked, wanted_ids, 1))
                     successes.append(success_at(ranked, wanted_ids))
                     reciprocal_ranks.append(reciprocal_rank(ranked, wanted_ids, DEPTH))
-                label = "either (BM25 alone)" if mode == "full_text" else model
+                label = "any (BM25 alone)" if mode == "full_text" else model
                 rows.append(
                     (
                         name,
                         label,
+                        analyzer,
                         mode + spelling,
                         len(queries),
+                        float(np.mean(firsts)),
                         float(np.mean(successes)),
                         float(np.mean(reciprocal_ranks)),
                         statistics.median(latencies),
@@ -159,18 +182,21 @@ def main() -> int:
                     )
                 )
                 print(
-                    f"  {label:20} {rows[-1][2]:16} success@{TOP} {rows[-1][4]:.3f}  MRR@{DEPTH} {rows[-1][5]:.3f}  "
-                    f"p50 {rows[-1][6]:.1f} ms; {rows[-1][7]}",
+                    f"  {label:20} {analyzer:8} {rows[-1][3]:16} success@1 {rows[-1][5]:.3f} success@{TOP} "
+                    f"{rows[-1][6]:.3f}  MRR@{DEPTH} {rows[-1][7]:.3f}  p50 {rows[-1][8]:.1f} ms; {rows[-1][9]}",
                     file=sys.stderr,
                 )
 
         print()
         print(
-            f"{'set':6} {'knowledge base':20} {'mode':16} {'queries':>7} {f'S@{TOP}':>6} {f'MRR@{DEPTH}':>7} "
-            f"{'p50 ms':>7}  load"
+            f"{'set':6} {'knowledge base':20} {'analyser':8} {'mode':16} {'queries':>7} {'S@1':>6} {f'S@{TOP}':>6} "
+            f"{f'MRR@{DEPTH}':>7} {'p50 ms':>7}  load"
         )
-        for name, label, mode, count, success, mrr, p50, load in rows:
-            print(f"{name:6} {label:20} {mode:16} {count:>7} {success:>6.3f} {mrr:>7.3f} {p50:>7.1f}  {load}")
+        for name, label, analyzer, mode, count, first, success, mrr, p50, load in rows:
+            print(
+                f"{name:6} {label:20} {analyzer:8} {mode:16} {count:>7} {first:>6.3f} {success:>6.3f} {mrr:>7.3f} "
+                f"{p50:>7.1f}  {load}"
+            )
         print(f"{load_average()} at the end")
         return 0
 

@@ -74,3 +74,42 @@ def width_folded(text: str) -> str:
     """`text` with each full-width digit and letter as its ASCII twin: "ＡＰＩ key" is "API key". One character for
     one, so an offset into the result is the same offset into `text`; every other character is kept as it is."""
     return text.translate(_FULL_WIDTH_TO_ASCII)
+
+
+# Letters of the scripts written without a space between words (Han, kana) or with the grammar joined to the
+# word (Hangul: "비밀번호를", "password" + object particle): the iteration and zero marks 々 〆 〇,
+# hiragana, katakana with its phonetic extensions and half-width forms, the CJK ideographs of the BMP and beyond, and
+# the Hangul syllables.
+_UNSPACED_RUN = re.compile(
+    "[\u3005-\u3007\u3041-\u309f\u30a0-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+    "\uac00-\ud7a3\uff66-\uff9f\U00020000-\U0003134f]+"
+)
+_HALF_WIDTH_KANA = re.compile("[\uff66-\uff9f]")
+_HIRAGANA_ONLY = re.compile("[\u3041-\u309f]+")
+
+
+def unspaced_runs_paired(text: str) -> str:
+    """`text` with every run of Han, kana or Hangul letters written as its overlapping pairs of letters, each a word
+    between spaces ("パスワードを忘れた" is "パス スワ ワー ード ドを を忘 忘れ"); a run of one or two letters
+    is one word. Every other character is kept as it is. For a BM25 field whose tokenizer cuts words at spaces and
+    punctuation: it reads a run of these scripts, often a whole clause, as one word, which a question matches only if
+    it holds the same clause. Pairs need no dictionary and match where the words do (the question's "パスワード"
+    meets the page's "パスワードを"; the Korean "비밀번호는" meets "비밀번호를" on three pairs of four), for
+    Japanese, Korean and Chinese alike. A pair of two hiragana is left out: it is Japanese grammar (particles and
+    endings: "ます", "すか", "して"), which every question and page share as English ones share "the", and which
+    outweighed a question's words in the titles of a help centre (so a text written in hiragana alone holds no word
+    here; its vectors still find it). Half-width katakana are read as their full-width letters (NFKC), as an input
+    method's other width."""
+    return _UNSPACED_RUN.sub(_run_paired, text)
+
+
+def _run_paired(match: re.Match) -> str:
+    run = match.group()
+    if _HALF_WIDTH_KANA.search(run):
+        run = unicodedata.normalize("NFKC", run)
+    pairs = [run] if len(run) <= 2 else [run[index : index + 2] for index in range(len(run) - 1)]
+    paired = " ".join(pair for pair in pairs if not _HIRAGANA_ONLY.fullmatch(pair))
+    text, start, end = match.string, match.start(), match.end()
+    before = " " if start > 0 and not text[start - 1].isspace() else ""
+    after = " " if end < len(text) and not text[end].isspace() else ""
+    return before + paired + after

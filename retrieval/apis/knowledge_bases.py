@@ -34,7 +34,13 @@ class KnowledgeBaseListCreateApi(KeyScopedApi):
         retrieval_mode = serializers.ChoiceField(choices=RetrievalMode.choices, required=False)
         hybrid_dense_weight = serializers.FloatField(required=False, allow_null=True, min_value=0.0, max_value=1.0)
         text_analyzer = serializers.ChoiceField(
-            choices=TextAnalyzer.choices, required=False, help_text="Fixed once the knowledge base is created."
+            choices=TextAnalyzer.choices,
+            required=False,
+            help_text=(
+                "What BM25 reads as words; fixed once the knowledge base is created. `english` (the default): words "
+                "cut at spaces and punctuation, English ones stemmed, and Han, kana and Hangul as overlapping pairs "
+                "of letters (Japanese, Korean, any other language). `chinese`: jieba's words, in Simplified characters."
+            ),
         )
         embedding_model = serializers.CharField(
             required=False,

@@ -200,13 +200,51 @@ def test_a_traditional_chinese_knowledge_base_is_found_by_its_own_script_and_by_
     )
 
 
+@pytest.mark.django_db
+def test_japanese_and_korean_knowledge_bases_are_found_by_the_words_a_question_shares_with_a_page(
+    milvus_server, tenant
+):
+    """The default analyser's tokenizer cuts at spaces: a Japanese clause, or a Korean word with its particle, was one
+    term, so a question found a page by its words only if it held the same clause. Its field now holds these scripts as
+    overlapping pairs of letters, and so does the question: a word they share finds the page, however each writes the
+    grammar around it. A hit still shows the text as the document has it."""
+    japanese = indexed_kb(
+        tenant,
+        {
+            "password": ["パスワードを忘れた場合は、ログイン画面から再設定してください。"],
+            "shipping": ["配送料は全国一律500円です。"],
+        },
+        name="japanese",
+    )
+    korean = indexed_kb(
+        tenant,
+        {
+            "refund": ["환불은 결제 취소 후 영업일 기준 3일 안에 처리됩니다."],
+            "shipping": ["배송비는 3,000원이며 5만 원 이상 구매하시면 무료입니다."],
+        },
+        name="korean",
+    )
+    assert japanese.text_analyzer == TextAnalyzer.ENGLISH and korean.text_analyzer == TextAnalyzer.ENGLISH
+    for knowledge_base, question, expected in (
+        (japanese, "パスワード忘れちゃった", "password"),
+        (japanese, "送料はいくら？", "shipping"),
+        (korean, "환불 언제 돼요", "refund"),
+        (korean, "배송비 얼마예요", "shipping"),
+    ):
+        hits = _search(tenant, knowledge_base, question, retrieval_mode=RetrievalMode.FULL_TEXT)
+        assert _external_ids(hits)[:1] == [expected], question
+    (hit,) = _search(tenant, japanese, "パスワード忘れちゃった", retrieval_mode=RetrievalMode.FULL_TEXT)
+    assert hit.text == "パスワードを忘れた場合は、ログイン画面から再設定してください。"
+
+
 @pytest.mark.parametrize(
     ("text", "analyzer", "held"),
     [
         ("退款審核通過後到帳", "chinese", "退款审核通过后到帐"),
         ("退款审核通过后到账", "chinese", "退款审核通过后到账"),
         ("電話番号を教えてください", "chinese", "電話番号を教えてください"),  # Japanese keeps its kanji
-        ("退款審核通過後到帳", "english", "退款審核通過後到帳"),
+        ("退款審核通過後到帳", "english", "退款 款審 審核 核通 通過 過後 後到 到帳"),  # pairs, as written
+        ("電話番号を教えてください", "english", "電話 話番 番号 号を を教 教え"),
         ("Rotate the ＡＰＩ key within ２４ hours，today", "english", "Rotate the API key within 24 hours，today"),
         ("重置ＡＰＩ密鑰", "chinese", "重置API密钥"),
     ],
@@ -221,7 +259,7 @@ def test_a_chunks_bm25_field_holds_full_width_forms_as_ascii_and_chinese_in_simp
         ("公園在哪裡", "chinese", "公园在哪里"),
         ("公园在哪里", "chinese", "公园在哪里"),
         ("where is the park", "chinese", "where is the park"),
-        ("公園在哪裡", "english", "公園在哪裡"),
+        ("公園在哪裡", "english", "公園 園在 在哪 哪裡"),
         # Japanese keeps its kanji, as its pages do.
         ("電話番号を教えてください", "chinese", "電話番号を教えてください"),
         ("reset my ＡＰＩ key", "english", "reset my API key"),
