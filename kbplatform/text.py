@@ -76,12 +76,46 @@ def width_folded(text: str) -> str:
     return text.translate(_FULL_WIDTH_TO_ASCII)
 
 
-# Letters of the scripts written without a space between words (Han, kana) or with the grammar joined to the
-# word (Hangul: "비밀번호를", "password" + object particle): the iteration and zero marks 々 〆 〇,
-# hiragana, katakana with its phonetic extensions and half-width forms, the CJK ideographs of the BMP and beyond, and
-# the Hangul syllables.
+def _vowel_signs_as_letters() -> dict[int, str]:
+    """The Brahmic scripts of India from Devanagari to Malayalam are laid out alike: the dependent vowel sign at offset
+    0x3E-0x4C of a block is the vowel written as a letter at offset 0x06-0x14 of the same block ("ि" U+093F is "इ"
+    U+0907). Each sign that is a mark, to that letter where it is one."""
+    table = {}
+    for block in range(0x0900, 0x0D80, 0x80):
+        for offset in range(0x3E, 0x4D):
+            sign, letter = chr(block + offset), chr(block + offset - 0x38)
+            if unicodedata.category(sign).startswith("M") and unicodedata.category(letter) == "Lo":
+                table[ord(sign)] = letter
+    return table
+
+
+_VOWEL_SIGN_LETTERS = _vowel_signs_as_letters()
+
+
+def marks_as_letters(text: str) -> str:
+    """`text` with no combining mark left: composed where Unicode composes (NFC: "e" and a combining acute are "é",
+    kana and their voicing marks, Hangul jamo); a vowel sign of the scripts of India as its vowel letter ("कि" is
+    "कइ", so "किस" and "कैसे" stay two words); every other mark left out (Thai vowels and tones above and below the
+    line, Arabic and Hebrew vowel points, which most text leaves out anyway, a virama, a nukta). For a BM25 field whose
+    tokenizer takes a run of letters as a word and a mark as no letter (Milvus Lite's `\\w+`): "हिन्दी" was three
+    one-letter words and a Thai word fell apart at each vowel above or below it. Read so, a word of these scripts
+    stays one word, written with letters only."""
+    text = unicodedata.normalize("NFC", text)
+    if text.isascii():
+        return text
+    return "".join(
+        _VOWEL_SIGN_LETTERS.get(ord(character), "") if unicodedata.category(character).startswith("M") else character
+        for character in text
+    )
+
+
+# Letters of the scripts written without a space between words (Han, kana, Thai, Lao) or with the grammar joined to
+# the word (Hangul: "비밀번호를", "password" + object particle): Thai and Lao letters but their digits (their marks
+# are gone: `marks_as_letters`), the iteration and zero marks 々 〆 〇, hiragana, katakana with its phonetic
+# extensions and half-width forms, the CJK ideographs of the BMP and beyond, and the Hangul syllables.
 _UNSPACED_RUN = re.compile(
-    "[\u3005-\u3007\u3041-\u309f\u30a0-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+    "[\u0e01-\u0e4f\u0e81-\u0ecf\u0edc-\u0edf"
+    "\u3005-\u3007\u3041-\u309f\u30a0-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
     "\uac00-\ud7a3\uff66-\uff9f\U00020000-\U0003134f]+"
 )
 _HALF_WIDTH_KANA = re.compile("[\uff66-\uff9f]")
@@ -89,17 +123,18 @@ _HIRAGANA_ONLY = re.compile("[\u3041-\u309f]+")
 
 
 def unspaced_runs_paired(text: str) -> str:
-    """`text` with every run of Han, kana or Hangul letters written as its overlapping pairs of letters, each a word
-    between spaces ("パスワードを忘れた" is "パス スワ ワー ード ドを を忘 忘れ"); a run of one or two letters
-    is one word. Every other character is kept as it is. For a BM25 field whose tokenizer cuts words at spaces and
-    punctuation: it reads a run of these scripts, often a whole clause, as one word, which a question matches only if
-    it holds the same clause. Pairs need no dictionary and match where the words do (the question's "パスワード"
+    """`text` with every run of Han, kana, Hangul, Thai or Lao letters written as its overlapping pairs of letters,
+    each a word between spaces ("パスワードを忘れた" is "パス スワ ワー ード ドを を忘 忘れ"); a run of one or two
+    letters is one word. Every other character is kept as it is. For a BM25 field whose tokenizer cuts words at spaces
+    and punctuation: it reads a run of these scripts, often a whole clause, as one word, which a question matches only
+    if it holds the same clause. Pairs need no dictionary and match where the words do (the question's "パスワード"
     meets the page's "パスワードを"; the Korean "비밀번호는" meets "비밀번호를" on three pairs of four), for
-    Japanese, Korean and Chinese alike. A pair of two hiragana is left out: it is Japanese grammar (particles and
+    Japanese, Korean, Chinese and Thai alike. A pair of two hiragana is left out: it is Japanese grammar (particles and
     endings: "ます", "すか", "して"), which every question and page share as English ones share "the", and which
     outweighed a question's words in the titles of a help centre (so a text written in hiragana alone holds no word
     here; its vectors still find it). Half-width katakana are read as their full-width letters (NFKC), as an input
-    method's other width."""
+    method's other width. Thai and Lao are paired as `marks_as_letters` leaves them, without their vowel and tone
+    marks."""
     return _UNSPACED_RUN.sub(_run_paired, text)
 
 

@@ -1,6 +1,8 @@
+import re
+
 import pytest
 
-from kbplatform.text import control_character_problem, has_visible_character, unspaced_runs_paired
+from kbplatform.text import control_character_problem, has_visible_character, marks_as_letters, unspaced_runs_paired
 
 
 @pytest.mark.parametrize(
@@ -41,6 +43,7 @@ def test_something_visible(value):
         ("책 한 권", "책 한 권"),
         ("ｶﾞｲﾄﾞを見る", "ガイ イド ドを を見 見る"),  # half-width katakana as their full-width letters
         ("𠮷野家の牛丼", "𠮷野 野家 家の の牛 牛丼"),  # an ideograph beyond the BMP is one letter
+        ("ลมรหสผาน", "ลม มร รห หส สผ ผา าน"),  # Thai, as `marks_as_letters` leaves it
         ("Reset the API key, then log in again.", "Reset the API key, then log in again."),
         ("Привет, мир", "Привет, мир"),
         ("", ""),
@@ -59,3 +62,24 @@ def test_a_question_and_a_page_share_pairs_where_they_share_a_word():
     assert {"비밀", "밀번", "번호"} <= set(unspaced_runs_paired("비밀번호는").split()) & set(
         unspaced_runs_paired("비밀번호를").split()
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "read"),
+    [
+        ("हिन्दी", "हइनदई"),  # vowel signs as their letters, the virama left out: one word, not three
+        ("किस कैसे", "कइस कऐसए"),  # "which", "how": two words still
+        ("ज़्यादा ज्यादा", "जयआदआ जयआदआ"),  # with and without the nukta, one spelling
+        ("தமிழ்", "தமஇழ"),  # Tamil, laid out as Devanagari
+        ("ลืมรหัสผ่าน", "ลมรหสผาน"),  # Thai vowels and tones above and below the line left out
+        ("كَيْفَ", "كيف"),  # Arabic vowel points left out, as most text writes it
+        ("re\u0301sume\u0301", "résumé"),  # composed
+        ("か\u3099", "が"),
+        ("plain ASCII, kept", "plain ASCII, kept"),
+        ("Đổi mật khẩu", "Đổi mật khẩu"),
+    ],
+)
+def test_combining_marks_are_composed_read_as_letters_or_left_out(text, read):
+    assert marks_as_letters(text) == read
+    # What a `\w+` tokenizer reads in it: the words as written between spaces, none cut at a mark.
+    assert re.findall(r"\w+", read) == read.replace(",", " ").split()

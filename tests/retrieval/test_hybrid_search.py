@@ -201,13 +201,14 @@ def test_a_traditional_chinese_knowledge_base_is_found_by_its_own_script_and_by_
 
 
 @pytest.mark.django_db
-def test_japanese_and_korean_knowledge_bases_are_found_by_the_words_a_question_shares_with_a_page(
+def test_japanese_korean_thai_and_hindi_knowledge_bases_are_found_by_the_words_a_question_shares_with_a_page(
     milvus_server, tenant
 ):
-    """The default analyser's tokenizer cuts at spaces: a Japanese clause, or a Korean word with its particle, was one
-    term, so a question found a page by its words only if it held the same clause. Its field now holds these scripts as
-    overlapping pairs of letters, and so does the question: a word they share finds the page, however each writes the
-    grammar around it. A hit still shows the text as the document has it."""
+    """The default analyser's tokenizer cuts at spaces: a Japanese or Thai clause, or a Korean word with its particle,
+    was one term, so a question found a page by its words only if it held the same clause; and Milvus Lite's cut a
+    Hindi or Thai word at each vowel sign. Its field now holds these words with letters only and the unspaced scripts
+    as overlapping pairs of letters, and so does the question: a word they share finds the page, however each writes
+    the grammar around it. A hit still shows the text as the document has it."""
     japanese = indexed_kb(
         tenant,
         {
@@ -224,15 +225,31 @@ def test_japanese_and_korean_knowledge_bases_are_found_by_the_words_a_question_s
         },
         name="korean",
     )
+    thai = indexed_kb(
+        tenant,
+        {"password": ["หากลืมรหัสผ่าน กรุณากดลิงก์รีเซ็ตในหน้าเข้าสู่ระบบ"], "shipping": ["ค่าจัดส่งสินค้า 50 บาททั่วประเทศ"]},
+        name="thai",
+    )
+    hindi = indexed_kb(
+        tenant,
+        {"password": ["पासवर्ड भूल जाने पर लॉगिन पेज से नया पासवर्ड बनाएं।"], "refund": ["रिफंड पांच दिन में मिलता है।"]},
+        name="hindi",
+    )
     assert japanese.text_analyzer == TextAnalyzer.ENGLISH and korean.text_analyzer == TextAnalyzer.ENGLISH
     for knowledge_base, question, expected in (
         (japanese, "パスワード忘れちゃった", "password"),
         (japanese, "送料はいくら？", "shipping"),
         (korean, "환불 언제 돼요", "refund"),
         (korean, "배송비 얼마예요", "shipping"),
+        (thai, "ลืมรหัสผ่านทำไงดี", "password"),  # no space, and vowels above and below the line
+        (thai, "ค่าส่งเท่าไหร่", "shipping"),
+        (hindi, "रिफंड कब मिलेगा", "refund"),  # a word with vowel signs is one word: not "र", "फ", "ड"
+        (hindi, "पासवर्ड भूल गया", "password"),
     ):
         hits = _search(tenant, knowledge_base, question, retrieval_mode=RetrievalMode.FULL_TEXT)
         assert _external_ids(hits)[:1] == [expected], question
+    # "Mobile number" shares no word with either Hindi page; cut at its vowel signs it shared "म" and "न" with both.
+    assert _search(tenant, hindi, "मोबाइल नंबर", retrieval_mode=RetrievalMode.FULL_TEXT) == []
     (hit,) = _search(tenant, japanese, "パスワード忘れちゃった", retrieval_mode=RetrievalMode.FULL_TEXT)
     assert hit.text == "パスワードを忘れた場合は、ログイン画面から再設定してください。"
 
