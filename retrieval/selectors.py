@@ -295,6 +295,19 @@ def retrieval_mode_resolve(*, knowledge_base: KnowledgeBase, requested: str | No
     return mode
 
 
+def query_retrieval_mode(*, knowledge_base: KnowledgeBase, mode: str, query_text: str) -> str:
+    """The mode a search of `query_text` runs in, in `mode` as `retrieval_mode_resolve` gave it: `full_text` for a
+    hybrid search of a query the knowledge base's model cannot read (`embeddings.text_readable`: most of its word
+    pieces unknown, as Chinese and Thai are to all-MiniLM-L6-v2), `mode` otherwise. Such a query's vector says next to
+    nothing of what it asks (every such text looks alike to the model), and rank fusion gives the pages it lands near
+    as much say as the pages that hold the query's words: BM25 alone ranks them (docs/ingestion.md, "A question the
+    model cannot read"). Semantic and full-text searches run as asked."""
+    if mode != vectorstore.HYBRID or not query_text:
+        return mode
+    model = embeddings.knowledge_base_model(knowledge_base.embedding_model)
+    return mode if embeddings.text_readable(query_text, model) else vectorstore.FULL_TEXT
+
+
 # Hits asked of Milvus beyond `limit`, so a result list still fills up when copies of a passage are dropped from it.
 CONTENT_REPEAT_SLACK = 5
 
@@ -361,11 +374,16 @@ def chunk_search(
     base holding no chunk has no vector to rank and gives no hit. During a re-index to the
     query's model the search runs: the caller reports `index_state` with the results.
 
-    Ranked in `retrieval_mode_resolve`'s mode (`retrieval_mode`, else the knowledge base's): by `query_vector`, by BM25
-    of `query_text` (the text `query_vector` was embedded from), or both fused. Grouping, exclusions and the tenant's
+    Ranked in `retrieval_mode_resolve`'s mode (`retrieval_mode`, else the knowledge base's) as `query_retrieval_mode`
+    reads it for `query_text`: by `query_vector`, by BM25 of `query_text` (the text `query_vector` was embedded from),
+    or both fused. Grouping, exclusions and the tenant's
     filter are the same in every mode: each field search carries the whole filter. `hit_similarity`: give every hit its
     cosine to `query_vector` in every mode (`vectorstore.vectors_search`; a semantic hit always has it)."""
-    mode = retrieval_mode_resolve(knowledge_base=knowledge_base, requested=retrieval_mode)
+    mode = query_retrieval_mode(
+        knowledge_base=knowledge_base,
+        mode=retrieval_mode_resolve(knowledge_base=knowledge_base, requested=retrieval_mode),
+        query_text=query_text,
+    )
     if knowledge_base.tenant_id != tenant.pk:
         raise ValueError("knowledge base of another tenant")
     state = index_state(knowledge_base=knowledge_base, query_model_identity=query_model_identity)

@@ -65,7 +65,11 @@ class KnowledgeBaseSearchApi(KeyScopedApi):
         index = IndexStateOutputSerializer()
         retrieval_mode = serializers.ChoiceField(
             choices=RetrievalMode.choices,
-            help_text="The mode the search ran in; scores are cosines, BM25 scores or fused scores accordingly.",
+            help_text=(
+                "The mode the search ran in; scores are cosines, BM25 scores or fused scores accordingly. A hybrid "
+                "search of a query the knowledge base's model cannot read (most of its word pieces unknown) runs in "
+                "full_text."
+            ),
         )
         took_ms = serializers.FloatField()
 
@@ -89,7 +93,11 @@ class KnowledgeBaseSearchApi(KeyScopedApi):
         started = time.perf_counter()
         model = embeddings.knowledge_base_model(knowledge_base.embedding_model)
         query_model_identity = embeddings.model_identity(model)
-        mode = selectors.retrieval_mode_resolve(knowledge_base=knowledge_base, requested=data.get("retrieval_mode"))
+        mode = selectors.query_retrieval_mode(
+            knowledge_base=knowledge_base,
+            mode=selectors.retrieval_mode_resolve(knowledge_base=knowledge_base, requested=data.get("retrieval_mode")),
+            query_text=data["query"],
+        )
         hits = selectors.chunk_search(
             tenant=self.tenant,
             knowledge_base=knowledge_base,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from conversations.services import dedup_policy_update
-from retrieval import vectorstore
+from retrieval import embeddings, vectorstore
 from retrieval.models import RetrievalMode, TextAnalyzer
 from tests.conversations.helpers import HANDBOOK, indexed_kb
 
@@ -119,17 +119,26 @@ def test_a_follow_up_in_a_knowledge_base_of_another_mode_is_searched_in_that_mod
     assert {call["mode"] for call in searches} == {mode}
 
 
-def test_a_chinese_follow_up_keeps_the_knowledge_bases_mode(api_client, tenant, services, searches):
+@pytest.mark.parametrize(
+    ("model", "searched"),
+    [
+        (embeddings.USE_MODEL_NAME, "hybrid"),
+        # The bundled model reads Chinese as unknown pieces: BM25 alone ranks such a question (never its vector).
+        ("all-MiniLM-L6-v2", "full_text"),
+    ],
+)
+def test_a_chinese_follow_up_keeps_the_knowledge_bases_mode(api_client, tenant, services, searches, model, searched):
     knowledge_base = indexed_kb(
         tenant,
         {"tea": ["绿茶在中国有悠久的历史，龙井是最有名的一种。"], "weather": ["今天天气很好，我们下午去公园散步。"]},
         name="chinese-hybrid",
         text_analyzer=TextAnalyzer.CHINESE,
         retrieval_mode=RetrievalMode.HYBRID,
+        embedding_model=model,
     )
     conversation_id = start(api_client, knowledge_base)
 
     ask(api_client, conversation_id, "龙井是什么？")
     ask(api_client, conversation_id, "它在哪里？", force_refresh=True)  # "where is it?"
 
-    assert {call["mode"] for call in searches} == {"hybrid"}
+    assert {call["mode"] for call in searches} == {searched}
