@@ -376,9 +376,9 @@ def chunk_search(
 
     Ranked in `retrieval_mode_resolve`'s mode (`retrieval_mode`, else the knowledge base's) as `query_retrieval_mode`
     reads it for `query_text`: by `query_vector`, by BM25 of `query_text` (the text `query_vector` was embedded from),
-    or both fused. Grouping, exclusions and the tenant's
-    filter are the same in every mode: each field search carries the whole filter. `hit_similarity`: give every hit its
-    cosine to `query_vector` in every mode (`vectorstore.vectors_search`; a semantic hit always has it)."""
+    or both fused. Grouping, exclusions and the tenant's filter are the same in every mode: each field search carries
+    the whole filter. `hit_similarity`: give every hit its cosine to `query_vector` in every mode
+    (`vectorstore.vectors_search`; a semantic hit always has it)."""
     mode = query_retrieval_mode(
         knowledge_base=knowledge_base,
         mode=retrieval_mode_resolve(knowledge_base=knowledge_base, requested=retrieval_mode),

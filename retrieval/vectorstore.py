@@ -108,8 +108,8 @@ def bm25_document_text(text: str, analyzer: str) -> str:
     Han, kana, Hangul and Thai as overlapping pairs of letters (`unspaced_runs_paired`: its tokenizer cuts at spaces,
     and these scripts write none between words or join the grammar to the word, so a Japanese, Korean or Thai
     knowledge base, or Chinese text in an English one, matched a question only on a whole clause); and a `chinese`
-    one's in Simplified
-    characters (`chinese_script.simplified_unless_japanese`; text holding kana is Japanese, and its kanji are kept).
+    one's in Simplified characters (`chinese_script.simplified_unless_japanese`; text holding kana is Japanese, and its
+    kanji are kept).
     jieba's dictionary is Simplified and it matches characters as written, so a page written in Traditional characters
     was found by no query in Simplified ones (a mainland user of a Taiwan or Hong Kong help centre) and cut into worse
     words for its own script's queries. The field is searched, never shown: a hit's text is the chunk's, as the

@@ -38,8 +38,9 @@ class KnowledgeBaseListCreateApi(KeyScopedApi):
             required=False,
             help_text=(
                 "What BM25 reads as words; fixed once the knowledge base is created. `english` (the default): words "
-                "cut at spaces and punctuation, English ones stemmed, and Han, kana and Hangul as overlapping pairs "
-                "of letters (Japanese, Korean, any other language). `chinese`: jieba's words, in Simplified characters."
+                "cut at spaces and punctuation, English ones stemmed, a word written with vowel signs kept whole, and "
+                "Han, kana, Hangul and Thai as overlapping pairs of letters (Japanese, Korean, Thai, any other "
+                "language). `chinese`: jieba's words, in Simplified characters."
             ),
         )
         embedding_model = serializers.CharField(
