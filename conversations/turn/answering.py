@@ -243,12 +243,12 @@ class ExtractiveAnswerGenerator:
         of a help centre) retrieves; so would any sentence for a question naming nothing ("what is it?"), which this
         generator, reading no history, cannot place. A question in another language than the passages shares no word
         with them whatever it asks: a model that read it (a multilingual one) found them by meaning, and they are
-        quoted; one that did not (Chinese to the bundled model) found them by nothing. The similarity floor is read
-        for a question the model read only: an unread question's cosine to a passage says nothing either way, and its
-        passages are the ones its words found (a hybrid search of it ranks by BM25 alone,
-        `retrieval.selectors.query_retrieval_mode`), so a shared word decides."""
+        quoted; one that did not (Chinese to the bundled model) found them by nothing. The similarity floor is read for
+        an unread question too: its cosine says little of what it asks, but the bundled model still puts text of
+        unknown pieces far from English (a Chinese question sharing only a number or a Latin word with an English
+        page is answered nothing) and near other such text."""
         sentences = [sentence for _, _, sentence in _quotable(passages)]
-        if not sentences or (question_read and _all_far(passages, similarity_floor)):
+        if not sentences or _all_far(passages, similarity_floor):
             return False
         question_words = _words_named(question)
         if any(question_words & _words_named(sentence) for sentence in sentences):
