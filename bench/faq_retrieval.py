@@ -1,6 +1,7 @@
-"""FAQ-style retrieval on the Chinese question sets through the platform (issue 35, "Must show"): the same documents
-indexed into a knowledge base of the multilingual model and one of the bundled model, searched through
-`POST /api/v1/knowledge-bases/{id}/search/` (`selectors.chunk_search`), in one run.
+"""FAQ-style retrieval through the platform, on the Chinese question sets (issue 35, "Must show") and on help-centre
+pairs in Japanese, Korean, Thai and Hindi written here: the same documents indexed into a knowledge base of the
+multilingual model and one of the bundled model, searched through `POST /api/v1/knowledge-bases/{id}/search/`
+(`selectors.chunk_search`), in one run.
 
     .venv/bin/python bench/faq_retrieval.py [--sets bq,lcqmc,afqmc,oppo,faq_ja,faq_ja_check,faq_ko,
                                             faq_th,faq_hi] [--pairs N]
