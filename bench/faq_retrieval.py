@@ -57,14 +57,10 @@ from retrieval_quality import reciprocal_rank
 
 MODELS = ("use-multilingual-v3", "all-MiniLM-L6-v2")
 ANALYZERS = ("chinese", "english")
-HERE = os.path.dirname(os.path.abspath(__file__))
+WRITTEN_HERE = Path(__file__).resolve().parent / "data"
 SETS = {
     **{name: PAIR_SETS[name] for name in CHINESE_SETS},
-    "faq_ja": Path(HERE) / "data" / "faq_ja.jsonl",
-    "faq_ja_check": Path(HERE) / "data" / "faq_ja_check.jsonl",
-    "faq_ko": Path(HERE) / "data" / "faq_ko.jsonl",
-    "faq_th": Path(HERE) / "data" / "faq_th.jsonl",
-    "faq_hi": Path(HERE) / "data" / "faq_hi.jsonl",
+    **{name: WRITTEN_HERE / f"{name}.jsonl" for name in ("faq_ja", "faq_ja_check", "faq_ko", "faq_th", "faq_hi")},
 }
 TOP, DEPTH = 5, 10
 

@@ -49,7 +49,7 @@ def test_something_visible(value):
         ("", ""),
     ],
 )
-def test_runs_of_han_kana_and_hangul_are_read_as_overlapping_pairs_of_letters(text, paired):
+def test_runs_of_han_kana_hangul_and_thai_are_read_as_overlapping_pairs_of_letters(text, paired):
     assert unspaced_runs_paired(text) == paired
 
 
