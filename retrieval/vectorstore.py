@@ -38,7 +38,7 @@ from django.conf import settings
 
 from kbplatform import chinese_script
 from kbplatform.errors import ServiceUnavailableError
-from kbplatform.text import marks_as_letters, unspaced_runs_paired, width_folded
+from kbplatform.text import marks_as_letters, unspaced_runs_paired, width_folded, words_stemmed
 from retrieval import milvus
 
 # Re-exported: the names callers have always imported from here (the errors, the filter, the text fields).
@@ -103,11 +103,13 @@ def bm25_query(query_text: str, analyzer: str) -> str:
 
 def bm25_document_text(text: str, analyzer: str) -> str:
     """The text a chunk's BM25 field of `analyzer` holds: full-width letters and digits as ASCII (`width_folded`:
-    "ＡＰＩ" typed in an input method's full-width mode is the word "API"); an `english` one's with no combining mark
-    (`marks_as_letters`: Milvus Lite's tokenizer took a Hindi or Thai word apart at each vowel sign) and its runs of
-    Han, kana, Hangul and Thai as overlapping pairs of letters (`unspaced_runs_paired`: its tokenizer cuts at spaces,
-    and these scripts write none between words or join the grammar to the word, so a Japanese, Korean or Thai
-    knowledge base, or Chinese text in an English one, matched a question only on a whole clause); and a `chinese`
+    "ＡＰＩ" typed in an input method's full-width mode is the word "API"); an `english` one's with each Cyrillic,
+    Arabic and Devanagari word as its Russian, Arabic or Hindi stem (`words_stemmed`: the field's own stemmer is
+    English, so "пароль" did not find "пароля"), with no combining mark (`marks_as_letters`: Milvus Lite's tokenizer
+    took a Hindi or Thai word apart at each vowel sign) and its runs of Han, kana, Hangul and Thai as overlapping pairs
+    of letters (`unspaced_runs_paired`: its tokenizer cuts at spaces, and these scripts write none between words or
+    join the grammar to the word, so a Japanese, Korean or Thai knowledge base, or Chinese text in an English one,
+    matched a question only on a whole clause); and a `chinese`
     one's in Simplified characters (`chinese_script.simplified_unless_japanese`; text holding kana is Japanese, and its
     kanji are kept).
     jieba's dictionary is Simplified and it matches characters as written, so a page written in Traditional characters
@@ -117,7 +119,7 @@ def bm25_document_text(text: str, analyzer: str) -> str:
     (`manage.py text_reading_reindex`)."""
     folded = width_folded(text)
     if analyzer != CHINESE:
-        return unspaced_runs_paired(marks_as_letters(folded))
+        return unspaced_runs_paired(marks_as_letters(words_stemmed(folded)))
     return chinese_script.simplified_unless_japanese(folded)
 
 

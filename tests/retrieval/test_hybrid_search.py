@@ -255,6 +255,37 @@ def test_japanese_korean_thai_and_hindi_knowledge_bases_are_found_by_the_words_a
 
 
 @pytest.mark.django_db
+def test_russian_and_arabic_knowledge_bases_are_found_by_a_word_the_question_inflects_otherwise(milvus_server, tenant):
+    """The default analyser's stemmer is English: "пароль" and "пароля", "حسابي" and "الحساب" were two terms each, so a
+    question found a page only where both wrote the same form. The field and the question hold each Cyrillic, Arabic
+    and Devanagari word as its stem: the word finds the page in any of its forms, and a hit shows the text as
+    written."""
+    russian = indexed_kb(
+        tenant,
+        {
+            "password": ["Восстановление пароля: нажмите «Забыли пароль?» на странице входа."],
+            "orders": ["Отслеживание заказов доступно в личном кабинете."],
+        },
+        name="russian",
+    )
+    arabic = indexed_kb(
+        tenant,
+        {"account": ["تغيير بيانات الحساب من صفحة الإعدادات."], "shipping": ["رسوم الشحن إلى جميع المدن ثابتة."]},
+        name="arabic",
+    )
+    for knowledge_base, question, expected in (
+        (russian, "где мой заказ", "orders"),  # "заказов" on the page
+        (russian, "пароль не подходит", "password"),  # "пароля" on the page
+        (arabic, "كيف أعدل حسابي", "account"),  # "الحساب" on the page
+        (arabic, "كم شحن الطلب", "shipping"),  # "الشحن" on the page
+    ):
+        hits = _search(tenant, knowledge_base, question, retrieval_mode=RetrievalMode.FULL_TEXT)
+        assert _external_ids(hits)[:1] == [expected], question
+    (hit, *_) = _search(tenant, russian, "где мой заказ", retrieval_mode=RetrievalMode.FULL_TEXT)
+    assert hit.text == "Отслеживание заказов доступно в личном кабинете."
+
+
+@pytest.mark.django_db
 def test_a_hybrid_search_of_a_question_the_model_cannot_read_ranks_by_its_words_alone(
     milvus_server, tenant, api_client
 ):
@@ -295,6 +326,8 @@ def test_a_hybrid_search_of_a_question_the_model_cannot_read_ranks_by_its_words_
         ("電話番号を教えてください", "english", "電話 話番 番号 号を を教 教え"),
         ("Rotate the ＡＰＩ key within ２４ hours，today", "english", "Rotate the API key within 24 hours，today"),
         ("重置ＡＰＩ密鑰", "chinese", "重置API密钥"),
+        ("Восстановление пароля", "english", "восстановлен парол"),  # stems, then the field's English rules
+        ("पासवर्ड बदलें", "english", "पआसवरड बदल"),  # the Hindi stem, then its vowel signs as letters
     ],
 )
 def test_a_chunks_bm25_field_holds_full_width_forms_as_ascii_and_chinese_in_simplified_characters(text, analyzer, held):

@@ -2,9 +2,10 @@
 reads otherwise than the one that indexed it: Traditional Chinese characters, which the multilingual model reads as
 Simplified ones (`embeddings.model_input`) and a `chinese` knowledge base's BM25 field holds so; full-width Latin
 letters and digits ("ＡＰＩ", "１２３", typed in an input method's full-width mode), which the bundled model and every
-BM25 field read as ASCII (`embeddings.characters_read`, `vectorstore.bm25_document_text`); and Han, kana, Hangul and
-Thai, which an `english` BM25 field holds as overlapping pairs of letters, and combining marks, which it holds as
-letters or leaves out (`kbplatform.text.unspaced_runs_paired`, `marks_as_letters`).
+BM25 field read as ASCII (`embeddings.characters_read`, `vectorstore.bm25_document_text`); Han, kana, Hangul and
+Thai, which an `english` BM25 field holds as overlapping pairs of letters, combining marks, which it holds as letters
+or leaves out, and Cyrillic, Arabic and Devanagari words, which it holds as their stems
+(`kbplatform.text.unspaced_runs_paired`, `marks_as_letters`, `words_stemmed`).
 
 Until then such a knowledge base keeps the vectors and BM25 text its chunks were indexed with: every search still
 works, but a question reaches those chunks as the new reading has it, so they rank lower than they will. The re-index
@@ -46,7 +47,8 @@ def chunks_read_anew(knowledge_base: KnowledgeBase) -> int:
 class Command(BaseCommand):
     help = (
         "Re-index the knowledge bases holding text this release reads otherwise (Traditional Chinese, full-width "
-        "letters and digits, Han, kana, Hangul, Thai and combining marks in an English BM25 field)."
+        "letters and digits, Han, kana, Hangul, Thai, combining marks and Cyrillic, Arabic and Devanagari words in an "
+        "English BM25 field)."
     )
     nothing_found = "No knowledge base holds text this release reads otherwise: nothing to re-index."
 
