@@ -1,23 +1,23 @@
 """FAQ-style retrieval through the platform, on the Chinese question sets (issue 35, "Must show") and on help-centre
-pairs in Japanese, Korean, Thai, Hindi, Russian and Arabic written here: the same documents indexed into a knowledge
-base of the multilingual model and one of the bundled model, searched through
+pairs in Japanese, Korean, Thai, Hindi, Russian, Arabic, Spanish, French and German written here: the same documents
+indexed into a knowledge base of the multilingual model and one of the bundled model, searched through
 `POST /api/v1/knowledge-bases/{id}/search/` (`selectors.chunk_search`), in one run.
 
     .venv/bin/python bench/faq_retrieval.py [--sets bq,lcqmc,afqmc,oppo,faq_ja,faq_ja_check,faq_ko,
-                                            faq_th,faq_hi,faq_ru,faq_ar] [--pairs N]
+                                            faq_th,faq_hi,faq_ru,faq_ar,faq_es,faq_fr,faq_de] [--pairs N]
                                             [--modes hybrid,semantic] [--models M,...] [--analyzers chinese,english]
                                             [--traditional] [--traditional-documents]
 
 For each set, a seeded sample of --pairs duplicate pairs (all with 0): the second questions are the documents (one per
 FAQ answer, identical texts once), the first questions the queries, and a query's relevant documents are the second
 questions it was labelled a duplicate of (bench/embedding_multilingual.py's `faq_split`, which measured the models'
-cosines alone). `faq_ja`, `faq_ja_check`, `faq_ko`, `faq_th`, `faq_hi`, `faq_ru` and `faq_ar` are Japanese, Korean,
-Thai, Hindi, Russian and Arabic help-centre pairs written here (bench/data/README.md), all duplicates, read the same
-way. A knowledge base is made through the API for each model and each of --analyzers (default chinese: the BM25 side
-of one analyser is the same on every model's knowledge base, and only the vectors differ), and takes the documents as
-text through the bulk API and the worker (the real ingestion path). Each query is searched in each of --modes on each
-knowledge base (hybrid is a new knowledge base's mode; semantic shows each model's vectors alone), and once in
-full_text per analyser (BM25 alone: the same on every model's knowledge base).
+cosines alone). `faq_ja`, `faq_ja_check`, `faq_ko`, `faq_th`, `faq_hi`, `faq_ru`, `faq_ar`, `faq_es`, `faq_fr` and
+`faq_de` are Japanese, Korean, Thai, Hindi, Russian, Arabic, Spanish, French and German help-centre pairs written here
+(bench/data/README.md), all duplicates, read the same way. A knowledge base is made through the API for each model and
+each of --analyzers (default chinese: the BM25 side of one analyser is the same on every model's knowledge base, and
+only the vectors differ), and takes the documents as text through the bulk API and the worker (the real ingestion path).
+Each query is searched in each of --modes on each knowledge base (hybrid is a new knowledge base's mode; semantic shows
+each model's vectors alone), and once in full_text per analyser (BM25 alone: the same on every model's knowledge base).
 
 With --traditional, each query is also searched in Traditional characters (OpenCC's `s2t`, as a user in Taiwan or Hong
 Kong writes it) over the same Simplified documents, a row of its own ("... trad."); --models keeps some of the
@@ -62,7 +62,18 @@ SETS = {
     **{name: PAIR_SETS[name] for name in CHINESE_SETS},
     **{
         name: WRITTEN_HERE / f"{name}.jsonl"
-        for name in ("faq_ja", "faq_ja_check", "faq_ko", "faq_th", "faq_hi", "faq_ru", "faq_ar")
+        for name in (
+            "faq_ja",
+            "faq_ja_check",
+            "faq_ko",
+            "faq_th",
+            "faq_hi",
+            "faq_ru",
+            "faq_ar",
+            "faq_es",
+            "faq_fr",
+            "faq_de",
+        )
     },
 }
 TOP, DEPTH = 5, 10
