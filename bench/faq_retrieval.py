@@ -5,7 +5,7 @@ indexed into a knowledge base of the multilingual model and one of the bundled m
 
     .venv/bin/python bench/faq_retrieval.py [--sets bq,lcqmc,afqmc,oppo,faq_ja,faq_ja_check,faq_ko,
                                             faq_th,faq_hi,faq_ru,faq_ar,faq_es,faq_fr,faq_de] [--pairs N]
-                                            [--modes hybrid,semantic] [--models M,...] [--analyzers chinese,english]
+                                            [--modes hybrid,semantic] [--models M,...] [--analyzers chinese,english,...]
                                             [--traditional] [--traditional-documents]
 
 For each set, a seeded sample of --pairs duplicate pairs (all with 0): the second questions are the documents (one per
@@ -56,7 +56,7 @@ from embedding_multilingual import CHINESE_SETS, PAIR_SETS, SEED, faq_split, pai
 from retrieval_quality import reciprocal_rank
 
 MODELS = ("use-multilingual-v3", "all-MiniLM-L6-v2")
-ANALYZERS = ("chinese", "english")
+ANALYZERS = ("chinese", "english", "spanish", "french", "german")
 WRITTEN_HERE = Path(__file__).resolve().parent / "data"
 SETS = {
     **{name: PAIR_SETS[name] for name in CHINESE_SETS},

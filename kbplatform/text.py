@@ -10,10 +10,7 @@ answer service's reply) is not refused but made storable (`text_storable`).
 from __future__ import annotations
 
 import re
-import threading
 import unicodedata
-
-import Stemmer
 
 ALLOWED_CONTROL_CHARACTERS = frozenset("\t\n\r")
 _INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
@@ -151,40 +148,3 @@ def _run_paired(match: re.Match) -> str:
     before = " " if start > 0 and not text[start - 1].isspace() else ""
     after = " " if end < len(text) and not text[end].isspace() else ""
     return before + paired + after
-
-
-# A word of the scripts whose languages inflect it and whose BM25 field had no stemmer for it: Cyrillic (Russian),
-# Arabic (its letters, vowel points and Persian and Urdu letters; not its digits or punctuation) and Devanagari (Hindi;
-# not the danda or digits). Each script is read by the Snowball stemmer of its most written language.
-_STEMMED_WORD = re.compile(
-    "(?P<russian>[\u0400-\u052f]+)|(?P<arabic>[\u0621-\u065f\u0670-\u06d3\u06fa-\u06ff]+)"
-    "|(?P<hindi>[\u0900-\u0963\u0971-\u097f]+)"
-)
-_STEMMERS = threading.local()  # a Snowball stemmer keeps state between calls: one per thread and language
-
-
-def _stem(language: str, word: str) -> str:
-    stemmers = _STEMMERS.__dict__
-    if language not in stemmers:
-        stemmers[language] = Stemmer.Stemmer(language)
-    return stemmers[language].stemWord(word)
-
-
-def words_stemmed(text: str) -> str:
-    """`text` with each Cyrillic, Arabic or Devanagari word as its Snowball stem in Russian, Arabic or Hindi
-    ("пароля" and "паролем" are "парол"; "الحساب", "بالحساب" and "حسابي" are "حساب"; "बदलना" and "बदलें" are
-    "बदल"), Cyrillic lowercased first; every other character kept as it is. For a BM25 field whose own stemmer is
-    English: these languages write a word's case, number, article or preposition into the word itself, so a question
-    matched a page only where both wrote the same form. Read on composed text (NFC) with its marks, as the stemmers
-    expect (the Hindi one strips vowel signs; the Arabic one its vowel points). A script stands for its most written
-    language: Ukrainian, Persian or Marathi are read by the Russian, Arabic or Hindi rules, the same way in a question
-    as in a page."""
-    if text.isascii():
-        return text
-    return _STEMMED_WORD.sub(_word_stemmed, unicodedata.normalize("NFC", text))
-
-
-def _word_stemmed(match: re.Match) -> str:
-    language = match.lastgroup
-    word = match.group()
-    return _stem(language, word.lower() if language == "russian" else word)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from kbplatform.errors import ConflictError, ServiceUnavailableError
+from kbplatform.stems import LATIN_LANGUAGES
 
 logger = logging.getLogger(__name__)
 
@@ -231,6 +232,22 @@ TEXT_FIELDS: dict[str, tuple[str, str, dict]] = {
     ),
     CHINESE: ("text_zh", "sparse_zh", {"tokenizer": "jieba"}),
 }
+# Analysers of a language written in Latin letters: each writes the `english` field, its words stemmed in its language
+# before they reach it (`kbplatform.stems`), so no collection needs a field per language (Milvus Lite ignores a
+# field's stemmer, and a collection's fields are fixed when it is made).
+LANGUAGE_ANALYZERS = LATIN_LANGUAGES
+ANALYZERS = (*TEXT_FIELDS, *LANGUAGE_ANALYZERS)
+
+
+def text_field_analyzer(analyzer: str) -> str:
+    """The analyser of TEXT_FIELDS whose field `analyzer`'s text is written to and searched in."""
+    if analyzer in TEXT_FIELDS:
+        return analyzer
+    if analyzer in LANGUAGE_ANALYZERS:
+        return ENGLISH
+    raise ValueError(f"unknown text analyser {analyzer!r}")
+
+
 # A VARCHAR holds at most 65,535 bytes. A chunk is at most 256 word pieces, far below that; should one be longer, its
 # text is cut for BM25 only (the chunk row keeps it whole and is what a hit shows).
 TEXT_MAX_BYTES = 65_535

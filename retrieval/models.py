@@ -22,6 +22,10 @@ class RetrievalMode(models.TextChoices):
 class TextAnalyzer(models.TextChoices):
     ENGLISH = vectorstore.ENGLISH, "English"
     CHINESE = vectorstore.CHINESE, "Chinese (jieba)"
+    # Languages written in Latin letters whose words are stemmed in that language (`kbplatform.stems`).
+    SPANISH = "spanish", "Spanish"
+    FRENCH = "french", "French"
+    GERMAN = "german", "German"
 
 
 class TextIndexStatus(models.TextChoices):

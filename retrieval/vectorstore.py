@@ -38,13 +38,16 @@ from django.conf import settings
 
 from kbplatform import chinese_script
 from kbplatform.errors import ServiceUnavailableError
-from kbplatform.text import marks_as_letters, unspaced_runs_paired, width_folded, words_stemmed
+from kbplatform.stems import words_stemmed
+from kbplatform.text import marks_as_letters, unspaced_runs_paired, width_folded
 from retrieval import milvus
 
 # Re-exported: the names callers have always imported from here (the errors, the filter, the text fields).
+from retrieval.milvus import ANALYZERS as ANALYZERS
 from retrieval.milvus import CHINESE as CHINESE
 from retrieval.milvus import DOC_FIELD as DOC_FIELD
 from retrieval.milvus import ENGLISH as ENGLISH
+from retrieval.milvus import LANGUAGE_ANALYZERS as LANGUAGE_ANALYZERS
 from retrieval.milvus import LEGACY_DOC_FIELD as LEGACY_DOC_FIELD
 from retrieval.milvus import METADATA_FIELD as METADATA_FIELD
 from retrieval.milvus import METADATA_FILTER_UNSUPPORTED as METADATA_FILTER_UNSUPPORTED
@@ -63,6 +66,7 @@ from retrieval.milvus import deployment_collection_names as deployment_collectio
 from retrieval.milvus import filter_build as filter_build
 from retrieval.milvus import filter_quote as filter_quote
 from retrieval.milvus import outage_message as outage_message
+from retrieval.milvus import text_field_analyzer as text_field_analyzer
 from retrieval.milvus import vectorstore_ping as vectorstore_ping
 
 logger = logging.getLogger(__name__)
@@ -118,8 +122,9 @@ def bm25_document_text(text: str, analyzer: str) -> str:
     document has it. A chunk indexed before its field was so read holds its text as written until it is re-indexed
     (`manage.py text_reading_reindex`)."""
     folded = width_folded(text)
-    if analyzer != CHINESE:
-        return unspaced_runs_paired(marks_as_letters(words_stemmed(folded)))
+    if text_field_analyzer(analyzer) == ENGLISH:
+        language = analyzer if analyzer in LANGUAGE_ANALYZERS else None
+        return unspaced_runs_paired(marks_as_letters(words_stemmed(folded, language)))
     return chinese_script.simplified_unless_japanese(folded)
 
 
@@ -241,10 +246,9 @@ def _row_data(row: ChunkVector, *, name: str) -> dict:
     if capabilities.metadata:
         data[METADATA_FIELD] = dict(row.metadata or {})
     if capabilities.full_text:
-        if row.analyzer not in TEXT_FIELDS:
-            raise ValueError(f"unknown text analyser {row.analyzer!r}")
+        written = text_field_analyzer(row.analyzer)
         for analyzer, (text_field, _, _) in TEXT_FIELDS.items():
-            data[text_field] = text_cut(bm25_document_text(row.text, analyzer)) if analyzer == row.analyzer else ""
+            data[text_field] = text_cut(bm25_document_text(row.text, row.analyzer)) if analyzer == written else ""
     return data
 
 
@@ -362,11 +366,9 @@ def search_requests_build(
     if mode in (FULL_TEXT, HYBRID):
         if not query_text.strip():
             raise ValueError(f"a {mode} search needs the query's text")
-        if analyzer not in TEXT_FIELDS:
-            raise ValueError(f"unknown text analyser {analyzer!r}")
         requests.append(
             SearchRequest(
-                anns_field=TEXT_FIELDS[analyzer][1],
+                anns_field=TEXT_FIELDS[text_field_analyzer(analyzer)][1],
                 data=[text_cut(bm25_query(query_text, analyzer))],
                 param={"metric_type": "BM25"},
                 limit=sub_limit,

@@ -38,9 +38,12 @@ class KnowledgeBaseListCreateApi(KeyScopedApi):
             required=False,
             help_text=(
                 "What BM25 reads as words; fixed once the knowledge base is created. `english` (the default): words "
-                "cut at spaces and punctuation, English ones stemmed, a word written with vowel signs kept whole, and "
-                "Han, kana, Hangul and Thai as overlapping pairs of letters (Japanese, Korean, Thai, any other "
-                "language). `chinese`: jieba's words, in Simplified characters."
+                "cut at spaces and punctuation, English ones stemmed, Cyrillic, Arabic and Devanagari ones as their "
+                "Russian, Arabic and Hindi stems, a word written with vowel signs kept whole, and Han, kana, Hangul "
+                "and Thai as overlapping pairs of letters (Japanese, Korean, Thai, Russian, Arabic, Hindi, any other "
+                "language). `spanish`, `french`, `german`: as `english`, but words in Latin letters are stemmed in "
+                "that language, its function words left out and accents ignored. `chinese`: jieba's words, in "
+                "Simplified characters."
             ),
         )
         embedding_model = serializers.CharField(

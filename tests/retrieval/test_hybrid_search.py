@@ -286,6 +286,42 @@ def test_russian_and_arabic_knowledge_bases_are_found_by_a_word_the_question_inf
 
 
 @pytest.mark.django_db
+def test_a_knowledge_base_in_a_latin_script_language_is_found_by_its_words_in_any_form(
+    milvus_server, tenant, api_client
+):
+    """A Spanish, French or German knowledge base names its language: its words are read as their stems in it, its
+    function words left out, accents as users leave them out. Under `english` the question shares no word with the
+    page: "pedido" is not "pedidos" there."""
+    pages = {
+        "returns": ["Devoluciones de los pedidos: tienes 30 días desde la entrega."],
+        "shipping": ["Gastos de envío de la tienda a Canarias y Baleares."],
+    }
+    spanish = indexed_kb(tenant, pages, name="spanish", text_analyzer=TextAnalyzer.SPANISH)
+    english = indexed_kb(tenant, pages, name="as-english")
+    for question, expected in (
+        ("como devuelvo un pedido", "returns"),  # "Devoluciones", "pedidos" on the page; no accent typed
+        ("cuanto cuesta el envio", "shipping"),  # "envío"
+    ):
+        hits = _search(tenant, spanish, question, retrieval_mode=RetrievalMode.FULL_TEXT)
+        assert _external_ids(hits)[:1] == [expected], question
+    assert _search(tenant, english, "como devuelvo un pedido", retrieval_mode=RetrievalMode.FULL_TEXT) == []
+    # Through the API, a knowledge base is made with its language and reads it back; an unknown one is refused.
+    made = api_client.post("/api/v1/knowledge-bases/", {"name": "fr", "text_analyzer": "french"}, format="json")
+    assert made.status_code == 201, made.content
+    assert made.json()["text_analyzer"] == "french"
+    refused = api_client.post("/api/v1/knowledge-bases/", {"name": "tlh", "text_analyzer": "klingon"}, format="json")
+    assert refused.status_code == 400
+    assert "klingon" in refused.content.decode()
+
+
+def test_every_analyser_a_knowledge_base_may_name_writes_a_text_field():
+    assert set(TextAnalyzer.values) == set(vectorstore.ANALYZERS)
+    assert {vectorstore.text_field_analyzer(a) for a in TextAnalyzer.values} == set(vectorstore.TEXT_FIELDS)
+    with pytest.raises(ValueError, match="klingon"):
+        vectorstore.text_field_analyzer("klingon")
+
+
+@pytest.mark.django_db
 def test_a_hybrid_search_of_a_question_the_model_cannot_read_ranks_by_its_words_alone(
     milvus_server, tenant, api_client
 ):

@@ -17,7 +17,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from kbplatform.errors import ApplicationError
-from retrieval.models import Document, DocumentStatus, KnowledgeBase
+from retrieval.models import Document, DocumentStatus, KnowledgeBase, TextAnalyzer
 from retrieval.services import BulkDocument, documents_create_bulk, knowledge_base_create
 from tenants.selectors import tenant_get_by_slug
 
@@ -41,7 +41,7 @@ class Command(BaseCommand):
             help="embedding model of a knowledge base created here (an offered one; default: the deployment's)",
         )
         parser.add_argument(
-            "--text-analyzer", choices=["english", "chinese"], default=None, help="the analyser of one created here"
+            "--text-analyzer", choices=TextAnalyzer.values, default=None, help="the analyser of one created here"
         )
         parser.add_argument("--no-wait", action="store_true", help="queue the documents and return")
         parser.add_argument("--timeout", type=float, default=24 * 3600, help="seconds to wait for indexing")

@@ -1,0 +1,108 @@
+"""Words read as their stems for a BM25 field, by the Snowball project's stemmers (PyStemmer): pure functions, no I/O.
+
+A BM25 field matches a question's words to a page's as strings. Most languages write a word in many forms (case,
+number, gender, the verb's person, an article or preposition joined to the word), so a question found a page only where
+both wrote the same form. The field and the query are given each word as its stem, the same way on both sides, so any
+form finds the others. Milvus's own `stemmer` filter would do it inside the field, but Milvus Lite ignores it, and a
+field's filters are fixed when its collection is made: the stems are made here, before the text reaches the field.
+
+Two readings, both only ever applied to the same field on both sides:
+- by script, whatever the knowledge base's language: a Cyrillic, Arabic or Devanagari word by the stemmer of its
+  script's most written language (Russian, Arabic, Hindi); the script says the language well enough, and the field's
+  English rules did nothing for these words;
+- by the knowledge base's language, for a language written in Latin letters (`LATIN_LANGUAGES`): the script does not
+  say which one, so a knowledge base names it (`text_analyzer`). Its words are read in lower case, its function words
+  (articles, prepositions, pronouns, conjunctions, the verb "to be" and negation, as the English field's stop list
+  holds them) are left out, the rest are stemmed and then written without accents, as users often type them.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import unicodedata
+
+import Stemmer
+
+# A word of the scripts read by script: Cyrillic (Russian), Arabic (its letters, vowel points and the Persian and Urdu
+# letters; not its digits or punctuation) and Devanagari (Hindi; not the danda or digits).
+_SCRIPT_WORDS = (
+    "(?P<russian>[\u0400-\u052f]+)|(?P<arabic>[\u0621-\u065f\u0670-\u06d3\u06fa-\u06ff]+)"
+    "|(?P<hindi>[\u0900-\u0963\u0971-\u097f]+)"
+)
+_SCRIPT_WORD = re.compile(_SCRIPT_WORDS)
+# A word in Latin letters (Basic Latin, Latin-1 Supplement and Latin Extended-A and -B letters; composed text).
+_SCRIPT_OR_LATIN_WORD = re.compile(_SCRIPT_WORDS + "|(?P<latin>[A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f]+)")
+
+# The function words of each Latin-script language a knowledge base may name, written without accents (a word is
+# compared without its accents): what the English field's stop list holds for English, in each language. Written
+# here; kept short, as the English one is: a word that can carry the question ("como" is also "I eat") stays.
+_FUNCTION_WORDS = {
+    "spanish": (
+        "a al ante con contra de del desde e el en entre es esta estan estoy fue ha han hasta hay he la las le les lo "
+        "los me mi mis muy ni no nos o os para pero por que se ser si sin sobre son su sus te tu tus u un una unas "
+        "uno unos y ya yo"
+    ),
+    "french": (
+        "a ai au aux avec c ce ces cet cette d dans de des du elle en est et etre il ils j je l la le les leur leurs "
+        "lui m ma mais me mes mon n ne ni nous on ont ou par pas pour qu que qui s sa se ses si son sont sur t ta te "
+        "tes ton tu un une vos votre vous y"
+    ),
+    "german": (
+        "am an auch auf aus bei bin bis bist da das dass dem den der des die du ein eine einem einen einer eines er "
+        "es fur hat ich ihr im in ist mein meine meinen meinem meiner mich mir mit nach nicht oder sich sie sind um "
+        "und uns vom von war wir zu zum zur"
+    ),
+}
+LATIN_LANGUAGES = tuple(_FUNCTION_WORDS)
+_STOP = {language: frozenset(words.split()) for language, words in _FUNCTION_WORDS.items()}
+
+_STEMMERS = threading.local()  # a Snowball stemmer keeps state between calls: one per thread and language
+
+
+def _stem(language: str, word: str) -> str:
+    stemmers = _STEMMERS.__dict__
+    if language not in stemmers:
+        stemmers[language] = Stemmer.Stemmer(language)
+    return stemmers[language].stemWord(word)
+
+
+def _without_accents(word: str) -> str:
+    if word.isascii():
+        return word
+    return "".join(c for c in unicodedata.normalize("NFD", word) if not unicodedata.category(c).startswith("M"))
+
+
+def words_stemmed(text: str, language: str | None = None) -> str:
+    """`text` with each Cyrillic, Arabic or Devanagari word as its Snowball stem in Russian, Arabic or Hindi
+    ("пароля" and "паролем" are "парол"; "الحساب", "بالحساب" and "حسابي" are "حساب"; "बदलना" and "बदलें" are
+    "बदल"), Cyrillic in lower case; with `language`, one of LATIN_LANGUAGES, each word in Latin letters too: in lower
+    case, left out if it is one of that language's function words, else as its stem in that language without accents
+    ("Devoluciones" and "devolver" are "devolu" and "devolv"... each form of one word one stem: "pedidos" and "pedido"
+    are "ped"). Every other character is kept as it is. Read on composed text (NFC) with its marks, as the stemmers
+    expect. A script stands for its most written language: Ukrainian, Persian or Marathi are read by the Russian,
+    Arabic or Hindi rules, the same way in a question as in a page."""
+    if language is not None and language not in _STOP:
+        raise ValueError(f"no stemmer for the language {language!r}")
+    if text.isascii() and language is None:
+        return text
+    text = unicodedata.normalize("NFC", text)
+    if language is None:
+        return _SCRIPT_WORD.sub(_word_stemmed, text)
+    stop = _STOP[language]
+
+    def latin_word_stemmed(match: re.Match) -> str:
+        if match.lastgroup != "latin":
+            return _word_stemmed(match)
+        word = match.group().lower()
+        if _without_accents(word) in stop:
+            return ""
+        return _without_accents(_stem(language, word))
+
+    return _SCRIPT_OR_LATIN_WORD.sub(latin_word_stemmed, text)
+
+
+def _word_stemmed(match: re.Match) -> str:
+    language = match.lastgroup
+    word = match.group()
+    return _stem(language, word.lower() if language == "russian" else word)

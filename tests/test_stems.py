@@ -1,0 +1,66 @@
+import pytest
+
+from kbplatform.stems import LATIN_LANGUAGES, words_stemmed
+
+
+@pytest.mark.parametrize(
+    ("text", "read"),
+    [
+        # Russian: a word's case and number are its ending; capitals are read as lower case.
+        ("Восстановление пароля", "восстановлен парол"),
+        ("забыл ПАРОЛЬ", "заб парол"),
+        # Arabic: the article and a joined preposition or pronoun are left out, the alef's forms read as one.
+        ("صفحة الحساب", "صفح حساب"),
+        ("بالحساب حسابي", "حساب حساب"),
+        ("كيف أغير", "كيف اغير"),
+        # Arabic digits and punctuation are kept as they are.
+        ("كَيْفَ ١٢٣، ٤٥؟", "كيف ١٢٣، ٤٥؟"),
+        # Hindi: the verb's endings; the danda is kept.
+        ("बदलना बदलें।", "बदल बदल।"),
+        # Other scripts are left to their own readings.
+        ("Đổi mật khẩu", "Đổi mật khẩu"),
+        ("退款 パスワード 비밀번호를", "退款 パスワード 비밀번호를"),
+        ("Resetting passwords", "Resetting passwords"),
+    ],
+)
+def test_cyrillic_arabic_and_devanagari_words_are_read_as_their_stems(text, read):
+    assert words_stemmed(text) == read
+
+
+def test_a_question_and_a_page_share_a_word_however_each_inflects_it():
+    """What a BM25 field with English rules alone missed: the same word in another case, number or with its article."""
+    for question, page, shared in (
+        ("забыл пароль", "Восстановление пароля через страницу входа", "парол"),
+        ("где мой заказ", "Отслеживание заказов", "заказ"),
+        ("كيف أغير حسابي", "تغيير بيانات الحساب", "حساب"),
+        ("पासवर्ड बदलना है", "पासवर्ड कैसे बदलें", "बदल"),
+    ):
+        assert shared in set(words_stemmed(question).split()) & set(words_stemmed(page).split()), question
+
+
+@pytest.mark.parametrize(
+    ("text", "language", "read"),
+    [
+        # Each form of a word is one stem; its function words are left out; accents are read as users leave them out.
+        ("Devoluciones de los pedidos", "spanish", "devolu   ped"),
+        ("devolucion del pedido", "spanish", "devolu  ped"),
+        ("¿Cuánto cuesta el envío?", "spanish", "¿cuant cuest  envi?"),
+        ("cuanto cuesta el envio", "spanish", "cuant cuest  envi"),
+        ("Modification de l'adresse", "french", "modif  'adress"),
+        ("j'ai modifié mon adresse", "french", "' modifi  adress"),
+        ("Rückerstattungen für die Größe", "german", "ruckerstatt   gross"),
+        ("Rückerstattung grösse", "german", "ruckerstatt gross"),
+        # Cyrillic, Arabic and Devanagari are read by script as without a language; digits and CJK are kept.
+        ("pedido пароля 24 退款", "spanish", "ped парол 24 退款"),
+        # Without a language, Latin letters are the field's own (English) to read.
+        ("Devoluciones de los pedidos", None, "Devoluciones de los pedidos"),
+    ],
+)
+def test_a_latin_script_language_reads_its_words_as_stems_without_its_function_words(text, language, read):
+    assert words_stemmed(text, language) == read
+
+
+def test_a_language_with_no_stemmer_is_refused():
+    assert set(LATIN_LANGUAGES) == {"spanish", "french", "german"}
+    with pytest.raises(ValueError, match="klingon"):
+        words_stemmed("tlhIngan Hol", "klingon")
