@@ -75,6 +75,11 @@ SETS = {
             "faq_es",
             "faq_fr",
             "faq_de",
+            "faq_pt",
+            "faq_it",
+            "faq_nl",
+            "faq_tr",
+            "faq_pl",
         )
     },
 }
