@@ -56,7 +56,7 @@ from embedding_multilingual import CHINESE_SETS, PAIR_SETS, SEED, faq_split, pai
 from retrieval_quality import reciprocal_rank
 
 MODELS = ("use-multilingual-v3", "all-MiniLM-L6-v2")
-ANALYZERS = ("chinese", "english", "spanish", "french", "german")
+ANALYZERS = ("chinese", "english", "spanish", "french", "german", "portuguese", "italian", "dutch", "turkish", "polish")
 WRITTEN_HERE = Path(__file__).resolve().parent / "data"
 SETS = {
     **{name: PAIR_SETS[name] for name in CHINESE_SETS},

@@ -53,6 +53,28 @@ _FUNCTION_WORDS = {
         "es fur hat ich ihr im in ist mein meine meinen meinem meiner mich mir mit nach nicht oder sich sie sind um "
         "und uns vom von war wir zu zum zur"
     ),
+    "portuguese": (
+        "a ao aos as com da das de do dos e ela elas ele eles em esta este eu foi fui isso isto ja me meu meus minha "
+        "minhas na nao nas no nos o os ou para pela pelo por pra que se sem seu seus sou sua suas te um uma umas uns "
+        "voce voces"
+    ),
+    "italian": (
+        "a ad agli ai al all alla alle allo c che chi ci con d da dai dal dall dalla degli dei del dell della delle "
+        "dello di e ed era gli ha hanno ho i il in io l la le lo ma me mi mia mie miei mio ne negli nei nel nell nella "
+        "nelle non o per se si sono su sua sue sui sul sull sulla suo suoi ti tu un una uno"
+    ),
+    "dutch": (
+        "aan al als bij dan dat de den der deze die dit door een en er heb heeft het hij hem hun ik in is je jij jou "
+        "jouw maar me met mij mijn na naar niet nog of om ons onze op over te tot u uit van voor was we wij worden "
+        "wordt ze zij zich zijn zo"
+    ),
+    "turkish": (
+        "ama ben benim bir biz bu cok da daha de degil en gibi icin ile ki mi mı mu o onlar sen siz su ve veya ya"
+    ),
+    "polish": (
+        "a aby ale bo by był była było byc czy dla do go i ich ja je jego jej jest juz lub ma mi mnie moj moja moje mu "
+        "na nad nie nim o od oraz po pod przez przy sa sie ta tak te ten to tu w we z za ze"
+    ),
 }
 LATIN_LANGUAGES = tuple(_FUNCTION_WORDS)
 _STOP = {language: frozenset(words.split()) for language, words in _FUNCTION_WORDS.items()}
@@ -65,6 +87,14 @@ def _stem(language: str, word: str) -> str:
     if language not in stemmers:
         stemmers[language] = Stemmer.Stemmer(language)
     return stemmers[language].stemWord(word)
+
+
+def _lowered(word: str, language: str) -> str:
+    """`word` in lower case; in Turkish, its dotted and dotless I as the language pairs them ("I" is "ı", "İ" is "i",
+    where str.lower() makes "İ" an "i" and a combining dot)."""
+    if language == "turkish":
+        word = word.replace("I", "ı").replace("İ", "i")
+    return word.lower()
 
 
 def _without_accents(word: str) -> str:
@@ -94,7 +124,7 @@ def words_stemmed(text: str, language: str | None = None) -> str:
     def latin_word_stemmed(match: re.Match) -> str:
         if match.lastgroup != "latin":
             return _word_stemmed(match)
-        word = match.group().lower()
+        word = _lowered(match.group(), language)
         if _without_accents(word) in stop:
             return ""
         return _without_accents(_stem(language, word))

@@ -26,6 +26,11 @@ class TextAnalyzer(models.TextChoices):
     SPANISH = "spanish", "Spanish"
     FRENCH = "french", "French"
     GERMAN = "german", "German"
+    PORTUGUESE = "portuguese", "Portuguese"
+    ITALIAN = "italian", "Italian"
+    DUTCH = "dutch", "Dutch"
+    TURKISH = "turkish", "Turkish"
+    POLISH = "polish", "Polish"
 
 
 class TextIndexStatus(models.TextChoices):

@@ -50,6 +50,18 @@ def test_a_question_and_a_page_share_a_word_however_each_inflects_it():
         ("j'ai modifié mon adresse", "french", "' modifi  adress"),
         ("Rückerstattungen für die Größe", "german", "ruckerstatt   gross"),
         ("Rückerstattung grösse", "german", "ruckerstatt gross"),
+        ("Rastreamento de pedidos", "portuguese", "rastreament  ped"),
+        ("cadê meu pedido", "portuguese", "cad  ped"),
+        ("Tracciamento degli ordini", "italian", "tracc  ordin"),
+        ("dov'è il mio ordine", "italian", "dov'   ordin"),
+        ("Bestellingen volgen", "dutch", "bestel volg"),
+        ("waar blijft mijn bestelling", "dutch", "waar blijf  bestel"),
+        # Turkish pairs its dotted and dotless I: "İ" is "i", not "i" and a combining dot.
+        ("İndirim kodlarının kullanımı", "turkish", "indir kodu kullan"),
+        ("indirim kodum", "turkish", "indir kodu"),
+        ("IŞIK", "turkish", "ısık"),
+        ("Zmiana adresu e-mail", "polish", "zmian adres e-mail"),
+        ("chcę zmienić maila w koncie", "polish", "chc zmien mail  kon"),
         # Cyrillic, Arabic and Devanagari are read by script as without a language; digits and CJK are kept.
         ("pedido пароля 24 退款", "spanish", "ped парол 24 退款"),
         # Without a language, Latin letters are the field's own (English) to read.
@@ -61,6 +73,8 @@ def test_a_latin_script_language_reads_its_words_as_stems_without_its_function_w
 
 
 def test_a_language_with_no_stemmer_is_refused():
-    assert set(LATIN_LANGUAGES) == {"spanish", "french", "german"}
+    assert set(LATIN_LANGUAGES) == {
+        *("spanish", "french", "german", "portuguese", "italian", "dutch", "turkish", "polish")
+    }
     with pytest.raises(ValueError, match="klingon"):
         words_stemmed("tlhIngan Hol", "klingon")
