@@ -67,6 +67,7 @@ SETS = {
             "faq_ja_check",
             "faq_ko",
             "faq_th",
+            "faq_th_check",
             "faq_hi",
             "faq_ru",
             "faq_ru_check",
