@@ -10,11 +10,14 @@ and ask about the same kind of thing in the same words and domain as the covered
 answer nothing to: a help centre's missing page). A knowledge base is made through the API on each of --models with
 the set's analyser (`english`, or the language's own for the Latin-script sets) and its pages uploaded through the
 bulk API and the worker; each question is the first turn of a conversation of its own (no earlier turn, no
-exclusion). A reply is "nothing" when it is `NOTHING_FOUND` (in any reply language) with no source shown.
+exclusion). A reply is "nothing" when it is `NOTHING_FOUND` (in any reply language) with no source shown. A set with
+a check batch of the same language (`faq_th` and `faq_th_check`, ...) is also asked that batch's questions, and the
+batch the first one's: they are about other services (airlines, clinics, utilities, ... against a shop's, a bank's and
+a mobile operator's help centre), the "other domain" column.
 
 Prints per set and model: covered asked and answered nothing, not covered asked and answered nothing (the higher the
-better), and on stderr the covered questions answered nothing. The database is SQLite under var/bench unless
-DATABASE_URL is set.
+better), other domain likewise, and on stderr the covered questions answered nothing. The database is SQLite under
+var/bench unless DATABASE_URL is set.
 """
 
 from __future__ import annotations
@@ -55,9 +58,13 @@ ANALYZER_OF = {
 WRITTEN = [name for name in SETS if name.startswith("faq_")]
 
 
+def _lines(name: str) -> list[str]:
+    return [line for line in SETS[name].read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
 def halves(name: str) -> tuple[list[dict], list[dict]]:
     """The set's pairs whose page the knowledge base holds, and the rest: a seeded draw per set, half each."""
-    rows = [json.loads(line) for line in SETS[name].read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = [json.loads(line) for line in _lines(name)]
     rng = np.random.default_rng([SEED, zlib.crc32(name.encode())])
     held = set(rng.permutation(len(rows))[: len(rows) // 2].tolist())
     return [r for i, r in enumerate(rows) if i in held], [r for i, r in enumerate(rows) if i not in held]
@@ -113,20 +120,34 @@ def main() -> int:
 
                 covered_nothing = [row["question1"] for row in covered if nothing(row["question1"])]
                 missing_nothing = [row["question1"] for row in missing if nothing(row["question1"])]
+                other = f"{name}_check" if f"{name}_check" in SETS else name.removesuffix("_check")
+                other = other if other != name else ""
+                other_questions = [json.loads(line)["question1"] for line in _lines(other)] if other else []
+                other_nothing = [question for question in other_questions if nothing(question)]
                 for question in covered_nothing:
                     print(f"  {name} {model} covered, answered nothing: {question!r}", file=sys.stderr)
                 rows.append(
-                    (name, model, analyzer, len(covered), len(covered_nothing), len(missing), len(missing_nothing))
+                    (
+                        name,
+                        model,
+                        analyzer,
+                        len(covered),
+                        len(covered_nothing),
+                        len(missing),
+                        len(missing_nothing),
+                        len(other_questions),
+                        len(other_nothing),
+                    )
                 )
                 print(f"  {name} {model}: done; {load_average()}", file=sys.stderr)
 
-        print(
-            f"\n{'set':14} {'knowledge base':20} {'analyser':10} {'covered: nothing':>18} {'not covered: nothing':>22}"
-        )
-        for name, model, analyzer, asked, answered, missed, refused in rows:
+        header = f"{'covered: nothing':>18} {'not covered: nothing':>22} {'other domain: nothing':>22}"
+        print(f"\n{'set':14} {'knowledge base':20} {'analyser':10} {header}")
+        for name, model, analyzer, asked, answered, missed, refused, others, other_refused in rows:
+            other_cell = f"{other_refused:>3} of {others:<3} ({other_refused / others:.2f})" if others else ""
             print(
                 f"{name:14} {model:20} {analyzer:10} {answered:>3} of {asked:<3} ({answered / asked:.2f})"
-                f"   {refused:>3} of {missed:<3} ({refused / missed:.2f})"
+                f"   {refused:>3} of {missed:<3} ({refused / missed:.2f})   {other_cell}"
             )
         covered_total = sum(row[3] for row in rows)
         print(

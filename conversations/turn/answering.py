@@ -39,7 +39,7 @@ from conversations.models import COUNT_MAX
 from conversations.turn import languages
 from conversations.turn.languages import ONE_LANGUAGE_SCRIPTS, script_of
 from kbplatform.errors import UpstreamError, UpstreamTimeoutError
-from kbplatform.text import text_storable
+from kbplatform.text import marks_as_letters, text_storable
 from retrieval.embeddings import token_count, token_counts
 
 logger = logging.getLogger(__name__)
@@ -251,7 +251,7 @@ class ExtractiveAnswerGenerator:
         if not sentences or _all_far(passages, similarity_floor):
             return False
         question_words = _words_named(question)
-        if any(question_words & _words_named(sentence) for sentence in sentences):
+        if any(_names_in_common(question_words, _words_named(sentence)) for sentence in sentences):
             return True
         return question_read and not _one_language(question, sentences)
 
@@ -306,6 +306,17 @@ def _all_far(passages: Sequence[SourcePassage], floor: float | None) -> bool:
 
 
 _HANGUL_WORD = re.compile(r"[\uac00-\ud7a3]{3,}")
+# A run of Thai letters as `marks_as_letters` leaves it (consonants and the vowels written on the line).
+_THAI_RUN = re.compile("[\u0e01-\u0e4f]{3,}")
+_THAI_LETTER = re.compile("[\u0e01-\u0e4f]")
+
+
+def _names_in_common(first: frozenset[str], second: frozenset[str]) -> bool:
+    """Whether two texts name a thing in common (`_words_named`): a word, or in Thai two runs of three letters (one is
+    about a syllable, which unrelated Thai questions and pages share as often as not)."""
+    shared = first & second
+    thai = sum(1 for word in shared if _THAI_LETTER.match(word))
+    return len(shared) > thai or thai >= 2
 
 
 @lru_cache(maxsize=1 << 12)
@@ -315,9 +326,16 @@ def _words_named(text: str) -> frozenset[str]:
     syllables, so two forms of one word share them; of a three-character Chinese word also its last two when they are
     a word of their own (`chinese_text.word_tail`): "能开发票吗" names 发票 as a page's "开具电子发票" does. Not every
     word inside a longer one, as jieba's search mode reads it: that also quoted pages for questions they do not
-    answer (分期付款 names 付款; BENCHMARKS.md, "What the extractive answer quotes")."""
+    answer (分期付款 names 付款; BENCHMARKS.md, "What the extractive answer quotes"). Thai writes no space between
+    its words, and the duplicate rules' reading cuts it at each vowel mark into pieces that are no words: Thai text
+    names instead each run of three of its letters (without the marks above and below the line, which users leave out
+    or place otherwise), about a syllable, and `_names_in_common` asks two of them for a word."""
     words = content_words(text)
     more = {word[:2] for word in words if _HANGUL_WORD.fullmatch(word)}
+    if _THAI_LETTER.search(text):
+        words = frozenset(word for word in words if not _THAI_LETTER.search(word))
+        for run in _THAI_RUN.findall(marks_as_letters(text)):
+            more.update(run[index : index + 3] for index in range(len(run) - 2))
     for word in words:
         tail = chinese_text.word_tail(word)
         if tail and content_words(tail) == {tail}:
