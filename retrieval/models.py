@@ -94,7 +94,8 @@ class KnowledgeBase(TenantOwnedModel):
         validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
         help_text="Hybrid only: blank fuses by rank (RRF); a number from 0 to 1 weighs the vector side's scores.",
     )
-    # Which analyser splits its chunks' text into BM25 terms; fixed once it holds chunks (their terms were made by it).
+    # Which analyser splits its chunks' text into BM25 terms; once it holds chunks, changed only by a re-index
+    # (`knowledge_base_reindex_start`), which rewrites their terms.
     text_analyzer = models.CharField(
         max_length=10, choices=TextAnalyzer.choices, default=TextAnalyzer.ENGLISH, db_default=TextAnalyzer.ENGLISH
     )

@@ -37,14 +37,13 @@ class KnowledgeBaseListCreateApi(KeyScopedApi):
             choices=TextAnalyzer.choices,
             required=False,
             help_text=(
-                "What BM25 reads as words; fixed once the knowledge base is created. `english` (the default): words "
-                "cut at spaces and punctuation, English ones stemmed, Cyrillic, Arabic and Devanagari ones as their "
-                "Russian, Arabic and Hindi stems, a word written with vowel signs kept whole, and Han, kana, Hangul "
-                "and Thai as overlapping pairs of letters (Japanese, Korean, Thai, Russian, Arabic, Hindi, any other "
-                "language). `spanish`, `french`, `german`, `portuguese`, `italian`, `dutch`, `turkish`, `polish`: as "
-                "`english`, but words in Latin letters are stemmed in that language, its function words left out and "
-                "accents ignored. `chinese`: jieba's words, in "
-                "Simplified characters."
+                "What BM25 reads as words; changed later by a re-index (`POST .../reindex/`). `english` (the "
+                "default): words cut at spaces and punctuation, English ones stemmed, Cyrillic, Arabic and Devanagari"
+                " ones as their Russian, Arabic and Hindi stems, a word written with vowel signs kept whole, and Han,"
+                " kana, Hangul and Thai as overlapping pairs of letters (Japanese, Korean, Thai, Russian, Arabic, "
+                "Hindi, any other language). `spanish`, `french`, `german`, `portuguese`, `italian`, `dutch`, "
+                "`turkish`, `polish`: as `english`, but words in Latin letters are stemmed in that language, its "
+                "function words left out and accents ignored. `chinese`: jieba's words, in Simplified characters."
             ),
         )
         embedding_model = serializers.CharField(
@@ -113,7 +112,8 @@ class KnowledgeBaseDetailApi(KeyScopedApi):
 
 
 class KnowledgeBaseReindexApi(KeyScopedApi):
-    """Rebuild a knowledge base's vectors; with `embedding_model`, onto that model (the knowledge base alone)."""
+    """Rebuild a knowledge base's vectors; with `embedding_model`, onto that model, with `text_analyzer`, its BM25 text
+    onto that analyser (the knowledge base alone)."""
 
     required_scope = Scope.ADMIN
 
@@ -123,6 +123,12 @@ class KnowledgeBaseReindexApi(KeyScopedApi):
             allow_blank=True,
             max_length=200,
             help_text="Move the knowledge base to this offered embedding model; omitted: rebuild with its own.",
+        )
+        text_analyzer = serializers.ChoiceField(
+            choices=TextAnalyzer.choices,
+            required=False,
+            help_text="Move its BM25 text to this analyser (e.g. `spanish` for a Spanish knowledge base made with "
+            "`english`); omitted: keep its own.",
         )
 
     @extend_schema(
@@ -136,5 +142,6 @@ class KnowledgeBaseReindexApi(KeyScopedApi):
             tenant=self.tenant,
             knowledge_base=knowledge_base,
             embedding_model=serializer.validated_data.get("embedding_model") or None,
+            text_analyzer=serializer.validated_data.get("text_analyzer"),
         )
         return Response(KnowledgeBaseOutputSerializer(knowledge_base).data, status=status.HTTP_202_ACCEPTED)

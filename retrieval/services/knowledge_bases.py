@@ -30,7 +30,8 @@ def knowledge_base_create(
     embedding_model: str | None = None,
 ) -> KnowledgeBase:
     """A new knowledge base: its chunks carry their text in Milvus from the first (`text_index` READY), so every
-    retrieval mode is open to it; `text_analyzer` is fixed from here on (its chunks' terms are made by it).
+    retrieval mode is open to it; `text_analyzer` is changed from here on only by a re-index (its chunks' terms are made
+    by it: `knowledge_base_reindex_start`).
     `embedding_model` is one the deployment offers (`embedding_model_checked`; None: its default); changing it later
     is a re-index (`knowledge_base_reindex_start`)."""
     model = embedding_model_checked(embedding_model)

@@ -16,13 +16,13 @@ from django.db.models import F, Q, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from kbplatform.errors import ConflictError
+from kbplatform.errors import ApplicationError, ConflictError
 from kbplatform.jobs import task_enqueue_on_commit, task_get
 from retrieval import embedding_cache, embeddings, vectorstore
 from retrieval.chunking import (
     model_input_hash,
 )
-from retrieval.models import Chunk, Document, DocumentStatus, KnowledgeBase, ReindexStatus
+from retrieval.models import Chunk, Document, DocumentStatus, KnowledgeBase, ReindexStatus, TextAnalyzer
 from retrieval.selectors import knowledge_base_records_model, knowledge_base_text_settings
 from retrieval.services.index_runs import (
     TRANSIENT_ERRORS,
@@ -59,16 +59,29 @@ def _reindex_lost(now: datetime) -> Q:
 
 
 def knowledge_base_reindex_start(
-    *, tenant: Tenant, knowledge_base: KnowledgeBase, queue: bool = True, embedding_model: str | None = None
+    *,
+    tenant: Tenant,
+    knowledge_base: KnowledgeBase,
+    queue: bool = True,
+    embedding_model: str | None = None,
+    text_analyzer: str | None = None,
 ) -> KnowledgeBase:
     """Queue a rebuild of the knowledge base's vectors from its stored chunks (e.g. after a model change, or Milvus
     lost its data). With `embedding_model` (an offered model: `embedding_model_checked`), the knowledge base moves to
     that model: from the moment this returns its searches are refused (409) until a worker takes the re-index up, then
-    served, marked "reindexing", until it is done; no other knowledge base is touched. The lease covers the task's
-    wait in the queue: a task that never arrives is noticed when it runs out. Without `queue`, the caller runs
-    `knowledge_base_reindex` itself (within the lease, so a lost caller's re-index is recovered by the sweep as a
-    lost task's is)."""
+    served, marked "reindexing", until it is done; no other knowledge base is touched. With `text_analyzer`, its BM25
+    text moves to that analyser: queries are read by it from the moment this returns, and each chunk's field as the
+    re-index reaches it, so until it is done a BM25 search finds the chunks not yet rewritten only by the words both
+    readings share (a move to or from `chinese` changes the field: none); its vectors serve throughout. The lease
+    covers the task's wait in the queue: a task that never arrives is noticed when it runs out. Without `queue`, the
+    caller runs `knowledge_base_reindex` itself (within the lease, so a lost caller's re-index is recovered by the
+    sweep as a lost task's is)."""
     moved = {}
+    if text_analyzer and text_analyzer != knowledge_base.text_analyzer:
+        if text_analyzer not in TextAnalyzer.values:
+            message = f"{text_analyzer!r} is not a text analyser; choose one of: {', '.join(TextAnalyzer.values)}."
+            raise ApplicationError(message, extra={"fields": {"text_analyzer": [message]}})
+        moved["text_analyzer"] = text_analyzer
     if embedding_model and embedding_model_checked(embedding_model) != knowledge_base.embedding_model:
         # The model its vectors are of, recorded before the name moves on, so that until the re-index runs every
         # search sees them as another model's (a row that never recorded one was judged by its name).

@@ -219,3 +219,32 @@ def test_two_offered_models_of_one_vector_size_are_refused_rather_than_share_a_c
     monkeypatch.setattr(embeddings, "embedding_dimension", sizes)
     with pytest.raises(ServiceUnavailableError, match="different vector sizes"):
         vectorstore.model_chunk_collection_name(dimension=512)
+
+
+def test_an_analyser_change_rewrites_one_knowledge_bases_bm25_text_and_leaves_the_other(api_client, tenant, english):
+    """A Spanish knowledge base made with `english` moves to `spanish` by a re-index: its chunks' BM25 text is
+    rewritten as stems, so a question's other form of a word finds the page; the other knowledge base is not
+    touched. An analyser that does not exist is a 400 and starts nothing."""
+    spanish = indexed_kb(
+        tenant,
+        documents={
+            "returns": ["Devoluciones de los pedidos: tienes 30 días desde la entrega."],
+            "shipping": ["Gastos de envío de la tienda a Canarias y Baleares."],
+        },
+        name="ayuda",
+    )
+    url = f"/api/v1/knowledge-bases/{spanish.pk}/search/"
+    question = {"query": "como devuelvo un pedido", "retrieval_mode": "full_text"}
+    assert api_client.post(url, question, format="json").json()["results"] == []
+
+    refused = api_client.post(f"/api/v1/knowledge-bases/{spanish.pk}/reindex/", {"text_analyzer": "klingon"})
+    assert refused.status_code == 400 and "text_analyzer" in refused.json()["extra"]["fields"]
+    moved = api_client.post(f"/api/v1/knowledge-bases/{spanish.pk}/reindex/", {"text_analyzer": "spanish"})
+    assert moved.status_code == 202, moved.content
+    assert moved.json()["text_analyzer"] == "spanish" and moved.json()["reindex_status"] == "running"
+    assert knowledge_base_reindex(tenant_id=tenant.pk, knowledge_base_id=spanish.pk) == 2
+
+    found = api_client.post(url, question, format="json").json()
+    assert [hit["document_external_id"] for hit in found["results"]][:1] == ["returns"]
+    english.refresh_from_db()
+    assert (english.text_analyzer, english.reindex_status) == ("english", ReindexStatus.IDLE)
