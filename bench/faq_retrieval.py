@@ -56,7 +56,19 @@ from embedding_multilingual import CHINESE_SETS, PAIR_SETS, SEED, faq_split, pai
 from retrieval_quality import reciprocal_rank
 
 MODELS = ("use-multilingual-v3", "all-MiniLM-L6-v2")
-ANALYZERS = ("chinese", "english", "spanish", "french", "german", "portuguese", "italian", "dutch", "turkish", "polish")
+ANALYZERS = (
+    "chinese",
+    "english",
+    "spanish",
+    "french",
+    "german",
+    "portuguese",
+    "italian",
+    "dutch",
+    "turkish",
+    "polish",
+    "indonesian",
+)
 WRITTEN_HERE = Path(__file__).resolve().parent / "data"
 SETS = {
     **{name: PAIR_SETS[name] for name in CHINESE_SETS},
@@ -81,6 +93,7 @@ SETS = {
             "faq_nl",
             "faq_tr",
             "faq_pl",
+            "faq_id",
         )
     },
 }
