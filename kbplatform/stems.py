@@ -71,6 +71,10 @@ _FUNCTION_WORDS = {
     "turkish": (
         "ama ben benim bir biz bu cok da daha de degil en gibi icin ile ki mi mı mu o onlar sen siz su ve veya ya"
     ),
+    "indonesian": (
+        "adalah akan aku anda atau belum bukan dan dari dengan di dia ga gak ia ini itu juga jika kalau kami kamu "
+        "karena ke kita mereka nggak oleh pada saya sudah tak tapi tetapi tidak udah untuk yang"
+    ),
     "polish": (
         "a aby ale bo by był była było byc czy dla do go i ich ja je jego jej jest juz lub ma mi mnie moj moja moje mu "
         "na nad nie nim o od oraz po pod przez przy sa sie ta tak te ten to tu w we z za ze"

@@ -31,6 +31,7 @@ class TextAnalyzer(models.TextChoices):
     DUTCH = "dutch", "Dutch"
     TURKISH = "turkish", "Turkish"
     POLISH = "polish", "Polish"
+    INDONESIAN = "indonesian", "Indonesian"
 
 
 class TextIndexStatus(models.TextChoices):
