@@ -112,8 +112,8 @@ def words_stemmed(text: str, language: str | None = None) -> str:
     ("пароля" and "паролем" are "парол"; "الحساب", "بالحساب" and "حسابي" are "حساب"; "बदलना" and "बदलें" are
     "बदल"), Cyrillic in lower case; with `language`, one of LATIN_LANGUAGES, each word in Latin letters too: in lower
     case, left out if it is one of that language's function words, else as its stem in that language without accents
-    ("Devoluciones" and "devolver" are "devolu" and "devolv"... each form of one word one stem: "pedidos" and "pedido"
-    are "ped"). Every other character is kept as it is. Read on composed text (NFC) with its marks, as the stemmers
+    (Spanish "pedidos" and "pedido" are "ped", "envío" and "envio" are "envi"). Every other character is kept as it
+    is. Read on composed text (NFC) with its marks, as the stemmers
     expect. A script stands for its most written language: Ukrainian, Persian or Marathi are read by the Russian,
     Arabic or Hindi rules, the same way in a question as in a page."""
     if language is not None and language not in _STOP:

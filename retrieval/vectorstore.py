@@ -109,7 +109,9 @@ def bm25_document_text(text: str, analyzer: str) -> str:
     """The text a chunk's BM25 field of `analyzer` holds: full-width letters and digits as ASCII (`width_folded`:
     "ＡＰＩ" typed in an input method's full-width mode is the word "API"); an `english` one's with each Cyrillic,
     Arabic and Devanagari word as its Russian, Arabic or Hindi stem (`words_stemmed`: the field's own stemmer is
-    English, so "пароль" did not find "пароля"), with no combining mark (`marks_as_letters`: Milvus Lite's tokenizer
+    English, so "пароль" did not find "пароля"; a language analyser's, `spanish` and the others of
+    LANGUAGE_ANALYZERS, which writes the same field, also each word in Latin letters as its stem in that language, its
+    function words left out), with no combining mark (`marks_as_letters`: Milvus Lite's tokenizer
     took a Hindi or Thai word apart at each vowel sign) and its runs of Han, kana, Hangul and Thai as overlapping pairs
     of letters (`unspaced_runs_paired`: its tokenizer cuts at spaces, and these scripts write none between words or
     join the grammar to the word, so a Japanese, Korean or Thai knowledge base, or Chinese text in an English one,

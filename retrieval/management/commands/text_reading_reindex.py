@@ -5,7 +5,7 @@ letters and digits ("ＡＰＩ", "１２３", typed in an input method's full-wi
 BM25 field read as ASCII (`embeddings.characters_read`, `vectorstore.bm25_document_text`); Han, kana, Hangul and
 Thai, which an `english` BM25 field holds as overlapping pairs of letters, combining marks, which it holds as letters
 or leaves out, and Cyrillic, Arabic and Devanagari words, which it holds as their stems
-(`kbplatform.text.unspaced_runs_paired`, `marks_as_letters`, `words_stemmed`).
+(`kbplatform.text.unspaced_runs_paired`, `marks_as_letters`, `kbplatform.stems.words_stemmed`).
 
 Until then such a knowledge base keeps the vectors and BM25 text its chunks were indexed with: every search still
 works, but a question reaches those chunks as the new reading has it, so they rank lower than they will. The re-index
