@@ -94,6 +94,7 @@ SETS = {
             "faq_tr",
             "faq_pl",
             "faq_id",
+            "faq_el",
         )
     },
 }
