@@ -7,9 +7,9 @@ form finds the others. Milvus's own `stemmer` filter would do it inside the fiel
 field's filters are fixed when its collection is made: the stems are made here, before the text reaches the field.
 
 Two readings, both only ever applied to the same field on both sides:
-- by script, whatever the knowledge base's language: a Cyrillic, Arabic or Devanagari word by the stemmer of its
-  script's most written language (Russian, Arabic, Hindi); the script says the language well enough, and the field's
-  English rules did nothing for these words;
+- by script, whatever the knowledge base's language: a Cyrillic, Arabic, Devanagari or Greek word by the stemmer of
+  its script's most written language (Russian, Arabic, Hindi, Greek); the script says the language well enough, and
+  the field's English rules did nothing for these words;
 - by the knowledge base's language, for a language written in Latin letters (`LATIN_LANGUAGES`): the script does not
   say which one, so a knowledge base names it (`text_analyzer`). Its words are read in lower case, its function words
   (articles, prepositions, pronouns, conjunctions, the verb "to be" and negation, as the English field's stop list
@@ -25,10 +25,11 @@ import unicodedata
 import Stemmer
 
 # A word of the scripts read by script: Cyrillic (Russian), Arabic (its letters, vowel points and the Persian and Urdu
-# letters; not its digits or punctuation) and Devanagari (Hindi; not the danda or digits).
+# letters; not its digits or punctuation), Devanagari (Hindi; not the danda or digits) and Greek (monotonic and
+# polytonic letters; its question mark and raised dot are punctuation once composed).
 _SCRIPT_WORDS = (
     "(?P<russian>[\u0400-\u052f]+)|(?P<arabic>[\u0621-\u065f\u0670-\u06d3\u06fa-\u06ff]+)"
-    "|(?P<hindi>[\u0900-\u0963\u0971-\u097f]+)"
+    "|(?P<hindi>[\u0900-\u0963\u0971-\u097f]+)|(?P<greek>[\u0386\u0388-\u03ff\u1f00-\u1ffe]+)"
 )
 _SCRIPT_WORD = re.compile(_SCRIPT_WORDS)
 # A word in Latin letters (Basic Latin, Latin-1 Supplement and Latin Extended-A and -B letters; composed text).
@@ -108,14 +109,14 @@ def _without_accents(word: str) -> str:
 
 
 def words_stemmed(text: str, language: str | None = None) -> str:
-    """`text` with each Cyrillic, Arabic or Devanagari word as its Snowball stem in Russian, Arabic or Hindi
-    ("пароля" and "паролем" are "парол"; "الحساب", "بالحساب" and "حسابي" are "حساب"; "बदलना" and "बदलें" are
-    "बदल"), Cyrillic in lower case; with `language`, one of LATIN_LANGUAGES, each word in Latin letters too: in lower
-    case, left out if it is one of that language's function words, else as its stem in that language without accents
-    (Spanish "pedidos" and "pedido" are "ped", "envío" and "envio" are "envi"). Every other character is kept as it
-    is. Read on composed text (NFC) with its marks, as the stemmers
-    expect. A script stands for its most written language: Ukrainian, Persian or Marathi are read by the Russian,
-    Arabic or Hindi rules, the same way in a question as in a page."""
+    """`text` with each Cyrillic, Arabic, Devanagari or Greek word as its Snowball stem in Russian, Arabic, Hindi or
+    Greek ("пароля" and "паролем" are "парол"; "الحساب", "بالحساب" and "حسابي" are "حساب"; "बदलना" and "बदलें" are "बदल";
+    "λογαριασμού" and "λογαριασμό" are "λογαριασμ", without the accent), Cyrillic and Greek in lower case; with
+    `language`, one of LATIN_LANGUAGES, each word in Latin letters too: in lower case, left out if it is one of that
+    language's function words, else as its stem in that language without accents (Spanish "pedidos" and "pedido" are
+    "ped", "envío" and "envio" are "envi"). Every other character is kept as it is. Read on composed text (NFC) with its
+    marks, as the stemmers expect. A script stands for its most written language: Ukrainian, Persian or Marathi are read
+    by the Russian, Arabic or Hindi rules, the same way in a question as in a page."""
     if language is not None and language not in _STOP:
         raise ValueError(f"no stemmer for the language {language!r}")
     if text.isascii() and language is None:
@@ -139,4 +140,4 @@ def words_stemmed(text: str, language: str | None = None) -> str:
 def _word_stemmed(match: re.Match) -> str:
     language = match.lastgroup
     word = match.group()
-    return _stem(language, word.lower() if language == "russian" else word)
+    return _stem(language, word.lower() if language in ("russian", "greek") else word)

@@ -108,8 +108,8 @@ def bm25_query(query_text: str, analyzer: str) -> str:
 def bm25_document_text(text: str, analyzer: str) -> str:
     """The text a chunk's BM25 field of `analyzer` holds: full-width letters and digits as ASCII (`width_folded`:
     "ＡＰＩ" typed in an input method's full-width mode is the word "API"); an `english` one's with each Cyrillic,
-    Arabic and Devanagari word as its Russian, Arabic or Hindi stem (`words_stemmed`: the field's own stemmer is
-    English, so "пароль" did not find "пароля"; a language analyser's, `spanish` and the others of
+    Arabic, Devanagari and Greek word as its Russian, Arabic, Hindi or Greek stem (`words_stemmed`: the field's own
+    stemmer is English, so "пароль" did not find "пароля"; a language analyser's, `spanish` and the others of
     LANGUAGE_ANALYZERS, which writes the same field, also each word in Latin letters as its stem in that language, its
     function words left out), with no combining mark (`marks_as_letters`: Milvus Lite's tokenizer
     took a Hindi or Thai word apart at each vowel sign) and its runs of Han, kana, Hangul and Thai as overlapping pairs

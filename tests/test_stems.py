@@ -15,6 +15,9 @@ from kbplatform.stems import LATIN_LANGUAGES, words_stemmed
         ("كيف أغير", "كيف اغير"),
         # Arabic digits and punctuation are kept as they are.
         ("كَيْفَ ١٢٣، ٤٥؟", "كيف ١٢٣، ٤٥؟"),
+        # Greek: case and number are the ending; the stress accent and capitals are read away.
+        ("Διαγραφή λογαριασμού", "διαγραφ λογαριασμ"),
+        ("ΛΟΓΑΡΙΑΣΜΟΣ λογαριασμο;", "λογαριασμ λογαριασμ;"),
         # Hindi: the verb's endings; the danda is kept.
         ("बदलना बदलें।", "बदल बदल।"),
         # Other scripts are left to their own readings.

@@ -38,13 +38,13 @@ class KnowledgeBaseListCreateApi(KeyScopedApi):
             required=False,
             help_text=(
                 "What BM25 reads as words; changed later by a re-index (`POST .../reindex/`). `english` (the "
-                "default): words cut at spaces and punctuation, English ones stemmed, Cyrillic, Arabic and Devanagari"
-                " ones as their Russian, Arabic and Hindi stems, a word written with vowel signs kept whole, and Han,"
-                " kana, Hangul and Thai as overlapping pairs of letters (Japanese, Korean, Thai, Russian, Arabic, "
-                "Hindi, any other language). `spanish`, `french`, `german`, `portuguese`, `italian`, `dutch`, "
-                "`turkish`, `polish`, `indonesian`: as `english`, but words in Latin letters are stemmed in that "
-                "language, its function words left out and accents ignored. `chinese`: jieba's words, in Simplified "
-                "characters."
+                "default): words cut at spaces and punctuation, English ones stemmed, Cyrillic, Arabic, Devanagari "
+                "and Greek ones as their Russian, Arabic, Hindi and Greek stems, a word written with vowel signs kept"
+                " whole, and Han, kana, Hangul and Thai as overlapping pairs of letters (Japanese, Korean, Thai, "
+                "Russian, Arabic, Hindi, Greek, any other language). `spanish`, `french`, `german`, `portuguese`, "
+                "`italian`, `dutch`, `turkish`, `polish`, `indonesian`: as `english`, but words in Latin letters are "
+                "stemmed in that language, its function words left out and accents ignored. `chinese`: jieba's words,"
+                " in Simplified characters."
             ),
         )
         embedding_model = serializers.CharField(

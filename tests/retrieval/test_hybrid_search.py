@@ -255,10 +255,12 @@ def test_japanese_korean_thai_and_hindi_knowledge_bases_are_found_by_the_words_a
 
 
 @pytest.mark.django_db
-def test_russian_and_arabic_knowledge_bases_are_found_by_a_word_the_question_inflects_otherwise(milvus_server, tenant):
+def test_russian_arabic_and_greek_knowledge_bases_are_found_by_a_word_the_question_inflects_otherwise(
+    milvus_server, tenant
+):
     """The default analyser's stemmer is English: "пароль" and "пароля", "حسابي" and "الحساب" were two terms each, so a
-    question found a page only where both wrote the same form. The field and the question hold each Cyrillic, Arabic
-    and Devanagari word as its stem: the word finds the page in any of its forms, and a hit shows the text as
+    question found a page only where both wrote the same form. The field and the question hold each Cyrillic, Arabic,
+    Devanagari and Greek word as its stem: the word finds the page in any of its forms, and a hit shows the text as
     written."""
     russian = indexed_kb(
         tenant,
@@ -273,11 +275,18 @@ def test_russian_and_arabic_knowledge_bases_are_found_by_a_word_the_question_inf
         {"account": ["تغيير بيانات الحساب من صفحة الإعدادات."], "shipping": ["رسوم الشحن إلى جميع المدن ثابتة."]},
         name="arabic",
     )
+    greek = indexed_kb(
+        tenant,
+        {"account": ["Διαγραφή λογαριασμού από τις ρυθμίσεις."], "shipping": ["Κόστος αποστολής σε όλη τη χώρα."]},
+        name="greek",
+    )
     for knowledge_base, question, expected in (
         (russian, "где мой заказ", "orders"),  # "заказов" on the page
         (russian, "пароль не подходит", "password"),  # "пароля" on the page
         (arabic, "كيف أعدل حسابي", "account"),  # "الحساب" on the page
         (arabic, "كم شحن الطلب", "shipping"),  # "الشحن" on the page
+        (greek, "πώς διαγράφω τον λογαριασμό μου", "account"),  # "λογαριασμού" on the page
+        (greek, "ποσο κοστιζει η αποστολη", "shipping"),  # typed without accents: "Κόστος αποστολής"
     ):
         hits = _search(tenant, knowledge_base, question, retrieval_mode=RetrievalMode.FULL_TEXT)
         assert _external_ids(hits)[:1] == [expected], question

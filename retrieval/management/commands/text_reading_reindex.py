@@ -4,7 +4,7 @@ Simplified ones (`embeddings.model_input`) and a `chinese` knowledge base's BM25
 letters and digits ("ＡＰＩ", "１２３", typed in an input method's full-width mode), which the bundled model and every
 BM25 field read as ASCII (`embeddings.characters_read`, `vectorstore.bm25_document_text`); Han, kana, Hangul and
 Thai, which an `english` BM25 field holds as overlapping pairs of letters, combining marks, which it holds as letters
-or leaves out, and Cyrillic, Arabic and Devanagari words, which it holds as their stems
+or leaves out, and Cyrillic, Arabic, Devanagari and Greek words, which it holds as their stems
 (`kbplatform.text.unspaced_runs_paired`, `marks_as_letters`, `kbplatform.stems.words_stemmed`).
 
 Until then such a knowledge base keeps the vectors and BM25 text its chunks were indexed with: every search still
@@ -47,8 +47,8 @@ def chunks_read_anew(knowledge_base: KnowledgeBase) -> int:
 class Command(BaseCommand):
     help = (
         "Re-index the knowledge bases holding text this release reads otherwise (Traditional Chinese, full-width "
-        "letters and digits, Han, kana, Hangul, Thai, combining marks and Cyrillic, Arabic and Devanagari words in an "
-        "English BM25 field)."
+        "letters and digits, Han, kana, Hangul, Thai, combining marks and Cyrillic, Arabic, Devanagari and Greek words "
+        "in an English BM25 field)."
     )
     nothing_found = "No knowledge base holds text this release reads otherwise: nothing to re-index."
 
