@@ -44,11 +44,14 @@ from retrieval.embeddings import token_count, token_counts
 
 logger = logging.getLogger(__name__)
 
-# A sentence ends at ".", "!" or "?" before a space, at a Chinese or Japanese full stop, "!" or "?" (no space follows
-# them), and at a line break that is left once `_unwrapped` has joined the wrapped lines: a paragraph break, a heading
-# or list item ending, or a line that begins one. A single line break inside a paragraph is where the writer's editor
-# wrapped the line ("... arrives the next\nworking day ..."), not the end of a sentence.
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])\s*|\n\s*")
+# A sentence ends at ".", "!" or "?" before a space, and so at the full stops and question marks of the scripts that
+# write their own (the Devanagari danda and double danda, the Arabic question mark and Urdu full stop, the Armenian full
+# stop, the Myanmar and Khmer sections, the Ethiopic full stop); at a Chinese or Japanese full stop, "!" or "?" (no
+# space follows them); and at a line break that is left once `_unwrapped` has joined the wrapped lines: a paragraph
+# break, a heading or list item ending, or a line that begins one. A single line break inside a paragraph is where the
+# writer's editor wrapped the line ("... arrives the next\nworking day ..."), not the end of a sentence. Greek's
+# question mark is the Latin semicolon, which other languages write inside a sentence: it ends none.
+_SENTENCE_END = re.compile(r"(?<=[.!?\u0964\u0965\u061f\u06d4\u0589\u104b\u17d4\u1362])\s+|(?<=[。！？])\s*|\n\s*")
 # A line that begins a block of its own: a heading, a quote, a list item.
 _BLOCK_START = re.compile(r"[#>*\-•]|\d+[.)]\s")
 _LIST_ITEM = re.compile(r"[*\-•]\s|\d+[.)]\s")

@@ -495,3 +495,23 @@ def test_a_thai_question_naming_a_word_of_the_page_is_answered_from_it():
         passages = [SourcePassage(1, page, 0), *THAI_PASSAGES]
         assert generator.answerable(question=question, passages=passages), question
         assert generator.generate(question=question, passages=passages).text.startswith(page), question
+
+
+@pytest.mark.parametrize(
+    ("text", "sentences"),
+    [
+        (
+            "पासवर्ड भूल जाने पर लॉगिन पेज पर जाएं। वहां रीसेट लिंक दबाएं। लिंक दस मिनट चलता है।",
+            ["पासवर्ड भूल जाने पर लॉगिन पेज पर जाएं।", "वहां रीसेट लिंक दबाएं।", "लिंक दस मिनट चलता है।"],
+        ),
+        (
+            "هل نسيت كلمة المرور؟ اضغط على رابط إعادة التعيين في صفحة الدخول.",
+            ["هل نسيت كلمة المرور؟", "اضغط على رابط إعادة التعيين في صفحة الدخول."],
+        ),
+        ("Reset it here; the link lasts ten minutes.", ["Reset it here; the link lasts ten minutes."]),
+    ],
+)
+def test_a_sentence_ends_at_the_full_stop_and_question_mark_of_its_own_script(text, sentences):
+    """A Hindi page, which ends its sentences with a danda, was quoted whole as one sentence; an Arabic question mark
+    did not end its sentence."""
+    assert sentences_of(text) == sentences
