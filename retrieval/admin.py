@@ -15,7 +15,7 @@ from django.utils.html import format_html
 
 from kbplatform.errors import ApplicationError
 from retrieval import embeddings, selectors, services
-from retrieval.models import Chunk, Document, DocumentStatus, KnowledgeBase
+from retrieval.models import Chunk, Document, DocumentStatus, KnowledgeBase, TextAnalyzer
 from tenants.admin_scoping import ServiceDeletionAdmin, TenantScopedAdmin
 
 if TYPE_CHECKING:
@@ -101,6 +101,7 @@ class KnowledgeBaseAdminBase(ServiceDeletionAdmin):
         "tenant",
         "embedding_model",
         "retrieval_mode",
+        "text_analyzer",
         "text_index",
         "search_index",
         "chunk_max_tokens",
@@ -131,13 +132,14 @@ class KnowledgeBaseAdminBase(ServiceDeletionAdmin):
     actions = ("reindex_knowledge_bases",)
 
     def get_readonly_fields(self, request: HttpRequest, obj: KnowledgeBase | None = None) -> tuple[str, ...]:
-        # The analyser made the terms of the chunks already indexed: it is chosen once, when the knowledge base is made;
-        # so is the model, which only a re-index changes (the actions).
+        # The analyser made the terms of the chunks already indexed, and the model their vectors: each is chosen when
+        # the knowledge base is made, and changed after only by a re-index (the actions), which rewrites them.
         fields = tuple(super().get_readonly_fields(request, obj))
         return (*fields, "text_analyzer", "embedding_model") if obj is not None else fields
 
     def get_actions(self, request: HttpRequest) -> dict:
-        """The re-index action, and one per offered model that moves the selected knowledge bases onto it."""
+        """The re-index action, one per offered model that moves the selected knowledge bases onto it, and one per text
+        analyser that moves their BM25 text to it."""
         actions = super().get_actions(request)
         if "reindex_knowledge_bases" not in actions:
             return actions
@@ -150,22 +152,37 @@ class KnowledgeBaseAdminBase(ServiceDeletionAdmin):
 
             name = f"reindex_onto_{model}"
             actions[name] = (move, name, f"Re-index selected knowledge bases onto {model}")
+        for analyzer, label in TextAnalyzer.choices:
+
+            def read_as(
+                admin_: KnowledgeBaseAdminBase, request: HttpRequest, queryset: QuerySet, analyzer: str = analyzer
+            ) -> None:
+                admin_.reindex_onto(request, queryset, model=None, text_analyzer=analyzer)
+
+            name = f"reindex_text_as_{analyzer}"
+            actions[name] = (read_as, name, f"Re-index selected knowledge bases' BM25 text as {label}")
         return actions
 
-    def reindex_onto(self, request: HttpRequest, queryset: QuerySet, *, model: str | None) -> None:
-        """Start the re-index of each selected knowledge base the user may change (onto `model`, when given)."""
+    def reindex_onto(
+        self, request: HttpRequest, queryset: QuerySet, *, model: str | None, text_analyzer: str | None = None
+    ) -> None:
+        """Start the re-index of each selected knowledge base the user may change (onto `model`, its BM25 text read by
+        `text_analyzer`, when given)."""
         started = 0
         for knowledge_base in queryset:
             if not self.has_change_permission(request, knowledge_base):
                 continue
             try:
                 services.knowledge_base_reindex_start(
-                    tenant=knowledge_base.tenant, knowledge_base=knowledge_base, embedding_model=model
+                    tenant=knowledge_base.tenant,
+                    knowledge_base=knowledge_base,
+                    embedding_model=model,
+                    text_analyzer=text_analyzer,
                 )
                 started += 1
             except ApplicationError as exc:
                 self.message_user(request, f"{knowledge_base}: {exc.message}", level=messages.WARNING)
-        onto = f" onto {model}" if model else ""
+        onto = f" onto {model}" if model else f", BM25 text as {text_analyzer}" if text_analyzer else ""
         self.message_user(request, f"Re-indexing {started} knowledge base(s){onto}.")
 
     @admin.display(description="search index")

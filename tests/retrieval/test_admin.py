@@ -6,7 +6,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
 from retrieval import embeddings
-from retrieval.models import Chunk, Document, DocumentStatus, KnowledgeBase
+from retrieval.models import Chunk, Document, DocumentStatus, KnowledgeBase, ReindexStatus
 from tenants.services import tenant_admin_user_ensure
 from tests.retrieval.factories import kb_make
 
@@ -276,3 +276,19 @@ def test_a_knowledge_base_is_added_with_an_offered_model_which_then_only_a_reind
     assert b'name="embedding_model"' not in change.content  # read-only once made
     actions = admin_client_of_tenant.get("/admin/retrieval/knowledgebase/")
     assert f"reindex_onto_{embeddings.USE_MODEL_NAME}".encode() in actions.content
+
+
+def test_an_admin_action_moves_a_knowledge_bases_bm25_text_to_another_analyser(admin_client_of_tenant, tenant):
+    """A knowledge base made with `english` before the language analysers moves to its language from the admin, as
+    the API's re-index does: its analyser is set and its re-index queued; the others selected are not touched."""
+    moved, other = kb_make(tenant, name="ayuda"), kb_make(tenant, name="help")
+    listed = admin_client_of_tenant.get("/admin/retrieval/knowledgebase/")
+    assert b"reindex_text_as_spanish" in listed.content and b"text analyzer" in listed.content.lower()
+    response = admin_client_of_tenant.post(
+        "/admin/retrieval/knowledgebase/", {"action": "reindex_text_as_spanish", "_selected_action": [moved.pk]}
+    )
+    assert response.status_code == 302
+    moved.refresh_from_db()
+    other.refresh_from_db()
+    assert (moved.text_analyzer, moved.reindex_status) == ("spanish", ReindexStatus.RUNNING)
+    assert (other.text_analyzer, other.reindex_status) == ("english", ReindexStatus.IDLE)
