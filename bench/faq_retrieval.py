@@ -95,6 +95,7 @@ SETS = {
             "faq_pl",
             "faq_id",
             "faq_el",
+            "faq_sv",
         )
     },
 }
