@@ -55,20 +55,10 @@ from common import (
 from embedding_multilingual import CHINESE_SETS, PAIR_SETS, SEED, faq_split, pairs_read, pairs_sampled
 from retrieval_quality import reciprocal_rank
 
+from kbplatform.stems import LATIN_LANGUAGES
+
 MODELS = ("use-multilingual-v3", "all-MiniLM-L6-v2")
-ANALYZERS = (
-    "chinese",
-    "english",
-    "spanish",
-    "french",
-    "german",
-    "portuguese",
-    "italian",
-    "dutch",
-    "turkish",
-    "polish",
-    "indonesian",
-)
+ANALYZERS = ("chinese", "english", *LATIN_LANGUAGES)
 WRITTEN_HERE = Path(__file__).resolve().parent / "data"
 SETS = {
     **{name: PAIR_SETS[name] for name in CHINESE_SETS},

@@ -76,6 +76,10 @@ _FUNCTION_WORDS = {
         "adalah akan aku anda atau belum bukan dan dari dengan di dia ga gak ia ini itu juga jika kalau kami kamu "
         "karena ke kita mereka nggak oleh pada saya sudah tak tapi tetapi tidak udah untuk yang"
     ),
+    "swedish": (
+        "av de den det din dina dig ditt du eller en er ett for fran han har hon i inte jag man med men mig min mina "
+        "mitt ni och ocksa om oss pa sa sig sin sina sitt som till vara vi vid att ar"
+    ),
     "polish": (
         "a aby ale bo by był była było byc czy dla do go i ich ja je jego jej jest juz lub ma mi mnie moj moja moje mu "
         "na nad nie nim o od oraz po pod przez przy sa sie ta tak te ten to tu w we z za ze"

@@ -32,6 +32,7 @@ class TextAnalyzer(models.TextChoices):
     TURKISH = "turkish", "Turkish"
     POLISH = "polish", "Polish"
     INDONESIAN = "indonesian", "Indonesian"
+    SWEDISH = "swedish", "Swedish"
 
 
 class TextIndexStatus(models.TextChoices):

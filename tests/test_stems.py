@@ -67,6 +67,8 @@ def test_a_question_and_a_page_share_a_word_however_each_inflects_it():
         ("chcę zmienić maila w koncie", "polish", "chc zmien mail  kon"),
         ("Membatalkan pesanan yang sudah dibayar", "indonesian", "batal sanan   bayar"),
         ("batal pesanan", "indonesian", "batal sanan"),
+        ("Spåra beställningar", "swedish", "spar bestallning"),
+        ("var är min beställning", "swedish", "var   bestallning"),
         # Cyrillic, Arabic and Devanagari are read by script as without a language; digits and CJK are kept.
         ("pedido пароля 24 退款", "spanish", "ped парол 24 退款"),
         # Without a language, Latin letters are the field's own (English) to read.
@@ -79,7 +81,7 @@ def test_a_latin_script_language_reads_its_words_as_stems_without_its_function_w
 
 def test_a_language_with_no_stemmer_is_refused():
     assert set(LATIN_LANGUAGES) == {
-        *("spanish", "french", "german", "portuguese", "italian", "dutch", "turkish", "polish", "indonesian")
+        *("spanish", "french", "german", "portuguese", "italian", "dutch", "turkish", "polish", "indonesian", "swedish")
     }
     with pytest.raises(ValueError, match="klingon"):
         words_stemmed("tlhIngan Hol", "klingon")

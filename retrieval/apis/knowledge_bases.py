@@ -42,9 +42,9 @@ class KnowledgeBaseListCreateApi(KeyScopedApi):
                 "and Greek ones as their Russian, Arabic, Hindi and Greek stems, a word written with vowel signs kept"
                 " whole, and Han, kana, Hangul and Thai as overlapping pairs of letters (Japanese, Korean, Thai, "
                 "Russian, Arabic, Hindi, Greek, any other language). `spanish`, `french`, `german`, `portuguese`, "
-                "`italian`, `dutch`, `turkish`, `polish`, `indonesian`: as `english`, but words in Latin letters are "
-                "stemmed in that language, its function words left out and accents ignored. `chinese`: jieba's words,"
-                " in Simplified characters."
+                "`italian`, `dutch`, `turkish`, `polish`, `indonesian`, `swedish`: as `english`, but words in Latin "
+                "letters are stemmed in that language, its function words left out and accents ignored. `chinese`: "
+                "jieba's words, in Simplified characters."
             ),
         )
         embedding_model = serializers.CharField(
