@@ -54,6 +54,8 @@ ANALYZER_OF = {
     "faq_nl": "dutch",
     "faq_tr": "turkish",
     "faq_pl": "polish",
+    "faq_id": "indonesian",
+    "faq_sv": "swedish",
 }
 WRITTEN = [name for name in SETS if name.startswith("faq_")]
 
