@@ -69,6 +69,14 @@ def _external_ids(hits: list) -> list[str]:
     return [hit.document_external_id for hit in hits]
 
 
+def _found_first_by_words(tenant, cases) -> None:
+    """Each (knowledge base, question, external id) of `cases`: a full-text search of the question puts that document
+    first."""
+    for knowledge_base, question, expected in cases:
+        hits = _search(tenant, knowledge_base, question, retrieval_mode=RetrievalMode.FULL_TEXT)
+        assert _external_ids(hits)[:1] == [expected], question
+
+
 @pytest.mark.django_db
 @pytest.mark.parametrize("mode", [RetrievalMode.FULL_TEXT, RetrievalMode.HYBRID])
 def test_an_error_code_in_one_chunk_is_found_by_its_words(milvus_server, tenant, mode):
@@ -236,18 +244,19 @@ def test_japanese_korean_thai_and_hindi_knowledge_bases_are_found_by_the_words_a
         name="hindi",
     )
     assert japanese.text_analyzer == TextAnalyzer.ENGLISH and korean.text_analyzer == TextAnalyzer.ENGLISH
-    for knowledge_base, question, expected in (
-        (japanese, "パスワード忘れちゃった", "password"),
-        (japanese, "送料はいくら？", "shipping"),
-        (korean, "환불 언제 돼요", "refund"),
-        (korean, "배송비 얼마예요", "shipping"),
-        (thai, "ลืมรหัสผ่านทำไงดี", "password"),  # no space, and vowels above and below the line
-        (thai, "ค่าส่งเท่าไหร่", "shipping"),
-        (hindi, "रिफंड कब मिलेगा", "refund"),  # a word with vowel signs is one word: not "र", "फ", "ड"
-        (hindi, "पासवर्ड भूल गया", "password"),
-    ):
-        hits = _search(tenant, knowledge_base, question, retrieval_mode=RetrievalMode.FULL_TEXT)
-        assert _external_ids(hits)[:1] == [expected], question
+    _found_first_by_words(
+        tenant,
+        [
+            (japanese, "パスワード忘れちゃった", "password"),
+            (japanese, "送料はいくら？", "shipping"),
+            (korean, "환불 언제 돼요", "refund"),
+            (korean, "배송비 얼마예요", "shipping"),
+            (thai, "ลืมรหัสผ่านทำไงดี", "password"),  # no space, and vowels above and below the line
+            (thai, "ค่าส่งเท่าไหร่", "shipping"),
+            (hindi, "रिफंड कब मिलेगा", "refund"),  # a word with vowel signs is one word: not "र", "फ", "ड"
+            (hindi, "पासवर्ड भूल गया", "password"),
+        ],
+    )
     # "Mobile number" shares no word with either Hindi page; cut at its vowel signs it shared "म" and "न" with both.
     assert _search(tenant, hindi, "मोबाइल नंबर", retrieval_mode=RetrievalMode.FULL_TEXT) == []
     (hit,) = _search(tenant, japanese, "パスワード忘れちゃった", retrieval_mode=RetrievalMode.FULL_TEXT)
@@ -280,16 +289,17 @@ def test_russian_arabic_and_greek_knowledge_bases_are_found_by_a_word_the_questi
         {"account": ["Διαγραφή λογαριασμού από τις ρυθμίσεις."], "shipping": ["Κόστος αποστολής σε όλη τη χώρα."]},
         name="greek",
     )
-    for knowledge_base, question, expected in (
-        (russian, "где мой заказ", "orders"),  # "заказов" on the page
-        (russian, "пароль не подходит", "password"),  # "пароля" on the page
-        (arabic, "كيف أعدل حسابي", "account"),  # "الحساب" on the page
-        (arabic, "كم شحن الطلب", "shipping"),  # "الشحن" on the page
-        (greek, "πώς διαγράφω τον λογαριασμό μου", "account"),  # "λογαριασμού" on the page
-        (greek, "ποσο κοστιζει η αποστολη", "shipping"),  # typed without accents: "Κόστος αποστολής"
-    ):
-        hits = _search(tenant, knowledge_base, question, retrieval_mode=RetrievalMode.FULL_TEXT)
-        assert _external_ids(hits)[:1] == [expected], question
+    _found_first_by_words(
+        tenant,
+        [
+            (russian, "где мой заказ", "orders"),  # "заказов" on the page
+            (russian, "пароль не подходит", "password"),  # "пароля" on the page
+            (arabic, "كيف أعدل حسابي", "account"),  # "الحساب" on the page
+            (arabic, "كم شحن الطلب", "shipping"),  # "الشحن" on the page
+            (greek, "πώς διαγράφω τον λογαριασμό μου", "account"),  # "λογαριασμού" on the page
+            (greek, "ποσο κοστιζει η αποστολη", "shipping"),  # typed without accents: "Κόστος αποστολής"
+        ],
+    )
     (hit, *_) = _search(tenant, russian, "где мой заказ", retrieval_mode=RetrievalMode.FULL_TEXT)
     assert hit.text == "Отслеживание заказов доступно в личном кабинете."
 
@@ -307,12 +317,13 @@ def test_a_knowledge_base_in_a_latin_script_language_is_found_by_its_words_in_an
     }
     spanish = indexed_kb(tenant, pages, name="spanish", text_analyzer=TextAnalyzer.SPANISH)
     english = indexed_kb(tenant, pages, name="as-english")
-    for question, expected in (
-        ("como devuelvo un pedido", "returns"),  # "Devoluciones", "pedidos" on the page; no accent typed
-        ("cuanto cuesta el envio", "shipping"),  # "envío"
-    ):
-        hits = _search(tenant, spanish, question, retrieval_mode=RetrievalMode.FULL_TEXT)
-        assert _external_ids(hits)[:1] == [expected], question
+    _found_first_by_words(
+        tenant,
+        [
+            (spanish, "como devuelvo un pedido", "returns"),  # "Devoluciones", "pedidos" on the page; no accent typed
+            (spanish, "cuanto cuesta el envio", "shipping"),  # "envío"
+        ],
+    )
     assert _search(tenant, english, "como devuelvo un pedido", retrieval_mode=RetrievalMode.FULL_TEXT) == []
     # Through the API, a knowledge base is made with its language and reads it back; an unknown one is refused.
     made = api_client.post("/api/v1/knowledge-bases/", {"name": "fr", "text_analyzer": "french"}, format="json")
