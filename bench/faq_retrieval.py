@@ -16,7 +16,8 @@ cosines alone). `faq_ja`, `faq_ja_check`, `faq_ko`, `faq_th`, `faq_hi`, `faq_ru`
 (bench/data/README.md), all duplicates, read the same way. A knowledge base is made through the API for each model and
 each of --analyzers (default chinese: the BM25 side of one analyser is the same on every model's knowledge base, and
 only the vectors differ), and takes the documents as text through the bulk API and the worker (the real ingestion path).
-Each query is searched in each of --modes on each knowledge base (hybrid is a new knowledge base's mode; semantic shows
+Each query is searched in each of --modes on each knowledge base (hybrid is a new knowledge base's mode, fused by rank;
+`hybrid:W` sets the knowledge base's `hybrid_dense_weight` to W, scores weighted, before its searches; semantic shows
 each model's vectors alone), and once in full_text per analyser (BM25 alone: the same on every model's knowledge base).
 
 With --traditional, each query is also searched in Traditional characters (OpenCC's `s2t`, as a user in Taiwan or Hong
@@ -47,6 +48,7 @@ from common import (
     documents_through_api,
     knowledge_base_through_api,
     load_average,
+    mode_label,
     modes_parse,
     platform,
     tenant_api_client,
@@ -86,6 +88,11 @@ SETS = {
             "faq_id",
             "faq_el",
             "faq_sv",
+            "faq_da",
+            "faq_no",
+            "faq_fi",
+            "faq_hu",
+            "faq_ro",
         )
     },
 }
@@ -117,7 +124,7 @@ def main() -> int:
     analyzers = [analyzer.strip() for analyzer in args.analyzers.split(",") if analyzer.strip()]
     if unknown := set(analyzers) - set(ANALYZERS):
         parser.error(f"unknown analysers: {', '.join(sorted(unknown))}")
-    modes = [mode for mode, _ in modes_parse(args.modes)]
+    modes = modes_parse(args.modes)
     run = uuid.uuid4().hex[:8]
     os.environ["KB_CACHE_PREFIX"] = f"bench-faq-{run}"
     os.environ["KB_RATE_LIMIT"] = ""
@@ -145,8 +152,9 @@ def main() -> int:
         rows = []
         for name in sets:
             queries, documents, relevant = faqs[name]
-            script = "Traditional" if args.traditional_documents else "Simplified"
-            print(f"\n{name}: {len(queries)} queries, {len(documents)} documents (FAQ answers, {script} characters)")
+            written = "Traditional" if args.traditional_documents else "Simplified"
+            script = f", {written} characters" if name in CHINESE_SETS else ""
+            print(f"\n{name}: {len(queries)} queries, {len(documents)} documents (FAQ answers{script})")
             knowledge_bases = {}
             for model, analyzer in itertools.product(models, analyzers):
                 knowledge_base = knowledge_base_through_api(
@@ -174,13 +182,19 @@ def main() -> int:
                 knowledge_bases[model, analyzer] = knowledge_base
             searches = [
                 *itertools.product(models, analyzers, modes),
-                *((models[0], analyzer, "full_text") for analyzer in analyzers),
+                *((models[0], analyzer, ("full_text", None)) for analyzer in analyzers),
             ]
             spellings = [("", queries)]
             if args.traditional:
                 spellings.append((" trad.", [to_traditional.convert(query) for query in queries]))
-            for (model, analyzer, mode), (spelling, asked) in itertools.product(searches, spellings):
-                url = f"/api/v1/knowledge-bases/{knowledge_bases[model, analyzer].pk}/search/"
+            for (model, analyzer, (mode, weight)), (spelling, asked) in itertools.product(searches, spellings):
+                knowledge_base_url = f"/api/v1/knowledge-bases/{knowledge_bases[model, analyzer].pk}/"
+                if mode == "hybrid":
+                    # A search names its mode; a hybrid search's fusion is the knowledge base's setting.
+                    response = client.patch(knowledge_base_url, {"hybrid_dense_weight": weight}, format="json")
+                    if response.status_code != 200:
+                        raise SystemExit(f"fusion refused ({response.status_code}): {response.content[:300]!r}")
+                url = f"{knowledge_base_url}search/"
                 firsts, successes, reciprocal_ranks, latencies = [], [], [], []
                 for query, wanted in zip(asked, relevant, strict=True):
                     started = time.perf_counter()
@@ -199,7 +213,7 @@ def main() -> int:
                         name,
                         label,
                         analyzer,
-                        mode + spelling,
+                        mode_label(mode, weight) + spelling,
                         len(queries),
                         float(np.mean(firsts)),
                         float(np.mean(successes)),
