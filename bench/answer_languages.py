@@ -56,6 +56,12 @@ ANALYZER_OF = {
     "faq_pl": "polish",
     "faq_id": "indonesian",
     "faq_sv": "swedish",
+    "faq_da": "danish",
+    "faq_no": "norwegian",
+    "faq_fi": "finnish",
+    "faq_hu": "hungarian",
+    "faq_ro": "romanian",
+    "faq_cs": "czech",
 }
 WRITTEN = [name for name in SETS if name.startswith("faq_")]
 

@@ -93,6 +93,7 @@ SETS = {
             "faq_fi",
             "faq_hu",
             "faq_ro",
+            "faq_cs",
         )
     },
 }

@@ -35,9 +35,9 @@ _SCRIPT_WORD = re.compile(_SCRIPT_WORDS)
 # A word in Latin letters (Basic Latin, Latin-1 Supplement and Latin Extended-A and -B letters; composed text).
 _SCRIPT_OR_LATIN_WORD = re.compile(_SCRIPT_WORDS + "|(?P<latin>[A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f]+)")
 
-# The function words of each Latin-script language a knowledge base may name, written without accents (a word is
-# compared without its accents): what the English field's stop list holds for English, in each language. Written
-# here; kept short, as the English one is: a word that can carry the question ("como" is also "I eat") stays.
+# The function words of each Latin-script language a knowledge base may name, compared without their accents (as a
+# word is): what the English field's stop list holds for English, in each language. Written here; kept short, as the
+# English one is: a word that can carry the question ("como" is also "I eat") stays, and so do the asking words.
 _FUNCTION_WORDS = {
     "spanish": (
         "a al ante con contra de del desde e el en entre es esta estan estoy fue ha han hasta hay he la las le les lo "
@@ -83,10 +83,38 @@ _FUNCTION_WORDS = {
     "polish": (
         "a aby ale bo by był była było byc czy dla do go i ich ja je jego jej jest juz lub ma mi mnie moj moja moje mu "
         "na nad nie nim o od oraz po pod przez przy sa sie ta tak te ten to tu w we z za ze"
+    ),    "danish": (
+        "af at da de dem den denne der det dette din dine dit du eller en er et for fra han har hun i ikke jeg jer man "
+        "med mig min mine mit og om os på sig sin sine sit som til var vi være"
+    ),
+    "norwegian": (
+        "av at da de dem den denne der dere det dette din dine ditt du eller en er et for fra han har hun i ikke jeg "
+        "man med meg min mine mitt og om oss på seg sin sine sitt som til var vi være"
+    ),
+    "finnish": (
+        "ei eivät en et että he hän ja jos kun mä me minä mun mutta myös niin nyt oli olen olet on ovat se sen sinä sä "
+        "tai te tämä"
+    ),
+    "hungarian": (
+        "a az azt de egy én és ez ezt ha hogy is már még mert mi nem ő ők te ti van vagy"
+    ),
+    "romanian": (
+        "a al ale am ar are au ca ce cu de din e ea ei el ele este eu in în la le lui mă mi nu o pe pentru sa să se "
+        "si și sunt te tu un una unei unui sau"
+    ),
+    "czech": (
+        "a aby ale ani by do i já je jsem jsi jsou k ke mi mně mu na nebo ne o od po pro s se si ta tak také ten to "
+        "u v ve z za ze že"
     ),
 }
+def _without_accents(word: str) -> str:
+    if word.isascii():
+        return word
+    return "".join(c for c in unicodedata.normalize("NFD", word) if not unicodedata.category(c).startswith("M"))
+
+
 LATIN_LANGUAGES = tuple(_FUNCTION_WORDS)
-_STOP = {language: frozenset(words.split()) for language, words in _FUNCTION_WORDS.items()}
+_STOP = {language: frozenset(map(_without_accents, words.split())) for language, words in _FUNCTION_WORDS.items()}
 
 _STEMMERS = threading.local()  # a Snowball stemmer keeps state between calls: one per thread and language
 
@@ -104,12 +132,6 @@ def _lowered(word: str, language: str) -> str:
     if language == "turkish":
         word = word.replace("I", "ı").replace("İ", "i")
     return word.lower()
-
-
-def _without_accents(word: str) -> str:
-    if word.isascii():
-        return word
-    return "".join(c for c in unicodedata.normalize("NFD", word) if not unicodedata.category(c).startswith("M"))
 
 
 def words_stemmed(text: str, language: str | None = None) -> str:

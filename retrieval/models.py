@@ -33,6 +33,12 @@ class TextAnalyzer(models.TextChoices):
     POLISH = "polish", "Polish"
     INDONESIAN = "indonesian", "Indonesian"
     SWEDISH = "swedish", "Swedish"
+    DANISH = "danish", "Danish"
+    NORWEGIAN = "norwegian", "Norwegian"
+    FINNISH = "finnish", "Finnish"
+    HUNGARIAN = "hungarian", "Hungarian"
+    ROMANIAN = "romanian", "Romanian"
+    CZECH = "czech", "Czech"
 
 
 class TextIndexStatus(models.TextChoices):

@@ -69,6 +69,19 @@ def test_a_question_and_a_page_share_a_word_however_each_inflects_it():
         ("batal pesanan", "indonesian", "batal sanan"),
         ("Spåra beställningar", "swedish", "spar bestallning"),
         ("var är min beställning", "swedish", "var   bestallning"),
+        ("Spor din bestilling", "danish", "spor  bestilling"),
+        ("hvor er min bestilling", "danish", "hvor   bestilling"),
+        ("Sletting av kontoer", "norwegian", "sletting  konto"),
+        ("slette kontoen min", "norwegian", "slett konto "),
+        # Finnish and Hungarian case endings and possessives come off; Romanian's comma-below letters lose the comma.
+        ("Salasanan palauttaminen", "finnish", "salasan palauttamin"),
+        ("unohdin salasanan", "finnish", "unohd salasan"),
+        ("Rendelések nyomon követése", "hungarian", "rendeles nyom kovetes"),
+        ("hol van a rendelésem", "hungarian", "hol   rendeles"),
+        ("Ștergerea conturilor", "romanian", "sterg contur"),
+        ("cum îmi șterg contul", "romanian", "cum imi sterg cont"),
+        ("Sledování objednávek", "czech", "sledovan objednavk"),
+        ("kde je moje objednávka", "czech", "kde  moj objednavk"),
         # Cyrillic, Arabic and Devanagari are read by script as without a language; digits and CJK are kept.
         ("pedido пароля 24 退款", "spanish", "ped парол 24 退款"),
         # Without a language, Latin letters are the field's own (English) to read.
@@ -81,7 +94,8 @@ def test_a_latin_script_language_reads_its_words_as_stems_without_its_function_w
 
 def test_a_language_with_no_stemmer_is_refused():
     assert set(LATIN_LANGUAGES) == {
-        *("spanish", "french", "german", "portuguese", "italian", "dutch", "turkish", "polish", "indonesian", "swedish")
+        *("spanish", "french", "german", "portuguese", "italian", "dutch", "turkish", "polish", "indonesian", "swedish"),
+        *("danish", "norwegian", "finnish", "hungarian", "romanian", "czech"),
     }
     with pytest.raises(ValueError, match="klingon"):
         words_stemmed("tlhIngan Hol", "klingon")

@@ -42,7 +42,8 @@ class KnowledgeBaseListCreateApi(KeyScopedApi):
                 "and Greek ones as their Russian, Arabic, Hindi and Greek stems, a word written with vowel signs kept"
                 " whole, and Han, kana, Hangul and Thai as overlapping pairs of letters (Japanese, Korean, Thai, "
                 "Russian, Arabic, Hindi, Greek, any other language). `spanish`, `french`, `german`, `portuguese`, "
-                "`italian`, `dutch`, `turkish`, `polish`, `indonesian`, `swedish`: as `english`, but words in Latin "
+                "`italian`, `dutch`, `turkish`, `polish`, `indonesian`, `swedish`, `danish`, `norwegian`, `finnish`, "
+                "`hungarian`, `romanian`, `czech`: as `english`, but words in Latin "
                 "letters are stemmed in that language, its function words left out and accents ignored. `chinese`: "
                 "jieba's words, in Simplified characters."
             ),
