@@ -347,22 +347,21 @@ def _words_named(text: str) -> frozenset[str]:
 
 
 def _one_language(question: str, sentences: Sequence[str]) -> bool:
-    """Whether `question` reads as written in the language of `sentences`: the same script, and, in a script several
-    languages write (Latin, Cyrillic, Arabic), both English (`other_languages.reads_as_english`: one of its function
-    words no other language writes), or neither and a word in common (the function words of one language, "de", "und",
-    nearly always give one; two languages' nearly never do). A question in none of English's function words ("refund
-    status?") reads as another language than English passages: quoted, as before this check."""
+    """Whether `question` is read as written in the language of `sentences`, so that sharing no content word with
+    them says they do not answer it: the same script, and, in a script several languages write (Latin, Cyrillic,
+    Arabic), both English (`other_languages.reads_as_english`: one of its function words no other language writes).
+    `content_words` leaves out English's stopwords and reads English's endings: two texts of another language that
+    share no content word may name one thing in two forms ("kártyámat" / "Kártya", "пароль" / "пароля") or share only
+    words English stops too (Hungarian's article "a"), so such a question is quoted what its model found, as one in
+    another language is. A question in none of English's function words ("refund status?") reads as another language
+    than English passages: quoted too."""
     script = script_of(question)
     if not script or script != script_of(" ".join(sentences)):
         return False
     if script in ONE_LANGUAGE_SCRIPTS:
         return True
-    asked = words_read(question)
-    asked_in_english = other_languages.reads_as_english(asked)
     english = sum(1 for sentence in sentences if other_languages.reads_as_english(words_read(sentence)))
-    if asked_in_english or 2 * english >= len(sentences):
-        return asked_in_english and 2 * english >= len(sentences)
-    return any(set(asked).intersection(words_read(sentence)) for sentence in sentences)
+    return other_languages.reads_as_english(words_read(question)) and 2 * english >= len(sentences)
 
 
 def _quotable(passages: Sequence[SourcePassage]) -> list[tuple[int, int, str]]:

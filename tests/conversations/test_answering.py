@@ -176,6 +176,24 @@ def test_a_question_in_another_language_is_answered_from_what_the_model_that_rea
     assert not generator.answerable(question=question, passages=passages, question_read=False)
 
 
+@pytest.mark.parametrize(
+    ("question", "page"),
+    [
+        # Hungarian: "kártyámat" is the page's "kártya"; the article "a", which English stops too, is all they share.
+        ("letiltották a kártyámat", "A kártya letiltásának feloldása az alkalmazásban történik."),
+        # Finnish: "saldoni" is "saldo", and "on" ("is") an English stopword.
+        ("missä on saldoni", "Tilin saldo on nähtävissä sovelluksessa."),
+    ],
+)
+def test_a_question_in_another_alphabetic_language_sharing_no_content_word_with_its_pages_is_quoted(question, page):
+    """The content words are read by English's stop list and endings: in another language sharing none says nothing
+    of whether the page answers, so the question is quoted what its model found, as one in another language is."""
+    generator = ExtractiveAnswerGenerator()
+    passages = [SourcePassage(8, page, 0)]
+    assert generator.answerable(question=question, passages=passages, question_read=True)
+    assert page in generator.generate(question=question, passages=passages).text
+
+
 def test_a_question_sharing_only_function_words_with_the_passages_is_in_their_language():
     assert not ExtractiveAnswerGenerator().answerable(question="Is the cafeteria open on Sundays?", passages=PASSAGES)
 
