@@ -62,6 +62,8 @@ ANALYZER_OF = {
     "faq_hu": "hungarian",
     "faq_ro": "romanian",
     "faq_cs": "czech",
+    "faq_ca": "catalan",
+    "faq_sr": "serbian",
 }
 WRITTEN = [name for name in SETS if name.startswith("faq_")]
 

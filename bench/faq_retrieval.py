@@ -94,6 +94,9 @@ SETS = {
             "faq_hu",
             "faq_ro",
             "faq_cs",
+            "faq_ca",
+            "faq_sr",
+            "faq_fa",
         )
     },
 }

@@ -13,7 +13,9 @@ Two readings, both only ever applied to the same field on both sides:
 - by the knowledge base's language, for a language written in Latin letters (`LATIN_LANGUAGES`): the script does not
   say which one, so a knowledge base names it (`text_analyzer`). Its words are read in lower case, its function words
   (articles, prepositions, pronouns, conjunctions, the verb "to be" and negation, as the English field's stop list
-  holds them) are left out, the rest are stemmed and then written without accents, as users often type them.
+  holds them) are left out, the rest are stemmed and then written without accents, as users often type them;
+- Serbian, written in Cyrillic and in Latin letters, has its Cyrillic words written in Latin letters first in a
+  knowledge base that names it, so a page in one alphabet finds a question in the other.
 """
 
 from __future__ import annotations
@@ -83,7 +85,8 @@ _FUNCTION_WORDS = {
     "polish": (
         "a aby ale bo by był była było byc czy dla do go i ich ja je jego jej jest juz lub ma mi mnie moj moja moje mu "
         "na nad nie nim o od oraz po pod przez przy sa sie ta tak te ten to tu w we z za ze"
-    ),    "danish": (
+    ),
+    "danish": (
         "af at da de dem den denne der det dette din dine dit du eller en er et for fra han har hun i ikke jeg jer man "
         "med mig min mine mit og om os på sig sin sine sit som til var vi være"
     ),
@@ -95,18 +98,23 @@ _FUNCTION_WORDS = {
         "ei eivät en et että he hän ja jos kun mä me minä mun mutta myös niin nyt oli olen olet on ovat se sen sinä sä "
         "tai te tämä"
     ),
-    "hungarian": (
-        "a az azt de egy én és ez ezt ha hogy is már még mert mi nem ő ők te ti van vagy"
-    ),
+    "hungarian": ("a az azt de egy én és ez ezt ha hogy is már még mert mi nem ő ők te ti van vagy"),
     "romanian": (
         "a al ale am ar are au ca ce cu de din e ea ei el ele este eu in în la le lui mă mi nu o pe pentru sa să se "
         "si și sunt te tu un una unei unui sau"
     ),
+    "catalan": (
+        "a al als amb de del dels el els en és es i l la les li me meu meva més ni no o per però que se si són un una "
+        "uns unes"
+    ),
+    "serbian": ("a ali da do i ili iz je jer ja k kao me mi na ne nije o od po sa se si sam smo su ti u za"),
     "czech": (
         "a aby ale ani by do i já je jsem jsi jsou k ke mi mně mu na nebo ne o od po pro s se si ta tak také ten to "
         "u v ve z za ze že"
     ),
 }
+
+
 def _without_accents(word: str) -> str:
     if word.isascii():
         return word
@@ -134,15 +142,25 @@ def _lowered(word: str, language: str) -> str:
     return word.lower()
 
 
+# Serbian Cyrillic letter by letter in Gaj's Latin alphabet, which writes the same language one to one (љ is lj).
+_SERBIAN_LATIN = str.maketrans(
+    {
+        **dict(zip("абвгдђежзијклмнопрстћуфхцчш", "abvgdđežzijklmnoprstćufhcčš", strict=True)),
+        **{"љ": "lj", "њ": "nj", "џ": "dž"},
+    }
+)
+
+
 def words_stemmed(text: str, language: str | None = None) -> str:
     """`text` with each Cyrillic, Arabic, Devanagari or Greek word as its Snowball stem in Russian, Arabic, Hindi or
     Greek ("пароля" and "паролем" are "парол"; "الحساب", "بالحساب" and "حسابي" are "حساب"; "बदलना" and "बदलें" are "बदल";
     "λογαριασμού" and "λογαριασμό" are "λογαριασμ", without the accent), Cyrillic and Greek in lower case; with
     `language`, one of LATIN_LANGUAGES, each word in Latin letters too: in lower case, left out if it is one of that
     language's function words, else as its stem in that language without accents (Spanish "pedidos" and "pedido" are
-    "ped", "envío" and "envio" are "envi"). Every other character is kept as it is. Read on composed text (NFC) with its
-    marks, as the stemmers expect. A script stands for its most written language: Ukrainian, Persian or Marathi are read
-    by the Russian, Arabic or Hindi rules, the same way in a question as in a page."""
+    "ped", "envío" and "envio" are "envi"); Serbian writes a Cyrillic word in Latin letters first and reads it as a
+    Latin one ("лозинку" and "lozinke" are "lozink"). Every other character is kept as it is. Read on composed text
+    (NFC) with its marks, as the stemmers expect. Otherwise a script stands for its most written language: Ukrainian,
+    Persian or Marathi are read by the Russian, Arabic or Hindi rules, the same way in a question as in a page."""
     if language is not None and language not in _STOP:
         raise ValueError(f"no stemmer for the language {language!r}")
     if text.isascii() and language is None:
@@ -152,15 +170,21 @@ def words_stemmed(text: str, language: str | None = None) -> str:
         return _SCRIPT_WORD.sub(_word_stemmed, text)
     stop = _STOP[language]
 
-    def latin_word_stemmed(match: re.Match) -> str:
-        if match.lastgroup != "latin":
-            return _word_stemmed(match)
-        word = _lowered(match.group(), language)
+    def latin_stemmed(word: str) -> str:
+        word = _lowered(word, language)
         if _without_accents(word) in stop:
             return ""
         return _without_accents(_stem(language, word))
 
-    return _SCRIPT_OR_LATIN_WORD.sub(latin_word_stemmed, text)
+    def word_stemmed(match: re.Match) -> str:
+        script = match.lastgroup
+        if script == "russian" and language == "serbian":
+            return latin_stemmed(match.group().lower().translate(_SERBIAN_LATIN))
+        if script != "latin":
+            return _word_stemmed(match)
+        return latin_stemmed(match.group())
+
+    return _SCRIPT_OR_LATIN_WORD.sub(word_stemmed, text)
 
 
 def _word_stemmed(match: re.Match) -> str:

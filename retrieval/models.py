@@ -39,6 +39,8 @@ class TextAnalyzer(models.TextChoices):
     HUNGARIAN = "hungarian", "Hungarian"
     ROMANIAN = "romanian", "Romanian"
     CZECH = "czech", "Czech"
+    CATALAN = "catalan", "Catalan"
+    SERBIAN = "serbian", "Serbian"
 
 
 class TextIndexStatus(models.TextChoices):

@@ -94,8 +94,8 @@ def test_a_latin_script_language_reads_its_words_as_stems_without_its_function_w
 
 def test_a_language_with_no_stemmer_is_refused():
     assert set(LATIN_LANGUAGES) == {
-        *("spanish", "french", "german", "portuguese", "italian", "dutch", "turkish", "polish", "indonesian", "swedish"),
-        *("danish", "norwegian", "finnish", "hungarian", "romanian", "czech"),
+        *("spanish", "french", "german", "portuguese", "italian", "dutch", "turkish", "polish", "indonesian"),
+        *("swedish", "danish", "norwegian", "finnish", "hungarian", "romanian", "czech", "catalan", "serbian"),
     }
     with pytest.raises(ValueError, match="klingon"):
         words_stemmed("tlhIngan Hol", "klingon")
@@ -106,3 +106,20 @@ def test_every_language_read_has_a_snowball_stemmer_in_the_installed_package():
     import Stemmer
 
     assert {*LATIN_LANGUAGES, "russian", "arabic", "hindi", "greek"} <= set(Stemmer.algorithms())
+
+
+@pytest.mark.parametrize(
+    ("text", "language", "read"),
+    [
+        # Serbian in either alphabet is one: Cyrillic is written in Latin letters, then read as Serbian.
+        ("Ресетовање лозинке", "serbian", "resetovanj lozink"),
+        ("zaboravio sam lozinku", "serbian", "zaboravi  lozink"),
+        ("где је моја поруџбина", "serbian", "gde  moj porudzbin"),
+        ("gde je moja porudžbina", "serbian", "gde  moj porudzbin"),
+        # Without the knowledge base naming Serbian, Cyrillic is read as Russian.
+        ("лозинке", None, "лозинк"),
+        ("Consultar el saldo del compte", "catalan", "consult  sald  compt"),
+    ],
+)
+def test_serbian_reads_both_its_alphabets_as_one(text, language, read):
+    assert words_stemmed(text, language) == read

@@ -43,9 +43,9 @@ class KnowledgeBaseListCreateApi(KeyScopedApi):
                 " whole, and Han, kana, Hangul and Thai as overlapping pairs of letters (Japanese, Korean, Thai, "
                 "Russian, Arabic, Hindi, Greek, any other language). `spanish`, `french`, `german`, `portuguese`, "
                 "`italian`, `dutch`, `turkish`, `polish`, `indonesian`, `swedish`, `danish`, `norwegian`, `finnish`, "
-                "`hungarian`, `romanian`, `czech`: as `english`, but words in Latin "
-                "letters are stemmed in that language, its function words left out and accents ignored. `chinese`: "
-                "jieba's words, in Simplified characters."
+                "`hungarian`, `romanian`, `czech`, `catalan`, `serbian`: as `english`, but words in Latin "
+                "letters are stemmed in that language, its function words left out and accents ignored (Serbian's "
+                "Cyrillic words written in Latin letters first). `chinese`: jieba's words, in Simplified characters."
             ),
         )
         embedding_model = serializers.CharField(

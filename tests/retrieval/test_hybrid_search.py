@@ -333,12 +333,14 @@ def test_a_knowledge_base_in_a_latin_script_language_is_found_by_its_words_in_an
     romanian = indexed_kb(
         tenant, {"cancel": ["Anularea comenzilor plătite se face din cont."]}, name="ro", text_analyzer="romanian"
     )
+    serbian = indexed_kb(tenant, {"orders": ["Праћење поруџбина у апликацији."]}, name="sr", text_analyzer="serbian")
     _found_first_by_words(
         tenant,
         [
             (czech, "kde je moje objednávka", "orders"),  # "objednávek" on the page
             (hungarian, "hol van a rendelésem", "orders"),  # "Rendelések"
             (romanian, "vreau sa anulez o comanda platita", "cancel"),  # "Anularea", "plătite"; no diacritics typed
+            (serbian, "gde je moja porudžbina", "orders"),  # the page in Cyrillic: "Праћење поруџбина"
         ],
     )
     # Through the API, a knowledge base is made with its language and reads it back; an unknown one is refused.
