@@ -8,8 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.db.models import Exists, OuterRef, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
 
@@ -91,6 +93,16 @@ class KnowledgeBaseForm(forms.ModelForm):
         return cleaned
 
 
+class TextAnalyzerChoiceForm(forms.Form):
+    """The analyser the re-index action moves knowledge bases' BM25 text to."""
+
+    text_analyzer = forms.ChoiceField(
+        choices=TextAnalyzer.choices,
+        label="BM25 text as",
+        help_text="A language's analyser reads its words as stems, its function words left out (docs/ingestion.md).",
+    )
+
+
 class KnowledgeBaseAdminBase(ServiceDeletionAdmin):
     """The knowledge bases' admin but for deleting one, which reaches conversations: `lifecycle.admin` registers
     it with `deletion_summary` and `delete_one`."""
@@ -138,8 +150,8 @@ class KnowledgeBaseAdminBase(ServiceDeletionAdmin):
         return (*fields, "text_analyzer", "embedding_model") if obj is not None else fields
 
     def get_actions(self, request: HttpRequest) -> dict:
-        """The re-index action, one per offered model that moves the selected knowledge bases onto it, and one per text
-        analyser that moves their BM25 text to it."""
+        """The re-index action, one per offered model that moves the selected knowledge bases onto it, and one that
+        moves their BM25 text to an analyser chosen on the next page."""
         actions = super().get_actions(request)
         if "reindex_knowledge_bases" not in actions:
             return actions
@@ -152,16 +164,29 @@ class KnowledgeBaseAdminBase(ServiceDeletionAdmin):
 
             name = f"reindex_onto_{model}"
             actions[name] = (move, name, f"Re-index selected knowledge bases onto {model}")
-        for analyzer, label in TextAnalyzer.choices:
-
-            def read_as(
-                admin_: KnowledgeBaseAdminBase, request: HttpRequest, queryset: QuerySet, analyzer: str = analyzer
-            ) -> None:
-                admin_.reindex_onto(request, queryset, model=None, text_analyzer=analyzer)
-
-            name = f"reindex_text_as_{analyzer}"
-            actions[name] = (read_as, name, f"Re-index selected knowledge bases' BM25 text as {label}")
+        actions["reindex_text_as"] = (
+            KnowledgeBaseAdminBase.reindex_text_as,
+            "reindex_text_as",
+            "Re-index selected knowledge bases' BM25 text as …",
+        )
         return actions
+
+    def reindex_text_as(self, request: HttpRequest, queryset: QuerySet) -> TemplateResponse | None:
+        """Ask which analyser the selected knowledge bases' BM25 text moves to (one choice of many languages, on a page
+        of its own), then start their re-index as `reindex_onto` does. Back to the list when done."""
+        form = TextAnalyzerChoiceForm(request.POST if "apply" in request.POST else None)
+        if form.is_bound and form.is_valid():
+            self.reindex_onto(request, queryset, model=None, text_analyzer=form.cleaned_data["text_analyzer"])
+            return None
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Re-index BM25 text",
+            "opts": self.model._meta,
+            "knowledge_bases": queryset,
+            "form": form,
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+        }
+        return TemplateResponse(request, "admin/retrieval/knowledgebase/reindex_text.html", context)
 
     def reindex_onto(
         self, request: HttpRequest, queryset: QuerySet, *, model: str | None, text_analyzer: str | None = None

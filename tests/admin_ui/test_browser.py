@@ -225,3 +225,33 @@ def test_an_admin_sees_which_knowledge_bases_await_a_reindex_after_a_model_chang
     page.wait_for_load_state()
     names = [row.locator("th").inner_text() for row in page.locator("#result_list tbody tr").all()]
     assert names == ["Support articles"], names
+
+
+def test_an_admin_moves_knowledge_bases_bm25_text_to_a_language_chosen_on_a_page_of_its_own(
+    page, admin_a, tenant_a, screenshot_dir
+):
+    """Twenty analysers are one action, not twenty: it opens a page naming the selected knowledge bases and their
+    analyser now, where one is chosen; the re-index starts on that page's button, and only there."""
+    from retrieval.models import KnowledgeBase
+    from tests.retrieval.factories import kb_make
+
+    moved = kb_make(tenant_a, name="Ajuda")
+    kb_make(tenant_a, name="Help centre")
+
+    login(page, admin_a)
+    page.goto(reverse("admin:retrieval_knowledgebase_changelist"))
+    page.locator("#result_list tbody tr", has_text="Ajuda").locator("input.action-select").check()
+    page.select_option("select[name=action]", "reindex_text_as")
+    page.click("button[name=index]")
+    page.wait_for_load_state()
+    assert page.locator("#content-main table tbody tr").all_inner_texts() == [f"Ajuda\t{tenant_a}\tEnglish"]
+    assert (
+        KnowledgeBase.objects.for_tenant(tenant_a).get(pk=moved.pk).text_analyzer == "english"
+    )  # nothing moves before the choice
+    page.select_option("#id_text_analyzer", "catalan")
+    page.screenshot(path=str(screenshot_dir / "reindex-text.png"), full_page=True)
+    page.click("input[name=apply]")
+    page.wait_for_url(re.compile(r"/admin/retrieval/knowledgebase/$"))
+    assert "Re-indexing 1 knowledge base(s), BM25 text as catalan." in page.locator(".messagelist").inner_text()
+    assert KnowledgeBase.objects.for_tenant(tenant_a).get(pk=moved.pk).text_analyzer == "catalan"
+    assert KnowledgeBase.objects.for_tenant(tenant_a).get(name="Help centre").text_analyzer == "english"

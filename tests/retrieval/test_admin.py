@@ -283,9 +283,21 @@ def test_an_admin_action_moves_a_knowledge_bases_bm25_text_to_another_analyser(a
     the API's re-index does: its analyser is set and its re-index queued; the others selected are not touched."""
     moved, other = kb_make(tenant, name="ayuda"), kb_make(tenant, name="help")
     listed = admin_client_of_tenant.get("/admin/retrieval/knowledgebase/")
-    assert b"reindex_text_as_spanish" in listed.content and b"text analyzer" in listed.content.lower()
+    assert b'value="reindex_text_as"' in listed.content and b"text analyzer" in listed.content.lower()
+    chosen = {"action": "reindex_text_as", "_selected_action": [moved.pk]}
+    # The action asks which analyser first, on a page naming the knowledge bases it moves; nothing moves yet.
+    asked = admin_client_of_tenant.post("/admin/retrieval/knowledgebase/", chosen)
+    assert asked.status_code == 200 and b"ayuda" in asked.content and b"help</td>" not in asked.content
+    assert b'<option value="spanish">' in asked.content and b'<option value="serbian">' in asked.content
+    moved.refresh_from_db()
+    assert (moved.text_analyzer, moved.reindex_status) == ("english", ReindexStatus.IDLE)
+    # An analyser that is not offered is asked again, with the reason.
+    refused = admin_client_of_tenant.post(
+        "/admin/retrieval/knowledgebase/", {**chosen, "apply": "1", "text_analyzer": "klingon"}
+    )
+    assert refused.status_code == 200 and b"Select a valid choice" in refused.content
     response = admin_client_of_tenant.post(
-        "/admin/retrieval/knowledgebase/", {"action": "reindex_text_as_spanish", "_selected_action": [moved.pk]}
+        "/admin/retrieval/knowledgebase/", {**chosen, "apply": "1", "text_analyzer": "spanish"}
     )
     assert response.status_code == 302
     moved.refresh_from_db()
