@@ -43,10 +43,26 @@ NEGATIONS = frozenset(
     nigdy żaden żadna żadne bez
     не нет никогда ни ничего нельзя без
     değil yok asla hayır
-    لا لم لن ليس ليست بدون""".split()
+    لا لم لن ليس ليست بدون
+    inte ingen inget inga aldrig utan
+    ikke intet ingenting aldri uden uten
+    eivät emme ette älä ilman
+    nem nincs nincsenek soha sosem semmi nélkül
+    není nikdy žádný žádná žádné nic
+    nije nisam nisu nismo nikad nikada nema nemam ništa
+    niciodată niciodata nimic fără niciun nicio
+    δεν μην όχι οχι ποτέ ποτε χωρίς χωρις τίποτα τιποτα κανένα κανενα καμία καμια
+    немає ніколи ні""".split()
 )
 # Negations of these languages that are English words as well: read only in text that is not English.
 AMBIGUOUS_NEGATIONS = frozenset("pas mai nie sin sem nada".split())
+# Romanian "nu" ("not") is "now" in Dutch, Danish, Norwegian and Swedish, and Finnish "ei" ("does not") is Romanian
+# "they" or "her". A wrong stored answer costs more than a fresh one, so in a text that is not English each is read as
+# "not" unless the text says it is in the language where it is the other word: by that language's own words ("ik",
+# "jeg", "jag"; "este", "fost"), or for Romanian its letters.
+_NU_IS_NOW = frozenset("ik het een wil mijn hoe wat waar jeg jag vil kan hvordan hvor hur det er är og och ett".split())
+_ROMANIAN_LETTERS = re.compile("[ăâîșşțţ]")
+_EI_IS_THEY = frozenset("este sunt fost a al ale lui cu din pe pentru sa si să și".split())
 # French "n'" before a verb ("je n'ai pas", "ce n'est"): the elided "ne".
 _ELIDED_NE = "n'"
 # English function words that no text of the languages above uses: one of them says a text is English.
@@ -103,6 +119,10 @@ def negated(words: Iterable[str]) -> bool:
         return True
     if any(word in _ENGLISH_SIGNS for word in words):
         return False
+    if "nu" in words and not _NU_IS_NOW.intersection(words):
+        return True
+    if "ei" in words and not (_EI_IS_THEY.intersection(words) or any(_ROMANIAN_LETTERS.search(w) for w in words)):
+        return True
     if "non" in words and any(word in _ITALIAN_SIGNS for word in words):
         return True
     return any(word in AMBIGUOUS_NEGATIONS or (word.startswith(_ELIDED_NE) and len(word) > 2) for word in words)
@@ -348,14 +368,50 @@ def _korean_negated(text: str, words: Sequence[str]) -> bool:
     return False
 
 
+# Hindi "not" (नहीं, also written नही), "don't" (मत) and "without" (बिना), as words: the rules' words cut Devanagari at
+# its vowel signs, so it is read on the text. Not a question's "or not?" (या नहीं, कि नहीं), which asks and does not
+# deny.
+_HI_NEGATION = re.compile(r"(?<![\u0900-\u097f])(?<!या )(?<!कि )(?:नहीं|नही|मत|बिना)(?![\u0900-\u097f])")
+
+
+def _hindi_negated(text: str) -> bool:
+    return _HI_NEGATION.search(text) is not None
+
+
 def _thai_negated(text: str) -> bool:
     return _THAI.search(text) is not None and _TH_NEGATION.search(text) is not None
 
 
 def negated_in_text(text: str, words: Sequence[str]) -> bool:
-    """Whether `text` says no in Japanese, Korean or Thai, which write "not" inside a word or without spaces;
-    `words` are its words as `question_pairs` reads them (Korean separates its words with spaces)."""
-    return _japanese_negated(text) or _korean_negated(text, words) or _thai_negated(text)
+    """Whether `text` says no in Japanese, Korean or Thai, which write "not" inside a word or without spaces, or in
+    Hindi, whose words the rules cut at their vowel signs; `words` are its words as `question_pairs` reads them
+    (Korean separates its words with spaces)."""
+    return _japanese_negated(text) or _korean_negated(text, words) or _thai_negated(text) or _hindi_negated(text)
+
+
+# "Not" written onto the word it denies, as Czech, Slovak, Polish, Serbian, Croatian, Russian and Ukrainian write it
+# before verbs, adjectives and participles ("neprošla" / "prošla", "nieaktywny" / "aktywny", "неоплаченный" /
+# "оплаченный"): no list holds every such word, so a pair is read against itself.
+_FUSED_NOT = ("ne", "nie", "не")
+
+
+def denied_by_prefix(first: Sequence[str], second: Sequence[str]) -> bool:
+    """Whether a word of one question is a word of the other with "not" written onto it, and the other does not write
+    that word too ("Co mám dělat, když platba neprošla?" / "... prošla?"). The rest of the word has three letters at
+    least: "ne" and "nie" begin other words ("need", "nest", "niebo") whose rest is no word of the other question."""
+    return _denied_in(first, second) or _denied_in(second, first)
+
+
+def _denied_in(words: Sequence[str], others: Sequence[str]) -> bool:
+    others_set = set(others)
+    for word in words:
+        if word in others_set:
+            continue
+        for prefix in _FUSED_NOT:
+            rest = word[len(prefix) :]
+            if word.startswith(prefix) and len(rest) >= 3 and rest in others_set and rest not in words:
+                return True
+    return False
 
 
 # --- opposite actions -------------------------------------------------------------------------------------------

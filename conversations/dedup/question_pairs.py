@@ -936,7 +936,9 @@ def questions_conflict(first: str, second: str) -> str:
     model gives no guarantee on them, so they refuse outright."""
     if numbers_in(first) != numbers_in(second):
         return "numbers differ"
-    if is_negated(first) != is_negated(second):
+    if is_negated(first) != is_negated(second) or other_languages.denied_by_prefix(
+        words_read(first), words_read(second)
+    ):
         return "negation differs"
     if opposites_differ(first, second):
         return "opposite actions"

@@ -758,6 +758,44 @@ def test_a_negation_in_another_language_conflicts(first, second):
 
 
 @pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("Fungerar kortet utomlands?", "Varför fungerar kortet inte utomlands?"),  # Swedish
+        ("Kan jeg ændre min leveringsadresse?", "Jeg kan ikke ændre min leveringsadresse"),  # Danish
+        ("Er pakken min sendt?", "Pakken min er ikke sendt ennå"),  # Norwegian
+        ("Miksi hyvitys tuli tilille?", "Miksi hyvitys ei tullut tilille?"),  # Finnish
+        ("Megkaptam a visszatérítést", "Nem kaptam meg a visszatérítést"),  # Hungarian
+        ("Am primit rambursarea", "Nu am primit rambursarea"),  # Romanian, typed without its letters
+        ("Je objednávka zaplacená?", "Proč je objednávka nezaplacená?"),  # Czech, "not" written onto the word
+        ("Zamówienie jest opłacone", "Zamówienie jest nieopłacone"),  # Polish, the same
+        ("Заказ оплаченный?", "Почему заказ неоплаченный?"),  # Russian, the same
+        ("Da li je uplata stigla?", "Zašto uplata nije stigla?"),  # Serbian
+        ("Έλαβα την επιστροφή χρημάτων", "Δεν έλαβα την επιστροφή χρημάτων"),  # Greek
+        ("मुझे रिफंड मिल गया", "मुझे रिफंड नहीं मिला"),  # Hindi, read on the text
+        ("Є знижка на доставку?", "Немає знижки на доставку?"),  # Ukrainian
+    ],
+)
+def test_a_negation_in_the_languages_read_since_the_analysers_conflicts(first, second):
+    assert qp.questions_conflict(first, second) == "negation differs"
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("Kan ik nu betalen?", "Kan ik direct betalen?"),  # Dutch "nu" is "now"
+        ("Kan jeg betale nu?", "Kan jeg betale med det samme?"),  # and Danish
+        ("Contul ei a fost blocat", "Contul a fost blocat"),  # Romanian "ei" is "her"
+        ("क्या मुझे रिफंड मिला या नहीं?", "क्या मुझे रिफंड मिला?"),  # Hindi "or not?" asks
+        # English words that begin with "ne": their rest is no word of a rewording
+        ("Where is the nearest store?", "Where is the closest store?"),
+        ("Do I need a new card?", "Do I have to get a new card?"),
+    ],
+)
+def test_words_that_deny_elsewhere_do_not_deny_here(first, second):
+    assert qp.questions_conflict(first, second) != "negation differs"
+
+
+@pytest.mark.parametrize(
     "question",
     [
         "What are some cultural faux pas in Germany?",
