@@ -63,6 +63,14 @@ AMBIGUOUS_NEGATIONS = frozenset("pas mai nie sin sem nada".split())
 _NU_IS_NOW = frozenset("ik het een wil mijn hoe wat waar jeg jag vil kan hvordan hvor hur det er är og och ett".split())
 _ROMANIAN_LETTERS = re.compile("[ăâîșşțţ]")
 _EI_IS_THEY = frozenset("este sunt fost a al ale lui cu din pe pentru sa si să și".split())
+# "ne" on its own is "not" in Czech, Slovak, Serbian, Croatian, Slovene, Hungarian ("don't") and French (beside pas,
+# plus, jamais), but "what" in Turkish and "of it" in Italian: read the same way, unless the text is Turkish (its
+# letters ı, ğ, ş or its asking words), Italian (`_ITALIAN_SIGNS`, or a pronoun before it: "me ne", "ce ne") or
+# Chinese.
+_TURKISH_LETTERS = re.compile("[ığş]")
+_NE_IS_WHAT = frozenset("nasıl neden nerede niye mı mü kadar zaman için ile bir bu".split())
+_ITALIAN_BEFORE_NE = frozenset("me te se ce ve".split())  # Italian "me ne", "se ne", "ce ne": "of it", "from there"
+_HAN = re.compile("[\u4e00-\u9fff]")  # in Chinese text "ne" is the particle 呢 typed in pinyin ("被冻结了ne")
 # French "n'" before a verb ("je n'ai pas", "ce n'est"): the elided "ne".
 _ELIDED_NE = "n'"
 # English function words that no text of the languages above uses: one of them says a text is English.
@@ -122,6 +130,14 @@ def negated(words: Iterable[str]) -> bool:
     if "nu" in words and not _NU_IS_NOW.intersection(words):
         return True
     if "ei" in words and not (_EI_IS_THEY.intersection(words) or any(_ROMANIAN_LETTERS.search(w) for w in words)):
+        return True
+    if "ne" in words and not (
+        _NE_IS_WHAT.intersection(words)
+        or _ITALIAN_SIGNS.intersection(words)
+        or any(_TURKISH_LETTERS.search(w) for w in words)
+        or any(words[i - 1] in _ITALIAN_BEFORE_NE for i, w in enumerate(words) if w == "ne" and i)
+        or any(_HAN.search(w) for w in words)
+    ):
         return True
     if "non" in words and any(word in _ITALIAN_SIGNS for word in words):
         return True

@@ -770,6 +770,7 @@ def test_a_negation_in_another_language_conflicts(first, second):
         ("Zamówienie jest opłacone", "Zamówienie jest nieopłacone"),  # Polish, the same
         ("Заказ оплаченный?", "Почему заказ неоплаченный?"),  # Russian, the same
         ("Da li je uplata stigla?", "Zašto uplata nije stigla?"),  # Serbian
+        ("Mogu li da promenim adresu?", "Ne mogu da promenim adresu"),  # Serbian "ne" on its own
         ("Έλαβα την επιστροφή χρημάτων", "Δεν έλαβα την επιστροφή χρημάτων"),  # Greek
         ("मुझे रिफंड मिल गया", "मुझे रिफंड नहीं मिला"),  # Hindi, read on the text
         ("Є знижка на доставку?", "Немає знижки на доставку?"),  # Ukrainian
@@ -785,6 +786,9 @@ def test_a_negation_in_the_languages_read_since_the_analysers_conflicts(first, s
         ("Kan ik nu betalen?", "Kan ik direct betalen?"),  # Dutch "nu" is "now"
         ("Kan jeg betale nu?", "Kan jeg betale med det samme?"),  # and Danish
         ("Contul ei a fost blocat", "Contul a fost blocat"),  # Romanian "ei" is "her"
+        ("Kartım ne zaman gelir?", "Kartım hangi gün gelir?"),  # Turkish "ne" is "what"
+        ("Ce ne sono altri colori?", "Ci sono altri colori?"),  # Italian "ne" is "of it"
+        ("为什么我的花呗被冻结了ne", "为什么我的花呗被冻结了"),  # in Chinese, "ne" is 呢 typed in pinyin
         ("क्या मुझे रिफंड मिला या नहीं?", "क्या मुझे रिफंड मिला?"),  # Hindi "or not?" asks
         # English words that begin with "ne": their rest is no word of a rewording
         ("Where is the nearest store?", "Where is the closest store?"),
