@@ -1,6 +1,6 @@
-"""Danish, Norwegian, Finnish, Hungarian, Romanian and Czech as a knowledge base's text analyser: each writes the
-`english` BM25 field, its words read as stems of that language (`kbplatform.stems`). Choices only: no column or row
-changes."""
+"""Danish, Norwegian, Finnish, Hungarian, Romanian, Czech, Catalan and Serbian as a knowledge base's text analyser:
+each writes the `english` BM25 field, its words read as stems of that language (`kbplatform.stems`). Choices only: no
+column or row changes."""
 
 from django.db import migrations, models
 
@@ -34,6 +34,8 @@ class Migration(migrations.Migration):
                     ("hungarian", "Hungarian"),
                     ("romanian", "Romanian"),
                     ("czech", "Czech"),
+                    ("catalan", "Catalan"),
+                    ("serbian", "Serbian"),
                 ],
                 db_default="english",
                 default="english",
