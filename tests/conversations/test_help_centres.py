@@ -296,6 +296,50 @@ def test_a_negation_written_inside_a_word_is_never_served_its_opposite(
     assert refused["dedup"]["reason"] == "negation differs", refused["dedup"]
 
 
+# Languages neither model was trained on, whose knowledge bases name their analyser: a question repeated is served,
+# and the same statement denied (a word of its own, or "not" written onto the verb in Czech) is refused.
+DENIALS_BY_ANALYSER = [
+    (
+        "danish",
+        {"card-da": ["Kortbetaling i butikken er muligt med alle danske og udenlandske kort."]},
+        ("Kan jeg betale med kort i butikken?", "kan jeg betale med kort i butikken"),
+        ("Betalingen er gået igennem. Hvad nu?", "Betalingen er ikke gået igennem. Hvad nu?"),
+    ),
+    (
+        "czech",
+        {"card-cs": ["Platba kartou na prodejně je možná se všemi kartami."]},
+        ("Můžu platit kartou na prodejně?", "můžu platit kartou na prodejně"),
+        ("Platba kartou prošla. Co teď?", "Platba kartou neprošla. Co teď?"),
+    ),
+    (
+        "english",  # Greek: its words are stemmed by script under the default analyser
+        {"card-el": ["Η πληρωμή με κάρτα στο κατάστημα είναι δυνατή με όλες τις κάρτες."]},
+        ("Μπορώ να πληρώσω με κάρτα στο κατάστημα;", "μπορώ να πληρώσω με κάρτα στο κατάστημα"),
+        ("Η πληρωμή πέρασε. Τι κάνω τώρα;", "Η πληρωμή δεν πέρασε. Τι κάνω τώρα;"),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("analyzer", "documents", "repeat", "denial"), DENIALS_BY_ANALYSER, ids=["danish", "czech", "greek"]
+)
+def test_a_denial_in_a_language_the_analysers_added_is_never_served_its_statements_answer(
+    api_client, tenant, services, analyzer, documents, repeat, denial
+):
+    kb = indexed_kb(tenant, documents=documents, name=f"help-{analyzer}", text_analyzer=analyzer)
+    conversation = start(api_client, kb)
+    first = ask(api_client, conversation, repeat[0])
+    served = ask(api_client, conversation, repeat[1])
+    assert served["dedup"]["action"] == "served_cached", served["dedup"]
+    assert served["dedup"]["matched_turn_id"] == first["turn_id"]
+
+    conversation = start(api_client, kb)
+    ask(api_client, conversation, denial[0])
+    refused = ask(api_client, conversation, denial[1])
+    assert refused["dedup"]["action"] != "served_cached", refused["dedup"]
+    assert refused["dedup"]["reason"] == "negation differs", refused["dedup"]
+
+
 def test_the_built_in_intents_are_recognised_in_the_multilingual_models_other_languages(api_client, tenant, services):
     """ "Show me that again", "explain it differently" and thanks in Korean, Japanese and Russian on a multilingual
     knowledge base: the built-ins' own phrasings in those languages name them (the tenant's English examples sit
