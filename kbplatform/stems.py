@@ -13,9 +13,9 @@ Two readings, both only ever applied to the same field on both sides:
 - by the knowledge base's language, for a language written in Latin letters (`LATIN_LANGUAGES`): the script does not
   say which one, so a knowledge base names it (`text_analyzer`). Its words are read in lower case, its function words
   (articles, prepositions, pronouns, conjunctions, the verb "to be" and negation, as the English field's stop list
-  holds them) are left out, the rest are stemmed and then written without accents, as users often type them;
-- Serbian, written in Cyrillic and in Latin letters, has its Cyrillic words written in Latin letters first in a
-  knowledge base that names it, so a page in one alphabet finds a question in the other.
+  holds them) are left out, the rest are stemmed and then written without accents, as users often type them. Serbian,
+  written in Cyrillic and in Latin letters, has its Cyrillic words written in Latin letters first in a knowledge base
+  that names it, so a page in one alphabet finds a question in the other.
 """
 
 from __future__ import annotations
