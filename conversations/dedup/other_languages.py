@@ -44,18 +44,19 @@ NEGATIONS = frozenset(
     не нет никогда ни ничего нельзя без
     değil yok asla hayır
     لا لم لن ليس ليست بدون
-    inte ingen inget inga aldrig utan
+    inte ingen inget aldrig utan
     ikke intet ingenting aldri uden uten
-    eivät emme ette älä ilman
+    eivät ette älä ilman
     nem nincs nincsenek soha sosem semmi nélkül
-    není nikdy žádný žádná žádné nic
+    není nikdy žádný žádná žádné
     nije nisam nisu nismo nikad nikada nema nemam ništa
     niciodată niciodata nimic fără niciun nicio
     δεν μην όχι οχι ποτέ ποτε χωρίς χωρις τίποτα τιποτα κανένα κανενα καμία καμια
     немає ніколи ні""".split()
 )
-# Negations of these languages that are English words as well: read only in text that is not English.
-AMBIGUOUS_NEGATIONS = frozenset("pas mai nie sin sem nada".split())
+# Negations of these languages that are English words or names as well ("NIC", "Inga"): read only in text that is not
+# English.
+AMBIGUOUS_NEGATIONS = frozenset("pas mai nie sin sem nada nic inga emme".split())
 # Romanian "nu" ("not") is "now" in Dutch, Danish, Norwegian and Swedish, and Finnish "ei" ("does not") is Romanian
 # "they" or "her". A wrong stored answer costs more than a fresh one, so in a text that is not English each is read as
 # "not" unless the text says it is in the language where it is the other word: by that language's own words ("ik",
