@@ -111,13 +111,12 @@ def bm25_document_text(text: str, analyzer: str) -> str:
     Arabic, Devanagari and Greek word as its Russian, Arabic, Hindi or Greek stem (`words_stemmed`: the field's own
     stemmer is English, so "пароль" did not find "пароля"; a language analyser's, `spanish` and the others of
     LANGUAGE_ANALYZERS, which writes the same field, also each word in Latin letters as its stem in that language, its
-    function words left out), with no combining mark (`marks_as_letters`: Milvus Lite's tokenizer
-    took a Hindi or Thai word apart at each vowel sign) and its runs of Han, kana, Hangul and Thai as overlapping pairs
-    of letters (`unspaced_runs_paired`: its tokenizer cuts at spaces, and these scripts write none between words or
-    join the grammar to the word, so a Japanese, Korean or Thai knowledge base, or Chinese text in an English one,
-    matched a question only on a whole clause); and a `chinese`
-    one's in Simplified characters (`chinese_script.simplified_unless_japanese`; text holding kana is Japanese, and its
-    kanji are kept).
+    function words left out), with no combining mark (`marks_as_letters`: Milvus Lite's tokenizer took a Hindi or Thai
+    word apart at each vowel sign) and its runs of Han, kana, Hangul and Thai as overlapping pairs of letters
+    (`unspaced_runs_paired`: its tokenizer cuts at spaces, and these scripts write none between words or join the
+    grammar to the word, so a Japanese, Korean or Thai knowledge base, or Chinese text in an English one, matched a
+    question only on a whole clause); and a `chinese` one's in Simplified characters
+    (`chinese_script.simplified_unless_japanese`; text holding kana is Japanese, and its kanji are kept).
     jieba's dictionary is Simplified and it matches characters as written, so a page written in Traditional characters
     was found by no query in Simplified ones (a mainland user of a Taiwan or Hong Kong help centre) and cut into worse
     words for its own script's queries. The field is searched, never shown: a hit's text is the chunk's, as the

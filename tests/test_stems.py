@@ -121,5 +121,5 @@ def test_every_language_read_has_a_snowball_stemmer_in_the_installed_package():
         ("Consultar el saldo del compte", "catalan", "consult  sald  compt"),
     ],
 )
-def test_serbian_reads_both_its_alphabets_as_one(text, language, read):
+def test_serbian_reads_both_its_alphabets_as_one_and_catalan_is_read_as_the_latin_languages(text, language, read):
     assert words_stemmed(text, language) == read
