@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from conversations.dedup.chinese_text import reads_as_chinese
-from conversations.dedup.duplicate_model import PairModel, pair_model_default, pair_probability
+from conversations.dedup.duplicate_model import PairModel, pair_model_default, pair_probability, regression_probability
 from conversations.dedup.intent_rules import english_intent_by_rules, intent_by_rules
 from conversations.dedup.other_languages import reads_as_japanese
 from conversations.dedup.pair_features import pair_features
@@ -668,16 +668,15 @@ def decision_probability(
 ) -> tuple[float, float]:
     """(the probability the decision reads, the cut it is served at): the head's probability and cut, or, for a head
     with a pair reader (`pair_reader`), their combination with the reader's score of the two questions and the
-    reader's cut (when the deployment uses readers, `PairModel.active_reader`). A reader that cannot run leaves the
-    head alone at its own cut."""
-    probability = pair_probability(model=model, features=features)
+    reader's cut (when the deployment uses readers, `PairModel.active_reader`). The combination reads the head's
+    regression, which the reader was fitted beside (for a tree head, the trees' first input: `regression_probability`).
+    A reader that cannot run leaves the head alone at its own cut."""
     reader = model.active_reader
-    if reader is None:
-        return probability, model.cut
-    score = reader_score(reader=reader, question=question, stored=stored_question)
+    score = None if reader is None else reader_score(reader=reader, question=question, stored=stored_question)
     if score is None:
-        return probability, model.cut
-    return combined_probability(reader=reader, head_probability=probability, reader_score=score), reader.cut
+        return pair_probability(model=model, features=features), model.cut
+    regression = regression_probability(model=model, features=features)
+    return combined_probability(reader=reader, head_probability=regression, reader_score=score), reader.cut
 
 
 def _candidate_refusal(

@@ -4,7 +4,8 @@ process from its file beside this module: `duplicate_model.json` reads the bundl
 
 The files are written by `manage.py duplicate_head_train` (`conversations.training.duplicate_head_training`: logistic
 regression on pair features of the model's vectors, trained on the train split of public labelled pairs: QQP for the
-bundled model, QQP with AFQMC and LCQMC for the multilingual one). Each carries what it was trained on and the
+bundled model, QQP with AFQMC and LCQMC for the multilingual one; the bundled model's with boosted trees over that
+regression, `--trees`). Each carries what it was trained on and the
 held-out figures, so a reader of the file knows what its cut promises. The bundled model's head also carries its pair
 reader's block (`pair_reader`, written by `manage.py pair_reader_train`). Everything that uses the weights is a pure
 function in `conversations.dedup.decisions`; this module is the only one that reads the files.
@@ -37,7 +38,8 @@ SHIPPED_HEADS = {
     USE_MODEL_NAME: HEADS_DIR / f"duplicate_model.{USE_MODEL_NAME}.json",
 }
 # The kinds of head a file may hold (its "kind_of_head"; none is a regression): a logistic regression, or boosted
-# trees on a logistic regression's log-odds and the pair's text features (`TreeEnsemble`).
+# trees on a logistic regression's log-odds and the pair's text features (`TreeEnsemble`): a tenant's verifier may be
+# either, and so may a shipped head (`manage.py duplicate_head_train --trees`).
 LINEAR_KIND = "linear"
 TREES_KIND = "trees"
 
@@ -121,7 +123,8 @@ def tree_ensemble_from_dict(payload: dict) -> TreeEnsemble:
 
 @dataclass(frozen=True, eq=False)
 class PairModel:
-    """Logistic regression on standardised pair features: p = sigmoid(weights . (x - mean) / scale + bias)."""
+    """Logistic regression on standardised pair features, z = weights . (x - mean) / scale + bias, and p = sigmoid(z);
+    or, with `trees`, p = sigmoid(the trees' sum over (z, the pair's text features))."""
 
     weights: np.ndarray
     bias: float
@@ -231,13 +234,29 @@ def _head_at(path: Path) -> PairModel:
     return pair_model_load(path)
 
 
+def regression_log_odds(*, model: PairModel, features: np.ndarray) -> float:
+    """The log-odds of `model`'s logistic regression on the features it reads (a prefix of `features`). For a tree
+    head this is the trees' first input, and what a pair reader's combination reads (`decisions.decision_probability`):
+    the reader was fitted beside the regression, not the trees."""
+    known = model.weights.shape[0]
+    return float(((features[:known] - model.mean) / model.scale) @ model.weights) + model.bias
+
+
+def regression_probability(*, model: PairModel, features: np.ndarray) -> float:
+    """The probability of `model`'s regression alone (`regression_log_odds`); for a regression head, its probability."""
+    return _sigmoid(regression_log_odds(model=model, features=features))
+
+
 def pair_probability(*, model: PairModel, features: np.ndarray) -> float:
     """Probability that the pair is a duplicate, by the duplicate head: its logistic regression on the features it
     reads (a prefix of `features`), or, for a tree head, its trees on that regression's log-odds followed by the
     pair's text features (everything after the 2 x dimension vector products: the cosine, then pair-v1's lexical
     features and the later sets')."""
-    known = model.weights.shape[0]
-    z = float(((features[:known] - model.mean) / model.scale) @ model.weights) + model.bias
+    z = regression_log_odds(model=model, features=features)
     if model.trees is not None:
         z = model.trees.raw(np.concatenate([[z], features[2 * model.dimension :]]))
+    return _sigmoid(z)
+
+
+def _sigmoid(z: float) -> float:
     return float(1.0 / (1.0 + np.exp(-z))) if z >= 0 else float(np.exp(z) / (1.0 + np.exp(z)))

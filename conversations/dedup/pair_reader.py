@@ -3,8 +3,9 @@
 
 The head judges a pair from the two vectors and a few word counts; the reader reads the words of both questions in
 one pass, each word beside the other question's (it does not read word order better: on PAWS-QQP's swapped words it
-changes nothing). Neither alone decides: the decision's probability is a logistic combination of the head's log-odds
-and the reader's score (`combined_probability`, two weights fitted on scores neither part saw), and the pair is
+changes nothing). Neither alone decides: the decision's probability is a logistic combination of the head's
+regression's log-odds (a tree head's trees stand aside: the reader was fitted beside its regression) and the reader's
+score (`combined_probability`, two weights fitted on scores neither part saw), and the pair is
 served at or above the reader's own cut. A head file carries its reader as a `reader` block (weights, scaling, cut,
 the adapters file's name and SHA-256, and the figures its cut promises); a head without one decides alone, as
 tenants' verifiers do.

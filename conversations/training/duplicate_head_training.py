@@ -19,12 +19,15 @@ conversations/training/labelled_pairs.py), by one of two rules:
     (`models.DEFAULT_THRESHOLD`, which the tenant's threshold replaces for every model), measured on the train pairs
     of the files named by `cut_on` (all by default) with each of those files weighing the same: a traffic made of
     equal shares of them. The gate is not chosen: the tenant's threshold is the gate whatever the model.
+With `trees` (`--trees`, the bundled model's head as shipped; recall-floor rule only), boosted trees
+(`boosted_trees`) then read the regression's out-of-fold log-odds and the pair's pair-v3 text features; their cut is
+chosen by the same rule at the regression's gate, and the file keeps the regression's own choice under "regression".
 Then it fits the chosen penalty on the whole train split and reports that model on the held-out 30%, file by file,
 which took no part in any choice, and (labelled) on all pairs. The model written is the one the held-out figures
 describe, with where its data came from (each file, its SHA-256, its split) in its meta.
 
-Run by `manage.py duplicate_head_train [--model NAME] [--pairs PATH ...] [--out PATH] [--precision-target P]
-[--cut-on PATH ...]`.
+Run by `manage.py duplicate_head_train [--model NAME] [--pairs PATH ...] [--out PATH] [--trees | --precision-target P
+[--cut-on PATH ...]]`.
 """
 
 from __future__ import annotations
@@ -39,8 +42,10 @@ from pathlib import Path
 import numpy as np
 
 from conversations.dedup import pair_features, question_pairs
-from conversations.dedup.pair_features import FEATURE_VERSION
+from conversations.dedup.duplicate_model import TREES_KIND, pair_model_from_dict, pair_probability
+from conversations.dedup.pair_features import FEATURE_VERSION, ORDER_FEATURE_VERSION
 from conversations.models import DEFAULT_THRESHOLD
+from conversations.training.boosted_trees import trees_export, trees_fit, trees_out_of_fold
 from conversations.training.labelled_pairs import (
     HELD_OUT_PERCENT,
     INNER_FOLDS,
@@ -65,6 +70,9 @@ PENALTIES = (10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0)
 # with labels that often disagree with themselves, where weaker penalties than these fit the noise (on the train
 # split's out-of-fold recall: 300 < 1,000 < 3,000 < 10,000, each better than the one before).
 TARGET_PENALTIES = (1000.0, 3000.0, 10000.0, 30000.0)
+# How far the regression's numbers may move, between the file a pair reader was fitted beside and a new training of the
+# same head, for the reader block to be kept: a retraining on the same pairs differs in the last digits only.
+READER_KEPT_WITHIN = 1e-6
 GATES = (0.70, 0.72, 0.74, 0.76, 0.78, 0.80, 0.82, 0.84, 0.86, 0.88, 0.90)
 
 
@@ -230,13 +238,14 @@ def _gate_and_cut_choose(
     passes_checks: np.ndarray,
     followup_ok: np.ndarray,
     say: Callable[[str], None],
+    gates: Sequence[float] = GATES,
 ) -> tuple[float, float, tuple[float, float, float]]:
-    """The cosine gate and probability cut with the best out-of-fold precision at recall >= RECALL_FLOOR through the
-    decision rule (ties: the higher gate), and the out-of-fold figures there."""
+    """The cosine gate among `gates` and probability cut with the best out-of-fold precision at recall >= RECALL_FLOOR
+    through the decision rule (ties: the higher gate), and the out-of-fold figures there."""
     say("")
     say(f"gate and cut on the out-of-fold probabilities (decision rule), recall >= {RECALL_FLOOR}:")
     choices = []
-    for gate in GATES:
+    for gate in gates:
         eligible = (cosine >= gate) & passes_checks
         precision, cut = best_precision_at_recall(np.where(eligible, oof, -1.0), labels, RECALL_FLOOR)
         if np.isnan(cut) or cut < 0:
@@ -343,8 +352,10 @@ def _data_label(path: Path) -> str:
     return f"../shared/data/{resolved.relative_to(shared)}" if resolved.is_relative_to(shared) else str(path)
 
 
-def _pair_features(pairs: Pairs, first: np.ndarray, second: np.ndarray) -> np.ndarray:
-    return pair_features.pair_features_of(pairs.texts, first=first, second=second)
+def _pair_features(
+    pairs: Pairs, first: np.ndarray, second: np.ndarray, *, feature_version: str = FEATURE_VERSION
+) -> np.ndarray:
+    return pair_features.pair_features_of(pairs.texts, first=first, second=second, feature_version=feature_version)
 
 
 def _peak_memory_mib() -> float:
@@ -464,11 +475,15 @@ def head_train(
     model: str | None = None,
     precision_target: float | None = None,
     cut_on: Sequence[Path] = (),
+    trees: bool = False,
 ) -> dict:
     """Train the head of embedding model `model` (by name; None: the default) on the train split of `pairs_paths`,
     by the recall-floor rule, or, with `precision_target`, by that target on the files `cut_on` (all when empty);
-    report every choice and the held-out figures through `say`, write the model to `out` and return what was
-    written."""
+    with `trees` (recall-floor rule only), boosted trees on the regression's log-odds and the pair's text features
+    (`_trees_choose`); report every choice and the held-out figures through `say`, write the model to `out` and
+    return what was written."""
+    if trees and precision_target is not None:
+        raise ValueError("a tree head is chosen by the recall-floor rule: give no precision target with it")
     began = time.perf_counter()
     pairs = pairs_load_many(list(pairs_paths))
     labels, train, held_out, source = pairs.labels, pairs.train, pairs.held_out, pairs.source
@@ -479,7 +494,11 @@ def head_train(
     )
     started = time.perf_counter()
     first, second = pairs_embed(pairs, model=name)
-    features, rows = _pair_features(pairs, first, second), pairs.rows
+    # A tree head reads pair-v3's text features; its regression reads pair-v1, their prefix.
+    every_feature = _pair_features(
+        pairs, first, second, feature_version=ORDER_FEATURE_VERSION if trees else FEATURE_VERSION
+    )
+    features, rows = every_feature[:, : pair_features.pair_feature_count(first.shape[1])], pairs.rows
     say(f"embeddings and features {features.shape} ready in {time.perf_counter() - started:.1f}s")
     cosine = (first * second).sum(axis=1)
     agree = np.array([not question_pairs.questions_conflict(r["question1"], r["question2"]) for r in rows])
@@ -493,15 +512,29 @@ def head_train(
     if precision_target is None:
         # 1. penalty, by inner cross-validation on the train split; 2. gate and cut, through the decision rule
         penalty, oof = _penalty_choose(features=train_features, labels=train_labels, folds=folds, say=say)
-        gate, cut, oof_figures = _gate_and_cut_choose(
-            oof=oof,
-            labels=train_labels,
-            cosine=cosine[train],
-            passes_checks=passes_checks[train],
-            followup_ok=followup_ok[train],
-            say=say,
-        )
+        choose = {
+            "labels": train_labels,
+            "cosine": cosine[train],
+            "passes_checks": passes_checks[train],
+            "followup_ok": followup_ok[train],
+            "say": say,
+        }
+        gate, cut, oof_figures = _gate_and_cut_choose(oof=oof, **choose)
         rule = {"recall_floor": RECALL_FLOOR}
+        if trees:
+            # The regression's own choice stays in the file: it is the cut a pair reader's figures compare with.
+            rule["regression"] = {
+                "threshold": gate,
+                "cut": round(float(cut), 6),
+                "train_out_of_fold": figures(oof_figures),
+            }
+            tree_rows = np.column_stack([_logit(oof), every_feature[train, 2 * first.shape[1] :]])
+            say("")
+            say("the tree head on the regression's out-of-fold log-odds and the pair's text features:")
+            tree_oof = trees_out_of_fold(tree_rows, train_labels, folds)
+            # Only the cut: the gate is the policies' default threshold, chosen with the regression (migration 0005);
+            # the trees decide among the same candidates.
+            gate, cut, oof_figures = _gate_and_cut_choose(oof=tree_oof, gates=(gate,), **choose)
     else:
         penalty, oof, gate, cut, oof_figures, rule = _choices_for_target(
             features=train_features,
@@ -520,7 +553,24 @@ def head_train(
     # 3. the model: the chosen penalty on the whole train split; figures on held-out and all pairs
     mean, scale = standardise(train_features)
     weights, bias = logistic_fit((train_features - mean) / scale, train_labels, penalty=penalty, weights=pair_weights)
+    head = _weights_payload(weights=weights, bias=bias, mean=mean, scale=scale)
     probability = probabilities(features, weights, bias, mean, scale)
+    if trees:
+        # Fitted on the out-of-fold log-odds, so the trees learn how far to trust the regression on pairs it did not
+        # see, which is how it meets every pair it decides; they then read the shipped regression's.
+        classifier = trees_fit(tree_rows, train_labels)
+        inputs = every_feature.shape[1] - 2 * first.shape[1] + 1
+        head |= {
+            "kind_of_head": TREES_KIND,
+            "feature_version": ORDER_FEATURE_VERSION,
+            "linear_feature_version": FEATURE_VERSION,
+            "extra_features": list(pair_features.PAIR_V2_FEATURES),
+            "order_features": list(pair_features.PAIR_V3_FEATURES),
+            "kind": "boosted trees on the regression's log-odds and pair-v3 text features",
+            "trees": trees_export(classifier, inputs=inputs).to_dict(),
+        }
+        served = pair_model_from_dict({**head, "dimension": int(first.shape[1]), "cut": cut})
+        probability = np.array([pair_probability(model=served, features=row) for row in every_feature])
     decided = (cosine >= gate) & passes_checks & (probability >= cut)
     held, everything, held_by_file = _held_out_report(
         decided=decided,
@@ -548,11 +598,48 @@ def head_train(
         "held_out": figures(held),
         **({"held_out_by_file": held_by_file} if held_by_file else {}),
         "all_pairs_including_train": figures(everything),
-        **_weights_payload(weights=weights, bias=bias, mean=mean, scale=scale),
+        **head,
     }
+    payload |= _reader_kept(out=out, payload=payload, say=say)
     out.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
     say(f"wrote {out} ({out.stat().st_size / 1024:.0f} KiB)")
     return payload
+
+
+def _logit(probability: np.ndarray) -> np.ndarray:
+    clipped = np.clip(probability, 1e-9, 1 - 1e-9)
+    return np.log(clipped / (1 - clipped))
+
+
+def _reader_kept(*, out: Path, payload: dict, say: Callable[[str], None]) -> dict:
+    """The pair reader block of the file being replaced, when the regression it was fitted beside is the new file's
+    to the digit (a reader's combination reads that regression's log-odds; `pair_reader`); else nothing, said."""
+    try:
+        old = json.loads(out.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not old.get("reader"):
+        return {}
+    try:
+        same = all(
+            np.allclose(
+                np.asarray(old[key], dtype=float),
+                np.asarray(payload[key], dtype=float),
+                rtol=0,
+                atol=READER_KEPT_WITHIN,
+            )
+            for key in ("weights", "mean", "scale", "bias")
+        )
+    except (KeyError, ValueError):
+        same = False
+    if same:
+        say(
+            "the pair reader block kept: the regression it was fitted beside is unchanged "
+            f"(within {READER_KEPT_WITHIN:g})"
+        )
+        return {"reader": old["reader"]}
+    say("the pair reader block dropped: the regression changed; run manage.py pair_reader_train again")
+    return {}
 
 
 def _provenance(*, pairs: Pairs, paths: Sequence[Path]) -> dict:

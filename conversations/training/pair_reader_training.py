@@ -3,8 +3,8 @@ weights with low-rank adapters (`retrieval.cross_encoder`), whose score joins th
 (`conversations.dedup.pair_reader`). QQP's labelled pairs, the head's own data and split; every choice on the train
 split, the held-out 30% judged at the end.
 
-1. The head's out-of-fold probabilities on the train split (its own penalty, its 5 inner folds), as the head's cut
-   was chosen on them.
+1. The head's regression's out-of-fold probabilities on the train split (its own penalty, its 5 inner folds), as
+   the head's cut was chosen on them (a tree head's trees read them too; the reader is combined with the regression).
 2. Two readers, each fitted on half of the train split (halves by a salted hash of pair_id), each scoring the other
    half: every train pair has a reader score from a reader that never saw it.
 3. The combination: a two-weight logistic fit over (the head's log-odds, the reader's score), standardised, on the
@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from conversations.dedup import question_pairs
-from conversations.dedup.duplicate_model import MODEL_PATH, pair_model_load, pair_probability
+from conversations.dedup.duplicate_model import MODEL_PATH, pair_model_load, pair_probability, regression_probability
 from conversations.dedup.pair_reader import READER_FILE, combined_probability, pair_reader_from_dict
 from conversations.training.duplicate_head_training import (
     RECALL_FLOOR,
@@ -202,18 +202,24 @@ def reader_train(
     pairs = pairs_load_many([pairs_path])
     labels, train, held_out = pairs.labels, pairs.train, pairs.held_out
     first, second = pairs_embed(pairs, model=BUNDLED_MODEL_NAME)
-    features = _pair_features(pairs, first, second)
+    # The head's own features (a tree head's pair-v3); its regression reads their pair-v1 prefix.
+    every_feature = _pair_features(pairs, first, second, feature_version=head.feature_version)
+    features = every_feature[:, : head.weights.shape[0]]
     cosine = (first * second).sum(axis=1)
     agree = np.array([not question_pairs.questions_conflict(r["question1"], r["question2"]) for r in pairs.rows])
     eligible = (cosine >= head.meta["threshold"]) & agree & followup_guard_passes(rows=pairs.rows, second=second)
     say(f"pairs: train {int(train.sum())}, held out {int(held_out.sum())} (never used for a choice)")
 
-    # 1. the head's out-of-fold probabilities on the train split; the shipped head's on the held-out pairs
+    # 1. the regression's out-of-fold probabilities on the train split; the shipped regression's on the held-out pairs
+    # (the combination reads the head's regression, a tree head's too: `decisions.decision_probability`); beside
+    # them, the head as it decides alone, at its own cut, for the figures
     head_probability = np.zeros(len(labels))
     head_probability[train] = out_of_fold(
         features[train], labels[train], _inner_folds(pairs)[train], penalty=float(head.meta["penalty"])
     )
-    head_probability[held_out] = [pair_probability(model=head, features=row) for row in features[held_out]]
+    head_probability[held_out] = [regression_probability(model=head, features=row) for row in features[held_out]]
+    regression_cut = float(head.meta.get("regression", {}).get("cut", head.cut))
+    head_alone = np.array([pair_probability(model=head, features=row) for row in every_feature[held_out]])
 
     # 2. two readers on halves, each scoring the other half
     root = model_path(BUNDLED_MODEL_NAME)
@@ -251,10 +257,10 @@ def reader_train(
         raise ValueError(f"no cut reaches recall {RECALL_FLOOR} on the train split's out-of-fold scores")
     block["cut"] = round(float(cut), 6)
     oof = precision_recall_hit(eligible[train] & (combined[train] >= cut), labels[train])
-    head_oof = precision_recall_hit(eligible[train] & (head_probability[train] >= head.cut), labels[train])
+    head_oof = precision_recall_hit(eligible[train] & (head_probability[train] >= regression_cut), labels[train])
     say(
         f"combination: weights {block['weights']} (head log-odds, reader), cut {cut:.3f}; out of fold P {oof[0]:.3f} "
-        f"R {oof[1]:.3f} (the head alone at its cut: P {head_oof[0]:.3f} R {head_oof[1]:.3f})"
+        f"R {oof[1]:.3f} (the regression alone at its cut: P {head_oof[0]:.3f} R {head_oof[1]:.3f})"
     )
 
     # 4. the shipped reader, on the whole train split, scored from its own file
@@ -267,7 +273,7 @@ def reader_train(
     reader_held = reader_scores(root=root, adapters=out, rows=held_rows)
     combined_held = _combined(block, head_probability[held_out], reader_held)
     held = precision_recall_hit(eligible[held_out] & (combined_held >= cut), labels[held_out])
-    head_held = precision_recall_hit(eligible[held_out] & (head_probability[held_out] >= head.cut), labels[held_out])
+    head_held = precision_recall_hit(eligible[held_out] & (head_alone >= head.cut), labels[held_out])
     say(
         f"held out: P {held[0]:.3f} R {held[1]:.3f} hit rate {held[2]:.3f} (the head alone: P {head_held[0]:.3f} "
         f"R {head_held[1]:.3f})"

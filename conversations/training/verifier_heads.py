@@ -1,6 +1,7 @@
 """The two heads a tenant's verifier may be, fitted on labels and scored out of fold: the regression towards the
-shipped duplicate head, and boosted trees on that head's log-odds and the pair's text features. No database: features
-and labels in, weights or trees out. `verifier_training` chooses between them.
+shipped duplicate head('s regression, when the shipped head is trees over one), and boosted trees on that regression's
+log-odds and the pair's text features. No database: features and labels in, weights or trees out.
+`verifier_training` chooses between them.
 
 The regression: the duplicate head's logistic regression on the pair-v2 features (`pair_features.pair_features`:
 the shipped head's pair-v1 features, then `PAIR_V2_FEATURES`), with an L2 penalty towards the shipped head's weights
@@ -9,8 +10,8 @@ features': the training labels'). The shipped features' weights and the added on
 (`PENALTIES`, `ADDED_PENALTIES`): the added ones have no fitted weight to stay near. A few hundred labels then move
 the head only where they disagree with it, and no labels leave it deciding as shipped.
 
-The trees: scikit-learn's HistGradientBoostingClassifier (`TREE_PARAMETERS`), exported to a
-`duplicate_model.TreeEnsemble` that decisions walk in numpy (`trees_export`), so turns never import scikit-learn.
+The trees: `boosted_trees`' (scikit-learn's, walked in numpy at turns) on the shipped regression's log-odds and the
+pair's text features (pair-v3: where the shared words sit as well as which they are).
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from conversations.dedup.duplicate_model import LINEAR_KIND, TREES_KIND, PairModel, TreeEnsemble
+from conversations.dedup.duplicate_model import LINEAR_KIND, TREES_KIND, PairModel
 from conversations.dedup.pair_features import TENANT_FEATURE_VERSION
 from conversations.dedup.pair_reader import combined_probability, reader_scores
+from conversations.training.boosted_trees import trees_fit
 from conversations.training.duplicate_head_training import recall_at_precision, standardise
 from conversations.training.labelled_pairs import INNER_FOLDS
 
@@ -35,18 +37,6 @@ PENALTIES = (300.0, 3000.0, 10000.0, 30000.0)
 # have no fitted weight to stay near, and held as strongly as the shipped ones they stay at almost no effect. Chosen
 # by cross-validation together with PENALTIES.
 ADDED_PENALTIES = (1.0, 10.0, 100.0)
-# The tree head: boosted trees, few and shallow, on the shipped regression's log-odds and the pair's text features
-# (pair-v3: where the shared words sit as well as which they are). Few enough to fit a few thousand labels in seconds
-# on two cores and walk in a fraction of a millisecond per candidate; fixed, so a training is reproducible.
-TREE_PARAMETERS = {
-    "max_iter": 100,
-    "learning_rate": 0.1,
-    "max_leaf_nodes": 7,
-    "min_samples_leaf": 20,
-    "l2_regularization": 1.0,
-    "early_stopping": False,
-    "random_state": 0,
-}
 
 
 def fit_towards(
@@ -151,9 +141,10 @@ def decision_probabilities(
     scores = None if reader is None else reader_scores(reader=reader, pairs=pairs)
     if scores is None:
         return probabilities, model.cut
+    regression = sigmoid(log_odds(model, features))  # what the reader was fitted beside, as the decision reads it
     combined = [
         combined_probability(reader=reader, head_probability=float(p), reader_score=float(r))
-        for p, r in zip(probabilities, scores, strict=True)
+        for p, r in zip(regression, scores, strict=True)
     ]
     return np.array(combined), reader.cut
 
@@ -162,33 +153,6 @@ def selection_recall(*, scores: np.ndarray, labels: np.ndarray, eligible: np.nda
     """What the penalties, the head and the gate are chosen by: the out-of-fold recall at precision `target`
     (`recall_at_precision`) of `scores` among the pairs `eligible`."""
     return recall_at_precision(scores=scores, labels=labels, eligible=eligible, target=target)[0]
-
-
-def trees_export(classifier: object, *, inputs: int) -> TreeEnsemble:
-    """A fitted scikit-learn HistGradientBoostingClassifier (binary) as a TreeEnsemble whose `raw` is its
-    `decision_function` (a test holds the two equal, so a scikit-learn that stores its trees otherwise fails there)."""
-    nodes = [predictors[0].nodes for predictors in classifier._predictors]
-    offsets = np.cumsum([0] + [len(tree) for tree in nodes[:-1]])
-    glued = np.concatenate(nodes)
-    shift = np.concatenate([np.full(len(tree), offset) for tree, offset in zip(nodes, offsets, strict=True)])
-    leaf = glued["is_leaf"].astype(bool)
-    return TreeEnsemble(
-        baseline=float(np.ravel(classifier._baseline_prediction)[0]),
-        roots=offsets.astype(np.int64),
-        feature=np.where(leaf, 0, glued["feature_idx"]).astype(np.int64),
-        threshold=np.where(leaf, 0.0, glued["num_threshold"]).astype(np.float64),
-        left=np.where(leaf, 0, glued["left"] + shift).astype(np.int64),
-        right=np.where(leaf, 0, glued["right"] + shift).astype(np.int64),
-        value=np.where(leaf, glued["value"], 0.0).astype(np.float64),
-        leaf=leaf,
-        inputs=inputs,
-    )
-
-
-def trees_fit(rows: np.ndarray, labels: np.ndarray) -> object:
-    from sklearn.ensemble import HistGradientBoostingClassifier
-
-    return HistGradientBoostingClassifier(**TREE_PARAMETERS).fit(rows, labels)
 
 
 @dataclass(frozen=True)

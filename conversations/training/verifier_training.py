@@ -44,6 +44,7 @@ from conversations.dedup.duplicate_model import (
 )
 from conversations.dedup.pair_features import ORDER_FEATURE_VERSION, TENANT_FEATURE_VERSION
 from conversations.training import verifier_heads
+from conversations.training.boosted_trees import trees_export, trees_fit
 from conversations.training.duplicate_head_training import ranked_totals, recall_at_precision, significant
 from conversations.training.labelled_pairs import LabelledQuestionPair, label_inner_fold, label_is_held_out
 from conversations.training.verifier_heads import (
@@ -55,8 +56,6 @@ from conversations.training.verifier_heads import (
     prior_extend,
     sigmoid,
     trees_candidate,
-    trees_export,
-    trees_fit,
 )
 from conversations.training.verifier_judging import (
     MIN_RANDOM_JUDGE_DUPLICATES,
@@ -328,7 +327,7 @@ def _head_fit(
             "kind_of_head": TREES_KIND,
             "feature_version": ORDER_FEATURE_VERSION,
             "linear_feature_version": prior.feature_version,
-            "kind": "boosted trees on the shipped head's log-odds and pair-v3 text features",
+            "kind": "boosted trees on the shipped head's regression's log-odds and pair-v3 text features",
             "bias": prior.bias,
             "weights": prior.weights.tolist(),
             "mean": prior.mean.tolist(),

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from conversations.dedup.duplicate_model import pair_model_load
+from conversations.dedup.duplicate_model import TREES_KIND, pair_model_load
+from conversations.dedup.pair_features import FEATURE_VERSION, ORDER_FEATURE_VERSION, pair_feature_count
 from conversations.models import DEFAULT_THRESHOLD
 from conversations.training.labelled_pairs import PAIRS, file_label_of, pairs_load
 
@@ -39,6 +40,36 @@ def test_a_head_trained_on_labelled_pairs_is_one_the_decision_loads(pairs_file, 
     assert set(payload["held_out"]) == {"precision", "recall", "hit_rate"}
     model = pair_model_load(out)
     assert len(model.weights) == len(payload["weights"]) and 0.70 <= payload["threshold"] <= 0.90
+
+
+def test_a_tree_head_takes_the_regressions_gate_and_keeps_a_reader_only_beside_its_own_regression(
+    pairs_file, tmp_path, capsys
+):
+    out = tmp_path / "head.json"
+    call_command("duplicate_head_train", pairs=str(pairs_file), out=str(out), trees=True)
+    printed = capsys.readouterr().out
+    assert "the tree head on the regression's out-of-fold log-odds" in printed and "HELD-OUT" in printed
+    payload = json.loads(out.read_text())
+    model = pair_model_load(out)
+    assert payload["kind_of_head"] == TREES_KIND and model.trees is not None
+    assert model.feature_version == ORDER_FEATURE_VERSION and payload["linear_feature_version"] == FEATURE_VERSION
+    assert len(model.weights) == pair_feature_count(model.dimension)
+    # Only the cut is the trees': the gate is the one the regression chose, which policies' thresholds default to.
+    assert payload["threshold"] == payload["regression"]["threshold"]
+    assert set(payload["regression"]["train_out_of_fold"]) == {"precision", "recall", "hit_rate"}
+
+    # A reader block is fitted beside one regression: kept when a retraining gives the same one, dropped otherwise.
+    block = {"cut": 0.5, "weights": [1.0, 1.0]}
+    out.write_text(json.dumps({**payload, "reader": block}))
+    call_command("duplicate_head_train", pairs=str(pairs_file), out=str(out), trees=True)
+    assert json.loads(out.read_text())["reader"] == block and "pair reader block kept" in capsys.readouterr().out
+    out.write_text(json.dumps({**payload, "bias": payload["bias"] + 0.01, "reader": block}))
+    call_command("duplicate_head_train", pairs=str(pairs_file), out=str(out), trees=True)
+    assert "reader" not in json.loads(out.read_text())
+    assert "run manage.py pair_reader_train again" in capsys.readouterr().out
+
+    with pytest.raises(CommandError, match="--trees"):
+        call_command("duplicate_head_train", pairs=str(pairs_file), out=str(out), trees=True, precision_target=0.9)
 
 
 def test_a_missing_or_unreadable_pairs_file_is_a_message(tmp_path):

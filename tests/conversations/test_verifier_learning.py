@@ -26,8 +26,9 @@ from conversations.dedup.duplicate_model import (
 from conversations.dedup.pair_features import ORDER_FEATURE_VERSION, PAIR_V3_FEATURES, pair_order_features
 from conversations.dedup.tenant_verifiers import tenant_verifiers_load, verifier_path
 from conversations.models import DuplicateModelStatus
+from conversations.training.boosted_trees import TREE_PARAMETERS, trees_export
 from conversations.training.labelled_pairs import labelled_pairs_read
-from conversations.training.verifier_heads import TREE_PARAMETERS, Candidate, trees_export
+from conversations.training.verifier_heads import Candidate
 from conversations.training.verifier_training import _form_and_gate_choose, _Labelled, gate_candidates
 from conversations.training.verifiers import (
     duplicate_model_rollback,
@@ -145,7 +146,7 @@ def test_a_tree_file_that_does_not_form_trees_is_refused():
             tree_ensemble_from_dict({**good, **broken})
     shipped = json.loads(MODEL_PATH.read_text())
     payload = {**shipped, "kind_of_head": TREES_KIND, "feature_version": ORDER_FEATURE_VERSION, "trees": good}
-    payload["linear_feature_version"] = shipped["feature_version"]
+    payload["linear_feature_version"] = shipped.get("linear_feature_version", shipped["feature_version"])
     with pytest.raises(ValueError, match="tree head reads 2 inputs"):
         pair_model_from_dict(payload)
     with pytest.raises(ValueError, match="kind"):

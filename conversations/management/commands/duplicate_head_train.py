@@ -1,8 +1,9 @@
-"""`manage.py duplicate_head_train [--model NAME] [--pairs PATH ...] [--out PATH] [--precision-target P]
-[--cut-on PATH ...]`: fit the shipped duplicate head of an embedding model on labelled question pairs (QQP's by
+"""`manage.py duplicate_head_train [--model NAME] [--pairs PATH ...] [--out PATH] [--trees | --precision-target P
+[--cut-on PATH ...]]`: fit the shipped duplicate head of an embedding model on labelled question pairs (QQP's by
 default) and write its file (`duplicate_model.head_path(NAME)`; `conversations.training.duplicate_head_training`).
 
-The multilingual model's head, as shipped (docs/conversations.md, "Where the head's weights come from"):
+The bundled model's head, as shipped: `manage.py duplicate_head_train --trees`. The multilingual model's head, as
+shipped (docs/conversations.md, "Where the head's weights come from"):
 
     manage.py duplicate_head_train --model use-multilingual-v3 --pairs ../shared/data/qqp/pairs.jsonl \\
         --pairs ../shared/data/zh/afqmc_train.jsonl --pairs ../shared/data/zh/lcqmc.jsonl \\
@@ -43,6 +44,11 @@ class Command(BaseCommand):
             "instead of the best precision at the recall floor",
         )
         parser.add_argument(
+            "--trees",
+            action="store_true",
+            help="boosted trees on the regression's log-odds and the pair's text features (recall-floor rule only)",
+        )
+        parser.add_argument(
             "--cut-on",
             action="append",
             default=[],
@@ -57,6 +63,8 @@ class Command(BaseCommand):
         if missing:
             raise CommandError(f"No labelled pairs at {', '.join(missing)}: give --pairs a JSONL file.")
         cut_on = [Path(p) for p in ([options["cut_on"]] if isinstance(options["cut_on"], str) else options["cut_on"])]
+        if options["trees"] and options["precision_target"] is not None:
+            raise CommandError("--trees is chosen by the recall-floor rule: give no --precision-target with it.")
         if cut_on and options["precision_target"] is None:
             raise CommandError("--cut-on chooses for --precision-target: give both, or neither.")
         if {p.resolve() for p in cut_on} - {p.resolve() for p in paths}:
@@ -74,6 +82,7 @@ class Command(BaseCommand):
                 model=name,
                 precision_target=options["precision_target"],
                 cut_on=cut_on,
+                trees=options["trees"],
             )
         except (KeyError, ValueError) as exc:
             raise CommandError(
