@@ -14,6 +14,7 @@ function in `conversations.dedup.decisions`; this module is the only one that re
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -62,15 +63,16 @@ class TreeEnsemble:
     inputs: int  # how many values a row has
 
     def raw(self, row: np.ndarray) -> float:
-        """The log-odds of one row."""
-        total = self.baseline
-        feature, threshold, left, right, leaf = self.feature, self.threshold, self.left, self.right, self.leaf
-        for root in self.roots:
-            node = int(root)
-            while not leaf[node]:
-                node = int(left[node] if row[feature[node]] <= threshold[node] else right[node])
-            total += float(self.value[node])
-        return float(total)
+        """The log-odds of one row: every tree walked at once, a level a step (a turn scores its candidates with
+        this, so it is one array operation per level rather than one Python step per node), the leaves summed
+        exactly (`math.fsum`), so the result does not depend on the order of the trees."""
+        nodes = self.roots
+        inner = ~self.leaf[nodes]
+        while inner.any():
+            below = row[self.feature[nodes]] <= self.threshold[nodes]
+            nodes = np.where(inner, np.where(below, self.left[nodes], self.right[nodes]), nodes)
+            inner = ~self.leaf[nodes]
+        return math.fsum([self.baseline, *self.value[nodes].tolist()])
 
     def to_dict(self) -> dict:
         return {
