@@ -479,9 +479,8 @@ def head_train(
 ) -> dict:
     """Train the head of embedding model `model` (by name; None: the default) on the train split of `pairs_paths`,
     by the recall-floor rule, or, with `precision_target`, by that target on the files `cut_on` (all when empty);
-    with `trees` (recall-floor rule only), boosted trees on the regression's log-odds and the pair's text features
-    (`_trees_choose`); report every choice and the held-out figures through `say`, write the model to `out` and
-    return what was written."""
+    with `trees` (recall-floor rule only), boosted trees over the regression, as the module says; report every
+    choice and the held-out figures through `say`, write the model to `out` and return what was written."""
     if trees and precision_target is not None:
         raise ValueError("a tree head is chosen by the recall-floor rule: give no precision target with it")
     began = time.perf_counter()
@@ -613,7 +612,8 @@ def _logit(probability: np.ndarray) -> np.ndarray:
 
 def _reader_kept(*, out: Path, payload: dict, say: Callable[[str], None]) -> dict:
     """The pair reader block of the file being replaced, when the regression it was fitted beside is the new file's
-    to the digit (a reader's combination reads that regression's log-odds; `pair_reader`); else nothing, said."""
+    within READER_KEPT_WITHIN (a reader's combination reads that regression's log-odds; `pair_reader`); else
+    nothing, said."""
     try:
         old = json.loads(out.read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -12,13 +12,14 @@ from conversations.dedup import pair_features as pf
 from conversations.dedup.duplicate_model import (
     MODEL_PATH,
     SHIPPED_HEADS,
+    TREES_KIND,
     PairModel,
     head_path,
     pair_model_default,
     pair_model_from_dict,
     pair_probability,
 )
-from conversations.dedup.pair_features import FEATURE_VERSION, TENANT_FEATURE_VERSION
+from conversations.dedup.pair_features import FEATURE_VERSION, ORDER_FEATURE_VERSION, TENANT_FEATURE_VERSION
 from conversations.models import DEFAULT_THRESHOLD
 from retrieval.embeddings import offered_models
 
@@ -174,10 +175,18 @@ def test_pair_probability_is_the_logistic_of_the_standardised_score():
 def test_shipped_weights_load_with_the_expected_shape_and_provenance():
     model = pair_model_default()
     assert model is pair_model_default()  # read once per process
-    assert model.meta["feature_version"] == FEATURE_VERSION
+    # A tree head: its regression reads pair-v1, its trees that regression's log-odds and pair-v3's text features.
+    assert model.meta["kind_of_head"] == TREES_KIND and model.trees is not None
+    assert model.meta["linear_feature_version"] == FEATURE_VERSION and model.feature_version == ORDER_FEATURE_VERSION
     assert model.meta["lexical_features"] == list(pf.LEXICAL_FEATURES)
+    assert model.meta["order_features"] == list(pf.PAIR_V3_FEATURES)
     assert model.meta["embedding_model"] == "all-MiniLM-L6-v2" and model.dimension == 384
     assert model.weights.shape == (pf.pair_feature_count(384),)
+    assert model.trees.inputs == 1 + pf.pair_feature_count(384, feature_version=ORDER_FEATURE_VERSION) - 2 * 384
+    # The regression's own choice is kept beside the trees' (a pair reader's figures compare with it).
+    assert (
+        model.meta["regression"]["threshold"] == model.meta["threshold"] and 0.0 < model.meta["regression"]["cut"] < 1.0
+    )
     assert np.isfinite(model.weights).all() and (model.scale > 0).all()
     assert 0.0 < model.cut < 1.0
     assert len(model.meta["data_sha256"]) == 64 and model.meta["trained"]
@@ -189,6 +198,8 @@ def test_shipped_weights_load_with_the_expected_shape_and_provenance():
 
 def test_weights_of_another_feature_set_are_refused():
     payload = json.loads(MODEL_PATH.read_text(encoding="utf-8"))
+    for tree_part in ("kind_of_head", "trees", "linear_feature_version"):
+        payload.pop(tree_part)  # the shipped head's regression, as a head of its own
     payload["feature_version"] = "pair-v0"
     with pytest.raises(ValueError, match="feature set"):
         pair_model_from_dict(payload)
@@ -366,8 +377,9 @@ def test_shipped_head_refuses_changed_facts_and_topics_with_a_reason(embed, ques
 
 MULTILINGUAL = "use-multilingual-v3"
 # duplicate_model.json's digest: adding another model's head must not move the bundled model's (English) decisions.
-# Its pair reader's block (off unless KB_PAIR_READER) was added to it; the head's own numbers are as they were.
-BUNDLED_HEAD_SHA256 = "d6e8aab95cc5d96e1c7a664b90e0a54e88c06a7ec030080e78891f46461616e3"
+# The file is `manage.py duplicate_head_train --trees` then `manage.py pair_reader_train` (its reader's block, off
+# unless KB_PAIR_READER); a change of either is a change of every English decision, and says so here.
+BUNDLED_HEAD_SHA256 = "083049d2cf266f62ef28939145784ed8864e3ca8fe77a6be91a926d312276f5c"
 # Never in a shipped head's data, nor in any of its choices: a tenant's own traffic elsewhere (bq, oppo), AFQMC's
 # dev half (printed beside, never chosen on) and PAWS.
 NEVER_TRAINED_ON = ("bq.jsonl", "oppo.jsonl", "afqmc_dev.jsonl", "paws_qqp")
@@ -385,7 +397,8 @@ def test_each_offered_model_has_a_head_of_its_own_vectors(name, dimension):
     model = pair_model_default(name)
     assert model is pair_model_default(name)
     assert model.meta["embedding_model"] == name and model.dimension == dimension
-    assert model.weights.shape == (pf.pair_feature_count(dimension, feature_version=model.feature_version),)
+    regression_reads = model.meta.get("linear_feature_version", model.feature_version)
+    assert model.weights.shape == (pf.pair_feature_count(dimension, feature_version=regression_reads),)
     # The tenant's threshold is the cosine gate for every model: each head's cut was chosen at the default one.
     assert model.meta["threshold"] == DEFAULT_THRESHOLD
     assert d.head_applies(use_head=True, embedding_model=name, dimension=dimension)

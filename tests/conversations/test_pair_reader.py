@@ -14,7 +14,13 @@ from django.core.management import CommandError, call_command
 
 from conversations.dedup import decisions as d
 from conversations.dedup import pair_reader
-from conversations.dedup.duplicate_model import MODEL_PATH, pair_model_default, pair_model_from_dict, pair_probability
+from conversations.dedup.duplicate_model import (
+    MODEL_PATH,
+    pair_model_default,
+    pair_model_from_dict,
+    pair_probability,
+    regression_probability,
+)
 from conversations.dedup.pair_features import pair_features
 from conversations.dedup.pair_reader import PairReader, combined_probability, pair_reader_from_dict
 from conversations.training.pair_reader_training import adapters_add, adapters_write
@@ -166,6 +172,13 @@ def test_the_decision_with_the_reader_records_the_probability_it_served_by(setti
     settings.PAIR_READER = True
     probability, cut = d.decision_probability(model=head, features=features, question=question, stored_question=stored)
     assert cut == head.reader.cut and probability != alone
+    # The reader combines with the regression it was fitted beside, not with the trees over it.
+    score = pair_reader.reader_score(reader=head.reader, question=question, stored=stored)
+    regression = regression_probability(model=head, features=features)
+    assert head.trees is not None and regression != alone
+    assert probability == pytest.approx(
+        pair_reader.combined_probability(reader=head.reader, head_probability=regression, reader_score=score)
+    )
     decision = d.duplicate_decide(
         question=question,
         question_vector=first,
