@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -234,6 +234,20 @@ def pair_model_default(embedding_model: str | None = None) -> PairModel:
 @lru_cache(maxsize=len(SHIPPED_HEADS))
 def _head_at(path: Path) -> PairModel:
     return pair_model_load(path)
+
+
+def regression_of(model: PairModel) -> PairModel:
+    """The regression of `model` as a head of its own: a regression head itself; a tree head's regression, on the
+    feature set its weights read (`linear_feature_version`), without the trees or a reader. What a tenant's verifier
+    starts from and is regularised towards: its trees, when its labels choose trees, read this regression's log-odds."""
+    if model.trees is None:
+        return model
+    return replace(
+        model,
+        trees=None,
+        reader=None,
+        feature_version=str(model.meta.get("linear_feature_version", FEATURE_VERSION)),
+    )
 
 
 def regression_log_odds(*, model: PairModel, features: np.ndarray) -> float:

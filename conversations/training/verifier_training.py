@@ -41,6 +41,7 @@ from conversations.dedup.duplicate_model import (
     TREES_KIND,
     PairModel,
     pair_model_from_dict,
+    regression_of,
 )
 from conversations.dedup.pair_features import ORDER_FEATURE_VERSION, TENANT_FEATURE_VERSION
 from conversations.training import verifier_heads
@@ -471,6 +472,8 @@ def verifier_train(
     keeping the pairing with the most out-of-fold recall at the target; then judge it against `active` (the head
     deciding now, at its own gate) on the held-out part. `meta` goes into the payload as it is."""
     labels_check(pairs)
+    # The regression under a shipped tree head: what the regression head is regularised towards and the trees read.
+    prior = regression_of(prior)
     data = _labelled(pairs, first=first, second=second)
     labels, train = data.labels, data.train
     progress(0.55, "features")

@@ -23,7 +23,12 @@ from conversations.dedup.duplicate_model import (
     pair_model_from_dict,
     tree_ensemble_from_dict,
 )
-from conversations.dedup.pair_features import ORDER_FEATURE_VERSION, PAIR_V3_FEATURES, pair_order_features
+from conversations.dedup.pair_features import (
+    FEATURE_VERSION,
+    ORDER_FEATURE_VERSION,
+    PAIR_V3_FEATURES,
+    pair_order_features,
+)
 from conversations.dedup.tenant_verifiers import tenant_verifiers_load, verifier_path
 from conversations.models import DuplicateModelStatus
 from conversations.training.boosted_trees import TREE_PARAMETERS, trees_export
@@ -313,6 +318,31 @@ def test_on_swapped_role_traffic_a_tree_head_activates_shadows_and_rolls_back(te
     )
     assert decided.hit and decided.shadow is not None and decided.shadow.verifier_version_id == row.pk
     assert decided.shadow.hit is False
+
+
+def test_a_tree_verifier_over_the_shipped_tree_head_reads_the_shipped_regression(tenant, tmp_path, monkeypatch):
+    """The bundled model's shipped head is trees over a regression: a verifier starts from that regression (its weights,
+    its pair-v1 features), and a verifier whose labels choose trees writes a file that reads back, its trees over the
+    shipped regression's log-odds. The labels' choice is forced to the trees here, so the test does not hang on which
+    head these labels prefer."""
+    from conversations.training import verifier_training
+
+    choose = verifier_training._form_and_gate_choose
+
+    def trees_chosen(*, candidates, gates, data, precision_target):
+        _, _, table = choose(candidates=candidates, gates=gates, data=data, precision_target=precision_target)
+        return next(c for c in candidates if c.kind == TREES_KIND), min(gates), table
+
+    monkeypatch.setattr(verifier_training, "_form_and_gate_choose", trees_chosen)
+    shipped = pair_model_default()
+    assert shipped.trees is not None
+    row = _train(tenant, _role_traffic(tmp_path))
+    assert row.status != DuplicateModelStatus.FAILED, row.error
+    written = json.loads(verifier_path(tenant=tenant, version=row.version).read_text())
+    assert written["kind_of_head"] == TREES_KIND and written["linear_feature_version"] == FEATURE_VERSION
+    assert written["weights"] == pytest.approx(shipped.weights.tolist()) and written["bias"] == shipped.bias
+    verifier = pair_model_from_dict(written)
+    assert verifier.trees is not None and verifier.trees is not shipped.trees
 
 
 def test_a_verifier_learns_in_the_model_of_the_tenants_knowledge_bases(tenant):
