@@ -47,7 +47,7 @@ def main() -> None:
     from sklearn.metrics import roc_auc_score
 
     from conversations.dedup import question_pairs
-    from conversations.dedup.duplicate_model import pair_model_default, pair_probability
+    from conversations.dedup.duplicate_model import pair_model_default, regression_probability
     from conversations.models import DEFAULT_THRESHOLD
     from conversations.training import duplicate_head_training as training
     from conversations.training.labelled_pairs import PAIRS, followup_guard_passes, pairs_embed, pairs_load_many
@@ -74,7 +74,8 @@ def main() -> None:
     )
 
     shipped = pair_model_default(BUNDLED_MODEL_NAME)
-    shipped_probability = np.array([pair_probability(model=shipped, features=row) for row in features])
+    # The regression the reader is combined with (a tree head's trees stand aside beside a reader).
+    shipped_probability = np.array([regression_probability(model=shipped, features=row) for row in features])
     mean, scale = training.standardise(features[fit_on])
     weights, bias = training.logistic_fit((features[fit_on] - mean) / scale, labels[fit_on], penalty=1000.0)
     head_probability = np.where(
@@ -141,7 +142,7 @@ def main() -> None:
     print(f"{'score':34s} {'AUC':>6s}  oracle R@P{'/'.join(map(str, TARGETS))}")
     for name, score in (
         ("cosine", cosine),
-        ("shipped head", shipped_probability),
+        ("shipped regression", shipped_probability),
         ("reader alone", reader),
         ("head + reader", combined),
     ):
