@@ -11,6 +11,7 @@ from rest_framework.response import Response
 
 from kbplatform.errors import ApplicationError
 from kbplatform.serializers import StrictInputSerializer
+from kbplatform.stems import LATIN_LANGUAGES
 from retrieval import selectors, services
 from retrieval.apis.common import (
     FULL_TEXT_UNAVAILABLE_RESPONSE,
@@ -41,11 +42,11 @@ class KnowledgeBaseListCreateApi(KeyScopedApi):
                 "default): words cut at spaces and punctuation, English ones stemmed, Cyrillic, Arabic, Devanagari "
                 "and Greek ones as their Russian, Arabic, Hindi and Greek stems, a word written with vowel signs kept"
                 " whole, and Han, kana, Hangul and Thai as overlapping pairs of letters (Japanese, Korean, Thai, "
-                "Russian, Arabic, Hindi, Greek, any other language). `spanish`, `french`, `german`, `portuguese`, "
-                "`italian`, `dutch`, `turkish`, `polish`, `indonesian`, `swedish`, `danish`, `norwegian`, `finnish`, "
-                "`hungarian`, `romanian`, `czech`, `catalan`, `serbian`: as `english`, but words in Latin "
-                "letters are stemmed in that language, its function words left out and accents ignored (Serbian's "
-                "Cyrillic words written in Latin letters first). `chinese`: jieba's words, in Simplified characters."
+                "Russian, Arabic, Hindi, Greek, any other language). "
+                + ", ".join(f"`{language}`" for language in LATIN_LANGUAGES)
+                + ": as `english`, but words in Latin letters are stemmed in that language, its function words left "
+                "out and accents ignored (Serbian's Cyrillic words written in Latin letters first). `chinese`: "
+                "jieba's words, in Simplified characters."
             ),
         )
         embedding_model = serializers.CharField(
