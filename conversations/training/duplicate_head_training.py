@@ -49,7 +49,6 @@ from conversations.training.boosted_trees import trees_export, trees_fit, trees_
 from conversations.training.labelled_pairs import (
     HELD_OUT_PERCENT,
     INNER_FOLDS,
-    PAIRS,
     Pairs,
     file_label_of,
     followup_guard_passes,
@@ -346,10 +345,15 @@ def figures(values: tuple[float, float, float]) -> dict:
 
 
 def _data_label(path: Path) -> str:
-    """How the head's meta names a pairs file: beside this checkout (../shared/data/...) when it is there."""
-    shared = PAIRS.resolve().parent.parent
-    resolved = path.resolve()
-    return f"../shared/data/{resolved.relative_to(shared)}" if resolved.is_relative_to(shared) else str(path)
+    """How the head's meta names a pairs file: by its place under a `shared/data` folder (../shared/data/...), the
+    same whichever checkout or worktree trained it and wherever that folder is linked from; any other file by the
+    path it was given."""
+    for candidate in (path, path.resolve()):
+        parts = candidate.parts
+        for i in range(len(parts) - 2, 0, -1):
+            if parts[i - 1] == "shared" and parts[i] == "data":
+                return "../shared/data/" + "/".join(parts[i + 1 :])
+    return str(path)
 
 
 def _pair_features(

@@ -12,6 +12,7 @@ from django.core.management import CommandError, call_command
 from conversations.dedup.duplicate_model import TREES_KIND, pair_model_load
 from conversations.dedup.pair_features import FEATURE_VERSION, ORDER_FEATURE_VERSION, pair_feature_count
 from conversations.models import DEFAULT_THRESHOLD
+from conversations.training.duplicate_head_training import _data_label
 from conversations.training.labelled_pairs import PAIRS, file_label_of, pairs_load
 
 SUPPORT_PAIRS = Path(__file__).parent / "data" / "support_pairs.jsonl"
@@ -133,3 +134,20 @@ def test_the_default_pairs_are_the_shared_data_beside_the_checkout(settings):
     # The training commands and benches read ../shared/data/qqp/pairs.jsonl beside the checkout, wherever the module
     # that names it lives in the package.
     assert PAIRS == Path(settings.BASE_DIR).resolve().parent / "shared" / "data" / "qqp" / "pairs.jsonl"
+
+
+def test_a_head_names_shared_data_by_its_place_under_shared_data_wherever_the_checkout_is(tmp_path):
+    """A head trained in a worktree elsewhere, or over a linked shared folder, names its data as one beside the
+    checkout would: the meta does not carry the trainer's machine paths."""
+    real = tmp_path / "disk" / "shared" / "data" / "zh"
+    real.mkdir(parents=True)
+    (real / "lcqmc.jsonl").write_text("")
+    linked = tmp_path / "worktree-parent" / "shared"
+    linked.parent.mkdir()
+    linked.symlink_to(tmp_path / "disk" / "shared")
+    other = tmp_path / "mine.jsonl"
+    other.write_text("")
+    assert _data_label(real / "lcqmc.jsonl") == "../shared/data/zh/lcqmc.jsonl"
+    assert _data_label(linked / "data" / "zh" / "lcqmc.jsonl") == "../shared/data/zh/lcqmc.jsonl"
+    assert _data_label(PAIRS) == "../shared/data/qqp/pairs.jsonl"
+    assert _data_label(other) == str(other)
