@@ -90,11 +90,11 @@ def main() -> None:
 
     django.setup()
     import torch
-    from qqp_split import TARGET_PRECISION, pair_v2_features, qqp_split_load
+    from qqp_split import TARGET_PRECISION, pair_v2_features, qqp_split_load, shipped_head_log_odds
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.losses import CoSENTLoss, OnlineContrastiveLoss
 
-    from conversations.dedup.duplicate_model import pair_model_default, pair_model_from_dict
+    from conversations.dedup.duplicate_model import pair_model_default, pair_model_from_dict, regression_of
     from conversations.training.duplicate_head_training import recall_at_precision
     from conversations.training.labelled_pairs import (
         INNER_FOLDS,
@@ -112,8 +112,8 @@ def main() -> None:
     rows, labels, held, eligible = split.pairs.rows, split.labels, split.held, split.eligible
     features = pair_v2_features(split)
     shipped = pair_model_default()
-    v1 = shipped.weights.shape[0]
-    shipped_z = ((features[:, :v1] - shipped.mean) / shipped.scale) @ shipped.weights + shipped.bias
+    v1 = regression_of(shipped).weights.shape[0]
+    shipped_z = shipped_head_log_odds(split)  # the decision's score, a tree head's trees included
     traffic = split.traffic(gate=args.gate)
     held_index = np.where(held)[0]
     r90 = split.recall_at_target
@@ -155,7 +155,7 @@ def main() -> None:
         by 5-fold cross-validation at precision 0.90 on the training labels (ties: the stronger), fit on all of
         them; log-odds of every pair."""
         train_index, folds = ls.index[~ls.held], ls.folds[~ls.held]
-        extended = prior_extend(shipped, features=full[train_index])
+        extended = prior_extend(regression_of(shipped), features=full[train_index])
         standardised = (full - extended.mean) / extended.scale
         y = labels[train_index].astype(float)
         choices = []

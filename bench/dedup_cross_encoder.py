@@ -43,7 +43,7 @@ def main() -> None:
     from qqp_split import pair_v2_features, qqp_split_load
     from transformers import AutoModel, AutoTokenizer
 
-    from conversations.dedup.duplicate_model import pair_model_default
+    from conversations.dedup.duplicate_model import pair_model_default, regression_of
     from conversations.training.verifier_heads import PENALTIES, fit_towards, prior_extend
     from retrieval.embeddings import model_path
 
@@ -205,7 +205,7 @@ def main() -> None:
         oof[scored] = ce[scored]
         shipped = pair_model_default()
         full = np.hstack([features, oof[:, None]])
-        prior = prior_extend(shipped, features=full[picked])
+        prior = prior_extend(regression_of(shipped), features=full[picked])
         standardised = (full - prior.mean) / prior.scale
         cells = []
         for penalty in PENALTIES:

@@ -37,9 +37,9 @@ def main() -> None:
 
     django.setup()
     import numpy as np
-    from qqp_split import TARGET_PRECISION, pair_v2_features, qqp_split_load
+    from qqp_split import TARGET_PRECISION, pair_v2_features, qqp_split_load, shipped_head_log_odds
 
-    from conversations.dedup.duplicate_model import pair_model_default
+    from conversations.dedup.duplicate_model import pair_model_default, regression_of
     from conversations.training.duplicate_head_training import logistic_fit, standardise
     from conversations.training.verifier_heads import PENALTIES, fit_towards, prior_extend
 
@@ -62,10 +62,12 @@ def main() -> None:
             f"ceiling at gate {gate:.2f}: {labels[held & through].sum() / labels[held].sum():.3f} of the held-out "
             "duplicates pass every check but the head"
         )
-    shipped = pair_model_default()
+    # The tenant head starts from and is drawn towards the shipped head's regression (as `verifier_train` does); the
+    # shipped head's own figure is the decision's score, its trees included.
+    shipped = regression_of(pair_model_default())
     v1_count = shipped.weights.shape[0]
     v1 = (features[:, :v1_count] - shipped.mean) / shipped.scale
-    shipped_z = v1 @ shipped.weights + shipped.bias
+    shipped_z = shipped_head_log_odds(split)
     print(
         f"shipped head, R@P{TARGET_PRECISION:.2f}: held out {recall_at_target(shipped_z, held):.3f}, "
         f"on its own training pairs {recall_at_target(shipped_z, train):.3f}"

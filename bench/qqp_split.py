@@ -69,6 +69,19 @@ def qqp_split_load(*, gate: float) -> QqpSplit:
     )
 
 
+def shipped_head_log_odds(split: QqpSplit) -> np.ndarray:
+    """The shipped head's log-odds of every pair, as the decision scores it (`duplicate_model.pair_log_odds` on
+    features of the head's own feature version): for a tree head, its trees, not the regression they read."""
+    from conversations.dedup import pair_features
+    from conversations.dedup.duplicate_model import pair_log_odds, pair_model_default
+
+    shipped = pair_model_default()
+    features = pair_features.pair_features_of(
+        split.pairs.texts, first=split.first, second=split.second, feature_version=shipped.feature_version
+    )
+    return np.array([pair_log_odds(model=shipped, features=row) for row in features])
+
+
 def pair_v2_features(split: QqpSplit) -> np.ndarray:
     """The tenant verifier's features of every pair, made once per data file under VAR_DIR/pairs."""
     from django.conf import settings

@@ -263,15 +263,20 @@ def regression_probability(*, model: PairModel, features: np.ndarray) -> float:
     return _sigmoid(regression_log_odds(model=model, features=features))
 
 
-def pair_probability(*, model: PairModel, features: np.ndarray) -> float:
-    """Probability that the pair is a duplicate, by the duplicate head: its logistic regression on the features it
-    reads (a prefix of `features`), or, for a tree head, its trees on that regression's log-odds followed by the
-    pair's text features (everything after the 2 x dimension vector products: the cosine, then pair-v1's lexical
-    features and the later sets')."""
+def pair_log_odds(*, model: PairModel, features: np.ndarray) -> float:
+    """The duplicate head's log-odds for the pair: its logistic regression on the features it reads (a prefix of
+    `features`), or, for a tree head, its trees on that regression's log-odds followed by the pair's text features
+    (everything after the 2 x dimension vector products: the cosine, then pair-v1's lexical features and the later
+    sets')."""
     z = regression_log_odds(model=model, features=features)
     if model.trees is not None:
         z = model.trees.raw(np.concatenate([[z], features[2 * model.dimension :]]))
-    return _sigmoid(z)
+    return z
+
+
+def pair_probability(*, model: PairModel, features: np.ndarray) -> float:
+    """Probability that the pair is a duplicate, by the duplicate head (`pair_log_odds`)."""
+    return _sigmoid(pair_log_odds(model=model, features=features))
 
 
 def _sigmoid(z: float) -> float:
