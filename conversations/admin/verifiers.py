@@ -110,7 +110,7 @@ class DuplicateModelVersionAdmin(TenantScopedAdmin):
     @admin.display(description="Held out: new vs active (P / R)")
     def held_out_shown(self, obj: DuplicateModelVersion) -> str:
         """Precision and recall of the new model and of the decision in use, each at the cut it serves with, on the
-        held-out labels of the judge that decided (the random picks, weighted, when they judged)."""
+        held-out labels of the judge that decided (the queue's picks, weighted, when they judged)."""
         figures = obj.figures or {}
 
         def pr(f: dict) -> str:
@@ -121,7 +121,7 @@ class DuplicateModelVersionAdmin(TenantScopedAdmin):
         if figures.get("judge") == "random_picks_weighted" and weighted:
             active = weighted.get("active_at_its_cut")
             against = pr(active) if active else f"R {weighted['active_recall_at_target']:.2f}"
-            return f"{pr(weighted['new'])} vs {against} (random picks, weighted)"
+            return f"{pr(weighted['new'])} vs {against} (queue picks, weighted)"
         new, old = figures.get("held_out"), figures.get("active_held_out")
         if not new or not old:
             return ""
@@ -134,7 +134,7 @@ class DuplicateModelVersionAdmin(TenantScopedAdmin):
             return ""
         # Versions trained before the random picks could choose it had theirs chosen on every training label.
         on = figures.get("cut_chosen_on", "training_labels")
-        population = "random picks, weighted" if on == "random_picks_weighted" else "labels, unweighted"
+        population = "queue picks, weighted" if on == "random_picks_weighted" else "labels, unweighted"
         counted = f"{figures['cut_chosen_on_labels']} training " if "cut_chosen_on_labels" in figures else "training "
         # The precision those labels show above the cut: at the target or over it, the judge asks the held-out labels
         # only not to contradict it (`verifier_judging._meets_target`).

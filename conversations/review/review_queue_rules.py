@@ -18,9 +18,9 @@ A day's queue of one tenant holds at most its quota of unreviewed decisions whos
 Every pick carries the chance the draw had of picking it, given the day's candidates: 1 for a rule's pick (the rules
 are deterministic), k / M for a random one (k drawn from the M candidates the rules left). Near-gate picks teach the
 head most, but they are the hardest decisions, so a verifier judged on them alone is judged on a sample unlike the
-traffic; the random picks, weighted by the inverse of their chance, are a sample of that traffic
-(`verifier_training.activation_judge`). The randomness is a `random.Random` the caller seeds, so one day's draw of
-one tenant is reproducible.
+traffic; the random picks, weighted by the inverse of their chance, are a sample of the traffic the rules left, and
+with the rules' picks counted once each, of the whole traffic (`verifier_judging.activation_judge`). The randomness is
+a `random.Random` the caller seeds, so one day's draw of one tenant is reproducible.
 
 A decision left unpicked stays a candidate of the next days' draws while it is recent (the queue's lookback), so its
 chance of being drawn at random by now is that of any of those draws, not of the one that drew it

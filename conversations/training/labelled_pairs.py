@@ -86,9 +86,21 @@ class LabelledQuestionPair:
 
     @property
     def random_pick_weight(self) -> float:
-        """The label's weight as a sample of the tenant's traffic: the inverse of its pick's probability when the
-        queue drew it at random, 0 for every other label, whose chance of being labelled is not known."""
-        if self.pick_reason != RANDOM_PICK or self.pick_probability is None or not 0 < self.pick_probability <= 1:
+        """The inverse of its pick's probability when the queue drew the label at random, else 0: how many decisions
+        of the traffic the rules left a random pick stands for. Only random picks say how much of that traffic the
+        labels have seen (`MIN_RANDOM_JUDGE_DUPLICATES`)."""
+        if self.pick_reason != RANDOM_PICK:
+            return 0.0
+        return self.traffic_weight
+
+    @property
+    def traffic_weight(self) -> float:
+        """The label's weight as a sample of the tenant's traffic: the inverse of its pick's inclusion probability
+        for any pick of the review queue, 0 for a label given outside it, whose chance of being labelled is not
+        known. A rule's pick (near the gate, a disagreement, a flagged one) has chance 1 and counts once: the queue's
+        random share is drawn from the decisions the rules did not pick, so the random picks alone stand for the
+        traffic without the rules' hardest decisions, and a precision measured on them alone reads high."""
+        if not self.pick_reason or self.pick_probability is None or not 0 < self.pick_probability <= 1:
             return 0.0
         return 1.0 / self.pick_probability
 

@@ -16,8 +16,11 @@ comparing it there with the active head re-cut at its best on the judging labels
 against an oracle one and refuse a model that ranks far better and serves more than the decision in use.
 Which held-out labels judge (`activation_judge`):
   - with at least MIN_RANDOM_JUDGE_DUPLICATES duplicates among the held-out labels the review queue drew at random,
-    those labels alone, each weighted by the inverse of its pick's probability: a sample of the tenant's traffic,
-    whose weighted precision and recall estimate the decision's on that traffic;
+    the held-out labels the queue picked, each weighted by the inverse of its pick's inclusion probability (a random
+    pick by its chance, a rule's pick once: `LabelledQuestionPair.traffic_weight`): a sample of the tenant's traffic,
+    whose weighted precision and recall estimate the decision's on that traffic. The random picks alone would not
+    be: the queue draws them from the decisions its rules left, so they miss the hardest ones, and precision on them
+    reads high;
   - else every held-out label, unweighted. Most are the queue's near-gate picks, the hardest decisions, where a model
     better on the traffic can still miss the target; that judge is kept only until the random share has enough.
 """
@@ -46,7 +49,9 @@ ACTIVATION_RESAMPLES = 2000
 
 
 class Judge(StrEnum):
-    RANDOM_PICKS_WEIGHTED = "random_picks_weighted"  # the held-out random picks, by inverse inclusion probability
+    # The held-out queue picks by inverse inclusion probability (the value predates the rules' picks joining the
+    # random ones, and is kept: version files and the admin read it).
+    RANDOM_PICKS_WEIGHTED = "random_picks_weighted"
     HELD_OUT_LABELS = "held_out_labels"  # every held-out label, unweighted
 
 
@@ -280,16 +285,19 @@ def activation_judge(
     active_eligible: np.ndarray | None = None,
     active_cut: float | None = None,
     cut_confident: bool = False,
+    traffic_weights: np.ndarray | None = None,
 ) -> Judgement:
     """Whether the new model (probabilities `new_scores`, its `cut`) beats the active decision (`active_scores`, at its
     own `active_cut` and re-cut at its best for the target) on held-out labels (all arrays are of the held-out labels
     only; `eligible` / `active_eligible`, default the same: the pairs each decision's other checks and gate let
-    through; `random_weights`: 1 / inclusion probability of a random pick of the review queue, 0 for any other label).
-    The rule is `_verdict`'s. The held-out random picks judge, weighted, when they hold at least
-    MIN_RANDOM_JUDGE_DUPLICATES duplicates; every held-out label, unweighted, judges otherwise. Both figures are
-    returned whenever there are random picks to figure."""
+    through; `random_weights`: 1 / inclusion probability of a random pick of the review queue, 0 for any other label;
+    `traffic_weights`: 1 / inclusion probability of any pick of the queue, 0 for a label given outside it, default
+    `random_weights`). The rule is `_verdict`'s. The held-out queue picks judge, each by its traffic weight, when the
+    random ones hold at least MIN_RANDOM_JUDGE_DUPLICATES duplicates; every held-out label, unweighted, judges
+    otherwise. Both figures are returned whenever there are random picks to figure."""
     labels = np.asarray(labels, dtype=int)
     random_weights = np.asarray(random_weights, dtype=float)
+    traffic = random_weights if traffic_weights is None else np.asarray(traffic_weights, dtype=float)
     active_eligible = eligible if active_eligible is None else active_eligible
     beats, note, everything = _verdict(
         new_scores=new_scores,
@@ -306,25 +314,26 @@ def activation_judge(
     figures: dict = {"held_out_labels": everything}
     drawn = random_weights > 0
     random_duplicates = int(labels[drawn].sum())
+    picked = traffic > 0
     if drawn.any():
         random_beats, random_note, weighted = _verdict(
-            new_scores=new_scores[drawn],
+            new_scores=new_scores[picked],
             cut=cut,
-            active_scores=active_scores[drawn],
-            labels=labels[drawn],
-            eligible=eligible[drawn],
-            active_eligible=active_eligible[drawn],
+            active_scores=active_scores[picked],
+            labels=labels[picked],
+            eligible=eligible[picked],
+            active_eligible=active_eligible[picked],
             active_cut=active_cut,
-            weights=random_weights[drawn],
+            weights=traffic[picked],
             target=precision_target,
             cut_confident=cut_confident,
         )
-        figures["random_picks_weighted"] = {**weighted, "weight": round(float(random_weights[drawn].sum()), 3)}
+        figures["random_picks_weighted"] = {**weighted, "weight": round(float(traffic[picked].sum()), 3)}
     if random_duplicates >= MIN_RANDOM_JUDGE_DUPLICATES:
         return Judgement(
             judge=Judge.RANDOM_PICKS_WEIGHTED,
             beats_active=random_beats,
-            note=f"on {int(drawn.sum())} held-out random picks, weighted: {random_note}",
+            note=(f"on {int(picked.sum())} held-out queue picks ({int(drawn.sum())} random), weighted: {random_note}"),
             figures=figures,
         )
     return Judgement(

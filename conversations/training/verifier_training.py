@@ -15,10 +15,12 @@ How it chooses, on the training part of the labels only (70% by a salted hash of
      gate only, the trees at any;
   2. the cut: the lowest at which those out-of-fold probabilities reach the target with CUT_CONFIDENCE
      (`cut_choose`: a lower confidence bound of the precision above the cut, not its point estimate), among the
-     training part's random picks of the review queue, each weighted by the inverse of its pick's
-     probability, once they hold MIN_RANDOM_JUDGE_DUPLICATES duplicates: the population the judge uses, so the cut is
-     set for the tenant's traffic and not for the near-gate picks, the hardest decisions, where it comes out far too
-     high for that traffic; among every training label, unweighted, until then.
+     training part's picks of the review queue, each weighted by the inverse of its pick's inclusion probability
+     (`LabelledQuestionPair.traffic_weight`: a random pick by its chance, a rule's pick once), once the random picks
+     hold MIN_RANDOM_JUDGE_DUPLICATES duplicates: the population the judge uses, so the cut is set for the tenant's
+     traffic, not for the near-gate picks alone, the hardest decisions, where it comes out far too high for that
+     traffic, nor for the random picks alone, which the queue draws from what its rules left and where it comes out
+     too low; among every training label, unweighted, until then.
 It is then judged on the held-out 30%, which took no part in any choice, against the decision in use at its own gate
 (`verifier_judging.activation_judge`), told whether the lower bound reached the target at the cut (`cut_confident`):
 a cut the point estimate set must show its precision on the held-out labels, one the bound set must not be
@@ -97,7 +99,9 @@ class TrainingRefused(ValueError):
 
 
 class CutChosenOn(StrEnum):
-    RANDOM_PICKS_WEIGHTED = "random_picks_weighted"  # the training part's random picks, by inverse probability
+    # The training part's queue picks by inverse inclusion probability (the value predates the rules' picks joining
+    # the random ones, and is kept: version files and the admin read it).
+    RANDOM_PICKS_WEIGHTED = "random_picks_weighted"
     TRAINING_LABELS = "training_labels"  # every training label, unweighted
 
 
@@ -154,20 +158,23 @@ def cut_choose(
     eligible: np.ndarray,
     random_weights: np.ndarray,
     precision_target: float,
+    traffic_weights: np.ndarray | None = None,
 ) -> tuple[float, CutChosenOn]:
     """(the cut, the population that chose it) for out-of-fold probabilities `scores` of the training labels
     (`eligible`: the decision's other checks let the pair through; `random_weights`: 1 / inclusion probability of a
-    random pick of the review queue, 0 for any other label). The lowest cut at which the CUT_CONFIDENCE lower bound of
-    precision reaches the target (`precision_lower_bounds`), else the lowest at which its point estimate does, inf
-    when neither: on the random picks, each counted by its weight, when they hold at least
-    MIN_RANDOM_JUDGE_DUPLICATES duplicates, the traffic the weighted judge measures; on every label, unweighted,
-    otherwise."""
+    random pick of the review queue, 0 for any other label; `traffic_weights`: 1 / inclusion probability of any pick
+    of the queue, 0 for a label given outside it, default `random_weights`). The lowest cut at which the
+    CUT_CONFIDENCE lower bound of precision reaches the target (`precision_lower_bounds`), else the lowest at which
+    its point estimate does, inf when neither: on the queue's picks, each counted by its traffic weight, when the
+    random picks hold at least MIN_RANDOM_JUDGE_DUPLICATES duplicates, the traffic the weighted judge measures; on
+    every label, unweighted, otherwise."""
     labels = np.asarray(labels, dtype=int)
     random_weights = np.asarray(random_weights, dtype=float)
-    drawn = random_weights > 0
-    if labels[drawn].sum() >= MIN_RANDOM_JUDGE_DUPLICATES:
+    traffic = random_weights if traffic_weights is None else np.asarray(traffic_weights, dtype=float)
+    if labels[random_weights > 0].sum() >= MIN_RANDOM_JUDGE_DUPLICATES:
         population = CutChosenOn.RANDOM_PICKS_WEIGHTED
-        scores, labels, eligible, weights = scores[drawn], labels[drawn], eligible[drawn], random_weights[drawn]
+        picked = traffic > 0
+        scores, labels, eligible, weights = scores[picked], labels[picked], eligible[picked], traffic[picked]
     else:
         population, weights = CutChosenOn.TRAINING_LABELS, None
     cut = _cut_at_lower_bound(scores=scores, labels=labels, eligible=eligible, weights=weights, target=precision_target)
@@ -216,6 +223,7 @@ class _Labelled:
     labels: np.ndarray  # 1 = duplicate
     held_out: np.ndarray  # judges, never trains
     random_weights: np.ndarray  # 1 / inclusion probability of a random pick of the queue, else 0
+    traffic_weights: np.ndarray  # 1 / inclusion probability of any pick of the queue, else 0
     folds: np.ndarray  # cross-validation fold of a training label
     cosine: np.ndarray  # of the pair's two vectors
     checks: np.ndarray  # every check of the decision but the gate and the head lets the pair through
@@ -234,6 +242,7 @@ def _labelled(pairs: Sequence[LabelledQuestionPair], *, first: np.ndarray, secon
         labels=np.array([int(p.is_duplicate) for p in pairs]),
         held_out=np.array([label_is_held_out(p.label_id) for p in pairs], dtype=bool),
         random_weights=np.array([p.random_pick_weight for p in pairs], dtype=float),
+        traffic_weights=np.array([p.traffic_weight for p in pairs], dtype=float),
         folds=np.array([label_inner_fold(p.label_id) for p in pairs]),
         cosine=np.clip((first * second).sum(axis=1), -1.0, 1.0),
         checks=_rule_checks(pairs=pairs, stored=second),
@@ -348,21 +357,22 @@ def _cut_for(
         eligible=eligible[train],
         random_weights=data.random_weights[train],
         precision_target=target,
+        traffic_weights=data.traffic_weights[train],
     )
-    drawn = train & (data.random_weights > 0)
-    return cut, chosen_on, drawn if chosen_on == CutChosenOn.RANDOM_PICKS_WEIGHTED else train
+    picked = train & (data.traffic_weights > 0)
+    return cut, chosen_on, picked if chosen_on == CutChosenOn.RANDOM_PICKS_WEIGHTED else train
 
 
 def _cut_lower_bound(
     chosen: Candidate, *, cut: float, eligible: np.ndarray, data: _Labelled, population: np.ndarray, weighted: bool
 ) -> float:
     """The CUT_CONFIDENCE lower bound (`precision_lower_bounds`) of the out-of-fold precision above `cut` among the
-    training labels that chose it (`population`, each counted by its random-pick weight when `weighted`); nan when
+    training labels that chose it (`population`, each counted by its traffic weight when `weighted`); nan when
     nothing there is served."""
     served = population & eligible & (chosen.oof >= cut)
     if not served.any():
         return float("nan")
-    weights = data.random_weights[served] if weighted else np.ones(int(served.sum()))
+    weights = data.traffic_weights[served] if weighted else np.ones(int(served.sum()))
     return float(
         precision_lower_bounds(
             true_weight=np.array([(weights * data.labels[served]).sum()]),
@@ -403,6 +413,7 @@ def _judge(
         random_weights=random_weights[held_out],
         precision_target=precision_target,
         cut_confident=cut_confident,
+        traffic_weights=data.traffic_weights[held_out],
     )
     return judgement, active_eligible & (active_probability >= active_cut)
 
@@ -561,7 +572,7 @@ def verifier_train(
         **head,
     }
     pair_model_from_dict(payload)  # the payload reads back as a model, or this raises before anything is written
-    on = "random picks, weighted" if cut_chosen_on == CutChosenOn.RANDOM_PICKS_WEIGHTED else "labels, unweighted"
+    on = "queue picks, weighted" if cut_chosen_on == CutChosenOn.RANDOM_PICKS_WEIGHTED else "labels, unweighted"
     note = (
         f"{judgement.note} ({chosen.kind} head at gate {gate:.2f}; cut chosen on {cut_population.sum()} training {on})"
     )

@@ -187,6 +187,7 @@ def test_the_regression_competes_at_the_lowest_gate_and_the_trees_at_any():
         labels=labels,
         held_out=np.zeros(40, dtype=bool),
         random_weights=np.zeros(40),
+        traffic_weights=np.zeros(40),
         folds=np.arange(40) % 5,
         cosine=cosine,
         checks=np.ones(40, dtype=bool),

@@ -24,7 +24,7 @@ from conversations.review.dashboard_selectors import dashboard_what_if, dashboar
 from conversations.tasks import duplicate_model_train_task
 from conversations.training import verifiers
 from conversations.training.duplicate_head_training import recall_at_precision
-from conversations.training.labelled_pairs import label_is_held_out, labelled_pairs_read
+from conversations.training.labelled_pairs import LabelledQuestionPair, label_is_held_out, labelled_pairs_read
 from conversations.training.verifier_heads import ADDED_PENALTIES, PENALTIES, fit_towards
 from conversations.training.verifier_judging import (
     MIN_RANDOM_JUDGE_DUPLICATES,
@@ -240,13 +240,13 @@ def test_with_enough_random_picks_they_judge_weighted_and_the_row_records_it(ten
     weighted = row.figures["judges"]["random_picks_weighted"]
     assert weighted["duplicates"] >= MIN_RANDOM_JUDGE_DUPLICATES
     assert weighted["weight"] == pytest.approx(5.0 * weighted["labels"])
-    assert "held-out random picks, weighted" in row.decision_note
+    assert f"held-out queue picks ({weighted['labels']} random), weighted" in row.decision_note
     assert row.figures["random_pick_labels"] == len(pairs)
     # The cut was chosen on the training part's random picks, the population the judge uses.
     assert row.figures["cut_chosen_on"] == CutChosenOn.RANDOM_PICKS_WEIGHTED
     training_picks = sum(not label_is_held_out(p.label_id) for p in pairs)
     assert row.figures["cut_chosen_on_labels"] == training_picks
-    assert f"cut chosen on {training_picks} training random picks, weighted" in row.decision_note
+    assert f"cut chosen on {training_picks} training queue picks, weighted" in row.decision_note
     # The judge is told whether those picks bound the precision above the cut at the target.
     bound = row.figures["cut_precision_lower_bound"]
     assert bound is not None and 0.0 < bound <= 1.0
@@ -282,7 +282,7 @@ def test_the_versions_page_shows_the_figures_of_the_judge_that_decided():
                 figures={**everything, "judge": "random_picks_weighted", "judges": {"random_picks_weighted": weighted}}
             )
         )
-        == "0.93 / 0.41 vs R 0.33 (random picks, weighted)"
+        == "0.93 / 0.41 vs R 0.33 (queue picks, weighted)"
     )
     # The decision in use at the cut it serves with, when the judge figured it.
     applied = {**weighted, "active_at_its_cut": {"precision": 0.97, "recall": 0.03}}
@@ -292,7 +292,7 @@ def test_the_versions_page_shows_the_figures_of_the_judge_that_decided():
                 figures={**everything, "judge": "random_picks_weighted", "judges": {"random_picks_weighted": applied}}
             )
         )
-        == "0.93 / 0.41 vs 0.97 / 0.03 (random picks, weighted)"
+        == "0.93 / 0.41 vs 0.97 / 0.03 (queue picks, weighted)"
     )
     assert shown(DuplicateModelVersion(figures={})) == ""
 
@@ -304,12 +304,12 @@ def test_the_versions_page_shows_which_labels_chose_the_cut():
 
     shown = DuplicateModelVersionAdmin(DuplicateModelVersion, admin.site).cut_shown
     on_picks = {"cut": 0.61234, "cut_chosen_on": "random_picks_weighted", "cut_chosen_on_labels": 180}
-    assert shown(DuplicateModelVersion(figures=on_picks)) == "0.612 (180 training random picks, weighted)"
+    assert shown(DuplicateModelVersion(figures=on_picks)) == "0.612 (180 training queue picks, weighted)"
     on_labels = {"cut": 0.85, "cut_chosen_on": "training_labels", "cut_chosen_on_labels": 700}
     assert shown(DuplicateModelVersion(figures=on_labels)) == "0.850 (700 training labels, unweighted)"
     bounded = {**on_picks, "cut_precision_lower_bound": 0.9012}
     assert shown(DuplicateModelVersion(figures=bounded)) == (
-        "0.612 (180 training random picks, weighted; precision there, 90% lower bound 0.901)"
+        "0.612 (180 training queue picks, weighted; precision there, 90% lower bound 0.901)"
     )
     # A version trained before the random picks chose cuts had its cut chosen on every training label.
     assert shown(DuplicateModelVersion(figures={"cut": 0.9})) == "0.900 (training labels, unweighted)"
@@ -358,6 +358,35 @@ def test_with_enough_random_picks_the_cut_is_the_lowest_that_meets_the_target_on
         scores=scores, labels=labels, eligible=np.ones(len(labels), dtype=bool), target=TARGET + 0.02
     )
     assert old_cut == 0.9
+
+
+def test_the_rules_picks_count_once_beside_the_random_ones_as_the_traffic_they_are_part_of():
+    # The queue draws its random share from what its rules left, so the random picks never stand for the near-gate
+    # picks. Counted once each beside them, those add the 40 pairs at 0.4 the random picks miss: precision there is
+    # (160 + 10) / (164 + 40) = 0.83, and the cut goes up to 0.9. The random picks alone put it at 0.4.
+    scores, labels, random_weights = _scored(*RANDOM_SCORED, *NEAR_GATE_SCORED)
+    traffic = np.where(random_weights > 0, random_weights, 1.0)
+    chosen = cut_choose(
+        scores=scores,
+        labels=labels,
+        eligible=np.ones(len(labels), dtype=bool),
+        random_weights=random_weights,
+        precision_target=TARGET,
+        traffic_weights=traffic,
+    )
+    assert chosen == (0.9, CutChosenOn.RANDOM_PICKS_WEIGHTED)
+    assert _cut(*RANDOM_SCORED, *NEAR_GATE_SCORED) == (0.4, CutChosenOn.RANDOM_PICKS_WEIGHTED)
+
+
+def test_a_labels_traffic_weight_is_its_picks_inverse_chance_and_none_outside_the_queue():
+    pair = LabelledQuestionPair(question="a", stored_question="b", is_duplicate=True, source="support", label_id=1)
+    assert (pair.traffic_weight, pair.random_pick_weight) == (0.0, 0.0)  # given outside the queue
+    drawn = replace(pair, pick_reason="random", pick_probability=0.2)
+    assert drawn.traffic_weight == pytest.approx(5.0) and drawn.random_pick_weight == pytest.approx(5.0)
+    ruled = replace(pair, pick_reason="near_gate", pick_probability=1.0)
+    assert (ruled.traffic_weight, ruled.random_pick_weight) == (1.0, 0.0)
+    unknown = replace(pair, pick_reason="near_gate", pick_probability=None)
+    assert unknown.traffic_weight == 0.0
 
 
 def test_with_too_few_random_duplicates_every_training_label_chooses_the_cut():
