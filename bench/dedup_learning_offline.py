@@ -276,7 +276,7 @@ def main() -> None:
                     )
                     served = population & eligible & (candidate.oof >= cut)
                     weighted = chosen_on == verifier_training.CutChosenOn.RANDOM_PICKS_WEIGHTED
-                    weights = data.random_weights if weighted else np.ones(len(data.labels))
+                    weights = data.traffic_weights if weighted else np.ones(len(data.labels))
                     value = float(
                         (weights * served * data.labels).sum() / max((weights * population * data.labels).sum(), 1e-9)
                     )
